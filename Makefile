@@ -1,0 +1,94 @@
+# swarm — build, test and lab entry points. See README.md.
+#   make lab    install missing Debian packages (as root), build, generate the lab model, run the lab
+#   make test   build and run every test (unit + end to end) on the tiny config
+CC      ?= cc
+CLANG   ?= clang
+BUILD   ?= build
+BIN     ?= bin
+PREFIX  ?= /usr/local
+PKGS     = libzmq msgpack openblas libbpf inih jansson libxxhash liburing libcrypto
+DEB_PKGS = build-essential pkg-config clang llvm bpftool libzmq3-dev libmsgpack-dev \
+           libopenblas-dev libbpf-dev libelf-dev zlib1g-dev libinih-dev libjansson-dev \
+           libxxhash-dev liburing-dev libssl-dev gnuplot-nox iproute2 libclang-rt-14-dev
+WERROR  ?= $(if $(CI),-Werror,)
+GIT_REV := $(shell git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)$(shell git diff --quiet HEAD 2>/dev/null || echo -dirty)
+
+# Recursive (=) on purpose: pkg-config is only asked when something is compiled, after `deps`.
+PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS))
+PKG_LIBS   = $(shell pkg-config --libs $(PKGS))
+CFLAGS  ?= -O2 -g
+SANITIZE ?=
+ALL_CFLAGS = -std=c11 -D_GNU_SOURCE $(CFLAGS) $(SANITIZE) -Wall -Wextra -Wshadow \
+             -Wstrict-prototypes -Wmissing-prototypes $(WERROR) -I. -I$(BUILD)/netem \
+             -DSWARM_GIT_REV=\"$(GIT_REV)\" $(PKG_CFLAGS) -MMD -MP
+LDLIBS   = $(PKG_LIBS) -lpthread -lm
+
+MAIN_SRC = coordinator/main.c
+LIB_SRC  = $(filter-out $(MAIN_SRC) %.bpf.c,$(wildcard common/*.c proto/*.c netem/*.c coordinator/*.c worker/*.c))
+LIB_OBJ  = $(LIB_SRC:%.c=$(BUILD)/%.o)
+BPF_SRC  = $(wildcard netem/*.bpf.c)
+BPF_SKEL = $(BPF_SRC:netem/%.bpf.c=$(BUILD)/netem/%.skel.h)
+TEST_SRC = $(wildcard tests/test_*.c)
+TEST_BIN = $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
+
+.PHONY: all test lab asan clean install deps fuzz lab-quick
+all: $(BIN)/swarm
+
+$(BUILD)/netem/%.bpf.o: netem/%.bpf.c
+	@mkdir -p $(@D)
+	$(CLANG) -O2 -g -target bpf -D__TARGET_ARCH_x86 -I/usr/include/x86_64-linux-gnu -c $< -o $@
+
+$(BUILD)/netem/%.skel.h: $(BUILD)/netem/%.bpf.o
+	bpftool gen skeleton $< > $@
+
+$(BUILD)/%.o: %.c | $(BPF_SKEL)
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -c $< -o $@
+
+$(BUILD)/libswarm.a: $(LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BIN)/swarm: $(BUILD)/$(MAIN_SRC:.c=.o) $(BUILD)/libswarm.a
+	@mkdir -p $(@D)
+	$(CC) $(SANITIZE) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/tests/%: tests/%.c $(BUILD)/libswarm.a
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -o $@ $< $(BUILD)/libswarm.a $(LDLIBS)
+
+test: $(BIN)/swarm $(TEST_BIN)
+	SWARM_BIN=$(abspath $(BIN)/swarm) TEST_BIN_DIR=$(abspath $(BUILD)/tests) tests/run.sh
+
+asan:
+	$(MAKE) BUILD=build/asan BIN=build/asan/bin CFLAGS="-O1 -g -fno-omit-frame-pointer" \
+	    SANITIZE="-fsanitize=address,undefined -fno-sanitize-recover=undefined" test
+
+# Installs what is missing when run as root; otherwise names the packages to install.
+deps:
+	@missing=""; for p in $(DEB_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ]; then echo "deps: installing:$$missing"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+	  else echo "deps: missing Debian packages; run as root: apt-get install$$missing"; exit 1; fi; \
+	fi
+
+lab: deps
+	$(MAKE) all
+	@mkdir -p models
+	@test -f models/lab02.gguf || $(BIN)/swarm gen --layers 24 --dim 4096 --seed 1 -o models/lab02.gguf
+	$(BIN)/swarm lab configs/lab02.ini
+
+lab-quick: deps
+	$(MAKE) all
+	$(BIN)/swarm lab configs/tiny.ini --quick
+
+install: $(BIN)/swarm
+	install -D -m 0755 $(BIN)/swarm $(DESTDIR)$(PREFIX)/bin/swarm
+	install -D -m 0644 configs/lab02.ini $(DESTDIR)$(PREFIX)/share/swarm/lab02.ini
+	install -D -m 0644 configs/tiny.ini $(DESTDIR)$(PREFIX)/share/swarm/tiny.ini
+
+clean:
+	rm -rf $(BUILD) $(BIN)
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

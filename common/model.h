@@ -1,0 +1,61 @@
+/* model.h — the lab model on top of GGUF: L layers of W (d x d f32) and g (d f32). common/
+ *
+ * File layout written by model_gen (readers accept any GGUF that has these tensors and keys):
+ *   general.architecture = "swarm-dense"       swarm.layer_count, swarm.dim (u32)
+ *   swarm.seed (u64)                            swarm.checksum_algo = "xxh3-64"
+ *   swarm.layer_checksums (array u64, L)        general.alignment = 4096
+ *   tensors, in order: "blk.N.g" (ne = [d]), "blk.N.w" (ne = [d, d], row-major: row r is
+ *   d contiguous floats at offset r*d*4)
+ * Layer checksum = XXH3-64 over the bytes of g then the bytes of W (seed 0), so a reader that
+ * streams g first and then W's rows in order can verify a layer without a second pass.
+ * Weights are deterministic from the seed: W ~ U(-a, a) with a = 1/sqrt(d), g ~ U(0.5, 1.5).
+ */
+#ifndef SWARM_MODEL_H
+#define SWARM_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define MODEL_ARCH "swarm-dense"
+#define MODEL_MAX_LAYERS 4096
+#define MODEL_MAX_DIM 65536
+
+typedef struct {
+    uint64_t g_off;        /* absolute offset of g (d f32) */
+    uint64_t w_off;        /* absolute offset of W (d*d f32, row-major) */
+    uint64_t checksum;     /* XXH3-64(g bytes || W bytes) from metadata */
+} model_layer;
+
+typedef struct {
+    char *path;            /* owned */
+    uint64_t file_size;
+    uint32_t n_layers;
+    uint32_t dim;
+    uint32_t alignment;    /* from the file (4096 for ours, 32 typical elsewhere) */
+    uint64_t seed;
+    model_layer *layers;   /* n_layers, owned */
+} model_t;
+
+/* Bytes of one layer's weights (W + g), not counting padding. */
+static inline uint64_t model_layer_bytes(const model_t *m)
+{
+    return (uint64_t)m->dim * m->dim * 4u + (uint64_t)m->dim * 4u;
+}
+
+/* Open and validate a model file (GGUF checks + our keys + tensor shapes/types). */
+int model_open(model_t *m, const char *path, char *err, size_t errlen);
+void model_close(model_t *m);
+
+/* Write a synthetic model. alignment: 4096 for ours (O_DIRECT friendly); tests use 32 too.
+ * Streams layer by layer (never holds more than one layer in memory); writes to path.tmp and
+ * renames, so an interrupted gen never leaves a half file under the real name. */
+int model_gen(const char *path, uint32_t layers, uint32_t dim, uint64_t seed, uint32_t alignment,
+              char *err, size_t errlen);
+
+/* Deterministically fill layer l's weights (what model_gen writes). g: d floats, W: d*d. */
+void model_fill_layer(uint64_t seed, uint32_t layer, uint32_t dim, float *g, float *W);
+
+/* XXH3-64 of g bytes then W bytes (the metadata checksum). */
+uint64_t model_layer_checksum(const float *g, const float *W, uint32_t dim);
+
+#endif

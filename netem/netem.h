@@ -1,0 +1,86 @@
+/* netem.h — link profiles and the user-space link shaper (DESIGN.md §5). netem/
+ *
+ * A profile describes one direction of one link: one-way mean delay, jitter around it with a
+ * distribution, loss and a rate limit. This kernel has no sch_netem and no sch_fq, so delay is
+ * emulated in user space by the *receiver* of a link: each message is released at
+ *   release_i = max(release_{i-1}, arrival_i + d_i) + bytes_i / rate
+ * (FIFO under jitter; never "sleep d after receiving", which would add processing time).
+ * TCP never loses a message, so user-space "loss" is a retransmission delay (rto_ns added with
+ * probability `loss`). Real packet loss and link cuts come from the BPF path (netem_kernel_*).
+ */
+#ifndef SWARM_NETEM_H
+#define SWARM_NETEM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define NETEM_NAME_MAX 32
+
+typedef enum {
+    NETEM_DIST_NONE = 0,
+    NETEM_DIST_UNIFORM = 1,   /* d ~ U(delay - jitter, delay + jitter), clamped at 0 */
+    NETEM_DIST_NORMAL = 2,    /* d ~ N(delay, jitter), clamped at 0 */
+    NETEM_DIST_PARETO = 3,    /* heavy tail with mean `delay` and spread `jitter` */
+} netem_dist;
+_Static_assert(NETEM_DIST_PARETO == 3, "pinned: carried on the wire in msg_link.dist");
+
+typedef struct {
+    char name[NETEM_NAME_MAX];
+    uint64_t delay_ns;        /* one-way mean delay (RTT / 2) */
+    uint64_t jitter_ns;
+    uint32_t dist;            /* netem_dist */
+    double loss;              /* probability in [0, 1) */
+    uint64_t rate_bps;        /* bytes per second; 0 = unlimited */
+    uint64_t rto_ns;          /* retransmission delay charged per user-space "loss" */
+    int control_plane;        /* 1: also delay control-plane messages (heartbeats) */
+} netem_profile;
+
+/* Built-in profiles: "none" (0), "lan" (RTT 0.4 ms), "wifi" (RTT 4.5 ms, normal jitter),
+ * "wan" (RTT 60 ms). 0 / -1 if unknown. */
+int netem_profile_builtin(const char *name, netem_profile *out);
+/* Set one key of a profile from a config ("rtt_ms", "delay_ms", "jitter_ms", "jitter_dist",
+ * "loss", "rate" (e.g. "100M" bytes/s or "1Gbit"), "rto_ms", "control_plane"). 0 / -1 with err
+ * naming the key and why. */
+int netem_profile_set(netem_profile *p, const char *key, const char *val, char *err, size_t errlen);
+/* One line description, e.g. "wifi: one-way 2.250 ms, jitter normal 0.500 ms, loss 0, rate inf". */
+const char *netem_profile_describe(const netem_profile *p, char *buf, size_t len);
+/* Is this profile a no-op? */
+int netem_profile_is_none(const netem_profile *p);
+
+/* ---- the shaper: release-time arithmetic for one link direction ---- */
+typedef struct netem_shaper netem_shaper;
+netem_shaper *netem_shaper_new(const netem_profile *p, uint64_t seed);
+void netem_shaper_free(netem_shaper **s);
+/* Sample this message's delay and return its absolute release time (CLOCK_MONOTONIC ns). */
+uint64_t netem_release_at(netem_shaper *s, uint64_t arrival_ns, size_t bytes);
+/* Total delay added so far (sum of release - arrival) and count, for "measured" figures. */
+void netem_shaper_totals(const netem_shaper *s, uint64_t *added_ns, uint64_t *count);
+
+/* ---- a FIFO of held ZeroMQ messages (for receivers and the forwarder) ---- */
+typedef struct netem_queue netem_queue;
+netem_queue *netem_queue_new(size_t capacity);
+void netem_queue_free(netem_queue **q);
+/* Takes ownership of *msg (a zmq_msg_t*, moved in; *msg is re-inited empty). -1 if full. */
+int netem_queue_push(netem_queue *q, void *zmq_msg, uint64_t release_ns, uint64_t arrival_ns);
+/* Release time of the head (UINT64_MAX if empty). */
+uint64_t netem_queue_next(const netem_queue *q);
+/* Move the head into *zmq_msg (caller's inited zmq_msg_t) if its release time <= now. 1/0. */
+int netem_queue_pop_due(netem_queue *q, uint64_t now_ns, void *zmq_msg, uint64_t *arrival_ns);
+size_t netem_queue_len(const netem_queue *q);
+
+/* ---- subcommand entry (bin/swarm netem ...): forwarder, selftest, kernel link control ---- */
+int netem_main(int argc, char **argv);
+
+/* ---- kernel path: tc clsact + BPF on an interface (loss, blackhole; EDT delay where fq) ---- */
+typedef struct netem_kernel netem_kernel;
+typedef struct {
+    int bpf_ok;               /* clsact + BPF program attach works */
+    int fq_ok;                /* sch_fq exists, so EDT delay can be applied */
+} netem_kernel_caps;
+int netem_kernel_probe(netem_kernel_caps *caps, char *err, size_t errlen);
+netem_kernel *netem_kernel_attach(const char *ifname, char *err, size_t errlen);
+int netem_kernel_set(netem_kernel *k, uint32_t loss_ppm, int blackhole, uint64_t delay_ns,
+                     char *err, size_t errlen);
+void netem_kernel_detach(netem_kernel **k);
+
+#endif
