@@ -13,13 +13,15 @@ DEB_PKGS = build-essential pkg-config clang llvm bpftool libzmq3-dev libmsgpack-
 WERROR  ?= $(if $(CI),-Werror,)
 GIT_REV := $(shell git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)$(shell git diff --quiet HEAD 2>/dev/null || echo -dirty)
 
+# -Wno-format-truncation: error messages are cut to their buffers on purpose (snprintf).
 # Recursive (=) on purpose: pkg-config is only asked when something is compiled, after `deps`.
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS))
 PKG_LIBS   = $(shell pkg-config --libs $(PKGS))
 CFLAGS  ?= -O2 -g
 SANITIZE ?=
 ALL_CFLAGS = -std=c11 -D_GNU_SOURCE $(CFLAGS) $(SANITIZE) -Wall -Wextra -Wshadow \
-             -Wstrict-prototypes -Wmissing-prototypes $(WERROR) -I. -I$(BUILD)/netem \
+             -Wstrict-prototypes -Wmissing-prototypes $(WERROR) \
+             -Wno-format-truncation -I. -I$(BUILD)/netem \
              -DSWARM_GIT_REV=\"$(GIT_REV)\" $(PKG_CFLAGS) -MMD -MP
 LDLIBS   = $(PKG_LIBS) -lpthread -lm
 

@@ -1,0 +1,80 @@
+/* config.h — swarm's INI configuration (libinih): defaults, file, and --set overrides. common/
+ *
+ * Every key is known here; an unknown section or key, or a bad value, is an error that names
+ * the file, the line and the key ("configs/x.ini:12: [ssd] queue_depth: '0' must be 1..256").
+ * Relative paths (model) are resolved against the current directory.
+ */
+#ifndef SWARM_CONFIG_H
+#define SWARM_CONFIG_H
+
+#include <limits.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "netem/netem.h"
+
+#define CONFIG_MAX_WORKERS 64
+#define CONFIG_MAX_PROFILES 16
+#define CONFIG_MAX_CONDITIONS 16
+
+typedef struct {
+    char name[64];            /* [worker.NAME] */
+    char endpoint[256];       /* control endpoint, e.g. tcp://198.18.0.2:7000 */
+    uint64_t cap_bytes;
+} config_worker;
+
+typedef struct {
+    char path[PATH_MAX];      /* the config file ("" = built-in defaults) */
+
+    /* [model] */
+    char model[PATH_MAX];     /* GGUF file */
+    uint32_t layers, dim;     /* used by gen when the model file is missing */
+    uint64_t seed;
+
+    /* [run] */
+    uint32_t steps;           /* steps per run (default 32) */
+    uint64_t input_seed;      /* deterministic inputs per step */
+    uint32_t threads;         /* BLAS threads in single-process arms */
+
+    /* [ssd] */
+    uint64_t cap_bytes;       /* working-set cap of capped processes (default 600 MiB) */
+    uint32_t queue_depth;     /* O_DIRECT reads in flight */
+    uint64_t chunk_bytes;     /* bytes per read (rounded down to whole 4-row blocks) */
+    int buffered;             /* 1: buffered reads (labelled; cache gate decides) */
+    uint64_t overhead_bytes;  /* reserved in every cap for code, libs, BLAS, stacks */
+
+    /* [swarm] */
+    uint32_t workers;         /* local workers to spawn when none are listed */
+    uint32_t inflight;        /* steps in the pipeline at once */
+    uint64_t worker_cap_bytes;
+    uint32_t worker_threads;  /* BLAS threads per worker */
+    char host[64];            /* where local workers listen */
+    uint32_t heartbeat_ms;    /* control-plane heartbeat interval */
+    uint32_t liveness;        /* missed heartbeats before a worker is declared lost */
+    uint32_t step_deadline_ms;/* a step not back by then marks its segment suspect */
+    int plaintext;            /* allow plaintext on non-loopback links */
+    uint32_t n_workers;       /* listed [worker.NAME] sections */
+    config_worker worker[CONFIG_MAX_WORKERS];
+
+    /* [netem] */
+    char profile[NETEM_NAME_MAX]; /* default profile for `run` */
+    uint32_t n_profiles;          /* custom [profile.NAME] sections */
+    netem_profile profiles[CONFIG_MAX_PROFILES];
+
+    /* [lab] */
+    uint32_t repeats;
+    uint32_t n_conditions;
+    char conditions[CONFIG_MAX_CONDITIONS][64]; /* "ssd", "resident/lan", ... */
+    char lab_out[PATH_MAX];   /* results root (default "results") */
+} config_t;
+
+void config_defaults(config_t *c);
+/* Load path on top of the current values (call config_defaults first). 0 / -1. */
+int config_load(config_t *c, const char *path, char *err, size_t errlen);
+/* Apply "section.key=value" (from --set). 0 / -1. */
+int config_set(config_t *c, const char *assignment, char *err, size_t errlen);
+/* Resolve a profile by name: custom sections first, then built-ins. 0 / -1. */
+int config_profile(const config_t *c, const char *name, netem_profile *out, char *err,
+                   size_t errlen);
+
+#endif

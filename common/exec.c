@@ -1,0 +1,530 @@
+/* exec.c — layer range executor: resident layers + O_DIRECT/io_uring streamed layers. common/ */
+#include "common/exec.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <liburing.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "common/kernel.h"
+#include "common/log.h"
+#include "common/util.h"
+
+enum { S_FREE = 0, S_INFLIGHT = 1, S_DONE = 2 };
+
+typedef struct {
+    uint8_t *buf;              /* EXEC_ALIGN-aligned, cap bytes */
+    uint64_t cap;
+    uint64_t aoff, alen;       /* aligned superset read */
+    uint32_t skip;             /* first wanted byte = buf + skip */
+    uint64_t want;             /* wanted bytes */
+    int state;
+    int32_t res;               /* bytes read or -errno */
+    uint64_t seq;
+} s_slot;
+
+struct exec {
+    const model_t *m;
+    uint32_t first, last, d;
+    exec_opts o;
+    exec_plan plan;
+    int fd;
+    int direct;
+    /* resident layers: [0, n_resident) relative to first */
+    void **res_gmem, **res_wmem;
+    const float **res_g, **res_w;
+    uint64_t loaded_bytes;
+    float *u, *y;              /* (d,) scratch */
+    /* streaming ring */
+    s_slot *slots;
+    uint32_t nslots, inflight;
+    struct io_uring ring;
+    int uring_ok;
+    uint64_t submit_seq, consume_seq, seq_limit;
+    uint64_t chunks_per_step;
+    XXH3_state_t *xx;
+};
+
+static uint64_t s_round_up(uint64_t v, uint64_t a)
+{
+    return (v + a - 1) / a * a;
+}
+
+int exec_plan_make(const model_t *m, uint32_t first, uint32_t last, const exec_opts *o,
+                   exec_plan *p, char *err, size_t errlen)
+{
+    char b1[32], b2[32], b3[32];
+    uint64_t d = m->dim, rowb = d * 4, avail, scratch = 2 * d * 4 + 2 * EXEC_ALIGN;
+    memset(p, 0, sizeof *p);
+    if (first >= last || last > m->n_layers) {
+        snprintf(err, errlen, "bad layer range [%u, %u) for a %u-layer model", first, last,
+                 m->n_layers);
+        return -1;
+    }
+    p->n_layers = last - first;
+    p->layer_alloc = s_round_up(d * d * 4 + 2 * EXEC_ALIGN, EXEC_ALIGN) +
+                     s_round_up(d * 4 + 2 * EXEC_ALIGN, EXEC_ALIGN);
+    /* Rows per chunk: whole 4-row blocks (bit-identity, DESIGN.md §4), at least one block. */
+    uint64_t rows = o->chunk_bytes / rowb / 4 * 4;
+    if (rows < 4)
+        rows = 4;
+    if (rows > d)
+        rows = s_round_up(d, 4);
+    p->rows_per_chunk = (uint32_t)rows;
+    p->chunks_per_layer = 1 + (uint32_t)((d + rows - 1) / rows);
+    uint64_t slot_cap = s_round_up(rows * rowb + 2 * EXEC_ALIGN, EXEC_ALIGN);
+    uint64_t ring = (uint64_t)(o->queue_depth + 1) * slot_cap;
+
+    if (o->budget_bytes == 0 && !o->stream_all) {
+        p->n_resident = p->n_layers;
+    } else if (o->stream_all) {
+        p->n_resident = 0;
+    } else {
+        uint64_t need_min = o->overhead_bytes + scratch + (o->resident_only ? 0 : ring);
+        if (o->resident_only) {
+            uint64_t need = need_min + p->n_layers * p->layer_alloc;
+            if (need > o->budget_bytes) {
+                snprintf(err, errlen,
+                         "layers [%u, %u) need %s resident (%u x %s + %s overhead) but the "
+                         "cap is %s: short by %s",
+                         first, last, util_fmt_size(need, b1, sizeof b1), p->n_layers,
+                         util_fmt_size(p->layer_alloc, b2, sizeof b2),
+                         util_fmt_size(need_min, b3, sizeof b3),
+                         util_fmt_size(o->budget_bytes, b3, sizeof b3),
+                         util_fmt_size(need - o->budget_bytes, b1, sizeof b1));
+                return -1;
+            }
+            p->n_resident = p->n_layers;
+        } else {
+            if (need_min > o->budget_bytes) {
+                snprintf(err, errlen,
+                         "cap %s cannot even hold the streaming ring and overhead (%s): short "
+                         "by %s",
+                         util_fmt_size(o->budget_bytes, b1, sizeof b1),
+                         util_fmt_size(need_min, b2, sizeof b2),
+                         util_fmt_size(need_min - o->budget_bytes, b3, sizeof b3));
+                return -1;
+            }
+            avail = o->budget_bytes - need_min;
+            uint64_t n = avail / p->layer_alloc;
+            /* If everything fits without the ring, keep everything resident. */
+            if (o->overhead_bytes + scratch + p->n_layers * p->layer_alloc <= o->budget_bytes)
+                n = p->n_layers;
+            p->n_resident = n > p->n_layers ? p->n_layers : (uint32_t)n;
+        }
+    }
+    p->n_streamed = p->n_layers - p->n_resident;
+    p->resident_bytes = (uint64_t)p->n_resident * p->layer_alloc;
+    p->ring_bytes = p->n_streamed ? ring : 0;
+    p->working_set = p->resident_bytes + p->ring_bytes + scratch + o->overhead_bytes;
+    if (p->n_streamed) {
+        /* Bytes requested per streamed layer: g's aligned superset + each chunk's. */
+        const model_layer *L0 = &m->layers[first];
+        uint64_t per = 0;
+        uint64_t a0 = L0->g_off / EXEC_ALIGN * EXEC_ALIGN;
+        per += s_round_up(L0->g_off + d * 4, EXEC_ALIGN) - a0;
+        (void)per;
+        uint64_t total = 0;
+        for (uint32_t l = first + p->n_resident; l < last; l++) {
+            const model_layer *L = &m->layers[l];
+            total += s_round_up(L->g_off + d * 4, EXEC_ALIGN) - L->g_off / EXEC_ALIGN * EXEC_ALIGN;
+            for (uint64_t r0 = 0; r0 < d; r0 += rows) {
+                uint64_t n = d - r0 < rows ? d - r0 : rows;
+                uint64_t s = L->w_off + r0 * rowb, e = s + n * rowb;
+                total += s_round_up(e, EXEC_ALIGN) - s / EXEC_ALIGN * EXEC_ALIGN;
+            }
+        }
+        p->streamed_per_step = total;
+    }
+    return 0;
+}
+
+void *exec_read_aligned(int fd, uint64_t off, uint64_t len, const void **data, char *err,
+                        size_t errlen)
+{
+    uint64_t a0 = off / EXEC_ALIGN * EXEC_ALIGN;
+    uint64_t a1 = s_round_up(off + len, EXEC_ALIGN);
+    uint64_t got = 0;
+    void *buf = NULL;
+    if (posix_memalign(&buf, EXEC_ALIGN, a1 - a0)) {
+        snprintf(err, errlen, "out of memory for a %llu-byte read", (unsigned long long)(a1 - a0));
+        return NULL;
+    }
+    while (got < off + len - a0) {
+        ssize_t n = pread(fd, (uint8_t *)buf + got, a1 - a0 - got, (off_t)(a0 + got));
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            snprintf(err, errlen, "read at offset %llu failed: %s",
+                     (unsigned long long)(a0 + got), n < 0 ? strerror(errno) : "end of file");
+            free(buf);
+            return NULL;
+        }
+        got += (uint64_t)n;
+    }
+    *data = (uint8_t *)buf + (off - a0);
+    return buf;
+}
+
+static int s_open(exec_t *e, char *err, size_t errlen)
+{
+    if (!e->o.buffered) {
+        e->fd = open(e->m->path, O_RDONLY | O_DIRECT | O_CLOEXEC);
+        if (e->fd >= 0) {
+            e->direct = 1;
+            return 0;
+        }
+        if (errno == EINVAL) {
+            snprintf(err, errlen,
+                     "%s: the filesystem refuses O_DIRECT (tmpfs?): streamed reads would be "
+                     "served from the page cache, so no SSD figure can be reported; move the "
+                     "model to a disk, or pass --buffered to measure buffered reads "
+                     "(labelled as such)",
+                     e->m->path);
+            return -1;
+        }
+    } else {
+        e->fd = open(e->m->path, O_RDONLY | O_CLOEXEC);
+        if (e->fd >= 0)
+            return 0;
+    }
+    snprintf(err, errlen, "%s: cannot open: %s", e->m->path, strerror(errno));
+    return -1;
+}
+
+static int s_load_resident(exec_t *e, char *err, size_t errlen)
+{
+    uint32_t n = e->plan.n_resident;
+    uint64_t d = e->d;
+    char why[256];
+    e->res_gmem = calloc(n ? n : 1, sizeof(void *));
+    e->res_wmem = calloc(n ? n : 1, sizeof(void *));
+    e->res_g = calloc(n ? n : 1, sizeof(float *));
+    e->res_w = calloc(n ? n : 1, sizeof(float *));
+    if (!e->res_gmem || !e->res_wmem || !e->res_g || !e->res_w) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        const model_layer *L = &e->m->layers[e->first + i];
+        const void *g, *w;
+        e->res_gmem[i] = exec_read_aligned(e->fd, L->g_off, d * 4, &g, why, sizeof why);
+        if (!e->res_gmem[i])
+            goto err_read;
+        e->res_wmem[i] = exec_read_aligned(e->fd, L->w_off, d * d * 4, &w, why, sizeof why);
+        if (!e->res_wmem[i])
+            goto err_read;
+        e->res_g[i] = g;
+        e->res_w[i] = w;
+        e->loaded_bytes += d * d * 4 + d * 4;
+        if (e->o.verify_resident) {
+            uint64_t h = model_layer_checksum(g, w, e->d);
+            if (h != L->checksum) {
+                snprintf(err, errlen,
+                         "%s: layer %u checksum mismatch (file bytes hash to %016llx, metadata "
+                         "says %016llx): the file is corrupt",
+                         e->m->path, e->first + i, (unsigned long long)h,
+                         (unsigned long long)L->checksum);
+                return -1;
+            }
+        }
+        continue;
+    err_read:
+        snprintf(err, errlen, "%s: layer %u: %s", e->m->path, e->first + i, why);
+        return -1;
+    }
+    return 0;
+}
+
+/* Streamed chunk `seq` -> which layer and which bytes. */
+static void s_chunk_of(const exec_t *e, uint64_t seq, uint32_t *layer, uint32_t *c)
+{
+    uint64_t in_step = seq % e->chunks_per_step;
+    *layer = e->first + e->plan.n_resident + (uint32_t)(in_step / e->plan.chunks_per_layer);
+    *c = (uint32_t)(in_step % e->plan.chunks_per_layer);
+}
+
+static void s_chunk_range(const exec_t *e, uint32_t layer, uint32_t c, uint64_t *off,
+                          uint64_t *len, uint32_t *r0, uint32_t *nrows)
+{
+    const model_layer *L = &e->m->layers[layer];
+    uint64_t d = e->d, rows = e->plan.rows_per_chunk;
+    if (c == 0) {
+        *off = L->g_off;
+        *len = d * 4;
+        *r0 = *nrows = 0;
+        return;
+    }
+    uint64_t s = (uint64_t)(c - 1) * rows;
+    uint64_t n = d - s < rows ? d - s : rows;
+    *off = L->w_off + s * d * 4;
+    *len = n * d * 4;
+    *r0 = (uint32_t)s;
+    *nrows = (uint32_t)n;
+}
+
+static void s_submit_more(exec_t *e, exec_stats *st)
+{
+    int queued = 0;
+    while (e->inflight < e->o.queue_depth && e->submit_seq < e->consume_seq + e->nslots &&
+           (!e->seq_limit || e->submit_seq < e->seq_limit)) {
+        s_slot *s = &e->slots[e->submit_seq % e->nslots];
+        uint32_t layer, c, r0, nr;
+        uint64_t off, len;
+        if (s->state != S_FREE)
+            break;
+        s_chunk_of(e, e->submit_seq, &layer, &c);
+        s_chunk_range(e, layer, c, &off, &len, &r0, &nr);
+        s->aoff = off / EXEC_ALIGN * EXEC_ALIGN;
+        s->alen = s_round_up(off + len, EXEC_ALIGN) - s->aoff;
+        s->skip = (uint32_t)(off - s->aoff);
+        s->want = len;
+        s->seq = e->submit_seq;
+        s->res = 0;
+        if (e->uring_ok) {
+            struct io_uring_sqe *sqe = io_uring_get_sqe(&e->ring);
+            if (!sqe)
+                break;
+            io_uring_prep_read(sqe, e->fd, s->buf, (unsigned)s->alen, s->aoff);
+            io_uring_sqe_set_data64(sqe, e->submit_seq % e->nslots);
+            queued++;
+            s->state = S_INFLIGHT;
+            e->inflight++;
+        } else {
+            /* Logged fallback: synchronous read, no overlap with compute. */
+            ssize_t n;
+            do
+                n = pread(e->fd, s->buf, s->alen, (off_t)s->aoff);
+            while (n < 0 && errno == EINTR);
+            s->res = n < 0 ? -errno : (int32_t)n;
+            s->state = S_DONE;
+        }
+        st->streamed_bytes += s->alen;
+        e->submit_seq++;
+    }
+    if (queued)
+        io_uring_submit(&e->ring);
+}
+
+static void s_reap(exec_t *e, int wait)
+{
+    struct io_uring_cqe *cqe;
+    int rc;
+    for (;;) {
+        rc = wait ? io_uring_wait_cqe(&e->ring, &cqe) : io_uring_peek_cqe(&e->ring, &cqe);
+        if (rc == -EINTR)
+            continue;
+        if (rc < 0 || !cqe)
+            return;
+        s_slot *s = &e->slots[io_uring_cqe_get_data64(cqe)];
+        s->res = cqe->res;
+        s->state = S_DONE;
+        e->inflight--;
+        io_uring_cqe_seen(&e->ring, cqe);
+        wait = 0;
+    }
+}
+
+static int s_ring_init(exec_t *e, char *err, size_t errlen)
+{
+    e->nslots = e->o.queue_depth + 1;
+    e->slots = calloc(e->nslots, sizeof *e->slots);
+    if (!e->slots)
+        goto oom;
+    uint64_t cap = s_round_up((uint64_t)e->plan.rows_per_chunk * e->d * 4 + 2 * EXEC_ALIGN,
+                              EXEC_ALIGN);
+    for (uint32_t i = 0; i < e->nslots; i++) {
+        void *b;
+        if (posix_memalign(&b, EXEC_ALIGN, cap))
+            goto oom;
+        e->slots[i].buf = b;
+        e->slots[i].cap = cap;
+    }
+    e->chunks_per_step = (uint64_t)e->plan.n_streamed * e->plan.chunks_per_layer;
+    e->seq_limit = e->o.total_steps ? e->o.total_steps * e->chunks_per_step : 0;
+    int rc = io_uring_queue_init(e->o.queue_depth < 8 ? 8 : e->o.queue_depth, &e->ring, 0);
+    if (rc == 0)
+        e->uring_ok = 1;
+    else
+        log_warn("io_uring unavailable (%s): falling back to synchronous pread, reads will "
+                 "not overlap compute", strerror(-rc));
+    e->xx = XXH3_createState();
+    if (!e->xx)
+        goto oom;
+    return 0;
+oom:
+    snprintf(err, errlen, "out of memory for the streaming ring");
+    return -1;
+}
+
+exec_t *exec_new(const model_t *m, uint32_t first, uint32_t last, const exec_opts *o,
+                 char *err, size_t errlen)
+{
+    exec_t *e = calloc(1, sizeof *e);
+    if (!e) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    e->m = m;
+    e->first = first;
+    e->last = last;
+    e->d = m->dim;
+    e->o = *o;
+    e->fd = -1;
+    if (e->o.queue_depth < 1)
+        e->o.queue_depth = 1;
+    if (exec_plan_make(m, first, last, &e->o, &e->plan, err, errlen))
+        goto err;
+    if (s_open(e, err, errlen))
+        goto err;
+    if (posix_memalign((void **)&e->u, 64, e->d * 4) || posix_memalign((void **)&e->y, 64, e->d * 4)) {
+        snprintf(err, errlen, "out of memory");
+        goto err;
+    }
+    if (s_load_resident(e, err, errlen))
+        goto err;
+    if (e->plan.n_streamed && s_ring_init(e, err, errlen))
+        goto err;
+    return e;
+err:
+    exec_free(&e);
+    return NULL;
+}
+
+const exec_plan *exec_get_plan(const exec_t *e)
+{
+    return &e->plan;
+}
+
+uint64_t exec_loaded_bytes(const exec_t *e)
+{
+    return e->loaded_bytes;
+}
+
+int exec_is_direct(const exec_t *e)
+{
+    return e->direct;
+}
+
+int exec_uses_uring(const exec_t *e)
+{
+    return e->uring_ok;
+}
+
+/* Consume streamed chunks for one step in order, computing as they arrive. */
+static int s_stream_step(exec_t *e, float *x, exec_stats *st, char *err, size_t errlen)
+{
+    uint64_t end = e->consume_seq + e->chunks_per_step;
+    uint64_t t;
+    while (e->consume_seq < end) {
+        s_submit_more(e, st);
+        s_slot *s = &e->slots[e->consume_seq % e->nslots];
+        if (s->state != S_DONE) {
+            t = util_now_ns();
+            while (s->state != S_DONE)
+                s_reap(e, 1);
+            st->wait_ns += util_now_ns() - t;
+        }
+        uint32_t layer, c, r0, nr;
+        uint64_t off, len;
+        s_chunk_of(e, e->consume_seq, &layer, &c);
+        s_chunk_range(e, layer, c, &off, &len, &r0, &nr);
+        if (s->res < 0 || (uint64_t)s->res < s->skip + s->want) {
+            snprintf(err, errlen, "%s: layer %u chunk %u: %s", e->m->path, layer, c,
+                     s->res < 0 ? strerror(-s->res) : "short read");
+            return -1;
+        }
+        const float *data = (const float *)(s->buf + s->skip);
+        if (!e->o.io_only) {
+            t = util_now_ns();
+            if (c == 0)
+                XXH3_64bits_reset(e->xx);
+            XXH3_64bits_update(e->xx, data, s->want);
+            uint64_t t2 = util_now_ns();
+            st->verify_ns += t2 - t;
+            if (c == 0)
+                kernel_prepare(data, x, e->u, e->d);
+            else
+                kernel_rows(data, e->u, e->y, r0, nr, e->d);
+            t = util_now_ns();
+            st->compute_ns += t - t2;
+            if (c + 1 == e->plan.chunks_per_layer) {
+                kernel_finish(x, e->y, e->d);
+                uint64_t h = XXH3_64bits_digest(e->xx);
+                uint64_t t3 = util_now_ns();
+                st->compute_ns += t3 - t;
+                st->layers_streamed++;
+                if (h != e->m->layers[layer].checksum) {
+                    st->content_fail++;
+                    log_error("%s: content gate: streamed layer %u hashes to %016llx, expected "
+                              "%016llx", e->m->path, layer, (unsigned long long)h,
+                              (unsigned long long)e->m->layers[layer].checksum);
+                }
+            }
+        } else if (c + 1 == e->plan.chunks_per_layer) {
+            st->layers_streamed++;
+        }
+        s->state = S_FREE;
+        e->consume_seq++;
+    }
+    s_submit_more(e, st);
+    return 0;
+}
+
+int exec_step(exec_t *e, float *x, exec_stats *st, char *err, size_t errlen)
+{
+    uint64_t t;
+    if (e->plan.n_streamed)
+        s_submit_more(e, st); /* start the disk before computing the resident layers */
+    if (!e->o.io_only) {
+        t = util_now_ns();
+        for (uint32_t i = 0; i < e->plan.n_resident; i++)
+            kernel_layer(e->res_w[i], e->res_g[i], x, e->u, e->y, e->d);
+        st->compute_ns += util_now_ns() - t;
+    }
+    if (e->plan.n_streamed)
+        return s_stream_step(e, x, st, err, errlen);
+    return 0;
+}
+
+void exec_drain(exec_t *e)
+{
+    if (!e || !e->uring_ok)
+        return;
+    while (e->inflight)
+        s_reap(e, 1);
+}
+
+void exec_free(exec_t **pe)
+{
+    exec_t *e = *pe;
+    if (!e)
+        return;
+    exec_drain(e);
+    if (e->uring_ok)
+        io_uring_queue_exit(&e->ring);
+    if (e->slots)
+        for (uint32_t i = 0; i < e->nslots; i++)
+            free(e->slots[i].buf);
+    free(e->slots);
+    for (uint32_t i = 0; e->res_gmem && i < e->plan.n_resident; i++) {
+        free(e->res_gmem[i]);
+        free(e->res_wmem[i]);
+    }
+    free(e->res_gmem);
+    free(e->res_wmem);
+    free(e->res_g);
+    free(e->res_w);
+    free(e->u);
+    free(e->y);
+    if (e->xx)
+        XXH3_freeState(e->xx);
+    if (e->fd >= 0)
+        close(e->fd);
+    free(e);
+    *pe = NULL;
+}

@@ -1,0 +1,83 @@
+/* exec.h — runs a contiguous range of layers: leading ones resident, the rest streamed. common/
+ *
+ * The one layer executor behind every arm: the reference (budget 0: all resident), the SSD
+ * arm (budget = the cap), workers (resident only) and the coordinator's fallback for a lost
+ * worker (budget = that worker's cap). Streamed layers are read on every step with O_DIRECT
+ * through io_uring: a ring of queue_depth+1 chunk buffers, queue_depth reads in flight, so
+ * the disk works while the kernel computes. A chunk is a whole number of 4-row blocks, read
+ * as the 4096-aligned superset of its bytes and sliced (so any GGUF alignment works). Reads
+ * run ahead across step boundaries (they do not depend on x) but never past total_steps.
+ * Content gate: each streamed layer is hashed (XXH3-64 over g then W rows, in order, as
+ * consumed) and compared with the file's per-layer checksum; the cost is reported.
+ */
+#ifndef SWARM_EXEC_H
+#define SWARM_EXEC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/model.h"
+
+#define EXEC_ALIGN 4096u       /* O_DIRECT buffer/offset alignment (physical block here) */
+
+typedef struct {
+    uint64_t budget_bytes;     /* working-set budget; 0 = no cap, everything resident */
+    uint32_t queue_depth;      /* reads in flight (1..256) */
+    uint64_t chunk_bytes;      /* target bytes per read */
+    uint64_t overhead_bytes;   /* reserved inside the budget for code, libs, stacks */
+    int buffered;              /* 1: no O_DIRECT (labelled; the cache gate judges it) */
+    int resident_only;         /* 1: fail unless every layer fits resident (workers) */
+    int stream_all;            /* 1: keep nothing resident (bench-disk) */
+    int io_only;               /* 1: read and discard, no compute or hash (bench-disk) */
+    uint64_t total_steps;      /* stop read-ahead after this many steps (0 = unlimited) */
+    int verify_resident;       /* 1: hash resident layers at load (default on) */
+} exec_opts;
+
+typedef struct {
+    uint32_t n_layers;         /* last - first */
+    uint32_t n_resident;       /* leading layers kept resident */
+    uint32_t n_streamed;
+    uint32_t rows_per_chunk;   /* multiple of 4 */
+    uint32_t chunks_per_layer; /* 1 (g) + ceil(dim / rows_per_chunk) */
+    uint64_t layer_alloc;      /* bytes one resident layer takes (aligned buffers) */
+    uint64_t resident_bytes;
+    uint64_t ring_bytes;       /* (queue_depth + 1) chunk buffers */
+    uint64_t working_set;      /* resident + ring + scratch + overhead: what the cap must hold */
+    uint64_t streamed_per_step;/* bytes requested from the file per step */
+} exec_plan;
+
+typedef struct {
+    uint64_t compute_ns;       /* in the layer kernel */
+    uint64_t wait_ns;          /* blocked waiting for reads */
+    uint64_t verify_ns;        /* hashing streamed layers (content gate) */
+    uint64_t streamed_bytes;   /* bytes of reads submitted */
+    uint64_t layers_streamed;
+    uint64_t content_fail;     /* streamed layers whose hash did not match */
+} exec_stats;
+
+typedef struct exec exec_t;
+
+/* Plan only (no I/O). Fails with a message saying which budget is short and by how much. */
+int exec_plan_make(const model_t *m, uint32_t first, uint32_t last, const exec_opts *o,
+                   exec_plan *p, char *err, size_t errlen);
+/* Plan, open the file, load and verify resident layers. m must outlive the exec. */
+exec_t *exec_new(const model_t *m, uint32_t first, uint32_t last, const exec_opts *o,
+                 char *err, size_t errlen);
+const exec_plan *exec_get_plan(const exec_t *e);
+uint64_t exec_loaded_bytes(const exec_t *e);
+/* Run layers [first, last) on x (dim floats) in place; adds to *st. 0 / -1 (I/O error). */
+int exec_step(exec_t *e, float *x, exec_stats *st, char *err, size_t errlen);
+/* Wait for every read in flight (before reading /proc/self/io for the cache gate). */
+void exec_drain(exec_t *e);
+/* Is direct I/O in use (0 when buffered was asked for)? */
+int exec_is_direct(const exec_t *e);
+/* 1 if io_uring is used, 0 if the logged synchronous fallback is. */
+int exec_uses_uring(const exec_t *e);
+void exec_free(exec_t **e);
+
+/* Read [off, off+len) of fd into an EXEC_ALIGN-aligned buffer via the aligned superset.
+ * Returns the buffer (free() it) and sets *data to the first requested byte. */
+void *exec_read_aligned(int fd, uint64_t off, uint64_t len, const void **data, char *err,
+                        size_t errlen);
+
+#endif

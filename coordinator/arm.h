@@ -1,0 +1,56 @@
+/* arm.h — the three arms behind `swarm run` and `swarm lab`: reference, ssd, resident. coordinator/
+ *
+ * Every arm runs the same steps on the same deterministic inputs and fills the same
+ * run_result; arm_parity compares its outputs with the reference arm's, bit for bit.
+ */
+#ifndef SWARM_ARM_H
+#define SWARM_ARM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/config.h"
+#include "common/model.h"
+#include "coordinator/result.h"
+#include "netem/netem.h"
+
+#define ARM_MAX_FAULTS 8
+
+typedef enum { FAULT_KILL = 1, FAULT_STOP = 2, FAULT_CUT = 3 } fault_kind;
+
+typedef struct {
+    fault_kind kind;
+    char worker[64];           /* worker id, e.g. "w1" */
+    uint64_t step;             /* inject when this step is sent */
+    double seconds;            /* stop/cut duration */
+    int done;
+} arm_fault;
+
+typedef struct {
+    const config_t *cfg;
+    const model_t *model;
+    uint32_t steps;
+    const float *inputs;       /* (steps, dim), owned by caller */
+    float *outputs;            /* (steps, dim), filled by the arm */
+    const float *ref_outputs;  /* (steps, dim) reference outputs, or NULL: parity n/a */
+    netem_profile profile;     /* resident arm: applied to each data link */
+    uint32_t inflight;
+    uint32_t workers;          /* local workers to spawn */
+    int progress;              /* progress line on stderr */
+    uint32_t n_faults;
+    arm_fault faults[ARM_MAX_FAULTS];
+} arm_ctx;
+
+int arm_run_reference(arm_ctx *a, run_result *r, char *err, size_t errlen);
+int arm_run_ssd(arm_ctx *a, run_result *r, char *err, size_t errlen);
+int arm_run_resident(arm_ctx *a, run_result *r, char *err, size_t errlen);
+
+/* sha256 over outputs -> r->output_digest; parity gate and max_abs_diff vs ref_outputs. */
+void arm_parity(const arm_ctx *a, run_result *r);
+/* Fill inputs (steps, dim) deterministically from the config's input seed. */
+void arm_make_inputs(const config_t *cfg, uint32_t steps, uint32_t dim, float *inputs);
+/* stderr progress line ("\r[ssd] step 12/32  1.41 steps/s"), only when a is interactive. */
+void arm_progress(const arm_ctx *a, const char *what, uint32_t done, uint32_t total,
+                  double elapsed_ms);
+
+#endif

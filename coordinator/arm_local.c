@@ -1,0 +1,203 @@
+/* arm_local.c — the single-process arms: reference (all resident) and ssd (capped, streamed). coordinator/ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/cap.h"
+#include "common/exec.h"
+#include "common/kernel.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "coordinator/arm.h"
+
+void arm_make_inputs(const config_t *cfg, uint32_t steps, uint32_t dim, float *inputs)
+{
+    for (uint32_t s = 0; s < steps; s++)
+        util_step_input(cfg->input_seed, s, inputs + (uint64_t)s * dim, (int)dim);
+}
+
+void arm_progress(const arm_ctx *a, const char *what, uint32_t done, uint32_t total,
+                  double elapsed_ms)
+{
+    if (!a->progress)
+        return;
+    fprintf(stderr, "\r[%s] step %u/%u  %.2f steps/s   ", what, done, total,
+            elapsed_ms > 0 ? done / (elapsed_ms / 1000.0) : 0.0);
+    if (done == total)
+        fprintf(stderr, "\n");
+}
+
+void arm_parity(const arm_ctx *a, run_result *r)
+{
+    uint64_t n = (uint64_t)a->steps * a->model->dim;
+    util_sha256 *h = util_sha256_new();
+    if (h) {
+        util_sha256_update(h, a->outputs, n * sizeof(float));
+        util_sha256_final_hex(h, r->output_digest);
+    }
+    if (!a->ref_outputs) {
+        r->gate_parity = GATE_NA;
+        return;
+    }
+    double mx = 0;
+    int nan = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        double dlt = fabs((double)a->outputs[i] - (double)a->ref_outputs[i]);
+        if (isnan(dlt))
+            nan = 1;
+        else if (dlt > mx)
+            mx = dlt;
+    }
+    r->has_max_abs_diff = 1;
+    r->max_abs_diff = mx;
+    if (memcmp(a->outputs, a->ref_outputs, n * sizeof(float)) == 0)
+        r->gate_parity = GATE_PASS;
+    else
+        result_void(r, &r->gate_parity, "parity: outputs differ from the reference (max abs "
+                    "diff %g%s)", mx, nan ? ", NaN present" : "");
+}
+
+static void s_stage(run_result *r, const char *name, uint64_t ns, uint32_t steps)
+{
+    json_object_set_new(r->stage_ms, name, json_real(steps ? ns / 1e6 / steps : 0));
+}
+
+/* One process, layers [0, L) through an exec; capped when budget != 0. */
+static int s_run_single(arm_ctx *a, run_result *r, const exec_opts *o, int capped, char *err,
+                        size_t errlen)
+{
+    const model_t *m = a->model;
+    uint32_t d = m->dim;
+    cap_t cap = { 0 };
+    exec_t *e = NULL;
+    exec_stats st = { 0 };
+    char why[512];
+    int rc = -1;
+
+    kernel_set_threads((int)a->cfg->threads);
+    if (capped) {
+        /* Join the cgroup before allocating: v1 does not move earlier charges. */
+        cap_enter(&cap, a->cfg->cap_bytes, r->arm, 0);
+        cap_describe(&cap, r->cap_mode, sizeof r->cap_mode);
+        r->cap_bytes = a->cfg->cap_bytes;
+        if (!cap.enforced)
+            log_warn("cap is advisory: %s", cap.why);
+    }
+    util_reset_hwm();
+    uint64_t io0 = util_io_read_bytes();
+    uint64_t t0 = util_now_ns();
+    e = exec_new(m, 0, m->n_layers, o, why, sizeof why);
+    if (!e) {
+        snprintf(err, errlen, "%s arm: %s", r->arm, why);
+        goto out;
+    }
+    const exec_plan *p = exec_get_plan(e);
+    if (capped && p->working_set > a->cfg->cap_bytes) {
+        snprintf(err, errlen, "%s arm: plan needs %llu bytes, over the cap", r->arm,
+                 (unsigned long long)p->working_set);
+        goto out;
+    }
+    uint64_t t1 = util_now_ns();
+    uint64_t io1 = util_io_read_bytes();
+    r->setup_ms = (t1 - t0) / 1e6;
+    r->setup_read_bytes = io1 - io0;
+    if (capped)
+        log_info("%s: %u layers resident, %u streamed per step (%llu MiB/step), queue depth %u, "
+                 "chunk %u rows, %s, %s",
+                 r->arm, p->n_resident, p->n_streamed,
+                 (unsigned long long)(p->streamed_per_step >> 20), o->queue_depth,
+                 p->rows_per_chunk, exec_is_direct(e) ? "O_DIRECT" : "BUFFERED (labelled)",
+                 exec_uses_uring(e) ? "io_uring" : "synchronous pread");
+    json_object_set_new(r->extra, "resident_layers", json_integer(p->n_resident));
+    json_object_set_new(r->extra, "streamed_layers", json_integer(p->n_streamed));
+    json_object_set_new(r->extra, "queue_depth", json_integer(o->queue_depth));
+    json_object_set_new(r->extra, "chunk_rows", json_integer(p->rows_per_chunk));
+    json_object_set_new(r->extra, "chunk_bytes",
+                        json_integer((json_int_t)p->rows_per_chunk * d * 4));
+    json_object_set_new(r->extra, "io", json_string(p->n_streamed == 0 ? "resident"
+                                                    : exec_is_direct(e) ? "direct"
+                                                                        : "buffered"));
+    json_object_set_new(r->extra, "planned_working_set_bytes",
+                        json_integer((json_int_t)p->working_set));
+    json_object_set_new(r->extra, "blas_threads", json_integer(a->cfg->threads));
+
+    uint64_t tstart = util_now_ns();
+    for (uint32_t s = 0; s < a->steps; s++) {
+        float *x = a->outputs + (uint64_t)s * d;
+        uint64_t ts = util_now_ns();
+        memcpy(x, a->inputs + (uint64_t)s * d, sizeof(float) * d);
+        if (exec_step(e, x, &st, why, sizeof why)) {
+            snprintf(err, errlen, "%s arm: step %u: %s", r->arm, s, why);
+            goto out;
+        }
+        uint64_t te = util_now_ns();
+        r->step_ms[s] = (te - ts) / 1e6;
+        arm_progress(a, r->condition, s + 1, a->steps, (te - tstart) / 1e6);
+    }
+    r->total_ms = (util_now_ns() - tstart) / 1e6;
+    exec_drain(e);
+    r->ssd_read_bytes = util_io_read_bytes() - io1;
+    r->streamed_bytes = st.streamed_bytes;
+    r->peak_rss_bytes = util_vmhwm_bytes(0);
+    r->cgroup_peak_bytes = cap_peak(&cap);
+    s_stage(r, "compute", st.compute_ns, a->steps);
+    s_stage(r, "read_wait", st.wait_ns, a->steps);
+    s_stage(r, "verify", st.verify_ns, a->steps);
+    result_finish_stats(r);
+
+    /* Cache gate: the disk must have served what was streamed (within 1%). */
+    if (p->n_streamed == 0) {
+        r->gate_cache = GATE_NA;
+    } else {
+        double lo = 0.99 * (double)r->streamed_bytes, hi = 1.01 * (double)r->streamed_bytes;
+        if ((double)r->ssd_read_bytes >= lo && (double)r->ssd_read_bytes <= hi)
+            r->gate_cache = GATE_PASS;
+        else
+            result_void(r, &r->gate_cache, "cache: storage served %llu bytes of %llu streamed "
+                        "(%.1f%%): the page cache served the rest",
+                        (unsigned long long)r->ssd_read_bytes,
+                        (unsigned long long)r->streamed_bytes,
+                        r->streamed_bytes ? 100.0 * r->ssd_read_bytes / r->streamed_bytes : 0);
+    }
+    /* Content gate: resident layers were verified at load; streamed ones as consumed. */
+    if (st.content_fail)
+        result_void(r, &r->gate_content, "content: %llu streamed layers failed their checksum",
+                    (unsigned long long)st.content_fail);
+    else if (p->n_streamed && st.layers_streamed != (uint64_t)p->n_streamed * a->steps)
+        result_void(r, &r->gate_content, "content: %llu layers verified, expected %llu",
+                    (unsigned long long)st.layers_streamed,
+                    (unsigned long long)p->n_streamed * a->steps);
+    else
+        r->gate_content = GATE_PASS;
+    if (capped && cap.enforced && cap_failcnt(&cap))
+        log_warn("%s: the cgroup hit its limit %llu times (reclaim under the cap)", r->arm,
+                 (unsigned long long)cap_failcnt(&cap));
+    arm_parity(a, r);
+    rc = 0;
+out:
+    exec_free(&e);
+    if (capped && cap_leave(&cap))
+        log_warn("could not remove cgroup %s", cap.dir);
+    return rc;
+}
+
+int arm_run_reference(arm_ctx *a, run_result *r, char *err, size_t errlen)
+{
+    exec_opts o = { .budget_bytes = 0, .queue_depth = 1, .chunk_bytes = a->cfg->chunk_bytes,
+                    .verify_resident = 1, .buffered = a->cfg->buffered };
+    return s_run_single(a, r, &o, 0, err, errlen);
+}
+
+int arm_run_ssd(arm_ctx *a, run_result *r, char *err, size_t errlen)
+{
+    exec_opts o = { .budget_bytes = a->cfg->cap_bytes,
+                    .queue_depth = a->cfg->queue_depth,
+                    .chunk_bytes = a->cfg->chunk_bytes,
+                    .overhead_bytes = a->cfg->overhead_bytes,
+                    .buffered = a->cfg->buffered,
+                    .total_steps = a->steps,
+                    .verify_resident = 1 };
+    return s_run_single(a, r, &o, 1, err, errlen);
+}

@@ -1,0 +1,79 @@
+/* bench.c — disk bandwidth in the SSD arm's pattern and resident-layer compute time. coordinator/ */
+#include "coordinator/bench.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/exec.h"
+#include "common/kernel.h"
+#include "common/util.h"
+
+int bench_disk_run(const model_t *m, uint64_t chunk_bytes, uint32_t queue_depth,
+                   uint32_t passes, bench_disk_result *out, char *err, size_t errlen)
+{
+    exec_opts o = { .queue_depth = queue_depth, .chunk_bytes = chunk_bytes, .stream_all = 1,
+                    .io_only = 1, .total_steps = passes, .budget_bytes = 1 };
+    exec_stats st = { 0 };
+    exec_t *e;
+    float dummy = 0;
+    memset(out, 0, sizeof *out);
+    e = exec_new(m, 0, m->n_layers, &o, err, errlen);
+    if (!e)
+        return -1;
+    uint64_t io0 = util_io_read_bytes(), t0 = util_now_ns();
+    for (uint32_t p = 0; p < passes; p++) {
+        if (exec_step(e, &dummy, &st, err, errlen)) {
+            exec_free(&e);
+            return -1;
+        }
+    }
+    exec_drain(e);
+    uint64_t t1 = util_now_ns();
+    out->queue_depth = queue_depth;
+    out->chunk_bytes = (uint64_t)exec_get_plan(e)->rows_per_chunk * m->dim * 4;
+    out->bytes = st.streamed_bytes;
+    out->read_bytes = util_io_read_bytes() - io0;
+    out->seconds = (t1 - t0) / 1e9;
+    out->gbps = out->seconds > 0 ? out->bytes / out->seconds / 1e9 : 0;
+    out->cache_pass = (double)out->read_bytes >= 0.99 * (double)out->bytes &&
+                      (double)out->read_bytes <= 1.01 * (double)out->bytes;
+    exec_free(&e);
+    return 0;
+}
+
+int bench_layer_ms(const model_t *m, int threads, int reps, double *ms, char *err,
+                   size_t errlen)
+{
+    exec_opts o = { .budget_bytes = 0, .queue_depth = 1, .chunk_bytes = 4u << 20 };
+    exec_stats st = { 0 };
+    exec_t *e;
+    uint32_t d = m->dim;
+    float *x = malloc(sizeof(float) * d);
+    double *v = malloc(sizeof(double) * (size_t)reps);
+    int rc = -1;
+    if (!x || !v) {
+        snprintf(err, errlen, "out of memory");
+        goto out;
+    }
+    kernel_set_threads(threads);
+    e = exec_new(m, 0, 1, &o, err, errlen);
+    if (!e)
+        goto out;
+    util_step_input(1, 0, x, (int)d);
+    exec_step(e, x, &st, err, errlen); /* warm */
+    for (int i = 0; i < reps; i++) {
+        uint64_t t = util_now_ns();
+        exec_step(e, x, &st, err, errlen);
+        v[i] = (util_now_ns() - t) / 1e6;
+        util_step_input(1, (uint64_t)i + 1, x, (int)d);
+    }
+    util_sort_doubles(v, (size_t)reps);
+    *ms = util_percentile(v, (size_t)reps, 50);
+    exec_free(&e);
+    rc = 0;
+out:
+    free(x);
+    free(v);
+    return rc;
+}

@@ -1,0 +1,30 @@
+/* bench.h — machine figures the cost model is fed with: disk bandwidth, layer compute, hop latency. coordinator/ */
+#ifndef SWARM_BENCH_H
+#define SWARM_BENCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/model.h"
+
+typedef struct {
+    uint32_t queue_depth;
+    uint64_t chunk_bytes;
+    uint64_t bytes;            /* requested */
+    uint64_t read_bytes;       /* storage reads seen in /proc/self/io */
+    double seconds;
+    double gbps;               /* 1e9 bytes per second */
+    int cache_pass;            /* read_bytes within 1% of bytes */
+} bench_disk_result;
+
+/* Stream the model's layers with the SSD arm's reader (O_DIRECT, io_uring, chunk, depth)
+ * without computing, for `passes` full passes over the file's layers. */
+int bench_disk_run(const model_t *m, uint64_t chunk_bytes, uint32_t queue_depth,
+                   uint32_t passes, bench_disk_result *out, char *err, size_t errlen);
+
+/* Per-layer compute time of a resident layer (median of reps, ms) with `threads` BLAS
+ * threads; loads layer 0 of m. */
+int bench_layer_ms(const model_t *m, int threads, int reps, double *ms, char *err,
+                   size_t errlen);
+
+#endif

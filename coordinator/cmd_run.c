@@ -1,0 +1,385 @@
+/* cmd_run.c — `swarm gen`, `swarm run` and `swarm bench-disk`: parse, build, run, report. coordinator/ */
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/config.h"
+#include "common/log.h"
+#include "common/model.h"
+#include "common/util.h"
+#include "coordinator/arm.h"
+#include "coordinator/bench.h"
+#include "coordinator/cmd.h"
+#include "coordinator/result.h"
+
+/* ---------------------------------------------------------------- gen */
+
+int cmd_gen(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        { "layers", required_argument, 0, 'L' }, { "dim", required_argument, 0, 'd' },
+        { "seed", required_argument, 0, 's' },   { "out", required_argument, 0, 'o' },
+        { "alignment", required_argument, 0, 'a' }, { "help", no_argument, 0, 'h' },
+        { 0, 0, 0, 0 }
+    };
+    uint32_t layers = 24, dim = 4096, align = 4096;
+    uint64_t seed = 1;
+    const char *out = NULL;
+    char err[512];
+    int c;
+    log_set_role("gen");
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "o:h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'L': layers = (uint32_t)strtoul(optarg, NULL, 10); break;
+        case 'd': dim = (uint32_t)strtoul(optarg, NULL, 10); break;
+        case 's': seed = strtoull(optarg, NULL, 0); break;
+        case 'o': out = optarg; break;
+        case 'a': align = (uint32_t)strtoul(optarg, NULL, 10); break;
+        case 'h':
+            printf("usage: swarm gen --layers L --dim D --seed S -o FILE [--alignment A]\n"
+                   "  Writes a synthetic dense model in GGUF v3: per layer g (d f32) and W (d x d\n"
+                   "  f32), deterministic from the seed, with a checksum per layer in the\n"
+                   "  metadata. Alignment defaults to 4096 (O_DIRECT friendly).\n");
+            return EXIT_OK;
+        default: return EXIT_USAGE;
+        }
+    }
+    if (!out || !layers || layers > MODEL_MAX_LAYERS || !dim || dim > MODEL_MAX_DIM) {
+        fprintf(stderr, "swarm gen: need -o FILE, 1 <= layers <= %d, 1 <= dim <= %d\n",
+                MODEL_MAX_LAYERS, MODEL_MAX_DIM);
+        return EXIT_USAGE;
+    }
+    uint64_t t0 = util_now_ns();
+    if (model_gen(out, layers, dim, seed, align, err, sizeof err)) {
+        log_error("%s", err);
+        return EXIT_FAIL;
+    }
+    log_info("wrote %s: %u layers x %u, seed %llu, alignment %u (%.1f s)", out, layers, dim,
+             (unsigned long long)seed, align, (util_now_ns() - t0) / 1e9);
+    return EXIT_OK;
+}
+
+/* ---------------------------------------------------------------- run */
+
+static void s_run_usage(void)
+{
+    printf(
+        "usage: swarm run [CONFIG] --arm reference|ssd|resident [options]\n"
+        "  Runs one arm for N steps, prints a table, appends one JSON object to --out.\n"
+        "  --steps N            steps (default: [run] steps, 32)\n"
+        "  --out FILE.jsonl     append the result here (default: none)\n"
+        "  --model FILE         override [model] path\n"
+        "  --cap SIZE           working-set cap (e.g. 600M, 20M)\n"
+        "  --set SEC.KEY=VAL    override any config key (repeatable)\n"
+        "  --buffered           ssd arm: buffered reads (labelled; the cache gate judges)\n"
+        "  --no-parity          skip the in-process reference run (parity gate n/a)\n"
+        "  --profile NAME       resident arm: link profile on each data link\n"
+        "  --inflight K         resident arm: steps in the pipeline at once\n"
+        "  --workers N          resident arm: local workers to spawn\n"
+        "  --kill-worker ID@STEP, --stop-worker ID@STEP:SECONDS, --cut-link ID@STEP:SECONDS\n"
+        "                       resident arm: inject a fault from the coordinator side\n"
+        "  --dump-inputs FILE   raw inputs, steps x dim little-endian f32, no header\n"
+        "  --dump-outputs FILE  raw outputs, same layout\n"
+        "  --quiet              no progress line\n"
+        "exit: 0 ok, 1 error, 2 usage/config, 3 a gate voided the result, 4 fallback budget\n");
+}
+
+static int s_dump(const char *path, const float *v, uint64_t n)
+{
+    FILE *f = fopen(path, "wb");
+    if (!f || fwrite(v, sizeof(float), n, f) != n) {
+        log_error("%s: cannot write: %s", path, strerror(errno));
+        if (f)
+            fclose(f);
+        return -1;
+    }
+    return fclose(f) ? -1 : 0;
+}
+
+static int s_parse_fault(arm_ctx *a, fault_kind k, const char *s)
+{
+    arm_fault *f;
+    const char *at = strchr(s, '@');
+    if (!at || at == s || (size_t)(at - s) >= sizeof f->worker || a->n_faults >= ARM_MAX_FAULTS)
+        return -1;
+    f = &a->faults[a->n_faults];
+    memset(f, 0, sizeof *f);
+    f->kind = k;
+    memcpy(f->worker, s, (size_t)(at - s));
+    char *end;
+    f->step = strtoull(at + 1, &end, 10);
+    if (end == at + 1)
+        return -1;
+    if (k != FAULT_KILL) {
+        if (*end != ':')
+            return -1;
+        f->seconds = strtod(end + 1, &end);
+        if (f->seconds <= 0)
+            return -1;
+    }
+    if (*end)
+        return -1;
+    a->n_faults++;
+    return 0;
+}
+
+/* Open the model; generate it first when it is missing and the config says how. */
+static int s_open_model(const config_t *cfg, model_t *m, char *err, size_t errlen)
+{
+    struct stat st;
+    if (stat(cfg->model, &st) && errno == ENOENT) {
+        log_info("%s is missing: generating %u layers x %u (seed %llu)", cfg->model, cfg->layers,
+                 cfg->dim, (unsigned long long)cfg->seed);
+        if (model_gen(cfg->model, cfg->layers, cfg->dim, cfg->seed, 4096, err, errlen))
+            return -1;
+    }
+    return model_open(m, cfg->model, err, errlen);
+}
+
+int cmd_run(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        { "arm", required_argument, 0, 'a' },      { "steps", required_argument, 0, 'n' },
+        { "out", required_argument, 0, 'o' },      { "model", required_argument, 0, 'm' },
+        { "cap", required_argument, 0, 'c' },      { "set", required_argument, 0, 'S' },
+        { "buffered", no_argument, 0, 'b' },       { "no-parity", no_argument, 0, 'P' },
+        { "profile", required_argument, 0, 'p' },  { "inflight", required_argument, 0, 'i' },
+        { "workers", required_argument, 0, 'w' },  { "dump-inputs", required_argument, 0, 'I' },
+        { "dump-outputs", required_argument, 0, 'O' }, { "quiet", no_argument, 0, 'q' },
+        { "kill-worker", required_argument, 0, 'K' }, { "stop-worker", required_argument, 0, 'T' },
+        { "cut-link", required_argument, 0, 'C' }, { "help", no_argument, 0, 'h' },
+        { 0, 0, 0, 0 }
+    };
+    static config_t cfg;
+    arm_ctx a = { 0 };
+    model_t m = { 0 };
+    run_result r = { 0 }, ref = { 0 };
+    const char *arm = NULL, *out = NULL, *dump_in = NULL, *dump_out = NULL, *profile = NULL;
+    const char *sets[64];
+    int nsets = 0, parity = 1, quiet = 0, c, rc = EXIT_FAIL;
+    uint32_t steps = 0, inflight = 0, workers = 0;
+    char err[1024];
+    float *inputs = NULL, *outputs = NULL, *refout = NULL;
+
+    log_set_role("coord");
+    config_defaults(&cfg);
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'a': arm = optarg; break;
+        case 'n': steps = (uint32_t)strtoul(optarg, NULL, 10); break;
+        case 'o': out = optarg; break;
+        case 'm': case 'c': case 'b': case 'S': {
+            static char buf[64][PATH_MAX + 32];
+            if (nsets >= 64) {
+                fprintf(stderr, "swarm run: too many overrides\n");
+                return EXIT_USAGE;
+            }
+            snprintf(buf[nsets], sizeof buf[nsets], "%s%s",
+                     c == 'm' ? "model.path=" : c == 'c' ? "ssd.cap=" : c == 'b' ? "ssd.io=" : "",
+                     c == 'b' ? "buffered" : optarg);
+            sets[nsets] = buf[nsets];
+            nsets++;
+            if (c == 'c' && nsets < 64) { /* one cap for every capped process */
+                snprintf(buf[nsets], sizeof buf[nsets], "swarm.cap=%s", optarg);
+                sets[nsets] = buf[nsets];
+                nsets++;
+            }
+            break;
+        }
+        case 'P': parity = 0; break;
+        case 'p': profile = optarg; break;
+        case 'i': inflight = (uint32_t)strtoul(optarg, NULL, 10); break;
+        case 'w': workers = (uint32_t)strtoul(optarg, NULL, 10); break;
+        case 'I': dump_in = optarg; break;
+        case 'O': dump_out = optarg; break;
+        case 'q': quiet = 1; break;
+        case 'K': case 'T': case 'C':
+            if (s_parse_fault(&a, c == 'K' ? FAULT_KILL : c == 'T' ? FAULT_STOP : FAULT_CUT,
+                              optarg)) {
+                fprintf(stderr, "swarm run: bad fault '%s' (ID@STEP, ID@STEP:SECONDS)\n", optarg);
+                return EXIT_USAGE;
+            }
+            break;
+        case 'h': s_run_usage(); return EXIT_OK;
+        default: return EXIT_USAGE;
+        }
+    }
+    if (optind < argc && config_load(&cfg, argv[optind], err, sizeof err)) {
+        fprintf(stderr, "swarm run: %s\n", err);
+        return EXIT_USAGE;
+    }
+    for (int i = 0; i < nsets; i++) {
+        if (config_set(&cfg, sets[i], err, sizeof err)) {
+            fprintf(stderr, "swarm run: %s\n", err);
+            return EXIT_USAGE;
+        }
+    }
+    if (!arm || (strcmp(arm, "reference") && strcmp(arm, "ssd") && strcmp(arm, "resident"))) {
+        fprintf(stderr, "swarm run: --arm reference|ssd|resident is required\n");
+        return EXIT_USAGE;
+    }
+    if (steps)
+        cfg.steps = steps;
+    if (inflight)
+        cfg.inflight = inflight;
+    if (workers)
+        cfg.workers = workers;
+    if (profile)
+        snprintf(cfg.profile, sizeof cfg.profile, "%s", profile);
+    if (config_profile(&cfg, cfg.profile, &a.profile, err, sizeof err)) {
+        fprintf(stderr, "swarm run: %s\n", err);
+        return EXIT_USAGE;
+    }
+    if (s_open_model(&cfg, &m, err, sizeof err)) {
+        log_error("%s", err);
+        return EXIT_FAIL;
+    }
+    uint64_t n = (uint64_t)cfg.steps * m.dim;
+    inputs = malloc(n * sizeof(float));
+    outputs = calloc(n, sizeof(float));
+    refout = calloc(n, sizeof(float));
+    if (!inputs || !outputs || !refout) {
+        log_error("out of memory for %u steps x %u", cfg.steps, m.dim);
+        goto out;
+    }
+    arm_make_inputs(&cfg, cfg.steps, m.dim, inputs);
+    a.cfg = &cfg;
+    a.model = &m;
+    a.steps = cfg.steps;
+    a.inputs = inputs;
+    a.inflight = cfg.inflight;
+    a.workers = cfg.workers;
+    a.progress = !quiet && isatty(2);
+
+    if (parity && strcmp(arm, "reference")) {
+        /* The parity reference runs first, in this process, uncapped. */
+        a.outputs = refout;
+        result_init(&ref, "reference", cfg.steps);
+        if (arm_run_reference(&a, &ref, err, sizeof err)) {
+            log_error("parity reference: %s", err);
+            goto out;
+        }
+        a.ref_outputs = refout;
+        log_info("parity reference computed (%.1f ms setup, %.2f steps/s)", ref.setup_ms,
+                 ref.steps_per_s);
+    }
+    a.outputs = outputs;
+    result_init(&r, arm, cfg.steps);
+    snprintf(r.model, sizeof r.model, "%s", m.path);
+    snprintf(r.config, sizeof r.config, "%s", cfg.path[0] ? cfg.path : "(built-in defaults)");
+    snprintf(r.profile, sizeof r.profile, "%s", a.profile.name[0] ? a.profile.name : "none");
+    int arc = !strcmp(arm, "reference") ? arm_run_reference(&a, &r, err, sizeof err)
+              : !strcmp(arm, "ssd")     ? arm_run_ssd(&a, &r, err, sizeof err)
+                                        : arm_run_resident(&a, &r, err, sizeof err);
+    if (arc) {
+        log_error("%s", err);
+        rc = arc == -EXIT_BUDGET ? EXIT_BUDGET : EXIT_FAIL;
+        goto out;
+    }
+    result_print(&r);
+    if (out) {
+        json_t *j = result_to_json(&r);
+        if (result_append_jsonl(out, j, err, sizeof err))
+            log_error("%s", err);
+        json_decref(j);
+    }
+    if (dump_in && s_dump(dump_in, inputs, n))
+        goto out;
+    if (dump_out && s_dump(dump_out, outputs, n))
+        goto out;
+    rc = result_is_void(&r) ? EXIT_VOID : EXIT_OK;
+out:
+    result_free(&r);
+    result_free(&ref);
+    free(inputs);
+    free(outputs);
+    free(refout);
+    model_close(&m);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- bench-disk */
+
+int cmd_bench_disk(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        { "chunk", required_argument, 0, 'c' }, { "passes", required_argument, 0, 'p' },
+        { "depths", required_argument, 0, 'd' }, { "help", no_argument, 0, 'h' },
+        { 0, 0, 0, 0 }
+    };
+    uint64_t chunk = 4ull << 20;
+    uint32_t passes = 1, depths[16] = { 1, 2, 4, 8 }, nd = 4;
+    model_t m = { 0 };
+    char err[1024];
+    int c, rc = EXIT_OK;
+    log_set_role("bench");
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'c':
+            if (util_parse_size(optarg, &chunk)) {
+                fprintf(stderr, "swarm bench-disk: bad --chunk '%s'\n", optarg);
+                return EXIT_USAGE;
+            }
+            break;
+        case 'p': passes = (uint32_t)strtoul(optarg, NULL, 10); break;
+        case 'd': {
+            char *s = optarg, *end;
+            nd = 0;
+            while (*s && nd < 16) {
+                depths[nd] = (uint32_t)strtoul(s, &end, 10);
+                if (end == s || !depths[nd] || depths[nd] > 256) {
+                    fprintf(stderr, "swarm bench-disk: bad --depths '%s'\n", optarg);
+                    return EXIT_USAGE;
+                }
+                nd++;
+                s = *end == ',' ? end + 1 : end;
+            }
+            break;
+        }
+        case 'h':
+            printf("usage: swarm bench-disk MODEL.gguf [--chunk 4M] [--depths 1,2,4,8] "
+                   "[--passes 1]\n"
+                   "  Streams every layer of the model with the SSD arm's own reader (O_DIRECT,\n"
+                   "  io_uring, same chunking) without computing, at each queue depth, and\n"
+                   "  checks the cache gate (storage bytes = requested bytes within 1%%).\n");
+            return EXIT_OK;
+        default: return EXIT_USAGE;
+        }
+    }
+    if (optind >= argc || !passes) {
+        fprintf(stderr, "swarm bench-disk: need MODEL.gguf (see --help)\n");
+        return EXIT_USAGE;
+    }
+    if (model_open(&m, argv[optind], err, sizeof err)) {
+        log_error("%s", err);
+        return EXIT_FAIL;
+    }
+    printf("%-6s %10s %12s %12s %9s %10s  %s\n", "depth", "chunk", "bytes", "read_bytes",
+           "seconds", "GB/s", "cache gate");
+    for (uint32_t i = 0; i < nd; i++) {
+        bench_disk_result b;
+        char b1[32];
+        if (bench_disk_run(&m, chunk, depths[i], passes, &b, err, sizeof err)) {
+            log_error("%s", err);
+            rc = EXIT_FAIL;
+            break;
+        }
+        printf("%-6u %10s %12llu %12llu %9.3f %10.3f  %s\n", b.queue_depth,
+               util_fmt_size(b.chunk_bytes, b1, sizeof b1), (unsigned long long)b.bytes,
+               (unsigned long long)b.read_bytes, b.seconds, b.gbps,
+               b.cache_pass ? "pass" : "VOID (page cache served reads)");
+        fflush(stdout);
+        if (!b.cache_pass)
+            rc = EXIT_VOID;
+    }
+    model_close(&m);
+    return rc;
+}

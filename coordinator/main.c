@@ -1,0 +1,46 @@
+/* main.c — bin/swarm: dispatch to a subcommand. coordinator/ */
+#include <stdio.h>
+#include <string.h>
+
+#include "coordinator/cmd.h"
+#include "netem/netem.h"
+
+static void s_usage(FILE *f)
+{
+    fprintf(f,
+            "usage: swarm COMMAND [options]   (swarm COMMAND --help for each)\n"
+            "  gen         write a synthetic dense model (GGUF v3)\n"
+            "  run         run one arm (reference | ssd | resident) on a config\n"
+            "  lab         the lab comparison: every condition, repeats, table, plots\n"
+            "  worker      serve a slice of layers to a coordinator\n"
+            "  bench-disk  O_DIRECT read bandwidth in the SSD arm's pattern, depth 1/2/4/8\n"
+            "  netem       link forwarder, profile self-test, kernel (BPF) link control\n");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        s_usage(stderr);
+        return EXIT_USAGE;
+    }
+    const char *c = argv[1];
+    if (!strcmp(c, "gen"))
+        return cmd_gen(argc - 1, argv + 1);
+    if (!strcmp(c, "run"))
+        return cmd_run(argc - 1, argv + 1);
+    if (!strcmp(c, "lab"))
+        return cmd_lab(argc - 1, argv + 1);
+    if (!strcmp(c, "worker"))
+        return worker_main(argc - 1, argv + 1);
+    if (!strcmp(c, "bench-disk"))
+        return cmd_bench_disk(argc - 1, argv + 1);
+    if (!strcmp(c, "netem"))
+        return netem_main(argc - 1, argv + 1);
+    if (!strcmp(c, "-h") || !strcmp(c, "--help") || !strcmp(c, "help")) {
+        s_usage(stdout);
+        return EXIT_OK;
+    }
+    fprintf(stderr, "swarm: unknown command '%s'\n", c);
+    s_usage(stderr);
+    return EXIT_USAGE;
+}
