@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -181,4 +183,28 @@ const char *cap_describe(const cap_t *c, char *buf, size_t len)
     else
         snprintf(buf, len, "advisory (%s)", c->why[0] ? c->why : "no cgroup");
     return buf;
+}
+
+void cap_sweep_stale(void)
+{
+    const char *roots[] = { S_V1_ROOT, S_V2_ROOT };
+    for (int r = 0; r < 2; r++) {
+        DIR *d = opendir(roots[r]);
+        struct dirent *de;
+        if (!d)
+            continue;
+        while ((de = readdir(d))) {
+            const char *dash;
+            char dir[512];
+            long pid;
+            if (strncmp(de->d_name, "swarm-", 6) || !(dash = strrchr(de->d_name, '-')))
+                continue;
+            pid = strtol(dash + 1, NULL, 10);
+            if (pid <= 0 || (kill((pid_t)pid, 0) == 0 || errno != ESRCH))
+                continue;
+            snprintf(dir, sizeof dir, "%s/%s", roots[r], de->d_name);
+            rmdir(dir); /* fails harmlessly if tasks remain */
+        }
+        closedir(d);
+    }
 }

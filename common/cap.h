@@ -34,6 +34,8 @@ uint64_t cap_failcnt(const cap_t *c);
 int cap_leave(cap_t *c);
 /* Remove a group left by a dead process (the coordinator calls it after reaping a worker). */
 int cap_remove_dir(const char *dir);
+/* Remove empty swarm-* groups whose process is gone (left by a SIGKILLed worker). */
+void cap_sweep_stale(void);
 /* "cgroup v1 (enforced)" / "advisory: <why>" */
 const char *cap_describe(const cap_t *c, char *buf, size_t len);
 

@@ -103,5 +103,9 @@ int gguf_writer_write_data(gguf_writer *w, int fd, int idx, const void *data, ui
                            char *err, size_t errlen);
 /* Absolute file offset at which tensor idx's data will start (valid after all tensors declared). */
 uint64_t gguf_writer_tensor_offset(const gguf_writer *w, int idx);
+/* Absolute file offset of kv `key`'s value bytes (string: its bytes; array: its first element),
+ * valid as soon as that kv is added (kvs come before the tensor infos). Lets a caller pwrite a fixed-size value it only
+ * knows after streaming the data (model_gen's checksums). 0, or -1 if no such key. */
+int gguf_writer_kv_value_offset(const gguf_writer *w, const char *key, uint64_t *off);
 
 #endif

@@ -165,9 +165,19 @@ int util_reset_hwm(void)
 
 uint64_t util_io_read_bytes(void)
 {
-    char line[256];
+    return util_io_read_bytes_pid(0);
+}
+
+uint64_t util_io_read_bytes_pid(int pid)
+{
+    char line[256], path[64];
     uint64_t v = 0;
-    FILE *f = fopen("/proc/self/io", "r");
+    FILE *f;
+    if (pid)
+        snprintf(path, sizeof path, "/proc/%d/io", pid);
+    else
+        snprintf(path, sizeof path, "/proc/self/io");
+    f = fopen(path, "r");
     if (!f)
         return 0;
     while (fgets(line, sizeof line, f)) {

@@ -31,6 +31,8 @@ uint64_t util_vmrss_bytes(int pid);
 int util_reset_hwm(void);
 /* Bytes this process caused to be fetched from storage (/proc/self/io read_bytes). */
 uint64_t util_io_read_bytes(void);
+/* Same for another process (0 if unreadable). */
+uint64_t util_io_read_bytes_pid(int pid);
 
 /* SHA-256 streaming digest (OpenSSL EVP); hex is 65 bytes. */
 typedef struct util_sha256 util_sha256;

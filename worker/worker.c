@@ -1,0 +1,596 @@
+/* worker.c — `swarm worker`: load an assigned layer range under a cap and serve it. worker/ */
+#include "worker/worker.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#include "common/cap.h"
+#include "common/exec.h"
+#include "common/kernel.h"
+#include "common/log.h"
+#include "common/model.h"
+#include "common/util.h"
+#include "coordinator/cmd.h"
+#include "netem/netem.h"
+#include "proto/proto.h"
+
+/* A coordinator that sends nothing (its heartbeats are 100 ms apart by default) for this
+ * long is gone; the worker releases its layers and waits for the next one. */
+#define WORKER_COORD_TIMEOUT_MS 3000
+#define WORKER_LINGER_MS 100      /* bounded close: shutdown never hangs */
+#define WORKER_QUEUE_CAP 256      /* activations held by link emulation at once */
+
+enum { W_WAITING = 0, W_LOADED = 1, W_SERVING = 2 };
+
+typedef struct {
+    char id[PROTO_MAX_STR];
+    uint64_t cap_bytes;
+    int once;                     /* exit after the first coordinator (spawned workers) */
+    void *ctx, *ctl, *pull, *push;
+    char ctl_ep[PROTO_MAX_STR];
+    char data_ep[PROTO_MAX_STR];
+    char push_ep[PROTO_MAX_STR];
+    /* the current coordinator */
+    uint8_t peer[256];
+    size_t peer_len;
+    int state;
+    uint64_t last_heard_ns;
+    /* assignment */
+    model_t model;
+    int model_open;
+    exec_t *exec;
+    uint32_t first, last, dim;
+    msg_ready ready;
+    /* route */
+    msg_route route;
+    netem_shaper *shaper;
+    netem_queue *queue;
+    /* buffers reused on the hot path */
+    proto_buf *out;
+    proto_msg *msg;
+    float *x;
+    cap_t cap;
+    msg_stats stats;
+    uint64_t last_ser_ns, last_send_ns; /* previous message's, for the trace */
+} s_worker;
+
+static volatile sig_atomic_t s_stop;
+
+static void s_on_signal(int sig)
+{
+    (void)sig;
+    s_stop = 1;
+}
+
+void *zsock_new(void *ctx, int type, char *err, unsigned long errlen)
+{
+    void *s = zmq_socket(ctx, type);
+    int linger = WORKER_LINGER_MS;
+    int64_t maxmsg = PROTO_MAX_FRAME;
+    if (!s) {
+        snprintf(err, errlen, "zmq_socket: %s", zmq_strerror(errno));
+        return NULL;
+    }
+    zmq_setsockopt(s, ZMQ_LINGER, &linger, sizeof linger);
+    zmq_setsockopt(s, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
+    return s;
+}
+
+static int s_send_ctl(s_worker *w)
+{
+    if (!w->peer_len)
+        return -1;
+    if (zmq_send(w->ctl, w->peer, w->peer_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0)
+        return -1;
+    return zmq_send(w->ctl, proto_buf_data(w->out), proto_buf_len(w->out), ZMQ_DONTWAIT) < 0
+               ? -1 : 0;
+}
+
+static void s_send_error_to(s_worker *w, const uint8_t *peer, size_t plen, uint32_t code,
+                            const char *text)
+{
+    msg_error e = { .code = code };
+    snprintf(e.text, sizeof e.text, "%s: %s", w->id, text);
+    if (proto_encode_error(w->out, &e))
+        return;
+    zmq_send(w->ctl, peer, plen, ZMQ_SNDMORE | ZMQ_DONTWAIT);
+    zmq_send(w->ctl, proto_buf_data(w->out), proto_buf_len(w->out), ZMQ_DONTWAIT);
+}
+
+/* Back to WAITING: release layers, close the route, forget the coordinator. */
+static void s_release(s_worker *w, const char *why)
+{
+    if (w->state != W_WAITING || w->peer_len)
+        log_info("%s: releasing assignment (%s); waiting for a coordinator", w->id, why);
+    exec_free(&w->exec);
+    if (w->model_open)
+        model_close(&w->model);
+    w->model_open = 0;
+    if (w->push) {
+        zmq_close(w->push);
+        w->push = NULL;
+    }
+    w->push_ep[0] = 0;
+    netem_shaper_free(&w->shaper);
+    if (w->queue) {
+        zmq_msg_t m;
+        zmq_msg_init(&m);
+        while (netem_queue_pop_due(w->queue, UINT64_MAX, &m, NULL))
+            zmq_msg_close(&m);
+        zmq_msg_close(&m);
+    }
+    free(w->x);
+    w->x = NULL;
+    w->peer_len = 0;
+    w->state = W_WAITING;
+    memset(&w->route, 0, sizeof w->route);
+}
+
+static void s_on_hello(s_worker *w, const msg_hello *h)
+{
+    (void)h;
+    msg_hello me = { .cap_bytes = w->cap_bytes, .proto_version = PROTO_VERSION,
+                     .caps = PROTO_CAP_RESIDENT | PROTO_CAP_NETEM, .pid = (uint32_t)getpid() };
+    snprintf(me.id, sizeof me.id, "%s", w->id);
+    snprintf(me.data_ep, sizeof me.data_ep, "%s", w->data_ep);
+    if (proto_encode_hello(w->out, &me) == 0)
+        s_send_ctl(w);
+}
+
+static void s_on_assign(s_worker *w, const msg_assign *a)
+{
+    char err[1024];
+    exec_opts o = { .budget_bytes = w->cap_bytes ? w->cap_bytes : 0, .queue_depth = 1,
+                    .chunk_bytes = 4u << 20, .overhead_bytes = 16u << 20, .resident_only = 1,
+                    .verify_resident = 1 };
+    msg_error e = { 0 };
+    exec_plan plan;
+    uint64_t t0 = util_now_ns(), io0 = util_io_read_bytes();
+
+    exec_free(&w->exec);
+    if (w->model_open)
+        model_close(&w->model);
+    w->model_open = 0;
+    if (model_open(&w->model, a->model_path, err, sizeof err)) {
+        e.code = PERR_MODEL;
+        goto refuse;
+    }
+    w->model_open = 1;
+    if (w->model.file_size != a->model_size || w->model.dim != a->dim ||
+        w->model.n_layers != a->n_layers || a->last > w->model.n_layers) {
+        snprintf(err, sizeof err, "%s: model differs from the coordinator's (size %llu vs %llu, "
+                 "%u x %u vs %u x %u)", a->model_path, (unsigned long long)w->model.file_size,
+                 (unsigned long long)a->model_size, w->model.n_layers, w->model.dim,
+                 a->n_layers, a->dim);
+        e.code = PERR_MODEL;
+        goto refuse;
+    }
+    for (uint32_t l = a->first; l < a->last; l++) {
+        if (w->model.layers[l].checksum != a->checksums[l - a->first]) {
+            snprintf(err, sizeof err, "%s: layer %u checksum %016llx differs from the "
+                     "coordinator's %016llx", a->model_path, l,
+                     (unsigned long long)w->model.layers[l].checksum,
+                     (unsigned long long)a->checksums[l - a->first]);
+            e.code = PERR_MODEL;
+            goto refuse;
+        }
+    }
+    if (w->cap_bytes && exec_plan_make(&w->model, a->first, a->last, &o, &plan, err,
+                                       sizeof err)) {
+        e.code = PERR_CAP;
+        goto refuse;
+    }
+    kernel_set_threads((int)(a->threads ? a->threads : 1));
+    w->exec = exec_new(&w->model, a->first, a->last, &o, err, sizeof err);
+    if (!w->exec) {
+        e.code = PERR_MODEL;
+        goto refuse;
+    }
+    w->first = a->first;
+    w->last = a->last;
+    w->dim = a->dim;
+    free(w->x);
+    w->x = malloc(sizeof(float) * a->dim);
+    if (!w->x) {
+        snprintf(err, sizeof err, "out of memory");
+        e.code = PERR_INTERNAL;
+        goto refuse;
+    }
+    w->ready.bytes_loaded = exec_loaded_bytes(w->exec);
+    w->ready.load_ns = util_now_ns() - t0;
+    w->ready.read_bytes = util_io_read_bytes() - io0;
+    w->ready.peak_rss_bytes = util_vmhwm_bytes(0);
+    w->ready.cgroup_peak_bytes = cap_peak(&w->cap);
+    w->state = W_LOADED;
+    log_info("%s: loaded layers [%u, %u) (%llu MiB) in %.1f ms", w->id, a->first, a->last,
+             (unsigned long long)(w->ready.bytes_loaded >> 20), w->ready.load_ns / 1e6);
+    if (proto_encode_ready(w->out, &w->ready) == 0)
+        s_send_ctl(w);
+    return;
+refuse:
+    log_error("%s: refusing assignment [%u, %u): %s", w->id, a->first, a->last, err);
+    exec_free(&w->exec);
+    snprintf(e.text, sizeof e.text, "%s: %s", w->id, err);
+    if (proto_encode_error(w->out, &e) == 0)
+        s_send_ctl(w);
+}
+
+static void s_on_route(s_worker *w, const msg_route *r)
+{
+    char err[256];
+    if (w->state == W_WAITING) {
+        s_send_error_to(w, w->peer, w->peer_len, PERR_STATE, "route before assign");
+        return;
+    }
+    if (strcmp(r->next_ep, w->push_ep)) {
+        if (w->push)
+            zmq_close(w->push);
+        w->push = zsock_new(w->ctx, ZMQ_PUSH, err, sizeof err);
+        if (!w->push || zmq_connect(w->push, r->next_ep)) {
+            log_error("%s: cannot connect to next hop %s: %s", w->id, r->next_ep,
+                      zmq_strerror(errno));
+            s_send_error_to(w, w->peer, w->peer_len, PERR_INTERNAL, "cannot connect next hop");
+            return;
+        }
+        snprintf(w->push_ep, sizeof w->push_ep, "%s", r->next_ep);
+    }
+    netem_profile p = { 0 };
+    snprintf(p.name, sizeof p.name, "route");
+    p.delay_ns = r->link.delay_ns;
+    p.jitter_ns = r->link.jitter_ns;
+    p.dist = r->link.dist;
+    p.loss = r->link.loss_ppm / 1e6;
+    p.rate_bps = r->link.rate_bps;
+    p.rto_ns = 200000000ull;
+    netem_shaper_free(&w->shaper);
+    if (!netem_profile_is_none(&p))
+        w->shaper = netem_shaper_new(&p, r->link.seed);
+    w->route = *r;
+    w->state = W_SERVING;
+    log_info("%s: route epoch %llu: hop %u -> %s%s", w->id, (unsigned long long)r->epoch, r->hop,
+             r->next_ep, r->last ? " (coordinator)" : "");
+}
+
+static void s_on_ctl(s_worker *w)
+{
+    uint8_t peer[256];
+    zmq_msg_t m;
+    int plen, more;
+    size_t ml;
+    char err[256];
+
+    plen = zmq_recv(w->ctl, peer, sizeof peer, ZMQ_DONTWAIT);
+    if (plen < 0)
+        return;
+    zmq_msg_init(&m);
+    if (zmq_msg_recv(&m, w->ctl, ZMQ_DONTWAIT) < 0) {
+        zmq_msg_close(&m);
+        return;
+    }
+    more = zmq_msg_more(&m);
+    ml = zmq_msg_size(&m);
+    if (more) { /* drain an unexpected multipart message */
+        zmq_msg_t junk;
+        zmq_msg_init(&junk);
+        while (zmq_msg_more(&m) && zmq_msg_recv(&junk, w->ctl, ZMQ_DONTWAIT) >= 0)
+            if (!zmq_msg_more(&junk))
+                break;
+        zmq_msg_close(&junk);
+        w->stats.bad_msgs++;
+        log_warn("%s: dropped a multipart control message", w->id);
+        zmq_msg_close(&m);
+        return;
+    }
+    int rc = proto_decode(zmq_msg_data(&m), ml, 0, w->msg, err, sizeof err);
+    zmq_msg_close(&m);
+    if (rc == -2) {
+        w->stats.bad_msgs++;
+        log_warn("%s: peer speaks protocol version %u, this worker %u: refused", w->id,
+                 w->msg->version, PROTO_VERSION);
+        char t[128];
+        snprintf(t, sizeof t, "protocol version %u not supported (worker speaks %u)",
+                 w->msg->version, PROTO_VERSION);
+        s_send_error_to(w, peer, (size_t)plen, PERR_VERSION, t);
+        return;
+    }
+    if (rc) {
+        w->stats.bad_msgs++;
+        log_warn("%s: dropped a bad control message (%zu bytes): %s", w->id, ml, err);
+        return;
+    }
+    int same = w->peer_len == (size_t)plen && !memcmp(w->peer, peer, (size_t)plen);
+    if (!same) {
+        if (w->peer_len && w->msg->type != MSG_HELLO)
+            return; /* stray message from a stranger: ignore */
+        if (w->peer_len) {
+            s_send_error_to(w, peer, (size_t)plen, PERR_BUSY, "serving another coordinator");
+            return;
+        }
+        if (w->msg->type != MSG_HELLO) {
+            s_send_error_to(w, peer, (size_t)plen, PERR_STATE, "say hello first");
+            return;
+        }
+        memcpy(w->peer, peer, (size_t)plen);
+        w->peer_len = (size_t)plen;
+        log_info("%s: coordinator connected", w->id);
+    }
+    w->last_heard_ns = util_now_ns();
+    switch (w->msg->type) {
+    case MSG_HELLO: s_on_hello(w, &w->msg->u.hello); break;
+    case MSG_ASSIGN: s_on_assign(w, &w->msg->u.assign); break;
+    case MSG_ROUTE: s_on_route(w, &w->msg->u.route); break;
+    case MSG_HEARTBEAT:
+        if (proto_encode_heartbeat(w->out, &w->msg->u.hb) == 0)
+            s_send_ctl(w);
+        break;
+    case MSG_STATS:
+        w->stats.peak_rss_bytes = util_vmhwm_bytes(0);
+        w->stats.cgroup_peak_bytes = cap_peak(&w->cap);
+        if (proto_encode_stats(w->out, &w->stats) == 0)
+            s_send_ctl(w);
+        break;
+    case MSG_BYE:
+        s_release(w, "coordinator said bye");
+        if (w->once)
+            s_stop = 1;
+        break;
+    default:
+        w->stats.bad_msgs++;
+        log_warn("%s: unexpected %s on the control plane", w->id,
+                 proto_type_name(w->msg->type));
+    }
+}
+
+/* Decode, compute, forward one activation whose emulated link delay has elapsed. */
+static void s_serve(s_worker *w, zmq_msg_t *m, uint64_t arrival_ns)
+{
+    char err[256];
+    uint64_t t0 = util_now_ns();
+    msg_act *a = &w->msg->u.act;
+    a->x = w->x;
+    int rc = proto_decode(zmq_msg_data(m), zmq_msg_size(m), w->dim, w->msg, err, sizeof err);
+    if (rc || w->msg->type != MSG_ACT) {
+        w->stats.bad_msgs++;
+        log_warn("%s: dropped a bad data message (%zu bytes): %s", w->id, zmq_msg_size(m),
+                 rc ? err : "not an act");
+        return;
+    }
+    if (a->epoch != w->route.epoch || a->hop != w->route.hop) {
+        w->stats.stale_msgs++;
+        log_debug("%s: dropped act req %llu from epoch %llu hop %u (now epoch %llu hop %u)",
+                  w->id, (unsigned long long)a->req, (unsigned long long)a->epoch, a->hop,
+                  (unsigned long long)w->route.epoch, w->route.hop);
+        return;
+    }
+    uint64_t t1 = util_now_ns();
+    exec_stats st = { 0 };
+    if (exec_step(w->exec, w->x, &st, err, sizeof err)) {
+        log_error("%s: compute failed: %s", w->id, err);
+        return;
+    }
+    uint64_t t2 = util_now_ns();
+    /* Serialize and send durations are only known after the frame is built and queued, so
+     * the trace carries this stage's figures from its previous message (steady state: the
+     * same work on the same sizes; a few microseconds either way). */
+    if (a->n_trace < PROTO_MAX_TRACE) {
+        msg_trace *tr = &a->trace[a->n_trace++];
+        tr->stage = w->route.hop;
+        tr->wait_ns = t0 - arrival_ns;
+        tr->deser_ns = t1 - t0;
+        tr->compute_ns = t2 - t1;
+        tr->ser_ns = w->last_ser_ns;
+        tr->send_ns = w->last_send_ns;
+    }
+    a->hop = w->route.hop + 1;
+    if (proto_encode_act(w->out, w->route.last ? MSG_RESULT : MSG_ACT, a)) {
+        log_error("%s: encode failed", w->id);
+        return;
+    }
+    uint64_t t3 = util_now_ns();
+    if (zmq_send(w->push, proto_buf_data(w->out), proto_buf_len(w->out), ZMQ_DONTWAIT) < 0) {
+        /* Never block on a dead next hop: the coordinator replays what does not arrive. */
+        log_error("%s: send to %s failed: %s", w->id, w->push_ep, zmq_strerror(errno));
+        return;
+    }
+    w->last_ser_ns = t3 - t2;
+    w->last_send_ns = util_now_ns() - t3;
+    w->stats.acts++;
+    w->stats.bytes_out += proto_buf_len(w->out);
+}
+
+static void s_on_data(s_worker *w)
+{
+    zmq_msg_t m;
+    zmq_msg_init(&m);
+    while (zmq_msg_recv(&m, w->pull, ZMQ_DONTWAIT) >= 0) {
+        uint64_t now = util_now_ns();
+        w->stats.bytes_in += zmq_msg_size(&m);
+        if (zmq_msg_more(&m) || w->state != W_SERVING) {
+            w->stats.bad_msgs++;
+            continue;
+        }
+        if (!w->shaper) {
+            s_serve(w, &m, now);
+            continue;
+        }
+        uint64_t rel = netem_release_at(w->shaper, now, zmq_msg_size(&m));
+        if (netem_queue_push(w->queue, &m, rel, now)) {
+            w->stats.bad_msgs++;
+            log_warn("%s: link emulation queue full: message dropped", w->id);
+        }
+    }
+    zmq_msg_close(&m);
+}
+
+static void s_release_due(s_worker *w)
+{
+    zmq_msg_t m;
+    uint64_t arrival;
+    zmq_msg_init(&m);
+    while (netem_queue_pop_due(w->queue, util_now_ns(), &m, &arrival))
+        s_serve(w, &m, arrival);
+    zmq_msg_close(&m);
+}
+
+static int s_bind(s_worker *w, const char *listen, int report_fd, char *err, size_t errlen)
+{
+    size_t len = sizeof w->ctl_ep;
+    char host[PROTO_MAX_STR], data[PROTO_MAX_STR + 8];
+    w->ctl = zsock_new(w->ctx, ZMQ_ROUTER, err, errlen);
+    w->pull = zsock_new(w->ctx, ZMQ_PULL, err, errlen);
+    if (!w->ctl || !w->pull)
+        return -1;
+    if (zmq_bind(w->ctl, listen)) {
+        snprintf(err, errlen, "cannot listen on %s: %s", listen, zmq_strerror(errno));
+        return -1;
+    }
+    zmq_getsockopt(w->ctl, ZMQ_LAST_ENDPOINT, w->ctl_ep, &len);
+    /* Data plane: same host, ephemeral port, announced in hello. */
+    snprintf(host, sizeof host, "%s", w->ctl_ep);
+    char *colon = strrchr(host, ':');
+    if (!colon || strncmp(host, "tcp://", 6)) {
+        snprintf(err, errlen, "--listen must be tcp://HOST:PORT (got %s)", listen);
+        return -1;
+    }
+    *colon = 0;
+    snprintf(data, sizeof data, "%s:*", host);
+    if (zmq_bind(w->pull, data)) {
+        snprintf(err, errlen, "cannot bind data plane on %s: %s", data, zmq_strerror(errno));
+        return -1;
+    }
+    len = sizeof w->data_ep;
+    zmq_getsockopt(w->pull, ZMQ_LAST_ENDPOINT, w->data_ep, &len);
+    if (report_fd >= 0) {
+        char line[PROTO_MAX_STR + 2];
+        int n = snprintf(line, sizeof line, "%s\n", w->ctl_ep);
+        if (write(report_fd, line, (size_t)n) != n)
+            log_warn("%s: could not report the endpoint to the parent", w->id);
+        close(report_fd);
+    }
+    return 0;
+}
+
+static void s_usage(void)
+{
+    printf("usage: swarm worker --listen tcp://HOST:PORT [--cap 600M] [--id NAME]\n"
+           "  Waits for a coordinator, loads its assigned layer range resident (verifying each\n"
+           "  layer's checksum) under the cap (a memory cgroup when permitted), and serves\n"
+           "  activations to the next hop. Survives its coordinator and serves the next one.\n"
+           "  --once            exit when the first coordinator says bye or goes silent\n"
+           "  --report-fd N     write the bound control endpoint to fd N (used when spawned)\n"
+           "  --verbose         debug logs\n");
+}
+
+int worker_main(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        { "listen", required_argument, 0, 'l' }, { "cap", required_argument, 0, 'c' },
+        { "id", required_argument, 0, 'i' },     { "once", no_argument, 0, 'o' },
+        { "report-fd", required_argument, 0, 'r' }, { "verbose", no_argument, 0, 'v' },
+        { "help", no_argument, 0, 'h' },         { 0, 0, 0, 0 }
+    };
+    s_worker w;
+    const char *listen = NULL;
+    int report_fd = -1, c, rc = EXIT_FAIL;
+    char err[512];
+
+    memset(&w, 0, sizeof w);
+    snprintf(w.id, sizeof w.id, "w%d", (int)getpid());
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'l': listen = optarg; break;
+        case 'c':
+            if (util_parse_size(optarg, &w.cap_bytes)) {
+                fprintf(stderr, "swarm worker: bad --cap '%s'\n", optarg);
+                return EXIT_USAGE;
+            }
+            break;
+        case 'i': snprintf(w.id, sizeof w.id, "%s", optarg); break;
+        case 'o': w.once = 1; break;
+        case 'r': report_fd = atoi(optarg); break;
+        case 'v': log_set_level(2); break;
+        case 'h': s_usage(); return EXIT_OK;
+        default: return EXIT_USAGE;
+        }
+    }
+    if (!listen) {
+        fprintf(stderr, "swarm worker: --listen tcp://HOST:PORT is required\n");
+        return EXIT_USAGE;
+    }
+    log_set_role(w.id);
+    util_min_timerslack();
+    signal(SIGINT, s_on_signal);
+    signal(SIGTERM, s_on_signal);
+    signal(SIGPIPE, SIG_IGN);
+    cap_sweep_stale();
+    if (w.cap_bytes) {
+        cap_enter(&w.cap, w.cap_bytes, "worker", 0);
+        if (!w.cap.enforced)
+            log_warn("%s: cap is advisory: %s", w.id, w.cap.why);
+    }
+    w.ctx = zmq_ctx_new();
+    w.out = proto_buf_new();
+    w.msg = malloc(sizeof *w.msg);
+    w.queue = netem_queue_new(WORKER_QUEUE_CAP);
+    if (!w.ctx || !w.out || !w.msg || !w.queue) {
+        log_error("out of memory");
+        goto out;
+    }
+    if (s_bind(&w, listen, report_fd, err, sizeof err)) {
+        log_error("%s", err);
+        goto out;
+    }
+    log_info("%s: listening on %s (data %s), cap %llu MiB %s", w.id, w.ctl_ep, w.data_ep,
+             (unsigned long long)(w.cap_bytes >> 20), w.cap.enforced ? "(cgroup)" : "");
+    while (!s_stop) {
+        zmq_pollitem_t items[2] = { { w.ctl, 0, ZMQ_POLLIN, 0 }, { w.pull, 0, ZMQ_POLLIN, 0 } };
+        uint64_t now = util_now_ns(), next = netem_queue_next(w.queue);
+        long timeout = 100;
+        if (next != UINT64_MAX) {
+            timeout = next > now ? (long)((next - now) / 1000000) : 0;
+            if (timeout > 100)
+                timeout = 100;
+        }
+        if (zmq_poll(items, 2, timeout) < 0 && errno != EINTR)
+            break;
+        if (items[0].revents & ZMQ_POLLIN)
+            s_on_ctl(&w);
+        if (items[1].revents & ZMQ_POLLIN)
+            s_on_data(&w);
+        next = netem_queue_next(w.queue);
+        if (next != UINT64_MAX) {
+            now = util_now_ns();
+            /* Sub-millisecond remainder: zmq_poll only has ms resolution. */
+            if (next > now && next - now < 1000000)
+                util_sleep_until_ns(next);
+            s_release_due(&w);
+        }
+        if (w.peer_len && util_now_ns() - w.last_heard_ns > WORKER_COORD_TIMEOUT_MS * 1000000ull) {
+            s_release(&w, "coordinator silent");
+            if (w.once)
+                break;
+        }
+    }
+    rc = EXIT_OK;
+out:
+    s_release(&w, "shutting down");
+    if (w.ctl)
+        zmq_close(w.ctl);
+    if (w.pull)
+        zmq_close(w.pull);
+    if (w.ctx)
+        zmq_ctx_term(w.ctx);
+    proto_buf_free(&w.out);
+    netem_queue_free(&w.queue);
+    free(w.msg);
+    cap_leave(&w.cap);
+    log_info("%s: stopped", w.id);
+    return rc;
+}
