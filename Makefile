@@ -34,6 +34,8 @@ TEST_SRC = $(wildcard tests/test_*.c)
 TEST_BIN = $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 
 .PHONY: all test lab asan clean install deps fuzz lab-quick
+# Keep the BPF object and skeleton (make would delete them as intermediates and rebuild).
+.SECONDARY: $(BPF_SKEL) $(BPF_SKEL:.skel.h=.bpf.o)
 all: $(BIN)/swarm
 
 $(BUILD)/netem/%.bpf.o: netem/%.bpf.c

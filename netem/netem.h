@@ -83,4 +83,48 @@ int netem_kernel_set(netem_kernel *k, uint32_t loss_ppm, int blackhole, uint64_t
                      char *err, size_t errlen);
 void netem_kernel_detach(netem_kernel **k);
 
+/* ---- additions (netem/ owners): config lookup, selftest, in-process forwarder, kernel handles ---- */
+
+/* `name` is a built-in or a [profile.NAME] section of the INI file `config_path` (may be NULL); a
+ * section named like a built-in starts from the built-in and overrides its keys. 0 / -1 with err
+ * naming file, line and key. */
+int netem_profile_resolve(const char *name, const char *config_path, netem_profile *out,
+                          char *err, size_t errlen);
+
+/* One loopback accuracy run of a profile (the `swarm netem --selftest` row). Times in ms. */
+typedef struct {
+    int count;                /* messages measured */
+    double configured_ms;     /* delay + loss * rto: the mean the shaper should add */
+    double sampled_ms;        /* mean of the delays the shaper actually drew this run */
+    double added_mean_ms, added_p50_ms, added_p95_ms; /* release - arrival, measured */
+    double e2e_ms, base_e2e_ms; /* mean one-way send -> release, with the profile and bare */
+    double err_ms;            /* added_mean - configured */
+    double tol_ms;            /* 5% of configured for >= 1 ms, else 0.050 */
+    int pass;
+} netem_selftest_result;
+/* Sends `count` 16 KiB messages PUSH -> PULL over tcp://127.0.0.1 (ephemeral port), paced one at a
+ * time, the receiver applying the shaper. count 0 picks one per profile. 0 / -1 (setup failed). */
+int netem_selftest_run(const netem_profile *p, int count, uint64_t seed, netem_selftest_result *r,
+                       char *err, size_t errlen);
+
+/* The forwarder: PULL binds `listen`, PUSH connects `to`; each message leaves at its release
+ * time. `control` (may be NULL) is a REP endpoint taking "cut", "cut SECONDS", "restore", "stats".
+ * Runs until *stop is nonzero (noticed within 100 ms). 0 / -1 with err. */
+typedef struct {
+    const char *listen, *to, *control;
+    netem_profile profile;
+    uint64_t seed;
+    size_t capacity;          /* messages held at most; 0 = 65536 */
+} netem_forward_cfg;
+int netem_forward_run(const netem_forward_cfg *c, const volatile int *stop, char *err, size_t errlen);
+
+/* Free the handle but leave the program attached (tc keeps it; the maps stay pinned under
+ * /sys/fs/bpf/swarm_IFACE) — what `swarm netem --link IFACE --loss P` does before it exits.
+ * netem_kernel_detach instead removes the filters, the clsact qdisc and the pins. */
+void netem_kernel_close(netem_kernel **k);
+/* Packets passed / dropped by the program since it was first attached (pinned counters). */
+int netem_kernel_stats(netem_kernel *k, uint64_t *passed, uint64_t *dropped);
+/* The link's current config (as last set, possibly by an earlier process). 0 / -1. */
+int netem_kernel_get(netem_kernel *k, uint32_t *loss_ppm, int *blackhole, uint64_t *delay_ns);
+
 #endif
