@@ -229,6 +229,8 @@ static int s_apply(config_t *c, const char *sec, const char *key, const char *v,
         rc = s_u32(v, 2, 100, &c->liveness, why, sizeof why);
     else if (KEY("swarm", "step_deadline_ms"))
         rc = s_u32(v, 10, 3600000, &c->step_deadline_ms, why, sizeof why);
+    else if (KEY("swarm", "respawn"))
+        rc = s_bool(v, &c->respawn, why, sizeof why);
     else if (KEY("swarm", "plaintext"))
         rc = s_bool(v, &c->plaintext, why, sizeof why);
     else if (KEY("netem", "profile"))

@@ -53,6 +53,7 @@ typedef struct {
     uint32_t liveness;        /* missed heartbeats before a worker is declared lost */
     uint32_t step_deadline_ms;/* a step not back by then marks its segment suspect */
     int plaintext;            /* allow plaintext on non-loopback links */
+    int respawn;              /* respawn a lost local worker (it then rejoins) */
     uint32_t n_workers;       /* listed [worker.NAME] sections */
     config_worker worker[CONFIG_MAX_WORKERS];
 

@@ -84,6 +84,7 @@ static void s_run_usage(void)
         "  --workers N          resident arm: local workers to spawn\n"
         "  --kill-worker ID@STEP, --stop-worker ID@STEP:SECONDS, --cut-link ID@STEP:SECONDS\n"
         "                       resident arm: inject a fault from the coordinator side\n"
+        "  --respawn            resident arm: respawn a lost local worker; it rejoins\n"
         "  --dump-inputs FILE   raw inputs, steps x dim little-endian f32, no header\n"
         "  --dump-outputs FILE  raw outputs, same layout\n"
         "  --quiet              no progress line\n"
@@ -154,6 +155,7 @@ int cmd_run(int argc, char **argv)
         { "dump-outputs", required_argument, 0, 'O' }, { "quiet", no_argument, 0, 'q' },
         { "kill-worker", required_argument, 0, 'K' }, { "stop-worker", required_argument, 0, 'T' },
         { "cut-link", required_argument, 0, 'C' }, { "help", no_argument, 0, 'h' },
+        { "respawn", no_argument, 0, 'R' },
         { 0, 0, 0, 0 }
     };
     static config_t cfg;
@@ -194,6 +196,7 @@ int cmd_run(int argc, char **argv)
             break;
         }
         case 'P': parity = 0; break;
+        case 'R': sets[nsets++] = "swarm.respawn=1"; break;
         case 'p': profile = optarg; break;
         case 'i': inflight = (uint32_t)strtoul(optarg, NULL, 10); break;
         case 'w': workers = (uint32_t)strtoul(optarg, NULL, 10); break;
@@ -278,11 +281,12 @@ int cmd_run(int argc, char **argv)
     int arc = !strcmp(arm, "reference") ? arm_run_reference(&a, &r, err, sizeof err)
               : !strcmp(arm, "ssd")     ? arm_run_ssd(&a, &r, err, sizeof err)
                                         : arm_run_resident(&a, &r, err, sizeof err);
-    if (arc) {
+    if (arc && arc != -EXIT_BUDGET) {
         log_error("%s", err);
-        rc = arc == -EXIT_BUDGET ? EXIT_BUDGET : EXIT_FAIL;
         goto out;
     }
+    if (arc == -EXIT_BUDGET) /* partial: every completed step's result is still written */
+        log_error("%s", err);
     result_print(&r);
     if (out) {
         json_t *j = result_to_json(&r);
@@ -294,7 +298,7 @@ int cmd_run(int argc, char **argv)
         goto out;
     if (dump_out && s_dump(dump_out, outputs, n))
         goto out;
-    rc = result_is_void(&r) ? EXIT_VOID : EXIT_OK;
+    rc = arc == -EXIT_BUDGET ? EXIT_BUDGET : result_is_void(&r) ? EXIT_VOID : EXIT_OK;
 out:
     result_free(&r);
     result_free(&ref);

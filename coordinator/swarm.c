@@ -36,7 +36,7 @@
 
 #define S_HELLO_TIMEOUT_MS 10000   /* spawn + hello; a worker is a fresh exec of bin/swarm */
 #define S_LOAD_TIMEOUT_MS 300000   /* loading 512 MiB takes ~0.4 s here; remote disks are slower */
-#define S_PROBE_MS 300             /* how often a lost worker is asked for hello again */
+#define S_PROBE_MS 50              /* how often a lost worker is asked for hello again */
 #define S_STATS_TIMEOUT_MS 2000
 #define S_QUEUE_CAP 256
 #define S_COORD_STAGE 0xffff
@@ -63,6 +63,8 @@ typedef struct {
     int fo;                    /* index into failover records, -1 none */
     uint64_t cont_at_ns;       /* SIGCONT due (stop fault) */
     uint64_t fault_ns;         /* when we injected a fault into it */
+    uint64_t cut_until_ns;     /* control link cut (coordinator side) until then */
+    int local;                 /* spawned by this coordinator (may be respawned) */
 } s_peer;
 
 typedef struct {
@@ -134,8 +136,8 @@ static void *s_sock(s_coord *c, int type)
 
 static int s_ctl_send(s_coord *c, s_peer *p)
 {
-    if (!p->dealer)
-        return -1;
+    if (!p->dealer || p->cut_until_ns)
+        return -1; /* a cut link carries nothing */
     return zmq_send(p->dealer, proto_buf_data(c->out), proto_buf_len(c->out), ZMQ_DONTWAIT) < 0
                ? -1 : 0;
 }
@@ -500,7 +502,9 @@ static void s_deliver(s_coord *c, msg_act *a, uint32_t h, uint64_t arrival_ns)
     if (proto_encode_act(c->out, MSG_ACT, a))
         return;
     uint64_t t1 = util_now_ns();
-    if (zmq_send(p->push, proto_buf_data(c->out), proto_buf_len(c->out), ZMQ_DONTWAIT) < 0)
+    if (p->cut_until_ns)
+        log_debug("step %llu to %s lost on the cut link", (unsigned long long)a->step, p->id);
+    else if (zmq_send(p->push, proto_buf_data(c->out), proto_buf_len(c->out), ZMQ_DONTWAIT) < 0)
         log_debug("send of step %llu to %s failed (%s): the deadline will replay it",
                   (unsigned long long)a->step, p->id, zmq_strerror(errno));
     c->coord_ser += (t1 - t0) / 1e6;
@@ -551,6 +555,10 @@ static void s_handle_data(s_coord *c, zmq_msg_t *m, uint64_t arrival_ns)
         return;
     }
     if (c->msg->type == MSG_RESULT) {
+        if (c->p[c->n - 1].cut_until_ns) {
+            c->stale_msgs++; /* from the last worker, over a cut link */
+            return;
+        }
         if (a->hop != c->n) {
             c->bad_msgs++;
             return;
@@ -623,6 +631,8 @@ static void s_handle_ctl(s_coord *c, s_peer *p)
     zmq_msg_t m;
     zmq_msg_init(&m);
     while (p->dealer && zmq_msg_recv(&m, p->dealer, ZMQ_DONTWAIT) >= 0) {
+        if (p->cut_until_ns)
+            continue; /* the cut link loses what the worker sends */
         int rc = proto_decode(zmq_msg_data(&m), zmq_msg_size(&m), 0, c->msg, err, sizeof err);
         if (rc == -2) {
             log_error("%s speaks protocol version %u, we speak %u", p->id, c->msg->version,
@@ -705,7 +715,22 @@ static void s_tick(s_coord *c)
             log_info("%s: SIGCONT (stop fault over)", p->id);
             p->cont_at_ns = 0;
         }
+        if (p->cut_until_ns && now >= p->cut_until_ns) {
+            p->cut_until_ns = 0;
+            log_info("%s: link restored", p->id);
+        }
         s_reap(c, p, 0);
+        if (p->state == P_LOST && p->local && !p->spawned && c->cfg->respawn) {
+            char err[256];
+            log_info("%s: respawning", p->id);
+            if (s_spawn(c, p, err, sizeof err))
+                log_error("%s: respawn failed: %s", p->id, err);
+            else if (p->dealer) {
+                zmq_close(p->dealer); /* the new process listens on a new port */
+                p->dealer = NULL;
+            }
+            p->probe_ns = 0;
+        }
         if (p->state == P_READY || p->state == P_REJOINING) {
             if (now - p->hb_sent_ns >= hb)
                 s_send_heartbeat(c, p);
@@ -713,10 +738,12 @@ static void s_tick(s_coord *c)
                 s_mark_lost(c, p, p->fault_ns ? "fault injected" : "heartbeats stopped");
                 now = util_now_ns();
             }
-        } else if (p->state == P_LOST && now - p->probe_ns >= S_PROBE_MS * 1000000ull) {
-            /* Ask again on a fresh socket: nothing stale queued towards the old peer. */
+        } else if (p->state == P_LOST && !p->cut_until_ns &&
+                   now - p->probe_ns >= S_PROBE_MS * 1000000ull) {
+            /* Ask again. The socket was made fresh when the worker was lost, so nothing
+             * stale is queued towards it; ZMQ_IMMEDIATE drops hellos until it connects. */
             p->probe_ns = now;
-            if (s_connect_ctl(c, p) == 0)
+            if (p->dealer || s_connect_ctl(c, p) == 0)
                 s_send_hello(c, p);
         }
     }
@@ -743,10 +770,11 @@ static void s_inject_faults(s_coord *c, uint32_t step)
                 kill(pid, SIGSTOP);
                 p->cont_at_ns = util_now_ns() + (uint64_t)(f->seconds * 1e9);
             } else {
-                log_info("fault: cutting %s's links for %.1f s at step %u", p->id, f->seconds,
+                /* The coordinator's end of the link goes dark both ways: nothing sent to the
+                 * worker, nothing it sends accepted, as if the cable were pulled here. */
+                log_info("fault: cutting %s's link for %.1f s at step %u", p->id, f->seconds,
                          step);
-                kill(pid, SIGSTOP); /* replaced by a real link cut below when available */
-                p->cont_at_ns = util_now_ns() + (uint64_t)(f->seconds * 1e9);
+                p->cut_until_ns = util_now_ns() + (uint64_t)(f->seconds * 1e9);
             }
         }
     }
@@ -798,7 +826,7 @@ static int s_wait_states(s_coord *c, int want, uint64_t timeout_ms, char *err, s
             }
             s_reap(c, p, 0);
             if (c->p[i].state < want && c->p[i].state != P_LOST && c->p[i].spawned == 0 &&
-                c->cfg->n_workers == 0 && c->p[i].state != P_NEW) {
+                c->p[i].local && c->p[i].state != P_NEW) {
                 s_mark_lost(c, &c->p[i], "died during setup");
             }
         }
@@ -864,6 +892,7 @@ static int s_setup(s_coord *c, char *err, size_t errlen)
         for (uint32_t i = 0; i < c->n; i++) {
             snprintf(c->p[i].id, sizeof c->p[i].id, "w%u", i);
             c->p[i].cap_bytes = c->cfg->worker_cap_bytes;
+            c->p[i].local = 1;
         }
     }
     for (uint32_t i = 0; i < c->n; i++)
@@ -1184,6 +1213,16 @@ int arm_run_resident(arm_ctx *a, run_result *r, char *err, size_t errlen)
                         (unsigned long long)r->ssd_read_bytes);
     }
     r->gate_content = c->fb_stats.content_fail ? GATE_VOID : GATE_PASS;
+    if (c->budget_fail && a->ref_outputs) {
+        /* Partial run: what was completed must still be exactly the reference's. */
+        uint32_t bad = 0;
+        for (uint32_t s = 0; s < a->steps; s++)
+            if (c->done[s] && memcmp(a->outputs + (uint64_t)s * c->d,
+                                     a->ref_outputs + (uint64_t)s * c->d, sizeof(float) * c->d))
+                bad++;
+        json_object_set_new(r->extra, "completed_steps", json_integer(c->n_done));
+        json_object_set_new(r->extra, "completed_steps_match_reference", json_boolean(!bad));
+    }
     if (c->budget_fail) {
         snprintf(err, errlen, "%s (%u of %u steps completed and kept)", c->budget_err,
                  c->n_done, a->steps);

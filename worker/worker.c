@@ -153,6 +153,16 @@ static void s_on_assign(s_worker *w, const msg_assign *a)
     exec_plan plan;
     uint64_t t0 = util_now_ns(), io0 = util_io_read_bytes();
 
+    /* The same assignment again (a coordinator re-adopting us after a freeze or a cut):
+     * the layers are still resident and verified, so answer at once. */
+    if (w->exec && w->model_open && !strcmp(w->model.path, a->model_path) &&
+        w->model.file_size == a->model_size && w->first == a->first && w->last == a->last) {
+        log_info("%s: layers [%u, %u) still resident: ready", w->id, a->first, a->last);
+        w->state = W_LOADED;
+        if (proto_encode_ready(w->out, &w->ready) == 0)
+            s_send_ctl(w);
+        return;
+    }
     exec_free(&w->exec);
     if (w->model_open)
         model_close(&w->model);
