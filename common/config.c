@@ -235,6 +235,8 @@ static int s_apply(config_t *c, const char *sec, const char *key, const char *v,
         rc = s_bool(v, &c->plaintext, why, sizeof why);
     else if (KEY("netem", "profile"))
         rc = s_str(v, c->profile, sizeof c->profile, why, sizeof why);
+    else if (KEY("security", "key"))
+        rc = s_str(v, c->key, sizeof c->key, why, sizeof why);
     else if (KEY("lab", "repeats"))
         rc = s_u32(v, 1, 1000, &c->repeats, why, sizeof why);
     else if (KEY("lab", "conditions"))
@@ -249,13 +251,16 @@ static int s_apply(config_t *c, const char *sec, const char *key, const char *v,
             rc = s_str(v, w->endpoint, sizeof w->endpoint, why, sizeof why);
         else if (!strcmp(key, "cap"))
             rc = s_size(v, 1 << 20, &w->cap_bytes, why, sizeof why);
+        else if (!strcmp(key, "public_key"))
+            rc = s_str(v, w->public_key, sizeof w->public_key, why, sizeof why);
         else
-            snprintf(why, sizeof why, "unknown key (known: endpoint, cap)");
+            snprintf(why, sizeof why, "unknown key (known: endpoint, cap, public_key)");
     } else if (!strncmp(sec, "profile.", 8) && sec[8]) {
         netem_profile *p = s_profile(c, sec + 8, why, sizeof why);
         rc = p ? netem_profile_set(p, key, v, why, sizeof why) : -1;
     } else if (!strcmp(sec, "model") || !strcmp(sec, "run") || !strcmp(sec, "ssd") ||
-               !strcmp(sec, "swarm") || !strcmp(sec, "netem") || !strcmp(sec, "lab"))
+               !strcmp(sec, "swarm") || !strcmp(sec, "netem") || !strcmp(sec, "lab") ||
+               !strcmp(sec, "security"))
         snprintf(why, sizeof why, "unknown key");
     else
         snprintf(why, sizeof why, "unknown section");

@@ -21,6 +21,7 @@ typedef struct {
     char name[64];            /* [worker.NAME] */
     char endpoint[256];       /* control endpoint, e.g. tcp://198.18.0.2:7000 */
     uint64_t cap_bytes;
+    char public_key[PATH_MAX];/* CURVE key: 40 Z85 chars or a .pub path ("" = plaintext) */
 } config_worker;
 
 typedef struct {
@@ -56,6 +57,9 @@ typedef struct {
     int respawn;              /* respawn a lost local worker (it then rejoins) */
     uint32_t n_workers;       /* listed [worker.NAME] sections */
     config_worker worker[CONFIG_MAX_WORKERS];
+
+    /* [security] */
+    char key[PATH_MAX];       /* the coordinator's CURVE key pair file ("" = plaintext) */
 
     /* [netem] */
     char profile[NETEM_NAME_MAX]; /* default profile for `run` */

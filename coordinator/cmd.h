@@ -3,6 +3,7 @@
 #define SWARM_CMD_H
 
 int cmd_gen(int argc, char **argv);
+int cmd_keygen(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_bench_disk(int argc, char **argv);
 int cmd_lab(int argc, char **argv);

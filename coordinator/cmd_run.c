@@ -11,6 +11,7 @@
 #include "common/config.h"
 #include "common/log.h"
 #include "common/model.h"
+#include "common/sec.h"
 #include "common/util.h"
 #include "coordinator/arm.h"
 #include "coordinator/bench.h"
@@ -62,6 +63,27 @@ int cmd_gen(int argc, char **argv)
     }
     log_info("wrote %s: %u layers x %u, seed %llu, alignment %u (%.1f s)", out, layers, dim,
              (unsigned long long)seed, align, (util_now_ns() - t0) / 1e9);
+    return EXIT_OK;
+}
+
+/* ---------------------------------------------------------------- keygen */
+
+int cmd_keygen(int argc, char **argv)
+{
+    char err[512];
+    if (argc != 2 || argv[1][0] == '-') {
+        printf("usage: swarm keygen NAME\n"
+               "  Writes NAME.key (CURVE public + secret key, mode 0600) and NAME.pub (the\n"
+               "  public key). Give workers `--key NAME.key --allow COORD.pub`; give the\n"
+               "  coordinator `[security] key = NAME.key` and each `[worker.X] public_key`.\n");
+        return argc == 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) ? EXIT_OK
+                                                                                   : EXIT_USAGE;
+    }
+    if (sec_keygen(argv[1], err, sizeof err)) {
+        fprintf(stderr, "swarm keygen: %s\n", err);
+        return EXIT_FAIL;
+    }
+    printf("wrote %s.key and %s.pub\n", argv[1], argv[1]);
     return EXIT_OK;
 }
 

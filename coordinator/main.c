@@ -14,7 +14,8 @@ static void s_usage(FILE *f)
             "  lab         the lab comparison: every condition, repeats, table, plots\n"
             "  worker      serve a slice of layers to a coordinator\n"
             "  bench-disk  O_DIRECT read bandwidth in the SSD arm's pattern, depth 1/2/4/8\n"
-            "  netem       link forwarder, profile self-test, kernel (BPF) link control\n");
+            "  netem       link forwarder, profile self-test, kernel (BPF) link control\n"
+            "  keygen      write a CURVE key pair (NAME.key, NAME.pub)\n");
 }
 
 int main(int argc, char **argv)
@@ -34,6 +35,8 @@ int main(int argc, char **argv)
         return worker_main(argc - 1, argv + 1);
     if (!strcmp(c, "bench-disk"))
         return cmd_bench_disk(argc - 1, argv + 1);
+    if (!strcmp(c, "keygen"))
+        return cmd_keygen(argc - 1, argv + 1);
     if (!strcmp(c, "netem"))
         return netem_main(argc - 1, argv + 1);
     if (!strcmp(c, "-h") || !strcmp(c, "--help") || !strcmp(c, "help")) {

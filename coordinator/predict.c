@@ -413,13 +413,17 @@ void predict_blame(const json_t *pred, const json_t *stage_ms, double measured_s
     double pstep = s_get(pred, "step_ms"), msum = 0, psum = 0;
     t[n++] = (s_term){ "compute", s_get(pred, "compute_ms"), s_get(stage_ms, "compute") };
     if (!strcmp(kind, "resident")) {
-        /* Stage names of the resident arm; network includes the send path. */
+        /* The resident arm's stages are sums along the route per step: "wait" is the time a
+         * message is held by link emulation (and queued), "network" is e2e minus all worker
+         * work (transport), "send" the sending call: together the predicted network term. */
         t[n++] = (s_term){ "network", s_get(pred, "network_ms"),
-                                 s_get(stage_ms, "network") + s_get(stage_ms, "send") };
+                           s_get(stage_ms, "network") + s_get(stage_ms, "wait") +
+                               s_get(stage_ms, "send") };
         t[n++] = (s_term){ "serialisation (not modelled)", 0,
-                                 s_get(stage_ms, "ser") + s_get(stage_ms, "deser") };
+                           s_get(stage_ms, "ser") + s_get(stage_ms, "deser") };
     } else {
-        t[n++] = (s_term){ "disk", s_get(pred, "read_wait_ms"), s_get(stage_ms, "read_wait") };
+        t[n++] = (s_term){ "disk", s_get(pred, "read_wait_ms"),
+                           s_get(stage_ms, "read_wait") };
         t[n++] = (s_term){ "verify", s_get(pred, "verify_ms"), s_get(stage_ms, "verify") };
     }
     for (int i = 0; i < n; i++) {
@@ -428,7 +432,7 @@ void predict_blame(const json_t *pred, const json_t *stage_ms, double measured_s
     }
     /* What no stage accounts for: coordinator work, queueing, overlap the model got wrong. */
     t[n++] = (s_term){ "unmodelled overhead", pstep - psum > 0 ? pstep - psum : 0,
-                             measured_step_ms - msum };
+                       measured_step_ms - msum };
     int worst = 0;
     for (int i = 1; i < n; i++)
         if (fabs(t[i].meas - t[i].pred) > fabs(t[worst].meas - t[worst].pred))

@@ -27,6 +27,7 @@
 #include "common/exec.h"
 #include "common/kernel.h"
 #include "common/log.h"
+#include "common/sec.h"
 #include "common/util.h"
 #include "coordinator/arm.h"
 #include "coordinator/cmd.h"
@@ -65,6 +66,7 @@ typedef struct {
     uint64_t fault_ns;         /* when we injected a fault into it */
     uint64_t cut_until_ns;     /* control link cut (coordinator side) until then */
     int local;                 /* spawned by this coordinator (may be respawned) */
+    char pub[SEC_KEY_LEN];     /* its CURVE key ("" = plaintext) */
 } s_peer;
 
 typedef struct {
@@ -112,6 +114,8 @@ typedef struct {
     int budget_fail;
     char budget_err[512];
     uint64_t setup_read;
+    sec_t *sec;                /* ZAP handler for the result socket when CURVE is on */
+    char pub[SEC_KEY_LEN], secret[SEC_KEY_LEN];
 } s_coord;
 
 static volatile sig_atomic_t s_interrupted;
@@ -153,6 +157,10 @@ static int s_connect_ctl(s_coord *c, s_peer *p)
     /* A fixed routing id: a worker that froze and woke up recognises its coordinator. */
     snprintf(rid, sizeof rid, "coord-%d", (int)getpid());
     zmq_setsockopt(p->dealer, ZMQ_ROUTING_ID, rid, strlen(rid));
+    if (p->pub[0] && sec_client(p->dealer, c->pub, c->secret, p->pub)) {
+        log_error("%s: cannot enable CURVE: %s", p->id, zmq_strerror(errno));
+        return -1;
+    }
     if (zmq_connect(p->dealer, p->ctl_ep)) {
         log_error("%s: cannot connect to %s: %s", p->id, p->ctl_ep, zmq_strerror(errno));
         return -1;
@@ -313,6 +321,14 @@ static void s_send_routes(s_coord *c)
         else
             snprintf(rt.next_ep, sizeof rt.next_ep, "%s", c->pull_ep);
         rt.last = i + 1 == c->n;
+        if (i + 1 < c->n && !s_is_local(&c->p[i + 1]))
+            snprintf(rt.next_key, sizeof rt.next_key, "%s", c->p[i + 1].pub);
+        else
+            snprintf(rt.next_key, sizeof rt.next_key, "%s", c->pub);
+        if (i > 0 && !s_is_local(&c->p[i - 1]))
+            snprintf(rt.prev_key, sizeof rt.prev_key, "%s", c->p[i - 1].pub);
+        else
+            snprintf(rt.prev_key, sizeof rt.prev_key, "%s", c->pub);
         s_link_of(&c->a->profile, c->cfg->input_seed * 131 + i * 7 + c->epoch, &rt.link);
         if (proto_encode_route(c->out, &rt) == 0)
             s_ctl_send(c, p);
@@ -655,7 +671,14 @@ static void s_handle_ctl(s_coord *c, s_peer *p)
                 p->cap_bytes = h->cap_bytes;
             if (p->push)
                 zmq_close(p->push);
+            if (p->pub[0] && strcmp(c->msg->u.hello.pubkey, p->pub)) {
+                log_error("%s presented key %.12s..., the config says %.12s...: refused", p->id,
+                          c->msg->u.hello.pubkey, p->pub);
+                break;
+            }
             p->push = s_sock(c, ZMQ_PUSH);
+            if (p->push && p->pub[0])
+                sec_client(p->push, c->pub, c->secret, p->pub);
             if (!p->push || zmq_connect(p->push, p->data_ep))
                 log_error("%s: cannot connect data plane %s", p->id, p->data_ep);
             if (p->state == P_NEW)
@@ -872,8 +895,19 @@ static int s_setup(s_coord *c, char *err, size_t errlen)
 {
     size_t len = sizeof c->pull_ep;
     char ep[128];
+    if (c->cfg->key[0]) {
+        if (sec_load_key(c->cfg->key, c->pub, c->secret, err, errlen))
+            return -1;
+        c->sec = sec_zap_start(c->ctx, "coord", err, errlen);
+        if (!c->sec)
+            return -1;
+    }
     c->pull = s_sock(c, ZMQ_PULL);
     snprintf(ep, sizeof ep, "tcp://%s:*", c->cfg->host);
+    if (c->pull && c->sec && sec_server(c->pull, c->secret)) {
+        snprintf(err, errlen, "cannot enable CURVE on the result socket: %s", zmq_strerror(errno));
+        return -1;
+    }
     if (!c->pull || zmq_bind(c->pull, ep)) {
         snprintf(err, errlen, "cannot bind %s: %s", ep, zmq_strerror(errno));
         return -1;
@@ -883,9 +917,35 @@ static int s_setup(s_coord *c, char *err, size_t errlen)
     if (c->cfg->n_workers) {
         c->n = c->cfg->n_workers;
         for (uint32_t i = 0; i < c->n; i++) {
-            snprintf(c->p[i].id, sizeof c->p[i].id, "%s", c->cfg->worker[i].name);
-            snprintf(c->p[i].ctl_ep, sizeof c->p[i].ctl_ep, "%s", c->cfg->worker[i].endpoint);
-            c->p[i].cap_bytes = c->cfg->worker[i].cap_bytes;
+            const config_worker *cw = &c->cfg->worker[i];
+            s_peer *p = &c->p[i];
+            snprintf(p->id, sizeof p->id, "%s", cw->name);
+            snprintf(p->ctl_ep, sizeof p->ctl_ep, "%s", cw->endpoint);
+            p->cap_bytes = cw->cap_bytes;
+            if (!cw->endpoint[0]) {
+                snprintf(err, errlen, "[worker.%s] has no endpoint", cw->name);
+                return -1;
+            }
+            if (cw->public_key[0] && sec_parse_pub(cw->public_key, p->pub, err, errlen))
+                return -1;
+            if (c->sec && !p->pub[0]) {
+                snprintf(err, errlen, "[security] key is set but [worker.%s] has no public_key: "
+                         "every link must be CURVE", cw->name);
+                return -1;
+            }
+            if (p->pub[0] && !c->sec) {
+                snprintf(err, errlen, "[worker.%s] has a public_key but [security] key is not "
+                         "set: the coordinator needs its own key pair", cw->name);
+                return -1;
+            }
+            if (!p->pub[0] && !c->cfg->plaintext && !sec_endpoint_is_local(p->ctl_ep)) {
+                snprintf(err, errlen, "[worker.%s] %s is not loopback: refusing plaintext (set "
+                         "[security] key and public_key, or [swarm] plaintext = 1)", cw->name,
+                         p->ctl_ep);
+                return -1;
+            }
+            if (p->pub[0])
+                sec_allow(c->sec, p->pub); /* its results arrive on our result socket */
         }
     } else {
         c->n = c->a->workers ? c->a->workers : c->cfg->workers;
@@ -1063,6 +1123,8 @@ static void s_report(s_coord *c)
     json_object_set_new(r->extra, "replays", json_integer((json_int_t)c->replays));
     json_object_set_new(r->extra, "deadline_replays",
                         json_integer((json_int_t)c->deadline_replays));
+    json_object_set_new(r->extra, "transport", json_string(c->sec ? "curve" : "plaintext"));
+    json_object_set_new(r->extra, "zap_refused", json_integer((json_int_t)sec_refused(c->sec)));
     json_object_set_new(r->extra, "link_delay_ms",
                         json_real(c->a->profile.delay_ns / 1e6));
     r->peak_rss_bytes = maxrss;
@@ -1247,6 +1309,7 @@ out:
     proto_buf_free(&c->out);
     if (c->ctx)
         zmq_ctx_term(c->ctx);
+    sec_zap_stop(&c->sec);
     free(c->msg);
     free(c->x);
     free(c->sent_ns);

@@ -12,6 +12,7 @@
  *              caps   caps                  uint   u32, PROTO_CAP_* bits
  *              dep    data_ep               str    1..255 bytes
  *              pid    pid                   uint   u32
+ *              pk     pubkey                str    0..40 bytes: Z85 CURVE public key, "" = plaintext
  *   assign     mp     model_path            str    1..1023 bytes
  *              ms     model_size            uint
  *              nl     n_layers              uint   1..PROTO_MAX_LAYERS
@@ -31,6 +32,8 @@
  *              hop    hop                   uint   0..PROTO_MAX_LAYERS
  *              last   last                  uint   0 or 1
  *              ln     link                  map    the link keys below
+ *              nk     next_key              str    0..40 bytes: next hop's CURVE key, "" = plaintext
+ *              pk     prev_key              str    0..40 bytes: previous hop's key, allowed on the data plane
  *     link     d      delay_ns              uint
  *              j      jitter_ns             uint
  *              dist   dist                  uint   0..3
@@ -121,6 +124,7 @@ static const s_field s_hello_f[] = {
     S_U32(msg_hello, "caps", caps),
     S_S(msg_hello, "dep", data_ep, 1),
     S_U32(msg_hello, "pid", pid),
+    S_S(msg_hello, "pk", pubkey, 0),
 };
 static const s_field s_assign_f[] = {
     S_S(msg_assign, "mp", model_path, 1),
@@ -152,6 +156,8 @@ static const s_field s_route_f[] = {
     S_U(msg_route, "hop", hop, 0, PROTO_MAX_LAYERS),
     S_U(msg_route, "last", last, 0, 1),
     S_SPECIAL(msg_route, "ln", S_LINK, link),
+    S_S(msg_route, "nk", next_key, 0),
+    S_S(msg_route, "pk", prev_key, 0),
 };
 static const s_field s_act_f[] = {
     S_U64(msg_act, "req", req),

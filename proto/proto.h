@@ -30,6 +30,7 @@
 #define PROTO_MAX_TRACE 64            /* stage entries in one act trace */
 #define PROTO_MAX_STR 256             /* bytes in ids, endpoints, error text (incl. NUL) */
 #define PROTO_MAX_PATH 1024           /* bytes in a model path (incl. NUL) */
+#define PROTO_KEY_LEN 41              /* Z85 CURVE key (40 chars) + NUL */
 
 /* Message types: values are pinned; never renumber, only append. */
 typedef enum {
@@ -71,6 +72,7 @@ typedef struct {
     uint32_t caps;                 /* PROTO_CAP_* */
     char data_ep[PROTO_MAX_STR];   /* where the worker's data-plane PULL listens */
     uint32_t pid;                  /* worker process id (for local peak-RSS reads) */
+    char pubkey[PROTO_KEY_LEN];    /* CURVE public key, Z85 ("" = plaintext) */
 } msg_hello;
 
 typedef struct {
@@ -108,6 +110,8 @@ typedef struct {
     uint32_t hop;                  /* this worker's position in the route (0 = first worker) */
     uint32_t last;                 /* 1 if next hop is the coordinator (send MSG_RESULT) */
     msg_link link;                 /* profile for this worker's incoming data link */
+    char next_key[PROTO_KEY_LEN];  /* next hop's CURVE public key, Z85 ("" = plaintext) */
+    char prev_key[PROTO_KEY_LEN];  /* key the previous hop sends with: allowed on the data plane */
 } msg_route;
 
 /* One stage's entry in an act's trace; durations in ns on the stage's own clock. */

@@ -14,6 +14,7 @@
 #include "common/exec.h"
 #include "common/kernel.h"
 #include "common/log.h"
+#include "common/sec.h"
 #include "common/model.h"
 #include "common/util.h"
 #include "coordinator/cmd.h"
@@ -36,6 +37,7 @@ typedef struct {
     char ctl_ep[PROTO_MAX_STR];
     char data_ep[PROTO_MAX_STR];
     char push_ep[PROTO_MAX_STR];
+    char push_key[SEC_KEY_LEN];
     /* the current coordinator */
     uint8_t peer[256];
     size_t peer_len;
@@ -56,6 +58,9 @@ typedef struct {
     proto_msg *msg;
     float *x;
     cap_t cap;
+    sec_t *sec;                   /* ZAP handler when CURVE is on */
+    char pub[SEC_KEY_LEN], secret[SEC_KEY_LEN];
+    int plaintext;                /* allowed off loopback by --plaintext */
     msg_stats stats;
     uint64_t last_ser_ns, last_send_ns; /* previous message's, for the trace */
 } s_worker;
@@ -139,6 +144,7 @@ static void s_on_hello(s_worker *w, const msg_hello *h)
                      .caps = PROTO_CAP_RESIDENT | PROTO_CAP_NETEM, .pid = (uint32_t)getpid() };
     snprintf(me.id, sizeof me.id, "%s", w->id);
     snprintf(me.data_ep, sizeof me.data_ep, "%s", w->data_ep);
+    snprintf(me.pubkey, sizeof me.pubkey, "%s", w->pub);
     if (proto_encode_hello(w->out, &me) == 0)
         s_send_ctl(w);
 }
@@ -238,10 +244,23 @@ static void s_on_route(s_worker *w, const msg_route *r)
         s_send_error_to(w, w->peer, w->peer_len, PERR_STATE, "route before assign");
         return;
     }
-    if (strcmp(r->next_ep, w->push_ep)) {
+    if (!r->next_key[0] && !w->plaintext && !sec_endpoint_is_local(r->next_ep)) {
+        log_error("%s: refusing a plaintext route to %s (no key for it; start with --plaintext "
+                  "to allow)", w->id, r->next_ep);
+        s_send_error_to(w, w->peer, w->peer_len, PERR_STATE, "plaintext route refused");
+        return;
+    }
+    if (w->sec) { /* the data plane accepts the coordinator's keys and the previous hop's */
+        sec_reset_dynamic(w->sec);
+        if (r->prev_key[0])
+            sec_allow(w->sec, r->prev_key);
+    }
+    if (strcmp(r->next_ep, w->push_ep) || strcmp(r->next_key, w->push_key)) {
         if (w->push)
             zmq_close(w->push);
         w->push = zsock_new(w->ctx, ZMQ_PUSH, err, sizeof err);
+        if (w->push && r->next_key[0] && w->pub[0])
+            sec_client(w->push, w->pub, w->secret, r->next_key);
         if (!w->push || zmq_connect(w->push, r->next_ep)) {
             log_error("%s: cannot connect to next hop %s: %s", w->id, r->next_ep,
                       zmq_strerror(errno));
@@ -249,6 +268,7 @@ static void s_on_route(s_worker *w, const msg_route *r)
             return;
         }
         snprintf(w->push_ep, sizeof w->push_ep, "%s", r->next_ep);
+        snprintf(w->push_key, sizeof w->push_key, "%s", r->next_key);
     }
     netem_profile p = { 0 };
     snprintf(p.name, sizeof p.name, "route");
@@ -456,6 +476,10 @@ static int s_bind(s_worker *w, const char *listen, int report_fd, char *err, siz
     w->pull = zsock_new(w->ctx, ZMQ_PULL, err, errlen);
     if (!w->ctl || !w->pull)
         return -1;
+    if (w->sec && (sec_server(w->ctl, w->secret) || sec_server(w->pull, w->secret))) {
+        snprintf(err, errlen, "cannot enable CURVE: %s", zmq_strerror(errno));
+        return -1;
+    }
     if (zmq_bind(w->ctl, listen)) {
         snprintf(err, errlen, "cannot listen on %s: %s", listen, zmq_strerror(errno));
         return -1;
@@ -492,6 +516,9 @@ static void s_usage(void)
            "  Waits for a coordinator, loads its assigned layer range resident (verifying each\n"
            "  layer's checksum) under the cap (a memory cgroup when permitted), and serves\n"
            "  activations to the next hop. Survives its coordinator and serves the next one.\n"
+           "  --key FILE        CURVE key pair (from swarm keygen): encrypt and authenticate\n"
+           "  --allow PATH      coordinator public key(s) accepted: a .pub file or a folder\n"
+           "  --plaintext       allow plaintext off loopback (anyone may connect)\n"
            "  --once            exit when the first coordinator says bye or goes silent\n"
            "  --report-fd N     write the bound control endpoint to fd N (used when spawned)\n"
            "  --verbose         debug logs\n");
@@ -503,9 +530,13 @@ int worker_main(int argc, char **argv)
         { "listen", required_argument, 0, 'l' }, { "cap", required_argument, 0, 'c' },
         { "id", required_argument, 0, 'i' },     { "once", no_argument, 0, 'o' },
         { "report-fd", required_argument, 0, 'r' }, { "verbose", no_argument, 0, 'v' },
+        { "key", required_argument, 0, 'k' },   { "allow", required_argument, 0, 'a' },
+        { "plaintext", no_argument, 0, 'p' },
         { "help", no_argument, 0, 'h' },         { 0, 0, 0, 0 }
     };
     s_worker w;
+    const char *keyfile = NULL, *allow[16];
+    int n_allow = 0;
     const char *listen = NULL;
     int report_fd = -1, c, rc = EXIT_FAIL;
     char err[512];
@@ -526,12 +557,31 @@ int worker_main(int argc, char **argv)
         case 'o': w.once = 1; break;
         case 'r': report_fd = atoi(optarg); break;
         case 'v': log_set_level(2); break;
+        case 'k': keyfile = optarg; break;
+        case 'a':
+            if (n_allow < 16)
+                allow[n_allow++] = optarg;
+            break;
+        case 'p': w.plaintext = 1; break;
         case 'h': s_usage(); return EXIT_OK;
         default: return EXIT_USAGE;
         }
     }
     if (!listen) {
         fprintf(stderr, "swarm worker: --listen tcp://HOST:PORT is required\n");
+        return EXIT_USAGE;
+    }
+    if (!keyfile && !w.plaintext && !sec_endpoint_is_local(listen)) {
+        fprintf(stderr, "swarm worker: %s is not loopback: give --key FILE (CURVE) and --allow "
+                "the coordinator's .pub, or --plaintext to accept anyone\n", listen);
+        return EXIT_USAGE;
+    }
+    if (keyfile && sec_load_key(keyfile, w.pub, w.secret, err, sizeof err)) {
+        fprintf(stderr, "swarm worker: %s\n", err);
+        return EXIT_USAGE;
+    }
+    if (keyfile && !n_allow) {
+        fprintf(stderr, "swarm worker: --key needs at least one --allow (coordinator keys)\n");
         return EXIT_USAGE;
     }
     log_set_role(w.id);
@@ -553,12 +603,26 @@ int worker_main(int argc, char **argv)
         log_error("out of memory");
         goto out;
     }
+    if (keyfile) {
+        w.sec = sec_zap_start(w.ctx, w.id, err, sizeof err);
+        if (!w.sec) {
+            log_error("%s", err);
+            goto out;
+        }
+        for (int i = 0; i < n_allow; i++) {
+            if (sec_allow_path(w.sec, allow[i], err, sizeof err)) {
+                log_error("--allow %s", err);
+                goto out;
+            }
+        }
+    }
     if (s_bind(&w, listen, report_fd, err, sizeof err)) {
         log_error("%s", err);
         goto out;
     }
-    log_info("%s: listening on %s (data %s), cap %llu MiB %s", w.id, w.ctl_ep, w.data_ep,
-             (unsigned long long)(w.cap_bytes >> 20), w.cap.enforced ? "(cgroup)" : "");
+    log_info("%s: listening on %s (data %s), cap %llu MiB %s, %s", w.id, w.ctl_ep, w.data_ep,
+             (unsigned long long)(w.cap_bytes >> 20), w.cap.enforced ? "(cgroup)" : "",
+             w.sec ? "CURVE" : "plaintext");
     while (!s_stop) {
         zmq_pollitem_t items[2] = { { w.ctl, 0, ZMQ_POLLIN, 0 }, { w.pull, 0, ZMQ_POLLIN, 0 } };
         uint64_t now = util_now_ns(), next = netem_queue_next(w.queue);
@@ -597,6 +661,7 @@ out:
         zmq_close(w.pull);
     if (w.ctx)
         zmq_ctx_term(w.ctx);
+    sec_zap_stop(&w.sec);
     proto_buf_free(&w.out);
     netem_queue_free(&w.queue);
     free(w.msg);
