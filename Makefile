@@ -9,7 +9,8 @@ PREFIX  ?= /usr/local
 PKGS     = libzmq msgpack openblas libbpf inih jansson libxxhash liburing libcrypto
 DEB_PKGS = build-essential pkg-config clang llvm bpftool libzmq3-dev libmsgpack-dev \
            libopenblas-dev libbpf-dev libelf-dev zlib1g-dev libinih-dev libjansson-dev \
-           libxxhash-dev liburing-dev libssl-dev gnuplot-nox iproute2 libclang-rt-14-dev
+           libxxhash-dev liburing-dev libssl-dev gnuplot-nox iproute2 libclang-rt-14-dev \
+           python3
 WERROR  ?= $(if $(CI),-Werror,)
 GIT_REV := $(shell git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)$(shell git diff --quiet HEAD 2>/dev/null || echo -dirty)
 
@@ -67,6 +68,26 @@ test: $(BIN)/swarm $(TEST_BIN)
 asan:
 	$(MAKE) BUILD=build/asan BIN=build/asan/bin CFLAGS="-O1 -g -fno-omit-frame-pointer" \
 	    SANITIZE="-fsanitize=address,undefined -fno-sanitize-recover=undefined" test
+
+# libFuzzer on the wire decoder (proto/fuzz/fuzz_proto.c), from a copy of the seed corpus so
+# proto/fuzz/corpus stays as committed. Fails on any crash, leak, timeout or UB report.
+FUZZ_SECONDS ?= 60
+FUZZ_DIR = $(BUILD)/fuzz
+fuzz:
+	@mkdir -p $(FUZZ_DIR)
+	$(CLANG) -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -I. \
+	    proto/fuzz/fuzz_proto.c proto/*.c $(shell pkg-config --cflags --libs msgpack) \
+	    -o $(FUZZ_DIR)/fuzz_proto
+	@rm -rf $(FUZZ_DIR)/corpus $(FUZZ_DIR)/crashes && mkdir -p $(FUZZ_DIR)/crashes && \
+	    cp -r proto/fuzz/corpus $(FUZZ_DIR)/corpus
+	@cd $(FUZZ_DIR) && ./fuzz_proto -max_total_time=$(FUZZ_SECONDS) -max_len=4096 -timeout=10 \
+	    -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix=crashes/ corpus \
+	    >fuzz.log 2>&1; rc=$$?; \
+	  grep -E '^Done [0-9]+ runs|stat::number_of_executed_units|stat::average_exec_per_sec' fuzz.log; \
+	  if [ $$rc -ne 0 ] || [ -n "$$(ls crashes)" ]; then tail -40 fuzz.log; \
+	    echo "fuzz: FAILED (exit $$rc; inputs in $(FUZZ_DIR)/crashes: $$(ls crashes | tr '\n' ' '))"; \
+	    exit 1; fi; \
+	  echo "fuzz: $(FUZZ_SECONDS) s, no crash ($$(ls corpus | wc -l) corpus inputs)"
 
 # Installs what is missing when run as root; otherwise names the packages to install.
 deps:

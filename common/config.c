@@ -152,7 +152,7 @@ static config_worker *s_worker(config_t *c, const char *name, char *msg, size_t 
     memset(w, 0, sizeof *w);
     if (s_str(name, w->name, sizeof w->name, msg, len))
         return NULL;
-    w->cap_bytes = c->worker_cap_bytes;
+    w->cap_bytes = 0; /* 0: [swarm] cap, resolved when the run starts */
     c->n_workers++;
     return w;
 }
@@ -310,9 +310,7 @@ int config_load(config_t *c, const char *path, char *err, size_t errlen)
 int config_set(config_t *c, const char *assignment, char *err, size_t errlen)
 {
     char sec[128], msg[512];
-    const char *dot = strrchr(assignment, '=');
     const char *eq = strchr(assignment, '=');
-    (void)dot;
     if (!eq) {
         snprintf(err, errlen, "--set %s: expected section.key=value", assignment);
         return -1;

@@ -12,6 +12,8 @@
  * emulated round trip) is lost. Default 100 ms x 5 = 0.5 s, under the 1 s target.
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <xxhash.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -114,6 +116,9 @@ typedef struct {
     int budget_fail;
     char budget_err[512];
     uint64_t setup_read;
+    int model_fd;              /* our copy, served to workers that fetch their layers */
+    uint8_t *chunk;            /* PROTO_MAX_CHUNK bytes */
+    uint64_t served_bytes;
     sec_t *sec;                /* ZAP handler for the result socket when CURVE is on */
     char pub[SEC_KEY_LEN], secret[SEC_KEY_LEN];
 } s_coord;
@@ -191,6 +196,13 @@ static void s_send_assign(s_coord *c, s_peer *p)
         a.checksums[l - p->first] = c->m->layers[l].checksum;
     a.threads = c->cfg->worker_threads;
     a.cap_bytes = p->cap_bytes;
+    a.header_bytes = UINT64_MAX;
+    for (uint32_t l = 0; l < c->m->n_layers; l++) {
+        const model_layer *L = &c->m->layers[l];
+        uint64_t lo = L->g_off < L->w_off ? L->g_off : L->w_off;
+        if (lo < a.header_bytes)
+            a.header_bytes = lo; /* everything before the first tensor: the GGUF header */
+    }
     if (proto_encode_assign(c->out, &a) == 0)
         s_ctl_send(c, p);
     p->state = P_LOADING;
@@ -710,6 +722,26 @@ static void s_handle_ctl(s_coord *c, s_peer *p)
             p->stats = c->msg->u.stats;
             p->have_stats = 1;
             break;
+        case MSG_FETCH: {
+            /* Weight distribution: any bytes of our model file, bounded and checked. */
+            msg_fetch f = c->msg->u.fetch;
+            if (f.off > c->m->file_size || f.len > c->m->file_size - f.off || c->model_fd < 0) {
+                c->bad_msgs++;
+                log_warn("%s asked for bytes [%llu, +%u) outside the model: ignored", p->id,
+                         (unsigned long long)f.off, f.len);
+                break;
+            }
+            ssize_t n = pread(c->model_fd, c->chunk, f.len, (off_t)f.off);
+            if (n != (ssize_t)f.len) {
+                log_error("cannot read %s for %s: %s", c->m->path, p->id, strerror(errno));
+                break;
+            }
+            msg_chunk ch = { .off = f.off, .seq = f.seq, .hash = XXH3_64bits(c->chunk, f.len),
+                             .len = f.len, .data = c->chunk };
+            if (proto_encode_chunk(c->out, &ch) == 0 && s_ctl_send(c, p) == 0)
+                c->served_bytes += f.len;
+            break;
+        }
         case MSG_ERROR:
             log_error("%s: %s", p->id, c->msg->u.error.text);
             if (p->state == P_LOADING || p->state == P_REJOINING) {
@@ -847,6 +879,11 @@ static int s_wait_states(s_coord *c, int want, uint64_t timeout_ms, char *err, s
                 p->probe_ns = util_now_ns();
                 s_send_hello(c, p);
             }
+            /* Workers that are ready (or waiting for others to load) hear from us, so none
+             * takes a long setup for a vanished coordinator. */
+            if (p->state >= P_HELLO && p->state != P_LOST &&
+                util_now_ns() - p->hb_sent_ns > (uint64_t)c->cfg->heartbeat_ms * 1000000ull)
+                s_send_heartbeat(c, p);
             s_reap(c, p, 0);
             if (c->p[i].state < want && c->p[i].state != P_LOST && c->p[i].spawned == 0 &&
                 c->p[i].local && c->p[i].state != P_NEW) {
@@ -921,7 +958,7 @@ static int s_setup(s_coord *c, char *err, size_t errlen)
             s_peer *p = &c->p[i];
             snprintf(p->id, sizeof p->id, "%s", cw->name);
             snprintf(p->ctl_ep, sizeof p->ctl_ep, "%s", cw->endpoint);
-            p->cap_bytes = cw->cap_bytes;
+            p->cap_bytes = cw->cap_bytes ? cw->cap_bytes : c->cfg->worker_cap_bytes;
             if (!cw->endpoint[0]) {
                 snprintf(err, errlen, "[worker.%s] has no endpoint", cw->name);
                 return -1;
@@ -1069,6 +1106,9 @@ static void s_report(s_coord *c)
             p->have_stats ? p->stats.cgroup_peak_bytes : p->ready.cgroup_peak_bytes)));
         json_object_set_new(o, "cap_bytes", json_integer((json_int_t)p->cap_bytes));
         json_object_set_new(o, "load_ms", json_real(p->ready.load_ns / 1e6));
+        json_object_set_new(o, "fetched_bytes", json_integer((json_int_t)p->ready.fetched_bytes));
+        json_object_set_new(o, "fetch_ms", json_real(p->ready.fetch_ns / 1e6));
+        json_object_set_new(o, "resumed_bytes", json_integer((json_int_t)p->ready.resumed_bytes));
         json_object_set_new(o, "bad_msgs", json_integer((json_int_t)p->stats.bad_msgs));
         json_object_set_new(o, "stale_msgs", json_integer((json_int_t)p->stats.stale_msgs));
         json_object_set_new(o, "state", json_string(p->state == P_READY ? "ready" : "lost"));
@@ -1123,6 +1163,7 @@ static void s_report(s_coord *c)
     json_object_set_new(r->extra, "replays", json_integer((json_int_t)c->replays));
     json_object_set_new(r->extra, "deadline_replays",
                         json_integer((json_int_t)c->deadline_replays));
+    json_object_set_new(r->extra, "distributed_bytes", json_integer((json_int_t)c->served_bytes));
     json_object_set_new(r->extra, "transport", json_string(c->sec ? "curve" : "plaintext"));
     json_object_set_new(r->extra, "zap_refused", json_integer((json_int_t)sec_refused(c->sec)));
     json_object_set_new(r->extra, "link_delay_ms",
@@ -1179,7 +1220,9 @@ int arm_run_resident(arm_ctx *a, run_result *r, char *err, size_t errlen)
     c->in_flight = calloc(a->steps, 1);
     c->in_fallback = calloc(a->steps, 1);
     c->lat_ms = calloc(a->steps, sizeof *c->lat_ms);
-    if (!c->ctx || !c->out || !c->msg || !c->x || !c->queue || !c->sent_ns || !c->done ||
+    c->chunk = malloc(PROTO_MAX_CHUNK);
+    c->model_fd = open(a->model->path, O_RDONLY | O_CLOEXEC);
+    if (!c->chunk ||!c->ctx || !c->out || !c->msg || !c->x || !c->queue || !c->sent_ns || !c->done ||
         !c->in_flight || !c->in_fallback || !c->lat_ms) {
         snprintf(err, errlen, "out of memory");
         goto out;
@@ -1317,6 +1360,9 @@ out:
     free(c->in_flight);
     free(c->in_fallback);
     free(c->lat_ms);
+    free(c->chunk);
+    if (c->model_fd >= 0)
+        close(c->model_fd);
     free(c);
     return rc;
 }

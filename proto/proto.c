@@ -22,11 +22,15 @@
  *              ck     checksums             array  of uint, exactly last-first entries
  *              th     threads               uint   0..S_MAX_THREADS
  *              cap    cap_bytes             uint
+ *              hl     header_bytes          uint   bytes before the first tensor
  *   ready      bl     bytes_loaded          uint
  *              rss    peak_rss_bytes        uint
  *              cg     cgroup_peak_bytes     uint
  *              lns    load_ns               uint
  *              rb     read_bytes            uint
+ *              fb     fetched_bytes         uint   model bytes received from the coordinator
+ *              fns    fetch_ns              uint
+ *              rsb    resumed_bytes         uint   already cached by an interrupted transfer
  *   route      ep     epoch                 uint
  *              nx     next_ep               str    1..255 bytes
  *              hop    hop                   uint   0..PROTO_MAX_LAYERS
@@ -62,6 +66,13 @@
  *   error      code   code                  uint   0..PERR_INTERNAL
  *              msg    text                  str    0..255 bytes
  *   bye        why    reason                str    0..255 bytes
+ *   fetch      off    off                   uint   offset in the model file
+ *              len    len                   uint   1..PROTO_MAX_CHUNK
+ *              seq    seq                   uint   echoed
+ *   chunk      off    off                   uint
+ *              seq    seq                   uint
+ *              xh     hash                  uint   XXH3-64 of d
+ *              d      data, len             bin    1..PROTO_MAX_CHUNK bytes
  *
  * "uint" accepts any msgpack integer format holding a non-negative value (the packer writes
  * the shortest). Strings must fit their buffer with the NUL and hold no NUL; they are
@@ -100,6 +111,7 @@ typedef enum {
     S_TRACE, /* msg_act: trace + n_trace */
     S_CKSUM, /* msg_assign: checksums, count last-first */
     S_LINK,  /* msg_route: link, a nested map of s_link_f */
+    S_BIN,   /* msg_chunk: data + len, at most PROTO_MAX_CHUNK bytes */
 } s_kind;
 
 typedef struct {
@@ -136,11 +148,15 @@ static const s_field s_assign_f[] = {
     S_SPECIAL(msg_assign, "ck", S_CKSUM, checksums),
     S_U(msg_assign, "th", threads, 0, S_MAX_THREADS),
     S_U64(msg_assign, "cap", cap_bytes),
+    S_U64(msg_assign, "hl", header_bytes),
 };
 static const s_field s_ready_f[] = {
     S_U64(msg_ready, "bl", bytes_loaded),      S_U64(msg_ready, "rss", peak_rss_bytes),
     S_U64(msg_ready, "cg", cgroup_peak_bytes), S_U64(msg_ready, "lns", load_ns),
     S_U64(msg_ready, "rb", read_bytes),
+    S_U64(msg_ready, "fb", fetched_bytes),
+    S_U64(msg_ready, "fns", fetch_ns),
+    S_U64(msg_ready, "rsb", resumed_bytes),
 };
 static const s_field s_link_f[] = {
     S_U64(msg_link, "d", delay_ns),
@@ -189,6 +205,17 @@ static const s_field s_error_f[] = {
 static const s_field s_bye_f[] = {
     S_S(msg_bye, "why", reason, 0),
 };
+static const s_field s_fetch_f[] = {
+    S_U64(msg_fetch, "off", off),
+    S_U(msg_fetch, "len", len, 1, PROTO_MAX_CHUNK),
+    S_U64(msg_fetch, "seq", seq),
+};
+static const s_field s_chunk_f[] = {
+    S_U64(msg_chunk, "off", off),
+    S_U64(msg_chunk, "seq", seq),
+    S_U64(msg_chunk, "xh", hash),
+    S_SPECIAL(msg_chunk, "d", S_BIN, data),
+};
 
 typedef struct {
     const s_field *f;
@@ -201,6 +228,7 @@ static const s_table s_tables[MSG_TYPE_MAX_] = {
     [MSG_ACT] = {s_act_f, S_N(s_act_f)},         [MSG_RESULT] = {s_act_f, S_N(s_act_f)},
     [MSG_HEARTBEAT] = {s_hb_f, S_N(s_hb_f)},     [MSG_STATS] = {s_stats_f, S_N(s_stats_f)},
     [MSG_ERROR] = {s_error_f, S_N(s_error_f)},   [MSG_BYE] = {s_bye_f, S_N(s_bye_f)},
+    [MSG_FETCH] = {s_fetch_f, S_N(s_fetch_f)},   [MSG_CHUNK] = {s_chunk_f, S_N(s_chunk_f)},
 };
 _Static_assert(S_N(s_assign_f) <= 64 && S_N(s_act_f) <= 64 && S_N(s_stats_f) <= 64,
                "the decoder tracks seen keys in a 64-bit mask");
@@ -211,7 +239,7 @@ const char *proto_type_name(uint32_t type)
         [MSG_HELLO] = "hello", [MSG_ASSIGN] = "assign",       [MSG_READY] = "ready",
         [MSG_ROUTE] = "route", [MSG_ACT] = "act",             [MSG_RESULT] = "result",
         [MSG_HEARTBEAT] = "heartbeat", [MSG_STATS] = "stats", [MSG_ERROR] = "error",
-        [MSG_BYE] = "bye",
+        [MSG_BYE] = "bye", [MSG_FETCH] = "fetch", [MSG_CHUNK] = "chunk",
     };
     if (type == 0 || type >= MSG_TYPE_MAX_)
         return "unknown";
@@ -320,6 +348,14 @@ static int s_pack_value(msgpack_packer *pk, const s_field *f, const void *body)
         if (msgpack_pack_map(pk, S_N(s_link_f)) < 0)
             return -1;
         return s_pack_fields(pk, s_link_f, S_N(s_link_f), p);
+    case S_BIN: {
+        const msg_chunk *m = body;
+        if (m->len == 0 || m->len > PROTO_MAX_CHUNK || !m->data)
+            return -1;
+        if (msgpack_pack_bin(pk, m->len) < 0)
+            return -1;
+        return msgpack_pack_bin_body(pk, m->data, m->len);
+    }
     }
     return -1;
 }
@@ -357,6 +393,8 @@ int proto_encode_route(proto_buf *b, const msg_route *m) { return s_encode(b, MS
 int proto_encode_stats(proto_buf *b, const msg_stats *m) { return s_encode(b, MSG_STATS, m); }
 int proto_encode_error(proto_buf *b, const msg_error *m) { return s_encode(b, MSG_ERROR, m); }
 int proto_encode_bye(proto_buf *b, const msg_bye *m) { return s_encode(b, MSG_BYE, m); }
+int proto_encode_fetch(proto_buf *b, const msg_fetch *m) { return s_encode(b, MSG_FETCH, m); }
+int proto_encode_chunk(proto_buf *b, const msg_chunk *m) { return s_encode(b, MSG_CHUNK, m); }
 
 int proto_encode_heartbeat(proto_buf *b, const msg_heartbeat *m)
 {
@@ -655,6 +693,17 @@ static int s_value(s_cur *c, const s_field *f, void *body, int depth)
         c->n_ck = (uint32_t)t.n;
         return 0;
     }
+    case S_BIN:
+        if (s_want(c, &t, K_BIN, f->key) < 0)
+            return -1;
+        if (t.n == 0 || t.n > PROTO_MAX_CHUNK)
+            return s_fail(c, "'%s' is %llu bytes, expected 1..%u", f->key, (unsigned long long)t.n,
+                          PROTO_MAX_CHUNK);
+        c->x = c->p + c->off; /* copied out only once the whole frame checks out */
+        c->x_dim = (uint32_t)t.n;
+        ((msg_chunk *)body)->len = (uint32_t)t.n;
+        c->off += t.n;
+        return 0;
     case S_LINK:
         if (s_want(c, &t, K_MAP, f->key) < 0)
             return -1;
@@ -770,6 +819,8 @@ int proto_decode(const void *frame, size_t len, uint32_t expect_dim, proto_msg *
             return s_fail(&c, "'ck' has %u entries, expected %u (layers %u..%u)", c.n_ck,
                           a->last - a->first, a->first, a->last);
     }
+    if (type == MSG_CHUNK && out->u.chunk.data)
+        memcpy(out->u.chunk.data, c.x, c.x_dim);
     if ((type == MSG_ACT || type == MSG_RESULT) && out->u.act.x)
         memcpy(out->u.act.x, c.x, (size_t)c.x_dim * sizeof(float)); /* LE f32 on the wire */
     return 0;

@@ -31,6 +31,7 @@
 #define PROTO_MAX_STR 256             /* bytes in ids, endpoints, error text (incl. NUL) */
 #define PROTO_MAX_PATH 1024           /* bytes in a model path (incl. NUL) */
 #define PROTO_KEY_LEN 41              /* Z85 CURVE key (40 chars) + NUL */
+#define PROTO_MAX_CHUNK (1u << 20)    /* bytes of model file in one chunk */
 
 /* Message types: values are pinned; never renumber, only append. */
 typedef enum {
@@ -44,9 +45,12 @@ typedef enum {
     MSG_STATS = 8,
     MSG_ERROR = 9,
     MSG_BYE = 10,
-    MSG_TYPE_MAX_ = 11
+    MSG_FETCH = 11,       /* worker -> coordinator: send me these bytes of the model file */
+    MSG_CHUNK = 12,       /* coordinator -> worker: the bytes, with their hash */
+    MSG_TYPE_MAX_ = 13
 } msg_type;
-_Static_assert(MSG_HELLO == 1 && MSG_ACT == 5 && MSG_BYE == 10, "wire enum values are pinned");
+_Static_assert(MSG_HELLO == 1 && MSG_ACT == 5 && MSG_BYE == 10 && MSG_CHUNK == 12,
+               "wire enum values are pinned");
 
 /* Error codes carried by MSG_ERROR (pinned). */
 typedef enum {
@@ -84,6 +88,7 @@ typedef struct {
     uint64_t checksums[PROTO_MAX_LAYERS]; /* for layers first..last-1 (count last-first) */
     uint32_t threads;              /* BLAS threads the worker should use */
     uint64_t cap_bytes;            /* the cap the coordinator planned with */
+    uint64_t header_bytes;         /* file bytes before the first tensor (fetch starts there) */
 } msg_assign;
 
 typedef struct {
@@ -92,6 +97,9 @@ typedef struct {
     uint64_t cgroup_peak_bytes;    /* 0 if no cgroup */
     uint64_t load_ns;
     uint64_t read_bytes;           /* /proc/self/io read_bytes during load */
+    uint64_t fetched_bytes;        /* model bytes received from the coordinator (0: local copy) */
+    uint64_t fetch_ns;             /* time spent receiving them */
+    uint64_t resumed_bytes;        /* bytes already in the cache from an interrupted transfer */
 } msg_ready;
 
 /* Link profile applied by the receiver of a data link (netem/ semantics, DESIGN.md §5). */
@@ -143,6 +151,20 @@ typedef struct {
 } msg_heartbeat;
 
 typedef struct {
+    uint64_t off;                  /* byte offset in the model file */
+    uint32_t len;                  /* 1..PROTO_MAX_CHUNK */
+    uint64_t seq;                  /* echoed in the chunk */
+} msg_fetch;
+
+typedef struct {
+    uint64_t off;
+    uint64_t seq;
+    uint64_t hash;                 /* XXH3-64 of the bytes (checked before they are written) */
+    uint32_t len;                  /* decode: set from the frame */
+    uint8_t *data;                 /* encode: source; decode: caller's buffer of PROTO_MAX_CHUNK */
+} msg_chunk;
+
+typedef struct {
     uint64_t acts;                 /* activations served */
     uint64_t bad_msgs;             /* frames dropped as malformed */
     uint64_t stale_msgs;           /* frames dropped for an old epoch */
@@ -174,6 +196,8 @@ typedef struct {
         msg_stats stats;
         msg_error error;
         msg_bye bye;
+        msg_fetch fetch;
+        msg_chunk chunk;           /* set u.chunk.data before every decode, like act.x */
     } u;
 } proto_msg;
 
@@ -194,6 +218,8 @@ int proto_encode_heartbeat(proto_buf *b, const msg_heartbeat *m);
 int proto_encode_stats(proto_buf *b, const msg_stats *m);
 int proto_encode_error(proto_buf *b, const msg_error *m);
 int proto_encode_bye(proto_buf *b, const msg_bye *m);
+int proto_encode_fetch(proto_buf *b, const msg_fetch *m);
+int proto_encode_chunk(proto_buf *b, const msg_chunk *m);
 
 /* Peek: version and type only, without full validation; -1 if not a map with v and t. */
 int proto_peek(const void *frame, size_t len, uint32_t *version, uint32_t *type);

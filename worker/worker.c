@@ -2,6 +2,10 @@
 #include "worker/worker.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <sys/stat.h>
+#include <xxhash.h>
 #include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
@@ -26,6 +30,11 @@
 #define WORKER_COORD_TIMEOUT_MS 3000
 #define WORKER_LINGER_MS 100      /* bounded close: shutdown never hangs */
 #define WORKER_QUEUE_CAP 256      /* activations held by link emulation at once */
+/* Weight distribution: 4 x 1 MiB requests in flight keep a LAN link busy (one round trip
+ * per 4 MiB); progress is made durable every 16 MiB, the most a crash can cost. */
+#define WORKER_FETCH_WINDOW 4
+#define WORKER_SYNC_BYTES (16ull << 20)
+#define WORKER_MAX_RANGES (2 * PROTO_MAX_LAYERS + 1)
 
 enum { W_WAITING = 0, W_LOADED = 1, W_SERVING = 2 };
 
@@ -63,6 +72,18 @@ typedef struct {
     int plaintext;                /* allowed off loopback by --plaintext */
     msg_stats stats;
     uint64_t last_ser_ns, last_send_ns; /* previous message's, for the trace */
+    /* weight distribution (the model fetched from the coordinator into the cache) */
+    char cache_dir[PATH_MAX];
+    int force_fetch;
+    int fetching, fetch_fd;
+    char fetch_path[PATH_MAX + 64], prog_path[PATH_MAX + 80];
+    msg_assign *pend;             /* the assignment being fetched for */
+    uint64_t r_off[WORKER_MAX_RANGES], r_len[WORKER_MAX_RANGES];
+    uint32_t n_ranges;
+    int ranges_full;              /* header parsed, layer ranges known */
+    uint64_t s_total, s_done, s_req, since_sync;
+    uint64_t fetched, resumed, fetch_t0, assign_t0;
+    uint8_t *chunk_buf;
 } s_worker;
 
 static volatile sig_atomic_t s_stop;
@@ -108,11 +129,14 @@ static void s_send_error_to(s_worker *w, const uint8_t *peer, size_t plen, uint3
     zmq_send(w->ctl, proto_buf_data(w->out), proto_buf_len(w->out), ZMQ_DONTWAIT);
 }
 
+static void s_fetch_stop(s_worker *w, const char *why);
+
 /* Back to WAITING: release layers, close the route, forget the coordinator. */
 static void s_release(s_worker *w, const char *why)
 {
     if (w->state != W_WAITING || w->peer_len)
         log_info("%s: releasing assignment (%s); waiting for a coordinator", w->id, why);
+    s_fetch_stop(w, why);
     exec_free(&w->exec);
     if (w->model_open)
         model_close(&w->model);
@@ -149,7 +173,7 @@ static void s_on_hello(s_worker *w, const msg_hello *h)
         s_send_ctl(w);
 }
 
-static void s_on_assign(s_worker *w, const msg_assign *a)
+static void s_load_assign(s_worker *w, const msg_assign *a, const char *path, uint64_t t0)
 {
     char err[1024];
     exec_opts o = { .budget_bytes = w->cap_bytes ? w->cap_bytes : 0, .queue_depth = 1,
@@ -157,11 +181,11 @@ static void s_on_assign(s_worker *w, const msg_assign *a)
                     .verify_resident = 1 };
     msg_error e = { 0 };
     exec_plan plan;
-    uint64_t t0 = util_now_ns(), io0 = util_io_read_bytes();
+    uint64_t io0 = util_io_read_bytes();
 
     /* The same assignment again (a coordinator re-adopting us after a freeze or a cut):
      * the layers are still resident and verified, so answer at once. */
-    if (w->exec && w->model_open && !strcmp(w->model.path, a->model_path) &&
+    if (w->exec && w->model_open && !strcmp(w->model.path, path) &&
         w->model.file_size == a->model_size && w->first == a->first && w->last == a->last) {
         log_info("%s: layers [%u, %u) still resident: ready", w->id, a->first, a->last);
         w->state = W_LOADED;
@@ -173,7 +197,7 @@ static void s_on_assign(s_worker *w, const msg_assign *a)
     if (w->model_open)
         model_close(&w->model);
     w->model_open = 0;
-    if (model_open(&w->model, a->model_path, err, sizeof err)) {
+    if (model_open(&w->model, path, err, sizeof err)) {
         e.code = PERR_MODEL;
         goto refuse;
     }
@@ -220,6 +244,9 @@ static void s_on_assign(s_worker *w, const msg_assign *a)
     }
     w->ready.bytes_loaded = exec_loaded_bytes(w->exec);
     w->ready.load_ns = util_now_ns() - t0;
+    w->ready.fetched_bytes = w->fetched;
+    w->ready.fetch_ns = w->fetched ? w->fetch_t0 : 0;
+    w->ready.resumed_bytes = w->resumed;
     w->ready.read_bytes = util_io_read_bytes() - io0;
     w->ready.peak_rss_bytes = util_vmhwm_bytes(0);
     w->ready.cgroup_peak_bytes = cap_peak(&w->cap);
@@ -228,6 +255,8 @@ static void s_on_assign(s_worker *w, const msg_assign *a)
              (unsigned long long)(w->ready.bytes_loaded >> 20), w->ready.load_ns / 1e6);
     if (proto_encode_ready(w->out, &w->ready) == 0)
         s_send_ctl(w);
+    /* Loading blocked this loop; the coordinator's silence is measured from now. */
+    w->last_heard_ns = util_now_ns();
     return;
 refuse:
     log_error("%s: refusing assignment [%u, %u): %s", w->id, a->first, a->last, err);
@@ -235,6 +264,257 @@ refuse:
     snprintf(e.text, sizeof e.text, "%s: %s", w->id, err);
     if (proto_encode_error(w->out, &e) == 0)
         s_send_ctl(w);
+}
+
+/* ---- weight distribution ------------------------------------------------------------ */
+
+static void s_prog_write(s_worker *w)
+{
+    char line[160];
+    int fd = open(w->prog_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return;
+    int n = snprintf(line, sizeof line, "swarm-fetch 1 size %llu first %u last %u done %llu\n",
+                     (unsigned long long)w->pend->model_size, w->pend->first, w->pend->last,
+                     (unsigned long long)w->s_done);
+    if (write(fd, line, (size_t)n) != n)
+        log_warn("%s: cannot record fetch progress in %s", w->id, w->prog_path);
+    fsync(fd);
+    close(fd);
+}
+
+static uint64_t s_prog_read(s_worker *w)
+{
+    unsigned long long size = 0, done = 0;
+    unsigned first = 0, last = 0;
+    FILE *f = fopen(w->prog_path, "r");
+    if (!f)
+        return 0;
+    int k = fscanf(f, "swarm-fetch 1 size %llu first %u last %u done %llu", &size, &first, &last,
+                   &done);
+    fclose(f);
+    if (k != 4 || size != w->pend->model_size || first != w->pend->first ||
+        last != w->pend->last)
+        return 0;
+    return done;
+}
+
+/* Durable point: data on disk first, then the progress that claims it; drop the page cache
+ * (v1 charges it to our cgroup, and the loader reads with O_DIRECT anyway). */
+static void s_fetch_sync(s_worker *w)
+{
+    fdatasync(w->fetch_fd);
+    posix_fadvise(w->fetch_fd, 0, 0, POSIX_FADV_DONTNEED);
+    s_prog_write(w);
+    w->since_sync = 0;
+}
+
+/* Once the header is here: the byte ranges of g and W for every layer of the range. */
+static int s_fetch_expand(s_worker *w, char *err, size_t errlen)
+{
+    model_t m = { 0 };
+    fdatasync(w->fetch_fd);
+    if (model_open(&m, w->fetch_path, err, errlen))
+        return -1;
+    if (m.file_size != w->pend->model_size || m.n_layers != w->pend->n_layers ||
+        m.dim != w->pend->dim) {
+        snprintf(err, errlen, "fetched header does not describe the assigned model");
+        model_close(&m);
+        return -1;
+    }
+    uint64_t d = m.dim;
+    for (uint32_t l = w->pend->first; l < w->pend->last; l++) {
+        w->r_off[w->n_ranges] = m.layers[l].g_off;
+        w->r_len[w->n_ranges++] = d * 4;
+        w->r_off[w->n_ranges] = m.layers[l].w_off;
+        w->r_len[w->n_ranges++] = d * d * 4;
+        w->s_total += d * 4 + d * d * 4;
+    }
+    model_close(&m);
+    w->ranges_full = 1;
+    return 0;
+}
+
+/* Stream position -> file offset and bytes left in that range. */
+static void s_fetch_map(const s_worker *w, uint64_t pos, uint64_t *off, uint64_t *left)
+{
+    for (uint32_t i = 0; i < w->n_ranges; i++) {
+        if (pos < w->r_len[i]) {
+            *off = w->r_off[i] + pos;
+            *left = w->r_len[i] - pos;
+            return;
+        }
+        pos -= w->r_len[i];
+    }
+    *off = *left = 0;
+}
+
+static void s_fetch_request(s_worker *w)
+{
+    while (w->s_req < w->s_total &&
+           w->s_req - w->s_done < (uint64_t)WORKER_FETCH_WINDOW * PROTO_MAX_CHUNK) {
+        uint64_t off, left;
+        s_fetch_map(w, w->s_req, &off, &left);
+        msg_fetch f = { .off = off, .len = (uint32_t)(left < PROTO_MAX_CHUNK ? left
+                                                                            : PROTO_MAX_CHUNK),
+                        .seq = w->s_req };
+        if (!f.len || proto_encode_fetch(w->out, &f) || s_send_ctl(w))
+            return;
+        w->s_req += f.len;
+    }
+}
+
+static void s_fetch_stop(s_worker *w, const char *why)
+{
+    if (!w->fetching)
+        return;
+    s_fetch_sync(w);
+    close(w->fetch_fd);
+    w->fetching = 0;
+    log_info("%s: fetch paused at %llu of %llu bytes (%s); it resumes with the next assign",
+             w->id, (unsigned long long)w->s_done, (unsigned long long)w->s_total, why);
+}
+
+/* Start (or resume) fetching the bytes of assignment a into the cache. */
+static int s_fetch_start(s_worker *w, const msg_assign *a, char *err, size_t errlen)
+{
+    const char *base = strrchr(a->model_path, '/');
+    base = base ? base + 1 : a->model_path;
+    if (mkdir(w->cache_dir, 0755) && errno != EEXIST) {
+        snprintf(err, errlen, "cannot create cache %s: %s", w->cache_dir, strerror(errno));
+        return -1;
+    }
+    if (!w->pend && !(w->pend = malloc(sizeof *w->pend))) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    *w->pend = *a;
+    snprintf(w->fetch_path, sizeof w->fetch_path, "%s/%s.%llu", w->cache_dir, base,
+             (unsigned long long)a->model_size);
+    snprintf(w->prog_path, sizeof w->prog_path, "%s.fetch", w->fetch_path);
+    w->fetch_fd = open(w->fetch_path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (w->fetch_fd < 0 || ftruncate(w->fetch_fd, (off_t)a->model_size)) {
+        snprintf(err, errlen, "%s: %s", w->fetch_path, strerror(errno));
+        if (w->fetch_fd >= 0)
+            close(w->fetch_fd);
+        return -1;
+    }
+    w->n_ranges = 1;
+    w->r_off[0] = 0;
+    w->r_len[0] = a->header_bytes;
+    w->s_total = a->header_bytes;
+    w->ranges_full = 0;
+    w->s_done = s_prog_read(w);
+    w->resumed = w->s_done;
+    w->fetched = 0;
+    w->since_sync = 0;
+    if (w->s_done >= a->header_bytes && s_fetch_expand(w, err, errlen)) {
+        w->s_done = 0; /* a cache we cannot read: start over */
+        w->resumed = 0;
+        w->n_ranges = 1;
+        w->s_total = a->header_bytes;
+    }
+    if (w->s_done > w->s_total)
+        w->s_done = w->s_total;
+    w->s_req = w->s_done;
+    w->fetching = 1;
+    w->fetch_t0 = util_now_ns();
+    log_info("%s: fetching layers [%u, %u) of %s from the coordinator into %s%s", w->id,
+             a->first, a->last, a->model_path, w->fetch_path,
+             w->resumed ? " (resuming)" : "");
+    return 0;
+}
+
+static void s_fetch_done(s_worker *w)
+{
+    s_fetch_sync(w);
+    close(w->fetch_fd);
+    w->fetching = 0;
+    w->fetch_t0 = util_now_ns() - w->fetch_t0; /* now a duration, reported in ready */
+    log_info("%s: fetched %llu bytes (+%llu resumed) in %.1f ms (%.1f MB/s)", w->id,
+             (unsigned long long)w->fetched, (unsigned long long)w->resumed, w->fetch_t0 / 1e6,
+             w->fetch_t0 ? w->fetched / (w->fetch_t0 / 1e9) / 1e6 : 0.0);
+    s_load_assign(w, w->pend, w->fetch_path, w->assign_t0);
+}
+
+static void s_on_chunk(s_worker *w, const msg_chunk *c)
+{
+    char err[512];
+    uint64_t off, left;
+    if (!w->fetching) {
+        w->stats.bad_msgs++;
+        return;
+    }
+    s_fetch_map(w, w->s_done, &off, &left);
+    uint64_t want = left < PROTO_MAX_CHUNK ? left : PROTO_MAX_CHUNK;
+    if (c->seq != w->s_done || c->off != off || c->len != want) {
+        w->stats.bad_msgs++;
+        log_warn("%s: unexpected chunk (seq %llu off %llu len %u; want seq %llu off %llu len "
+                 "%llu): dropped", w->id, (unsigned long long)c->seq, (unsigned long long)c->off,
+                 c->len, (unsigned long long)w->s_done, (unsigned long long)off,
+                 (unsigned long long)want);
+        return;
+    }
+    if (XXH3_64bits(c->data, c->len) != c->hash) {
+        w->stats.bad_msgs++;
+        log_warn("%s: chunk at %llu fails its hash: asking again", w->id,
+                 (unsigned long long)c->off);
+        w->s_req = w->s_done; /* re-request from here */
+        s_fetch_request(w);
+        return;
+    }
+    if (pwrite(w->fetch_fd, c->data, c->len, (off_t)c->off) != (ssize_t)c->len) {
+        log_error("%s: cannot write %s: %s", w->id, w->fetch_path, strerror(errno));
+        s_fetch_stop(w, "write failed");
+        return;
+    }
+    w->s_done += c->len;
+    w->fetched += c->len;
+    w->since_sync += c->len;
+    if (w->since_sync >= WORKER_SYNC_BYTES)
+        s_fetch_sync(w);
+    if (!w->ranges_full && w->s_done == w->s_total) {
+        if (s_fetch_expand(w, err, sizeof err)) {
+            log_error("%s: %s", w->id, err);
+            s_fetch_stop(w, "bad header");
+            return;
+        }
+    }
+    if (w->ranges_full && w->s_done == w->s_total) {
+        s_fetch_done(w);
+        return;
+    }
+    s_fetch_request(w);
+}
+
+static void s_on_assign(s_worker *w, const msg_assign *a)
+{
+    char err[512];
+    struct stat st;
+    w->assign_t0 = util_now_ns();
+    w->fetched = w->resumed = 0;
+    /* A local copy is used when there is one (verified against the coordinator's checksums
+     * as it loads); otherwise, or with --fetch, the bytes come from the coordinator. */
+    if (!w->force_fetch && stat(a->model_path, &st) == 0) {
+        s_load_assign(w, a, a->model_path, w->assign_t0);
+        return;
+    }
+    if (w->fetching)
+        s_fetch_stop(w, "new assignment");
+    if (a->header_bytes == 0 || a->header_bytes > a->model_size) {
+        s_send_error_to(w, w->peer, w->peer_len, PERR_MODEL, "no local model and no header size");
+        return;
+    }
+    if (s_fetch_start(w, a, err, sizeof err)) {
+        log_error("%s: %s", w->id, err);
+        s_send_error_to(w, w->peer, w->peer_len, PERR_MODEL, err);
+        return;
+    }
+    if (w->ranges_full && w->s_done == w->s_total) {
+        s_fetch_done(w);
+        return;
+    }
+    s_fetch_request(w);
 }
 
 static void s_on_route(s_worker *w, const msg_route *r)
@@ -317,6 +597,7 @@ static void s_on_ctl(s_worker *w)
         zmq_msg_close(&m);
         return;
     }
+    w->msg->u.chunk.data = w->chunk_buf; /* where a chunk's bytes land */
     int rc = proto_decode(zmq_msg_data(&m), ml, 0, w->msg, err, sizeof err);
     zmq_msg_close(&m);
     if (rc == -2) {
@@ -355,6 +636,7 @@ static void s_on_ctl(s_worker *w)
     case MSG_HELLO: s_on_hello(w, &w->msg->u.hello); break;
     case MSG_ASSIGN: s_on_assign(w, &w->msg->u.assign); break;
     case MSG_ROUTE: s_on_route(w, &w->msg->u.route); break;
+    case MSG_CHUNK: s_on_chunk(w, &w->msg->u.chunk); break;
     case MSG_HEARTBEAT:
         if (proto_encode_heartbeat(w->out, &w->msg->u.hb) == 0)
             s_send_ctl(w);
@@ -476,6 +758,11 @@ static int s_bind(s_worker *w, const char *listen, int report_fd, char *err, siz
     w->pull = zsock_new(w->ctx, ZMQ_PULL, err, errlen);
     if (!w->ctl || !w->pull)
         return -1;
+    /* A coordinator reconnects with the same routing id after a freeze or a cut; without
+     * handover the ROUTER can reject the new connection while the old one is still being
+     * torn down (seen: 3 of 12 SIGSTOP runs never rejoined), leaving the worker deaf. */
+    int handover = 1;
+    zmq_setsockopt(w->ctl, ZMQ_ROUTER_HANDOVER, &handover, sizeof handover);
     if (w->sec && (sec_server(w->ctl, w->secret) || sec_server(w->pull, w->secret))) {
         snprintf(err, errlen, "cannot enable CURVE: %s", zmq_strerror(errno));
         return -1;
@@ -519,6 +806,9 @@ static void s_usage(void)
            "  --key FILE        CURVE key pair (from swarm keygen): encrypt and authenticate\n"
            "  --allow PATH      coordinator public key(s) accepted: a .pub file or a folder\n"
            "  --plaintext       allow plaintext off loopback (anyone may connect)\n"
+           "  --cache DIR       where fetched models go (default /var/tmp/swarm-cache)\n"
+           "  --fetch           always take the layers from the coordinator, even with a\n"
+           "                    local copy (otherwise only when the model path is missing)\n"
            "  --once            exit when the first coordinator says bye or goes silent\n"
            "  --report-fd N     write the bound control endpoint to fd N (used when spawned)\n"
            "  --verbose         debug logs\n");
@@ -532,6 +822,7 @@ int worker_main(int argc, char **argv)
         { "report-fd", required_argument, 0, 'r' }, { "verbose", no_argument, 0, 'v' },
         { "key", required_argument, 0, 'k' },   { "allow", required_argument, 0, 'a' },
         { "plaintext", no_argument, 0, 'p' },
+        { "cache", required_argument, 0, 'C' }, { "fetch", no_argument, 0, 'F' },
         { "help", no_argument, 0, 'h' },         { 0, 0, 0, 0 }
     };
     s_worker w;
@@ -543,6 +834,7 @@ int worker_main(int argc, char **argv)
 
     memset(&w, 0, sizeof w);
     snprintf(w.id, sizeof w.id, "w%d", (int)getpid());
+    snprintf(w.cache_dir, sizeof w.cache_dir, "/var/tmp/swarm-cache");
     optind = 1;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (c) {
@@ -563,6 +855,8 @@ int worker_main(int argc, char **argv)
                 allow[n_allow++] = optarg;
             break;
         case 'p': w.plaintext = 1; break;
+        case 'C': snprintf(w.cache_dir, sizeof w.cache_dir, "%s", optarg); break;
+        case 'F': w.force_fetch = 1; break;
         case 'h': s_usage(); return EXIT_OK;
         default: return EXIT_USAGE;
         }
@@ -599,7 +893,8 @@ int worker_main(int argc, char **argv)
     w.out = proto_buf_new();
     w.msg = malloc(sizeof *w.msg);
     w.queue = netem_queue_new(WORKER_QUEUE_CAP);
-    if (!w.ctx || !w.out || !w.msg || !w.queue) {
+    w.chunk_buf = malloc(PROTO_MAX_CHUNK);
+    if (!w.ctx || !w.out || !w.msg || !w.queue || !w.chunk_buf) {
         log_error("out of memory");
         goto out;
     }
@@ -665,6 +960,8 @@ out:
     proto_buf_free(&w.out);
     netem_queue_free(&w.queue);
     free(w.msg);
+    free(w.chunk_buf);
+    free(w.pend);
     cap_leave(&w.cap);
     log_info("%s: stopped", w.id);
     return rc;

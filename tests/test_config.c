@@ -1,0 +1,327 @@
+/* test_config.c — INI config: defaults, a good file, errors naming file:line and key, --set, profiles. tests/ */
+#include "common/config.h"
+#include "tests/check.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+static char s_dir[512];
+
+/* Write text to SWARM_TEST_TMP/name; returns the path (static buffer per call site's copy). */
+static const char *s_write(char *path, size_t len, const char *name, const char *text)
+{
+    snprintf(path, len, "%s/%s", s_dir, name);
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        CHECK(0, "cannot write %s", path);
+        return path;
+    }
+    fputs(text, f);
+    fclose(f);
+    return path;
+}
+
+/* Load text as a file; expect failure whose message starts with "PATH:LINE: " and contains
+ * every fragment in `want` (NULL-terminated). */
+static void s_expect_error(const char *name, const char *text, int line, const char *const *want)
+{
+    char path[600], err[1024] = "", prefix[700];
+    config_t c;
+    config_defaults(&c);
+    s_write(path, sizeof path, name, text);
+    int rc = config_load(&c, path, err, sizeof err);
+    CHECK(rc == -1, "%s: loaded a bad file", name);
+    snprintf(prefix, sizeof prefix, "%s:%d: ", path, line);
+    CHECK(strncmp(err, prefix, strlen(prefix)) == 0, "%s: error '%s' does not start with '%s'",
+          name, err, prefix);
+    for (int i = 0; want && want[i]; i++)
+        CHECK(strstr(err, want[i]) != NULL, "%s: error '%s' lacks '%s'", name, err, want[i]);
+    CHECK(c.path[0] == 0, "%s: a failed load set the config's path", name);
+}
+
+static void s_defaults(void)
+{
+    config_t c;
+    config_defaults(&c);
+    CHECK(!strcmp(c.model, "models/lab02.gguf"), "model %s", c.model);
+    CHECK(c.layers == 24 && c.dim == 4096 && c.seed == 1, "model %u x %u seed %llu", c.layers,
+          c.dim, (unsigned long long)c.seed);
+    CHECK(c.steps == 32, "steps %u", c.steps);
+    CHECK(c.threads == 1, "threads %u", c.threads);
+    CHECK(c.cap_bytes == 600ull << 20, "cap %llu", (unsigned long long)c.cap_bytes);
+    CHECK(c.queue_depth == 8 && c.chunk_bytes == 4ull << 20, "qd %u chunk %llu", c.queue_depth,
+          (unsigned long long)c.chunk_bytes);
+    CHECK(c.buffered == 0, "buffered by default");
+    CHECK(c.workers == 3 && c.inflight == 1, "workers %u inflight %u", c.workers, c.inflight);
+    CHECK(c.worker_cap_bytes == 600ull << 20, "worker cap %llu",
+          (unsigned long long)c.worker_cap_bytes);
+    CHECK(c.n_workers == 0 && c.n_profiles == 0, "workers/profiles listed by default");
+    CHECK(!strcmp(c.profile, "none"), "profile %s", c.profile);
+    CHECK(c.repeats == 5 && c.n_conditions == 6, "repeats %u conditions %u", c.repeats,
+          c.n_conditions);
+    CHECK(!strcmp(c.conditions[0], "reference") && !strcmp(c.conditions[5], "resident/wan"),
+          "conditions %s .. %s", c.conditions[0], c.conditions[5]);
+    CHECK(c.path[0] == 0, "defaults have a path");
+}
+
+static void s_good_file(void)
+{
+    char path[600], err[1024] = "";
+    config_t c;
+    config_defaults(&c);
+    s_write(path, sizeof path, "good.ini",
+            "; a comment\n"
+            "# another\n"
+            "[model]\n"
+            "path = /tmp/m.gguf   ; inline comment\n"
+            "layers = 6\n"
+            "dim = 256\n"
+            "seed = 0x10\n"
+            "\n"
+            "[run]\n"
+            "steps = 8\n"
+            "input_seed = 99\n"
+            "threads = 2\n"
+            "[ssd]\n"
+            "cap = 20M\n"
+            "queue_depth = 4\n"
+            "chunk = 64K\n"
+            "overhead = 1M\n"
+            "io = buffered\n"
+            "[swarm]\n"
+            "workers = 2\n"
+            "inflight = 3\n"
+            "cap = 1G\n"
+            "threads = 1\n"
+            "host = 10.0.0.1\n"
+            "heartbeat_ms = 50\n"
+            "liveness = 4\n"
+            "step_deadline_ms = 1500\n"
+            "plaintext = yes\n"
+            "[worker.a]\n"
+            "endpoint = tcp://10.0.0.2:7000\n"
+            "cap = 300M\n"
+            "[worker.b]\n"
+            "endpoint = tcp://10.0.0.3:7000\n"
+            "[netem]\n"
+            "profile = wifi\n"
+            "[profile.slow]\n"
+            "rtt_ms = 100\n"
+            "jitter_ms = 5\n"
+            "jitter_dist = normal\n"
+            "loss = 1%\n"
+            "rate = 1Gbit\n"
+            "[profile.wan]\n"
+            "loss = 0.01\n"
+            "[lab]\n"
+            "repeats = 3\n"
+            "conditions = reference, ssd,resident/slow\n"
+            "out = /tmp/res\n");
+    int rc = config_load(&c, path, err, sizeof err);
+    CHECK(rc == 0, "good file: %s", err);
+    CHECK(!strcmp(c.path, path), "path '%s'", c.path);
+    CHECK(!strcmp(c.model, "/tmp/m.gguf"), "model '%s' (inline comment kept?)", c.model);
+    CHECK(c.layers == 6 && c.dim == 256 && c.seed == 16, "model %u x %u seed %llu", c.layers,
+          c.dim, (unsigned long long)c.seed);
+    CHECK(c.steps == 8 && c.input_seed == 99 && c.threads == 2, "run %u %llu %u", c.steps,
+          (unsigned long long)c.input_seed, c.threads);
+    CHECK(c.cap_bytes == 20ull << 20, "cap %llu", (unsigned long long)c.cap_bytes);
+    CHECK(c.queue_depth == 4 && c.chunk_bytes == 64ull << 10 && c.overhead_bytes == 1ull << 20,
+          "ssd %u %llu %llu", c.queue_depth, (unsigned long long)c.chunk_bytes,
+          (unsigned long long)c.overhead_bytes);
+    CHECK(c.buffered == 1, "io = buffered not applied");
+    CHECK(c.workers == 2 && c.inflight == 3 && c.worker_cap_bytes == 1ull << 30,
+          "swarm %u %u %llu", c.workers, c.inflight, (unsigned long long)c.worker_cap_bytes);
+    CHECK(!strcmp(c.host, "10.0.0.1") && c.heartbeat_ms == 50 && c.liveness == 4 &&
+              c.step_deadline_ms == 1500 && c.plaintext == 1,
+          "swarm host %s hb %u live %u deadline %u plaintext %d", c.host, c.heartbeat_ms,
+          c.liveness, c.step_deadline_ms, c.plaintext);
+    CHECK(c.n_workers == 2, "workers listed: %u", c.n_workers);
+    CHECK(!strcmp(c.worker[0].name, "a") && !strcmp(c.worker[0].endpoint, "tcp://10.0.0.2:7000") &&
+              c.worker[0].cap_bytes == 300ull << 20,
+          "worker a: %s %s %llu", c.worker[0].name, c.worker[0].endpoint,
+          (unsigned long long)c.worker[0].cap_bytes);
+    CHECK(!strcmp(c.worker[1].name, "b") && c.worker[1].cap_bytes == 0,
+          "worker b has no cap of its own (0: [swarm] cap at run time): %s %llu", c.worker[1].name,
+          (unsigned long long)c.worker[1].cap_bytes);
+    CHECK(!strcmp(c.profile, "wifi"), "netem profile %s", c.profile);
+    CHECK(c.n_profiles == 2, "profiles %u", c.n_profiles);
+    CHECK(c.repeats == 3 && c.n_conditions == 3 && !strcmp(c.conditions[2], "resident/slow"),
+          "lab %u %u %s", c.repeats, c.n_conditions, c.conditions[2]);
+    CHECK(!strcmp(c.lab_out, "/tmp/res"), "lab out %s", c.lab_out);
+
+    netem_profile p;
+    CHECK(config_profile(&c, "slow", &p, err, sizeof err) == 0, "slow: %s", err);
+    CHECK(p.delay_ns == 50000000ull && p.jitter_ns == 5000000ull && p.dist == NETEM_DIST_NORMAL,
+          "slow: delay %llu jitter %llu dist %u", (unsigned long long)p.delay_ns,
+          (unsigned long long)p.jitter_ns, p.dist);
+    CHECK(p.loss > 0.0099 && p.loss < 0.0101 && p.rate_bps == 125000000ull,
+          "slow: loss %g rate %llu", p.loss, (unsigned long long)p.rate_bps);
+    /* [profile.wan] starts from the built-in and changes only the loss. */
+    CHECK(config_profile(&c, "wan", &p, err, sizeof err) == 0, "wan: %s", err);
+    CHECK(p.delay_ns == 30000000ull && p.dist == NETEM_DIST_UNIFORM && p.loss > 0.0099 &&
+              p.loss < 0.0101,
+          "custom wan: delay %llu dist %u loss %g", (unsigned long long)p.delay_ns, p.dist,
+          p.loss);
+}
+
+static void s_errors(void)
+{
+    s_expect_error("unknown_key.ini", "[ssd]\ncap = 20M\nbogus = 1\n", 3,
+                   (const char *const[]){ "[ssd] bogus", "unknown key", NULL });
+    s_expect_error("unknown_section.ini", "; c\n[model]\nlayers = 2\n[nope]\nx = 1\n", 5,
+                   (const char *const[]){ "[nope] x", "unknown section", NULL });
+    s_expect_error("bad_int.ini", "[run]\n\nsteps = abc\n", 3,
+                   (const char *const[]){ "[run] steps", "'abc'", "integer", NULL });
+    s_expect_error("bad_int2.ini", "[run]\nsteps = 12x\n", 2,
+                   (const char *const[]){ "[run] steps", "'12x'", NULL });
+    s_expect_error("negative.ini", "[model]\nlayers = -3\n", 2,
+                   (const char *const[]){ "[model] layers", "'-3'", NULL });
+    s_expect_error("range.ini", "[ssd]\nqueue_depth = 0\n", 2,
+                   (const char *const[]){ "[ssd] queue_depth", "'0'", "1..256", NULL });
+    s_expect_error("range2.ini", "[ssd]\nqueue_depth = 257\n", 2,
+                   (const char *const[]){ "[ssd] queue_depth", "1..256", NULL });
+    s_expect_error("range3.ini", "[swarm]\nliveness = 1\n", 2,
+                   (const char *const[]){ "[swarm] liveness", NULL });
+    s_expect_error("bad_size.ini", "[ssd]\ncap = 12Q\n", 2,
+                   (const char *const[]){ "[ssd] cap", "'12Q'", "size", NULL });
+    s_expect_error("small_size.ini", "[ssd]\ncap = 1K\n", 2,
+                   (const char *const[]){ "[ssd] cap", "at least", NULL });
+    s_expect_error("bad_chunk.ini", "[ssd]\nchunk = 100\n", 2,
+                   (const char *const[]){ "[ssd] chunk", NULL });
+    s_expect_error("bad_bool.ini", "[swarm]\nplaintext = maybe\n", 2,
+                   (const char *const[]){ "[swarm] plaintext", "'maybe'", "boolean", NULL });
+    s_expect_error("bad_io.ini", "[ssd]\nio = mmap\n", 2,
+                   (const char *const[]){ "[ssd] io", "direct or buffered", NULL });
+    s_expect_error("bad_cond.ini", "[lab]\nconditions = reference, fast\n", 2,
+                   (const char *const[]){ "[lab] conditions", "'fast'", NULL });
+    s_expect_error("worker_key.ini", "[worker.w1]\nendpoint = tcp://x:1\nport = 3\n", 3,
+                   (const char *const[]){ "[worker.w1] port", "unknown key", NULL });
+    s_expect_error("profile_key.ini", "[profile.x]\nrtt_ms = 3\nspeed = 3\n", 3,
+                   (const char *const[]){ "[profile.x] speed", NULL });
+    s_expect_error("profile_loss.ini", "[profile.x]\nloss = 1\n", 2,
+                   (const char *const[]){ "[profile.x] loss", NULL });
+    s_expect_error("syntax.ini", "[run]\nsteps = 3\nthis line has no equals sign\n", 3,
+                   (const char *const[]){ "syntax error", NULL });
+    /* Only the first error is reported, with its own line. */
+    s_expect_error("two_errors.ini", "[run]\nsteps = 0\n[ssd]\nbogus = 1\n", 2,
+                   (const char *const[]){ "[run] steps", NULL });
+
+    char err[1024] = "", path[600];
+    config_t c;
+    config_defaults(&c);
+    snprintf(path, sizeof path, "%s/does-not-exist.ini", s_dir);
+    CHECK(config_load(&c, path, err, sizeof err) == -1, "loaded a missing file");
+    CHECK(strstr(err, path) && strstr(err, "cannot open"), "missing file error: %s", err);
+}
+
+static void s_set(void)
+{
+    config_t c;
+    char err[1024] = "";
+    netem_profile p;
+    config_defaults(&c);
+    CHECK(config_set(&c, "ssd.cap=20M", err, sizeof err) == 0, "ssd.cap: %s", err);
+    CHECK(c.cap_bytes == 20ull << 20, "cap %llu", (unsigned long long)c.cap_bytes);
+    CHECK(config_set(&c, "run.steps=3", err, sizeof err) == 0 && c.steps == 3, "steps: %s", err);
+    CHECK(config_set(&c, "model.path=/a.b/c.gguf", err, sizeof err) == 0 &&
+              !strcmp(c.model, "/a.b/c.gguf"),
+          "model.path: %s (%s)", err, c.model);
+    CHECK(config_set(&c, "ssd.io=buffered", err, sizeof err) == 0 && c.buffered, "io: %s", err);
+    CHECK(config_set(&c, "profile.wan.loss=0.01", err, sizeof err) == 0, "profile.wan.loss: %s",
+          err);
+    CHECK(config_profile(&c, "wan", &p, err, sizeof err) == 0 && p.loss > 0.0099 &&
+              p.loss < 0.0101 && p.delay_ns == 30000000ull,
+          "wan after --set: loss %g delay %llu", p.loss, (unsigned long long)p.delay_ns);
+    CHECK(config_set(&c, "worker.w9.endpoint=tcp://1.2.3.4:5", err, sizeof err) == 0 &&
+              c.n_workers == 1 && !strcmp(c.worker[0].endpoint, "tcp://1.2.3.4:5"),
+          "worker.w9.endpoint: %s", err);
+
+    static const char *const bad[] = { "ssd.cap=lots", "ssd.nope=1", "nope.x=1", "steps=3",
+                                       "ssd.cap", ".cap=1M", "ssd.=1M", "run.steps=0",
+                                       "swarm.plaintext=2", "profile.wan.loss=2" };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        err[0] = 0;
+        CHECK(config_set(&c, bad[i], err, sizeof err) == -1, "--set %s accepted", bad[i]);
+        CHECK(strstr(err, bad[i]) != NULL, "--set %s: error '%s' does not quote it", bad[i], err);
+    }
+    err[0] = 0;
+    config_set(&c, "ssd.nope=1", err, sizeof err);
+    CHECK(strstr(err, "[ssd] nope") && strstr(err, "unknown key"), "unknown key via --set: %s",
+          err);
+    CHECK(c.cap_bytes == 20ull << 20 && c.steps == 3, "a refused --set changed the config");
+}
+
+static void s_profiles(void)
+{
+    config_t c;
+    netem_profile p;
+    char err[1024] = "";
+    config_defaults(&c);
+    static const char *const names[] = { "none", "lan", "wifi", "wan" };
+    for (int i = 0; i < 4; i++) {
+        CHECK(config_profile(&c, names[i], &p, err, sizeof err) == 0, "builtin %s: %s", names[i],
+              err);
+        CHECK(!strcmp(p.name, names[i]), "builtin %s named %s", names[i], p.name);
+    }
+    config_profile(&c, "none", &p, err, sizeof err);
+    CHECK(netem_profile_is_none(&p), "none is not a no-op");
+    config_profile(&c, "lan", &p, err, sizeof err);
+    CHECK(p.delay_ns == 200000ull, "lan one-way %llu ns", (unsigned long long)p.delay_ns);
+    config_profile(&c, "wifi", &p, err, sizeof err);
+    CHECK(p.delay_ns == 2250000ull && p.dist == NETEM_DIST_NORMAL, "wifi %llu dist %u",
+          (unsigned long long)p.delay_ns, p.dist);
+    err[0] = 0;
+    CHECK(config_profile(&c, "mars", &p, err, sizeof err) == -1, "unknown profile accepted");
+    CHECK(strstr(err, "mars") != NULL, "unknown profile error: %s", err);
+    /* A custom profile shadows nothing else and is found by name. */
+    CHECK(config_set(&c, "profile.mars.rtt_ms=1200", err, sizeof err) == 0, "%s", err);
+    CHECK(config_profile(&c, "mars", &p, err, sizeof err) == 0 && p.delay_ns == 600000000ull,
+          "custom mars delay %llu", (unsigned long long)p.delay_ns);
+    CHECK(config_profile(&c, "lan", &p, err, sizeof err) == 0 && p.delay_ns == 200000ull,
+          "lan changed by an unrelated custom profile");
+}
+
+/* The shipped configs load and say what they claim (run from the repository root). */
+static void s_shipped(void)
+{
+    config_t c;
+    char err[1024] = "";
+    config_defaults(&c);
+    CHECK(config_load(&c, "configs/lab02.ini", err, sizeof err) == 0, "lab02.ini: %s", err);
+    CHECK(c.layers == 24 && c.dim == 4096 && c.seed == 1 && !strcmp(c.model, "models/lab02.gguf"),
+          "lab02 model %s %u x %u", c.model, c.layers, c.dim);
+    CHECK(c.steps == 32 && c.cap_bytes == 600ull << 20 && c.queue_depth == 8 &&
+              c.chunk_bytes == 4ull << 20,
+          "lab02 run/ssd %u %llu %u %llu", c.steps, (unsigned long long)c.cap_bytes,
+          c.queue_depth, (unsigned long long)c.chunk_bytes);
+    CHECK(c.workers == 3 && c.worker_cap_bytes == 600ull << 20 && c.inflight == 1,
+          "lab02 swarm %u %llu %u", c.workers, (unsigned long long)c.worker_cap_bytes, c.inflight);
+    CHECK(c.repeats == 5 && c.n_conditions == 6 && !strcmp(c.conditions[1], "ssd") &&
+              !strcmp(c.conditions[5], "resident/wan"),
+          "lab02 lab %u %u", c.repeats, c.n_conditions);
+
+    config_defaults(&c);
+    CHECK(config_load(&c, "configs/tiny.ini", err, sizeof err) == 0, "tiny.ini: %s", err);
+    CHECK(c.layers == 6 && c.dim == 256 && !strcmp(c.model, "tests/tmp/tiny.gguf"),
+          "tiny model %s %u x %u", c.model, c.layers, c.dim);
+    CHECK(c.workers == 3 && c.repeats == 1 && c.steps == 8, "tiny %u %u %u", c.workers,
+          c.repeats, c.steps);
+    CHECK(c.chunk_bytes < (uint64_t)c.dim * c.dim * 4, "tiny: a layer fits in one chunk");
+}
+
+int main(void)
+{
+    const char *t = getenv("SWARM_TEST_TMP");
+    snprintf(s_dir, sizeof s_dir, "%s/test_config", t && *t ? t : "tests/tmp");
+    mkdir(t && *t ? t : "tests/tmp", 0755);
+    mkdir(s_dir, 0755);
+    s_defaults();
+    s_good_file();
+    s_errors();
+    s_set();
+    s_profiles();
+    s_shipped();
+    return CHECK_DONE("test_config");
+}
