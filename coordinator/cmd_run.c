@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "common/config.h"
+#include "common/exec.h"
 #include "common/log.h"
 #include "common/model.h"
 #include "common/sec.h"
@@ -283,6 +284,16 @@ int cmd_run(int argc, char **argv)
     a.workers = cfg.workers;
     a.progress = !quiet && isatty(2);
 
+    if (!strcmp(arm, "ssd")) {
+        /* Refuse an impossible plan before spending a reference run on it. */
+        exec_opts po = { .budget_bytes = cfg.cap_bytes, .queue_depth = cfg.queue_depth,
+                         .chunk_bytes = cfg.chunk_bytes, .overhead_bytes = cfg.overhead_bytes };
+        exec_plan pl;
+        if (exec_plan_make(&m, 0, m.n_layers, &po, &pl, err, sizeof err)) {
+            log_error("ssd arm: %s", err);
+            goto out;
+        }
+    }
     if (parity && strcmp(arm, "reference")) {
         /* The parity reference runs first, in this process, uncapped. */
         a.outputs = refout;

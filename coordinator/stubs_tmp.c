@@ -1,3 +1,0 @@
-#include "coordinator/arm.h"
-#include "coordinator/cmd.h"
-#include <stdio.h>
