@@ -33,6 +33,10 @@ BPF_SRC  = $(wildcard netem/*.bpf.c)
 BPF_SKEL = $(BPF_SRC:netem/%.bpf.c=$(BUILD)/netem/%.skel.h)
 TEST_SRC = $(wildcard tests/test_*.c)
 TEST_BIN = $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
+# Helper programs for the end-to-end scripts (hostile sender, hop bench): built by the
+# $(BUILD)/tests/% rule below as $(BUILD)/tests/tools/NAME; run.sh does not run them as tests.
+TOOL_SRC = $(wildcard tests/tools/*.c)
+TOOL_BIN = $(TOOL_SRC:tests/%.c=$(BUILD)/tests/%)
 
 .PHONY: all test lab asan clean install deps fuzz lab-quick
 # Keep the BPF object and skeleton (make would delete them as intermediates and rebuild).
@@ -62,7 +66,7 @@ $(BUILD)/tests/%: tests/%.c $(BUILD)/libswarm.a
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -o $@ $< $(BUILD)/libswarm.a $(LDLIBS)
 
-test: $(BIN)/swarm $(TEST_BIN)
+test: $(BIN)/swarm $(TEST_BIN) $(TOOL_BIN)
 	SWARM_BIN=$(abspath $(BIN)/swarm) TEST_BIN_DIR=$(abspath $(BUILD)/tests) tests/run.sh
 
 asan:

@@ -744,7 +744,16 @@ static void s_handle_ctl(s_coord *c, s_peer *p)
         }
         case MSG_ERROR:
             log_error("%s: %s", p->id, c->msg->u.error.text);
-            if (p->state == P_LOADING || p->state == P_REJOINING) {
+            if (c->msg->u.error.code == PERR_STATE && p->state != P_LOST) {
+                /* The worker forgot us (a cut longer than its coordinator timeout): say
+                 * hello again. In setup it is re-assigned; in a run it is lost and rejoins. */
+                if (p->state == P_READY)
+                    s_mark_lost(c, p, "worker released us");
+                else {
+                    p->state = P_NEW;
+                    p->probe_ns = 0;
+                }
+            } else if (p->state == P_LOADING || p->state == P_REJOINING) {
                 snprintf(c->budget_err, sizeof c->budget_err, "%s", c->msg->u.error.text);
                 p->state = P_NEW; /* refused: setup fails with its reason */
             }
@@ -874,6 +883,10 @@ static int s_wait_states(s_coord *c, int want, uint64_t timeout_ms, char *err, s
             s_peer *p = &c->p[i];
             if (it[i].revents & ZMQ_POLLIN)
                 s_handle_ctl(c, p);
+            /* A worker that said hello again during setup (it had forgotten us) is assigned
+             * again; a resumable fetch picks up where it stopped. */
+            if (want == P_READY && p->state == P_HELLO)
+                s_send_assign(c, p);
             /* ZMQ_IMMEDIATE drops a hello sent before the TCP connection is up: repeat it. */
             if (p->state == P_NEW && util_now_ns() - p->probe_ns > 100000000ull) {
                 p->probe_ns = util_now_ns();

@@ -88,6 +88,14 @@ typedef struct {
 
 static volatile sig_atomic_t s_stop;
 
+/* A flood of bad frames must not become a flood of log lines: the first 10 are logged, then
+ * one in 1000 (the counters in stats keep the exact numbers). */
+static int s_log_bad(const s_worker *w)
+{
+    uint64_t n = w->stats.bad_msgs;
+    return n <= 10 || n % 1000 == 0;
+}
+
 static void s_on_signal(int sig)
 {
     (void)sig;
@@ -449,7 +457,8 @@ static void s_on_chunk(s_worker *w, const msg_chunk *c)
     uint64_t want = left < PROTO_MAX_CHUNK ? left : PROTO_MAX_CHUNK;
     if (c->seq != w->s_done || c->off != off || c->len != want) {
         w->stats.bad_msgs++;
-        log_warn("%s: unexpected chunk (seq %llu off %llu len %u; want seq %llu off %llu len "
+        if (s_log_bad(w))
+            log_warn("%s: unexpected chunk (seq %llu off %llu len %u; want seq %llu off %llu len "
                  "%llu): dropped", w->id, (unsigned long long)c->seq, (unsigned long long)c->off,
                  c->len, (unsigned long long)w->s_done, (unsigned long long)off,
                  (unsigned long long)want);
@@ -457,7 +466,8 @@ static void s_on_chunk(s_worker *w, const msg_chunk *c)
     }
     if (XXH3_64bits(c->data, c->len) != c->hash) {
         w->stats.bad_msgs++;
-        log_warn("%s: chunk at %llu fails its hash: asking again", w->id,
+        if (s_log_bad(w))
+            log_warn("%s: chunk at %llu fails its hash: asking again", w->id,
                  (unsigned long long)c->off);
         w->s_req = w->s_done; /* re-request from here */
         s_fetch_request(w);
@@ -593,7 +603,8 @@ static void s_on_ctl(s_worker *w)
                 break;
         zmq_msg_close(&junk);
         w->stats.bad_msgs++;
-        log_warn("%s: dropped a multipart control message", w->id);
+        if (s_log_bad(w))
+            log_warn("%s: dropped a multipart control message", w->id);
         zmq_msg_close(&m);
         return;
     }
@@ -602,7 +613,8 @@ static void s_on_ctl(s_worker *w)
     zmq_msg_close(&m);
     if (rc == -2) {
         w->stats.bad_msgs++;
-        log_warn("%s: peer speaks protocol version %u, this worker %u: refused", w->id,
+        if (s_log_bad(w))
+            log_warn("%s: peer speaks protocol version %u, this worker %u: refused", w->id,
                  w->msg->version, PROTO_VERSION);
         char t[128];
         snprintf(t, sizeof t, "protocol version %u not supported (worker speaks %u)",
@@ -612,7 +624,8 @@ static void s_on_ctl(s_worker *w)
     }
     if (rc) {
         w->stats.bad_msgs++;
-        log_warn("%s: dropped a bad control message (%zu bytes): %s", w->id, ml, err);
+        if (s_log_bad(w))
+            log_warn("%s: dropped a bad control message (%zu bytes): %s", w->id, ml, err);
         return;
     }
     int same = w->peer_len == (size_t)plen && !memcmp(w->peer, peer, (size_t)plen);
@@ -654,7 +667,8 @@ static void s_on_ctl(s_worker *w)
         break;
     default:
         w->stats.bad_msgs++;
-        log_warn("%s: unexpected %s on the control plane", w->id,
+        if (s_log_bad(w))
+            log_warn("%s: unexpected %s on the control plane", w->id,
                  proto_type_name(w->msg->type));
     }
 }
@@ -669,7 +683,8 @@ static void s_serve(s_worker *w, zmq_msg_t *m, uint64_t arrival_ns)
     int rc = proto_decode(zmq_msg_data(m), zmq_msg_size(m), w->dim, w->msg, err, sizeof err);
     if (rc || w->msg->type != MSG_ACT) {
         w->stats.bad_msgs++;
-        log_warn("%s: dropped a bad data message (%zu bytes): %s", w->id, zmq_msg_size(m),
+        if (s_log_bad(w))
+            log_warn("%s: dropped a bad data message (%zu bytes): %s", w->id, zmq_msg_size(m),
                  rc ? err : "not an act");
         return;
     }
@@ -734,7 +749,8 @@ static void s_on_data(s_worker *w)
         uint64_t rel = netem_release_at(w->shaper, now, zmq_msg_size(&m));
         if (netem_queue_push(w->queue, &m, rel, now)) {
             w->stats.bad_msgs++;
-            log_warn("%s: link emulation queue full: message dropped", w->id);
+            if (s_log_bad(w))
+                log_warn("%s: link emulation queue full: message dropped", w->id);
         }
     }
     zmq_msg_close(&m);
