@@ -484,8 +484,10 @@ static void s_record_result(s_coord *c, msg_act *a, uint64_t arrival_ns, uint64_
         c->st_send += t->send_ns / 1e6;
         work += (t->wait_ns + t->deser_ns + t->compute_ns + t->ser_ns + t->send_ns) / 1e6;
     }
-    double wait_here = (t_deser - arrival_ns) / 1e6;
-    (void)wait_here;
+    /* The result's last link is emulated at our end: its hold time is a wait too. */
+    double wait_here = t_deser > arrival_ns ? (t_deser - arrival_ns) / 1e6 : 0;
+    c->st_wait += wait_here;
+    work += wait_here;
     c->st_e2e += e2e;
     c->st_net += e2e - work > 0 ? e2e - work : 0;
     if (c->in_fallback[s]) {

@@ -85,18 +85,8 @@ jrc=$?
 cat "$T/json.txt"
 check "JSONL fields present and consistent" [ $jrc = 0 ]
 
-# Exit status: 0 when everything ran. TEMPORARY: a failed resident condition (exit 1) is
-# accepted only when every failure is a resident condition recorded as FAILED (JSONL
-# "failed": true with its error, table.md FAILED). Lead: once the resident arm runs on
-# configs/tiny.ini, require rc = 0 here and drop this branch.
-if [ $rc = 0 ]; then
-    check "lab exit 0" true
-else
-    check "lab exit 1 only for recorded resident failures" bash -c "
-        [ $rc = 1 ] && grep -q '^FAILED resident/' '$T/json.txt' &&
-        ! grep '^FAILED ' '$T/json.txt' | grep -qv '^FAILED resident/' &&
-        grep -q '| FAILED |' '$D/table.md'"
-fi
+# Exit status: 0 when every condition ran and passed its gates.
+check "lab exit 0 (rc $rc)" test "$rc" = 0
 
 echo "e2e_lab: $pass passed, $fail failed"
 [ "$fail" = 0 ]
