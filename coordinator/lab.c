@@ -85,6 +85,18 @@ static int s_parse_conditions(lab_t *L, char *err, size_t errlen)
             c->arm = "resident";
             c->kind = PREDICT_RESIDENT;
             prof = s[8] ? s + 9 : L->cfg.profile;
+            /* "resident/lan+fault": the same profile, with a worker killed mid-run. */
+            static char pbuf[64];
+            const char *plus = strchr(prof, '+');
+            if (plus) {
+                if (strcmp(plus, "+fault")) {
+                    snprintf(err, errlen, "[lab] conditions: '%s': the only suffix is +fault", s);
+                    return -1;
+                }
+                snprintf(pbuf, sizeof pbuf, "%.*s", (int)(plus - prof), prof);
+                prof = pbuf;
+                c->fault = 1;
+            }
         } else {
             snprintf(err, errlen, "[lab] conditions: unknown condition '%s' (reference, ssd, "
                      "resident/PROFILE)", s);
@@ -189,6 +201,23 @@ static int s_run_one(lab_t *L, const lab_cond *c, uint32_t rep, uint32_t idx, ui
     a.inflight = L->cfg.inflight;
     a.workers = L->cfg.workers;
     a.progress = isatty(2);
+    if (c->fault) {
+        /* Kill the middle worker a quarter of the way in; it is respawned and rejoins, so
+         * the run shows detection, fallback and rejoin (README: fault tolerance). */
+        static config_t fcfg;
+        uint32_t nw = L->cfg.n_workers ? L->cfg.n_workers : L->cfg.workers;
+        fcfg = L->cfg;
+        fcfg.respawn = 1;
+        a.cfg = &fcfg;
+        a.n_faults = 1;
+        a.faults[0].kind = FAULT_KILL;
+        a.faults[0].step = L->cfg.steps / 4;
+        if (L->cfg.n_workers)
+            snprintf(a.faults[0].worker, sizeof a.faults[0].worker, "%s",
+                     L->cfg.worker[nw / 2].name);
+        else
+            snprintf(a.faults[0].worker, sizeof a.faults[0].worker, "w%u", nw / 2);
+    }
     /* The first reference run becomes the parity reference of everything after it. */
     a.outputs = is_ref && !L->have_ref ? L->refout : L->outputs;
     a.ref_outputs = L->have_ref ? L->refout : NULL;

@@ -19,6 +19,7 @@ typedef struct {
     const char *arm;           /* reference | ssd | resident */
     predict_kind kind;
     netem_profile profile;     /* resident: applied to each data link */
+    int fault;                 /* "+fault": kill the middle worker a quarter of the way in */
     double profile_configured_ms, profile_measured_ms; /* per hop, one way; NaN: not measured */
     prediction pred;
 } lab_cond;

@@ -508,6 +508,56 @@ static void s_plots(const lab_t *L, s_agg *ag, char stages[][32], uint32_t n_sta
 
 /* ---------------------------------------------------------------- report */
 
+/* Degraded against healthy: every failover event, its fallback step time beside the steady
+ * step of the same profile without the fault (issue: the table shows both rates). */
+static void s_table_failover(FILE *f, const lab_t *L, s_agg *ag, json_t *lines)
+{
+    int any = 0;
+    for (size_t i = 0; i < json_array_size(lines); i++) {
+        json_t *o = json_array_get(lines, i), *fo = json_object_get(o, "failover");
+        const char *cn = json_string_value(json_object_get(o, "condition"));
+        char healthy[64], b1[32], b2[32], b3[32], b4[32], b5[32];
+        double h_ms = NAN;
+        if (!json_array_size(fo) || !cn)
+            continue;
+        snprintf(healthy, sizeof healthy, "%s", cn);
+        char *plus = strchr(healthy, '+');
+        if (plus)
+            *plus = 0;
+        for (uint32_t k = 0; k < L->n_cond; k++)
+            if (!strcmp(L->cond[k].name, healthy) && ag[k].ok)
+                h_ms = s_median(ag[k].p50, ag[k].ok);
+        if (!any) {
+            fprintf(f, "## Failover (degraded vs healthy)\n\n"
+                       "| condition | repeat | worker | how | lost at step | detection (ms) | "
+                       "replayed | steps in fallback | fallback step (ms) | degraded steps/s | "
+                       "healthy step p50 (ms) | healthy steps/s | rejoin (ms) | lost / dup |\n"
+                       "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+            any = 1;
+        }
+        for (size_t e = 0; e < json_array_size(fo); e++) {
+            json_t *ev = json_array_get(fo, e);
+            double fb = s_num(ev, "fallback_step_ms");
+            fprintf(f, "| %s | %.0f | %s | %s | %.0f | %.0f | %.0f | %.0f | %s | %s | %s | %s | "
+                       "%s | %.0f / %.0f |\n",
+                    cn, s_num(o, "repeat"), json_string_value(json_object_get(ev, "worker")),
+                    json_string_value(json_object_get(ev, "how")), s_num(ev, "lost_at_step"),
+                    s_num(ev, "detection_ms"), s_num(ev, "steps_replayed"),
+                    s_num(ev, "steps_in_fallback"), s_fmt(fb, "%.2f", b1, 32),
+                    s_fmt(isfinite(fb) && fb > 0 ? 1000.0 / fb : NAN, "%.2f", b2, 32),
+                    s_fmt(h_ms, "%.2f", b3, 32),
+                    s_fmt(isfinite(h_ms) && h_ms > 0 ? 1000.0 / h_ms : NAN, "%.2f", b4, 32),
+                    s_fmt(s_num(ev, "rejoin_ms"), "%.0f", b5, 32), s_num(o, "lost_steps"),
+                    s_num(o, "duplicate_steps"));
+        }
+    }
+    if (any)
+        fprintf(f, "\nFallback step: the mean latency of steps served while the lost worker's "
+                   "layers ran in the coordinator (resident what fits its budget, the rest "
+                   "streamed from disk). Rejoin: from the worker's hello to the route moving "
+                   "back.\n\n");
+}
+
 int lab_report(const lab_t *L)
 {
     s_agg ag[CONFIG_MAX_CONDITIONS];
@@ -529,6 +579,7 @@ int lab_report(const lab_t *L)
     s_table_results(f, L, ag);
     s_table_predictions(f, L, ag, stages, n_stages);
     s_table_breakeven(f, L, ag);
+    s_table_failover(f, L, ag, lines);
     s_table_rest(f, L, ag);
     fprintf(f, "Files: results.jsonl (one object per run), steps_per_s.png, stages.png, "
                "latency_cdf.png (data: *.dat, script: plots.gp).\n");
