@@ -6,6 +6,7 @@
 #ifndef SWARM_ARM_H
 #define SWARM_ARM_H
 
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -40,6 +41,11 @@ typedef struct {
     uint32_t n_faults;
     arm_fault faults[ARM_MAX_FAULTS];
 } arm_ctx;
+
+/* Set by SIGINT/SIGTERM (arm_install_signals): every arm stops at its next step and cleans up. */
+extern volatile sig_atomic_t arm_stop;
+/* Install the handlers early (a background job starts with SIGINT ignored). */
+void arm_install_signals(void);
 
 int arm_run_reference(arm_ctx *a, run_result *r, char *err, size_t errlen);
 int arm_run_ssd(arm_ctx *a, run_result *r, char *err, size_t errlen);

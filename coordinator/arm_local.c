@@ -1,5 +1,6 @@
 /* arm_local.c — the single-process arms: reference (all resident) and ssd (capped, streamed). coordinator/ */
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +12,22 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "coordinator/arm.h"
+
+volatile sig_atomic_t arm_stop;
+
+static void s_on_signal(int sig)
+{
+    (void)sig;
+    arm_stop = 1;
+}
+
+void arm_install_signals(void)
+{
+    struct sigaction sa = { .sa_handler = s_on_signal };
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+}
 
 void arm_make_inputs(const config_t *cfg, uint32_t steps, uint32_t dim, float *inputs)
 {
@@ -128,6 +145,10 @@ static int s_run_single(arm_ctx *a, run_result *r, const exec_opts *o, int cappe
         float *x = a->outputs + (uint64_t)s * d;
         uint64_t ts = util_now_ns();
         memcpy(x, a->inputs + (uint64_t)s * d, sizeof(float) * d);
+        if (arm_stop) {
+            snprintf(err, errlen, "%s arm: interrupted at step %u", r->arm, s);
+            goto out;
+        }
         if (exec_step(e, x, &st, why, sizeof why)) {
             snprintf(err, errlen, "%s arm: step %u: %s", r->arm, s, why);
             goto out;

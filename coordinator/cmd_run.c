@@ -193,6 +193,7 @@ int cmd_run(int argc, char **argv)
     float *inputs = NULL, *outputs = NULL, *refout = NULL;
 
     log_set_role("coord");
+    arm_install_signals();
     config_defaults(&cfg);
     optind = 1;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {

@@ -263,7 +263,7 @@ static void s_run_all(lab_t *L)
         for (uint32_t i = 0; i < L->n_cond; i++) {
             if ((L->cond[i].kind == PREDICT_REFERENCE) != (pass == 0))
                 continue;
-            for (uint32_t rep = 1; rep <= L->repeats; rep++)
+            for (uint32_t rep = 1; rep <= L->repeats && !arm_stop; rep++)
                 s_run_one(L, &L->cond[i], rep, ++idx, total);
         }
 }
@@ -337,6 +337,7 @@ int cmd_lab(int argc, char **argv)
     char err[1024];
 
     log_set_role("lab");
+    arm_install_signals();
     memset(L, 0, sizeof *L);
     config_defaults(&L->cfg);
     optind = 1;

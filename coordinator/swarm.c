@@ -104,6 +104,7 @@ typedef struct {
     uint64_t *sent_ns;
     uint8_t *done, *in_flight, *in_fallback;
     uint32_t next_send, n_done, n_inflight;
+    uint32_t low;              /* lowest step not done: in-flight steps lie in [low, next_send) */
     uint64_t t_start;
     /* accounting */
     double st_wait, st_deser, st_compute, st_ser, st_send, st_net, st_e2e;
@@ -123,13 +124,6 @@ typedef struct {
     char pub[SEC_KEY_LEN], secret[SEC_KEY_LEN];
 } s_coord;
 
-static volatile sig_atomic_t s_interrupted;
-
-static void s_on_sigint(int sig)
-{
-    (void)sig;
-    s_interrupted = 1;
-}
 
 /* ------------------------------------------------------------ sockets and messages */
 
@@ -384,7 +378,7 @@ static void s_send_step(s_coord *c, uint32_t s);
 
 static void s_replay_inflight(s_coord *c)
 {
-    for (uint32_t s = 0; s < c->a->steps; s++) {
+    for (uint32_t s = c->low; s < c->next_send; s++) {
         if (c->in_flight[s] && !c->done[s]) {
             c->replays++;
             for (uint32_t i = 0; i < c->n; i++)
@@ -471,6 +465,8 @@ static void s_record_result(s_coord *c, msg_act *a, uint64_t arrival_ns, uint64_
     c->in_flight[s] = 0;
     c->n_done++;
     c->n_inflight--;
+    while (c->low < c->a->steps && c->done[c->low])
+        c->low++;
     double e2e = (now - c->sent_ns[s]) / 1e6;
     c->lat_ms[s] = e2e;
     c->r->step_ms[s] = e2e;
@@ -863,7 +859,7 @@ static int s_wait_states(s_coord *c, int want, uint64_t timeout_ms, char *err, s
         }
         if (!pending)
             return 0;
-        if (s_interrupted) {
+        if (arm_stop) {
             snprintf(err, errlen, "interrupted");
             return -1;
         }
@@ -1078,6 +1074,13 @@ static void s_teardown(s_coord *c)
         if (p->dealer && proto_encode_bye(c->out, &bye) == 0)
             s_ctl_send(c, p);
     }
+    /* A lost or rejoining spawned worker may never see the bye: stop it now. */
+    for (uint32_t i = 0; i < c->n; i++)
+        if (c->p[i].spawned && c->p[i].state != P_READY) {
+            if (c->p[i].cont_at_ns)
+                kill(c->p[i].spawned, SIGCONT);
+            kill(c->p[i].spawned, SIGTERM);
+        }
     /* Spawned workers exit on bye (--once); give them 2 s, then SIGKILL. */
     uint64_t deadline = util_now_ns() + 2000000000ull;
     for (uint32_t i = 0; i < c->n; i++) {
@@ -1214,7 +1217,6 @@ int arm_run_resident(arm_ctx *a, run_result *r, char *err, size_t errlen)
 {
     s_coord *c = calloc(1, sizeof *c);
     int rc = -1;
-    struct sigaction sa = { .sa_handler = s_on_sigint }, old_int, old_term;
     err[0] = 0;
     if (!c) {
         snprintf(err, errlen, "out of memory");
@@ -1242,10 +1244,7 @@ int arm_run_resident(arm_ctx *a, run_result *r, char *err, size_t errlen)
         snprintf(err, errlen, "out of memory");
         goto out;
     }
-    sigaction(SIGINT, &sa, &old_int);
-    sigaction(SIGTERM, &sa, &old_term);
     signal(SIGPIPE, SIG_IGN);
-    s_interrupted = 0;
     util_min_timerslack();
     kernel_set_threads((int)a->cfg->threads);
     if (!netem_profile_is_none(&a->profile)) {
@@ -1267,7 +1266,7 @@ int arm_run_resident(arm_ctx *a, run_result *r, char *err, size_t errlen)
     uint32_t K = a->inflight ? a->inflight : 1;
     uint64_t deadline_ns = (uint64_t)a->cfg->step_deadline_ms * 1000000ull;
     c->t_start = util_now_ns();
-    while (c->n_done < a->steps && !s_interrupted && !c->budget_fail) {
+    while (c->n_done < a->steps && !arm_stop && !c->budget_fail) {
         while (c->n_inflight < K && c->next_send < a->steps && !c->budget_fail) {
             s_inject_faults(c, c->next_send);
             s_send_step(c, c->next_send++);
@@ -1298,7 +1297,7 @@ int arm_run_resident(arm_ctx *a, run_result *r, char *err, size_t errlen)
         s_tick(c);
         /* Per-step deadline: a step that is not back in time is replayed (new epoch). */
         now = util_now_ns();
-        for (uint32_t s = 0; s < a->steps; s++) {
+        for (uint32_t s = c->low; s < c->next_send; s++) {
             if (c->in_flight[s] && !c->done[s] && now - c->sent_ns[s] > deadline_ns) {
                 log_warn("step %u not back after %u ms: replaying the steps in flight", s,
                          a->cfg->step_deadline_ms);
@@ -1348,7 +1347,7 @@ int arm_run_resident(arm_ctx *a, run_result *r, char *err, size_t errlen)
                  c->n_done, a->steps);
         result_void(r, &r->gate_parity, "incomplete: %s", c->budget_err);
         rc = -EXIT_BUDGET;
-    } else if (s_interrupted) {
+    } else if (arm_stop) {
         snprintf(err, errlen, "interrupted after %u of %u steps", c->n_done, a->steps);
         rc = -1;
     } else {
@@ -1360,8 +1359,6 @@ out:
         if (rc && rc != -EXIT_BUDGET && !err[0])
             snprintf(err, errlen, "resident arm failed");
     }
-    sigaction(SIGINT, &old_int, NULL);
-    sigaction(SIGTERM, &old_term, NULL);
     netem_shaper_free(&c->shaper);
     netem_queue_free(&c->queue);
     proto_buf_free(&c->out);

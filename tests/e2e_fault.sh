@@ -139,7 +139,7 @@ for K in 1 3; do
         --out "$T/$n.jsonl" --dump-outputs "$T/$n.bin"
     expect_rc $n 4
     grep -qF "short by" "$T/$n.err" && ok || bad "$n: the error does not say by how much"
-    v=$(python3 - "$T/$n.jsonl" "$T/$n.bin" "$T/ref100.bin" <<'EOF'
+    v=$(python3 - "$T/$n.jsonl" "$T/$n.bin" "$T/ref100.bin" 2>"$T/$n.figs" <<'EOF'
 import json, sys
 try:
     o = json.loads([l for l in open(sys.argv[1]) if l.strip()][-1])
@@ -160,6 +160,7 @@ sys.stderr.write("    %s completed, %s lost, void: %s\n" % (done, o.get("lost_st
 print("; ".join(why) or "ok")
 EOF
 )
+    echo "  $n:"; cat "$T/$n.figs"
     if [ "$v" = ok ]; then ok; else bad "$n: $v"; fi
 done
 
