@@ -69,6 +69,8 @@ typedef struct {
     uint64_t cut_until_ns;     /* control link cut (coordinator side) until then */
     int local;                 /* spawned by this coordinator (may be respawned) */
     char pub[SEC_KEY_LEN];     /* its CURVE key ("" = plaintext) */
+    void *mon;                 /* PAIR reading the control socket's monitor (disconnects) */
+    uint32_t mon_gen;
 } s_peer;
 
 typedef struct {
@@ -145,14 +147,68 @@ static int s_ctl_send(s_coord *c, s_peer *p)
                ? -1 : 0;
 }
 
+/* Close the control socket and its monitor. */
+static void s_close_ctl(s_peer *p)
+{
+    if (p->mon) {
+        zmq_close(p->mon);
+        p->mon = NULL;
+    }
+    if (p->dealer) {
+        zmq_socket_monitor(p->dealer, NULL, 0);
+        zmq_close(p->dealer);
+        p->dealer = NULL;
+    }
+}
+
+/* A worker that is loading cannot answer heartbeats; the kernel still tells us when its
+ * process dies (the TCP connection drops), which the control socket's monitor reports. */
+static void s_monitor_ctl(s_coord *c, s_peer *p, uint32_t idx)
+{
+    char addr[64];
+    int linger = 0;
+    snprintf(addr, sizeof addr, "inproc://swarm-mon-%u-%u", idx, ++p->mon_gen);
+    if (zmq_socket_monitor(p->dealer, addr, ZMQ_EVENT_DISCONNECTED))
+        return;
+    p->mon = zmq_socket(c->ctx, ZMQ_PAIR);
+    if (p->mon) {
+        zmq_setsockopt(p->mon, ZMQ_LINGER, &linger, sizeof linger);
+        if (zmq_connect(p->mon, addr)) {
+            zmq_close(p->mon);
+            p->mon = NULL;
+        }
+    }
+}
+
+/* Did the control connection drop since we last looked? */
+static int s_ctl_dropped(s_peer *p)
+{
+    int dropped = 0;
+    zmq_msg_t m;
+    if (!p->mon)
+        return 0;
+    zmq_msg_init(&m);
+    while (zmq_msg_recv(&m, p->mon, ZMQ_DONTWAIT) >= 0) {
+        if (zmq_msg_size(&m) >= 2) {
+            uint16_t ev;
+            memcpy(&ev, zmq_msg_data(&m), sizeof ev);
+            dropped |= ev == ZMQ_EVENT_DISCONNECTED;
+        }
+        if (zmq_msg_more(&m)) /* the endpoint frame */
+            zmq_msg_recv(&m, p->mon, ZMQ_DONTWAIT);
+    }
+    zmq_msg_close(&m);
+    return dropped;
+}
+
 static int s_connect_ctl(s_coord *c, s_peer *p)
 {
     char rid[64];
-    if (p->dealer)
-        zmq_close(p->dealer);
+    s_close_ctl(p);
     p->dealer = s_sock(c, ZMQ_DEALER);
     if (!p->dealer)
         return -1;
+    s_monitor_ctl(c, p, (uint32_t)(p - c->p));
     /* A fixed routing id: a worker that froze and woke up recognises its coordinator. */
     snprintf(rid, sizeof rid, "coord-%d", (int)getpid());
     zmq_setsockopt(p->dealer, ZMQ_ROUTING_ID, rid, strlen(rid));
@@ -418,10 +474,7 @@ static void s_mark_lost(s_coord *c, s_peer *p, const char *how)
     }
     p->state = P_LOST;
     p->probe_ns = now;
-    if (p->dealer) {
-        zmq_close(p->dealer);
-        p->dealer = NULL;
-    }
+    s_close_ctl(p);
     if (p->push) {
         zmq_close(p->push);
         p->push = NULL;
@@ -787,11 +840,14 @@ static void s_tick(s_coord *c)
             log_info("%s: respawning", p->id);
             if (s_spawn(c, p, err, sizeof err))
                 log_error("%s: respawn failed: %s", p->id, err);
-            else if (p->dealer) {
-                zmq_close(p->dealer); /* the new process listens on a new port */
-                p->dealer = NULL;
-            }
+            else
+                s_close_ctl(p); /* the new process listens on a new port */
             p->probe_ns = 0;
+        }
+        if (p->state == P_REJOINING && s_ctl_dropped(p)) {
+            s_mark_lost(c, p, "connection dropped while rejoining");
+            now = util_now_ns();
+            continue;
         }
         if (p->state == P_READY || p->state == P_REJOINING) {
             if (now - p->hb_sent_ns >= hb)
@@ -896,6 +952,10 @@ static int s_wait_states(s_coord *c, int want, uint64_t timeout_ms, char *err, s
                 util_now_ns() - p->hb_sent_ns > (uint64_t)c->cfg->heartbeat_ms * 1000000ull)
                 s_send_heartbeat(c, p);
             s_reap(c, p, 0);
+            if ((p->state == P_LOADING || p->state == P_HELLO) && s_ctl_dropped(p)) {
+                s_mark_lost(c, p, "connection dropped during setup");
+                continue;
+            }
             if (c->p[i].state < want && c->p[i].state != P_LOST && c->p[i].spawned == 0 &&
                 c->p[i].local && c->p[i].state != P_NEW) {
                 s_mark_lost(c, &c->p[i], "died during setup");
@@ -1094,11 +1154,10 @@ static void s_teardown(s_coord *c)
             kill(p->spawned, SIGCONT);
         s_reap(c, p, 1);
         exec_free(&p->fb);
-        if (p->dealer)
-            zmq_close(p->dealer);
+        s_close_ctl(p);
         if (p->push)
             zmq_close(p->push);
-        p->dealer = p->push = NULL;
+        p->push = NULL;
     }
     if (c->pull)
         zmq_close(c->pull);
