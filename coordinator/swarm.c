@@ -57,6 +57,7 @@ typedef struct {
     int state;
     uint32_t first, last;
     uint64_t last_heard_ns, hb_sent_ns, hb_seq, barrier_seq, probe_ns;
+    uint32_t unanswered;       /* heartbeats sent since the worker last said anything */
     int barrier_ok;
     msg_ready ready;
     msg_stats stats;
@@ -275,6 +276,7 @@ static void s_send_heartbeat(s_coord *c, s_peer *p)
     if (proto_encode_heartbeat(c->out, &hb) == 0)
         s_ctl_send(c, p);
     p->hb_sent_ns = hb.sent_ns;
+    p->unanswered++;
 }
 
 /* ------------------------------------------------------------ spawning local workers */
@@ -725,6 +727,7 @@ static void s_handle_ctl(s_coord *c, s_peer *p)
             continue;
         }
         p->last_heard_ns = util_now_ns();
+        p->unanswered = 0;
         switch (c->msg->type) {
         case MSG_HELLO: {
             const msg_hello *h = &c->msg->u.hello;
@@ -852,7 +855,13 @@ static void s_tick(s_coord *c)
         if (p->state == P_READY || p->state == P_REJOINING) {
             if (now - p->hb_sent_ns >= hb)
                 s_send_heartbeat(c, p);
-            if (now - p->last_heard_ns > dead && p->state == P_READY) {
+            /* Silence counts only if we kept asking: while the coordinator itself was busy
+             * (a long fallback step), unsent heartbeats cannot have gone unanswered. Read
+             * whatever arrived meanwhile before judging. */
+            if (now - p->last_heard_ns > dead && p->state == P_READY)
+                s_handle_ctl(c, p);
+            if (now - p->last_heard_ns > dead && p->state == P_READY &&
+                p->unanswered >= c->cfg->liveness) {
                 s_mark_lost(c, p, p->fault_ns ? "fault injected" : "heartbeats stopped");
                 now = util_now_ns();
             }

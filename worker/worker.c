@@ -577,7 +577,7 @@ static void s_on_route(s_worker *w, const msg_route *r)
              r->next_ep, r->last ? " (coordinator)" : "");
 }
 
-static void s_on_ctl(s_worker *w)
+static int s_on_ctl(s_worker *w)
 {
     uint8_t peer[256];
     zmq_msg_t m;
@@ -587,11 +587,11 @@ static void s_on_ctl(s_worker *w)
 
     plen = zmq_recv(w->ctl, peer, sizeof peer, ZMQ_DONTWAIT);
     if (plen < 0)
-        return;
+        return 0;
     zmq_msg_init(&m);
     if (zmq_msg_recv(&m, w->ctl, ZMQ_DONTWAIT) < 0) {
         zmq_msg_close(&m);
-        return;
+        return 1;
     }
     more = zmq_msg_more(&m);
     ml = zmq_msg_size(&m);
@@ -606,7 +606,7 @@ static void s_on_ctl(s_worker *w)
         if (s_log_bad(w))
             log_warn("%s: dropped a multipart control message", w->id);
         zmq_msg_close(&m);
-        return;
+        return 1;
     }
     w->msg->u.chunk.data = w->chunk_buf; /* where a chunk's bytes land */
     int rc = proto_decode(zmq_msg_data(&m), ml, 0, w->msg, err, sizeof err);
@@ -620,25 +620,25 @@ static void s_on_ctl(s_worker *w)
         snprintf(t, sizeof t, "protocol version %u not supported (worker speaks %u)",
                  w->msg->version, PROTO_VERSION);
         s_send_error_to(w, peer, (size_t)plen, PERR_VERSION, t);
-        return;
+        return 1;
     }
     if (rc) {
         w->stats.bad_msgs++;
         if (s_log_bad(w))
             log_warn("%s: dropped a bad control message (%zu bytes): %s", w->id, ml, err);
-        return;
+        return 1;
     }
     int same = w->peer_len == (size_t)plen && !memcmp(w->peer, peer, (size_t)plen);
     if (!same) {
         if (w->peer_len && w->msg->type != MSG_HELLO)
-            return; /* stray message from a stranger: ignore */
+            return 1; /* stray message from a stranger: ignore */
         if (w->peer_len) {
             s_send_error_to(w, peer, (size_t)plen, PERR_BUSY, "serving another coordinator");
-            return;
+            return 1;
         }
         if (w->msg->type != MSG_HELLO) {
             s_send_error_to(w, peer, (size_t)plen, PERR_STATE, "say hello first");
-            return;
+            return 1;
         }
         memcpy(w->peer, peer, (size_t)plen);
         w->peer_len = (size_t)plen;
@@ -671,6 +671,7 @@ static void s_on_ctl(s_worker *w)
             log_warn("%s: unexpected %s on the control plane", w->id,
                  proto_type_name(w->msg->type));
     }
+    return 1;
 }
 
 /* Decode, compute, forward one activation whose emulated link delay has elapsed. */
@@ -742,11 +743,10 @@ static void s_on_data(s_worker *w)
             w->stats.bad_msgs++;
             continue;
         }
-        if (!w->shaper) {
-            s_serve(w, &m, now);
-            continue;
-        }
-        uint64_t rel = netem_release_at(w->shaper, now, zmq_msg_size(&m));
+        /* Everything goes through the queue (released at once without a link profile), and
+         * the loop serves one activation per turn, so a steady stream of activations can
+         * never starve the control plane: heartbeats are answered between any two. */
+        uint64_t rel = w->shaper ? netem_release_at(w->shaper, now, zmq_msg_size(&m)) : now;
         if (netem_queue_push(w->queue, &m, rel, now)) {
             w->stats.bad_msgs++;
             if (s_log_bad(w))
@@ -761,7 +761,7 @@ static void s_release_due(s_worker *w)
     zmq_msg_t m;
     uint64_t arrival;
     zmq_msg_init(&m);
-    while (netem_queue_pop_due(w->queue, util_now_ns(), &m, &arrival))
+    if (netem_queue_pop_due(w->queue, util_now_ns(), &m, &arrival)) /* one per turn */
         s_serve(w, &m, arrival);
     zmq_msg_close(&m);
 }
@@ -945,8 +945,9 @@ int worker_main(int argc, char **argv)
         }
         if (zmq_poll(items, 2, timeout) < 0 && errno != EINTR)
             break;
-        if (items[0].revents & ZMQ_POLLIN)
-            s_on_ctl(&w);
+        /* Control first and all of it (small, cheap), then queue the activations. */
+        for (int k = 0; k < 256 && s_on_ctl(&w); k++)
+            ;
         if (items[1].revents & ZMQ_POLLIN)
             s_on_data(&w);
         next = netem_queue_next(w.queue);
