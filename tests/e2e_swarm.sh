@@ -315,5 +315,18 @@ for k in $kids; do
 done
 no_strays "SIGINT"
 
+# ---------------------------------------------------------------- a busy worker stays alive
+# One worker holding every layer of a 2048-wide model with 8 steps in flight is never idle;
+# it must still answer heartbeats between activations (20 ms liveness here), so nobody is
+# declared lost (regression: it once served its whole queue before reading control).
+"$SWARM_BIN" gen --layers 6 --dim 2048 --seed 4 -o "$T/busy.gguf" >/dev/null 2>&1
+sw busy run configs/tiny.ini --arm resident --model "$T/busy.gguf" --set "swarm.cap=$((160 * 1048576 + CAPB % 1048576))" \
+    --workers 1 --inflight 8 --steps 120 --set swarm.heartbeat_ms=10 --set swarm.liveness=2 \
+    --quiet --out "$T/busy.jsonl"
+expect_rc busy 0
+eq "busy worker: failovers" "$(jfield "$T/busy.jsonl" failover)" "[]"
+eq "busy worker: parity" "$(jfield "$T/busy.jsonl" gates.parity)" "pass"
+no_strays "busy"
+
 echo "e2e_swarm: $pass passed, $fail failed"
 [ "$fail" = 0 ]
