@@ -9,8 +9,9 @@
 #include "common/kernel.h"
 #include "common/util.h"
 
-int bench_disk_run(const model_t *m, uint64_t chunk_bytes, uint32_t queue_depth,
-                   uint32_t passes, bench_disk_result *out, char *err, size_t errlen)
+int bench_disk_run(const model_t *m, uint32_t first, uint64_t chunk_bytes,
+                   uint32_t queue_depth, uint32_t passes, bench_disk_result *out, char *err,
+                   size_t errlen)
 {
     exec_opts o = { .queue_depth = queue_depth, .chunk_bytes = chunk_bytes, .stream_all = 1,
                     .io_only = 1, .total_steps = passes, .budget_bytes = 1 };
@@ -18,7 +19,9 @@ int bench_disk_run(const model_t *m, uint64_t chunk_bytes, uint32_t queue_depth,
     exec_t *e;
     float dummy = 0;
     memset(out, 0, sizeof *out);
-    e = exec_new(m, 0, m->n_layers, &o, err, errlen);
+    if (first >= m->n_layers)
+        first = 0;
+    e = exec_new(m, first, m->n_layers, &o, err, errlen);
     if (!e)
         return -1;
     uint64_t io0 = util_io_read_bytes(), t0 = util_now_ns();
@@ -31,6 +34,7 @@ int bench_disk_run(const model_t *m, uint64_t chunk_bytes, uint32_t queue_depth,
     exec_drain(e);
     uint64_t t1 = util_now_ns();
     out->queue_depth = queue_depth;
+    out->first_layer = first;
     out->chunk_bytes = (uint64_t)exec_get_plan(e)->rows_per_chunk * m->dim * 4;
     out->bytes = st.streamed_bytes;
     out->read_bytes = util_io_read_bytes() - io0;

@@ -9,6 +9,7 @@
 
 typedef struct {
     uint32_t queue_depth;
+    uint32_t first_layer;      /* streamed layers [first_layer, L) */
     uint64_t chunk_bytes;
     uint64_t bytes;            /* requested */
     uint64_t read_bytes;       /* storage reads seen in /proc/self/io */
@@ -17,10 +18,13 @@ typedef struct {
     int cache_pass;            /* read_bytes within 1% of bytes */
 } bench_disk_result;
 
-/* Stream the model's layers with the SSD arm's reader (O_DIRECT, io_uring, chunk, depth)
- * without computing, for `passes` full passes over the file's layers. */
-int bench_disk_run(const model_t *m, uint64_t chunk_bytes, uint32_t queue_depth,
-                   uint32_t passes, bench_disk_result *out, char *err, size_t errlen);
+/* Stream layers [first, L) with the SSD arm's reader (O_DIRECT, io_uring, chunk, depth)
+ * without computing, `passes` times over. first = the SSD arm's resident count gives its
+ * exact access pattern: the same bytes, read over and over (which matters here: the host
+ * under this VM's disk caches a region that is re-read, not a longer sequential scan). */
+int bench_disk_run(const model_t *m, uint32_t first, uint64_t chunk_bytes,
+                   uint32_t queue_depth, uint32_t passes, bench_disk_result *out, char *err,
+                   size_t errlen);
 
 /* Per-layer compute time of a resident layer (median of reps, ms) with `threads` BLAS
  * threads; loads layer 0 of m. */

@@ -350,10 +350,14 @@ int cmd_bench_disk(int argc, char **argv)
     static const struct option opts[] = {
         { "chunk", required_argument, 0, 'c' }, { "passes", required_argument, 0, 'p' },
         { "depths", required_argument, 0, 'd' }, { "help", no_argument, 0, 'h' },
+        { "config", required_argument, 0, 'C' }, { "first", required_argument, 0, 'f' },
         { 0, 0, 0, 0 }
     };
-    uint64_t chunk = 4ull << 20;
-    uint32_t passes = 1, depths[16] = { 1, 2, 4, 8 }, nd = 4;
+    static config_t cfg;
+    uint64_t chunk = 0;
+    uint32_t passes = 3, depths[16] = { 1, 2, 4, 8 }, nd = 4;
+    long first = -1;
+    const char *config = NULL;
     model_t m = { 0 };
     char err[1024];
     int c, rc = EXIT_OK;
@@ -368,6 +372,8 @@ int cmd_bench_disk(int argc, char **argv)
             }
             break;
         case 'p': passes = (uint32_t)strtoul(optarg, NULL, 10); break;
+        case 'C': config = optarg; break;
+        case 'f': first = strtol(optarg, NULL, 10); break;
         case 'd': {
             char *s = optarg, *end;
             nd = 0;
@@ -383,11 +389,13 @@ int cmd_bench_disk(int argc, char **argv)
             break;
         }
         case 'h':
-            printf("usage: swarm bench-disk MODEL.gguf [--chunk 4M] [--depths 1,2,4,8] "
-                   "[--passes 1]\n"
-                   "  Streams every layer of the model with the SSD arm's own reader (O_DIRECT,\n"
-                   "  io_uring, same chunking) without computing, at each queue depth, and\n"
-                   "  checks the cache gate (storage bytes = requested bytes within 1%%).\n");
+            printf("usage: swarm bench-disk MODEL.gguf [--config C] [--first N] [--chunk 4M]\n"
+                   "                       [--depths 1,2,4,8] [--passes 3]\n"
+                   "  Streams exactly what the SSD arm streams — layers [N, L), where N is the\n"
+                   "  number it keeps resident under the config's cap (built-in defaults: the\n"
+                   "  lab's 600 MiB), over and over — with its own reader (O_DIRECT, io_uring,\n"
+                   "  its chunk), without computing, at each queue depth, and checks the cache\n"
+                   "  gate (storage bytes = requested bytes within 1%%).\n");
             return EXIT_OK;
         default: return EXIT_USAGE;
         }
@@ -396,16 +404,32 @@ int cmd_bench_disk(int argc, char **argv)
         fprintf(stderr, "swarm bench-disk: need MODEL.gguf (see --help)\n");
         return EXIT_USAGE;
     }
+    config_defaults(&cfg);
+    if (config && config_load(&cfg, config, err, sizeof err)) {
+        fprintf(stderr, "swarm bench-disk: %s\n", err);
+        return EXIT_USAGE;
+    }
+    if (!chunk)
+        chunk = cfg.chunk_bytes;
     if (model_open(&m, argv[optind], err, sizeof err)) {
         log_error("%s", err);
         return EXIT_FAIL;
     }
+    if (first < 0) {
+        exec_opts po = { .budget_bytes = cfg.cap_bytes, .queue_depth = cfg.queue_depth,
+                         .chunk_bytes = chunk, .overhead_bytes = cfg.overhead_bytes };
+        exec_plan pl;
+        first = exec_plan_make(&m, 0, m.n_layers, &po, &pl, err, sizeof err) == 0 &&
+                        pl.n_streamed ? pl.n_resident : 0;
+    }
+    printf("streaming layers [%ld, %u) of %s, %u passes (the SSD arm's pattern under a %llu MiB "
+           "cap)\n", first, m.n_layers, m.path, passes, (unsigned long long)(cfg.cap_bytes >> 20));
     printf("%-6s %10s %12s %12s %9s %10s  %s\n", "depth", "chunk", "bytes", "read_bytes",
            "seconds", "GB/s", "cache gate");
     for (uint32_t i = 0; i < nd; i++) {
         bench_disk_result b;
         char b1[32];
-        if (bench_disk_run(&m, chunk, depths[i], passes, &b, err, sizeof err)) {
+        if (bench_disk_run(&m, (uint32_t)first, chunk, depths[i], passes, &b, err, sizeof err)) {
             log_error("%s", err);
             rc = EXIT_FAIL;
             break;

@@ -221,7 +221,17 @@ int predict_measure_machine(const config_t *cfg, const model_t *m, predict_machi
         uint64_t p = (S_DISK_MIN_BYTES + file_layers - 1) / file_layers;
         pm->disk_passes = p > S_DISK_MAX_PASSES ? S_DISK_MAX_PASSES : (uint32_t)p;
     }
-    if (bench_disk_run(m, cfg->chunk_bytes, cfg->queue_depth, pm->disk_passes, &b, why,
+    /* Exactly the bytes the SSD arm streams (its plan's non-resident layers), at least three
+     * times over: the pattern, not just the reader, decides what this disk delivers. */
+    exec_opts po = { .budget_bytes = cfg->cap_bytes, .queue_depth = cfg->queue_depth,
+                     .chunk_bytes = cfg->chunk_bytes, .overhead_bytes = cfg->overhead_bytes };
+    exec_plan pl;
+    uint32_t first = 0;
+    if (exec_plan_make(m, 0, m->n_layers, &po, &pl, why, sizeof why) == 0 && pl.n_streamed)
+        first = pl.n_resident;
+    if (pm->disk_passes < 3)
+        pm->disk_passes = 3;
+    if (bench_disk_run(m, first, cfg->chunk_bytes, cfg->queue_depth, pm->disk_passes, &b, why,
                        sizeof why)) {
         snprintf(err, errlen, "disk figure: %s", why);
         return -1;
