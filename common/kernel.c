@@ -3,7 +3,15 @@
 
 #include <cblas.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
+
+const char *kernel_blas_info(void)
+{
+    static char buf[256];
+    snprintf(buf, sizeof buf, "%s; core %s", openblas_get_config(), openblas_get_corename());
+    return buf;
+}
 
 /* openblas_set_num_threads is OpenBLAS-specific (declared in its cblas.h). */
 void kernel_set_threads(int n)

@@ -17,6 +17,9 @@
 #define KERNEL_ROW_ALIGN 4
 #define KERNEL_EPS 1e-5f
 
+/* "OpenBLAS 0.3.21 ... SkylakeX": the library's build and the core kernel it picked. */
+const char *kernel_blas_info(void);
+
 /* Set BLAS threads for this process (1 in workers: several share 2 cores). */
 void kernel_set_threads(int n);
 

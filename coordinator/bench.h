@@ -31,4 +31,9 @@ int bench_disk_run(const model_t *m, uint32_t first, uint64_t chunk_bytes,
 int bench_layer_ms(const model_t *m, int threads, int reps, double *ms, char *err,
                    size_t errlen);
 
+/* Memory-bandwidth bound of one layer: median time to read d*d f32 (one thread, a plain
+ * streaming read) beside the layer kernel's sgemv over the same bytes, and their ratio. */
+int bench_mem(uint32_t dim, int reps, double *read_ms, double *sgemv_ms, char *err,
+              size_t errlen);
+
 #endif

@@ -6,6 +6,7 @@ int cmd_gen(int argc, char **argv);
 int cmd_keygen(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_bench_disk(int argc, char **argv);
+int cmd_bench_mem(int argc, char **argv);
 int cmd_lab(int argc, char **argv);
 int worker_main(int argc, char **argv);
 

@@ -14,6 +14,7 @@ static void s_usage(FILE *f)
             "  lab         the lab comparison: every condition, repeats, table, plots\n"
             "  worker      serve a slice of layers to a coordinator\n"
             "  bench-disk  O_DIRECT read bandwidth in the SSD arm's pattern, depth 1/2/4/8\n"
+            "  bench-mem   a layer's memory-bandwidth bound beside the kernel's sgemv\n"
             "  netem       link forwarder, profile self-test, kernel (BPF) link control\n"
             "  keygen      write a CURVE key pair (NAME.key, NAME.pub)\n");
 }
@@ -35,6 +36,8 @@ int main(int argc, char **argv)
         return worker_main(argc - 1, argv + 1);
     if (!strcmp(c, "bench-disk"))
         return cmd_bench_disk(argc - 1, argv + 1);
+    if (!strcmp(c, "bench-mem"))
+        return cmd_bench_mem(argc - 1, argv + 1);
     if (!strcmp(c, "keygen"))
         return cmd_keygen(argc - 1, argv + 1);
     if (!strcmp(c, "netem"))
