@@ -10,7 +10,7 @@ PKGS     = libzmq msgpack openblas libbpf inih jansson libxxhash liburing libcry
 DEB_PKGS = build-essential pkg-config clang llvm bpftool libzmq3-dev libmsgpack-dev \
            libopenblas-dev libbpf-dev libelf-dev zlib1g-dev libinih-dev libjansson-dev \
            libxxhash-dev liburing-dev libssl-dev gnuplot-nox iproute2 libclang-rt-14-dev \
-           python3
+           python3 procps iputils-ping util-linux
 WERROR  ?= $(if $(CI),-Werror,)
 GIT_REV := $(shell git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)$(shell git diff --quiet HEAD 2>/dev/null || echo -dirty)
 
