@@ -1,8 +1,6 @@
 /* model.c — the lab model on GGUF: open/validate, deterministic weights, checksums, streaming gen. common/ */
 #include "common/model.h"
 
-#include "common/gguf.h"
-
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -10,7 +8,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
+
+#include "common/gguf.h"
+#include "common/log.h"
 
 #define XXH_STATIC_LINKING_ONLY /* XXH3_state_t on the stack: no allocation, no failure path */
 #include <xxhash.h>
@@ -374,4 +376,41 @@ err:
     free(sums);
     free(enc);
     return -1;
+}
+
+/* mkdir -p of path's folder (models/, tests/tmp/ on a fresh clone). */
+static int s_mkdir_parent(const char *path)
+{
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s", path);
+    char *slash = strrchr(tmp, '/');
+    if (!slash || slash == tmp)
+        return 0;
+    *slash = 0;
+    for (char *p = tmp + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = 0;
+        if (mkdir(tmp, 0755) && errno != EEXIST)
+            return -1;
+        *p = '/';
+    }
+    return mkdir(tmp, 0755) && errno != EEXIST ? -1 : 0;
+}
+
+int model_open_or_gen(model_t *m, const char *path, uint32_t layers, uint32_t dim, uint64_t seed,
+                      char *err, size_t errlen)
+{
+    struct stat st;
+    if (stat(path, &st) && errno == ENOENT) {
+        log_info("%s is missing: generating %u layers x %u (seed %llu)", path, layers, dim,
+                 (unsigned long long)seed);
+        if (s_mkdir_parent(path)) {
+            snprintf(err, errlen, "%s: cannot create its folder: %s", path, strerror(errno));
+            return -1;
+        }
+        if (model_gen(path, layers, dim, seed, 4096, err, errlen))
+            return -1;
+    }
+    return model_open(m, path, err, errlen);
 }

@@ -46,6 +46,11 @@ static inline uint64_t model_layer_bytes(const model_t *m)
 int model_open(model_t *m, const char *path, char *err, size_t errlen);
 void model_close(model_t *m);
 
+/* Open path; when it does not exist, first generate it (L layers x dim, seed, alignment 4096),
+ * creating its folder. Logs that it generated. 0 / -1. */
+int model_open_or_gen(model_t *m, const char *path, uint32_t layers, uint32_t dim, uint64_t seed,
+                      char *err, size_t errlen);
+
 /* Write a synthetic model. alignment: 4096 for ours (O_DIRECT friendly); tests use 32 too.
  * Streams layer by layer (never holds more than one layer in memory); writes to path.tmp and
  * renames, so an interrupted gen never leaves a half file under the real name. */

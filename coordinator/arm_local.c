@@ -126,7 +126,9 @@ static int s_run_single(arm_ctx *a, run_result *r, const exec_opts *o, int cappe
                  r->arm, p->n_resident, p->n_streamed,
                  (unsigned long long)(p->streamed_per_step >> 20), o->queue_depth,
                  p->rows_per_chunk, exec_is_direct(e) ? "O_DIRECT" : "BUFFERED (labelled)",
-                 exec_uses_uring(e) ? "io_uring" : "synchronous pread");
+                 !p->n_streamed        ? "nothing streamed"
+                 : exec_uses_uring(e) ? "io_uring"
+                                      : "synchronous pread (io_uring unavailable)");
     json_object_set_new(r->extra, "resident_layers", json_integer(p->n_resident));
     json_object_set_new(r->extra, "streamed_layers", json_integer(p->n_streamed));
     json_object_set_new(r->extra, "queue_depth", json_integer(o->queue_depth));

@@ -154,18 +154,6 @@ static int s_parse_fault(arm_ctx *a, fault_kind k, const char *s)
     return 0;
 }
 
-/* Open the model; generate it first when it is missing and the config says how. */
-static int s_open_model(const config_t *cfg, model_t *m, char *err, size_t errlen)
-{
-    struct stat st;
-    if (stat(cfg->model, &st) && errno == ENOENT) {
-        log_info("%s is missing: generating %u layers x %u (seed %llu)", cfg->model, cfg->layers,
-                 cfg->dim, (unsigned long long)cfg->seed);
-        if (model_gen(cfg->model, cfg->layers, cfg->dim, cfg->seed, 4096, err, errlen))
-            return -1;
-    }
-    return model_open(m, cfg->model, err, errlen);
-}
 
 int cmd_run(int argc, char **argv)
 {
@@ -265,7 +253,7 @@ int cmd_run(int argc, char **argv)
         fprintf(stderr, "swarm run: %s\n", err);
         return EXIT_USAGE;
     }
-    if (s_open_model(&cfg, &m, err, sizeof err)) {
+    if (model_open_or_gen(&m, cfg.model, cfg.layers, cfg.dim, cfg.seed, err, sizeof err)) {
         log_error("%s", err);
         return EXIT_FAIL;
     }

@@ -44,18 +44,6 @@ static int s_mkdir_p(const char *path)
     return mkdir(tmp, 0755) && errno != EEXIST ? -1 : 0;
 }
 
-/* Open the model; generate it first when it is missing (as `swarm run` does). */
-static int s_open_model(const config_t *cfg, model_t *m, char *err, size_t errlen)
-{
-    struct stat st;
-    if (stat(cfg->model, &st) && errno == ENOENT) {
-        log_info("%s is missing: generating %u layers x %u (seed %llu)", cfg->model, cfg->layers,
-                 cfg->dim, (unsigned long long)cfg->seed);
-        if (model_gen(cfg->model, cfg->layers, cfg->dim, cfg->seed, 4096, err, errlen))
-            return -1;
-    }
-    return model_open(m, cfg->model, err, errlen);
-}
 
 
 static json_t *s_real(double v)
@@ -393,7 +381,8 @@ int cmd_lab(int argc, char **argv)
             return EXIT_FAIL;
         }
     }
-    if (s_open_model(&L->cfg, &L->m, err, sizeof err)) {
+    if (model_open_or_gen(&L->m, L->cfg.model, L->cfg.layers, L->cfg.dim, L->cfg.seed, err,
+                           sizeof err)) {
         log_error("%s", err);
         return EXIT_FAIL;
     }
