@@ -367,69 +367,68 @@ static int s_is_local(const s_peer *p)
     return p->state != P_READY;
 }
 
-/* Send every live worker its next hop under a new epoch, then wait until each has echoed a
- * heartbeat sent after the route (control messages are processed in order, so the echo
- * proves the route is in force). Returns the peers that failed the barrier as lost. */
 static void s_mark_lost(s_coord *c, s_peer *p, const char *how);
-
-static void s_send_routes(s_coord *c)
-{
-    c->epoch++;
-    for (uint32_t i = 0; i < c->n; i++) {
-        s_peer *p = &c->p[i];
-        if (p->state != P_READY)
-            continue;
-        msg_route rt = { .epoch = c->epoch, .hop = i };
-        if (i + 1 < c->n && !s_is_local(&c->p[i + 1]))
-            snprintf(rt.next_ep, sizeof rt.next_ep, "%s", c->p[i + 1].data_ep);
-        else
-            snprintf(rt.next_ep, sizeof rt.next_ep, "%s", c->pull_ep);
-        rt.last = i + 1 == c->n;
-        if (i + 1 < c->n && !s_is_local(&c->p[i + 1]))
-            snprintf(rt.next_key, sizeof rt.next_key, "%s", c->p[i + 1].pub);
-        else
-            snprintf(rt.next_key, sizeof rt.next_key, "%s", c->pub);
-        if (i > 0 && !s_is_local(&c->p[i - 1]))
-            snprintf(rt.prev_key, sizeof rt.prev_key, "%s", c->p[i - 1].pub);
-        else
-            snprintf(rt.prev_key, sizeof rt.prev_key, "%s", c->pub);
-        s_link_of(&c->a->profile, c->cfg->input_seed * 131 + i * 7 + c->epoch, &rt.link);
-        if (proto_encode_route(c->out, &rt) == 0)
-            s_ctl_send(c, p);
-        s_send_heartbeat(c, p);
-        p->barrier_seq = p->hb_seq;
-        p->barrier_ok = 0;
-    }
-}
-
 static void s_handle_ctl(s_coord *c, s_peer *p);
 
-static void s_barrier(s_coord *c)
+/* Worker i's next hop under the current epoch, followed by a heartbeat: its echo proves the
+ * route is in force (control messages are processed in order). */
+static void s_route_peer(s_coord *c, uint32_t i)
 {
+    s_peer *p = &c->p[i];
+    msg_route rt = { .epoch = c->epoch, .hop = i };
+    int next_remote = i + 1 < c->n && !s_is_local(&c->p[i + 1]);
+    snprintf(rt.next_ep, sizeof rt.next_ep, "%s", next_remote ? c->p[i + 1].data_ep : c->pull_ep);
+    snprintf(rt.next_key, sizeof rt.next_key, "%s", next_remote ? c->p[i + 1].pub : c->pub);
+    rt.last = i + 1 == c->n;
+    if (i > 0 && !s_is_local(&c->p[i - 1]))
+        snprintf(rt.prev_key, sizeof rt.prev_key, "%s", c->p[i - 1].pub);
+    else
+        snprintf(rt.prev_key, sizeof rt.prev_key, "%s", c->pub);
+    s_link_of(&c->a->profile, c->cfg->input_seed * 131 + i * 7 + c->epoch, &rt.link);
+    if (proto_encode_route(c->out, &rt) == 0)
+        s_ctl_send(c, p);
+    s_send_heartbeat(c, p);
+    p->barrier_seq = p->hb_seq;
+    p->barrier_ok = 0;
+}
+
+/* Wait for worker i's route echo; a worker that does not answer within its liveness is lost
+ * (which reroutes). 0 when acknowledged. */
+static int s_barrier_one(s_coord *c, uint32_t i)
+{
+    s_peer *p = &c->p[i];
     uint64_t limit = (uint64_t)c->cfg->liveness * c->cfg->heartbeat_ms * 1000000ull +
                      c->ctl_allow_ns;
     uint64_t t0 = util_now_ns();
-    for (;;) {
-        int waiting = 0;
-        for (uint32_t i = 0; i < c->n; i++)
-            if (c->p[i].state == P_READY && !c->p[i].barrier_ok)
-                waiting++;
-        if (!waiting)
-            return;
+    while (p->state == P_READY && !p->barrier_ok) {
         if (util_now_ns() - t0 > limit) {
-            for (uint32_t i = 0; i < c->n; i++)
-                if (c->p[i].state == P_READY && !c->p[i].barrier_ok)
-                    s_mark_lost(c, &c->p[i], "no route ack");
-            return; /* s_mark_lost rerouted */
+            s_mark_lost(c, p, "no route ack");
+            return -1;
         }
-        zmq_pollitem_t it[CONFIG_MAX_WORKERS];
-        for (uint32_t i = 0; i < c->n; i++)
-            it[i] = (zmq_pollitem_t){ c->p[i].dealer, 0, c->p[i].dealer ? ZMQ_POLLIN : 0, 0 };
-        zmq_poll(it, (int)c->n, 10);
-        for (uint32_t i = 0; i < c->n; i++)
-            if (it[i].revents & ZMQ_POLLIN)
-                s_handle_ctl(c, &c->p[i]);
+        zmq_pollitem_t it = { p->dealer, 0, ZMQ_POLLIN, 0 };
+        if (p->dealer)
+            zmq_poll(&it, 1, 10);
+        s_handle_ctl(c, p);
     }
+    return p->state == P_READY ? 0 : -1;
+}
+
+/* A new epoch's routes, the last hop first, each acknowledged before its predecessor hears of
+ * it: with CURVE a receiver must allow the sender's key before the sender connects, or its
+ * ZAP handler refuses the handshake (seen on the namespace hosts, 2026-11-30). Returns 1 when
+ * this epoch's routes are all in force, 0 when a worker was lost meanwhile (the nested
+ * reroute then set up a newer epoch). */
+static int s_send_routes(s_coord *c)
+{
+    uint64_t ep = ++c->epoch;
+    for (uint32_t i = c->n; i-- > 0;) {
+        if (c->p[i].state != P_READY)
+            continue;
+        s_route_peer(c, i);
+        if (s_barrier_one(c, i) || c->epoch != ep)
+            return 0;
+    }
+    return 1;
 }
 
 static void s_send_step(s_coord *c, uint32_t s);
@@ -449,9 +448,8 @@ static void s_replay_inflight(s_coord *c)
 
 static void s_reroute(s_coord *c)
 {
-    s_send_routes(c);
-    s_barrier(c);
-    s_replay_inflight(c);
+    if (s_send_routes(c))
+        s_replay_inflight(c); /* (a nested reroute already replayed under its epoch) */
 }
 
 static void s_mark_lost(s_coord *c, s_peer *p, const char *how)
@@ -1101,7 +1099,6 @@ static int s_setup(s_coord *c, char *err, size_t errlen)
                  p->ready.load_ns / 1e6, (unsigned long long)(p->ready.peak_rss_bytes >> 20));
     }
     s_send_routes(c);
-    s_barrier(c);
     return 0;
 }
 

@@ -723,7 +723,12 @@ static void s_serve(s_worker *w, zmq_msg_t *m, uint64_t arrival_ns)
     uint64_t t3 = util_now_ns();
     if (zmq_send(w->push, proto_buf_data(w->out), proto_buf_len(w->out), ZMQ_DONTWAIT) < 0) {
         /* Never block on a dead next hop: the coordinator replays what does not arrive. */
-        log_error("%s: send to %s failed: %s", w->id, w->push_ep, zmq_strerror(errno));
+        if (s_log_bad(w))
+            log_error("%s: send to %s failed: %s", w->id, w->push_ep, zmq_strerror(errno));
+        w->stats.bad_msgs++;
+        /* The next route (the coordinator replays under a new epoch) makes a fresh socket:
+         * a connection refused once (say by a ZAP handler not yet told our key) is retried. */
+        w->push_ep[0] = 0;
         return;
     }
     w->last_ser_ns = t3 - t2;
