@@ -93,6 +93,8 @@ fuzz:
 	    >fuzz.log 2>&1; rc=$$?; \
 	  grep -E '^Done [0-9]+ runs|stat::number_of_executed_units|stat::average_exec_per_sec' fuzz.log; \
 	  if [ $$rc -ne 0 ] || [ -n "$$(ls crashes)" ]; then tail -40 fuzz.log; \
+	    cp crashes/* $(CURDIR)/proto/fuzz/regress/ 2>/dev/null; \
+	    echo "fuzz: the inputs are copied to proto/fuzz/regress: commit them (test_proto replays them)"; \
 	    echo "fuzz: FAILED (exit $$rc; inputs in $(FUZZ_DIR)/crashes: $$(ls crashes | tr '\n' ' '))"; \
 	    exit 1; fi; \
 	  echo "fuzz: $(FUZZ_SECONDS) s, no crash ($$(ls corpus | wc -l) corpus inputs)"
