@@ -72,6 +72,7 @@ typedef struct {
     char pub[SEC_KEY_LEN];     /* its CURVE key ("" = plaintext) */
     void *mon;                 /* PAIR reading the control socket's monitor (disconnects) */
     uint32_t mon_gen;
+    netem_queue *ctlq;         /* control messages held by an emulated control link */
 } s_peer;
 
 typedef struct {
@@ -103,6 +104,7 @@ typedef struct {
     netem_shaper *shaper;
     netem_queue *queue;
     uint64_t ctl_allow_ns;     /* extra liveness allowance for an emulated control link */
+    netem_shaper *ctl_shaper;  /* the control link's round trip, when the profile covers it */
     /* steps */
     uint64_t *sent_ns;
     uint8_t *done, *in_flight, *in_fallback;
@@ -704,116 +706,134 @@ static void s_rejoin_done(s_coord *c, s_peer *p)
     s_reroute(c);
 }
 
-static void s_handle_ctl(s_coord *c, s_peer *p)
+/* One control message from worker p, once its (emulated) control link has delivered it. */
+static void s_ctl_one(s_coord *c, s_peer *p, zmq_msg_t *m)
 {
     char err[256];
+    int rc = proto_decode(zmq_msg_data(m), zmq_msg_size(m), 0, c->msg, err, sizeof err);
+    if (rc == -2) {
+        log_error("%s speaks protocol version %u, we speak %u", p->id, c->msg->version,
+                  PROTO_VERSION);
+        c->bad_msgs++;
+        return;
+    }
+    if (rc) {
+        c->bad_msgs++;
+        log_warn("%s: dropped a bad control message: %s", p->id, err);
+        return;
+    }
+    p->last_heard_ns = util_now_ns();
+    p->unanswered = 0;
+    switch (c->msg->type) {
+    case MSG_HELLO: {
+        const msg_hello *h = &c->msg->u.hello;
+        snprintf(p->data_ep, sizeof p->data_ep, "%s", h->data_ep);
+        p->pid = h->pid;
+        if (!p->cap_bytes)
+            p->cap_bytes = h->cap_bytes;
+        if (p->push)
+            zmq_close(p->push);
+        if (p->pub[0] && strcmp(c->msg->u.hello.pubkey, p->pub)) {
+            log_error("%s presented key %.12s..., the config says %.12s...: refused", p->id,
+                      c->msg->u.hello.pubkey, p->pub);
+            break;
+        }
+        p->push = s_sock(c, ZMQ_PUSH);
+        if (p->push && p->pub[0])
+            sec_client(p->push, c->pub, c->secret, p->pub);
+        if (!p->push || zmq_connect(p->push, p->data_ep))
+            log_error("%s: cannot connect data plane %s", p->id, p->data_ep);
+        if (p->state == P_NEW)
+            p->state = P_HELLO;
+        else if (p->state == P_LOST) {
+            if (p->fo >= 0)
+                c->fo[p->fo].hello_ns = util_now_ns();
+            log_info("%s is back (hello): re-assigning [%u, %u)", p->id, p->first, p->last);
+            s_send_assign(c, p);
+            p->state = P_REJOINING;
+        }
+        break;
+    }
+    case MSG_READY:
+        p->ready = c->msg->u.ready;
+        if (p->state == P_REJOINING) {
+            p->state = P_READY;
+            p->barrier_ok = 1;
+            s_rejoin_done(c, p);
+        } else {
+            p->state = P_READY;
+        }
+        break;
+    case MSG_HEARTBEAT:
+        if (c->msg->u.hb.seq >= p->barrier_seq)
+            p->barrier_ok = 1;
+        break;
+    case MSG_STATS:
+        p->stats = c->msg->u.stats;
+        p->have_stats = 1;
+        break;
+    case MSG_FETCH: {
+        /* Weight distribution: any bytes of our model file, bounded and checked. */
+        msg_fetch f = c->msg->u.fetch;
+        if (f.off > c->m->file_size || f.len > c->m->file_size - f.off || c->model_fd < 0) {
+            c->bad_msgs++;
+            log_warn("%s asked for bytes [%llu, +%u) outside the model: ignored", p->id,
+                     (unsigned long long)f.off, f.len);
+            break;
+        }
+        ssize_t n = pread(c->model_fd, c->chunk, f.len, (off_t)f.off);
+        if (n != (ssize_t)f.len) {
+            log_error("cannot read %s for %s: %s", c->m->path, p->id, strerror(errno));
+            break;
+        }
+        msg_chunk ch = { .off = f.off, .seq = f.seq, .hash = XXH3_64bits(c->chunk, f.len),
+                         .len = f.len, .data = c->chunk };
+        if (proto_encode_chunk(c->out, &ch) == 0 && s_ctl_send(c, p) == 0)
+            c->served_bytes += f.len;
+        break;
+    }
+    case MSG_ERROR:
+        log_error("%s: %s", p->id, c->msg->u.error.text);
+        if (c->msg->u.error.code == PERR_STATE && p->state != P_LOST) {
+            /* The worker forgot us (a cut longer than its coordinator timeout): say
+             * hello again. In setup it is re-assigned; in a run it is lost and rejoins. */
+            if (p->state == P_READY)
+                s_mark_lost(c, p, "worker released us");
+            else {
+                p->state = P_NEW;
+                p->probe_ns = 0;
+            }
+        } else if (p->state == P_LOADING || p->state == P_REJOINING) {
+            snprintf(c->budget_err, sizeof c->budget_err, "%s", c->msg->u.error.text);
+            p->state = P_NEW; /* refused: setup fails with its reason */
+        }
+        break;
+    default:
+        c->bad_msgs++;
+    }
+}
+
+/* Read what worker p sent on the control plane. With a profile that covers the control plane,
+ * each message is held for the link's round trip first (both directions folded into our
+ * receive side: a heartbeat's echo comes back 2 x one-way later, as on the real link). */
+static void s_handle_ctl(s_coord *c, s_peer *p)
+{
     zmq_msg_t m;
     zmq_msg_init(&m);
     while (p->dealer && zmq_msg_recv(&m, p->dealer, ZMQ_DONTWAIT) >= 0) {
+        uint64_t now = util_now_ns();
         if (p->cut_until_ns)
             continue; /* the cut link loses what the worker sends */
-        int rc = proto_decode(zmq_msg_data(&m), zmq_msg_size(&m), 0, c->msg, err, sizeof err);
-        if (rc == -2) {
-            log_error("%s speaks protocol version %u, we speak %u", p->id, c->msg->version,
-                      PROTO_VERSION);
-            c->bad_msgs++;
+        if (!c->ctl_shaper) {
+            s_ctl_one(c, p, &m);
             continue;
         }
-        if (rc) {
+        if (netem_queue_push(p->ctlq, &m, netem_release_at(c->ctl_shaper, now,
+                                                          zmq_msg_size(&m)), now))
             c->bad_msgs++;
-            log_warn("%s: dropped a bad control message: %s", p->id, err);
-            continue;
-        }
-        p->last_heard_ns = util_now_ns();
-        p->unanswered = 0;
-        switch (c->msg->type) {
-        case MSG_HELLO: {
-            const msg_hello *h = &c->msg->u.hello;
-            snprintf(p->data_ep, sizeof p->data_ep, "%s", h->data_ep);
-            p->pid = h->pid;
-            if (!p->cap_bytes)
-                p->cap_bytes = h->cap_bytes;
-            if (p->push)
-                zmq_close(p->push);
-            if (p->pub[0] && strcmp(c->msg->u.hello.pubkey, p->pub)) {
-                log_error("%s presented key %.12s..., the config says %.12s...: refused", p->id,
-                          c->msg->u.hello.pubkey, p->pub);
-                break;
-            }
-            p->push = s_sock(c, ZMQ_PUSH);
-            if (p->push && p->pub[0])
-                sec_client(p->push, c->pub, c->secret, p->pub);
-            if (!p->push || zmq_connect(p->push, p->data_ep))
-                log_error("%s: cannot connect data plane %s", p->id, p->data_ep);
-            if (p->state == P_NEW)
-                p->state = P_HELLO;
-            else if (p->state == P_LOST) {
-                if (p->fo >= 0)
-                    c->fo[p->fo].hello_ns = util_now_ns();
-                log_info("%s is back (hello): re-assigning [%u, %u)", p->id, p->first, p->last);
-                s_send_assign(c, p);
-                p->state = P_REJOINING;
-            }
-            break;
-        }
-        case MSG_READY:
-            p->ready = c->msg->u.ready;
-            if (p->state == P_REJOINING) {
-                p->state = P_READY;
-                p->barrier_ok = 1;
-                s_rejoin_done(c, p);
-            } else {
-                p->state = P_READY;
-            }
-            break;
-        case MSG_HEARTBEAT:
-            if (c->msg->u.hb.seq >= p->barrier_seq)
-                p->barrier_ok = 1;
-            break;
-        case MSG_STATS:
-            p->stats = c->msg->u.stats;
-            p->have_stats = 1;
-            break;
-        case MSG_FETCH: {
-            /* Weight distribution: any bytes of our model file, bounded and checked. */
-            msg_fetch f = c->msg->u.fetch;
-            if (f.off > c->m->file_size || f.len > c->m->file_size - f.off || c->model_fd < 0) {
-                c->bad_msgs++;
-                log_warn("%s asked for bytes [%llu, +%u) outside the model: ignored", p->id,
-                         (unsigned long long)f.off, f.len);
-                break;
-            }
-            ssize_t n = pread(c->model_fd, c->chunk, f.len, (off_t)f.off);
-            if (n != (ssize_t)f.len) {
-                log_error("cannot read %s for %s: %s", c->m->path, p->id, strerror(errno));
-                break;
-            }
-            msg_chunk ch = { .off = f.off, .seq = f.seq, .hash = XXH3_64bits(c->chunk, f.len),
-                             .len = f.len, .data = c->chunk };
-            if (proto_encode_chunk(c->out, &ch) == 0 && s_ctl_send(c, p) == 0)
-                c->served_bytes += f.len;
-            break;
-        }
-        case MSG_ERROR:
-            log_error("%s: %s", p->id, c->msg->u.error.text);
-            if (c->msg->u.error.code == PERR_STATE && p->state != P_LOST) {
-                /* The worker forgot us (a cut longer than its coordinator timeout): say
-                 * hello again. In setup it is re-assigned; in a run it is lost and rejoins. */
-                if (p->state == P_READY)
-                    s_mark_lost(c, p, "worker released us");
-                else {
-                    p->state = P_NEW;
-                    p->probe_ns = 0;
-                }
-            } else if (p->state == P_LOADING || p->state == P_REJOINING) {
-                snprintf(c->budget_err, sizeof c->budget_err, "%s", c->msg->u.error.text);
-                p->state = P_NEW; /* refused: setup fails with its reason */
-            }
-            break;
-        default:
-            c->bad_msgs++;
-        }
     }
+    while (p->ctlq && netem_queue_pop_due(p->ctlq, util_now_ns(), &m, NULL))
+        s_ctl_one(c, p, &m);
     zmq_msg_close(&m);
 }
 
@@ -942,7 +962,7 @@ static int s_wait_states(s_coord *c, int want, uint64_t timeout_ms, char *err, s
         zmq_poll(it, (int)c->n, 20);
         for (uint32_t i = 0; i < c->n; i++) {
             s_peer *p = &c->p[i];
-            if (it[i].revents & ZMQ_POLLIN)
+            if ((it[i].revents & ZMQ_POLLIN) || p->ctlq)
                 s_handle_ctl(c, p);
             /* A worker that said hello again during setup (it had forgotten us) is assigned
              * again; a resumable fetch picks up where it stopped. */
@@ -1126,7 +1146,7 @@ static void s_collect_stats(s_coord *c)
             it[i] = (zmq_pollitem_t){ c->p[i].dealer, 0, c->p[i].dealer ? ZMQ_POLLIN : 0, 0 };
         zmq_poll(it, (int)c->n, 20);
         for (uint32_t i = 0; i < c->n; i++)
-            if (it[i].revents & ZMQ_POLLIN)
+            if ((it[i].revents & ZMQ_POLLIN) || c->p[i].ctlq)
                 s_handle_ctl(c, &c->p[i]);
     }
 }
@@ -1314,8 +1334,15 @@ int arm_run_resident(arm_ctx *a, run_result *r, char *err, size_t errlen)
     kernel_set_threads((int)a->cfg->threads);
     if (!netem_profile_is_none(&a->profile)) {
         c->shaper = netem_shaper_new(&a->profile, a->cfg->input_seed * 977 + 3);
-        if (a->profile.control_plane)
-            c->ctl_allow_ns = 2 * a->profile.delay_ns + 4 * a->profile.jitter_ns;
+        if (a->profile.control_plane) {
+            netem_profile rt = a->profile;
+            rt.delay_ns *= 2; /* there and back, held at our end */
+            rt.jitter_ns *= 2;
+            c->ctl_shaper = netem_shaper_new(&rt, a->cfg->input_seed * 977 + 11);
+            c->ctl_allow_ns = rt.delay_ns + 2 * rt.jitter_ns;
+            for (uint32_t i = 0; i < CONFIG_MAX_WORKERS; i++)
+                c->p[i].ctlq = netem_queue_new(S_QUEUE_CAP);
+        }
     }
     snprintf(r->cap_mode, sizeof r->cap_mode, "per worker");
     util_reset_hwm();
@@ -1342,6 +1369,11 @@ int arm_run_resident(arm_ctx *a, run_result *r, char *err, size_t errlen)
             it[i + 1] = (zmq_pollitem_t){ c->p[i].dealer, 0, c->p[i].dealer ? ZMQ_POLLIN : 0, 0 };
         uint64_t now = util_now_ns(), next = netem_queue_next(c->queue);
         long timeout = (long)a->cfg->heartbeat_ms / 2;
+        for (uint32_t i = 0; c->ctl_shaper && i < c->n; i++) {
+            uint64_t cn = netem_queue_next(c->p[i].ctlq);
+            if (cn < next)
+                next = cn;
+        }
         if (next != UINT64_MAX)
             timeout = next > now ? (long)((next - now) / 1000000) : 0;
         if (timeout > (long)a->cfg->heartbeat_ms / 2)
@@ -1350,7 +1382,7 @@ int arm_run_resident(arm_ctx *a, run_result *r, char *err, size_t errlen)
         if (it[0].revents & ZMQ_POLLIN)
             s_on_pull(c);
         for (uint32_t i = 0; i < c->n; i++)
-            if (it[i + 1].revents & ZMQ_POLLIN)
+            if ((it[i + 1].revents & ZMQ_POLLIN) || c->p[i].ctlq)
                 s_handle_ctl(c, &c->p[i]);
         next = netem_queue_next(c->queue);
         if (next != UINT64_MAX) {
@@ -1425,7 +1457,10 @@ out:
             snprintf(err, errlen, "resident arm failed");
     }
     netem_shaper_free(&c->shaper);
+    netem_shaper_free(&c->ctl_shaper);
     netem_queue_free(&c->queue);
+    for (uint32_t i = 0; i < CONFIG_MAX_WORKERS; i++)
+        netem_queue_free(&c->p[i].ctlq);
     proto_buf_free(&c->out);
     if (c->ctx)
         zmq_ctx_term(c->ctx);
