@@ -328,5 +328,15 @@ eq "busy worker: failovers" "$(jfield "$T/busy.jsonl" failover)" "[]"
 eq "busy worker: parity" "$(jfield "$T/busy.jsonl" gates.parity)" "pass"
 no_strays "busy"
 
+# ---------------------------------------------------------------- slow but alive under WAN
+# WAN on the data and the control links (RTT 60 ms; tiny config: 50 ms heartbeats, liveness
+# 4): heartbeat timing accounts for the link's delay, so nobody is declared lost.
+sw wan run "${COMMON[@]}" --arm resident --profile wan --set profile.wan.control_plane=1 \
+    --steps 16 --out "$T/wan.jsonl"
+expect_rc wan 0
+eq "wan: failovers" "$(jfield "$T/wan.jsonl" failover)" "[]"
+eq "wan: parity" "$(jfield "$T/wan.jsonl" gates.parity)" "pass"
+no_strays "wan"
+
 echo "e2e_swarm: $pass passed, $fail failed"
 [ "$fail" = 0 ]
