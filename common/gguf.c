@@ -1,5 +1,6 @@
-/* gguf.c — GGUF v3 container: a validating header reader (pread, never mmap) and a streaming writer. common/ */
+/* gguf.c — GGUF v3 container: the validating header reader (pread, never mmap) and shared helpers. common/ */
 #include "common/gguf.h"
+#include "common/gguf_int.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -24,7 +25,7 @@
 
 /* ---------------------------------------------------------------- helpers */
 
-static int s_add(uint64_t a, uint64_t b, uint64_t *out)
+int gguf_checked_add(uint64_t a, uint64_t b, uint64_t *out)
 {
     return __builtin_add_overflow(a, b, out) ? -1 : 0;
 }
@@ -34,15 +35,12 @@ static int s_mul(uint64_t a, uint64_t b, uint64_t *out)
     return __builtin_mul_overflow(a, b, out) ? -1 : 0;
 }
 
-static int s_is_pow2(uint64_t x)
+int gguf_is_pow2(uint64_t x)
 {
     return x != 0 && (x & (x - 1)) == 0;
 }
 
-/* "PATH: problem" into err (truncated safely). */
-static void s_err(char *err, size_t errlen, const char *path, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static void s_err(char *err, size_t errlen, const char *path, const char *fmt, ...)
+void gguf_err(char *err, size_t errlen, const char *path, const char *fmt, ...)
 {
     if (!err || errlen == 0)
         return;
@@ -85,7 +83,7 @@ static const s_ggml_type *s_type(uint32_t t)
 }
 
 /* Bytes of a tensor; -1 with a reason on unknown type, bad shape or overflow. */
-static int s_tensor_nbytes(uint32_t type, uint32_t n_dims, const uint64_t *dims, uint64_t *out,
+int gguf_tensor_nbytes(uint32_t type, uint32_t n_dims, const uint64_t *dims, uint64_t *out,
                            const char **why)
 {
     const s_ggml_type *tt = s_type(type);
@@ -171,13 +169,13 @@ typedef struct {
 static int s_need(s_reader *r, uint64_t n)
 {
     if (n > r->size - r->pos) {
-        s_err(r->err, r->errlen, r->path,
+        gguf_err(r->err, r->errlen, r->path,
               "truncated in %s (need %llu bytes at offset %llu, file has %llu)", r->what,
               (unsigned long long)n, (unsigned long long)r->pos, (unsigned long long)r->size);
         return -1;
     }
     if (r->pos + n > GGUF_MAX_HEADER) {
-        s_err(r->err, r->errlen, r->path, "header exceeds %u bytes in %s (offset %llu)",
+        gguf_err(r->err, r->errlen, r->path, "header exceeds %u bytes in %s (offset %llu)",
               GGUF_MAX_HEADER, r->what, (unsigned long long)r->pos);
         return -1;
     }
@@ -194,7 +192,7 @@ static int s_fill(s_reader *r)
         if (n < 0 && errno == EINTR)
             continue;
         if (n <= 0) {
-            s_err(r->err, r->errlen, r->path, "read failed at offset %llu: %s",
+            gguf_err(r->err, r->errlen, r->path, "read failed at offset %llu: %s",
                   (unsigned long long)(r->pos + got), n < 0 ? strerror(errno) : "file shrank");
             return -1;
         }
@@ -262,7 +260,7 @@ static int s_read_str(s_reader *r, char **out)
     if (s_read_u64(r, &len))
         return -1;
     if (len > GGUF_MAX_STRLEN) {
-        s_err(r->err, r->errlen, r->path, "string length %llu in %s exceeds limit %u",
+        gguf_err(r->err, r->errlen, r->path, "string length %llu in %s exceeds limit %u",
               (unsigned long long)len, r->what, GGUF_MAX_STRLEN);
         return -1;
     }
@@ -272,7 +270,7 @@ static int s_read_str(s_reader *r, char **out)
         return -1;
     char *s = malloc((size_t)len + 1);
     if (!s) {
-        s_err(r->err, r->errlen, r->path, "out of memory");
+        gguf_err(r->err, r->errlen, r->path, "out of memory");
         return -1;
     }
     if (s_read(r, s, len)) {
@@ -281,7 +279,7 @@ static int s_read_str(s_reader *r, char **out)
     }
     s[len] = '\0';
     if (memchr(s, '\0', (size_t)len)) {
-        s_err(r->err, r->errlen, r->path, "string in %s contains a NUL byte", r->what);
+        gguf_err(r->err, r->errlen, r->path, "string in %s contains a NUL byte", r->what);
         free(s);
         return -1;
     }
@@ -321,22 +319,22 @@ static int s_read_array(s_reader *r, gguf_kv *kv)
     if (s_read_u32(r, &et) || s_read_u64(r, &n))
         return -1;
     if (et == GGUF_T_ARRAY) {
-        s_err(r->err, r->errlen, r->path, "%s: nested arrays are not supported", r->what);
+        gguf_err(r->err, r->errlen, r->path, "%s: nested arrays are not supported", r->what);
         return -1;
     }
     uint32_t esz = et == GGUF_T_STRING ? 8u : s_scalar_size(et);
     if (esz == 0) {
-        s_err(r->err, r->errlen, r->path, "%s: unknown array element type %u", r->what, et);
+        gguf_err(r->err, r->errlen, r->path, "%s: unknown array element type %u", r->what, et);
         return -1;
     }
     if (n > GGUF_MAX_ARRAY) {
-        s_err(r->err, r->errlen, r->path, "%s: array count %llu exceeds limit %u", r->what,
+        gguf_err(r->err, r->errlen, r->path, "%s: array count %llu exceeds limit %u", r->what,
               (unsigned long long)n, GGUF_MAX_ARRAY);
         return -1;
     }
     if (s_mul(n, esz, &need) || s_need(r, need)) { /* before allocating the widened copy */
         if (r->err && !r->err[0])
-            s_err(r->err, r->errlen, r->path, "%s: array size overflows", r->what);
+            gguf_err(r->err, r->errlen, r->path, "%s: array size overflows", r->what);
         return -1;
     }
     kv->arr_type = et;
@@ -351,7 +349,7 @@ static int s_read_array(s_reader *r, gguf_kv *kv)
         return s_skip(r, need); /* float arrays: kept as type and count only */
     kv->arr_u64 = malloc(n ? (size_t)n * sizeof(uint64_t) : 1);
     if (!kv->arr_u64) {
-        s_err(r->err, r->errlen, r->path, "out of memory for array of %llu", (unsigned long long)n);
+        gguf_err(r->err, r->errlen, r->path, "out of memory for array of %llu", (unsigned long long)n);
         return -1;
     }
     for (uint64_t i = 0; i < n; i++) {
@@ -373,7 +371,7 @@ static int s_read_value(s_reader *r, gguf_kv *kv)
         return s_read_array(r, kv);
     uint32_t sz = s_scalar_size(kv->type);
     if (sz == 0) {
-        s_err(r->err, r->errlen, r->path, "%s: unknown value type %u", r->what, kv->type);
+        gguf_err(r->err, r->errlen, r->path, "%s: unknown value type %u", r->what, kv->type);
         return -1;
     }
     uint8_t b[8];
@@ -402,7 +400,7 @@ static int s_check_dups(char **names, uint64_t n, const char *kind, const char *
         return 0;
     char **v = malloc((size_t)n * sizeof *v);
     if (!v) {
-        s_err(err, errlen, path, "out of memory");
+        gguf_err(err, errlen, path, "out of memory");
         return -1;
     }
     memcpy(v, names, (size_t)n * sizeof *v);
@@ -410,7 +408,7 @@ static int s_check_dups(char **names, uint64_t n, const char *kind, const char *
     int rc = 0;
     for (uint64_t i = 1; i < n; i++) {
         if (strcmp(v[i - 1], v[i]) == 0) {
-            s_err(err, errlen, path, "duplicate %s '%s'", kind, v[i]);
+            gguf_err(err, errlen, path, "duplicate %s '%s'", kind, v[i]);
             rc = -1;
             break;
         }
@@ -429,7 +427,7 @@ static int s_check_layout(gguf_file *g, char *err, size_t errlen)
     v = malloc((size_t)g->n_tensors * sizeof *v);
     names = malloc((size_t)g->n_tensors * sizeof *names);
     if (!v || !names) {
-        s_err(err, errlen, g->path, "out of memory");
+        gguf_err(err, errlen, g->path, "out of memory");
         goto err;
     }
     for (uint64_t i = 0; i < g->n_tensors; i++) {
@@ -442,7 +440,7 @@ static int s_check_layout(gguf_file *g, char *err, size_t errlen)
     for (uint64_t i = 1; i < g->n_tensors; i++) {
         /* extents are already known to fit in the file, so offset + nbytes cannot overflow */
         if (v[i - 1]->offset + v[i - 1]->nbytes > v[i]->offset) {
-            s_err(err, errlen, g->path,
+            gguf_err(err, errlen, g->path,
                   "tensors '%s' (offset %llu, %llu bytes) and '%s' (offset %llu) overlap",
                   v[i - 1]->name, (unsigned long long)v[i - 1]->offset,
                   (unsigned long long)v[i - 1]->nbytes, v[i]->name,
@@ -468,18 +466,18 @@ gguf_file *gguf_open(const char *path, char *err, size_t errlen)
 
     r.fd = open(path, O_RDONLY | O_CLOEXEC);
     if (r.fd < 0) {
-        s_err(err, errlen, path, "open: %s", strerror(errno));
+        gguf_err(err, errlen, path, "open: %s", strerror(errno));
         goto err;
     }
     if (fstat(r.fd, &st) || !S_ISREG(st.st_mode)) {
-        s_err(err, errlen, path, "not a regular file");
+        gguf_err(err, errlen, path, "not a regular file");
         goto err;
     }
     r.size = (uint64_t)st.st_size;
     r.buf = malloc(S_RD_BUF);
     g = calloc(1, sizeof *g);
     if (!r.buf || !g || !(g->path = strdup(path))) {
-        s_err(err, errlen, path, "out of memory");
+        gguf_err(err, errlen, path, "out of memory");
         goto err;
     }
     g->file_size = r.size;
@@ -489,7 +487,7 @@ gguf_file *gguf_open(const char *path, char *err, size_t errlen)
     if (s_read_u32(&r, &magic))
         goto err;
     if (magic != GGUF_MAGIC) {
-        s_err(err, errlen, path, "not a GGUF file (magic 0x%08x, want 0x%08x \"GGUF\")", magic,
+        gguf_err(err, errlen, path, "not a GGUF file (magic 0x%08x, want 0x%08x \"GGUF\")", magic,
               GGUF_MAGIC);
         goto err;
     }
@@ -497,9 +495,9 @@ gguf_file *gguf_open(const char *path, char *err, size_t errlen)
         goto err;
     if (g->version != GGUF_VERSION) {
         if (__builtin_bswap32(g->version) == 2 || __builtin_bswap32(g->version) == 3)
-            s_err(err, errlen, path, "big-endian GGUF is not supported");
+            gguf_err(err, errlen, path, "big-endian GGUF is not supported");
         else
-            s_err(err, errlen, path, "unsupported GGUF version %u (this reader handles %d)",
+            gguf_err(err, errlen, path, "unsupported GGUF version %u (this reader handles %d)",
                   g->version, GGUF_VERSION);
         goto err;
     }
@@ -507,15 +505,15 @@ gguf_file *gguf_open(const char *path, char *err, size_t errlen)
     if (s_read_u64(&r, &n_tensors) || s_read_u64(&r, &n_kv))
         goto err;
     if (n_tensors > GGUF_MAX_TENSORS || n_kv > GGUF_MAX_KV) {
-        s_err(err, errlen, path, "header claims %llu tensors and %llu kv pairs (limits %u, %u)",
+        gguf_err(err, errlen, path, "header claims %llu tensors and %llu kv pairs (limits %u, %u)",
               (unsigned long long)n_tensors, (unsigned long long)n_kv, GGUF_MAX_TENSORS,
               GGUF_MAX_KV);
         goto err;
     }
     /* Every entry takes at least its minimal encoding: check before allocating the arrays. */
     if (s_mul(n_kv, S_KV_MIN, &t1) || s_mul(n_tensors, S_TI_MIN, &t2) ||
-        s_add(t1, t2, &min_bytes) || min_bytes > r.size - r.pos) {
-        s_err(err, errlen, path,
+        gguf_checked_add(t1, t2, &min_bytes) || min_bytes > r.size - r.pos) {
+        gguf_err(err, errlen, path,
               "header claims %llu tensors and %llu kv pairs: needs at least %llu bytes, file has "
               "%llu after the header",
               (unsigned long long)n_tensors, (unsigned long long)n_kv,
@@ -525,7 +523,7 @@ gguf_file *gguf_open(const char *path, char *err, size_t errlen)
     g->kv = calloc(n_kv ? (size_t)n_kv : 1, sizeof *g->kv);
     g->tensors = calloc(n_tensors ? (size_t)n_tensors : 1, sizeof *g->tensors);
     if (!g->kv || !g->tensors) {
-        s_err(err, errlen, path, "out of memory");
+        gguf_err(err, errlen, path, "out of memory");
         goto err;
     }
 
@@ -536,7 +534,7 @@ gguf_file *gguf_open(const char *path, char *err, size_t errlen)
             goto err;
         g->n_kv = i + 1; /* from here gguf_close frees this entry */
         if (kv->key[0] == '\0') {
-            s_err(err, errlen, path, "kv %llu has an empty key", (unsigned long long)i);
+            gguf_err(err, errlen, path, "kv %llu has an empty key", (unsigned long long)i);
             goto err;
         }
         snprintf(r.what, sizeof r.what, "kv %llu '%.48s'", (unsigned long long)i, kv->key);
@@ -546,7 +544,7 @@ gguf_file *gguf_open(const char *path, char *err, size_t errlen)
     {
         char **keys = malloc((n_kv ? (size_t)n_kv : 1) * sizeof *keys);
         if (!keys) {
-            s_err(err, errlen, path, "out of memory");
+            gguf_err(err, errlen, path, "out of memory");
             goto err;
         }
         for (uint64_t i = 0; i < n_kv; i++)
@@ -559,12 +557,12 @@ gguf_file *gguf_open(const char *path, char *err, size_t errlen)
     const gguf_kv *al = gguf_find_kv(g, "general.alignment");
     if (al) {
         if (al->type != GGUF_T_UINT32) {
-            s_err(err, errlen, path, "general.alignment has type %s, want u32",
+            gguf_err(err, errlen, path, "general.alignment has type %s, want u32",
                   s_vtype_name(al->type));
             goto err;
         }
-        if (!s_is_pow2(al->u64)) {
-            s_err(err, errlen, path, "general.alignment %llu is not a nonzero power of two",
+        if (!gguf_is_pow2(al->u64)) {
+            gguf_err(err, errlen, path, "general.alignment %llu is not a nonzero power of two",
                   (unsigned long long)al->u64);
             goto err;
         }
@@ -580,7 +578,7 @@ gguf_file *gguf_open(const char *path, char *err, size_t errlen)
             goto err;
         g->n_tensors = i + 1;
         if (t->name[0] == '\0') {
-            s_err(err, errlen, path, "tensor %llu has an empty name", (unsigned long long)i);
+            gguf_err(err, errlen, path, "tensor %llu has an empty name", (unsigned long long)i);
             goto err;
         }
         snprintf(r.what, sizeof r.what, "tensor info %llu '%.48s'", (unsigned long long)i,
@@ -588,7 +586,7 @@ gguf_file *gguf_open(const char *path, char *err, size_t errlen)
         if (s_read_u32(&r, &t->n_dims))
             goto err;
         if (t->n_dims < 1 || t->n_dims > GGUF_MAX_DIMS) {
-            s_err(err, errlen, path, "tensor %llu '%s': n_dims %u out of range 1..%d",
+            gguf_err(err, errlen, path, "tensor %llu '%s': n_dims %u out of range 1..%d",
                   (unsigned long long)i, t->name, t->n_dims, GGUF_MAX_DIMS);
             goto err;
         }
@@ -597,13 +595,13 @@ gguf_file *gguf_open(const char *path, char *err, size_t errlen)
                 goto err;
         if (s_read_u32(&r, &t->type) || s_read_u64(&r, &rel))
             goto err;
-        if (s_tensor_nbytes(t->type, t->n_dims, t->dims, &t->nbytes, &why)) {
-            s_err(err, errlen, path, "tensor %llu '%s' (type %u): %s", (unsigned long long)i,
+        if (gguf_tensor_nbytes(t->type, t->n_dims, t->dims, &t->nbytes, &why)) {
+            gguf_err(err, errlen, path, "tensor %llu '%s' (type %u): %s", (unsigned long long)i,
                   t->name, t->type, why);
             goto err;
         }
         if (rel % g->alignment) {
-            s_err(err, errlen, path, "tensor %llu '%s': offset %llu is not a multiple of the "
+            gguf_err(err, errlen, path, "tensor %llu '%s': offset %llu is not a multiple of the "
                   "alignment %u", (unsigned long long)i, t->name, (unsigned long long)rel,
                   g->alignment);
             goto err;
@@ -612,17 +610,17 @@ gguf_file *gguf_open(const char *path, char *err, size_t errlen)
     }
 
     /* The data section starts at the end of the tensor infos rounded up to the alignment. */
-    if (s_add(r.pos, g->alignment - 1, &g->data_offset)) {
-        s_err(err, errlen, path, "data offset overflows");
+    if (gguf_checked_add(r.pos, g->alignment - 1, &g->data_offset)) {
+        gguf_err(err, errlen, path, "data offset overflows");
         goto err;
     }
     g->data_offset &= ~(uint64_t)(g->alignment - 1);
     for (uint64_t i = 0; i < g->n_tensors; i++) {
         gguf_tensor *t = &g->tensors[i];
         uint64_t rel = t->offset, end;
-        if (s_add(g->data_offset, rel, &t->offset) || s_add(t->offset, t->nbytes, &end) ||
+        if (gguf_checked_add(g->data_offset, rel, &t->offset) || gguf_checked_add(t->offset, t->nbytes, &end) ||
             end > r.size) {
-            s_err(err, errlen, path,
+            gguf_err(err, errlen, path,
                   "tensor %llu '%s' extends past end of file (offset %llu + %llu, size %llu, "
                   "file %llu)", (unsigned long long)i, t->name,
                   (unsigned long long)g->data_offset, (unsigned long long)rel,
@@ -638,7 +636,7 @@ gguf_file *gguf_open(const char *path, char *err, size_t errlen)
     return g;
 err:
     if (err && errlen && !err[0])
-        s_err(err, errlen, path, "invalid GGUF file");
+        gguf_err(err, errlen, path, "invalid GGUF file");
     free(r.buf);
     if (r.fd >= 0)
         close(r.fd);
@@ -688,7 +686,7 @@ int gguf_get_u64(const gguf_file *g, const char *key, uint64_t *out, char *err, 
 {
     const gguf_kv *kv = gguf_find_kv(g, key);
     if (!kv) {
-        s_err(err, errlen, g ? g->path : NULL, "missing key '%s'", key);
+        gguf_err(err, errlen, g ? g->path : NULL, "missing key '%s'", key);
         return -1;
     }
     switch (kv->type) {
@@ -700,10 +698,10 @@ int gguf_get_u64(const gguf_file *g, const char *key, uint64_t *out, char *err, 
             *out = (uint64_t)kv->i64;
             return 0;
         }
-        s_err(err, errlen, g->path, "key '%s' is negative (%lld)", key, (long long)kv->i64);
+        gguf_err(err, errlen, g->path, "key '%s' is negative (%lld)", key, (long long)kv->i64);
         return -1;
     default:
-        s_err(err, errlen, g->path, "key '%s' has type %s, want an unsigned integer", key,
+        gguf_err(err, errlen, g->path, "key '%s' has type %s, want an unsigned integer", key,
               s_vtype_name(kv->type));
         return -1;
     }
@@ -713,386 +711,14 @@ int gguf_get_str(const gguf_file *g, const char *key, const char **out, char *er
 {
     const gguf_kv *kv = gguf_find_kv(g, key);
     if (!kv) {
-        s_err(err, errlen, g ? g->path : NULL, "missing key '%s'", key);
+        gguf_err(err, errlen, g ? g->path : NULL, "missing key '%s'", key);
         return -1;
     }
     if (kv->type != GGUF_T_STRING) {
-        s_err(err, errlen, g->path, "key '%s' has type %s, want string", key,
+        gguf_err(err, errlen, g->path, "key '%s' has type %s, want string", key,
               s_vtype_name(kv->type));
         return -1;
     }
     *out = kv->str;
-    return 0;
-}
-
-/* ---------------------------------------------------------------- writer */
-
-typedef struct {
-    char *key;
-    uint64_t val_off;      /* offset of the value bytes within kvbuf (array: first element) */
-} s_wkv;
-
-typedef struct {
-    char *name;
-    uint32_t n_dims;
-    uint64_t dims[GGUF_MAX_DIMS];
-    uint32_t type;
-    uint64_t nbytes;
-    uint64_t rel;          /* offset relative to the data section, aligned */
-} s_wtensor;
-
-struct gguf_writer {
-    uint32_t alignment;
-    uint8_t *kvbuf;        /* encoded kv pairs, in order */
-    size_t kvlen, kvcap;
-    s_wkv *kvs;
-    uint64_t n_kv, kvs_cap;
-    s_wtensor *t;
-    uint64_t n_t, t_cap;
-    uint64_t data_len;     /* relative end of the last declared tensor, aligned */
-    char fail[160];        /* first declaration error, reported by write_header */
-    int header_done;
-    uint64_t file_pos;     /* bytes written to fd so far */
-    uint64_t next;         /* tensor whose data is being written */
-    uint64_t next_done;    /* bytes of it written */
-};
-
-static int s_wfail(gguf_writer *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int s_wfail(gguf_writer *w, const char *fmt, ...)
-{
-    if (!w->fail[0]) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(w->fail, sizeof w->fail, fmt, ap);
-        va_end(ap);
-    }
-    return -1;
-}
-
-static int s_buf_put(gguf_writer *w, const void *p, size_t n)
-{
-    if (w->kvlen + n > w->kvcap) {
-        size_t cap = w->kvcap ? w->kvcap : 256;
-        while (cap < w->kvlen + n)
-            cap *= 2;
-        uint8_t *nb = realloc(w->kvbuf, cap);
-        if (!nb)
-            return s_wfail(w, "out of memory");
-        w->kvbuf = nb;
-        w->kvcap = cap;
-    }
-    memcpy(w->kvbuf + w->kvlen, p, n);
-    w->kvlen += n;
-    return 0;
-}
-
-static int s_buf_le(gguf_writer *w, uint64_t v, uint32_t n)
-{
-    uint8_t b[8];
-    for (uint32_t i = 0; i < n; i++)
-        b[i] = (uint8_t)(v >> (8 * i));
-    return s_buf_put(w, b, n);
-}
-
-static int s_buf_str(gguf_writer *w, const char *s)
-{
-    size_t n = strlen(s);
-    return s_buf_le(w, n, 8) || s_buf_put(w, s, n);
-}
-
-/* Start a kv: validates the key, appends key and type, records where the value starts. */
-static int s_kv_begin(gguf_writer *w, const char *key, uint32_t type)
-{
-    if (!w || w->fail[0])
-        return -1;
-    if (w->header_done)
-        return s_wfail(w, "kv '%s' added after the header was written", key);
-    if (!key || !key[0] || strlen(key) > GGUF_MAX_STRLEN)
-        return s_wfail(w, "bad kv key");
-    for (uint64_t i = 0; i < w->n_kv; i++)
-        if (strcmp(w->kvs[i].key, key) == 0)
-            return s_wfail(w, "duplicate kv key '%s'", key);
-    if (w->n_kv == w->kvs_cap) {
-        uint64_t cap = w->kvs_cap ? w->kvs_cap * 2 : 16;
-        s_wkv *nk = realloc(w->kvs, (size_t)cap * sizeof *nk);
-        if (!nk)
-            return s_wfail(w, "out of memory");
-        w->kvs = nk;
-        w->kvs_cap = cap;
-    }
-    char *k = strdup(key);
-    if (!k || s_buf_str(w, key) || s_buf_le(w, type, 4)) {
-        free(k);
-        return s_wfail(w, "out of memory");
-    }
-    w->kvs[w->n_kv].key = k;
-    w->kvs[w->n_kv].val_off = w->kvlen;
-    w->n_kv++;
-    return 0;
-}
-
-gguf_writer *gguf_writer_new(uint32_t alignment)
-{
-    if (!s_is_pow2(alignment))
-        return NULL;
-    gguf_writer *w = calloc(1, sizeof *w);
-    if (!w)
-        return NULL;
-    w->alignment = alignment;
-    if (gguf_writer_kv_u32(w, "general.alignment", alignment)) {
-        gguf_writer_free(&w);
-        return NULL;
-    }
-    return w;
-}
-
-void gguf_writer_free(gguf_writer **wp)
-{
-    if (!wp || !*wp)
-        return;
-    gguf_writer *w = *wp;
-    for (uint64_t i = 0; i < w->n_kv; i++)
-        free(w->kvs[i].key);
-    for (uint64_t i = 0; i < w->n_t; i++)
-        free(w->t[i].name);
-    free(w->kvs);
-    free(w->t);
-    free(w->kvbuf);
-    free(w);
-    *wp = NULL;
-}
-
-int gguf_writer_kv_str(gguf_writer *w, const char *key, const char *val)
-{
-    if (!val || strlen(val) > GGUF_MAX_STRLEN)
-        return w ? s_wfail(w, "bad string value for '%s'", key) : -1;
-    if (s_kv_begin(w, key, GGUF_T_STRING) || s_buf_str(w, val))
-        return -1;
-    w->kvs[w->n_kv - 1].val_off += 8; /* point at the bytes, past the length */
-    return 0;
-}
-
-int gguf_writer_kv_u32(gguf_writer *w, const char *key, uint32_t val)
-{
-    return s_kv_begin(w, key, GGUF_T_UINT32) || s_buf_le(w, val, 4) ? -1 : 0;
-}
-
-int gguf_writer_kv_u64(gguf_writer *w, const char *key, uint64_t val)
-{
-    return s_kv_begin(w, key, GGUF_T_UINT64) || s_buf_le(w, val, 8) ? -1 : 0;
-}
-
-int gguf_writer_kv_f32(gguf_writer *w, const char *key, float val)
-{
-    uint32_t b;
-    memcpy(&b, &val, 4);
-    return s_kv_begin(w, key, GGUF_T_FLOAT32) || s_buf_le(w, b, 4) ? -1 : 0;
-}
-
-int gguf_writer_kv_arr_u64(gguf_writer *w, const char *key, const uint64_t *vals, uint64_t n)
-{
-    if (n > GGUF_MAX_ARRAY || (n && !vals))
-        return w ? s_wfail(w, "bad array for '%s'", key) : -1;
-    if (s_kv_begin(w, key, GGUF_T_ARRAY) || s_buf_le(w, GGUF_T_UINT64, 4) || s_buf_le(w, n, 8))
-        return -1;
-    w->kvs[w->n_kv - 1].val_off += 12; /* past element type and count */
-    for (uint64_t i = 0; i < n; i++)
-        if (s_buf_le(w, vals[i], 8))
-            return -1;
-    return 0;
-}
-
-int gguf_writer_tensor(gguf_writer *w, const char *name, uint32_t type, uint32_t n_dims,
-                       const uint64_t *dims)
-{
-    const char *why = NULL;
-    uint64_t nbytes, end;
-    if (!w || w->fail[0])
-        return -1;
-    if (w->header_done)
-        return s_wfail(w, "tensor '%s' declared after the header was written", name);
-    if (!name || !name[0] || strlen(name) > GGUF_MAX_STRLEN)
-        return s_wfail(w, "bad tensor name");
-    if (w->n_t >= GGUF_MAX_TENSORS || w->n_t >= INT32_MAX)
-        return s_wfail(w, "too many tensors");
-    if (!dims || s_tensor_nbytes(type, n_dims, dims, &nbytes, &why))
-        return s_wfail(w, "tensor '%s': %s", name, dims ? why : "no dims");
-    for (uint64_t i = 0; i < w->n_t; i++)
-        if (strcmp(w->t[i].name, name) == 0)
-            return s_wfail(w, "duplicate tensor name '%s'", name);
-    if (s_add(w->data_len, nbytes, &end) || s_add(end, w->alignment - 1, &end))
-        return s_wfail(w, "tensor '%s': data section overflows", name);
-    if (w->n_t == w->t_cap) {
-        uint64_t cap = w->t_cap ? w->t_cap * 2 : 16;
-        s_wtensor *nt = realloc(w->t, (size_t)cap * sizeof *nt);
-        if (!nt)
-            return s_wfail(w, "out of memory");
-        w->t = nt;
-        w->t_cap = cap;
-    }
-    s_wtensor *t = &w->t[w->n_t];
-    memset(t, 0, sizeof *t);
-    if (!(t->name = strdup(name)))
-        return s_wfail(w, "out of memory");
-    t->n_dims = n_dims;
-    memcpy(t->dims, dims, n_dims * sizeof *dims);
-    t->type = type;
-    t->nbytes = nbytes;
-    t->rel = w->data_len;
-    w->data_len = end & ~(uint64_t)(w->alignment - 1);
-    return (int)w->n_t++;
-}
-
-/* Bytes before the data section, unpadded: fixed header + kvs + tensor infos. */
-static uint64_t s_header_len(const gguf_writer *w)
-{
-    uint64_t n = 24 + w->kvlen;
-    for (uint64_t i = 0; i < w->n_t; i++)
-        n += 8 + strlen(w->t[i].name) + 4 + 8ull * w->t[i].n_dims + 4 + 8;
-    return n;
-}
-
-static uint64_t s_data_offset(const gguf_writer *w)
-{
-    uint64_t a = w->alignment;
-    return (s_header_len(w) + a - 1) & ~(a - 1);
-}
-
-uint64_t gguf_writer_tensor_offset(const gguf_writer *w, int idx)
-{
-    if (!w || idx < 0 || (uint64_t)idx >= w->n_t)
-        return 0;
-    return s_data_offset(w) + w->t[idx].rel;
-}
-
-int gguf_writer_kv_value_offset(const gguf_writer *w, const char *key, uint64_t *off)
-{
-    for (uint64_t i = 0; w && i < w->n_kv; i++) {
-        if (strcmp(w->kvs[i].key, key) == 0) {
-            *off = 24 + w->kvs[i].val_off;
-            return 0;
-        }
-    }
-    return -1;
-}
-
-static int s_write_all(int fd, const void *p, uint64_t n)
-{
-    const uint8_t *b = p;
-    while (n) {
-        ssize_t k = write(fd, b, n > (1u << 30) ? (1u << 30) : (size_t)n);
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k <= 0)
-            return -1;
-        b += k;
-        n -= (uint64_t)k;
-    }
-    return 0;
-}
-
-static int s_write_zeros(int fd, uint64_t n)
-{
-    static const uint8_t zeros[4096];
-    while (n) {
-        uint64_t k = n < sizeof zeros ? n : sizeof zeros;
-        if (s_write_all(fd, zeros, k))
-            return -1;
-        n -= k;
-    }
-    return 0;
-}
-
-int gguf_writer_write_header(gguf_writer *w, int fd, char *err, size_t errlen)
-{
-    size_t kvlen;
-    if (!w) {
-        s_err(err, errlen, "gguf writer", "no writer");
-        return -1;
-    }
-    if (w->fail[0]) {
-        s_err(err, errlen, "gguf writer", "%s", w->fail);
-        return -1;
-    }
-    if (w->header_done) {
-        s_err(err, errlen, "gguf writer", "header already written");
-        return -1;
-    }
-    /* Header and tensor infos are encoded by the kv buffer code, appended after the kvs, and cut
-     * off again afterwards so the kv bytes stay as they were. */
-    kvlen = w->kvlen;
-    uint64_t off = s_data_offset(w);
-    if (s_buf_le(w, GGUF_MAGIC, 4) || s_buf_le(w, GGUF_VERSION, 4) || s_buf_le(w, w->n_t, 8) ||
-        s_buf_le(w, w->n_kv, 8))
-        goto err;
-    size_t hdr_at = kvlen;
-    for (uint64_t i = 0; i < w->n_t; i++) {
-        const s_wtensor *t = &w->t[i];
-        if (s_buf_str(w, t->name) || s_buf_le(w, t->n_dims, 4))
-            goto err;
-        for (uint32_t d = 0; d < t->n_dims; d++)
-            if (s_buf_le(w, t->dims[d], 8))
-                goto err;
-        if (s_buf_le(w, t->type, 4) || s_buf_le(w, t->rel, 8))
-            goto err;
-    }
-    /* Layout in kvbuf now: [kvs][24-byte header][tensor infos]; write in file order. */
-    uint64_t n_info = w->kvlen - hdr_at - 24;
-    const uint8_t *b = w->kvbuf;
-    if (s_write_all(fd, b + hdr_at, 24) || s_write_all(fd, b, hdr_at) ||
-        s_write_all(fd, b + hdr_at + 24, n_info) ||
-        s_write_zeros(fd, off - (24 + hdr_at + n_info))) {
-        s_err(err, errlen, "gguf writer", "write header: %s", strerror(errno));
-        w->kvlen = kvlen;
-        return -1;
-    }
-    w->kvlen = kvlen;
-    w->header_done = 1;
-    w->file_pos = off;
-    w->next = 0;
-    w->next_done = 0;
-    return 0;
-err:
-    w->kvlen = kvlen;
-    s_err(err, errlen, "gguf writer", "%s", w->fail[0] ? w->fail : "out of memory");
-    return -1;
-}
-
-int gguf_writer_write_data(gguf_writer *w, int fd, int idx, const void *data, uint64_t nbytes,
-                           char *err, size_t errlen)
-{
-    if (!w || !w->header_done) {
-        s_err(err, errlen, "gguf writer", "tensor data before the header");
-        return -1;
-    }
-    if (idx < 0 || (uint64_t)idx != w->next || w->next >= w->n_t) {
-        s_err(err, errlen, "gguf writer", "tensor %d written out of order (expected %llu of %llu)",
-              idx, (unsigned long long)w->next, (unsigned long long)w->n_t);
-        return -1;
-    }
-    const s_wtensor *t = &w->t[idx];
-    if (nbytes > t->nbytes - w->next_done) {
-        s_err(err, errlen, "gguf writer", "tensor '%s': %llu bytes more than its size %llu",
-              t->name, (unsigned long long)(w->next_done + nbytes - t->nbytes),
-              (unsigned long long)t->nbytes);
-        return -1;
-    }
-    if (s_write_all(fd, data, nbytes)) {
-        s_err(err, errlen, "gguf writer", "write tensor '%s': %s", t->name, strerror(errno));
-        return -1;
-    }
-    w->next_done += nbytes;
-    w->file_pos += nbytes;
-    if (w->next_done == t->nbytes) {
-        /* pad to the alignment so the next tensor (or the end of file) is aligned */
-        uint64_t a = w->alignment, pad = (a - (w->file_pos & (a - 1))) & (a - 1);
-        if (s_write_zeros(fd, pad)) {
-            s_err(err, errlen, "gguf writer", "write padding: %s", strerror(errno));
-            return -1;
-        }
-        w->file_pos += pad;
-        w->next++;
-        w->next_done = 0;
-    }
     return 0;
 }

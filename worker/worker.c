@@ -2,95 +2,27 @@
 #include "worker/worker.h"
 
 #include <errno.h>
-#include <fcntl.h>
-#include <limits.h>
-#include <sys/stat.h>
-#include <xxhash.h>
 #include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zmq.h>
 
-#include "common/cap.h"
-#include "common/exec.h"
 #include "common/kernel.h"
 #include "common/log.h"
-#include "common/sec.h"
-#include "common/model.h"
 #include "common/util.h"
 #include "coordinator/cmd.h"
-#include "netem/netem.h"
-#include "proto/proto.h"
+#include "worker/worker_int.h"
 
-/* A coordinator that sends nothing (its heartbeats are 100 ms apart by default) for this
- * long is gone; the worker releases its layers and waits for the next one. */
-#define WORKER_COORD_TIMEOUT_MS 3000
-#define WORKER_LINGER_MS 100      /* bounded close: shutdown never hangs */
-#define WORKER_QUEUE_CAP 256      /* activations held by link emulation at once */
-/* Weight distribution: 4 x 1 MiB requests in flight keep a LAN link busy (one round trip
- * per 4 MiB); progress is made durable every 16 MiB, the most a crash can cost. */
-#define WORKER_FETCH_WINDOW 4
-#define WORKER_SYNC_BYTES (16ull << 20)
-#define WORKER_MAX_RANGES (2 * PROTO_MAX_LAYERS + 1)
-
-enum { W_WAITING = 0, W_LOADED = 1, W_SERVING = 2 };
-
-typedef struct {
-    char id[PROTO_MAX_STR];
-    uint64_t cap_bytes;
-    int once;                     /* exit after the first coordinator (spawned workers) */
-    void *ctx, *ctl, *pull, *push;
-    char ctl_ep[PROTO_MAX_STR];
-    char data_ep[PROTO_MAX_STR];
-    char push_ep[PROTO_MAX_STR];
-    char push_key[SEC_KEY_LEN];
-    /* the current coordinator */
-    uint8_t peer[256];
-    size_t peer_len;
-    int state;
-    uint64_t last_heard_ns;
-    /* assignment */
-    model_t model;
-    int model_open;
-    exec_t *exec;
-    uint32_t first, last, dim;
-    msg_ready ready;
-    /* route */
-    msg_route route;
-    netem_shaper *shaper;
-    netem_queue *queue;
-    /* buffers reused on the hot path */
-    proto_buf *out;
-    proto_msg *msg;
-    float *x;
-    cap_t cap;
-    sec_t *sec;                   /* ZAP handler when CURVE is on */
-    char pub[SEC_KEY_LEN], secret[SEC_KEY_LEN];
-    int plaintext;                /* allowed off loopback by --plaintext */
-    msg_stats stats;
-    uint64_t last_ser_ns, last_send_ns; /* previous message's, for the trace */
-    /* weight distribution (the model fetched from the coordinator into the cache) */
-    char cache_dir[PATH_MAX];
-    int force_fetch;
-    int fetching, fetch_fd;
-    char fetch_path[PATH_MAX + 64], prog_path[PATH_MAX + 80];
-    msg_assign *pend;             /* the assignment being fetched for */
-    uint64_t r_off[WORKER_MAX_RANGES], r_len[WORKER_MAX_RANGES];
-    uint32_t n_ranges;
-    int ranges_full;              /* header parsed, layer ranges known */
-    uint64_t s_total, s_done, s_req, since_sync;
-    uint64_t fetched, resumed, fetch_t0, assign_t0;
-    uint8_t *chunk_buf;
-} s_worker;
 
 static volatile sig_atomic_t s_stop;
 
 /* A flood of bad frames must not become a flood of log lines: the first 10 are logged, then
  * one in 1000 (the counters in stats keep the exact numbers). */
-static int s_log_bad(const s_worker *w)
+int worker_log_bad(const worker_t *w)
 {
     uint64_t n = w->stats.bad_msgs;
     return n <= 10 || n % 1000 == 0;
@@ -116,7 +48,7 @@ void *zsock_new(void *ctx, int type, char *err, unsigned long errlen)
     return s;
 }
 
-static int s_send_ctl(s_worker *w)
+int worker_send_ctl(worker_t *w)
 {
     if (!w->peer_len)
         return -1;
@@ -126,7 +58,7 @@ static int s_send_ctl(s_worker *w)
                ? -1 : 0;
 }
 
-static void s_send_error_to(s_worker *w, const uint8_t *peer, size_t plen, uint32_t code,
+static void s_send_error_to(worker_t *w, const uint8_t *peer, size_t plen, uint32_t code,
                             const char *text)
 {
     msg_error e = { .code = code };
@@ -137,14 +69,12 @@ static void s_send_error_to(s_worker *w, const uint8_t *peer, size_t plen, uint3
     zmq_send(w->ctl, proto_buf_data(w->out), proto_buf_len(w->out), ZMQ_DONTWAIT);
 }
 
-static void s_fetch_stop(s_worker *w, const char *why);
-
 /* Back to WAITING: release layers, close the route, forget the coordinator. */
-static void s_release(s_worker *w, const char *why)
+static void s_release(worker_t *w, const char *why)
 {
     if (w->state != W_WAITING || w->peer_len)
         log_info("%s: releasing assignment (%s); waiting for a coordinator", w->id, why);
-    s_fetch_stop(w, why);
+    worker_fetch_stop(w, why);
     exec_free(&w->exec);
     if (w->model_open)
         model_close(&w->model);
@@ -169,7 +99,7 @@ static void s_release(s_worker *w, const char *why)
     memset(&w->route, 0, sizeof w->route);
 }
 
-static void s_on_hello(s_worker *w, const msg_hello *h)
+static void s_on_hello(worker_t *w, const msg_hello *h)
 {
     (void)h;
     msg_hello me = { .cap_bytes = w->cap_bytes, .proto_version = PROTO_VERSION,
@@ -178,10 +108,10 @@ static void s_on_hello(s_worker *w, const msg_hello *h)
     snprintf(me.data_ep, sizeof me.data_ep, "%s", w->data_ep);
     snprintf(me.pubkey, sizeof me.pubkey, "%s", w->pub);
     if (proto_encode_hello(w->out, &me) == 0)
-        s_send_ctl(w);
+        worker_send_ctl(w);
 }
 
-static void s_load_assign(s_worker *w, const msg_assign *a, const char *path, uint64_t t0)
+void worker_load_assign(worker_t *w, const msg_assign *a, const char *path, uint64_t t0)
 {
     char err[1024];
     exec_opts o = { .budget_bytes = w->cap_bytes ? w->cap_bytes : 0, .queue_depth = 1,
@@ -198,7 +128,7 @@ static void s_load_assign(s_worker *w, const msg_assign *a, const char *path, ui
         log_info("%s: layers [%u, %u) still resident: ready", w->id, a->first, a->last);
         w->state = W_LOADED;
         if (proto_encode_ready(w->out, &w->ready) == 0)
-            s_send_ctl(w);
+            worker_send_ctl(w);
         return;
     }
     exec_free(&w->exec);
@@ -262,7 +192,7 @@ static void s_load_assign(s_worker *w, const msg_assign *a, const char *path, ui
     log_info("%s: loaded layers [%u, %u) (%llu MiB) in %.1f ms", w->id, a->first, a->last,
              (unsigned long long)(w->ready.bytes_loaded >> 20), w->ready.load_ns / 1e6);
     if (proto_encode_ready(w->out, &w->ready) == 0)
-        s_send_ctl(w);
+        worker_send_ctl(w);
     /* Loading blocked this loop; the coordinator's silence is measured from now. */
     w->last_heard_ns = util_now_ns();
     return;
@@ -271,233 +201,10 @@ refuse:
     exec_free(&w->exec);
     snprintf(e.text, sizeof e.text, "%s: %s", w->id, err);
     if (proto_encode_error(w->out, &e) == 0)
-        s_send_ctl(w);
+        worker_send_ctl(w);
 }
 
-/* ---- weight distribution ------------------------------------------------------------ */
-
-static void s_prog_write(s_worker *w)
-{
-    char line[160];
-    int fd = open(w->prog_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0)
-        return;
-    int n = snprintf(line, sizeof line, "swarm-fetch 1 size %llu first %u last %u done %llu\n",
-                     (unsigned long long)w->pend->model_size, w->pend->first, w->pend->last,
-                     (unsigned long long)w->s_done);
-    if (write(fd, line, (size_t)n) != n)
-        log_warn("%s: cannot record fetch progress in %s", w->id, w->prog_path);
-    fsync(fd);
-    close(fd);
-}
-
-static uint64_t s_prog_read(s_worker *w)
-{
-    unsigned long long size = 0, done = 0;
-    unsigned first = 0, last = 0;
-    FILE *f = fopen(w->prog_path, "r");
-    if (!f)
-        return 0;
-    int k = fscanf(f, "swarm-fetch 1 size %llu first %u last %u done %llu", &size, &first, &last,
-                   &done);
-    fclose(f);
-    if (k != 4 || size != w->pend->model_size || first != w->pend->first ||
-        last != w->pend->last)
-        return 0;
-    return done;
-}
-
-/* Durable point: data on disk first, then the progress that claims it; drop the page cache
- * (v1 charges it to our cgroup, and the loader reads with O_DIRECT anyway). */
-static void s_fetch_sync(s_worker *w)
-{
-    fdatasync(w->fetch_fd);
-    posix_fadvise(w->fetch_fd, 0, 0, POSIX_FADV_DONTNEED);
-    s_prog_write(w);
-    w->since_sync = 0;
-}
-
-/* Once the header is here: the byte ranges of g and W for every layer of the range. */
-static int s_fetch_expand(s_worker *w, char *err, size_t errlen)
-{
-    model_t m = { 0 };
-    fdatasync(w->fetch_fd);
-    if (model_open(&m, w->fetch_path, err, errlen))
-        return -1;
-    if (m.file_size != w->pend->model_size || m.n_layers != w->pend->n_layers ||
-        m.dim != w->pend->dim) {
-        snprintf(err, errlen, "fetched header does not describe the assigned model");
-        model_close(&m);
-        return -1;
-    }
-    uint64_t d = m.dim;
-    for (uint32_t l = w->pend->first; l < w->pend->last; l++) {
-        w->r_off[w->n_ranges] = m.layers[l].g_off;
-        w->r_len[w->n_ranges++] = d * 4;
-        w->r_off[w->n_ranges] = m.layers[l].w_off;
-        w->r_len[w->n_ranges++] = d * d * 4;
-        w->s_total += d * 4 + d * d * 4;
-    }
-    model_close(&m);
-    w->ranges_full = 1;
-    return 0;
-}
-
-/* Stream position -> file offset and bytes left in that range. */
-static void s_fetch_map(const s_worker *w, uint64_t pos, uint64_t *off, uint64_t *left)
-{
-    for (uint32_t i = 0; i < w->n_ranges; i++) {
-        if (pos < w->r_len[i]) {
-            *off = w->r_off[i] + pos;
-            *left = w->r_len[i] - pos;
-            return;
-        }
-        pos -= w->r_len[i];
-    }
-    *off = *left = 0;
-}
-
-static void s_fetch_request(s_worker *w)
-{
-    while (w->s_req < w->s_total &&
-           w->s_req - w->s_done < (uint64_t)WORKER_FETCH_WINDOW * PROTO_MAX_CHUNK) {
-        uint64_t off, left;
-        s_fetch_map(w, w->s_req, &off, &left);
-        msg_fetch f = { .off = off, .len = (uint32_t)(left < PROTO_MAX_CHUNK ? left
-                                                                            : PROTO_MAX_CHUNK),
-                        .seq = w->s_req };
-        if (!f.len || proto_encode_fetch(w->out, &f) || s_send_ctl(w))
-            return;
-        w->s_req += f.len;
-    }
-}
-
-static void s_fetch_stop(s_worker *w, const char *why)
-{
-    if (!w->fetching)
-        return;
-    s_fetch_sync(w);
-    close(w->fetch_fd);
-    w->fetching = 0;
-    log_info("%s: fetch paused at %llu of %llu bytes (%s); it resumes with the next assign",
-             w->id, (unsigned long long)w->s_done, (unsigned long long)w->s_total, why);
-}
-
-/* Start (or resume) fetching the bytes of assignment a into the cache. */
-static int s_fetch_start(s_worker *w, const msg_assign *a, char *err, size_t errlen)
-{
-    const char *base = strrchr(a->model_path, '/');
-    base = base ? base + 1 : a->model_path;
-    if (mkdir(w->cache_dir, 0755) && errno != EEXIST) {
-        snprintf(err, errlen, "cannot create cache %s: %s", w->cache_dir, strerror(errno));
-        return -1;
-    }
-    if (!w->pend && !(w->pend = malloc(sizeof *w->pend))) {
-        snprintf(err, errlen, "out of memory");
-        return -1;
-    }
-    *w->pend = *a;
-    snprintf(w->fetch_path, sizeof w->fetch_path, "%s/%s.%llu", w->cache_dir, base,
-             (unsigned long long)a->model_size);
-    snprintf(w->prog_path, sizeof w->prog_path, "%s.fetch", w->fetch_path);
-    w->fetch_fd = open(w->fetch_path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (w->fetch_fd < 0 || ftruncate(w->fetch_fd, (off_t)a->model_size)) {
-        snprintf(err, errlen, "%s: %s", w->fetch_path, strerror(errno));
-        if (w->fetch_fd >= 0)
-            close(w->fetch_fd);
-        return -1;
-    }
-    w->n_ranges = 1;
-    w->r_off[0] = 0;
-    w->r_len[0] = a->header_bytes;
-    w->s_total = a->header_bytes;
-    w->ranges_full = 0;
-    w->s_done = s_prog_read(w);
-    w->resumed = w->s_done;
-    w->fetched = 0;
-    w->since_sync = 0;
-    if (w->s_done >= a->header_bytes && s_fetch_expand(w, err, errlen)) {
-        w->s_done = 0; /* a cache we cannot read: start over */
-        w->resumed = 0;
-        w->n_ranges = 1;
-        w->s_total = a->header_bytes;
-    }
-    if (w->s_done > w->s_total)
-        w->s_done = w->s_total;
-    w->s_req = w->s_done;
-    w->fetching = 1;
-    w->fetch_t0 = util_now_ns();
-    log_info("%s: fetching layers [%u, %u) of %s from the coordinator into %s%s", w->id,
-             a->first, a->last, a->model_path, w->fetch_path,
-             w->resumed ? " (resuming)" : "");
-    return 0;
-}
-
-static void s_fetch_done(s_worker *w)
-{
-    s_fetch_sync(w);
-    close(w->fetch_fd);
-    w->fetching = 0;
-    w->fetch_t0 = util_now_ns() - w->fetch_t0; /* now a duration, reported in ready */
-    log_info("%s: fetched %llu bytes (+%llu resumed) in %.1f ms (%.1f MB/s)", w->id,
-             (unsigned long long)w->fetched, (unsigned long long)w->resumed, w->fetch_t0 / 1e6,
-             w->fetch_t0 ? w->fetched / (w->fetch_t0 / 1e9) / 1e6 : 0.0);
-    s_load_assign(w, w->pend, w->fetch_path, w->assign_t0);
-}
-
-static void s_on_chunk(s_worker *w, const msg_chunk *c)
-{
-    char err[512];
-    uint64_t off, left;
-    if (!w->fetching) {
-        w->stats.bad_msgs++;
-        return;
-    }
-    s_fetch_map(w, w->s_done, &off, &left);
-    uint64_t want = left < PROTO_MAX_CHUNK ? left : PROTO_MAX_CHUNK;
-    if (c->seq != w->s_done || c->off != off || c->len != want) {
-        w->stats.bad_msgs++;
-        if (s_log_bad(w))
-            log_warn("%s: unexpected chunk (seq %llu off %llu len %u; want seq %llu off %llu len "
-                 "%llu): dropped", w->id, (unsigned long long)c->seq, (unsigned long long)c->off,
-                 c->len, (unsigned long long)w->s_done, (unsigned long long)off,
-                 (unsigned long long)want);
-        return;
-    }
-    if (XXH3_64bits(c->data, c->len) != c->hash) {
-        w->stats.bad_msgs++;
-        if (s_log_bad(w))
-            log_warn("%s: chunk at %llu fails its hash: asking again", w->id,
-                 (unsigned long long)c->off);
-        w->s_req = w->s_done; /* re-request from here */
-        s_fetch_request(w);
-        return;
-    }
-    if (pwrite(w->fetch_fd, c->data, c->len, (off_t)c->off) != (ssize_t)c->len) {
-        log_error("%s: cannot write %s: %s", w->id, w->fetch_path, strerror(errno));
-        s_fetch_stop(w, "write failed");
-        return;
-    }
-    w->s_done += c->len;
-    w->fetched += c->len;
-    w->since_sync += c->len;
-    if (w->since_sync >= WORKER_SYNC_BYTES)
-        s_fetch_sync(w);
-    if (!w->ranges_full && w->s_done == w->s_total) {
-        if (s_fetch_expand(w, err, sizeof err)) {
-            log_error("%s: %s", w->id, err);
-            s_fetch_stop(w, "bad header");
-            return;
-        }
-    }
-    if (w->ranges_full && w->s_done == w->s_total) {
-        s_fetch_done(w);
-        return;
-    }
-    s_fetch_request(w);
-}
-
-static void s_on_assign(s_worker *w, const msg_assign *a)
+static void s_on_assign(worker_t *w, const msg_assign *a)
 {
     char err[512];
     struct stat st;
@@ -506,28 +213,16 @@ static void s_on_assign(s_worker *w, const msg_assign *a)
     /* A local copy is used when there is one (verified against the coordinator's checksums
      * as it loads); otherwise, or with --fetch, the bytes come from the coordinator. */
     if (!w->force_fetch && stat(a->model_path, &st) == 0) {
-        s_load_assign(w, a, a->model_path, w->assign_t0);
+        worker_load_assign(w, a, a->model_path, w->assign_t0);
         return;
     }
-    if (w->fetching)
-        s_fetch_stop(w, "new assignment");
-    if (a->header_bytes == 0 || a->header_bytes > a->model_size) {
-        s_send_error_to(w, w->peer, w->peer_len, PERR_MODEL, "no local model and no header size");
-        return;
-    }
-    if (s_fetch_start(w, a, err, sizeof err)) {
+    if (worker_fetch_begin(w, a, err, sizeof err)) {
         log_error("%s: %s", w->id, err);
         s_send_error_to(w, w->peer, w->peer_len, PERR_MODEL, err);
-        return;
     }
-    if (w->ranges_full && w->s_done == w->s_total) {
-        s_fetch_done(w);
-        return;
-    }
-    s_fetch_request(w);
 }
 
-static void s_on_route(s_worker *w, const msg_route *r)
+static void s_on_route(worker_t *w, const msg_route *r)
 {
     char err[256];
     if (w->state == W_WAITING) {
@@ -577,7 +272,7 @@ static void s_on_route(s_worker *w, const msg_route *r)
              r->next_ep, r->last ? " (coordinator)" : "");
 }
 
-static int s_on_ctl(s_worker *w)
+static int s_on_ctl(worker_t *w)
 {
     uint8_t peer[256];
     zmq_msg_t m;
@@ -603,7 +298,7 @@ static int s_on_ctl(s_worker *w)
                 break;
         zmq_msg_close(&junk);
         w->stats.bad_msgs++;
-        if (s_log_bad(w))
+        if (worker_log_bad(w))
             log_warn("%s: dropped a multipart control message", w->id);
         zmq_msg_close(&m);
         return 1;
@@ -613,7 +308,7 @@ static int s_on_ctl(s_worker *w)
     zmq_msg_close(&m);
     if (rc == -2) {
         w->stats.bad_msgs++;
-        if (s_log_bad(w))
+        if (worker_log_bad(w))
             log_warn("%s: peer speaks protocol version %u, this worker %u: refused", w->id,
                  w->msg->version, PROTO_VERSION);
         char t[128];
@@ -624,7 +319,7 @@ static int s_on_ctl(s_worker *w)
     }
     if (rc) {
         w->stats.bad_msgs++;
-        if (s_log_bad(w))
+        if (worker_log_bad(w))
             log_warn("%s: dropped a bad control message (%zu bytes): %s", w->id, ml, err);
         return 1;
     }
@@ -649,16 +344,16 @@ static int s_on_ctl(s_worker *w)
     case MSG_HELLO: s_on_hello(w, &w->msg->u.hello); break;
     case MSG_ASSIGN: s_on_assign(w, &w->msg->u.assign); break;
     case MSG_ROUTE: s_on_route(w, &w->msg->u.route); break;
-    case MSG_CHUNK: s_on_chunk(w, &w->msg->u.chunk); break;
+    case MSG_CHUNK: worker_fetch_on_chunk(w, &w->msg->u.chunk); break;
     case MSG_HEARTBEAT:
         if (proto_encode_heartbeat(w->out, &w->msg->u.hb) == 0)
-            s_send_ctl(w);
+            worker_send_ctl(w);
         break;
     case MSG_STATS:
         w->stats.peak_rss_bytes = util_vmhwm_bytes(0);
         w->stats.cgroup_peak_bytes = cap_peak(&w->cap);
         if (proto_encode_stats(w->out, &w->stats) == 0)
-            s_send_ctl(w);
+            worker_send_ctl(w);
         break;
     case MSG_BYE:
         s_release(w, "coordinator said bye");
@@ -667,7 +362,7 @@ static int s_on_ctl(s_worker *w)
         break;
     default:
         w->stats.bad_msgs++;
-        if (s_log_bad(w))
+        if (worker_log_bad(w))
             log_warn("%s: unexpected %s on the control plane", w->id,
                  proto_type_name(w->msg->type));
     }
@@ -675,7 +370,7 @@ static int s_on_ctl(s_worker *w)
 }
 
 /* Decode, compute, forward one activation whose emulated link delay has elapsed. */
-static void s_serve(s_worker *w, zmq_msg_t *m, uint64_t arrival_ns)
+static void s_serve(worker_t *w, zmq_msg_t *m, uint64_t arrival_ns)
 {
     char err[256];
     uint64_t t0 = util_now_ns();
@@ -684,7 +379,7 @@ static void s_serve(s_worker *w, zmq_msg_t *m, uint64_t arrival_ns)
     int rc = proto_decode(zmq_msg_data(m), zmq_msg_size(m), w->dim, w->msg, err, sizeof err);
     if (rc || w->msg->type != MSG_ACT) {
         w->stats.bad_msgs++;
-        if (s_log_bad(w))
+        if (worker_log_bad(w))
             log_warn("%s: dropped a bad data message (%zu bytes): %s", w->id, zmq_msg_size(m),
                  rc ? err : "not an act");
         return;
@@ -723,7 +418,7 @@ static void s_serve(s_worker *w, zmq_msg_t *m, uint64_t arrival_ns)
     uint64_t t3 = util_now_ns();
     if (zmq_send(w->push, proto_buf_data(w->out), proto_buf_len(w->out), ZMQ_DONTWAIT) < 0) {
         /* Never block on a dead next hop: the coordinator replays what does not arrive. */
-        if (s_log_bad(w))
+        if (worker_log_bad(w))
             log_error("%s: send to %s failed: %s", w->id, w->push_ep, zmq_strerror(errno));
         w->stats.bad_msgs++;
         /* The next route (the coordinator replays under a new epoch) makes a fresh socket:
@@ -737,7 +432,7 @@ static void s_serve(s_worker *w, zmq_msg_t *m, uint64_t arrival_ns)
     w->stats.bytes_out += proto_buf_len(w->out);
 }
 
-static void s_on_data(s_worker *w)
+static void s_on_data(worker_t *w)
 {
     zmq_msg_t m;
     zmq_msg_init(&m);
@@ -754,14 +449,14 @@ static void s_on_data(s_worker *w)
         uint64_t rel = w->shaper ? netem_release_at(w->shaper, now, zmq_msg_size(&m)) : now;
         if (netem_queue_push(w->queue, &m, rel, now)) {
             w->stats.bad_msgs++;
-            if (s_log_bad(w))
+            if (worker_log_bad(w))
                 log_warn("%s: link emulation queue full: message dropped", w->id);
         }
     }
     zmq_msg_close(&m);
 }
 
-static void s_release_due(s_worker *w)
+static void s_release_due(worker_t *w)
 {
     zmq_msg_t m;
     uint64_t arrival;
@@ -771,7 +466,7 @@ static void s_release_due(s_worker *w)
     zmq_msg_close(&m);
 }
 
-static int s_bind(s_worker *w, const char *listen, int report_fd, char *err, size_t errlen)
+static int s_bind(worker_t *w, const char *listen, int report_fd, char *err, size_t errlen)
 {
     size_t len = sizeof w->ctl_ep;
     char host[PROTO_MAX_STR], data[PROTO_MAX_STR + 8];
@@ -846,7 +541,7 @@ int worker_main(int argc, char **argv)
         { "cache", required_argument, 0, 'C' }, { "fetch", no_argument, 0, 'F' },
         { "help", no_argument, 0, 'h' },         { 0, 0, 0, 0 }
     };
-    s_worker w;
+    worker_t w;
     const char *keyfile = NULL, *allow[16];
     int n_allow = 0;
     const char *listen = NULL;
