@@ -242,20 +242,24 @@ int swarm_spawn(swarm_t *c, swarm_peer *p, char *err, size_t errlen)
 void swarm_reap(swarm_t *c, swarm_peer *p, int kill_it)
 {
     char dir[256];
-    int status;
+    siginfo_t si = { 0 };
     if (!p->spawned)
         return;
     if (kill_it)
         kill(p->spawned, SIGKILL);
-    if (waitpid(p->spawned, &status, kill_it ? 0 : WNOHANG) == p->spawned) {
-        /* A SIGKILLed worker cannot remove its own cgroup. */
-        snprintf(dir, sizeof dir, "/sys/fs/cgroup/memory/swarm-worker-%d", (int)p->spawned);
-        cap_remove_dir(dir);
-        snprintf(dir, sizeof dir, "/sys/fs/cgroup/swarm-worker-%d", (int)p->spawned);
-        cap_remove_dir(dir);
-        p->spawned = 0;
-    }
-    (void)c;
+    /* Peek first (WNOWAIT): reaping adds the child's I/O to our /proc/self/io, which the
+     * cache gate reads, so the zombie's read_bytes are noted and taken out again. */
+    if (waitid(P_PID, (id_t)p->spawned, &si, WEXITED | WNOWAIT | (kill_it ? 0 : WNOHANG)) ||
+        si.si_pid != p->spawned)
+        return;
+    c->reaped_read_bytes += util_io_read_bytes_pid((int)p->spawned);
+    waitpid(p->spawned, NULL, 0);
+    /* A SIGKILLed worker cannot remove its own cgroup. */
+    snprintf(dir, sizeof dir, "/sys/fs/cgroup/memory/swarm-worker-%d", (int)p->spawned);
+    cap_remove_dir(dir);
+    snprintf(dir, sizeof dir, "/sys/fs/cgroup/swarm-worker-%d", (int)p->spawned);
+    cap_remove_dir(dir);
+    p->spawned = 0;
 }
 
 /* ------------------------------------------------------------ setup */

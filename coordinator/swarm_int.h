@@ -94,6 +94,8 @@ typedef struct {
     swarm_failover fo[CONFIG_MAX_WORKERS * 4];
     uint32_t n_fo;
     exec_stats fb_stats;
+    uint64_t fb_loaded;        /* bytes fallbacks loaded resident when they took over */
+    uint64_t reaped_read_bytes;/* storage reads of reaped workers (added to ours by the kernel) */
     int budget_fail;
     char budget_err[512];
     uint64_t setup_read;
