@@ -38,7 +38,7 @@ TEST_BIN = $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 TOOL_SRC = $(wildcard tests/tools/*.c)
 TOOL_BIN = $(TOOL_SRC:tests/%.c=$(BUILD)/tests/%)
 
-.PHONY: all test lab asan clean install deps fuzz lab-quick
+.PHONY: all test check lab asan clean install deps fuzz lab-quick
 # Keep the BPF object and skeleton (make would delete them as intermediates and rebuild).
 .SECONDARY: $(BPF_SKEL) $(BPF_SKEL:.skel.h=.bpf.o)
 all: $(BIN)/swarm
@@ -66,16 +66,21 @@ $(BUILD)/tests/%: tests/%.c $(BUILD)/libswarm.a
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -o $@ $< $(BUILD)/libswarm.a $(LDLIBS)
 
-test: $(BIN)/swarm $(TEST_BIN) $(TOOL_BIN)
+# `make test` works on a fresh machine too: packages first (a no-op when present), then build
+# and run in a second make, which only then asks pkg-config.
+test: deps
+	$(MAKE) --no-print-directory check
+
+check: $(BIN)/swarm $(TEST_BIN) $(TOOL_BIN)
 	SWARM_BIN=$(abspath $(BIN)/swarm) TEST_BIN_DIR=$(abspath $(BUILD)/tests) tests/run.sh
 
 # Workers run inside memory cgroups sized for real builds: ASan's default 256 MiB quarantine of
 # freed memory would push a 192 MiB worker over its cap (OOM-killed, seen 2026-11-30), so the
 # quarantine is kept small; every other check stays on.
-asan:
+asan: deps
 	ASAN_OPTIONS=$${ASAN_OPTIONS:-quarantine_size_mb=8:thread_local_quarantine_size_kb=256} \
-	$(MAKE) BUILD=build/asan BIN=build/asan/bin CFLAGS="-O1 -g -fno-omit-frame-pointer" \
-	    SANITIZE="-fsanitize=address,undefined -fno-sanitize-recover=undefined" test
+	$(MAKE) --no-print-directory BUILD=build/asan BIN=build/asan/bin CFLAGS="-O1 -g -fno-omit-frame-pointer" \
+	    SANITIZE="-fsanitize=address,undefined -fno-sanitize-recover=undefined" check
 
 # libFuzzer on the wire decoder (proto/fuzz/fuzz_proto.c), from a copy of the seed corpus so
 # proto/fuzz/corpus stays as committed. Fails on any crash, leak, timeout or UB report.
