@@ -13,6 +13,7 @@
 
 #include "common/gguf.h"
 #include "common/log.h"
+#include "common/util.h"
 
 #define XXH_STATIC_LINKING_ONLY /* XXH3_state_t on the stack: no allocation, no failure path */
 #include <xxhash.h>
@@ -378,25 +379,6 @@ err:
     return -1;
 }
 
-/* mkdir -p of path's folder (models/, tests/tmp/ on a fresh clone). */
-static int s_mkdir_parent(const char *path)
-{
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s", path);
-    char *slash = strrchr(tmp, '/');
-    if (!slash || slash == tmp)
-        return 0;
-    *slash = 0;
-    for (char *p = tmp + 1; *p; p++) {
-        if (*p != '/')
-            continue;
-        *p = 0;
-        if (mkdir(tmp, 0755) && errno != EEXIST)
-            return -1;
-        *p = '/';
-    }
-    return mkdir(tmp, 0755) && errno != EEXIST ? -1 : 0;
-}
 
 int model_open_or_gen(model_t *m, const char *path, uint32_t layers, uint32_t dim, uint64_t seed,
                       char *err, size_t errlen)
@@ -405,7 +387,12 @@ int model_open_or_gen(model_t *m, const char *path, uint32_t layers, uint32_t di
     if (stat(path, &st) && errno == ENOENT) {
         log_info("%s is missing: generating %u layers x %u (seed %llu)", path, layers, dim,
                  (unsigned long long)seed);
-        if (s_mkdir_parent(path)) {
+        char dir[4096];
+        snprintf(dir, sizeof dir, "%s", path);
+        char *slash = strrchr(dir, '/');
+        if (slash && slash != dir)
+            *slash = 0;
+        if (slash && slash != dir && util_mkdir_p(dir)) {
             snprintf(err, errlen, "%s: cannot create its folder: %s", path, strerror(errno));
             return -1;
         }

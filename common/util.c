@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -240,6 +241,24 @@ void util_step_input(uint64_t seed, uint64_t step, float *x, int d)
         uint32_t r = (uint32_t)(util_splitmix64(&st) >> 40);
         x[i] = (float)r / 8388608.0f - 1.0f;
     }
+}
+
+int util_mkdir_p(const char *path)
+{
+    char tmp[4096];
+    if (snprintf(tmp, sizeof tmp, "%s", path) >= (int)sizeof tmp) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    for (char *p = tmp + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = 0;
+        if (mkdir(tmp, 0755) && errno != EEXIST)
+            return -1;
+        *p = '/';
+    }
+    return mkdir(tmp, 0755) && errno != EEXIST ? -1 : 0;
 }
 
 const char *util_git_rev(void)

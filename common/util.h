@@ -44,6 +44,9 @@ void util_sha256_final_hex(util_sha256 *s, char hex[65]); /* frees s */
 void util_step_input(uint64_t seed, uint64_t step, float *x, int d);
 uint64_t util_splitmix64(uint64_t *state);
 
+/* mkdir -p: path and every missing folder above it (0755). 0 / -1 with errno. */
+int util_mkdir_p(const char *path);
+
 /* git revision baked in at build time ("unknown" if none). */
 const char *util_git_rev(void);
 

@@ -29,23 +29,6 @@
 
 /* ---------------------------------------------------------------- small helpers */
 
-static int s_mkdir_p(const char *path)
-{
-    char tmp[PATH_MAX];
-    snprintf(tmp, sizeof tmp, "%s", path);
-    for (char *p = tmp + 1; *p; p++) {
-        if (*p != '/')
-            continue;
-        *p = 0;
-        if (mkdir(tmp, 0755) && errno != EEXIST)
-            return -1;
-        *p = '/';
-    }
-    return mkdir(tmp, 0755) && errno != EEXIST ? -1 : 0;
-}
-
-
-
 static json_t *s_real(double v)
 {
     return isfinite(v) ? json_real(v) : json_null();
@@ -370,7 +353,7 @@ int cmd_lab(int argc, char **argv)
         snprintf(L->dir, sizeof L->dir, "%s/lab-%s", L->cfg.lab_out, stamp);
     }
     snprintf(L->jsonl, sizeof L->jsonl, "%s/results.jsonl", L->dir);
-    if (s_mkdir_p(L->dir)) {
+    if (util_mkdir_p(L->dir)) {
         log_error("%s: cannot create: %s", L->dir, strerror(errno));
         return EXIT_FAIL;
     }

@@ -10,33 +10,7 @@ cd "$(dirname "$0")/.."
 T="$SWARM_TEST_TMP/e2e_fault"
 rm -rf "$T" && mkdir -p "$T"
 pass=0; fail=0
-ok()  { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*" >&2; }
-sw() { # name, args...: stdout/stderr into $T/NAME.{out,err}; sets $rc
-    local name=$1; shift
-    if "$SWARM_BIN" "$@" >"$T/$name.out" 2>"$T/$name.err"; then rc=0; else rc=$?; fi
-}
-jfield() { # file, dotted key: a field of the last JSON object ("MISSING" if absent)
-    python3 - "$1" "$2" <<'EOF'
-import json, sys
-try:
-    o = json.loads([l for l in open(sys.argv[1]) if l.strip()][-1])
-except Exception:
-    print("MISSING"); sys.exit(0)
-for k in sys.argv[2].split("."):
-    if not isinstance(o, dict) or k not in o:
-        print("MISSING"); sys.exit(0)
-    o = o[k]
-print(json.dumps(o) if isinstance(o, (dict, list)) or o is None else o)
-EOF
-}
-expect_rc() { # name, wanted rc
-    if [ "$rc" = "$2" ]; then ok; else
-        bad "$1: exit $rc, wanted $2"; grep -v "route epoch" "$T/$1.err" | tail -12 | sed 's/^/    | /' >&2; fi
-}
-eq() { # description, got, wanted
-    if [ "$2" = "$3" ]; then ok; else bad "$1: got '$2', wanted '$3'"; fi
-}
+. tests/lib.sh
 # Checks a failover run's JSONL; prints "ok" or what is wrong, and a figures line to stderr.
 # args: jsonl, reference digest, want_rejoin (0|1), worker ids lost...
 judge() {
