@@ -263,7 +263,7 @@ int model_gen(const char *path, uint32_t layers, uint32_t dim, uint64_t seed, ui
     float *g = NULL, *W = NULL;
     uint64_t *sums = NULL;
     uint8_t *enc = NULL;
-    int fd = -1, made_tmp = 0;
+    int fd = -1, made_tmp = 0, rc = -1;
     char name[32];
 
     if (layers < 1 || layers > MODEL_MAX_LAYERS || dim < 1 || dim > MODEL_MAX_DIM) {
@@ -356,13 +356,8 @@ int model_gen(const char *path, uint32_t layers, uint32_t dim, uint64_t seed, ui
         goto err;
     }
     (void)s_fsync_dir(path); /* best effort: the file is complete either way */
-    gguf_writer_free(&w);
-    free(tmp);
-    free(g);
-    free(W);
-    free(sums);
-    free(enc);
-    return 0;
+    rc = 0;
+    goto out;
 err_decl:
     s_err(err, errlen, path, "declaring tensor '%s' failed", name);
 err:
@@ -370,13 +365,14 @@ err:
         close(fd);
     if (made_tmp)
         unlink(tmp);
+out:
     gguf_writer_free(&w);
     free(tmp);
     free(g);
     free(W);
     free(sums);
     free(enc);
-    return -1;
+    return rc;
 }
 
 
