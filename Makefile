@@ -6,11 +6,11 @@ CLANG   ?= clang
 BUILD   ?= build
 BIN     ?= bin
 PREFIX  ?= /usr/local
-PKGS     = libzmq msgpack openblas libbpf inih jansson libxxhash liburing libcrypto
+PKGS     = libzmq msgpack openblas libbpf inih jansson libxxhash liburing libcrypto libpcre2-8
 DEB_PKGS = build-essential pkg-config clang llvm bpftool libzmq3-dev libmsgpack-dev \
            libopenblas-dev libbpf-dev libelf-dev zlib1g-dev libinih-dev libjansson-dev \
            libxxhash-dev liburing-dev libssl-dev gnuplot-nox iproute2 libclang-rt-14-dev \
-           python3 procps iputils-ping util-linux
+           python3 procps iputils-ping util-linux libpcre2-dev
 WERROR  ?= $(if $(CI),-Werror,)
 GIT_REV := $(shell git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)$(shell git diff --quiet HEAD 2>/dev/null || echo -dirty)
 
@@ -27,7 +27,9 @@ ALL_CFLAGS = -std=c11 -D_GNU_SOURCE $(CFLAGS) $(SANITIZE) -Wall -Wextra -Wshadow
 LDLIBS   = $(PKG_LIBS) -lpthread -lm
 
 MAIN_SRC = coordinator/main.c
-LIB_SRC  = $(filter-out $(MAIN_SRC) %.bpf.c,$(wildcard common/*.c proto/*.c netem/*.c coordinator/*.c worker/*.c))
+# Every folder of one concept goes into the library (tokenizer/ and quant/ for real models).
+SRC_DIRS = common proto netem coordinator worker tokenizer quant
+LIB_SRC  = $(filter-out $(MAIN_SRC) %.bpf.c,$(wildcard $(SRC_DIRS:%=%/*.c)))
 LIB_OBJ  = $(LIB_SRC:%.c=$(BUILD)/%.o)
 BPF_SRC  = $(wildcard netem/*.bpf.c)
 BPF_SKEL = $(BPF_SRC:netem/%.bpf.c=$(BUILD)/netem/%.skel.h)
