@@ -38,6 +38,7 @@ void config_defaults(config_t *c)
     c->heartbeat_ms = 100;
     c->liveness = 5;
     c->step_deadline_ms = 5000;
+    c->slowdown = 1;
     snprintf(c->profile, sizeof c->profile, "none");
     c->repeats = 5;
     const char *conds[] = { "reference", "ssd", "resident/none", "resident/lan", "resident/wifi",
@@ -231,6 +232,8 @@ static int s_apply(config_t *c, const char *sec, const char *key, const char *v,
         rc = s_u32(v, 10, 3600000, &c->step_deadline_ms, why, sizeof why);
     else if (KEY("swarm", "respawn"))
         rc = s_bool(v, &c->respawn, why, sizeof why);
+    else if (KEY("swarm", "slowdown"))
+        rc = s_u32(v, 1, 100000, &c->slowdown, why, sizeof why);
     else if (KEY("swarm", "plaintext"))
         rc = s_bool(v, &c->plaintext, why, sizeof why);
     else if (KEY("netem", "profile"))

@@ -55,6 +55,7 @@ typedef struct {
     uint32_t step_deadline_ms;/* a step not back by then marks its segment suspect */
     int plaintext;            /* allow plaintext on non-loopback links */
     int respawn;              /* respawn a lost local worker (it then rejoins) */
+    uint32_t slowdown;        /* test knob: spawned workers compute each activation N times */
     uint32_t n_workers;       /* listed [worker.NAME] sections */
     config_worker worker[CONFIG_MAX_WORKERS];
 

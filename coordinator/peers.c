@@ -182,12 +182,13 @@ void swarm_send_heartbeat(swarm_t *c, swarm_peer *p)
 int swarm_spawn(swarm_t *c, swarm_peer *p, char *err, size_t errlen)
 {
     int fds[2];
-    char cap[32], fd[16], listen[128];
+    char cap[32], fd[16], listen[128], slow[16];
     if (pipe(fds)) {
         snprintf(err, errlen, "pipe: %s", strerror(errno));
         return -1;
     }
     snprintf(cap, sizeof cap, "%llu", (unsigned long long)p->cap_bytes);
+    snprintf(slow, sizeof slow, "%u", c->cfg->slowdown ? c->cfg->slowdown : 1);
     snprintf(listen, sizeof listen, "tcp://%s:*", c->cfg->host);
     pid_t pid = fork();
     if (pid < 0) {
@@ -206,7 +207,7 @@ int swarm_spawn(swarm_t *c, swarm_peer *p, char *err, size_t errlen)
         }
         snprintf(fd, sizeof fd, "3");
         char *argv[] = { "swarm", "worker", "--listen", listen, "--cap", cap, "--id", p->id,
-                         "--once", "--report-fd", fd, NULL };
+                         "--once", "--report-fd", fd, "--slowdown", slow, NULL };
         execv("/proc/self/exe", argv);
         _exit(127);
     }

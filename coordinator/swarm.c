@@ -9,7 +9,12 @@
  *
  * Loss detection is the zguide's Paranoid Pirate on the control plane: a heartbeat every
  * heartbeat_ms, and a worker silent for liveness x heartbeat_ms (plus the control link's
- * emulated round trip) is lost. Default 100 ms x 5 = 0.5 s, under the 1 s target.
+ * emulated round trip) is lost. Default 100 ms x 5 = 0.5 s, under the 1 s target. Workers
+ * compute on a thread of their own and answer heartbeats meanwhile, so silence means dead,
+ * frozen or cut off, never busy; the echo carries the worker's progress (busy time on its
+ * current activation, activations done), which is how a slow worker is told from a stuck
+ * one: the step deadline counts from the pipeline's last sign of progress, and a worker
+ * whose one activation outlasts S_STALL_FACTOR times its slowest so far is lost as stalled.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -45,6 +50,17 @@ static int s_is_local(const swarm_peer *p)
     return p->state != P_READY;
 }
 
+/* How long one activation may take before its worker counts as stalled rather than slow:
+ * S_STALL_FACTOR x its slowest so far, never less than that many step deadlines. Before its
+ * first result there is nothing to compare with, and a busy worker is taken at its word
+ * (UINT64_MAX: never stalled). */
+static uint64_t s_stall_ns(const swarm_t *c, const swarm_peer *p)
+{
+    uint64_t deadline = (uint64_t)c->cfg->step_deadline_ms * 1000000ull;
+    if (!p->max_compute_ns)
+        return UINT64_MAX;
+    return S_STALL_FACTOR * (p->max_compute_ns > deadline ? p->max_compute_ns : deadline);
+}
 
 /* Worker i's next hop under the current epoch, followed by a heartbeat: its echo proves the
  * route is in force (control messages are processed in order). */
@@ -150,6 +166,7 @@ void swarm_mark_lost(swarm_t *c, swarm_peer *p, const char *how)
     }
     p->state = P_LOST;
     p->probe_ns = now;
+    p->hb_busy_ns = p->hb_acts = 0; /* a new process starts counting afresh */
     swarm_close_ctl(p);
     if (p->push) {
         zmq_close(p->push);
@@ -199,11 +216,14 @@ static void s_record_result(swarm_t *c, msg_act *a, uint64_t arrival_ns, uint64_
     while (c->low < c->a->steps && c->done[c->low])
         c->low++;
     double e2e = (now - c->sent_ns[s]) / 1e6;
+    c->progress_ns = now;
     c->lat_ms[s] = e2e;
     c->r->step_ms[s] = e2e;
     double work = 0;
     for (uint32_t i = 0; i < a->n_trace; i++) {
         const msg_trace *t = &a->trace[i];
+        if (t->stage < c->n && t->compute_ns > c->p[t->stage].max_compute_ns)
+            c->p[t->stage].max_compute_ns = t->compute_ns;
         c->st_wait += t->wait_ns / 1e6;
         c->st_deser += t->deser_ns / 1e6;
         c->st_compute += t->compute_ns / 1e6;
@@ -440,10 +460,19 @@ static void s_ctl_one(swarm_t *c, swarm_peer *p, zmq_msg_t *m)
             p->state = P_READY;
         }
         break;
-    case MSG_HEARTBEAT:
-        if (c->msg->u.hb.seq >= p->barrier_seq)
+    case MSG_HEARTBEAT: {
+        const msg_heartbeat *hb = &c->msg->u.hb;
+        if (hb->seq >= p->barrier_seq)
             p->barrier_ok = 1;
+        /* Progress: it finished an activation since its last echo, or it is computing one
+         * (and not for so long that it looks stuck). */
+        if (p->state == P_READY &&
+            (hb->acts > p->hb_acts || (hb->busy_ns && hb->busy_ns < s_stall_ns(c, p))))
+            c->progress_ns = util_now_ns();
+        p->hb_acts = hb->acts;
+        p->hb_busy_ns = hb->busy_ns;
         break;
+    }
     case MSG_STATS:
         p->stats = c->msg->u.stats;
         p->have_stats = 1;
@@ -558,6 +587,13 @@ static void s_tick(swarm_t *c)
                 p->unanswered >= c->cfg->liveness) {
                 swarm_mark_lost(c, p, p->fault_ns ? "fault injected" : "heartbeats stopped");
                 now = util_now_ns();
+            } else if (p->state == P_READY && p->hb_busy_ns > s_stall_ns(c, p)) {
+                /* Answering, but one activation has run far longer than any before it. */
+                log_warn("%s has computed one activation for %.0f ms (its slowest so far "
+                         "%.0f ms): stalled", p->id, p->hb_busy_ns / 1e6,
+                         p->max_compute_ns / 1e6);
+                swarm_mark_lost(c, p, "compute stalled");
+                now = util_now_ns();
             }
         } else if (p->state == P_LOST && !p->cut_until_ns &&
                    now - p->probe_ns >= S_PROBE_MS * 1000000ull) {
@@ -598,6 +634,74 @@ static void s_inject_faults(swarm_t *c, uint32_t step)
                 p->cut_until_ns = util_now_ns() + (uint64_t)(f->seconds * 1e9);
             }
         }
+    }
+}
+
+/* Per-step deadline: a step out longer than step_deadline_ms is replayed under a new epoch,
+ * counted from when it was sent or from the pipeline's last sign of progress, whichever is
+ * later. A slow pipeline that is working (results arriving, workers reporting an activation
+ * in progress or finished) is left alone however long a step takes; a message lost on the
+ * way (nothing in the pipeline moves) is replayed. */
+static void s_check_deadlines(swarm_t *c)
+{
+    uint64_t deadline_ns = (uint64_t)c->cfg->step_deadline_ms * 1000000ull;
+    uint64_t now = util_now_ns();
+    for (uint32_t s = c->low; s < c->next_send; s++) {
+        uint64_t from = c->sent_ns[s] > c->progress_ns ? c->sent_ns[s] : c->progress_ns;
+        if (c->in_flight[s] && !c->done[s] && now - from > deadline_ns) {
+            log_warn("step %u not back and no progress for %u ms: replaying the steps in "
+                     "flight", s, c->cfg->step_deadline_ms);
+            c->deadline_replays++;
+            s_reroute(c);
+            break;
+        }
+    }
+}
+
+/* Keep up to `inflight` steps in the pipeline until every step is done (results recorded by
+ * step), serving the control plane, the emulated links and the deadlines between them. */
+static void s_drive(swarm_t *c)
+{
+    arm_ctx *a = c->a;
+    uint32_t K = a->inflight ? a->inflight : 1;
+    long half_hb = (long)a->cfg->heartbeat_ms / 2;
+    c->t_start = c->progress_ns = util_now_ns();
+    while (c->n_done < a->steps && !arm_stop && !c->budget_fail) {
+        while (c->n_inflight < K && c->next_send < a->steps && !c->budget_fail) {
+            s_inject_faults(c, c->next_send);
+            s_send_step(c, c->next_send++);
+        }
+        zmq_pollitem_t it[CONFIG_MAX_WORKERS + 1];
+        it[0] = (zmq_pollitem_t){ c->pull, 0, ZMQ_POLLIN, 0 };
+        for (uint32_t i = 0; i < c->n; i++)
+            it[i + 1] = (zmq_pollitem_t){ c->p[i].dealer, 0, c->p[i].dealer ? ZMQ_POLLIN : 0, 0 };
+        uint64_t now = util_now_ns(), next = netem_queue_next(c->queue);
+        long timeout = half_hb;
+        for (uint32_t i = 0; c->ctl_shaper && i < c->n; i++) {
+            uint64_t cn = netem_queue_next(c->p[i].ctlq);
+            if (cn < next)
+                next = cn;
+        }
+        if (next != UINT64_MAX)
+            timeout = next > now ? (long)((next - now) / 1000000) : 0;
+        if (timeout > half_hb)
+            timeout = half_hb;
+        zmq_poll(it, (int)c->n + 1, timeout);
+        if (it[0].revents & ZMQ_POLLIN)
+            s_on_pull(c);
+        for (uint32_t i = 0; i < c->n; i++)
+            if ((it[i + 1].revents & ZMQ_POLLIN) || c->p[i].ctlq)
+                swarm_handle_ctl(c, &c->p[i]);
+        next = netem_queue_next(c->queue);
+        if (next != UINT64_MAX) {
+            now = util_now_ns();
+            if (next > now && next - now < 1000000)
+                util_sleep_until_ns(next);
+            s_release_due(c);
+        }
+        s_tick(c);
+        s_check_deadlines(c);
+        arm_progress(a, c->r->condition, c->n_done, a->steps, (util_now_ns() - c->t_start) / 1e6);
     }
 }
 
@@ -659,57 +763,7 @@ int arm_run_resident(arm_ctx *a, run_result *r, char *err, size_t errlen)
         c->p[i].io_before = c->p[i].pid ? util_io_read_bytes_pid((int)c->p[i].pid) : 0;
     uint64_t io0 = util_io_read_bytes(), reaped0 = c->reaped_read_bytes;
 
-    /* Drive: keep up to `inflight` steps in the pipeline; results recorded by step. */
-    uint32_t K = a->inflight ? a->inflight : 1;
-    uint64_t deadline_ns = (uint64_t)a->cfg->step_deadline_ms * 1000000ull;
-    c->t_start = util_now_ns();
-    while (c->n_done < a->steps && !arm_stop && !c->budget_fail) {
-        while (c->n_inflight < K && c->next_send < a->steps && !c->budget_fail) {
-            s_inject_faults(c, c->next_send);
-            s_send_step(c, c->next_send++);
-        }
-        zmq_pollitem_t it[CONFIG_MAX_WORKERS + 1];
-        it[0] = (zmq_pollitem_t){ c->pull, 0, ZMQ_POLLIN, 0 };
-        for (uint32_t i = 0; i < c->n; i++)
-            it[i + 1] = (zmq_pollitem_t){ c->p[i].dealer, 0, c->p[i].dealer ? ZMQ_POLLIN : 0, 0 };
-        uint64_t now = util_now_ns(), next = netem_queue_next(c->queue);
-        long timeout = (long)a->cfg->heartbeat_ms / 2;
-        for (uint32_t i = 0; c->ctl_shaper && i < c->n; i++) {
-            uint64_t cn = netem_queue_next(c->p[i].ctlq);
-            if (cn < next)
-                next = cn;
-        }
-        if (next != UINT64_MAX)
-            timeout = next > now ? (long)((next - now) / 1000000) : 0;
-        if (timeout > (long)a->cfg->heartbeat_ms / 2)
-            timeout = (long)a->cfg->heartbeat_ms / 2;
-        zmq_poll(it, (int)c->n + 1, timeout);
-        if (it[0].revents & ZMQ_POLLIN)
-            s_on_pull(c);
-        for (uint32_t i = 0; i < c->n; i++)
-            if ((it[i + 1].revents & ZMQ_POLLIN) || c->p[i].ctlq)
-                swarm_handle_ctl(c, &c->p[i]);
-        next = netem_queue_next(c->queue);
-        if (next != UINT64_MAX) {
-            now = util_now_ns();
-            if (next > now && next - now < 1000000)
-                util_sleep_until_ns(next);
-            s_release_due(c);
-        }
-        s_tick(c);
-        /* Per-step deadline: a step that is not back in time is replayed (new epoch). */
-        now = util_now_ns();
-        for (uint32_t s = c->low; s < c->next_send; s++) {
-            if (c->in_flight[s] && !c->done[s] && now - c->sent_ns[s] > deadline_ns) {
-                log_warn("step %u not back after %u ms: replaying the steps in flight", s,
-                         a->cfg->step_deadline_ms);
-                c->deadline_replays++;
-                s_reroute(c);
-                break;
-            }
-        }
-        arm_progress(a, r->condition, c->n_done, a->steps, (util_now_ns() - c->t_start) / 1e6);
-    }
+    s_drive(c);
     r->total_ms = (util_now_ns() - c->t_start) / 1e6;
     for (uint32_t i = 0; i < c->n; i++)
         if (c->p[i].fo >= 0 && c->p[i].state != P_READY)

@@ -14,6 +14,9 @@
 
 #define S_HELLO_TIMEOUT_MS 10000   /* spawn + hello; a worker is a fresh exec of bin/swarm */
 #define S_LOAD_TIMEOUT_MS 300000   /* loading 512 MiB takes ~0.4 s here; remote disks are slower */
+/* One activation longer than this many times a worker's slowest (or the step deadline, if
+ * longer) means its compute is stuck, not slow: 3x slowdowns under a CPU hog stay inside. */
+#define S_STALL_FACTOR 8
 #define S_PROBE_MS 50              /* how often a lost worker is asked for hello again */
 #define S_STATS_TIMEOUT_MS 2000
 #define S_QUEUE_CAP 256
@@ -33,6 +36,9 @@ typedef struct {
     uint32_t first, last;
     uint64_t last_heard_ns, hb_sent_ns, hb_seq, barrier_seq, probe_ns;
     uint32_t unanswered;       /* heartbeats sent since the worker last said anything */
+    uint64_t hb_acts;          /* activations completed, as its last heartbeat echo said */
+    uint64_t hb_busy_ns;       /* time on its current activation, as its last echo said */
+    uint64_t max_compute_ns;   /* its slowest activation so far (from result traces) */
     int barrier_ok;
     msg_ready ready;
     msg_stats stats;
@@ -85,6 +91,7 @@ typedef struct {
     uint8_t *done, *in_flight, *in_fallback;
     uint32_t next_send, n_done, n_inflight;
     uint32_t low;              /* lowest step not done: in-flight steps lie in [low, next_send) */
+    uint64_t progress_ns;      /* last sign of work: a result, or a worker computing/finishing */
     uint64_t t_start;
     /* accounting */
     double st_wait, st_deser, st_compute, st_ser, st_send, st_net, st_e2e;

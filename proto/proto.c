@@ -56,6 +56,10 @@
  *                                                  stage <= 0xffff
  *   heartbeat  seq    seq                   uint
  *              ts     sent_ns               uint
+ *              busy   busy_ns               uint   optional (0): how long the worker has been
+ *                                                  computing its current activation, 0 = idle
+ *              acts   acts                  uint   optional (0): activations completed so far
+ *              q      queued                uint   optional (0): activations waiting to start
  *   stats      acts   acts                  uint
  *              bad    bad_msgs              uint
  *              stale  stale_msgs            uint
@@ -120,13 +124,16 @@ typedef struct {
     size_t off;   /* offsetof the field in its body struct */
     size_t size;  /* sizeof the field */
     uint64_t min, max;
+    int opt;      /* may be absent (then zero): keys added after a version shipped */
 } s_field;
 
-#define S_U(T, k, f, lo, hi) {k, S_UINT, offsetof(T, f), sizeof(((T *)0)->f), lo, hi}
+#define S_U(T, k, f, lo, hi) {k, S_UINT, offsetof(T, f), sizeof(((T *)0)->f), lo, hi, 0}
 #define S_U64(T, k, f) S_U(T, k, f, 0, UINT64_MAX)
 #define S_U32(T, k, f) S_U(T, k, f, 0, UINT32_MAX)
-#define S_S(T, k, f, lo) {k, S_STR, offsetof(T, f), sizeof(((T *)0)->f), lo, sizeof(((T *)0)->f) - 1}
-#define S_SPECIAL(T, k, kind, f) {k, kind, offsetof(T, f), sizeof(((T *)0)->f), 0, 0}
+#define S_U64_OPT(T, k, f) {k, S_UINT, offsetof(T, f), sizeof(((T *)0)->f), 0, UINT64_MAX, 1}
+#define S_U32_OPT(T, k, f) {k, S_UINT, offsetof(T, f), sizeof(((T *)0)->f), 0, UINT32_MAX, 1}
+#define S_S(T, k, f, lo) {k, S_STR, offsetof(T, f), sizeof(((T *)0)->f), lo, sizeof(((T *)0)->f) - 1, 0}
+#define S_SPECIAL(T, k, kind, f) {k, kind, offsetof(T, f), sizeof(((T *)0)->f), 0, 0, 0}
 #define S_N(a) (sizeof(a) / sizeof((a)[0]))
 
 static const s_field s_hello_f[] = {
@@ -188,6 +195,9 @@ static const s_field s_act_f[] = {
 static const s_field s_hb_f[] = {
     S_U64(msg_heartbeat, "seq", seq),
     S_U64(msg_heartbeat, "ts", sent_ns),
+    S_U64_OPT(msg_heartbeat, "busy", busy_ns),
+    S_U64_OPT(msg_heartbeat, "acts", acts),
+    S_U32_OPT(msg_heartbeat, "q", queued),
 };
 static const s_field s_stats_f[] = {
     S_U64(msg_stats, "acts", acts),
@@ -746,9 +756,13 @@ static int s_decode_map(s_cur *c, uint32_t n, const s_field *f, size_t nf, void 
         if (s_value(c, &f[j], body, depth + 1) < 0)
             return -1;
     }
-    for (size_t j = 0; j < nf; j++)
-        if (!(seen & ((uint64_t)1 << j)))
+    for (size_t j = 0; j < nf; j++) {
+        if (seen & ((uint64_t)1 << j))
+            continue;
+        if (!f[j].opt)
             return s_fail(c, "missing key '%s'", f[j].key);
+        memset((char *)body + f[j].off, 0, f[j].size);
+    }
     return 0;
 }
 

@@ -9,7 +9,8 @@
  * remaining before anything is allocated, each known key must have the right type and a value
  * in range, required keys must be present, the activation length must equal 4*dim for the
  * dimension the caller expects, and the whole frame must be consumed (no trailing bytes).
- * Unknown keys are skipped (forward compatibility). A failing decode returns -1 with a
+ * Unknown keys are skipped and keys added later are optional (forward and backward
+ * compatibility within a version). A failing decode returns -1 with a
  * one-line reason in err and leaves the output untouched except for scratch fields.
  *
  * Ownership: decoders copy everything into the caller's struct (fixed-size fields), and the
@@ -145,9 +146,15 @@ typedef struct {
     msg_trace trace[PROTO_MAX_TRACE];
 } msg_act;                         /* MSG_ACT and MSG_RESULT share this body */
 
+/* The coordinator sends seq and sent_ns; the worker echoes them with its progress, so the
+ * coordinator can tell a worker that is alive but slow (answering, busy computing) from one
+ * that is dead or frozen (silent). The progress keys are optional on the wire (0 if absent). */
 typedef struct {
     uint64_t seq;
     uint64_t sent_ns;              /* sender's monotonic clock */
+    uint64_t busy_ns;              /* echo: time spent on the current activation so far, 0 idle */
+    uint64_t acts;                 /* echo: activations completed since the worker started */
+    uint32_t queued;               /* echo: activations received and waiting for compute */
 } msg_heartbeat;
 
 typedef struct {

@@ -272,8 +272,9 @@ no_strays "SIGINT"
 
 # ---------------------------------------------------------------- a busy worker stays alive
 # One worker holding every layer of a 2048-wide model with 8 steps in flight is never idle;
-# it must still answer heartbeats between activations (20 ms liveness here), so nobody is
-# declared lost (regression: it once served its whole queue before reading control).
+# it must still answer heartbeats (20 ms liveness here), so nobody is declared lost (regression:
+# it once served its whole queue before reading control). e2e_slow.sh covers activations
+# several times the liveness window.
 "$SWARM_BIN" gen --layers 6 --dim 2048 --seed 4 -o "$T/busy.gguf" >/dev/null 2>&1
 sw busy run configs/tiny.ini --arm resident --model "$T/busy.gguf" --set "swarm.cap=$((160 * 1048576 + CAPB % 1048576))" \
     --workers 1 --inflight 8 --steps 120 --set swarm.heartbeat_ms=10 --set swarm.liveness=2 \

@@ -75,6 +75,7 @@ static void s_release(worker_t *w, const char *why)
     if (w->state != W_WAITING || w->peer_len)
         log_info("%s: releasing assignment (%s); waiting for a coordinator", w->id, why);
     worker_fetch_stop(w, why);
+    compute_wait(w->comp); /* an activation in progress is dropped: the route is gone */
     exec_free(&w->exec);
     if (w->model_open)
         model_close(&w->model);
@@ -131,6 +132,7 @@ void worker_load_assign(worker_t *w, const msg_assign *a, const char *path, uint
             worker_send_ctl(w);
         return;
     }
+    compute_wait(w->comp); /* the thread borrows the exec: never free it under a job */
     exec_free(&w->exec);
     if (w->model_open)
         model_close(&w->model);
@@ -345,10 +347,17 @@ static int s_on_ctl(worker_t *w)
     case MSG_ASSIGN: s_on_assign(w, &w->msg->u.assign); break;
     case MSG_ROUTE: s_on_route(w, &w->msg->u.route); break;
     case MSG_CHUNK: worker_fetch_on_chunk(w, &w->msg->u.chunk); break;
-    case MSG_HEARTBEAT:
-        if (proto_encode_heartbeat(w->out, &w->msg->u.hb) == 0)
+    case MSG_HEARTBEAT: {
+        /* Echoed with our progress: answered here, on the loop, whatever the compute thread
+         * is doing, so silence means dead or frozen, never busy. */
+        msg_heartbeat hb = w->msg->u.hb;
+        hb.busy_ns = compute_busy_ns(w->comp, util_now_ns());
+        hb.acts = w->stats.acts;
+        hb.queued = (uint32_t)netem_queue_len(w->queue);
+        if (proto_encode_heartbeat(w->out, &hb) == 0)
             worker_send_ctl(w);
         break;
+    }
     case MSG_STATS:
         w->stats.peak_rss_bytes = util_vmhwm_bytes(0);
         w->stats.cgroup_peak_bytes = cap_peak(&w->cap);
@@ -369,15 +378,16 @@ static int s_on_ctl(worker_t *w)
     return 1;
 }
 
-/* Decode, compute, forward one activation whose emulated link delay has elapsed. */
-static void s_serve(worker_t *w, zmq_msg_t *m, uint64_t arrival_ns)
+/* Decode one activation whose emulated link delay has elapsed and hand it to the compute
+ * thread; s_serve_end forwards it when the thread is done. */
+static void s_serve_begin(worker_t *w, zmq_msg_t *m, uint64_t arrival_ns)
 {
     char err[256];
     uint64_t t0 = util_now_ns();
-    msg_act *a = &w->msg->u.act;
+    msg_act *a = &w->amsg->u.act;
     a->x = w->x;
-    int rc = proto_decode(zmq_msg_data(m), zmq_msg_size(m), w->dim, w->msg, err, sizeof err);
-    if (rc || w->msg->type != MSG_ACT) {
+    int rc = proto_decode(zmq_msg_data(m), zmq_msg_size(m), w->dim, w->amsg, err, sizeof err);
+    if (rc || w->amsg->type != MSG_ACT) {
         w->stats.bad_msgs++;
         if (worker_log_bad(w))
             log_warn("%s: dropped a bad data message (%zu bytes): %s", w->id, zmq_msg_size(m),
@@ -391,10 +401,32 @@ static void s_serve(worker_t *w, zmq_msg_t *m, uint64_t arrival_ns)
                   (unsigned long long)w->route.epoch, w->route.hop);
         return;
     }
-    uint64_t t1 = util_now_ns();
-    exec_stats st = { 0 };
-    if (exec_step(w->exec, w->x, &st, err, sizeof err)) {
+    w->cur_arrival_ns = arrival_ns;
+    w->cur_t0 = t0;
+    w->cur_t1 = util_now_ns();
+    if (compute_start(w->comp, w->exec, w->x, w->dim))
+        log_error("%s: compute thread refused a job (busy): dropped", w->id);
+}
+
+/* The compute thread finished: forward the activation, unless the route moved meanwhile
+ * (the coordinator replays what an old epoch carried). */
+static void s_serve_end(worker_t *w)
+{
+    char err[256];
+    int rc;
+    uint64_t compute_ns = 0;
+    msg_act *a = &w->amsg->u.act;
+    if (!compute_collect(w->comp, &rc, NULL, &compute_ns, err, sizeof err))
+        return;
+    if (rc) {
         log_error("%s: compute failed: %s", w->id, err);
+        return;
+    }
+    if (w->state != W_SERVING || a->epoch != w->route.epoch || a->hop != w->route.hop) {
+        w->stats.stale_msgs++;
+        log_debug("%s: act req %llu finished under epoch %llu, now %llu: dropped", w->id,
+                  (unsigned long long)a->req, (unsigned long long)a->epoch,
+                  (unsigned long long)w->route.epoch);
         return;
     }
     uint64_t t2 = util_now_ns();
@@ -404,9 +436,9 @@ static void s_serve(worker_t *w, zmq_msg_t *m, uint64_t arrival_ns)
     if (a->n_trace < PROTO_MAX_TRACE) {
         msg_trace *tr = &a->trace[a->n_trace++];
         tr->stage = w->route.hop;
-        tr->wait_ns = t0 - arrival_ns;
-        tr->deser_ns = t1 - t0;
-        tr->compute_ns = t2 - t1;
+        tr->wait_ns = w->cur_t0 - w->cur_arrival_ns;
+        tr->deser_ns = w->cur_t1 - w->cur_t0;
+        tr->compute_ns = compute_ns;
         tr->ser_ns = w->last_ser_ns;
         tr->send_ns = w->last_send_ns;
     }
@@ -443,9 +475,9 @@ static void s_on_data(worker_t *w)
             w->stats.bad_msgs++;
             continue;
         }
-        /* Everything goes through the queue (released at once without a link profile), and
-         * the loop serves one activation per turn, so a steady stream of activations can
-         * never starve the control plane: heartbeats are answered between any two. */
+        /* Everything goes through the queue (released at once without a link profile); the
+         * compute thread takes one activation at a time from it, so the queue is where work
+         * waits while the loop keeps answering the control plane. */
         uint64_t rel = w->shaper ? netem_release_at(w->shaper, now, zmq_msg_size(&m)) : now;
         if (netem_queue_push(w->queue, &m, rel, now)) {
             w->stats.bad_msgs++;
@@ -460,10 +492,52 @@ static void s_release_due(worker_t *w)
 {
     zmq_msg_t m;
     uint64_t arrival;
+    if (compute_busy(w->comp))
+        return; /* one activation at a time; the completion wakes the loop */
     zmq_msg_init(&m);
-    if (netem_queue_pop_due(w->queue, util_now_ns(), &m, &arrival)) /* one per turn */
-        s_serve(w, &m, arrival);
+    if (netem_queue_pop_due(w->queue, util_now_ns(), &m, &arrival))
+        s_serve_begin(w, &m, arrival);
     zmq_msg_close(&m);
+}
+
+/* The control loop: control messages first and all of them (small, cheap), then incoming
+ * activations into the queue, then the next due activation to the compute thread when it is
+ * free. Nothing here waits for compute, so heartbeats are answered within one poll turn. */
+static void s_loop(worker_t *w)
+{
+    while (!s_stop) {
+        zmq_pollitem_t items[3] = { { w->ctl, 0, ZMQ_POLLIN, 0 }, { w->pull, 0, ZMQ_POLLIN, 0 },
+                                    { NULL, compute_fd(w->comp), ZMQ_POLLIN, 0 } };
+        int busy = compute_busy(w->comp);
+        uint64_t now = util_now_ns(), next = busy ? UINT64_MAX : netem_queue_next(w->queue);
+        long timeout = 100;
+        if (next != UINT64_MAX) {
+            timeout = next > now ? (long)((next - now) / 1000000) : 0;
+            if (timeout > 100)
+                timeout = 100;
+        }
+        if (zmq_poll(items, 3, timeout) < 0 && errno != EINTR)
+            break;
+        for (int k = 0; k < 256 && s_on_ctl(w); k++)
+            ;
+        if (items[1].revents & ZMQ_POLLIN)
+            s_on_data(w);
+        if (items[2].revents & ZMQ_POLLIN)
+            s_serve_end(w);
+        next = compute_busy(w->comp) ? UINT64_MAX : netem_queue_next(w->queue);
+        if (next != UINT64_MAX) {
+            now = util_now_ns();
+            /* Sub-millisecond remainder: zmq_poll only has ms resolution. */
+            if (next > now && next - now < 1000000)
+                util_sleep_until_ns(next);
+            s_release_due(w);
+        }
+        if (w->peer_len && util_now_ns() - w->last_heard_ns > WORKER_COORD_TIMEOUT_MS * 1000000ull) {
+            s_release(w, "coordinator silent");
+            if (w->once)
+                break;
+        }
+    }
 }
 
 static int s_bind(worker_t *w, const char *listen, int report_fd, char *err, size_t errlen)
@@ -525,6 +599,8 @@ static void s_usage(void)
            "  --cache DIR       where fetched models go (default /var/tmp/swarm-cache)\n"
            "  --fetch           always take the layers from the coordinator, even with a\n"
            "                    local copy (otherwise only when the model path is missing)\n"
+           "  --slowdown N      test knob: compute every activation N times (the output is\n"
+           "                    unchanged), as if this machine were N times slower\n"
            "  --once            exit when the first coordinator says bye or goes silent\n"
            "  --report-fd N     write the bound control endpoint to fd N (used when spawned)\n"
            "  --verbose         debug logs\n");
@@ -539,6 +615,7 @@ int worker_main(int argc, char **argv)
         { "key", required_argument, 0, 'k' },   { "allow", required_argument, 0, 'a' },
         { "plaintext", no_argument, 0, 'p' },
         { "cache", required_argument, 0, 'C' }, { "fetch", no_argument, 0, 'F' },
+        { "slowdown", required_argument, 0, 'S' },
         { "help", no_argument, 0, 'h' },         { 0, 0, 0, 0 }
     };
     worker_t w;
@@ -573,6 +650,17 @@ int worker_main(int argc, char **argv)
         case 'p': w.plaintext = 1; break;
         case 'C': snprintf(w.cache_dir, sizeof w.cache_dir, "%s", optarg); break;
         case 'F': w.force_fetch = 1; break;
+        case 'S': {
+            char *end;
+            unsigned long v = strtoul(optarg, &end, 10);
+            if (*optarg < '1' || *optarg > '9' || *end || v > 100000) {
+                fprintf(stderr, "swarm worker: bad --slowdown '%s' (an integer in 1..100000)\n",
+                        optarg);
+                return EXIT_USAGE;
+            }
+            w.slowdown = (uint32_t)v;
+            break;
+        }
         case 'h': s_usage(); return EXIT_OK;
         default: return EXIT_USAGE;
         }
@@ -608,10 +696,16 @@ int worker_main(int argc, char **argv)
     w.ctx = zmq_ctx_new();
     w.out = proto_buf_new();
     w.msg = malloc(sizeof *w.msg);
+    w.amsg = malloc(sizeof *w.amsg);
     w.queue = netem_queue_new(WORKER_QUEUE_CAP);
     w.chunk_buf = malloc(PROTO_MAX_CHUNK);
-    if (!w.ctx || !w.out || !w.msg || !w.queue || !w.chunk_buf) {
+    if (!w.ctx || !w.out || !w.msg || !w.amsg || !w.queue || !w.chunk_buf) {
         log_error("out of memory");
+        goto out;
+    }
+    w.comp = compute_new(w.slowdown, err, sizeof err);
+    if (!w.comp) {
+        log_error("%s: compute thread: %s", w.id, err);
         goto out;
     }
     if (keyfile) {
@@ -634,36 +728,7 @@ int worker_main(int argc, char **argv)
     log_info("%s: listening on %s (data %s), cap %llu MiB %s, %s", w.id, w.ctl_ep, w.data_ep,
              (unsigned long long)(w.cap_bytes >> 20), w.cap.enforced ? "(cgroup)" : "",
              w.sec ? "CURVE" : "plaintext");
-    while (!s_stop) {
-        zmq_pollitem_t items[2] = { { w.ctl, 0, ZMQ_POLLIN, 0 }, { w.pull, 0, ZMQ_POLLIN, 0 } };
-        uint64_t now = util_now_ns(), next = netem_queue_next(w.queue);
-        long timeout = 100;
-        if (next != UINT64_MAX) {
-            timeout = next > now ? (long)((next - now) / 1000000) : 0;
-            if (timeout > 100)
-                timeout = 100;
-        }
-        if (zmq_poll(items, 2, timeout) < 0 && errno != EINTR)
-            break;
-        /* Control first and all of it (small, cheap), then queue the activations. */
-        for (int k = 0; k < 256 && s_on_ctl(&w); k++)
-            ;
-        if (items[1].revents & ZMQ_POLLIN)
-            s_on_data(&w);
-        next = netem_queue_next(w.queue);
-        if (next != UINT64_MAX) {
-            now = util_now_ns();
-            /* Sub-millisecond remainder: zmq_poll only has ms resolution. */
-            if (next > now && next - now < 1000000)
-                util_sleep_until_ns(next);
-            s_release_due(&w);
-        }
-        if (w.peer_len && util_now_ns() - w.last_heard_ns > WORKER_COORD_TIMEOUT_MS * 1000000ull) {
-            s_release(&w, "coordinator silent");
-            if (w.once)
-                break;
-        }
-    }
+    s_loop(&w);
     rc = EXIT_OK;
 out:
     s_release(&w, "shutting down");
@@ -676,7 +741,9 @@ out:
     sec_zap_stop(&w.sec);
     proto_buf_free(&w.out);
     netem_queue_free(&w.queue);
+    compute_free(&w.comp);
     free(w.msg);
+    free(w.amsg);
     free(w.chunk_buf);
     free(w.pend);
     cap_leave(&w.cap);

@@ -12,6 +12,7 @@
 #include "common/sec.h"
 #include "netem/netem.h"
 #include "proto/proto.h"
+#include "worker/compute.h"
 
 /* A coordinator that sends nothing (its heartbeats are 100 ms apart by default) for this
  * long is gone; the worker releases its layers and waits for the next one. */
@@ -52,8 +53,13 @@ typedef struct {
     netem_queue *queue;
     /* buffers reused on the hot path */
     proto_buf *out;
-    proto_msg *msg;
-    float *x;
+    proto_msg *msg;               /* control messages (decoded on the loop) */
+    proto_msg *amsg;              /* the activation being computed: its header and trace */
+    float *x;                     /* (dim,) its vector, owned by the compute thread meanwhile */
+    /* compute, off the loop so heartbeats are answered during any activation */
+    compute_t *comp;
+    uint32_t slowdown;            /* test knob: compute every activation this many times */
+    uint64_t cur_arrival_ns, cur_t0, cur_t1; /* the job's arrival, decode start and end */
     cap_t cap;
     sec_t *sec;                   /* ZAP handler when CURVE is on */
     char pub[SEC_KEY_LEN], secret[SEC_KEY_LEN];

@@ -1,0 +1,122 @@
+#!/bin/bash
+# e2e_slow.sh — liveness does not depend on compute time: workers whose every activation takes
+# several times the liveness window (on whatever machine runs this: the slowdown is derived from
+# a step measured here first) are never declared lost and never replayed by the step deadline;
+# with the default heartbeat settings a worker frozen, killed or cut off in the middle of such an
+# activation is still detected within 1 s, and the run ends identical to the reference. tests/
+# Env: SWARM_BIN (bin/swarm), SWARM_TEST_TMP (scratch). Needs python3 (JSON checks).
+# Closes with "e2e_slow: N passed, N failed"; exits non-zero on any failure.
+set -u
+cd "$(dirname "$0")/.."
+: "${SWARM_BIN:=$PWD/bin/swarm}" "${SWARM_TEST_TMP:=$PWD/tests/tmp}"
+T="$SWARM_TEST_TMP/e2e_slow"
+rm -rf "$T" && mkdir -p "$T"
+pass=0; fail=0
+. tests/lib.sh
+
+if ! command -v python3 >/dev/null; then
+    echo "e2e_slow: python3 is required" >&2
+    echo "e2e_slow: 0 passed, 1 failed"; exit 1
+fi
+
+# A per-run marker in the cap keeps the stray check to this script's workers.
+CAPB=$((64 * 1048576 + 4096 * ($$ % 997 + 1)))
+M="$T/slow.gguf"
+sw gen gen --layers 6 --dim 1024 --seed 9 -o "$M"
+expect_rc gen 0
+BASE=(configs/tiny.ini --model "$M" --set "swarm.cap=$CAPB" --workers 2 --quiet)
+
+# ---------------------------------------------------------------- measure one activation here
+# stage_ms.compute is the compute of one step summed over its stages (2 workers): the max of a
+# few runs' figures is this machine's per-worker activation time right now (the max: the
+# slowdown below must not come out short on a machine that is busier than it was a moment ago).
+act_ms=0
+for i in 1 2 3; do
+    sw cal$i run "${BASE[@]}" --arm resident --steps 16 --out "$T/cal$i.jsonl"
+    expect_rc cal$i 0
+    act_ms=$(python3 -c "import sys; print(max(float(sys.argv[1]), float(sys.argv[2]) / 2))" \
+        "$act_ms" "$(jfield "$T/cal$i.jsonl" stage_ms.compute)")
+done
+sw ref run configs/tiny.ini --model "$M" --quiet --arm reference --steps 10 --out "$T/ref.jsonl"
+expect_rc ref 0
+REF10=$(jfield "$T/ref.jsonl" output_digest)
+sw ref6 run configs/tiny.ini --model "$M" --quiet --arm reference --steps 6 --out "$T/ref6.jsonl"
+expect_rc ref6 0
+REF6=$(jfield "$T/ref6.jsonl" output_digest)
+
+slowdown_for() { # target ms per activation -> computations per activation (>= 1)
+    python3 -c "import math, sys; print(max(1, math.ceil(float(sys.argv[1]) / max(float(sys.argv[2]), 1e-3))))" "$1" "$act_ms"
+}
+# Checks one run; prints "ok" or what is wrong. args: jsonl, reference digest, window ms,
+# minimum activation as a multiple of the window, lost worker ("" for none).
+judge() {
+    python3 - "$@" <<'EOF'
+import json, sys
+f, ref, window, mult, lost = sys.argv[1], sys.argv[2], float(sys.argv[3]), float(sys.argv[4]), sys.argv[5]
+try:
+    o = json.loads([l for l in open(f) if l.strip()][-1])
+except Exception as e:
+    print("no JSONL (%s)" % e); sys.exit(0)
+why = []
+if o.get("output_digest") != ref: why.append("digest %s != reference %s" % (o.get("output_digest"), ref))
+if o.get("gates", {}).get("parity") != "pass": why.append("parity %s" % o.get("gates", {}).get("parity"))
+for k in ("lost_steps", "duplicate_steps"):
+    if o.get(k) != 0: why.append("%s = %s" % (k, o.get(k)))
+fo = o.get("failover") or []
+act = (o.get("stage_ms") or {}).get("compute", 0) / 2
+if not lost:
+    if fo: why.append("failovers %s" % json.dumps(fo))
+    if o.get("deadline_replays") != 0: why.append("deadline_replays %s" % o.get("deadline_replays"))
+    # The activations really were several times the window (measured in this very run).
+    if act < mult * window: why.append("activation %.1f ms is under %.0f x the %.0f ms window" % (act, mult, window))
+else:
+    recs = [r for r in fo if r.get("worker") == lost]
+    if len(fo) != 1 or not recs: why.append("failovers %s, wanted one of %s" % (json.dumps(fo), lost))
+    else:
+        d = recs[0].get("detection_ms")
+        if not isinstance(d, (int, float)) or not 0 < d < 1000: why.append("detection_ms %s" % d)
+sys.stderr.write("    activation %.1f ms (window %.0f ms), %s failover(s) %s, deadline replays %s, %.2f steps/s\n"
+                 % (act, window, len(fo), "; ".join("%s %s after %.0f ms" % (r.get("worker"), r.get("how"), r.get("detection_ms") or -1) for r in fo),
+                    o.get("deadline_replays"), o.get("steps_per_s", 0)))
+print("; ".join(why) or "ok")
+EOF
+}
+check() { # name, judge args...
+    local name=$1 v; shift
+    v=$(judge "$@" 2>"$T/$name.figs")
+    echo "  $name:"; cat "$T/$name.figs"
+    if [ "$v" = ok ]; then ok; else bad "$name: $v"; grep -E "coord\]" "$T/$name.err" | grep -v "route epoch" | tail -8 | sed 's/^/    | /' >&2; fi
+}
+
+# ---------------------------------------------------------------- slow but alive
+# Liveness window 10 ms x 3; every activation ~6 windows; the step deadline at 2 windows, far
+# below one activation: a worker that answers heartbeats and reports progress is left alone.
+HB=10; LIVE=3; WIN=$((HB * LIVE))
+N=$(slowdown_for $((6 * WIN)))
+echo "measured activation ${act_ms} ms per worker: slowdown $N for ~$((6 * WIN)) ms (window $WIN ms)"
+sw slow run "${BASE[@]}" --arm resident --steps 10 --inflight 3 --set swarm.slowdown=$N \
+    --set swarm.heartbeat_ms=$HB --set swarm.liveness=$LIVE --set swarm.step_deadline_ms=$((2 * WIN)) \
+    --out "$T/slow.jsonl"
+expect_rc slow 0
+check slow "$T/slow.jsonl" "$REF10" $WIN 3 ""
+
+# ---------------------------------------------------------------- faults mid-activation, defaults
+# Default heartbeats (100 ms x 5 = 500 ms window); activations of ~1.5 windows, so w0 is in the
+# middle of one when the fault hits (step 2, sent when step 1 is back). Each is detected in < 1 s.
+DEF=(--set swarm.heartbeat_ms=100 --set swarm.liveness=5 --set swarm.step_deadline_ms=5000)
+N=$(slowdown_for 750)
+for f in "kill:--kill-worker w0@2" "stop:--stop-worker w0@2:1" "cut:--cut-link w0@2:1"; do
+    name=${f%%:*}
+    # shellcheck disable=SC2086
+    sw $name run "${BASE[@]}" --arm resident --steps 6 --set swarm.slowdown=$N "${DEF[@]}" \
+        ${f#*:} --out "$T/$name.jsonl"
+    expect_rc $name 0
+    check $name "$T/$name.jsonl" "$REF6" 500 1 w0
+done
+
+sleep 0.2
+strays=$(pgrep -f -- "swarm worker .*--cap $CAPB " || true)
+if [ -z "$strays" ]; then ok; else bad "stray workers: $strays"; fi
+
+echo "e2e_slow: $pass passed, $fail failed"
+[ "$fail" = 0 ]
