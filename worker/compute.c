@@ -7,12 +7,19 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
+#include "common/log.h"
 #include "common/util.h"
 
 /* The slowdown knob is for tests: a bound keeps a mistyped value from freezing a worker. */
 #define COMPUTE_MAX_SLOWDOWN 100000u
+/* The compute thread runs this much nicer than the control loop (Linux nice is per thread):
+ * on a machine whose cores are all busy, a nice-0 loop that wakes for a heartbeat is
+ * preferred to the compute (CFS weight 1024 against 335), so liveness never waits for a
+ * slice of compute. With nothing else runnable it costs the compute nothing. */
+#define COMPUTE_NICE 5
 
 enum { S_IDLE = 0, S_QUEUED, S_RUNNING, S_DONE };
 
@@ -60,6 +67,9 @@ static void s_run(compute_t *c)
 static void *s_main(void *arg)
 {
     compute_t *c = arg;
+    if (setpriority(PRIO_PROCESS, (id_t)gettid(), COMPUTE_NICE))
+        log_warn("compute thread: cannot lower its priority (%s): heartbeats compete with "
+                 "compute for the CPU", strerror(errno));
     pthread_mutex_lock(&c->mu);
     for (;;) {
         while (c->state != S_QUEUED && !c->quit)
