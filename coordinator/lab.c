@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "common/config.h"
+#include "common/exitcode.h"
 #include "common/log.h"
 #include "common/model.h"
 #include "common/util.h"

@@ -32,12 +32,12 @@
 
 #include "common/cap.h"
 #include "common/exec.h"
+#include "common/exitcode.h"
 #include "common/kernel.h"
 #include "common/log.h"
 #include "common/sec.h"
 #include "common/util.h"
 #include "coordinator/arm.h"
-#include "coordinator/cmd.h"
 #include "coordinator/partition.h"
 #include "proto/proto.h"
 #include "worker/worker.h"

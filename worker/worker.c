@@ -14,7 +14,7 @@
 #include "common/kernel.h"
 #include "common/log.h"
 #include "common/util.h"
-#include "coordinator/cmd.h"
+#include "common/exitcode.h"
 #include "worker/worker_int.h"
 
 
