@@ -537,8 +537,10 @@ int exec_step(exec_t *e, float *x, exec_stats *st, char *err, size_t errlen)
             kernel_layer(e->res_w[i], e->res_g[i], x, e->u, e->y, e->d);
         st->compute_ns += util_now_ns() - t;
     }
-    if (e->plan.n_streamed)
+    if (e->plan.n_streamed) {
+        st->layers_due += e->plan.n_streamed;
         return s_stream_step(e, x, st, err, errlen);
+    }
     return 0;
 }
 

@@ -55,7 +55,8 @@ typedef struct {
     uint64_t wait_ns;          /* blocked waiting for reads */
     uint64_t verify_ns;        /* hashing streamed layers (content gate) */
     uint64_t streamed_bytes;   /* bytes of reads submitted */
-    uint64_t layers_streamed;
+    uint64_t layers_streamed;  /* streamed layers hashed (content gate) */
+    uint64_t layers_due;       /* streamed layers the steps used: each must have been hashed */
     uint64_t content_fail;     /* streamed layers whose hash did not match */
 } exec_stats;
 

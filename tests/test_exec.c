@@ -325,6 +325,9 @@ static void s_content(const char *path, const char *name)
     CHECK(p.n_streamed >= 1, "nothing streamed");
     CHECK(st.content_fail == S_STEPS, "content_fail %llu, wanted %u (once per step)",
           (unsigned long long)st.content_fail, S_STEPS);
+    CHECK(st.layers_due == (uint64_t)S_STEPS * p.n_streamed && st.layers_streamed == st.layers_due,
+          "layers hashed %llu of %llu used", (unsigned long long)st.layers_streamed,
+          (unsigned long long)st.layers_due);
 
     /* The same byte in a resident layer: the load refuses. */
     o = s_opts(0, 4, 64 << 10);
