@@ -102,9 +102,9 @@ int exec_plan_make(const model_t *m, uint32_t first, uint32_t last, const exec_o
     }
     p->n_layers = last - first;
     p->layer_alloc = exec_layer_bytes(m->dim);
-    /* Rows per chunk: whole 4-row blocks (bit-identity, DESIGN.md §4), at least one block. */
-    /* Multiple of 8 rows: OpenBLAS splits a call's rows evenly across its threads, and with
-     * 2 threads each half must still start on a 4-row boundary (DESIGN.md §4). */
+    /* Rows per chunk: whole 4-row blocks (bit-identity: see "Determinism" in docs/design.md),
+     * at least one block. Multiple of 8 rows: OpenBLAS splits a call's rows evenly across
+     * its threads, and with 2 threads each half must still start on a 4-row boundary. */
     uint64_t rows = o->chunk_bytes / rowb / 8 * 8;
     if (rows < 8)
         rows = 8;
