@@ -25,8 +25,9 @@ void config_defaults(config_t *c)
     c->input_seed = 7;
     c->threads = 1;
     c->cap_bytes = 600ull << 20;
-    /* Depth 8 x 4 MiB: 2.4 GB/s vs 1.4 GB/s at depth 1 on the dev machine (DESIGN.md §4);
-     * the ring costs (8+1) x 4 MiB = 36 MiB of the cap, leaving room for 8 resident layers. */
+    /* Depth 8 x 4 MiB: 2.4 GB/s vs 1.4 GB/s at depth 1 on the dev machine, 2026-11-30
+     * ("Measured facts" in docs/design.md); the ring costs (8+1) x 4 MiB = 36 MiB of the
+     * cap, leaving room for 8 resident layers. */
     c->queue_depth = 8;
     c->chunk_bytes = 4ull << 20;
     c->overhead_bytes = 32ull << 20;

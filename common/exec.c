@@ -56,11 +56,44 @@ static uint64_t s_round_up(uint64_t v, uint64_t a)
     return (v + a - 1) / a * a;
 }
 
+/* The working-set rule, in one place: what a cap must hold besides the layers themselves
+ * (the caller's overhead and two (d,) f32 scratch vectors, each aligned). The ring of a
+ * streaming plan comes on top of this. */
+static uint64_t s_fixed_bytes(uint64_t d, const exec_opts *o)
+{
+    return o->overhead_bytes + 2 * d * 4 + 2 * EXEC_ALIGN;
+}
+
+uint64_t exec_layer_bytes(uint32_t dim)
+{
+    uint64_t d = dim;
+    return s_round_up(d * d * 4 + 2 * EXEC_ALIGN, EXEC_ALIGN) +
+           s_round_up(d * 4 + 2 * EXEC_ALIGN, EXEC_ALIGN);
+}
+
+uint32_t exec_resident_fit(uint32_t dim, const exec_opts *o)
+{
+    uint64_t fixed = s_fixed_bytes(dim, o), n;
+    if (o->budget_bytes == 0)
+        return UINT32_MAX;
+    if (o->budget_bytes <= fixed)
+        return 0;
+    n = (o->budget_bytes - fixed) / exec_layer_bytes(dim);
+    return n > UINT32_MAX ? UINT32_MAX : (uint32_t)n;
+}
+
+void exec_opts_worker(exec_opts *o, uint64_t cap_bytes)
+{
+    *o = (exec_opts){ .budget_bytes = cap_bytes, .queue_depth = 1, .chunk_bytes = 4u << 20,
+                      .overhead_bytes = EXEC_WORKER_OVERHEAD, .resident_only = 1,
+                      .verify_resident = 1 };
+}
+
 int exec_plan_make(const model_t *m, uint32_t first, uint32_t last, const exec_opts *o,
                    exec_plan *p, char *err, size_t errlen)
 {
     char b1[32], b2[32], b3[32], b4[32], b5[32];
-    uint64_t d = m->dim, rowb = d * 4, avail, scratch = 2 * d * 4 + 2 * EXEC_ALIGN;
+    uint64_t d = m->dim, rowb = d * 4, avail, fixed = s_fixed_bytes(d, o);
     memset(p, 0, sizeof *p);
     if (first >= last || last > m->n_layers) {
         snprintf(err, errlen, "bad layer range [%u, %u) for a %u-layer model", first, last,
@@ -68,11 +101,10 @@ int exec_plan_make(const model_t *m, uint32_t first, uint32_t last, const exec_o
         return -1;
     }
     p->n_layers = last - first;
-    p->layer_alloc = s_round_up(d * d * 4 + 2 * EXEC_ALIGN, EXEC_ALIGN) +
-                     s_round_up(d * 4 + 2 * EXEC_ALIGN, EXEC_ALIGN);
-    /* Rows per chunk: whole 4-row blocks (bit-identity, DESIGN.md §4), at least one block. */
-    /* Multiple of 8 rows: OpenBLAS splits a call's rows evenly across its threads, and with
-     * 2 threads each half must still start on a 4-row boundary (DESIGN.md §4). */
+    p->layer_alloc = exec_layer_bytes(m->dim);
+    /* Rows per chunk: whole 4-row blocks (bit-identity: see "Determinism" in docs/design.md),
+     * at least one block. Multiple of 8 rows: OpenBLAS splits a call's rows evenly across
+     * its threads, and with 2 threads each half must still start on a 4-row boundary. */
     uint64_t rows = o->chunk_bytes / rowb / 8 * 8;
     if (rows < 8)
         rows = 8;
@@ -88,10 +120,10 @@ int exec_plan_make(const model_t *m, uint32_t first, uint32_t last, const exec_o
     } else if (o->stream_all) {
         p->n_resident = 0;
     } else {
-        uint64_t need_min = o->overhead_bytes + scratch + (o->resident_only ? 0 : ring);
+        uint64_t need_min = fixed + (o->resident_only ? 0 : ring);
         if (o->resident_only) {
             uint64_t need = need_min + p->n_layers * p->layer_alloc;
-            if (need > o->budget_bytes) {
+            if (exec_resident_fit(m->dim, o) < p->n_layers) {
                 snprintf(err, errlen,
                          "layers [%u, %u) need %s resident (%u x %s + %s overhead) but the "
                          "cap is %s: short by %s",
@@ -116,7 +148,7 @@ int exec_plan_make(const model_t *m, uint32_t first, uint32_t last, const exec_o
             avail = o->budget_bytes - need_min;
             uint64_t n = avail / p->layer_alloc;
             /* If everything fits without the ring, keep everything resident. */
-            if (o->overhead_bytes + scratch + p->n_layers * p->layer_alloc <= o->budget_bytes)
+            if (exec_resident_fit(m->dim, o) >= p->n_layers)
                 n = p->n_layers;
             p->n_resident = n > p->n_layers ? p->n_layers : (uint32_t)n;
         }
@@ -124,7 +156,7 @@ int exec_plan_make(const model_t *m, uint32_t first, uint32_t last, const exec_o
     p->n_streamed = p->n_layers - p->n_resident;
     p->resident_bytes = (uint64_t)p->n_resident * p->layer_alloc;
     p->ring_bytes = p->n_streamed ? ring : 0;
-    p->working_set = p->resident_bytes + p->ring_bytes + scratch + o->overhead_bytes;
+    p->working_set = p->resident_bytes + p->ring_bytes + fixed;
     if (p->n_streamed) {
         /* Bytes requested per streamed layer: g's aligned superset + each chunk's. */
         const model_layer *L0 = &m->layers[first];
@@ -505,8 +537,10 @@ int exec_step(exec_t *e, float *x, exec_stats *st, char *err, size_t errlen)
             kernel_layer(e->res_w[i], e->res_g[i], x, e->u, e->y, e->d);
         st->compute_ns += util_now_ns() - t;
     }
-    if (e->plan.n_streamed)
+    if (e->plan.n_streamed) {
+        st->layers_due += e->plan.n_streamed;
         return s_stream_step(e, x, st, err, errlen);
+    }
     return 0;
 }
 

@@ -19,6 +19,10 @@
 #include "common/model.h"
 
 #define EXEC_ALIGN 4096u       /* O_DIRECT buffer/offset alignment (physical block here) */
+/* Reserved in a worker's cap for code, libraries, BLAS buffers and stacks (bytes). The
+ * partitioner and the worker both plan with it, so a range the coordinator assigns is a
+ * range the worker accepts. */
+#define EXEC_WORKER_OVERHEAD (16u << 20)
 
 typedef struct {
     uint64_t budget_bytes;     /* working-set budget; 0 = no cap, everything resident */
@@ -51,11 +55,21 @@ typedef struct {
     uint64_t wait_ns;          /* blocked waiting for reads */
     uint64_t verify_ns;        /* hashing streamed layers (content gate) */
     uint64_t streamed_bytes;   /* bytes of reads submitted */
-    uint64_t layers_streamed;
+    uint64_t layers_streamed;  /* streamed layers hashed (content gate) */
+    uint64_t layers_due;       /* streamed layers the steps used: each must have been hashed */
     uint64_t content_fail;     /* streamed layers whose hash did not match */
 } exec_stats;
 
 typedef struct exec exec_t;
+
+/* The working-set rule, shared by exec_plan_make, the partitioner and the worker. */
+/* Bytes one resident layer of width dim takes (g and W in EXEC_ALIGN-aligned buffers). */
+uint64_t exec_layer_bytes(uint32_t dim);
+/* How many resident layers of width dim fit in o->budget_bytes beside o->overhead_bytes and
+ * the scratch vectors, with no streaming ring; UINT32_MAX when the budget is 0 (no cap). */
+uint32_t exec_resident_fit(uint32_t dim, const exec_opts *o);
+/* A worker's options: everything resident under cap_bytes (0 = no cap), verified at load. */
+void exec_opts_worker(exec_opts *o, uint64_t cap_bytes);
 
 /* Plan only (no I/O). Fails with a message saying which budget is short and by how much. */
 int exec_plan_make(const model_t *m, uint32_t first, uint32_t last, const exec_opts *o,

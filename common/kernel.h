@@ -6,8 +6,9 @@
  *   kernel_rows     y[r0:r0+n] = W[r0:r0+n, :] u  (one sgemv over n contiguous rows)
  *   kernel_finish   x += silu(y)
  * Bit-identity across arms: OpenBLAS gives the same bits for a row range as for the whole
- * matrix only when the range starts on a multiple of 4 rows (DESIGN.md §4), so callers must
- * start every row chunk at a multiple of KERNEL_ROW_ALIGN; kernel_rows rejects anything else.
+ * matrix only when the range starts on a multiple of 4 rows ("Determinism" in docs/design.md),
+ * so callers must start every row chunk at a multiple of KERNEL_ROW_ALIGN; kernel_rows
+ * rejects anything else.
  */
 #ifndef SWARM_KERNEL_H
 #define SWARM_KERNEL_H

@@ -12,6 +12,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "coordinator/arm.h"
+#include "coordinator/gate.h"
 
 volatile sig_atomic_t arm_stop;
 
@@ -170,30 +171,9 @@ static int s_run_single(arm_ctx *a, run_result *r, const exec_opts *o, int cappe
     s_stage(r, "verify", st.verify_ns, a->steps);
     result_finish_stats(r);
 
-    /* Cache gate: the disk must have served what was streamed (within 1%). */
-    if (p->n_streamed == 0) {
-        r->gate_cache = GATE_NA;
-    } else {
-        double lo = 0.99 * (double)r->streamed_bytes, hi = 1.01 * (double)r->streamed_bytes;
-        if ((double)r->ssd_read_bytes >= lo && (double)r->ssd_read_bytes <= hi)
-            r->gate_cache = GATE_PASS;
-        else
-            result_void(r, &r->gate_cache, "cache: storage served %llu bytes of %llu streamed "
-                        "(%.1f%%): the page cache served the rest",
-                        (unsigned long long)r->ssd_read_bytes,
-                        (unsigned long long)r->streamed_bytes,
-                        r->streamed_bytes ? 100.0 * r->ssd_read_bytes / r->streamed_bytes : 0);
-    }
-    /* Content gate: resident layers were verified at load; streamed ones as consumed. */
-    if (st.content_fail)
-        result_void(r, &r->gate_content, "content: %llu streamed layers failed their checksum",
-                    (unsigned long long)st.content_fail);
-    else if (p->n_streamed && st.layers_streamed != (uint64_t)p->n_streamed * a->steps)
-        result_void(r, &r->gate_content, "content: %llu layers verified, expected %llu",
-                    (unsigned long long)st.layers_streamed,
-                    (unsigned long long)p->n_streamed * a->steps);
-    else
-        r->gate_content = GATE_PASS;
+    /* Resident layers were verified at load; streamed ones as they were consumed. */
+    gate_cache_judge(r, r->ssd_read_bytes, r->streamed_bytes, 0);
+    gate_content_judge(r, &st);
     if (capped && cap.enforced && cap_failcnt(&cap))
         log_warn("%s: the cgroup hit its limit %llu times (reclaim under the cap)", r->arm,
                  (unsigned long long)cap_failcnt(&cap));

@@ -8,6 +8,7 @@
 #include "common/exec.h"
 #include "common/kernel.h"
 #include "common/util.h"
+#include "coordinator/gate.h"
 
 int bench_disk_run(const model_t *m, uint32_t first, uint64_t chunk_bytes,
                    uint32_t queue_depth, uint32_t passes, bench_disk_result *out, char *err,
@@ -40,8 +41,7 @@ int bench_disk_run(const model_t *m, uint32_t first, uint64_t chunk_bytes,
     out->read_bytes = util_io_read_bytes() - io0;
     out->seconds = (t1 - t0) / 1e9;
     out->gbps = out->seconds > 0 ? out->bytes / out->seconds / 1e9 : 0;
-    out->cache_pass = (double)out->read_bytes >= 0.99 * (double)out->bytes &&
-                      (double)out->read_bytes <= 1.01 * (double)out->bytes;
+    out->cache_pass = gate_cache_ok(out->read_bytes, out->bytes);
     exec_free(&e);
     return 0;
 }

@@ -10,6 +10,7 @@
 
 #include "common/config.h"
 #include "common/exec.h"
+#include "common/exitcode.h"
 #include "common/kernel.h"
 #include "common/log.h"
 #include "common/model.h"

@@ -1,6 +1,6 @@
 /* lab.c — `swarm lab`: machine figures, predictions, every condition x repeat, table.md and plots. coordinator/
  *
- * Order matters (DESIGN.md §6): measure the machine, predict every condition and print the
+ * Order matters ("Measurement rules and gates" in docs/design.md): measure the machine, predict every condition and print the
  * predictions, and only then run anything. The reference arm runs first; its outputs are the
  * parity reference of every later run. An arm that fails is recorded (a JSONL line with
  * "failed": true and the error) and the lab goes on. The report (table.md, plots) is built by
@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "common/config.h"
+#include "common/exitcode.h"
 #include "common/log.h"
 #include "common/model.h"
 #include "common/util.h"

@@ -2,8 +2,10 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/exitcode.h"
 #include "coordinator/cmd.h"
 #include "netem/netem.h"
+#include "worker/worker.h"
 
 static void s_usage(FILE *f)
 {

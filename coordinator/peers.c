@@ -20,7 +20,6 @@
 #include "common/sec.h"
 #include "common/util.h"
 #include "coordinator/arm.h"
-#include "coordinator/cmd.h"
 #include "coordinator/partition.h"
 #include "proto/proto.h"
 #include "worker/worker.h"
@@ -332,22 +331,14 @@ static int s_wait_states(swarm_t *c, int want, uint64_t timeout_ms, char *err, s
 static int s_plan(swarm_t *c, char *err, size_t errlen)
 {
     uint32_t maxl[CONFIG_MAX_WORKERS], first[CONFIG_MAX_WORKERS], last[CONFIG_MAX_WORKERS];
-    exec_opts o = { .queue_depth = 1, .chunk_bytes = 4u << 20, .overhead_bytes = 16u << 20,
-                    .resident_only = 1 };
-    exec_plan pl;
+    exec_opts o;
     char why[512], b1[32], b2[32];
-    /* Per-layer cost with the worker's overhead, from a one-layer plan. */
-    o.budget_bytes = 0;
-    if (exec_plan_make(c->m, 0, 1, &o, &pl, why, sizeof why)) {
-        snprintf(err, errlen, "%s", why);
-        return -1;
-    }
-    uint64_t fixed = 16u << 20, per = pl.layer_alloc;
+    uint64_t per = exec_layer_bytes(c->d);
+    /* Each worker holds what its own planner (the same rule) will accept. */
     for (uint32_t i = 0; i < c->n; i++) {
-        uint64_t cap = c->p[i].cap_bytes;
-        maxl[i] = cap == 0 ? c->m->n_layers
-                  : cap > fixed + 2 * c->d * 4 + 2 * EXEC_ALIGN
-                      ? (uint32_t)((cap - fixed - 2 * c->d * 4 - 2 * EXEC_ALIGN) / per) : 0;
+        exec_opts_worker(&o, c->p[i].cap_bytes);
+        uint32_t fit = exec_resident_fit(c->d, &o);
+        maxl[i] = fit < c->m->n_layers ? fit : c->m->n_layers;
     }
     if (partition_layers(c->m->n_layers, c->n, maxl, first, last, why, sizeof why)) {
         size_t len = (size_t)snprintf(err, errlen, "cannot partition %u layers of %s each: %s;",

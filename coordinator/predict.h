@@ -1,6 +1,6 @@
 /* predict.h — the lab's cost model: machine figures measured first, then steps/s per condition. coordinator/
  *
- * DESIGN.md §6: predict before measuring. predict_measure_machine fills the figures the model is
+ * Predict before measuring ("Measurement rules and gates" in docs/design.md). predict_measure_machine fills the figures the model is
  * fed with (disk bandwidth in the SSD arm's own pattern, resident layer compute, content-hash
  * cost, a bare ZeroMQ hop); predict_condition turns them plus the config into steps/s and time
  * to first result for one condition, with the binding term. The lab stores every prediction in

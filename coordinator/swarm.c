@@ -32,12 +32,13 @@
 
 #include "common/cap.h"
 #include "common/exec.h"
+#include "common/exitcode.h"
 #include "common/kernel.h"
 #include "common/log.h"
 #include "common/sec.h"
 #include "common/util.h"
 #include "coordinator/arm.h"
-#include "coordinator/cmd.h"
+#include "coordinator/gate.h"
 #include "coordinator/partition.h"
 #include "proto/proto.h"
 #include "worker/worker.h"
@@ -778,19 +779,9 @@ int arm_run_resident(arm_ctx *a, run_result *r, char *err, size_t errlen)
     result_finish_stats(r);
     if (c->n_done == a->steps)
         arm_parity(a, r);
-    /* Gates: streaming happened only in fallback; it must have come from the disk. */
-    if (c->fb_stats.streamed_bytes) {
-        /* Storage must have served what the fallback streamed plus what it loaded when it
-         * took over, both during the steps, within 1% (the SSD arm's gate). */
-        double want = (double)c->fb_stats.streamed_bytes + (double)c->fb_loaded;
-        if ((double)r->ssd_read_bytes >= 0.99 * want && (double)r->ssd_read_bytes <= 1.01 * want)
-            r->gate_cache = GATE_PASS;
-        else
-            result_void(r, &r->gate_cache, "cache: fallback streamed %llu and loaded %llu bytes, "
-                        "storage served %llu", (unsigned long long)c->fb_stats.streamed_bytes,
-                        (unsigned long long)c->fb_loaded, (unsigned long long)r->ssd_read_bytes);
-    }
-    r->gate_content = c->fb_stats.content_fail ? GATE_VOID : GATE_PASS;
+    /* Gates: streaming happened only in fallback, whose load during the steps counts too. */
+    gate_cache_judge(r, r->ssd_read_bytes, c->fb_stats.streamed_bytes, c->fb_loaded);
+    gate_content_judge(r, &c->fb_stats);
     if (c->budget_fail && a->ref_outputs) {
         /* Partial run: what was completed must still be exactly the reference's. */
         uint32_t bad = 0;

@@ -20,7 +20,6 @@
 #include "common/sec.h"
 #include "common/util.h"
 #include "coordinator/arm.h"
-#include "coordinator/cmd.h"
 #include "coordinator/partition.h"
 #include "proto/proto.h"
 #include "worker/worker.h"

@@ -1,4 +1,5 @@
-/* netem.h — link profiles and the user-space link shaper (DESIGN.md §5). netem/
+/* netem.h — link profiles and the user-space link shaper. netem/
+ * Semantics: "Link emulation semantics" in docs/design.md.
  *
  * A profile describes one direction of one link: one-way mean delay, jitter around it with a
  * distribution, loss and a rate limit. This kernel has no sch_netem and no sch_fq, so delay is

@@ -4,13 +4,13 @@
  * holding one msgpack map with at least "v" (PROTO_VERSION) and "t" (msg_type). Activations
  * travel as `bin` of little-endian f32, never an array of floats.
  *
- * Decoding trusts nothing (msgpack-c 4.0 enforces no limits, DESIGN.md §4): the frame must be
- * at most PROTO_MAX_FRAME bytes, every container/str/bin length is bounded by the bytes
- * remaining before anything is allocated, each known key must have the right type and a value
- * in range, required keys must be present, the activation length must equal 4*dim for the
- * dimension the caller expects, and the whole frame must be consumed (no trailing bytes).
- * Unknown keys are skipped and keys added later are optional (forward and backward
- * compatibility within a version). A failing decode returns -1 with a
+ * Decoding trusts nothing (msgpack-c 4.0 enforces no limits: "Trusting no input" in
+ * docs/design.md): the frame must be at most PROTO_MAX_FRAME bytes, every container/str/bin
+ * length is bounded by the bytes remaining before anything is allocated, each known key must
+ * have the right type and a value in range, required keys must be present, the activation
+ * length must equal 4*dim for the dimension the caller expects, and the whole frame must be
+ * consumed (no trailing bytes). Unknown keys are skipped and keys added later are optional
+ * (forward and backward compatibility within a version). A failing decode returns -1 with a
  * one-line reason in err and leaves the output untouched except for scratch fields.
  *
  * Ownership: decoders copy everything into the caller's struct (fixed-size fields), and the
@@ -103,7 +103,8 @@ typedef struct {
     uint64_t resumed_bytes;        /* bytes already in the cache from an interrupted transfer */
 } msg_ready;
 
-/* Link profile applied by the receiver of a data link (netem/ semantics, DESIGN.md §5). */
+/* Link profile applied by the receiver of a data link ("Link emulation semantics" in
+ * docs/design.md). */
 typedef struct {
     uint64_t delay_ns;             /* one-way mean delay */
     uint64_t jitter_ns;            /* spread; meaning depends on dist */

@@ -261,6 +261,33 @@ static void s_budgets(const char *path)
     CHECK(exec_plan_make(&m, 1, 3, &o, &p, err, sizeof err) == -1 && strstr(err, "short by 1 B"),
           "one byte short: %s", err);
 
+    /* exec_resident_fit is the rule the partitioner plans with: it must agree with the plan
+     * at the byte where a layer stops fitting, with and without overhead. */
+    for (uint64_t over = 0; over <= (1u << 20); over += 1u << 20) {
+        o.overhead_bytes = over;
+        o.budget_bytes = over + s_scratch(d) + 2 * s_layer_alloc(d);
+        CHECK(exec_resident_fit(m.dim, &o) == 2, "fit %u in a 2-layer budget (overhead %llu)",
+              exec_resident_fit(m.dim, &o), (unsigned long long)over);
+        CHECK(exec_plan_make(&m, 1, 3, &o, &p, err, sizeof err) == 0, "fit says 2: %s", err);
+        o.budget_bytes -= 1;
+        CHECK(exec_resident_fit(m.dim, &o) == 1, "fit %u one byte short of 2 layers",
+              exec_resident_fit(m.dim, &o));
+        CHECK(exec_plan_make(&m, 1, 3, &o, &p, err, sizeof err) == -1, "fit says 1, plan took 2");
+        o.budget_bytes = over + s_scratch(d);
+        CHECK(exec_resident_fit(m.dim, &o) == 0, "fit %u with room for no layer",
+              exec_resident_fit(m.dim, &o));
+    }
+    o.overhead_bytes = 0;
+    o.budget_bytes = 0;
+    CHECK(exec_resident_fit(m.dim, &o) == UINT32_MAX, "no cap must fit everything");
+    CHECK(exec_layer_bytes(m.dim) == s_layer_alloc(d), "layer bytes %llu, computed %llu",
+          (unsigned long long)exec_layer_bytes(m.dim), (unsigned long long)s_layer_alloc(d));
+    /* A worker's options: resident only, verified, its fixed overhead inside the cap. */
+    exec_opts_worker(&o, 5ull << 20);
+    CHECK(o.budget_bytes == 5ull << 20 && o.resident_only && o.verify_resident &&
+              o.overhead_bytes == EXEC_WORKER_OVERHEAD && !o.stream_all && !o.buffered,
+          "worker options");
+
     /* Everything fits without the ring: all resident, no ring charged. */
     o = s_opts(s_scratch(d) + m.n_layers * s_layer_alloc(d), 4, 64 << 10);
     CHECK(exec_plan_make(&m, 0, m.n_layers, &o, &p, err, sizeof err) == 0 &&
@@ -298,6 +325,9 @@ static void s_content(const char *path, const char *name)
     CHECK(p.n_streamed >= 1, "nothing streamed");
     CHECK(st.content_fail == S_STEPS, "content_fail %llu, wanted %u (once per step)",
           (unsigned long long)st.content_fail, S_STEPS);
+    CHECK(st.layers_due == (uint64_t)S_STEPS * p.n_streamed && st.layers_streamed == st.layers_due,
+          "layers hashed %llu of %llu used", (unsigned long long)st.layers_streamed,
+          (unsigned long long)st.layers_due);
 
     /* The same byte in a resident layer: the load refuses. */
     o = s_opts(0, 4, 64 << 10);

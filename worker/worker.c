@@ -14,7 +14,7 @@
 #include "common/kernel.h"
 #include "common/log.h"
 #include "common/util.h"
-#include "coordinator/cmd.h"
+#include "common/exitcode.h"
 #include "worker/worker_int.h"
 
 
@@ -115,9 +115,7 @@ static void s_on_hello(worker_t *w, const msg_hello *h)
 void worker_load_assign(worker_t *w, const msg_assign *a, const char *path, uint64_t t0)
 {
     char err[1024];
-    exec_opts o = { .budget_bytes = w->cap_bytes ? w->cap_bytes : 0, .queue_depth = 1,
-                    .chunk_bytes = 4u << 20, .overhead_bytes = 16u << 20, .resident_only = 1,
-                    .verify_resident = 1 };
+    exec_opts o;
     msg_error e = { 0 };
     exec_plan plan;
     uint64_t io0 = util_io_read_bytes();
@@ -161,6 +159,7 @@ void worker_load_assign(worker_t *w, const msg_assign *a, const char *path, uint
             goto refuse;
         }
     }
+    exec_opts_worker(&o, w->cap_bytes);
     if (w->cap_bytes && exec_plan_make(&w->model, a->first, a->last, &o, &plan, err,
                                        sizeof err)) {
         e.code = PERR_CAP;

@@ -11,6 +11,9 @@
 
 #include <stdint.h>
 
+/* `swarm worker`: parse flags, serve until SIGINT/SIGTERM; returns an EXIT_* code. */
+int worker_main(int argc, char **argv);
+
 /* Sockets common to both ends: linger, max message size, keepalive. */
 void *zsock_new(void *ctx, int type, char *err, unsigned long errlen);
 
