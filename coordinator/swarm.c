@@ -312,6 +312,9 @@ static void s_handle_data(swarm_t *c, zmq_msg_t *m, uint64_t arrival_ns)
     char err[256];
     uint64_t t0 = util_now_ns();
     msg_act *a = &c->msg->u.act;
+    /* Where the decoder may copy bytes: an act's x here, never a chunk (a peer can send any
+     * type on any socket; the pointers of other union members must not be stale). */
+    c->msg->u.chunk.data = NULL;
     a->x = c->x;
     int rc = proto_decode(zmq_msg_data(m), zmq_msg_size(m), c->d, c->msg, err, sizeof err);
     if (rc || (c->msg->type != MSG_ACT && c->msg->type != MSG_RESULT)) {
@@ -407,6 +410,10 @@ static void s_rejoin_done(swarm_t *c, swarm_peer *p)
 static void s_ctl_one(swarm_t *c, swarm_peer *p, zmq_msg_t *m)
 {
     char err[256];
+    /* No bytes are copied out of a control message: an act or a chunk sent here by a
+     * confused or hostile peer is decoded (and refused) without touching any buffer. */
+    c->msg->u.act.x = NULL;
+    c->msg->u.chunk.data = NULL;
     int rc = proto_decode(zmq_msg_data(m), zmq_msg_size(m), 0, c->msg, err, sizeof err);
     if (rc == -2) {
         log_error("%s speaks protocol version %u, we speak %u", p->id, c->msg->version,

@@ -294,5 +294,25 @@ eq "wan: failovers" "$(jfield "$T/wan.jsonl" failover)" "[]"
 eq "wan: parity" "$(jfield "$T/wan.jsonl" gates.parity)" "pass"
 no_strays "wan"
 
+# ---------------------------------------------------------------- hostile frames on loopback
+# Every message type on both of a worker's sockets, garbage, truncations, wrong versions and
+# dims, before any coordinator: the worker answers what it can and stays up (regression: an act
+# sent to the control socket was copied through a stale union pointer and crashed it).
+HOSTILE="${TEST_BIN_DIR:-$PWD/build/tests}/tools/hostile"
+if [ -x "$HOSTILE" ]; then
+    "$SWARM_BIN" worker --listen tcp://127.0.0.1:0 --id hw --cap "$CAPB" >"$T/hw.log" 2>&1 &
+    hw=$!
+    wait_for "$T/hw.log" "listening on" 10 || bad "hostile: worker did not start"
+    ctl=$(grep -o 'listening on tcp://[0-9.]*:[0-9]*' "$T/hw.log" | head -1 | cut -d' ' -f3)
+    dat=$(grep -o 'data tcp://[0-9.]*:[0-9]*' "$T/hw.log" | head -1 | cut -d' ' -f2)
+    "$HOSTILE" --ctl "$ctl" --data "$dat" --frames 1000 --seconds 5 --rate 1000 >"$T/hostile.out" 2>&1
+    eq "hostile: sender exit" "$?" 0
+    if alive "$hw"; then ok; else bad "hostile: the worker died: $(tail -3 "$T/hw.log")"; fi
+    grep -q "dropped a bad" "$T/hw.log" && ok || bad "hostile: the worker log names no dropped frame"
+    kill "$hw" 2>/dev/null; wait "$hw" 2>/dev/null
+else
+    bad "hostile: no sender at $HOSTILE"
+fi
+
 echo "e2e_swarm: $pass passed, $fail failed"
 [ "$fail" = 0 ]

@@ -304,7 +304,11 @@ static int s_on_ctl(worker_t *w)
         zmq_msg_close(&m);
         return 1;
     }
-    w->msg->u.chunk.data = w->chunk_buf; /* where a chunk's bytes land */
+    /* Where the decoder may copy bytes: a chunk's into chunk_buf, an act's nowhere (any type
+     * can arrive on any socket: never leave another union member's pointer stale; a hostile
+     * act on this socket once wrote through one). */
+    w->msg->u.act.x = NULL;
+    w->msg->u.chunk.data = w->chunk_buf;
     int rc = proto_decode(zmq_msg_data(&m), ml, 0, w->msg, err, sizeof err);
     zmq_msg_close(&m);
     if (rc == -2) {
@@ -384,6 +388,7 @@ static void s_serve_begin(worker_t *w, zmq_msg_t *m, uint64_t arrival_ns)
     char err[256];
     uint64_t t0 = util_now_ns();
     msg_act *a = &w->amsg->u.act;
+    w->amsg->u.chunk.data = NULL; /* an act's x is the only place bytes may land */
     a->x = w->x;
     int rc = proto_decode(zmq_msg_data(m), zmq_msg_size(m), w->dim, w->amsg, err, sizeof err);
     if (rc || w->amsg->type != MSG_ACT) {
