@@ -193,7 +193,7 @@ void worker_fetch_on_chunk(worker_t *w, const msg_chunk *c)
     uint64_t want = left < PROTO_MAX_CHUNK ? left : PROTO_MAX_CHUNK;
     if (c->seq != w->s_done || c->off != off || c->len != want) {
         w->stats.bad_msgs++;
-        if (worker_log_bad(w))
+        if (worker_log_bad(w, WORKER_PLANE_CTL))
             log_warn("%s: unexpected chunk (seq %llu off %llu len %u; want seq %llu off %llu len "
                  "%llu): dropped", w->id, (unsigned long long)c->seq, (unsigned long long)c->off,
                  c->len, (unsigned long long)w->s_done, (unsigned long long)off,
@@ -202,7 +202,7 @@ void worker_fetch_on_chunk(worker_t *w, const msg_chunk *c)
     }
     if (XXH3_64bits(c->data, c->len) != c->hash) {
         w->stats.bad_msgs++;
-        if (worker_log_bad(w))
+        if (worker_log_bad(w, WORKER_PLANE_CTL))
             log_warn("%s: chunk at %llu fails its hash: asking again", w->id,
                  (unsigned long long)c->off);
         w->s_req = w->s_done; /* re-request from here */

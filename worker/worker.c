@@ -20,11 +20,12 @@
 
 static volatile sig_atomic_t s_stop;
 
-/* A flood of bad frames must not become a flood of log lines: the first 10 are logged, then
- * one in 1000 (the counters in stats keep the exact numbers). */
-int worker_log_bad(const worker_t *w)
+/* A flood of bad frames must not become a flood of log lines: the first 10 of each plane are
+ * logged, then one in 1000 (the counters in stats keep the exact numbers). Per plane, so a
+ * flood on one never hides the other's first problems. */
+int worker_log_bad(worker_t *w, int plane)
 {
-    uint64_t n = w->stats.bad_msgs;
+    uint64_t n = ++w->bad_seen[plane ? 1 : 0];
     return n <= 10 || n % 1000 == 0;
 }
 
@@ -299,7 +300,7 @@ static int s_on_ctl(worker_t *w)
                 break;
         zmq_msg_close(&junk);
         w->stats.bad_msgs++;
-        if (worker_log_bad(w))
+        if (worker_log_bad(w, WORKER_PLANE_CTL))
             log_warn("%s: dropped a multipart control message", w->id);
         zmq_msg_close(&m);
         return 1;
@@ -313,7 +314,7 @@ static int s_on_ctl(worker_t *w)
     zmq_msg_close(&m);
     if (rc == -2) {
         w->stats.bad_msgs++;
-        if (worker_log_bad(w))
+        if (worker_log_bad(w, WORKER_PLANE_CTL))
             log_warn("%s: peer speaks protocol version %u, this worker %u: refused", w->id,
                  w->msg->version, PROTO_VERSION);
         char t[128];
@@ -324,7 +325,7 @@ static int s_on_ctl(worker_t *w)
     }
     if (rc) {
         w->stats.bad_msgs++;
-        if (worker_log_bad(w))
+        if (worker_log_bad(w, WORKER_PLANE_CTL))
             log_warn("%s: dropped a bad control message (%zu bytes): %s", w->id, ml, err);
         return 1;
     }
@@ -374,7 +375,7 @@ static int s_on_ctl(worker_t *w)
         break;
     default:
         w->stats.bad_msgs++;
-        if (worker_log_bad(w))
+        if (worker_log_bad(w, WORKER_PLANE_CTL))
             log_warn("%s: unexpected %s on the control plane", w->id,
                  proto_type_name(w->msg->type));
     }
@@ -393,7 +394,7 @@ static void s_serve_begin(worker_t *w, zmq_msg_t *m, uint64_t arrival_ns)
     int rc = proto_decode(zmq_msg_data(m), zmq_msg_size(m), w->dim, w->amsg, err, sizeof err);
     if (rc || w->amsg->type != MSG_ACT) {
         w->stats.bad_msgs++;
-        if (worker_log_bad(w))
+        if (worker_log_bad(w, WORKER_PLANE_DATA))
             log_warn("%s: dropped a bad data message (%zu bytes): %s", w->id, zmq_msg_size(m),
                  rc ? err : "not an act");
         return;
@@ -454,7 +455,7 @@ static void s_serve_end(worker_t *w)
     uint64_t t3 = util_now_ns();
     if (zmq_send(w->push, proto_buf_data(w->out), proto_buf_len(w->out), ZMQ_DONTWAIT) < 0) {
         /* Never block on a dead next hop: the coordinator replays what does not arrive. */
-        if (worker_log_bad(w))
+        if (worker_log_bad(w, WORKER_PLANE_DATA))
             log_error("%s: send to %s failed: %s", w->id, w->push_ep, zmq_strerror(errno));
         w->stats.bad_msgs++;
         /* The next route (the coordinator replays under a new epoch) makes a fresh socket:
@@ -485,7 +486,7 @@ static void s_on_data(worker_t *w)
         uint64_t rel = w->shaper ? netem_release_at(w->shaper, now, zmq_msg_size(&m)) : now;
         if (netem_queue_push(w->queue, &m, rel, now)) {
             w->stats.bad_msgs++;
-            if (worker_log_bad(w))
+            if (worker_log_bad(w, WORKER_PLANE_DATA))
                 log_warn("%s: link emulation queue full: message dropped", w->id);
         }
     }

@@ -65,6 +65,7 @@ typedef struct {
     char pub[SEC_KEY_LEN], secret[SEC_KEY_LEN];
     int plaintext;                /* allowed off loopback by --plaintext */
     msg_stats stats;
+    uint64_t bad_seen[2];         /* bad frames per plane, for the log rate limit */
     uint64_t last_ser_ns, last_send_ns; /* previous message's, for the trace */
     /* weight distribution (the model fetched from the coordinator into the cache) */
     char cache_dir[PATH_MAX];
@@ -82,7 +83,8 @@ typedef struct {
 
 /* worker.c */
 int worker_send_ctl(worker_t *w);          /* out buffer to the current coordinator */
-int worker_log_bad(const worker_t *w);     /* rate limit for bad-frame log lines */
+enum { WORKER_PLANE_CTL = 0, WORKER_PLANE_DATA = 1 };
+int worker_log_bad(worker_t *w, int plane); /* rate limit for bad-frame log lines */
 /* Load [a->first, a->last) of the model at path (a local copy or the fetched cache), verify
  * it against the coordinator's checksums, answer ready (or an error). t0: when assign came. */
 void worker_load_assign(worker_t *w, const msg_assign *a, const char *path, uint64_t t0);
