@@ -54,13 +54,17 @@ static void s_fail(char *err, size_t errlen, const char *fmt, ...)
     va_end(ap);
 }
 
+/* The same names in the same order as s_tmpl (test_chat checks that each one is known). A
+ * constant array rather than one filled on first use: callable from any thread. */
+static const char *const s_names[] = {
+    "chatml", "llama2", "llama2-sys", "llama2-sys-bos", "llama2-sys-strip", "mistral-v1",
+    "mistral-v3", "mistral-v3-tekken", "mistral-v7", "llama3", "zephyr", "tinyllama", "gemma", NULL,
+};
+_Static_assert(sizeof s_names / sizeof s_names[0] == S_NTMPL + 1, "s_names and s_tmpl differ");
+
 const char *const *chat_template_names(void)
 {
-    static const char *names[S_NTMPL + 1];
-    if (!names[0])
-        for (size_t i = 0; i < S_NTMPL; i++)
-            names[i] = s_tmpl[i].name;
-    return names;
+    return s_names;
 }
 
 static int s_find(const char *name)

@@ -281,8 +281,14 @@ static void s_test_render_exact(void)
          "<start_of_turn>model\n"},
     };
     size_t n_names = 0;
-    for (const char *const *p = chat_template_names(); *p; p++)
+    for (const char *const *p = chat_template_names(); *p; p++) {
         n_names++;
+        int tested = 0;
+        for (size_t k = 0; k < sizeof ex / sizeof ex[0]; k++)
+            tested |= strcmp(*p, ex[k].name) == 0;
+        CHECK(tested && chat_template_describe(*p) != NULL, "listed name '%s' untested or unknown",
+              *p);
+    }
     CHECK(n_names == sizeof ex / sizeof ex[0], "%zu names, %zu tested", n_names,
           sizeof ex / sizeof ex[0]);
     for (size_t k = 0; k < sizeof ex / sizeof ex[0]; k++) {
