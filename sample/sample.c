@@ -372,14 +372,16 @@ int32_t sampler_sample(sampler_t *s, const float *logits, const int32_t *recent,
                 m++;
             kept = m;
         }
-        /* 5. temperature, 6. the draw: the first candidate whose cumulative weight passes u */
-        double t = s->o.temperature, x0 = l0 / t, sum = 0;
+        /* 5. temperature, 6. the draw: the first candidate whose cumulative weight passes u.
+         * Weights exp((l_i - l_0) / T): the exponent is <= 0 and never NaN, even for a
+         * temperature so small that l / T alone would overflow (1e-30 stays near-greedy). */
+        double t = s->o.temperature, sum = 0;
         for (uint32_t i = 0; i < kept; i++)
-            sum += exp((double)c[i].logit / t - x0);
+            sum += exp(((double)c[i].logit - l0) / t);
         double u = s_uniform(s) * sum, cum = 0;
         uint32_t pick = 0; /* if u rounds up to sum: the last candidate of non-zero weight */
         for (uint32_t i = 0; i < kept; i++) {
-            double e = exp((double)c[i].logit / t - x0);
+            double e = exp(((double)c[i].logit - l0) / t);
             if (e > 0)
                 pick = i;
             cum += e;
@@ -387,7 +389,7 @@ int32_t sampler_sample(sampler_t *s, const float *logits, const int32_t *recent,
                 break;
         }
         tok = c[pick].id;
-        prob = exp((double)c[pick].logit / t - x0) / sum;
+        prob = exp(((double)c[pick].logit - l0) / t) / sum;
     }
     if (info) {
         info->prob = (float)prob;

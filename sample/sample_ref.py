@@ -83,8 +83,7 @@ def sample(o, logits, recent, rng):
         floor_logit = l0 + math.log(min_p)
         cand = [cand[0]] + [i for i in cand[1:] if l[i] >= floor_logit]
     t = f32(o['temp'])
-    x0 = l0 / t
-    w = [math.exp(l[i] / t - x0) for i in cand]
+    w = [math.exp((l[i] - l0) / t) for i in cand]
     u = rng.uniform() * sum(w)
     cum = 0.0
     for j, i in enumerate(cand):

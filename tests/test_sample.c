@@ -138,6 +138,19 @@ static void s_test_greedy(void)
             sampler_destroy(&t);
         }
     }
+    /* A temperature so small that logit / T overflows still samples the top token, prob 1. */
+    for (int i = 0; i < N; i++)
+        l[i] = (float)(i % 97) - 40.0f;
+    l[12345] = 60.0f;
+    sampler_opts tiny = s_opts(1e-30f, 0, 1.0f, 0.0f, 4);
+    sampler_t *t = s_new(&tiny, N);
+    if (t) {
+        sampler_step_info info = {0};
+        int32_t got = sampler_sample(t, l, NULL, 0, &info);
+        CHECK(got == 12345 && info.prob == 1.0f, "temperature 1e-30: %d prob %g", got,
+              (double)info.prob);
+        sampler_destroy(&t);
+    }
     /* Ties: all equal gives id 0; equal maxima at 5 and 9 give 5. */
     for (int i = 0; i < N; i++)
         l[i] = 1.0f;
