@@ -229,6 +229,34 @@ static void s_test_sequence(void)
     }
 }
 
+/* The full-vocabulary sort (radix) and top_k's heap + qsort order candidates the same way, ties
+ * (+0 and -0 included) by id: with the one -inf candidate cut by top_k = n - 1 (weight 0 either
+ * way), both samplers draw the same tokens from the same seed. */
+static void s_test_sort_paths(void)
+{
+    enum { N = 5000, DRAWS = 300 };
+    float *l = malloc(N * sizeof *l);
+    sampler_opts all = s_opts(1.0f, 0, 1.0f, 0.0f, 31), cut = s_opts(1.0f, N - 1, 1.0f, 0.0f, 31);
+    sampler_t *a = s_new(&all, N), *b = s_new(&cut, N);
+    if (!l || !a || !b)
+        goto out;
+    for (int i = 0; i < N; i++)
+        l[i] = (float)(i % 7) * 0.25f - 1.0f; /* seven values, ~714 ties each */
+    for (int i = 0; i < N; i += 11)
+        l[i] = (i % 2) ? -0.0f : 0.0f;
+    l[100] = -INFINITY;
+    int same = 0;
+    for (int i = 0; i < DRAWS; i++) {
+        int32_t x = sampler_sample(a, l, NULL, 0, NULL), y = sampler_sample(b, l, NULL, 0, NULL);
+        same += x == y && x >= 0;
+    }
+    CHECK(same == DRAWS, "radix and heap orders disagree: %d of %d draws equal", same, DRAWS);
+out:
+    sampler_destroy(&a);
+    sampler_destroy(&b);
+    free(l);
+}
+
 /* Pearson's chi-square of n draws against p (k categories). Returns the statistic. */
 static double s_chi2(sampler_t *s, const float *logits, const double *p, int k, int n)
 {
@@ -520,6 +548,7 @@ int main(void)
     s_test_bad_input();
     s_test_greedy();
     s_test_sequence();
+    s_test_sort_paths();
     s_test_distribution();
     s_test_filters();
     s_test_penalties();
