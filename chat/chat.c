@@ -102,6 +102,31 @@ static int s_has(const char *j, const char *marker)
     return strstr(j, marker) != NULL;
 }
 
+/* How a Zephyr-style template ends a user turn, read from the Jinja expression that writes it
+ * (from the user tag to the next "}}"): 1 <|endoftext|>, 2 eos_token or </s>, 0 something else
+ * (Falcon 3 ends it with '\n') or no such expression. Judged by the turn's own expression
+ * because Falcon 3's template also has eos_token, after assistant turns only. */
+static int s_user_turn_end(const char *j)
+{
+    static const char *const tags[] = {"<|user|>", "'<|' + message['role'] + '|>'",
+                                       "\"<|\" + message[\"role\"] + \"|>\"",
+                                       "'<|' + message.role + '|>'"};
+    for (size_t t = 0; t < sizeof tags / sizeof tags[0]; t++) {
+        for (const char *p = strstr(j, tags[t]); p; p = strstr(p + 1, tags[t])) {
+            const char *e = strstr(p, "}}");
+            size_t n = e ? (size_t)(e - p) : strlen(p);
+            if (!memmem(p, n, "content", 7))
+                continue; /* a tag alone, e.g. in a generation prompt */
+            if (memmem(p, n, "<|endoftext|>", 13))
+                return 1;
+            if (memmem(p, n, "eos_token", 9) || memmem(p, n, "</s>", 4))
+                return 2;
+            return 0;
+        }
+    }
+    return 0;
+}
+
 /* The markers, in llama.cpp's order of precedence (llm_chat_detect_template upstream), so a
  * template both would recognise gets the same family. -1 with why[] when nothing matches. */
 static int s_detect(const char *j, const char **why)
@@ -146,12 +171,15 @@ static int s_detect(const char *j, const char **why)
             *why = "looks like ChatGLM ([gMASK]), which swarm does not render";
             return -1;
         }
-        if (s_has(j, "<|endoftext|>"))
+        /* llama.cpp's own detector takes any template with both tags for Falcon 3 (literal
+         * </s>) or GLM-Edge, TinyLlama's included; swarm decides by how a user turn ends. */
+        int end = s_user_turn_end(j);
+        if (end == 1)
             return S_ZEPHYR;
-        if (s_has(j, "eos_token") || s_has(j, "</s>"))
+        if (end == 2)
             return S_TINYLLAMA;
-        *why = "has <|user|>/<|assistant|> but no turn end swarm knows (<|endoftext|>, eos_token, "
-               "</s>): Falcon 3 / GLM-Edge style, not rendered";
+        *why = "has <|user|>/<|assistant|> but its user turn does not end with <|endoftext|>, "
+               "eos_token or </s>: Falcon 3 / GLM-Edge style, not rendered";
         return -1;
     }
     if (s_has(j, "<start_of_turn>"))

@@ -4,8 +4,10 @@
  * llm_chat_detect_template, llm_chat_apply_template), a template is recognised by markers it
  * must contain (<|im_start|>, [INST], <<SYS>>, <|start_header_id|>, <start_of_turn>, <|user|>
  * ...), never by comparing the whole text, and each family is rendered by a few lines of C that
- * write exactly the text llama.cpp writes for it, byte for byte, whitespace included. A template
- * with none of the markers is an error ("unrecognised"): there is no silent fallback to ChatML.
+ * write exactly the text llama.cpp writes for it, byte for byte, whitespace included. The one
+ * family llama.cpp has no renderer for, TinyLlama's (Zephyr tags, eos_token after each turn),
+ * is rendered as its own template renders it. A template with none of the markers is an error
+ * ("unrecognised"): there is no silent fallback to ChatML.
  *
  * The text has no BOS unless asked (add_bos_in_text): like llama.cpp, the tokenizer adds BOS as
  * tokenizer.ggml.add_bos_token says. With add_bos_in_text the text starts with the BOS piece

@@ -165,13 +165,30 @@ static void s_test_detect_inline(void)
                  "<|assistant|>{% endfor %}", NULL, "ChatGLM");
     s_detect_one("GLM-Edge style", "{% for item in messages %}{% if item['role'] == 'user' %}<|user|>"
                  "\n{{ item['content'] }}{% endif %}{% endfor %}<|assistant|>", NULL, "Falcon 3");
+    s_detect_one("Zephyr, role spliced into the tag (StableLM 2 Zephyr style)",
+                 "{% for message in messages %}{{'<|' + message['role'] + '|>' + '\n' + "
+                 "message['content'] + '<|endoftext|>' + '\n'}}{% endfor %}{% if "
+                 "add_generation_prompt %}{{ '<|assistant|>' + '\n' }}{% endif %}",
+                 "zephyr", NULL);
+    /* Falcon 3 (llama architecture) has eos_token too, after assistant turns only: its user
+     * turn ends with a newline, so it is not TinyLlama's template. */
+    s_detect_one("Falcon 3",
+                 "{%- for message in messages %}{%- if message['role'] == 'system' %}{{- "
+                 "'<|system|>\n' + message['content'] + '\n' }}{%- elif message['role'] == 'user' %}"
+                 "{{- '<|user|>\n' + message['content'] + '\n' }}{%- elif message['role'] == "
+                 "'assistant' %}{%- if not loop.last %}{{- '<|assistant|>\n' + message['content'] + "
+                 "eos_token + '\n' }}{%- else %}{{- '<|assistant|>\n' + message['content'] + "
+                 "eos_token }}{%- endif %}{%- endif %}{%- if loop.last and add_generation_prompt %}"
+                 "{{- '<|assistant|>\n' }}{%- endif %}{%- endfor %}",
+                 NULL, "Falcon 3");
     s_detect_one("empty", "", NULL, "no tokenizer.chat_template");
     s_detect_one("NULL", NULL, NULL, "no tokenizer.chat_template");
     s_detect_one("prose", "You are a helpful assistant. Answer briefly.", NULL,
                  "unrecognised chat template \"You are a helpful");
     /* The name buffer: "tinyllama" needs 10 bytes. */
     char small[9], err[512] = "";
-    CHECK(chat_template_detect("<|user|>{{ eos_token }}", small, sizeof small, err, sizeof err) == -1
+    CHECK(chat_template_detect("{{ '<|user|>\n' + message['content'] + eos_token }}", small,
+                               sizeof small, err, sizeof err) == -1
               && strstr(err, "does not fit"), "9-byte name buffer: '%s'", err);
 }
 
