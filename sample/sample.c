@@ -387,12 +387,16 @@ int32_t sampler_sample(sampler_t *s, const float *logits, const int32_t *recent,
             if (s->cand[i].logit > s->cand[best].logit)
                 best = i;
         tok = (int32_t)best;
+        if (s->cand[best].logit == -INFINITY)
+            goto all_masked;
     } else {
         /* 2. top_k (0 = off): the k best, sorted; otherwise the whole vocabulary sorted */
         kept = s->o.top_k > 0 && (uint32_t)s->o.top_k < n ? (uint32_t)s->o.top_k : n;
         s_top_k(s, n, kept);
         s_cand *c = s->cand;
         double l0 = c[0].logit;
+        if (l0 == -INFINITY)
+            goto all_masked;
 
         /* 3. top_p at temperature 1: the shortest prefix whose probability reaches top_p */
         if (s->o.top_p < 1.0f) {
@@ -440,4 +444,8 @@ int32_t sampler_sample(sampler_t *s, const float *logits, const int32_t *recent,
         s_logprobs(s, logits, tok, info);
     }
     return tok;
+all_masked:
+    /* A multiplied repetition penalty can push the last finite logit to -inf. */
+    snprintf(s->error, sizeof s->error, "sampler: every logit is -inf after the penalties");
+    return -1;
 }

@@ -95,6 +95,22 @@ static void s_test_bad_input(void)
     CHECK(sampler_sample(s, l, recent, 3, NULL) == -1, "recent id -1 accepted");
     sampler_step_info info = {.n_top = SAMPLER_TOP_MAX + 1};
     CHECK(sampler_sample(s, l, NULL, 0, &info) == -1, "n_top 21 accepted");
+    /* The one finite logit penalised to -inf: refused, greedy or not. */
+    for (int g = 0; g < 2; g++) {
+        sampler_opts big = s_opts(g ? 0.0f : 0.8f, 40, 0.95f, 0.05f, 1);
+        big.repeat_penalty = 1e30f;
+        sampler_t *t = s_new(&big, 8);
+        if (!t)
+            break;
+        float m[8];
+        for (int i = 0; i < 8; i++)
+            m[i] = -INFINITY;
+        m[2] = -1e20f;
+        int32_t two[1] = {2};
+        CHECK(sampler_sample(t, m, two, 1, NULL) == -1 && strstr(sampler_error(t), "penalties"),
+              "greedy=%d: penalised to -inf: '%s'", g, sampler_error(t));
+        sampler_destroy(&t);
+    }
     /* The failed calls left no penalty counts behind: greedy on the same sampler is unaffected. */
     sampler_destroy(&s);
     o.temperature = 0;
