@@ -527,7 +527,8 @@ out:
     free(lp);
 }
 
-/* Not a gate: what one call costs on the largest vocabulary the issue names (Qwen2.5's). */
+/* Not a gate: what one call costs on the largest vocabulary the issue names (Qwen2.5's), the
+ * fastest of 20 calls (the machine is shared: the minimum is the call's own cost). */
 static void s_report_cost(void)
 {
     enum { N = 152064, CALLS = 20 };
@@ -540,19 +541,25 @@ static void s_report_cost(void)
         int32_t top_k;
         float temp;
     } c[] = {{"greedy", 40, 0.0f}, {"top_k 40 (llama.cpp default)", 40, 0.8f},
-             {"top_k off (full sort)", 0, 0.8f}};
+             {"top_k off (whole vocabulary sorted)", 0, 0.8f}};
     for (size_t k = 0; k < sizeof c / sizeof c[0]; k++) {
         sampler_opts o = s_opts(c[k].temp, c[k].top_k, 0.95f, 0.05f, 1);
         sampler_t *s = s_new(&o, N);
         if (!s)
             continue;
-        sampler_step_info info = {.n_top = 5};
-        sampler_sample(s, l, NULL, 0, &info); /* first touch of the scratch, untimed */
-        uint64_t t0 = util_now_ns();
-        for (int i = 0; i < CALLS; i++)
-            sampler_sample(s, l, NULL, 0, &info);
-        printf("cost, vocabulary %d, %s, with 5 top logprobs: %.3f ms per call\n", N, c[k].what,
-               (double)(util_now_ns() - t0) / CALLS / 1e6);
+        double best[2] = {1e30, 1e30};
+        for (int with = 0; with < 2; with++) {
+            sampler_step_info info = {.n_top = 5};
+            sampler_sample(s, l, NULL, 0, with ? &info : NULL); /* first touch, untimed */
+            for (int i = 0; i < CALLS; i++) {
+                uint64_t t0 = util_now_ns();
+                sampler_sample(s, l, NULL, 0, with ? &info : NULL);
+                double ms = (double)(util_now_ns() - t0) / 1e6;
+                best[with] = ms < best[with] ? ms : best[with];
+            }
+        }
+        printf("cost, vocabulary %d, %s: %.2f ms per call, %.2f ms with 5 top logprobs\n", N,
+               c[k].what, best[0], best[1]);
         sampler_destroy(&s);
     }
     free(l);
