@@ -109,18 +109,13 @@ int sec_load_key(const char *path, char pub[SEC_KEY_LEN], char sec[SEC_KEY_LEN],
     return 0;
 }
 
-int sec_parse_pub(const char *spec, char pub[SEC_KEY_LEN], char *err, size_t errlen)
+/* Read the first 40-char Z85 key in a .pub file (comment lines start with '#'). */
+static int s_read_pub(const char *path, char pub[SEC_KEY_LEN], char *err, size_t errlen)
 {
     char line[256];
-    FILE *f;
-    if (s_is_z85_key(spec)) {
-        snprintf(pub, SEC_KEY_LEN, "%s", spec);
-        return 0;
-    }
-    f = fopen(spec, "r");
+    FILE *f = fopen(path, "r");
     if (!f) {
-        snprintf(err, errlen, "'%s' is neither a 40-char Z85 key nor a readable .pub file: %s",
-                 spec, strerror(errno));
+        snprintf(err, errlen, "%s: cannot read key file: %s", path, strerror(errno));
         return -1;
     }
     pub[0] = 0;
@@ -135,10 +130,50 @@ int sec_parse_pub(const char *spec, char pub[SEC_KEY_LEN], char *err, size_t err
     }
     fclose(f);
     if (!pub[0]) {
-        snprintf(err, errlen, "%s: no 40-char Z85 public key in it", spec);
+        snprintf(err, errlen, "%s: no 40-char Z85 public key in it", path);
         return -1;
     }
     return 0;
+}
+
+int sec_parse_pub(const char *spec, char pub[SEC_KEY_LEN], char *err, size_t errlen)
+{
+    const size_t np = strlen(SEC_INLINE_PREFIX);
+    struct stat st;
+    /* Inline keys carry a prefix because 40 Z85 characters are also a perfectly good path
+     * (`mktemp -d` under /tmp plus "/coord.pub" easily is exactly 40 of them, and the worker
+     * then took the path for a key and refused its coordinator), so a bare value is always a
+     * path and never guessed at. A path that really starts with "z85:" is written ./z85:... */
+    if (!strncmp(spec, SEC_INLINE_PREFIX, np)) {
+        if (!s_is_z85_key(spec + np)) {
+            size_t n = strlen(spec + np);
+            if (n == 40)
+                snprintf(err, errlen, "'%s': an inline key is %s followed by 40 Z85 characters; "
+                         "this one has a character outside the Z85 alphabet", spec,
+                         SEC_INLINE_PREFIX);
+            else
+                snprintf(err, errlen, "'%s': an inline key is %s followed by 40 Z85 characters; "
+                         "this one has %zu", spec, SEC_INLINE_PREFIX, n);
+            return -1;
+        }
+        snprintf(pub, SEC_KEY_LEN, "%s", spec + np);
+        return 0;
+    }
+    if (stat(spec, &st)) {
+        if (s_is_z85_key(spec))
+            snprintf(err, errlen, "'%s' is not a key file (%s); if it is a key, write it inline "
+                     "as %s%s", spec, strerror(errno), SEC_INLINE_PREFIX, spec);
+        else
+            snprintf(err, errlen, "'%s' is not a key file (%s); give a .pub file from `swarm "
+                     "keygen`, or a key inline as %sKEY", spec, strerror(errno),
+                     SEC_INLINE_PREFIX);
+        return -1;
+    }
+    if (S_ISDIR(st.st_mode)) {
+        snprintf(err, errlen, "'%s' is a folder, not a .pub key file", spec);
+        return -1;
+    }
+    return s_read_pub(spec, pub, err, errlen);
 }
 
 static int s_allowed(sec_t *s, const char *k)
@@ -275,38 +310,39 @@ int sec_allow(sec_t *s, const char *pub)
     return s_is_z85_key(pub) ? s_allow(s, pub, 0) : -1;
 }
 
-int sec_allow_path(sec_t *s, const char *path, char *err, size_t errlen)
+int sec_allow_path(sec_t *s, const char *spec, char *err, size_t errlen)
 {
     struct stat st;
     char pub[SEC_KEY_LEN];
-    if (stat(path, &st)) {
-        snprintf(err, errlen, "%s: %s", path, strerror(errno));
-        return -1;
-    }
-    if (!S_ISDIR(st.st_mode)) {
-        if (sec_parse_pub(path, pub, err, errlen))
+    /* A key inline, or a path that is not a folder: one key, with sec_parse_pub's errors. */
+    if (strncmp(spec, SEC_INLINE_PREFIX, strlen(SEC_INLINE_PREFIX)) == 0 || stat(spec, &st) ||
+        !S_ISDIR(st.st_mode)) {
+        if (sec_parse_pub(spec, pub, err, errlen))
             return -1;
         return s_allow(s, pub, 1);
     }
-    DIR *d = opendir(path);
+    DIR *d = opendir(spec);
     struct dirent *de;
     int n = 0;
     if (!d) {
-        snprintf(err, errlen, "%s: %s", path, strerror(errno));
+        snprintf(err, errlen, "%s: %s", spec, strerror(errno));
         return -1;
     }
     while ((de = readdir(d))) {
         size_t l = strlen(de->d_name);
-        char p[2048];
+        char p[2048], why[512];
         if (l < 5 || strcmp(de->d_name + l - 4, ".pub"))
             continue;
-        snprintf(p, sizeof p, "%s/%s", path, de->d_name);
-        if (sec_parse_pub(p, pub, err, errlen) == 0 && s_allow(s, pub, 1) == 0)
+        snprintf(p, sizeof p, "%s/%s", spec, de->d_name);
+        /* One bad file in a folder of keys leaves the others allowed, but is said out loud. */
+        if (s_read_pub(p, pub, why, sizeof why) == 0 && s_allow(s, pub, 1) == 0)
             n++;
+        else
+            log_warn("%s: %s", s->role, why);
     }
     closedir(d);
     if (!n) {
-        snprintf(err, errlen, "%s: no .pub files", path);
+        snprintf(err, errlen, "%s: no usable .pub files in this folder", spec);
         return -1;
     }
     return 0;

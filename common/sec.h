@@ -12,6 +12,9 @@
 #include <stddef.h>
 
 #define SEC_KEY_LEN 41             /* Z85 key + NUL */
+/* An inline public key is written "z85:" + 40 Z85 characters. Any other value is a path,
+ * whatever it looks like: a 40-character path is all Z85 characters too. */
+#define SEC_INLINE_PREFIX "z85:"
 
 typedef struct sec sec_t;
 
@@ -20,15 +23,18 @@ int sec_keygen(const char *base, char *err, size_t errlen);
 /* Read a .key file (public and secret). 0 / -1 with err naming the file and line. */
 int sec_load_key(const char *path, char pub[SEC_KEY_LEN], char sec[SEC_KEY_LEN], char *err,
                  size_t errlen);
-/* A public key given inline (40 Z85 chars) or as a path to a .pub file. 0 / -1. */
+/* A public key given inline ("z85:" + 40 Z85 chars) or as the path of a .pub file (the first
+ * 40-char Z85 token in it). 0 / -1 with err naming the value: a missing file, a folder, a file
+ * without a key, or a malformed inline key; a bare 40-char key gets the inline form as a hint. */
 int sec_parse_pub(const char *spec, char pub[SEC_KEY_LEN], char *err, size_t errlen);
 
 /* Start the ZAP handler for ctx (one per context, before any CURVE server binds). */
 sec_t *sec_zap_start(void *ctx, const char *role, char *err, size_t errlen);
 /* Allow a client key (Z85). Thread-safe. */
 int sec_allow(sec_t *s, const char *pub);
-/* Allow a .pub file, or every *.pub file in a directory. 0 / -1. */
-int sec_allow_path(sec_t *s, const char *path, char *err, size_t errlen);
+/* Allow "z85:KEY", a .pub file, or every *.pub file in a folder (a bad one is logged and
+ * skipped; none usable is an error). 0 / -1. */
+int sec_allow_path(sec_t *s, const char *spec, char *err, size_t errlen);
 /* Forget every allowed key except those allowed with sec_allow_path (per-run keys). */
 void sec_reset_dynamic(sec_t *s);
 unsigned long sec_refused(const sec_t *s);

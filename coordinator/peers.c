@@ -383,6 +383,7 @@ int swarm_setup(swarm_t *c, char *err, size_t errlen)
         for (uint32_t i = 0; i < c->n; i++) {
             const config_worker *cw = &c->cfg->worker[i];
             swarm_peer *p = &c->p[i];
+            char why[512];
             snprintf(p->id, sizeof p->id, "%s", cw->name);
             snprintf(p->ctl_ep, sizeof p->ctl_ep, "%s", cw->endpoint);
             p->cap_bytes = cw->cap_bytes ? cw->cap_bytes : c->cfg->worker_cap_bytes;
@@ -390,8 +391,10 @@ int swarm_setup(swarm_t *c, char *err, size_t errlen)
                 snprintf(err, errlen, "[worker.%s] has no endpoint", cw->name);
                 return -1;
             }
-            if (cw->public_key[0] && sec_parse_pub(cw->public_key, p->pub, err, errlen))
+            if (cw->public_key[0] && sec_parse_pub(cw->public_key, p->pub, why, sizeof why)) {
+                snprintf(err, errlen, "[worker.%s] public_key: %s", cw->name, why);
                 return -1;
+            }
             if (c->sec && !p->pub[0]) {
                 snprintf(err, errlen, "[security] key is set but [worker.%s] has no public_key: "
                          "every link must be CURVE", cw->name);

@@ -599,7 +599,8 @@ static void s_usage(void)
            "  layer's checksum) under the cap (a memory cgroup when permitted), and serves\n"
            "  activations to the next hop. Survives its coordinator and serves the next one.\n"
            "  --key FILE        CURVE key pair (from swarm keygen): encrypt and authenticate\n"
-           "  --allow PATH      coordinator public key(s) accepted: a .pub file or a folder\n"
+           "  --allow KEY       coordinator public key(s) accepted: a .pub file, a folder of\n"
+           "                    them, or a key inline as z85:KEY (a bare value is a path)\n"
            "  --plaintext       allow plaintext off loopback (anyone may connect)\n"
            "  --cache DIR       where fetched models go (default /var/tmp/swarm-cache)\n"
            "  --fetch           always take the layers from the coordinator, even with a\n"
@@ -721,7 +722,7 @@ int worker_main(int argc, char **argv)
         }
         for (int i = 0; i < n_allow; i++) {
             if (sec_allow_path(w.sec, allow[i], err, sizeof err)) {
-                log_error("--allow %s", err);
+                log_error("--allow: %s", err);
                 goto out;
             }
         }
