@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/sec.h"
 #include "common/util.h"
 
 typedef struct {
@@ -125,8 +126,8 @@ static int s_conditions(config_t *c, const char *v, char *msg, size_t len)
             return -1;
         }
         if (strcmp(tok, "reference") && strcmp(tok, "ssd") && strncmp(tok, "resident/", 9)) {
-            snprintf(msg, len, "condition '%s' is not reference, ssd or resident/PROFILE[+fault]",
-                     tok);
+            snprintf(msg, len, "unknown condition '%s' (conditions: reference, ssd, "
+                     "resident/PROFILE, resident/PROFILE+fault)", tok);
             return -1;
         }
         if (s_str(tok, c->conditions[n], sizeof c->conditions[n], msg, len))
@@ -179,6 +180,32 @@ static netem_profile *s_profile(config_t *c, const char *name, char *msg, size_t
     return p;
 }
 
+/* The keys of each fixed section, for the error that names an unknown one (s_apply below is
+ * the authority; test_config checks that every key listed here is accepted). */
+static const char *const s_sections[][2] = {
+    { "model", "path, generate, layers, dim, seed" },
+    { "run", "steps, input_seed, threads" },
+    { "ssd", "cap, queue_depth, chunk, overhead, io" },
+    { "swarm", "workers, inflight, cap, threads, host, heartbeat_ms, liveness, "
+               "step_deadline_ms, respawn, plaintext" },
+    { "security", "key" },
+    { "netem", "profile" },
+    { "lab", "repeats, conditions, out" },
+};
+
+static const char *s_known_keys(const char *sec)
+{
+    for (size_t i = 0; i < sizeof s_sections / sizeof s_sections[0]; i++)
+        if (!strcmp(sec, s_sections[i][0]))
+            return s_sections[i][1];
+    return NULL;
+}
+
+const char *config_known_keys(const char *section)
+{
+    return s_known_keys(section);
+}
+
 /* Apply one key; returns 0 or -1 with msg ("[sec] key: why"). */
 static int s_apply(config_t *c, const char *sec, const char *key, const char *v, char *msg,
                    size_t len)
@@ -189,6 +216,8 @@ static int s_apply(config_t *c, const char *sec, const char *key, const char *v,
 #define KEY(s, k) (!strcmp(sec, s) && !strcmp(key, k))
     if (KEY("model", "path"))
         rc = s_str(v, c->model, sizeof c->model, why, sizeof why);
+    else if (KEY("model", "generate"))
+        rc = s_bool(v, &c->generate, why, sizeof why);
     else if (KEY("model", "layers"))
         rc = s_u32(v, 1, 4096, &c->layers, why, sizeof why);
     else if (KEY("model", "dim"))
@@ -214,7 +243,7 @@ static int s_apply(config_t *c, const char *sec, const char *key, const char *v,
             c->buffered = !strcmp(v, "buffered");
             rc = 0;
         } else
-            snprintf(why, sizeof why, "'%s' must be direct or buffered", v);
+            snprintf(why, sizeof why, "unknown io '%s' (io: direct or buffered)", v);
     } else if (KEY("swarm", "workers"))
         rc = s_u32(v, 1, CONFIG_MAX_WORKERS, &c->workers, why, sizeof why);
     else if (KEY("swarm", "inflight"))
@@ -255,19 +284,26 @@ static int s_apply(config_t *c, const char *sec, const char *key, const char *v,
             rc = s_str(v, w->endpoint, sizeof w->endpoint, why, sizeof why);
         else if (!strcmp(key, "cap"))
             rc = s_size(v, 1 << 20, &w->cap_bytes, why, sizeof why);
-        else if (!strcmp(key, "public_key"))
+        else if (!strcmp(key, "public_key")) {
+            /* Checked here, not first at connect time, so a bad value names its line. */
+            char pub[SEC_KEY_LEN];
             rc = s_str(v, w->public_key, sizeof w->public_key, why, sizeof why);
+            if (rc == 0 && v[0])
+                rc = sec_parse_pub(v, pub, why, sizeof why);
+        }
         else
             snprintf(why, sizeof why, "unknown key (known: endpoint, cap, public_key)");
     } else if (!strncmp(sec, "profile.", 8) && sec[8]) {
         netem_profile *p = s_profile(c, sec + 8, why, sizeof why);
         rc = p ? netem_profile_set(p, key, v, why, sizeof why) : -1;
-    } else if (!strcmp(sec, "model") || !strcmp(sec, "run") || !strcmp(sec, "ssd") ||
-               !strcmp(sec, "swarm") || !strcmp(sec, "netem") || !strcmp(sec, "lab") ||
-               !strcmp(sec, "security"))
-        snprintf(why, sizeof why, "unknown key");
-    else
-        snprintf(why, sizeof why, "unknown section");
+    } else {
+        const char *known = s_known_keys(sec);
+        if (known)
+            snprintf(why, sizeof why, "unknown key (known: %s)", known);
+        else
+            snprintf(why, sizeof why, "unknown section (sections: model, run, ssd, swarm, "
+                     "security, netem, lab, worker.NAME, profile.NAME)");
+    }
 #undef KEY
     if (rc)
         snprintf(msg, len, "[%s] %s: %s", sec, key, why);
@@ -340,7 +376,33 @@ int config_set(config_t *c, const char *assignment, char *err, size_t errlen)
         snprintf(err, errlen, "--set %s: %s", assignment, msg);
         return -1;
     }
+    if (!strcmp(sec, "model") && !strcmp(key, "path"))
+        c->set_model_path = 1;
+    if (!strcmp(sec, "model") && !strcmp(key, "generate"))
+        c->set_generate = 1;
     return 0;
+}
+
+void config_model_source(const config_t *c, const char *model_flag, model_source *src)
+{
+    memset(src, 0, sizeof *src);
+    src->path = model_flag ? model_flag : c->model;
+    src->layers = c->layers;
+    src->dim = c->dim;
+    src->seed = c->seed;
+    if (model_flag) {
+        snprintf(src->named_by, sizeof src->named_by, "named by --model, which never generates");
+    } else if (c->set_model_path) {
+        snprintf(src->named_by, sizeof src->named_by, "[model] path from --set");
+        src->generate = c->generate && c->set_generate;
+        snprintf(src->gen_hint, sizeof src->gen_hint, "add --set model.generate=1");
+    } else if (c->path[0]) {
+        snprintf(src->named_by, sizeof src->named_by, "[model] path in %s", c->path);
+        src->generate = c->generate;
+        snprintf(src->gen_hint, sizeof src->gen_hint, "set [model] generate = 1 in %s", c->path);
+    } else {
+        snprintf(src->named_by, sizeof src->named_by, "the built-in default [model] path");
+    }
 }
 
 int config_profile(const config_t *c, const char *name, netem_profile *out, char *err,
@@ -354,7 +416,12 @@ int config_profile(const config_t *c, const char *name, netem_profile *out, char
     }
     if (netem_profile_builtin(name, out) == 0)
         return 0;
-    snprintf(err, errlen, "unknown profile '%s' (built in: none, lan, wifi, wan; or define "
-             "[profile.%s] in the config)", name, name);
+    char custom[512] = "";
+    for (uint32_t i = 0; i < c->n_profiles; i++)
+        if (strlen(custom) + strlen(c->profiles[i].name) + 3 < sizeof custom)
+            snprintf(custom + strlen(custom), sizeof custom - strlen(custom), ", %s",
+                     c->profiles[i].name);
+    snprintf(err, errlen, "unknown profile '%s' (profiles: none, lan, wifi, wan%s; or define "
+             "[profile.%s] in the config)", name, custom, name);
     return -1;
 }

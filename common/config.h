@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/model.h"
 #include "netem/netem.h"
 
 #define CONFIG_MAX_WORKERS 64
@@ -21,7 +22,8 @@ typedef struct {
     char name[64];            /* [worker.NAME] */
     char endpoint[256];       /* control endpoint, e.g. tcp://198.18.0.2:7000 */
     uint64_t cap_bytes;
-    char public_key[PATH_MAX];/* CURVE key: 40 Z85 chars or a .pub path ("" = plaintext) */
+    char public_key[PATH_MAX];/* CURVE key: "z85:" + 40 Z85 chars, or a .pub path (checked
+                               * when loaded); "" = plaintext */
 } config_worker;
 
 typedef struct {
@@ -29,8 +31,11 @@ typedef struct {
 
     /* [model] */
     char model[PATH_MAX];     /* GGUF file */
-    uint32_t layers, dim;     /* used by gen when the model file is missing */
+    int generate;             /* 1: generate [model] path when missing (never by default) */
+    uint32_t layers, dim;     /* what generate (and the `swarm gen` hint) makes */
     uint64_t seed;
+    int set_model_path;       /* model.path / model.generate came from --set, not the file: */
+    int set_generate;         /*   generate covers a command-line path only when both did */
 
     /* [run] */
     uint32_t steps;           /* steps per run (default 32) */
@@ -79,6 +84,13 @@ void config_defaults(config_t *c);
 int config_load(config_t *c, const char *path, char *err, size_t errlen);
 /* Apply "section.key=value" (from --set). 0 / -1. */
 int config_set(config_t *c, const char *assignment, char *err, size_t errlen);
+/* The model source for a run: the config's [model] path, generated when missing only if
+ * [model] generate = 1 covers it. model_flag (--model FILE, or NULL) wins and is never
+ * generated; a path from --set model.path is generated only with --set model.generate=1 too.
+ * src->path points into c or at model_flag. */
+void config_model_source(const config_t *c, const char *model_flag, model_source *src);
+/* The keys a fixed section ("ssd") accepts, comma-separated; NULL for an unknown section. */
+const char *config_known_keys(const char *section);
 /* Resolve a profile by name: custom sections first, then built-ins. 0 / -1. */
 int config_profile(const config_t *c, const char *name, netem_profile *out, char *err,
                    size_t errlen);

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -376,24 +377,57 @@ out:
 }
 
 
-int model_open_or_gen(model_t *m, const char *path, uint32_t layers, uint32_t dim, uint64_t seed,
-                      char *err, size_t errlen)
+/* The lab's default model: `make lab` generates it (through configs/lab02.ini). */
+#define S_LAB_MODEL "models/lab02.gguf"
+
+int model_check_source(const model_source *src, char *err, size_t errlen)
 {
     struct stat st;
-    if (stat(path, &st) && errno == ENOENT) {
-        log_info("%s is missing: generating %u layers x %u (seed %llu)", path, layers, dim,
-                 (unsigned long long)seed);
-        char dir[4096];
-        snprintf(dir, sizeof dir, "%s", path);
+    char hint[PATH_MAX + 256] = "";
+    if (stat(src->path, &st) == 0) {
+        if (S_ISDIR(st.st_mode)) {
+            snprintf(err, errlen, "%s (%s) is a folder, not a model file", src->path,
+                     src->named_by);
+            return -1;
+        }
+        return 0;
+    }
+    if (errno != ENOENT) { /* ENOTDIR, EACCES, ELOOP: nothing to generate into either */
+        snprintf(err, errlen, "%s (%s): %s", src->path, src->named_by, strerror(errno));
+        return -1;
+    }
+    if (src->generate)
+        return 1;
+    if (!strcmp(src->path, S_LAB_MODEL))
+        snprintf(hint, sizeof hint, "`make lab` generates the lab's model there, or ");
+    snprintf(err, errlen, "%s: no such model file (%s); %screate it with `swarm gen --layers %u "
+             "--dim %u --seed %llu -o %s`%s%s%s", src->path, src->named_by, hint, src->layers,
+             src->dim, (unsigned long long)src->seed, src->path, src->gen_hint[0] ? ", or " : "",
+             src->gen_hint, src->gen_hint[0] ? " to have it generated" : "");
+    return -1;
+}
+
+int model_open_source(model_t *m, const model_source *src, char *err, size_t errlen)
+{
+    int rc = model_check_source(src, err, errlen);
+    if (rc < 0)
+        return -1;
+    if (rc == 1) {
+        log_info("%s is missing: generating %u layers x %u (seed %llu), as %s asks "
+                 "([model] generate = 1)", src->path, src->layers, src->dim,
+                 (unsigned long long)src->seed, src->named_by);
+        char dir[PATH_MAX];
+        snprintf(dir, sizeof dir, "%s", src->path);
         char *slash = strrchr(dir, '/');
         if (slash && slash != dir)
             *slash = 0;
         if (slash && slash != dir && util_mkdir_p(dir)) {
-            snprintf(err, errlen, "%s: cannot create its folder: %s", path, strerror(errno));
+            snprintf(err, errlen, "%s: cannot create its folder: %s", src->path,
+                     strerror(errno));
             return -1;
         }
-        if (model_gen(path, layers, dim, seed, 4096, err, errlen))
+        if (model_gen(src->path, src->layers, src->dim, src->seed, 4096, err, errlen))
             return -1;
     }
-    return model_open(m, path, err, errlen);
+    return model_open(m, src->path, err, errlen);
 }

@@ -13,6 +13,7 @@
 #ifndef SWARM_MODEL_H
 #define SWARM_MODEL_H
 
+#include <limits.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -46,10 +47,26 @@ static inline uint64_t model_layer_bytes(const model_t *m)
 int model_open(model_t *m, const char *path, char *err, size_t errlen);
 void model_close(model_t *m);
 
-/* Open path; when it does not exist, first generate it (L layers x dim, seed, alignment 4096),
- * creating its folder. Logs that it generated. 0 / -1. */
-int model_open_or_gen(model_t *m, const char *path, uint32_t layers, uint32_t dim, uint64_t seed,
-                      char *err, size_t errlen);
+/* A model path and what may happen when nothing is there. A path the user names is never
+ * invented: a mistyped path must be an error, not a new random model that then passes every
+ * gate. Only a caller that was asked to (generate = 1: `[model] generate = 1` in a config, for
+ * the path in that config) generates, and only where nothing exists: an existing file, ours or
+ * a real model of another architecture, is never regenerated or overwritten. */
+typedef struct {
+    const char *path;
+    int generate;              /* 1: generate a missing path (and its missing folders) */
+    uint32_t layers, dim;      /* what to generate, and the `swarm gen` hint */
+    uint64_t seed;
+    char named_by[PATH_MAX + 64]; /* for errors: "named by --model", "[model] path in x.ini" */
+    char gen_hint[PATH_MAX + 64]; /* how to ask for generation instead ("": no such way) */
+} model_source;
+
+/* Before anything is created: 0 the path exists, 1 it is missing and will be generated, -1 it
+ * is missing (or unusable) and will not be: err names the path, who named it, and the command
+ * that would create it (`swarm gen ...`, `make lab` for the lab's default model). */
+int model_check_source(const model_source *src, char *err, size_t errlen);
+/* model_check_source, then generate if that said so (logging it), then model_open. 0 / -1. */
+int model_open_source(model_t *m, const model_source *src, char *err, size_t errlen);
 
 /* Write a synthetic model. alignment: 4096 for ours (O_DIRECT friendly); tests use 32 too.
  * Streams layer by layer (never holds more than one layer in memory); writes to path.tmp and

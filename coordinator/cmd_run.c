@@ -99,7 +99,9 @@ static void s_run_usage(void)
         "  Runs one arm for N steps, prints a table, appends one JSON object to --out.\n"
         "  --steps N            steps (default: [run] steps, 32)\n"
         "  --out FILE.jsonl     append the result here (default: none)\n"
-        "  --model FILE         override [model] path\n"
+        "  --model FILE         an existing model file instead of [model] path; never\n"
+        "                       generated (make one with swarm gen). A missing [model] path\n"
+        "                       is generated only when the config says [model] generate = 1\n"
         "  --cap SIZE           working-set cap (e.g. 600M, 20M)\n"
         "  --set SEC.KEY=VAL    override any config key (repeatable)\n"
         "  --buffered           ssd arm: buffered reads (labelled; the cache gate judges)\n"
@@ -155,6 +157,55 @@ static int s_parse_fault(arm_ctx *a, fault_kind k, const char *s)
     return 0;
 }
 
+/* A positive integer flag up to hi, all of it a number. 0 / -1 with a message on stderr. */
+static int s_flag_u32(const char *flag, const char *v, uint32_t hi, uint32_t *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long x = strtoul(v, &end, 10);
+    if (errno || end == v || *end || v[0] == '-' || !x || x > hi) {
+        fprintf(stderr, "swarm run: %s: '%s' must be an integer in 1..%u\n", flag, v, hi);
+        return -1;
+    }
+    *out = (uint32_t)x;
+    return 0;
+}
+
+/* Fault flags name workers: listed [worker.NAME] sections, or w0..w(N-1) when spawned. A name
+ * that matches none would silently inject nothing, so it is refused with the names there are. */
+static int s_check_faults(const arm_ctx *a, const config_t *cfg, const char *arm)
+{
+    char names[1024] = "";
+    uint32_t n = cfg->n_workers ? cfg->n_workers : cfg->workers;
+    if (!a->n_faults)
+        return 0;
+    if (strcmp(arm, "resident")) {
+        fprintf(stderr, "swarm run: --kill-worker, --stop-worker and --cut-link need --arm "
+                "resident (workers to fault), not --arm %s\n", arm);
+        return -1;
+    }
+    for (uint32_t k = 0; k < a->n_faults; k++) {
+        int found = 0;
+        names[0] = 0;
+        for (uint32_t i = 0; i < n; i++) {
+            char id[80];
+            if (cfg->n_workers)
+                snprintf(id, sizeof id, "%s", cfg->worker[i].name);
+            else
+                snprintf(id, sizeof id, "w%u", i);
+            found |= !strcmp(id, a->faults[k].worker);
+            if (strlen(names) + strlen(id) + 3 < sizeof names)
+                snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s",
+                         i ? ", " : "", id);
+        }
+        if (!found) {
+            fprintf(stderr, "swarm run: unknown worker '%s' in a fault flag (workers: %s)\n",
+                    a->faults[k].worker, names);
+            return -1;
+        }
+    }
+    return 0;
+}
 
 int cmd_run(int argc, char **argv)
 {
@@ -176,6 +227,8 @@ int cmd_run(int argc, char **argv)
     model_t m = { 0 };
     run_result r = { 0 }, ref = { 0 };
     const char *arm = NULL, *out = NULL, *dump_in = NULL, *dump_out = NULL, *profile = NULL;
+    const char *model_flag = NULL;
+    model_source src;
     const char *sets[64];
     int nsets = 0, parity = 1, quiet = 0, c, rc = EXIT_FAIL;
     uint32_t steps = 0, inflight = 0, workers = 0;
@@ -189,9 +242,16 @@ int cmd_run(int argc, char **argv)
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (c) {
         case 'a': arm = optarg; break;
-        case 'n': steps = (uint32_t)strtoul(optarg, NULL, 10); break;
+        case 'n':
+            if (s_flag_u32("--steps", optarg, 1000000, &steps))
+                return EXIT_USAGE;
+            break;
         case 'o': out = optarg; break;
         case 'm': case 'c': case 'b': case 'S': {
+            if (c == 'm')
+                model_flag = optarg;
+            else if (c == 'S' && !strncmp(optarg, "model.path=", 11))
+                model_flag = NULL; /* the later one wins, as in the config */
             static char buf[64][PATH_MAX + 32];
             if (nsets >= 64) {
                 fprintf(stderr, "swarm run: too many overrides\n");
@@ -212,8 +272,14 @@ int cmd_run(int argc, char **argv)
         case 'P': parity = 0; break;
         case 'R': sets[nsets++] = "swarm.respawn=1"; break;
         case 'p': profile = optarg; break;
-        case 'i': inflight = (uint32_t)strtoul(optarg, NULL, 10); break;
-        case 'w': workers = (uint32_t)strtoul(optarg, NULL, 10); break;
+        case 'i':
+            if (s_flag_u32("--inflight", optarg, 64, &inflight))
+                return EXIT_USAGE;
+            break;
+        case 'w':
+            if (s_flag_u32("--workers", optarg, CONFIG_MAX_WORKERS, &workers))
+                return EXIT_USAGE;
+            break;
         case 'I': dump_in = optarg; break;
         case 'O': dump_out = optarg; break;
         case 'q': quiet = 1; break;
@@ -238,8 +304,12 @@ int cmd_run(int argc, char **argv)
             return EXIT_USAGE;
         }
     }
-    if (!arm || (strcmp(arm, "reference") && strcmp(arm, "ssd") && strcmp(arm, "resident"))) {
-        fprintf(stderr, "swarm run: --arm reference|ssd|resident is required\n");
+    if (!arm) {
+        fprintf(stderr, "swarm run: --arm is required (arms: reference, ssd, resident)\n");
+        return EXIT_USAGE;
+    }
+    if (strcmp(arm, "reference") && strcmp(arm, "ssd") && strcmp(arm, "resident")) {
+        fprintf(stderr, "swarm run: unknown arm '%s' (arms: reference, ssd, resident)\n", arm);
         return EXIT_USAGE;
     }
     if (steps)
@@ -254,7 +324,15 @@ int cmd_run(int argc, char **argv)
         fprintf(stderr, "swarm run: %s\n", err);
         return EXIT_USAGE;
     }
-    if (model_open_or_gen(&m, cfg.model, cfg.layers, cfg.dim, cfg.seed, err, sizeof err)) {
+    if (s_check_faults(&a, &cfg, arm))
+        return EXIT_USAGE;
+    /* A missing model is a usage error, found before anything is created. */
+    config_model_source(&cfg, model_flag, &src);
+    if (model_check_source(&src, err, sizeof err) < 0) {
+        fprintf(stderr, "swarm run: %s\n", err);
+        return EXIT_USAGE;
+    }
+    if (model_open_source(&m, &src, err, sizeof err)) {
         log_error("%s", err);
         return EXIT_FAIL;
     }
@@ -401,6 +479,13 @@ int cmd_bench_disk(int argc, char **argv)
     }
     if (!chunk)
         chunk = cfg.chunk_bytes;
+    model_source src;
+    config_model_source(&cfg, argv[optind], &src); /* like --model: never generated */
+    snprintf(src.named_by, sizeof src.named_by, "bench-disk's MODEL");
+    if (model_check_source(&src, err, sizeof err) < 0) {
+        fprintf(stderr, "swarm bench-disk: %s\n", err);
+        return EXIT_USAGE;
+    }
     if (model_open(&m, argv[optind], err, sizeof err)) {
         log_error("%s", err);
         return EXIT_FAIL;

@@ -62,7 +62,8 @@ static int s_parse_conditions(lab_t *L, char *err, size_t errlen)
             const char *plus = strchr(prof, '+');
             if (plus) {
                 if (strcmp(plus, "+fault")) {
-                    snprintf(err, errlen, "[lab] conditions: '%s': the only suffix is +fault", s);
+                    snprintf(err, errlen, "[lab] conditions: unknown suffix '%s' in '%s' (the only "
+                         "suffix is +fault)", plus, s);
                     return -1;
                 }
                 snprintf(pbuf, sizeof pbuf, "%.*s", (int)(plus - prof), prof);
@@ -70,8 +71,8 @@ static int s_parse_conditions(lab_t *L, char *err, size_t errlen)
                 c->fault = 1;
             }
         } else {
-            snprintf(err, errlen, "[lab] conditions: unknown condition '%s' (reference, ssd, "
-                     "resident/PROFILE)", s);
+            snprintf(err, errlen, "[lab] conditions: unknown condition '%s' (conditions: "
+                     "reference, ssd, resident/PROFILE, resident/PROFILE+fault)", s);
             return -1;
         }
         if (!prof)
@@ -287,7 +288,9 @@ static void s_usage(void)
            "  --out DIR        results folder (default [lab] out/lab-YYYYMMDD-HHMMSS)\n"
            "  --repeats R      repeats per condition (default [lab] repeats)\n"
            "  --steps N        steps per run (default [run] steps)\n"
-           "  --model FILE     override [model] path\n"
+           "  --model FILE     an existing model instead of [model] path; never generated\n"
+           "                   (a missing [model] path is generated only with [model]\n"
+           "                   generate = 1, as configs/lab02.ini says)\n"
            "  --set SEC.KEY=VAL  override any config key (repeatable)\n"
            "exit: 0 all ran and no gate void, 1 a condition failed, 2 usage/config, 3 a gate void\n");
 }
@@ -303,7 +306,8 @@ int cmd_lab(int argc, char **argv)
     static lab_t lab;
     static char setbuf[64][PATH_MAX + 32];
     lab_t *L = &lab;
-    const char *out = NULL, *config = "configs/lab02.ini";
+    const char *out = NULL, *config = "configs/lab02.ini", *model_flag = NULL;
+    model_source src;
     int nsets = 0, quick = 0, c, rc = EXIT_FAIL;
     uint32_t repeats = 0, steps = 0;
     char err[1024];
@@ -322,6 +326,10 @@ int cmd_lab(int argc, char **argv)
         case 'S': case 'm':
             if (nsets >= 64)
                 goto usage;
+            if (c == 'm')
+                model_flag = optarg;
+            else if (!strncmp(optarg, "model.path=", 11))
+                model_flag = NULL; /* the later one wins, as in the config */
             snprintf(setbuf[nsets++], sizeof setbuf[0], "%s%s", c == 'm' ? "model.path=" : "",
                      optarg);
             break;
@@ -344,7 +352,11 @@ int cmd_lab(int argc, char **argv)
     if (s_parse_conditions(L, err, sizeof err))
         goto bad_config;
 
-    /* The results folder first: a bad --out fails before minutes of work. */
+    /* A missing model is a usage error, found before anything (the results folder) is made. */
+    config_model_source(&L->cfg, model_flag, &src);
+    if (model_check_source(&src, err, sizeof err) < 0)
+        goto bad_config;
+    /* The results folder next: a bad --out fails before minutes of work. */
     if (out) {
         snprintf(L->dir, sizeof L->dir, "%s", out);
     } else {
@@ -365,8 +377,7 @@ int cmd_lab(int argc, char **argv)
             return EXIT_FAIL;
         }
     }
-    if (model_open_or_gen(&L->m, L->cfg.model, L->cfg.layers, L->cfg.dim, L->cfg.seed, err,
-                           sizeof err)) {
+    if (model_open_source(&L->m, &src, err, sizeof err)) {
         log_error("%s", err);
         return EXIT_FAIL;
     }

@@ -533,13 +533,8 @@ static int s_link_main(const s_link_args *a)
             goto err;
         loss_ppm = (uint32_t)(tmp.loss * 1e6 + 0.5);
     }
-    if (a->blackhole) {
-        if (strcmp(a->blackhole, "on") && strcmp(a->blackhole, "off")) {
-            snprintf(err, sizeof err, "--blackhole: expected on or off, got '%s'", a->blackhole);
-            goto err;
-        }
+    if (a->blackhole) /* on or off: checked with the arguments, before anything attaches */
         blackhole = strcmp(a->blackhole, "on") == 0;
-    }
     if (a->delay_ms) {
         netem_kernel_caps caps;
         netem_profile_builtin("none", &tmp);
@@ -638,6 +633,10 @@ int netem_main(int argc, char **argv)
         }
     }
     log_set_role("netem");
+    if (la.blackhole && strcmp(la.blackhole, "on") && strcmp(la.blackhole, "off")) {
+        fprintf(stderr, "netem: unknown --blackhole value '%s' (on, off)\n", la.blackhole);
+        return 2;
+    }
     if (probe)
         return s_probe_main();
     if (la.link)

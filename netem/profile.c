@@ -115,9 +115,11 @@ int netem_profile_set(netem_profile *p, const char *key, const char *val, char *
         for (d = 0; d < 4; d++)
             if (strcasecmp(val, s_dist_names[d]) == 0)
                 break;
-        why = "expected none, uniform, normal or pareto";
-        if (d == 4)
-            goto err;
+        if (d == 4) {
+            snprintf(err, errlen, "unknown jitter_dist '%s' (jitter_dist: none, uniform, normal, "
+                     "pareto)", val);
+            return -1;
+        }
         p->dist = d;
     } else if (strcmp(key, "loss") == 0) {
         if (s_parse_num(val, &v, &end) < 0)
