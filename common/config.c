@@ -400,8 +400,9 @@ void config_model_source(const config_t *c, const char *model_flag, model_source
         snprintf(src->named_by, sizeof src->named_by, "[model] path in %s", c->path);
         src->generate = c->generate;
         snprintf(src->gen_hint, sizeof src->gen_hint, "set [model] generate = 1 in %s", c->path);
-    } else {
+    } else { /* no config file: only --set model.generate=1 can have said so */
         snprintf(src->named_by, sizeof src->named_by, "the built-in default [model] path");
+        src->generate = c->generate;
     }
 }
 

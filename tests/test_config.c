@@ -1,10 +1,14 @@
 /* test_config.c — INI config: defaults, a good file, errors naming file:line and key, --set, profiles. tests/ */
 #include "common/config.h"
+#include "common/sec.h"
 #include "tests/check.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
+#include <zmq.h>
 
 static char s_dir[512];
 
@@ -63,6 +67,7 @@ static void s_defaults(void)
     CHECK(!strcmp(c.conditions[0], "reference") && !strcmp(c.conditions[5], "resident/wan"),
           "conditions %s .. %s", c.conditions[0], c.conditions[5]);
     CHECK(c.path[0] == 0, "defaults have a path");
+    CHECK(c.generate == 0, "the defaults generate a missing model");
 }
 
 static void s_good_file(void)
@@ -292,6 +297,7 @@ static void s_shipped(void)
     CHECK(config_load(&c, "configs/lab02.ini", err, sizeof err) == 0, "lab02.ini: %s", err);
     CHECK(c.layers == 24 && c.dim == 4096 && c.seed == 1 && !strcmp(c.model, "models/lab02.gguf"),
           "lab02 model %s %u x %u", c.model, c.layers, c.dim);
+    CHECK(c.generate == 1, "lab02.ini must say [model] generate = 1 (make lab relies on it)");
     CHECK(c.steps == 32 && c.cap_bytes == 600ull << 20 && c.queue_depth == 8 &&
               c.chunk_bytes == 4ull << 20,
           "lab02 run/ssd %u %llu %u %llu", c.steps, (unsigned long long)c.cap_bytes,
@@ -306,9 +312,222 @@ static void s_shipped(void)
     CHECK(config_load(&c, "configs/tiny.ini", err, sizeof err) == 0, "tiny.ini: %s", err);
     CHECK(c.layers == 6 && c.dim == 256 && !strcmp(c.model, "tests/tmp/tiny.gguf"),
           "tiny model %s %u x %u", c.model, c.layers, c.dim);
+    CHECK(c.generate == 1, "tiny.ini must say [model] generate = 1 (make lab-quick)");
     CHECK(c.workers == 3 && c.repeats == 1 && c.steps == 8, "tiny %u %u %u", c.workers,
           c.repeats, c.steps);
     CHECK(c.chunk_bytes < (uint64_t)c.dim * c.dim * 4, "tiny: a layer fits in one chunk");
+}
+
+/* Every key the "unknown key" message lists is one s_apply knows: a bad value gets a value
+ * error (or, for free-form strings, is taken), never "unknown key". */
+static void s_known_keys(void)
+{
+    static const char *const sections[] = { "model", "run", "ssd", "swarm", "security",
+                                             "netem", "lab" };
+    for (size_t i = 0; i < sizeof sections / sizeof sections[0]; i++) {
+        const char *known = config_known_keys(sections[i]);
+        char list[512], *save = NULL;
+        CHECK(known != NULL, "[%s] has no key list", sections[i]);
+        if (!known)
+            continue;
+        snprintf(list, sizeof list, "%s", known);
+        for (char *k = strtok_r(list, ", ", &save); k; k = strtok_r(NULL, ", ", &save)) {
+            config_t c;
+            char set[256], err[1024] = "";
+            config_defaults(&c);
+            snprintf(set, sizeof set, "%s.%s=~bad~", sections[i], k);
+            config_set(&c, set, err, sizeof err);
+            CHECK(!strstr(err, "unknown key"), "listed key %s: %s", set, err);
+        }
+    }
+    CHECK(config_known_keys("nope") == NULL, "an unknown section has keys");
+    s_expect_error("key_list.ini", "[model]\nlayers = 2\nwidth = 3\n", 3,
+                   (const char *const[]){ "[model] width", "unknown key",
+                                          "path, generate, layers, dim, seed", NULL });
+    s_expect_error("section_list.ini", "[modle]\npath = x\n", 2,
+                   (const char *const[]){ "unknown section", "model, run, ssd", NULL });
+}
+
+/* Enumerated values: the bad value quoted, every choice listed. */
+static void s_enumerations(void)
+{
+    s_expect_error("io_enum.ini", "[ssd]\nio = mmap\n", 2,
+                   (const char *const[]){ "unknown io 'mmap'", "direct", "buffered", NULL });
+    s_expect_error("cond_enum.ini", "[lab]\nconditions = ssd, fast\n", 2,
+                   (const char *const[]){ "unknown condition 'fast'", "reference", "ssd",
+                                          "resident/PROFILE", NULL });
+    s_expect_error("dist_enum.ini", "[profile.x]\njitter_dist = gauss\n", 2,
+                   (const char *const[]){ "unknown jitter_dist 'gauss'", "none", "uniform",
+                                          "normal", "pareto", NULL });
+    config_t c;
+    netem_profile p;
+    char err[1024] = "";
+    config_defaults(&c);
+    CHECK(config_set(&c, "profile.mine.rtt_ms=3", err, sizeof err) == 0, "%s", err);
+    CHECK(config_profile(&c, "moon", &p, err, sizeof err) == -1 &&
+              strstr(err, "unknown profile 'moon'") && strstr(err, "none, lan, wifi, wan") &&
+              strstr(err, "mine"),
+          "unknown profile error lists built-in and custom profiles: %s", err);
+}
+
+/* Issue 9: a path of exactly 40 characters, every one in the Z85 alphabet (as `mktemp -d`
+ * under /tmp plus "/coord.pub" easily is), was taken for an inline key. A path is a path;
+ * inline keys are written z85:KEY; a value that is neither is refused, naming it. */
+static void s_key_paths(void)
+{
+    static const char *z85 = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                             ".-:+=^!/*?&<>()[]{}@%$#";
+    char tmp[] = "/tmp/swkXXXXXX", dir[128], base[128], path[128], key[SEC_KEY_LEN] = "";
+    char err[1024] = "", ini[600], text[1024], file_key[128] = "";
+    if (!mkdtemp(tmp)) {
+        CHECK(0, "mkdtemp: %s", strerror(errno));
+        return;
+    }
+    /* Pad a folder's name so that DIR/coord.pub is exactly 40 characters. */
+    size_t pad = 40 - strlen(tmp) - strlen("/") - strlen("/coord.pub");
+    snprintf(dir, sizeof dir, "%s/%.*s", tmp, (int)pad, "pppppppppppppppppppppppppppppp");
+    CHECK(mkdir(dir, 0700) == 0, "mkdir %s: %s", dir, strerror(errno));
+    snprintf(base, sizeof base, "%s/coord", dir);
+    snprintf(path, sizeof path, "%s.pub", base);
+    CHECK(strlen(path) == 40 && strspn(path, z85) == 40, "'%s' is not 40 Z85 characters", path);
+    CHECK(sec_keygen(base, err, sizeof err) == 0, "keygen %s: %s", base, err);
+    FILE *f = fopen(path, "r");
+    CHECK(f && fscanf(f, "%127s", file_key) == 1, "cannot read %s", path);
+    if (f)
+        fclose(f);
+
+    /* The 40-character path is read as a file. */
+    CHECK(sec_parse_pub(path, key, err, sizeof err) == 0, "40-char path: %s", err);
+    CHECK(!strcmp(key, file_key) && strcmp(key, path), "40-char path gave key '%s', file has "
+          "'%s'", key, file_key);
+    /* The inline form. */
+    char spec[64];
+    snprintf(spec, sizeof spec, "z85:%s", file_key);
+    key[0] = 0;
+    CHECK(sec_parse_pub(spec, key, err, sizeof err) == 0 && !strcmp(key, file_key),
+          "inline %s: %s", spec, err);
+    /* Neither: a bare key (not a file here), a malformed inline key, a missing file, a folder,
+     * a file without a key. Each error quotes the value. */
+    struct { const char *v, *want; } bad[] = {
+        { file_key, "write it inline as z85:" }, { "z85:abc", "40 Z85 characters" },
+        { "z85:0123456789012345678901234567890123456789", NULL },
+        { "/nonexistent/swarm/x.pub", "not a key file" }, { dir, "is a folder" },
+        { "/dev/null", "no 40-char Z85 public key" },
+    };
+    bad[2].want = "outside the Z85 alphabet";
+    bad[2].v = "z85:01234567890123456789012345678901234567_9";
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        err[0] = 0;
+        CHECK(sec_parse_pub(bad[i].v, key, err, sizeof err) == -1, "'%s' accepted", bad[i].v);
+        CHECK(strstr(err, bad[i].v) && strstr(err, bad[i].want), "'%s': error '%s' lacks '%s'",
+              bad[i].v, err, bad[i].want);
+    }
+
+    /* The same through a config: accepted as a path, inline with z85:, refused at its line. */
+    config_t c;
+    config_defaults(&c);
+    snprintf(text, sizeof text, "[worker.h1]\nendpoint = tcp://127.0.0.1:7000\npublic_key = %s\n",
+             path);
+    s_write(ini, sizeof ini, "key_path.ini", text);
+    CHECK(config_load(&c, ini, err, sizeof err) == 0, "public_key = 40-char path: %s", err);
+    config_defaults(&c);
+    snprintf(text, sizeof text, "[worker.h1]\nendpoint = tcp://127.0.0.1:7000\npublic_key = %s\n",
+             spec);
+    s_write(ini, sizeof ini, "key_inline.ini", text);
+    CHECK(config_load(&c, ini, err, sizeof err) == 0, "public_key = z85:KEY: %s", err);
+    snprintf(text, sizeof text, "[worker.h1]\nendpoint = tcp://127.0.0.1:7000\npublic_key = %s\n",
+             file_key);
+    s_expect_error("key_bare.ini", text, 3,
+                   (const char *const[]){ "[worker.h1] public_key", file_key, "z85:", NULL });
+    s_expect_error("key_missing.ini", "[worker.h1]\npublic_key = keys/h1.pub\n", 2,
+                   (const char *const[]){ "[worker.h1] public_key", "keys/h1.pub",
+                                          "not a key file", NULL });
+
+    /* --allow goes through sec_allow_path: the path, the inline form, a folder of keys. */
+    void *ctx = zmq_ctx_new();
+    sec_t *sec = ctx ? sec_zap_start(ctx, "test", err, sizeof err) : NULL;
+    CHECK(sec != NULL, "ZAP handler: %s", err);
+    if (sec) {
+        CHECK(sec_allow_path(sec, path, err, sizeof err) == 0, "allow 40-char path: %s", err);
+        CHECK(sec_allow_path(sec, spec, err, sizeof err) == 0, "allow z85:KEY: %s", err);
+        CHECK(sec_allow_path(sec, dir, err, sizeof err) == 0, "allow a folder: %s", err);
+        err[0] = 0;
+        CHECK(sec_allow_path(sec, file_key, err, sizeof err) == -1 && strstr(err, "z85:"),
+              "allow a bare key: '%s'", err);
+    }
+    if (ctx)
+        zmq_ctx_term(ctx);
+    sec_zap_stop(&sec);
+
+    snprintf(text, sizeof text, "%s.key", base);
+    unlink(text);
+    unlink(path);
+    rmdir(dir);
+    rmdir(tmp);
+}
+
+/* Issue 14: which paths may be generated, and a missing one that may not names itself and
+ * the command that makes it, creating nothing. */
+static void s_model_sources(void)
+{
+    config_t c;
+    model_source src;
+    char err[2048] = "", missing[700], parent[700];
+    struct stat st;
+
+    config_defaults(&c);
+    config_model_source(&c, NULL, &src);
+    CHECK(!src.generate && !strcmp(src.path, "models/lab02.gguf"), "defaults: generate %d %s",
+          src.generate, src.path);
+    CHECK(config_load(&c, "configs/tiny.ini", err, sizeof err) == 0, "tiny.ini: %s", err);
+    config_model_source(&c, NULL, &src);
+    CHECK(src.generate && !strcmp(src.path, "tests/tmp/tiny.gguf") &&
+              strstr(src.named_by, "configs/tiny.ini"),
+          "tiny.ini says generate = 1: %d %s (%s)", src.generate, src.path, src.named_by);
+    config_model_source(&c, "typo/x.gguf", &src);
+    CHECK(!src.generate && !strcmp(src.path, "typo/x.gguf") && strstr(src.named_by, "--model"),
+          "--model never generates: %d %s", src.generate, src.named_by);
+    CHECK(config_set(&c, "model.path=typo/y.gguf", err, sizeof err) == 0, "%s", err);
+    config_model_source(&c, NULL, &src);
+    CHECK(!src.generate && strstr(src.gen_hint, "--set model.generate=1"),
+          "--set model.path without --set model.generate: %d '%s'", src.generate, src.gen_hint);
+    CHECK(config_set(&c, "model.generate=1", err, sizeof err) == 0, "%s", err);
+    config_model_source(&c, NULL, &src);
+    CHECK(src.generate, "--set model.path with --set model.generate=1 does not generate");
+
+    /* A missing path in a missing folder: an error naming both, and nothing created. */
+    snprintf(parent, sizeof parent, "%s/no-such-folder", s_dir);
+    snprintf(missing, sizeof missing, "%s/typo.gguf", parent);
+    config_defaults(&c);
+    config_model_source(&c, missing, &src);
+    err[0] = 0;
+    CHECK(model_check_source(&src, err, sizeof err) == -1, "missing --model accepted");
+    CHECK(strstr(err, missing) && strstr(err, "--model") &&
+              strstr(err, "swarm gen --layers 24 --dim 4096 --seed 1 -o") &&
+              !strstr(err, "generate = 1"),
+          "missing --model error: %s", err);
+    model_t m = { 0 };
+    CHECK(model_open_source(&m, &src, err, sizeof err) == -1, "opened a missing --model");
+    CHECK(stat(parent, &st) == -1 && errno == ENOENT, "%s was created", parent);
+    /* The lab's default path says how the lab makes it. */
+    config_model_source(&c, NULL, &src);
+    if (stat("models/lab02.gguf", &st) != 0) {
+        CHECK(model_check_source(&src, err, sizeof err) == -1 && strstr(err, "make lab") &&
+                  strstr(err, "built-in"),
+              "default model hint: %s", err);
+    }
+    /* Checking a path that is to be generated creates nothing either. */
+    c.generate = 1;
+    c.set_model_path = 0;
+    snprintf(c.model, sizeof c.model, "%s", missing);
+    config_model_source(&c, NULL, &src);
+    CHECK(model_check_source(&src, err, sizeof err) == 1, "generate = 1: not to be generated");
+    CHECK(stat(parent, &st) == -1 && errno == ENOENT, "checking created %s", parent);
+    /* A folder is not a model, whatever the config says. */
+    snprintf(c.model, sizeof c.model, "%s", s_dir);
+    config_model_source(&c, NULL, &src);
+    CHECK(model_check_source(&src, err, sizeof err) == -1 && strstr(err, "folder"),
+          "a folder as the model: %s", err);
 }
 
 int main(void)
@@ -323,5 +542,9 @@ int main(void)
     s_set();
     s_profiles();
     s_shipped();
+    s_known_keys();
+    s_enumerations();
+    s_key_paths();
+    s_model_sources();
     return CHECK_DONE("test_config");
 }
