@@ -78,7 +78,9 @@ int cmd_keygen(int argc, char **argv)
         printf("usage: swarm keygen NAME\n"
                "  Writes NAME.key (CURVE public + secret key, mode 0600) and NAME.pub (the\n"
                "  public key). Give workers `--key NAME.key --allow COORD.pub`; give the\n"
-               "  coordinator `[security] key = NAME.key` and each `[worker.X] public_key`.\n");
+               "  coordinator `[security] key = NAME.key` and each `[worker.X] public_key`.\n"
+               "  A public key is a path to a .pub file, or inline as z85:KEY (40 Z85\n"
+               "  characters after the prefix); a bare value is always read as a path.\n");
         return argc == 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) ? EXIT_OK
                                                                                    : EXIT_USAGE;
     }
