@@ -18,7 +18,7 @@ typedef struct {
 void config_defaults(config_t *c)
 {
     memset(c, 0, sizeof *c);
-    snprintf(c->model, sizeof c->model, "models/lab02.gguf");
+    snprintf(c->model, sizeof c->model, "%s", MODEL_LAB_PATH);
     c->layers = 24;
     c->dim = 4096;
     c->seed = 1;

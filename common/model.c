@@ -377,13 +377,10 @@ out:
 }
 
 
-/* The lab's default model: `make lab` generates it (through configs/lab02.ini). */
-#define S_LAB_MODEL "models/lab02.gguf"
-
 int model_check_source(const model_source *src, char *err, size_t errlen)
 {
     struct stat st;
-    char hint[PATH_MAX + 256] = "";
+    char hint[96] = "";
     if (stat(src->path, &st) == 0) {
         if (S_ISDIR(st.st_mode)) {
             snprintf(err, errlen, "%s (%s) is a folder, not a model file", src->path,
@@ -398,7 +395,7 @@ int model_check_source(const model_source *src, char *err, size_t errlen)
     }
     if (src->generate)
         return 1;
-    if (!strcmp(src->path, S_LAB_MODEL))
+    if (!strcmp(src->path, MODEL_LAB_PATH)) /* `make lab` generates it, via configs/lab02.ini */
         snprintf(hint, sizeof hint, "`make lab` generates the lab's model there, or ");
     snprintf(err, errlen, "%s: no such model file (%s); %screate it with `swarm gen --layers %u "
              "--dim %u --seed %llu -o %s`%s%s%s", src->path, src->named_by, hint, src->layers,

@@ -20,6 +20,8 @@
 #define MODEL_ARCH "swarm-dense"
 #define MODEL_MAX_LAYERS 4096
 #define MODEL_MAX_DIM 65536
+/* The lab's default model ([model] path's default; configs/lab02.ini, `make lab`). */
+#define MODEL_LAB_PATH "models/lab02.gguf"
 
 typedef struct {
     uint64_t g_off;        /* absolute offset of g (d f32) */
