@@ -187,7 +187,7 @@ static const char *const s_sections[][2] = {
     { "run", "steps, input_seed, threads" },
     { "ssd", "cap, queue_depth, chunk, overhead, io" },
     { "swarm", "workers, inflight, cap, threads, host, heartbeat_ms, liveness, "
-               "step_deadline_ms, respawn, plaintext" },
+               "step_deadline_ms, respawn, plaintext, slowdown" },
     { "security", "key" },
     { "netem", "profile" },
     { "lab", "repeats, conditions, out" },
