@@ -312,6 +312,48 @@ static void s_set_scalar(gguf_kv *kv, uint32_t t, uint64_t raw)
         kv->f64 = (double)raw;
 }
 
+/* An array of n strings into one blob: a first pass reads only the lengths (each bounded, the
+ * sum bounded by the bytes left), then one allocation and a second pass copies the bytes. A
+ * 128k-entry vocabulary would otherwise be 128k mallocs. */
+static int s_read_str_array(s_reader *r, gguf_kv *kv, uint64_t n)
+{
+    uint64_t start = r->pos, total = 0, len;
+    for (uint64_t i = 0; i < n; i++) {
+        if (s_read_u64(r, &len))
+            return -1;
+        if (len > GGUF_MAX_STRLEN) {
+            gguf_err(r->err, r->errlen, r->path, "%s: string %llu has length %llu (limit %u)",
+                     r->what, (unsigned long long)i, (unsigned long long)len, GGUF_MAX_STRLEN);
+            return -1;
+        }
+        if (s_skip(r, len))
+            return -1;
+        total += len + 1; /* cannot overflow: every len is below the bytes left in the file */
+    }
+    kv->arr_str = malloc(n ? (size_t)n * sizeof(char *) : 1);
+    kv->arr_blob = malloc(total ? (size_t)total : 1);
+    if (!kv->arr_str || !kv->arr_blob) {
+        gguf_err(r->err, r->errlen, r->path, "%s: out of memory for %llu strings", r->what,
+                 (unsigned long long)n);
+        return -1;
+    }
+    r->pos = start;
+    char *p = kv->arr_blob;
+    for (uint64_t i = 0; i < n; i++) {
+        if (s_read_u64(r, &len) || s_read(r, p, len))
+            return -1;
+        p[len] = '\0';
+        if (memchr(p, '\0', (size_t)len)) {
+            gguf_err(r->err, r->errlen, r->path, "%s: string %llu contains a NUL byte", r->what,
+                     (unsigned long long)i);
+            return -1;
+        }
+        kv->arr_str[i] = p;
+        p += len + 1;
+    }
+    return 0;
+}
+
 static int s_read_array(s_reader *r, gguf_kv *kv)
 {
     uint32_t et;
@@ -339,14 +381,25 @@ static int s_read_array(s_reader *r, gguf_kv *kv)
     }
     kv->arr_type = et;
     kv->arr_n = n;
-    if (et == GGUF_T_STRING) {
-        for (uint64_t i = 0; i < n; i++)
-            if (s_read_str(r, NULL))
+    if (et == GGUF_T_STRING)
+        return s_read_str_array(r, kv, n);
+    if (et == GGUF_T_FLOAT32 || et == GGUF_T_FLOAT64) {
+        /* Widened to double (exact for both): a 152k-entry vocabulary's scores are 1.2 MB. */
+        kv->arr_f64 = malloc(n ? (size_t)n * sizeof(double) : 1);
+        if (!kv->arr_f64) {
+            gguf_err(r->err, r->errlen, r->path, "out of memory for array of %llu", (unsigned long long)n);
+            return -1;
+        }
+        for (uint64_t i = 0; i < n; i++) {
+            uint8_t b[8];
+            if (s_read(r, b, esz))
                 return -1;
+            gguf_kv tmp = { 0 };
+            s_set_scalar(&tmp, et, s_le(b, esz));
+            kv->arr_f64[i] = tmp.f64;
+        }
         return 0;
     }
-    if (!s_is_int_type(et))
-        return s_skip(r, need); /* float arrays: kept as type and count only */
     kv->arr_u64 = malloc(n ? (size_t)n * sizeof(uint64_t) : 1);
     if (!kv->arr_u64) {
         gguf_err(r->err, r->errlen, r->path, "out of memory for array of %llu", (unsigned long long)n);
@@ -493,12 +546,12 @@ gguf_file *gguf_open(const char *path, char *err, size_t errlen)
     }
     if (s_read_u32(&r, &g->version))
         goto err;
-    if (g->version != GGUF_VERSION) {
+    if (g->version < GGUF_VERSION_MIN || g->version > GGUF_VERSION) {
         if (__builtin_bswap32(g->version) == 2 || __builtin_bswap32(g->version) == 3)
             gguf_err(err, errlen, path, "big-endian GGUF is not supported");
         else
-            gguf_err(err, errlen, path, "unsupported GGUF version %u (this reader handles %d)",
-                  g->version, GGUF_VERSION);
+            gguf_err(err, errlen, path, "unsupported GGUF version %u (this reader handles %d..%d)",
+                  g->version, GGUF_VERSION_MIN, GGUF_VERSION);
         goto err;
     }
     uint64_t n_tensors, n_kv, t1, t2, min_bytes = UINT64_MAX; /* stays MAX on overflow */
@@ -654,6 +707,9 @@ void gguf_close(gguf_file **gp)
             free(g->kv[i].key);
             free(g->kv[i].str);
             free(g->kv[i].arr_u64);
+            free(g->kv[i].arr_f64);
+            free(g->kv[i].arr_str);
+            free(g->kv[i].arr_blob);
         }
     }
     if (g->tensors)
@@ -721,4 +777,115 @@ int gguf_get_str(const gguf_file *g, const char *key, const char **out, char *er
     }
     *out = kv->str;
     return 0;
+}
+
+/* The kv for key, or NULL with "missing key" in err. */
+static const gguf_kv *s_need_kv(const gguf_file *g, const char *key, char *err, size_t errlen)
+{
+    const gguf_kv *kv = gguf_find_kv(g, key);
+    if (!kv)
+        gguf_err(err, errlen, g ? g->path : NULL, "missing key '%s'", key);
+    return kv;
+}
+
+int gguf_get_i64(const gguf_file *g, const char *key, int64_t *out, char *err, size_t errlen)
+{
+    const gguf_kv *kv = s_need_kv(g, key, err, errlen);
+    if (!kv)
+        return -1;
+    if (!s_is_int_type(kv->type)) {
+        gguf_err(err, errlen, g->path, "key '%s' has type %s, want an integer", key,
+                 s_vtype_name(kv->type));
+        return -1;
+    }
+    if (kv->type == GGUF_T_UINT64 && kv->u64 > (uint64_t)INT64_MAX) {
+        gguf_err(err, errlen, g->path, "key '%s' = %llu does not fit i64", key,
+                 (unsigned long long)kv->u64);
+        return -1;
+    }
+    *out = kv->type == GGUF_T_UINT64 ? (int64_t)kv->u64 : kv->i64;
+    return 0;
+}
+
+int gguf_get_u32(const gguf_file *g, const char *key, uint32_t *out, char *err, size_t errlen)
+{
+    int64_t v;
+    if (gguf_get_i64(g, key, &v, err, errlen))
+        return -1;
+    if (v < 0 || v > (int64_t)UINT32_MAX) {
+        gguf_err(err, errlen, g->path, "key '%s' = %lld is outside 0..%u", key, (long long)v,
+                 UINT32_MAX);
+        return -1;
+    }
+    *out = (uint32_t)v;
+    return 0;
+}
+
+int gguf_get_f32(const gguf_file *g, const char *key, float *out, char *err, size_t errlen)
+{
+    const gguf_kv *kv = s_need_kv(g, key, err, errlen);
+    if (!kv)
+        return -1;
+    if (kv->type != GGUF_T_FLOAT32 && kv->type != GGUF_T_FLOAT64) {
+        gguf_err(err, errlen, g->path, "key '%s' has type %s, want f32", key,
+                 s_vtype_name(kv->type));
+        return -1;
+    }
+    if (kv->f64 > 3.4028234663852886e38 || kv->f64 < -3.4028234663852886e38) {
+        gguf_err(err, errlen, g->path, "key '%s' = %g is outside float's range", key, kv->f64);
+        return -1;
+    }
+    *out = (float)kv->f64;
+    return 0;
+}
+
+int gguf_get_bool(const gguf_file *g, const char *key, int *out, char *err, size_t errlen)
+{
+    const gguf_kv *kv = s_need_kv(g, key, err, errlen);
+    if (!kv)
+        return -1;
+    if (kv->type != GGUF_T_BOOL) {
+        gguf_err(err, errlen, g->path, "key '%s' has type %s, want bool", key,
+                 s_vtype_name(kv->type));
+        return -1;
+    }
+    *out = kv->i64 != 0;
+    return 0;
+}
+
+int gguf_get_arr(const gguf_file *g, const char *key, uint32_t want, const gguf_kv **out,
+                 uint64_t *n, char *err, size_t errlen)
+{
+    const gguf_kv *kv = s_need_kv(g, key, err, errlen);
+    if (!kv)
+        return -1;
+    int ok = kv->type == GGUF_T_ARRAY &&
+             ((want == GGUF_T_STRING && kv->arr_str) || (want == GGUF_T_FLOAT32 && kv->arr_f64) ||
+              (want == GGUF_T_INT32 && kv->arr_u64));
+    if (!ok) {
+        gguf_err(err, errlen, g->path, "key '%s' is %s%s%s, want an array of %s", key,
+                 kv->type == GGUF_T_ARRAY ? "an array of " : "a ",
+                 s_vtype_name(kv->type == GGUF_T_ARRAY ? kv->arr_type : kv->type),
+                 kv->type == GGUF_T_ARRAY ? "" : " value",
+                 want == GGUF_T_STRING ? "strings" : want == GGUF_T_FLOAT32 ? "floats" : "integers");
+        return -1;
+    }
+    *out = kv;
+    *n = kv->arr_n;
+    return 0;
+}
+
+const char *gguf_arr_str(const gguf_kv *kv, uint64_t i)
+{
+    return kv && kv->arr_str && i < kv->arr_n ? kv->arr_str[i] : NULL;
+}
+
+float gguf_arr_f32(const gguf_kv *kv, uint64_t i)
+{
+    return kv && kv->arr_f64 && i < kv->arr_n ? (float)kv->arr_f64[i] : 0.0f;
+}
+
+int64_t gguf_arr_i64(const gguf_kv *kv, uint64_t i)
+{
+    return kv && kv->arr_u64 && i < kv->arr_n ? (int64_t)kv->arr_u64[i] : 0;
 }

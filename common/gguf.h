@@ -1,6 +1,7 @@
 /* gguf.h — GGUF v3 container: a validating reader and a streaming writer. common/
  *
- * Spec: ggml docs/gguf.md (v3, little-endian). The reader trusts nothing: every count is
+ * Spec: ggml docs/gguf.md (v3 and v2, little-endian; v2 differs from v3 only in not allowing
+ * big-endian files, so one parser reads both). The reader trusts nothing: every count is
  * bounded by the bytes remaining in the file, every string length and tensor extent is checked
  * for overflow and for lying inside the file, tensors may not overlap, and the alignment must
  * be a power of two. Errors name the file and the problem ("model.gguf: tensor 3 'blk.1.w'
@@ -15,6 +16,7 @@
 
 #define GGUF_MAGIC 0x46554747u /* "GGUF" little-endian */
 #define GGUF_VERSION 3
+#define GGUF_VERSION_MIN 2 /* v1 (u32 counts) predates every published model we read */
 #define GGUF_DEFAULT_ALIGNMENT 32
 
 /* Value types (pinned by the spec). */
@@ -56,7 +58,11 @@ typedef struct {
     char *str;             /* GGUF_T_STRING: owned, NUL-terminated (embedded NULs rejected) */
     uint32_t arr_type;     /* GGUF_T_ARRAY: element type */
     uint64_t arr_n;        /* GGUF_T_ARRAY: element count */
-    uint64_t *arr_u64;     /* GGUF_T_ARRAY of integer types: widened copy (owned); else NULL */
+    uint64_t *arr_u64;     /* GGUF_T_ARRAY of integer types: widened copy (owned); else NULL.
+                            * Signed elements are stored as (uint64_t)int64: use gguf_arr_i64. */
+    double *arr_f64;       /* GGUF_T_ARRAY of f32/f64: widened copy (owned, exact); else NULL */
+    char **arr_str;        /* GGUF_T_ARRAY of strings: arr_n pointers into arr_blob; else NULL */
+    char *arr_blob;        /* the strings, each NUL-terminated, one allocation (owned) */
 } gguf_kv;
 
 typedef struct {
@@ -81,6 +87,22 @@ const gguf_tensor *gguf_find_tensor(const gguf_file *g, const char *name);
 /* Typed getters: 0 on success, -1 (err filled, naming file and key) if missing or wrong type. */
 int gguf_get_u64(const gguf_file *g, const char *key, uint64_t *out, char *err, size_t errlen);
 int gguf_get_str(const gguf_file *g, const char *key, const char **out, char *err, size_t errlen);
+/* Any integer type whose value fits u32 / i64. */
+int gguf_get_u32(const gguf_file *g, const char *key, uint32_t *out, char *err, size_t errlen);
+int gguf_get_i64(const gguf_file *g, const char *key, int64_t *out, char *err, size_t errlen);
+/* f32 or f64 (an f64 outside float's range is an error). */
+int gguf_get_f32(const gguf_file *g, const char *key, float *out, char *err, size_t errlen);
+int gguf_get_bool(const gguf_file *g, const char *key, int *out, char *err, size_t errlen);
+/* An array kv whose elements are of class `want`: GGUF_T_STRING, GGUF_T_FLOAT32 (f32 or f64
+ * elements) or GGUF_T_INT32 (any integer or bool element). *kv stays owned by g; *n is its count.
+ * Read elements with the gguf_arr_* accessors below. */
+int gguf_get_arr(const gguf_file *g, const char *key, uint32_t want, const gguf_kv **kv,
+                 uint64_t *n, char *err, size_t errlen);
+/* Element i of an array kv (i < kv->arr_n, class as checked by gguf_get_arr). The string is
+ * NUL-terminated and owned by the file (embedded NULs are rejected on read). */
+const char *gguf_arr_str(const gguf_kv *kv, uint64_t i);
+float gguf_arr_f32(const gguf_kv *kv, uint64_t i);
+int64_t gguf_arr_i64(const gguf_kv *kv, uint64_t i);
 
 /* ---- writer: metadata first, then tensor data streamed in declaration order ---- */
 typedef struct gguf_writer gguf_writer;
@@ -91,7 +113,13 @@ int gguf_writer_kv_str(gguf_writer *w, const char *key, const char *val);
 int gguf_writer_kv_u32(gguf_writer *w, const char *key, uint32_t val);
 int gguf_writer_kv_u64(gguf_writer *w, const char *key, uint64_t val);
 int gguf_writer_kv_f32(gguf_writer *w, const char *key, float val);
+int gguf_writer_kv_i32(gguf_writer *w, const char *key, int32_t val);
+int gguf_writer_kv_bool(gguf_writer *w, const char *key, int val);
 int gguf_writer_kv_arr_u64(gguf_writer *w, const char *key, const uint64_t *vals, uint64_t n);
+int gguf_writer_kv_arr_i32(gguf_writer *w, const char *key, const int32_t *vals, uint64_t n);
+int gguf_writer_kv_arr_f32(gguf_writer *w, const char *key, const float *vals, uint64_t n);
+/* n NUL-terminated strings (copied). */
+int gguf_writer_kv_arr_str(gguf_writer *w, const char *key, const char *const *vals, uint64_t n);
 /* Declare a tensor (data comes later). dims in ggml order (ne[0] first). Returns index or -1. */
 int gguf_writer_tensor(gguf_writer *w, const char *name, uint32_t type, uint32_t n_dims,
                        const uint64_t *dims);

@@ -173,13 +173,67 @@ int gguf_writer_kv_f32(gguf_writer *w, const char *key, float val)
     return s_kv_begin(w, key, GGUF_T_FLOAT32) || s_buf_le(w, b, 4) ? -1 : 0;
 }
 
-int gguf_writer_kv_arr_u64(gguf_writer *w, const char *key, const uint64_t *vals, uint64_t n)
+int gguf_writer_kv_i32(gguf_writer *w, const char *key, int32_t val)
+{
+    return s_kv_begin(w, key, GGUF_T_INT32) || s_buf_le(w, (uint32_t)val, 4) ? -1 : 0;
+}
+
+int gguf_writer_kv_bool(gguf_writer *w, const char *key, int val)
+{
+    return s_kv_begin(w, key, GGUF_T_BOOL) || s_buf_le(w, val != 0, 1) ? -1 : 0;
+}
+
+/* Start an array kv of n elements of type et; the recorded value offset is its first element. */
+static int s_arr_begin(gguf_writer *w, const char *key, uint32_t et, uint64_t n, const void *vals)
 {
     if (n > GGUF_MAX_ARRAY || (n && !vals))
         return w ? s_wfail(w, "bad array for '%s'", key) : -1;
-    if (s_kv_begin(w, key, GGUF_T_ARRAY) || s_buf_le(w, GGUF_T_UINT64, 4) || s_buf_le(w, n, 8))
+    if (s_kv_begin(w, key, GGUF_T_ARRAY) || s_buf_le(w, et, 4) || s_buf_le(w, n, 8))
         return -1;
     w->kvs[w->n_kv - 1].val_off += 12; /* past element type and count */
+    return 0;
+}
+
+int gguf_writer_kv_arr_i32(gguf_writer *w, const char *key, const int32_t *vals, uint64_t n)
+{
+    if (s_arr_begin(w, key, GGUF_T_INT32, n, vals))
+        return -1;
+    for (uint64_t i = 0; i < n; i++)
+        if (s_buf_le(w, (uint32_t)vals[i], 4))
+            return -1;
+    return 0;
+}
+
+int gguf_writer_kv_arr_f32(gguf_writer *w, const char *key, const float *vals, uint64_t n)
+{
+    if (s_arr_begin(w, key, GGUF_T_FLOAT32, n, vals))
+        return -1;
+    for (uint64_t i = 0; i < n; i++) {
+        uint32_t b;
+        memcpy(&b, &vals[i], 4);
+        if (s_buf_le(w, b, 4))
+            return -1;
+    }
+    return 0;
+}
+
+int gguf_writer_kv_arr_str(gguf_writer *w, const char *key, const char *const *vals, uint64_t n)
+{
+    for (uint64_t i = 0; i < n && vals; i++)
+        if (!vals[i] || strlen(vals[i]) > GGUF_MAX_STRLEN)
+            return w ? s_wfail(w, "bad string %llu in array '%s'", (unsigned long long)i, key) : -1;
+    if (s_arr_begin(w, key, GGUF_T_STRING, n, vals))
+        return -1;
+    for (uint64_t i = 0; i < n; i++)
+        if (s_buf_str(w, vals[i]))
+            return -1;
+    return 0;
+}
+
+int gguf_writer_kv_arr_u64(gguf_writer *w, const char *key, const uint64_t *vals, uint64_t n)
+{
+    if (s_arr_begin(w, key, GGUF_T_UINT64, n, vals))
+        return -1;
     for (uint64_t i = 0; i < n; i++)
         if (s_buf_le(w, vals[i], 8))
             return -1;
