@@ -425,7 +425,8 @@ static void test_corrupt(void)
     const s_spec cases[] = {
         { .label = "valid base" },
         { .label = "bad magic", .magic = 0x46554748 },
-        { .label = "version 2", .version = 2 },
+        { .label = "version 2 (read as v3)", .version = 2 },
+        { .label = "version 1", .version = 1 },
         { .label = "version 4", .version = 4 },
         { .label = "version huge", .version = 0xfffffff0u },
         { .label = "big-endian", .version = 0x03000000u },
@@ -476,7 +477,7 @@ static void test_corrupt(void)
         s_build(c, &b);
         s_write_file(p, b.p, b.n);
         free(b.p);
-        int valid = i == 0;
+        int valid = i == 0 || c->version == 2; /* v2 differs from v3 only in byte order */
         err[0] = '\0';
         gguf_file *g = gguf_open(p, err, sizeof err);
         if (valid || c->model_only)
@@ -566,8 +567,11 @@ static void test_foreign(void)
     CHECK(kv && kv->u64 == 1, "bool");
     kv = gguf_find_kv(g, "tokenizer.ggml.tokens");
     CHECK(kv && kv->arr_type == GGUF_T_STRING && kv->arr_n == 3 && !kv->arr_u64, "string array");
+    CHECK(kv && !strcmp(gguf_arr_str(kv, 0), "a") && !strcmp(gguf_arr_str(kv, 1), "") &&
+              !strcmp(gguf_arr_str(kv, 2), "<s>") && gguf_arr_str(kv, 3) == NULL, "string array kept");
     kv = gguf_find_kv(g, "tokenizer.ggml.scores");
-    CHECK(kv && kv->arr_type == GGUF_T_FLOAT32 && kv->arr_n == 2, "float array");
+    CHECK(kv && kv->arr_type == GGUF_T_FLOAT32 && kv->arr_n == 2 && kv->arr_f64 &&
+              gguf_arr_f32(kv, 1) == 0.0f, "float array kept");
     kv = gguf_find_kv(g, "k.i32arr");
     CHECK(kv && kv->arr_u64 && (int64_t)kv->arr_u64[0] == -70000 && kv->arr_u64[1] == 7, "i32 array");
     const gguf_tensor *t = gguf_find_tensor(g, "q");
@@ -578,6 +582,104 @@ static void test_foreign(void)
     model_t m;
     CHECK(model_open(&m, p, err, sizeof err) == -1 && strstr(err, "general.architecture"),
           "not a swarm model: %s", err);
+}
+
+/* Typed getters and array writers round trip; corrupt string and float arrays are refused. */
+static void test_arrays(void)
+{
+    char p[600], err[512];
+    s_path(p, sizeof p, "arrays.gguf");
+    gguf_writer *w = gguf_writer_new(32);
+    const char *strs[] = { "\xE2\x96\x81the", "", "<0x0A>", "a b" };
+    float f[] = { 0.0f, -1.5f, -1e9f };
+    int32_t i32[] = { 1, 3, 6, -1 };
+    CHECK(gguf_writer_kv_arr_str(w, "t.strs", strs, 4) == 0 && gguf_writer_kv_arr_f32(w, "t.f", f, 3) == 0 &&
+              gguf_writer_kv_arr_i32(w, "t.i", i32, 4) == 0 && gguf_writer_kv_bool(w, "t.b", 1) == 0 &&
+              gguf_writer_kv_i32(w, "t.neg", -1) == 0 && gguf_writer_kv_u64(w, "t.big", 1ull << 33) == 0 &&
+              gguf_writer_kv_f32(w, "t.eps", 1e-5f) == 0 && gguf_writer_kv_arr_str(w, "t.none", NULL, 0) == 0,
+          "array writers");
+    int fd = open(p, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    CHECK(fd >= 0 && gguf_writer_write_header(w, fd, err, sizeof err) == 0, "write: %s", err);
+    close(fd);
+    gguf_writer_free(&w);
+    gguf_file *g = gguf_open(p, err, sizeof err);
+    CHECK(g != NULL, "arrays: %s", err);
+    if (g) {
+        const gguf_kv *kv;
+        uint64_t n = 0;
+        uint32_t u32;
+        int64_t i64;
+        float fv;
+        int b;
+        CHECK(gguf_get_arr(g, "t.strs", GGUF_T_STRING, &kv, &n, err, sizeof err) == 0 && n == 4 &&
+                  !strcmp(gguf_arr_str(kv, 0), strs[0]) && !strcmp(gguf_arr_str(kv, 1), "") &&
+                  !strcmp(gguf_arr_str(kv, 3), "a b"), "strings: %s", err);
+        CHECK(gguf_get_arr(g, "t.f", GGUF_T_FLOAT32, &kv, &n, err, sizeof err) == 0 && n == 3 &&
+                  gguf_arr_f32(kv, 1) == -1.5f && gguf_arr_f32(kv, 2) == -1e9f, "floats: %s", err);
+        CHECK(gguf_get_arr(g, "t.i", GGUF_T_INT32, &kv, &n, err, sizeof err) == 0 && n == 4 &&
+                  gguf_arr_i64(kv, 2) == 6 && gguf_arr_i64(kv, 3) == -1, "ints: %s", err);
+        CHECK(gguf_get_arr(g, "t.none", GGUF_T_STRING, &kv, &n, err, sizeof err) == 0 && n == 0,
+              "empty string array: %s", err);
+        CHECK(gguf_get_arr(g, "t.f", GGUF_T_STRING, &kv, &n, err, sizeof err) == -1 &&
+                  s_err_names(err, p) && strstr(err, "t.f") && strstr(err, "strings"),
+              "float array as strings: %s", err);
+        CHECK(gguf_get_arr(g, "t.b", GGUF_T_INT32, &kv, &n, err, sizeof err) == -1 && strstr(err, "t.b"),
+              "scalar as array: %s", err);
+        CHECK(gguf_get_bool(g, "t.b", &b, err, sizeof err) == 0 && b == 1, "bool");
+        CHECK(gguf_get_i64(g, "t.neg", &i64, err, sizeof err) == 0 && i64 == -1, "i32 -1");
+        CHECK(gguf_get_u32(g, "t.neg", &u32, err, sizeof err) == -1 && strstr(err, "t.neg"),
+              "negative as u32: %s", err);
+        CHECK(gguf_get_u32(g, "t.big", &u32, err, sizeof err) == -1 && strstr(err, "t.big"),
+              "2^33 as u32: %s", err);
+        CHECK(gguf_get_f32(g, "t.eps", &fv, err, sizeof err) == 0 && fv == 1e-5f, "f32");
+        CHECK(gguf_get_f32(g, "t.b", &fv, err, sizeof err) == -1 && strstr(err, "want f32"),
+              "bool as f32: %s", err);
+        CHECK(gguf_get_u32(g, "t.missing", &u32, err, sizeof err) == -1 && strstr(err, "missing key 't.missing'"),
+              "missing: %s", err);
+    }
+    gguf_close(&g);
+
+    /* Corrupt arrays: each file is a header, one array kv, as llama.cpp would write it. */
+    enum { C_TRUNC_STRS, C_HUGE_STRLEN, C_LONG_STRLEN, C_NUL_IN_ELEM, C_FLOAT_SHORT,
+           C_STR_COUNT_HUGE, C_N };
+    const char *labels[C_N] = { "string array shorter than its count", "string element length near 2^64",
+                                "string element over the 1 MiB limit", "string element with a NUL",
+                                "float array shorter than its count", "string array count 2^40" };
+    for (int c = 0; c < C_N; c++) {
+        s_buf b = { 0 };
+        s_u32(&b, GGUF_MAGIC);
+        s_u32(&b, 3);
+        s_u64(&b, 0);
+        s_u64(&b, 1);
+        s_str(&b, "tokenizer.ggml.tokens");
+        s_u32(&b, GGUF_T_ARRAY);
+        s_u32(&b, c == C_FLOAT_SHORT ? GGUF_T_FLOAT32 : GGUF_T_STRING);
+        s_u64(&b, c == C_STR_COUNT_HUGE ? 1ull << 40 : c == C_FLOAT_SHORT ? 1000 : 3);
+        if (c == C_FLOAT_SHORT) {
+            s_u32(&b, 0);
+        } else {
+            s_str(&b, "ok");
+            if (c == C_HUGE_STRLEN)
+                s_u64(&b, UINT64_MAX - 2);
+            else if (c == C_LONG_STRLEN)
+                s_u64(&b, (1u << 20) + 1);
+            else if (c == C_NUL_IN_ELEM)
+                s_u64(&b, 3), s_put(&b, "a\0b", 3);
+            else
+                s_str(&b, "two");
+            if (c != C_TRUNC_STRS)
+                s_str(&b, "three");
+        }
+        s_pad(&b, 32);
+        s_write_file(p, b.p, b.n);
+        free(b.p);
+        err[0] = '\0';
+        g = gguf_open(p, err, sizeof err);
+        CHECK(g == NULL && s_err_names(err, p) && strstr(err, "tokenizer.ggml.tokens"),
+              "%s: should be refused naming the key (err '%s')", labels[c], err);
+        printf("  %-40s -> %s\n", labels[c], err);
+        gguf_close(&g);
+    }
 }
 
 /* Truncate a real model at every byte through the header and at points into the data. */
@@ -672,6 +774,7 @@ int main(void)
     test_roundtrip();
     test_corrupt();
     test_foreign();
+    test_arrays();
     test_truncation();
     return CHECK_DONE("test_gguf");
 }
