@@ -8,5 +8,6 @@ int cmd_run(int argc, char **argv);
 int cmd_bench_disk(int argc, char **argv);
 int cmd_bench_mem(int argc, char **argv);
 int cmd_lab(int argc, char **argv);
+int cmd_tokenize(int argc, char **argv);
 
 #endif

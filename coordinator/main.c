@@ -18,7 +18,8 @@ static void s_usage(FILE *f)
             "  bench-disk  O_DIRECT read bandwidth in the SSD arm's pattern, depth 1/2/4/8\n"
             "  bench-mem   a layer's memory-bandwidth bound beside the kernel's sgemv\n"
             "  netem       link forwarder, profile self-test, kernel (BPF) link control\n"
-            "  keygen      write a CURVE key pair (NAME.key, NAME.pub)\n");
+            "  keygen      write a CURVE key pair (NAME.key, NAME.pub)\n"
+            "  tokenize    a GGUF file's tokenizer on a text: ids and pieces\n");
 }
 
 int main(int argc, char **argv)
@@ -42,6 +43,8 @@ int main(int argc, char **argv)
         return cmd_bench_mem(argc - 1, argv + 1);
     if (!strcmp(c, "keygen"))
         return cmd_keygen(argc - 1, argv + 1);
+    if (!strcmp(c, "tokenize"))
+        return cmd_tokenize(argc - 1, argv + 1);
     if (!strcmp(c, "netem"))
         return netem_main(argc - 1, argv + 1);
     if (!strcmp(c, "-h") || !strcmp(c, "--help") || !strcmp(c, "help")) {

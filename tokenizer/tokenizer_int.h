@@ -1,0 +1,57 @@
+/* tokenizer_int.h — the tokenizer's tables, shared by vocab.c, encode.c and decode.c; not API. tokenizer/ */
+#ifndef SWARM_TOKENIZER_INT_H
+#define SWARM_TOKENIZER_INT_H
+
+#include <search.h>
+
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
+
+#include "tokenizer/tokenizer.h"
+
+typedef enum { TOK_SPM, TOK_BPE } tok_kind;
+typedef enum { PRE_NONE, PRE_LLAMA3, PRE_QWEN2, PRE_SMOLLM, PRE_DEFAULT } tok_pre;
+
+#define TOK_MAX_RE 4 /* regexes in one pre-tokenizer (default has 4) */
+
+struct tokenizer {
+    tok_kind kind;
+    tok_pre pre;
+    const char *pre_name;
+    int32_t n_vocab;
+    char **text;           /* (n_vocab,) token texts as in the file, into text_blob */
+    uint32_t *text_len;    /* (n_vocab,) bytes */
+    char *text_blob;
+    float *score;          /* (n_vocab,) SentencePiece merge priority, higher first */
+    uint8_t *type;         /* (n_vocab,) token_type */
+    char **piece;          /* (n_vocab,) decoded bytes (special = 1 form), into piece_blob */
+    uint32_t *piece_len;
+    char *piece_blob;
+    struct hsearch_data by_text;  /* token text -> id + 1 */
+    struct hsearch_data by_merge; /* "left right" -> rank + 1 (gpt2) */
+    int have_by_text, have_by_merge;
+    char *merge_blob;      /* the merge strings (keys of by_merge) */
+    size_t max_text;       /* longest token text, bytes */
+    int32_t *special;      /* control/unknown/user-defined ids, longest text first */
+    int32_t n_special;
+    int32_t byte_id[256];  /* SentencePiece <0xNN> or gpt2's one-character token, -1 if none */
+    char byte_enc[256][3]; /* gpt2 bytes_to_unicode: byte -> UTF-8 of its stand-in character */
+    int16_t byte_dec[324]; /* and back: stand-in code point (all below U+0144) -> byte, or -1 */
+    pcre2_code *re[TOK_MAX_RE];
+    int n_re;
+    int32_t bos, eos, eot, eom, pad, unk;
+    int add_bos, add_eos, add_space_prefix, ignore_merges, clean_spaces;
+};
+
+/* id of a token text (NUL-terminated), -1 if none. */
+int32_t tok_find(const tokenizer *t, const char *text);
+/* Rank of merging texts a and b (a "a b" merge), -1 if none; buf holds at least
+ * 2 * max_text + 2 bytes. */
+int32_t tok_merge_rank(const tokenizer *t, const char *a, size_t na, const char *b, size_t nb,
+                       char *buf);
+/* Pre-tokenizer regexes for t->pre (compiled with Unicode properties, JIT where available). */
+int tok_pre_compile(tokenizer *t, char *err, size_t errlen);
+/* Decoded pieces of every token (decode.c). */
+int tok_pieces_build(tokenizer *t, char *err, size_t errlen);
+
+#endif
