@@ -307,14 +307,16 @@ static void s_split(s_work *w, const char *s, size_t len, int k, pcre2_match_dat
         int rc = pcre2_match(t->re[k], (PCRE2_SPTR)s, len, at, 0, md, NULL);
         if (rc < 0)
             break; /* no more matches (or an invalid UTF-8 tail, which stays one gap) */
-        PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
-        if (ov[1] == ov[0]) { /* none of the patterns matches empty; guard anyway */
-            at = ov[0] + 1;
+        /* Copied out: the later regexes reuse md for the pieces of this match. */
+        const PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
+        size_t m0 = ov[0], m1 = ov[1];
+        if (m1 == m0) { /* none of the patterns matches empty; guard anyway */
+            at = m0 + 1;
             continue;
         }
-        s_split(w, s + gap, ov[0] - gap, k + 1, md, out);
-        s_split(w, s + ov[0], ov[1] - ov[0], k + 1, md, out);
-        gap = at = ov[1];
+        s_split(w, s + gap, m0 - gap, k + 1, md, out);
+        s_split(w, s + m0, m1 - m0, k + 1, md, out);
+        gap = at = m1;
     }
     s_split(w, s + gap, len - gap, k + 1, md, out);
 }
