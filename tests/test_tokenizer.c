@@ -336,7 +336,7 @@ static void s_write_bad(const char *path, const s_bad *b)
 {
     static const char *toks[] = { "<unk>", "<s>", "</s>", "a", "b", "ab", "\xE2\x96\x81" "a" };
     float scores[7] = { 0, 0, 0, -1, -2, -3, -4 };
-    int32_t types[7] = { 2, 3, 3, 1, 1, 1, 1 };
+    int32_t types[9] = { 2, 3, 3, 1, 1, 1, 1, 1, 1 }; /* 9: the "longer" case */
     const char *merges[] = { "a b", b->merge ? b->merge : "ab a" };
     char err[256];
     gguf_writer *w = gguf_writer_new(32);
