@@ -284,7 +284,10 @@ static void test_behaviour(const char *spm_path, const char *bpe_path)
           "decode of an id out of range: %s", err);
 
     /* The merge loops are O(n log n): 10x the text takes far less than the 100x of an O(n^2)
-     * loop. Times are measured here (best of 5) and only compared with each other. */
+     * loop. Times are measured here (best of 5) and only compared with each other. The
+     * SentencePiece loop merges the whole 10 kB as one word; its heap then outgrows L2 and
+     * 10x the text measured 18-26x the time (dev machine, 2026-12-01; gpt2's short words:
+     * 10x), so the line is drawn at 50x, halfway to quadratic on a log scale. */
     const char *para = "The quick brown fox jumps over the lazy dog; 1234567 tokens, "
                        "caf\xC3\xA9 \xE6\x97\xA5\xE6\x9C\xAC\xE8\xAA\x9E and   spaces.\n";
     size_t pl = strlen(para), big = 10 * 1024 / pl + 1;
@@ -307,7 +310,7 @@ static void test_behaviour(const char *spm_path, const char *bpe_path)
         }
         printf("  %s: %zu bytes in %.3f ms, %zu bytes in %.3f ms (ratio %.1f for 10x the text)\n",
                tokenizer_model_name(t), lens[0], ms[0], lens[1], ms[1], ms[1] / ms[0]);
-        CHECK(ms[1] < 30 * ms[0] + 0.05, "%s: 10x the text took %.1fx the time (quadratic is 100x)",
+        CHECK(ms[1] < 50 * ms[0] + 0.05, "%s: 10x the text took %.1fx the time (quadratic is 100x)",
               tokenizer_model_name(t), ms[1] / ms[0]);
     }
     free(text);

@@ -42,6 +42,7 @@ typedef struct {
     const char *text;      /* into the word */
     uint32_t n;            /* bytes; 0 once merged into its left neighbour */
     int32_t prev, next;    /* linked list over the word's live symbols; -1 at the ends */
+    int32_t id;            /* gpt2: the token whose text this is, -1 if none (cannot merge) */
 } s_sym;
 
 typedef struct {
@@ -106,7 +107,6 @@ typedef struct {
     s_sym *sym;
     size_t sym_cap;
     s_heap heap;
-    char *key;             /* 2 * max_text + 2 bytes for lookups */
     char *word;            /* gpt2: the byte-encoded word */
     size_t word_cap;
     int oom;
@@ -128,7 +128,8 @@ static int32_t s_symbols(s_work *w, const char *s, size_t len)
         size_t c = lens[(uint8_t)s[off] >> 4];
         if (c > len - off)
             c = len - off;
-        w->sym[n] = (s_sym){ .text = s + off, .n = (uint32_t)c, .prev = n - 1, .next = -1 };
+        w->sym[n] = (s_sym){ .text = s + off, .n = (uint32_t)c, .prev = n - 1, .next = -1,
+                             .id = w->t->kind == TOK_BPE ? tok_find(w->t, s + off, c) : -1 };
         if (n > 0)
             w->sym[n - 1].next = n;
         off += c;
@@ -143,25 +144,19 @@ static void s_try_pair(s_work *w, int32_t l, int32_t r)
     if (l < 0 || r < 0)
         return;
     const s_sym *a = &w->sym[l], *b = &w->sym[r];
-    if ((size_t)a->n + b->n > 2 * t->max_text)
-        return; /* longer than any token or merge */
     s_pair p = { .left = l, .right = r, .size = a->n + b->n };
     if (t->kind == TOK_SPM) {
-        if (a->n + b->n > t->max_text)
-            return;
-        memcpy(w->key, a->text, a->n + b->n); /* adjacent in the text */
-        w->key[a->n + b->n] = '\0';
-        int32_t id = tok_find(t, w->key);
+        if (p.size > t->max_text)
+            return; /* longer than any piece */
+        int32_t id = tok_find(t, a->text, p.size); /* the two are adjacent in the text */
         if (id < 0)
             return;
         p.key = t->score[id];
     } else {
-        if (a->n > t->max_text || b->n > t->max_text)
-            return;
-        int32_t rank = tok_merge_rank(t, a->text, a->n, b->text, b->n, w->key);
+        int32_t rank = tok_merge_rank(t, a->id, b->id);
         if (rank < 0)
             return;
-        p.key = -(float)rank; /* exact: ranks are below 2^24 in every published vocabulary */
+        p.key = -(float)rank; /* exact: ranks are below 2^24 (checked on load) */
     }
     if (s_heap_push(&w->heap, p))
         w->oom = 1;
@@ -181,6 +176,8 @@ static void s_merge(s_work *w, int32_t n)
             continue;
         l->n += r->n;
         r->n = 0;
+        if (w->t->kind == TOK_BPE)
+            l->id = tok_find(w->t, l->text, l->n);
         l->next = r->next;
         if (r->next >= 0)
             w->sym[r->next].prev = p.left;
@@ -222,9 +219,7 @@ static void s_spm_fragment(s_work *w, const char *s, size_t len, int space_prefi
     s_merge(w, ns);
     for (int32_t i = 0; i != -1 && ns > 0; i = w->sym[i].next) {
         const s_sym *y = &w->sym[i];
-        memcpy(w->key, y->text, y->n);
-        w->key[y->n] = '\0';
-        int32_t id = y->n <= t->max_text ? tok_find(t, w->key) : -1;
+        int32_t id = tok_find(t, y->text, y->n);
         if (id >= 0) {
             s_push(out, id);
             continue;
@@ -259,8 +254,8 @@ static void s_bpe_word(s_work *w, const char *s, size_t len, s_ids *out)
             w->word[n++] = *c++;
     }
     w->word[n] = '\0';
-    if (t->ignore_merges && n <= t->max_text) {
-        int32_t id = tok_find(t, w->word);
+    if (t->ignore_merges) {
+        int32_t id = tok_find(t, w->word, n);
         if (id >= 0) {
             s_push(out, id);
             return;
@@ -274,17 +269,13 @@ static void s_bpe_word(s_work *w, const char *s, size_t len, s_ids *out)
     s_merge(w, ns);
     for (int32_t i = 0; i != -1 && ns > 0; i = w->sym[i].next) {
         const s_sym *y = &w->sym[i];
-        memcpy(w->key, y->text, y->n);
-        w->key[y->n] = '\0';
-        int32_t id = y->n <= t->max_text ? tok_find(t, w->key) : -1;
-        if (id >= 0) {
-            s_push(out, id);
+        if (y->id >= 0) {
+            s_push(out, y->id);
             continue;
         }
         /* As llama.cpp: each byte of the stand-in text that is itself a token, others dropped. */
         for (uint32_t j = 0; j < y->n; j++) {
-            char one[2] = { y->text[j], '\0' };
-            int32_t b = tok_find(t, one);
+            int32_t b = tok_find(t, y->text + j, 1);
             if (b >= 0)
                 s_push(out, b);
         }
@@ -420,8 +411,7 @@ int tokenizer_encode(const tokenizer *t, const char *text, size_t len, unsigned 
     *ids = NULL;
     *n = 0;
     fv = malloc(cap * sizeof *fv);
-    w.key = malloc(2 * t->max_text + 2);
-    if (!fv || !w.key)
+    if (!fv)
         goto oom;
     if (len)
         fv[nf++] = (s_frag){ 0, len, -1 };
@@ -460,7 +450,6 @@ int tokenizer_encode(const tokenizer *t, const char *text, size_t len, unsigned 
     *n = out.n;
     out.v = NULL;
     free(fv);
-    free(w.key);
     free(w.sym);
     free(w.heap.v);
     free(w.word);
@@ -470,7 +459,6 @@ oom:
     snprintf(err, errlen, "tokenizer: out of memory encoding %zu bytes", len);
     free(out.v);
     free(fv);
-    free(w.key);
     free(w.sym);
     free(w.heap.v);
     free(w.word);

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <xxhash.h>
 
 static void s_err(char *err, size_t errlen, const char *path, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
@@ -22,33 +23,42 @@ static void s_err(char *err, size_t errlen, const char *path, const char *fmt, .
     va_end(ap);
 }
 
-int32_t tok_find(const tokenizer *t, const char *text)
+int32_t tok_find(const tokenizer *t, const char *s, size_t n)
 {
-    ENTRY e = { .key = (char *)text, .data = NULL }, *hit = NULL;
-    /* FIND never writes to the table, so sharing it between threads is safe. */
-    if (!hsearch_r(e, FIND, &hit, (struct hsearch_data *)&t->by_text) || !hit)
-        return -1;
-    return (int32_t)((intptr_t)hit->data - 1);
+    for (uint32_t i = (uint32_t)XXH3_64bits(s, n) & t->text_mask;; i = (i + 1) & t->text_mask) {
+        uint32_t v = t->text_slot[i];
+        if (!v)
+            return -1;
+        if (t->text_len[v - 1] == n && !memcmp(t->text[v - 1], s, n))
+            return (int32_t)v - 1;
+    }
 }
 
-int32_t tok_merge_rank(const tokenizer *t, const char *a, size_t na, const char *b, size_t nb,
-                       char *buf)
+static uint64_t s_pair_key(int32_t a, int32_t b)
 {
-    memcpy(buf, a, na);
-    buf[na] = ' ';
-    memcpy(buf + na + 1, b, nb);
-    buf[na + 1 + nb] = '\0';
-    ENTRY e = { .key = buf, .data = NULL }, *hit = NULL;
-    if (!hsearch_r(e, FIND, &hit, (struct hsearch_data *)&t->by_merge) || !hit)
-        return -1;
-    return (int32_t)((intptr_t)hit->data - 1);
+    return (uint64_t)(uint32_t)(a + 1) << 32 | (uint32_t)(b + 1);
 }
 
-/* A table of n entries: hsearch_r wants room to spare (it is open addressing). */
-static int s_table(struct hsearch_data *h, size_t n)
+int32_t tok_merge_rank(const tokenizer *t, int32_t a, int32_t b)
 {
-    memset(h, 0, sizeof *h);
-    return hcreate_r(n + n / 2 + 64, h) ? 0 : -1;
+    if (!t->merge_key || a < 0 || b < 0)
+        return -1;
+    uint64_t k = s_pair_key(a, b);
+    for (uint32_t i = (uint32_t)XXH3_64bits(&k, 8) & t->merge_mask;; i = (i + 1) & t->merge_mask) {
+        if (!t->merge_key[i])
+            return -1;
+        if (t->merge_key[i] == k)
+            return (int32_t)t->merge_rank[i];
+    }
+}
+
+/* Slots for n keys: a power of two at least twice n, so linear probes stay short. */
+static uint32_t s_slots(uint64_t n)
+{
+    uint32_t c = 64;
+    while (c < 2 * n)
+        c *= 2;
+    return c;
 }
 
 /* Optional special id: absent keeps *id; a negative value means "none" (some files store -1). */
@@ -127,12 +137,14 @@ static int s_vocab(tokenizer *t, const gguf_file *g, char *err, size_t errlen)
     t->score = calloc((size_t)n, sizeof *t->score);
     t->type = malloc((size_t)n);
     t->special = malloc((size_t)n * sizeof *t->special);
+    uint32_t slots = s_slots(n);
+    t->text_mask = slots - 1;
+    t->text_slot = calloc(slots, sizeof *t->text_slot);
     if (!t->text || !t->text_len || !t->text_blob || !t->score || !t->type || !t->special ||
-        s_table(&t->by_text, (size_t)n)) {
+        !t->text_slot) {
         s_err(err, errlen, g->path, "out of memory for %llu tokens", (unsigned long long)n);
         return -1;
     }
-    t->have_by_text = 1;
     char *p = t->text_blob;
     for (uint64_t i = 0; i < n; i++) {
         const char *s = gguf_arr_str(tok, i);
@@ -153,12 +165,11 @@ static int s_vocab(tokenizer *t, const gguf_file *g, char *err, size_t errlen)
         }
         t->type[i] = (uint8_t)ty_i;
         /* A text given twice maps to its last id, as llama.cpp's token_to_id. */
-        ENTRY e = { .key = t->text[i], .data = (void *)(intptr_t)(i + 1) }, *hit = NULL;
-        if (!hsearch_r(e, ENTER, &hit, &t->by_text)) {
-            s_err(err, errlen, g->path, "token table full at %llu", (unsigned long long)i);
-            return -1;
-        }
-        hit->data = (void *)(intptr_t)(i + 1);
+        uint32_t h = (uint32_t)XXH3_64bits(t->text[i], len) & t->text_mask;
+        while (t->text_slot[h] && (t->text_len[t->text_slot[h] - 1] != len ||
+                                   memcmp(t->text[t->text_slot[h] - 1], t->text[i], len)))
+            h = (h + 1) & t->text_mask;
+        t->text_slot[h] = (uint32_t)i + 1;
         if (len && (t->type[i] == TOKEN_CONTROL || t->type[i] == TOKEN_UNKNOWN ||
                     t->type[i] == TOKEN_USER_DEFINED))
             t->special[t->n_special++] = (int32_t)i;
@@ -179,50 +190,41 @@ static int s_merges(tokenizer *t, const gguf_file *g, char *err, size_t errlen)
               (unsigned long long)n, 1u << 24);
         return -1;
     }
-    size_t total = 0;
-    for (uint64_t i = 0; i < n; i++)
-        total += strlen(gguf_arr_str(mk, i)) + 1;
-    t->merge_blob = malloc(total ? total : 1);
-    char *half = malloc(t->max_text * 2 + 2);
-    int rc = -1;
-    if (!t->merge_blob || !half || s_table(&t->by_merge, (size_t)n)) {
+    uint32_t slots = s_slots(n);
+    t->merge_mask = slots - 1;
+    t->merge_key = calloc(slots, sizeof *t->merge_key);
+    t->merge_rank = malloc(slots * sizeof *t->merge_rank);
+    if (!t->merge_key || !t->merge_rank) {
         s_err(err, errlen, g->path, "out of memory for %llu merges", (unsigned long long)n);
-        goto err;
+        return -1;
     }
-    t->have_by_merge = 1;
-    char *p = t->merge_blob;
     for (uint64_t i = 0; i < n; i++) {
         const char *s = gguf_arr_str(mk, i);
         size_t len = strlen(s);
-        /* Split at the first space after the first byte (a half may itself be " "-free
-         * only; llama.cpp splits the same way). */
+        /* Split at the first space after the first byte, as llama.cpp does. */
         const char *sp = len > 1 ? strchr(s + 1, ' ') : NULL;
-        if (!sp || (size_t)(sp - s) > t->max_text || strlen(sp + 1) > t->max_text) {
+        if (!sp) {
             s_err(err, errlen, g->path, "tokenizer.ggml.merges[%llu] '%.60s' is not \"LEFT RIGHT\" "
                   "with two tokens of the vocabulary", (unsigned long long)i, s);
-            goto err;
+            return -1;
         }
-        memcpy(half, s, (size_t)(sp - s));
-        half[sp - s] = '\0';
-        const char *bad = tok_find(t, half) < 0 ? half : tok_find(t, sp + 1) < 0 ? sp + 1 : NULL;
-        if (bad) {
-            s_err(err, errlen, g->path, "tokenizer.ggml.merges[%llu] '%.60s' names '%.40s', which "
-                  "is not in tokenizer.ggml.tokens", (unsigned long long)i, s, bad);
-            goto err;
+        int32_t a = tok_find(t, s, (size_t)(sp - s)), b = tok_find(t, sp + 1, strlen(sp + 1));
+        if (a < 0 || b < 0) {
+            s_err(err, errlen, g->path, "tokenizer.ggml.merges[%llu] '%.60s' names '%.*s', which "
+                  "is not in tokenizer.ggml.tokens", (unsigned long long)i, s,
+                  a < 0 ? (int)(sp - s) : 40, a < 0 ? s : sp + 1);
+            return -1;
         }
-        memcpy(p, s, len + 1);
-        /* The first of two equal merges keeps its (lower) rank. */
-        ENTRY e = { .key = p, .data = (void *)(intptr_t)(i + 1) }, *hit = NULL;
-        if (!hsearch_r(e, ENTER, &hit, &t->by_merge)) {
-            s_err(err, errlen, g->path, "merge table full at %llu", (unsigned long long)i);
-            goto err;
+        uint64_t k = s_pair_key(a, b);
+        uint32_t h = (uint32_t)XXH3_64bits(&k, 8) & t->merge_mask;
+        while (t->merge_key[h] && t->merge_key[h] != k)
+            h = (h + 1) & t->merge_mask;
+        if (!t->merge_key[h]) { /* the first of two equal merges keeps its (lower) rank */
+            t->merge_key[h] = k;
+            t->merge_rank[h] = (uint32_t)i;
         }
-        p += len + 1;
     }
-    rc = 0;
-err:
-    free(half);
-    return rc;
+    return 0;
 }
 
 /* gpt2's bytes_to_unicode: printable bytes stand for themselves, the other 68 for U+0100.. in
@@ -251,7 +253,7 @@ static void s_byte_table(tokenizer *t)
 static int32_t s_find_text(const tokenizer *t, const char *const *names)
 {
     for (; *names; names++) {
-        int32_t id = tok_find(t, *names);
+        int32_t id = tok_find(t, *names, strlen(*names));
         if (id >= 0)
             return id;
     }
@@ -306,7 +308,7 @@ tokenizer *tokenizer_open(const gguf_file *g, char *err, size_t errlen)
             goto err;
         s_byte_table(t);
         for (int b = 0; b < 256; b++)
-            t->byte_id[b] = tok_find(t, t->byte_enc[b]);
+            t->byte_id[b] = tok_find(t, t->byte_enc[b], strlen(t->byte_enc[b]));
         t->bos = t->eos = 11; /* llama.cpp's gpt2 defaults, kept only if in range */
         t->unk = t->pad = -1;
     } else {
@@ -316,7 +318,7 @@ tokenizer *tokenizer_open(const gguf_file *g, char *err, size_t errlen)
         for (int b = 0; b < 256; b++) {
             char hex[8];
             snprintf(hex, sizeof hex, "<0x%02X>", b);
-            t->byte_id[b] = tok_find(t, hex);
+            t->byte_id[b] = tok_find(t, hex, 6);
         }
     }
     if (t->bos >= t->n_vocab)
@@ -376,10 +378,6 @@ void tokenizer_free(tokenizer **tp)
     if (!tp || !*tp)
         return;
     tokenizer *t = *tp;
-    if (t->have_by_text)
-        hdestroy_r(&t->by_text);
-    if (t->have_by_merge)
-        hdestroy_r(&t->by_merge);
     for (int i = 0; i < t->n_re; i++)
         pcre2_code_free(t->re[i]);
     free(t->text);
@@ -391,7 +389,9 @@ void tokenizer_free(tokenizer **tp)
     free(t->piece_len);
     free(t->piece_blob);
     free(t->special);
-    free(t->merge_blob);
+    free(t->text_slot);
+    free(t->merge_key);
+    free(t->merge_rank);
     free(t);
     *tp = NULL;
 }
