@@ -63,7 +63,7 @@ static size_t s_piece(const tokenizer *t, int32_t id, char *o)
         int b = cp < 324 ? t->byte_dec[cp] : -1;
         if (b >= 0) {
             o[k++] = (char)b;
-        } else { /* not a stand-in: kept as written */
+        } else { /* not a stand-in: kept as written (llama.cpp adds "[UNK_BYTE_0x..]") */
             memcpy(o + k, s + i, cl);
             k += cl;
         }

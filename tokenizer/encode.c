@@ -410,6 +410,11 @@ int tokenizer_encode(const tokenizer *t, const char *text, size_t len, unsigned 
     int add = (flags & TOKENIZER_ADD_SPECIAL) != 0, parse = (flags & TOKENIZER_PARSE_SPECIAL) != 0;
     *ids = NULL;
     *n = 0;
+    if (len > TOKENIZER_MAX_TEXT) {
+        snprintf(err, errlen, "tokenizer: text of %zu bytes exceeds the %u-byte limit", len,
+                 TOKENIZER_MAX_TEXT);
+        return -1;
+    }
     fv = malloc(cap * sizeof *fv);
     if (!fv)
         goto oom;

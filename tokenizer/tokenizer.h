@@ -39,7 +39,9 @@ tokenizer *tokenizer_load(const char *path, char *err, size_t errlen);
 void tokenizer_free(tokenizer **t);
 
 /* Encode len bytes of text (any bytes; invalid UTF-8 is tokenized byte-wise, never rejected).
- * *ids is allocated (caller frees), *n its count. 0, or -1 with err (out of memory). */
+ * *ids is allocated (caller frees), *n its count. 0, or -1 with err (out of memory, or text
+ * over TOKENIZER_MAX_TEXT: symbol indices are int32 and SentencePiece triples spaces). */
+#define TOKENIZER_MAX_TEXT (256u << 20)
 int tokenizer_encode(const tokenizer *t, const char *text, size_t len, unsigned flags,
                      int32_t **ids, size_t *n, char *err, size_t errlen);
 

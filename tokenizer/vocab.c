@@ -290,16 +290,23 @@ tokenizer *tokenizer_open(const gguf_file *g, char *err, size_t errlen)
         /* llama.cpp treats a missing pre-tokenizer as "default" (older conversions). */
         if (gguf_find_kv(g, "tokenizer.ggml.pre") && gguf_get_str(g, "tokenizer.ggml.pre", &pre, err, errlen))
             goto err;
-        if (!pre || !strcmp(pre, "default"))
-            t->pre = PRE_DEFAULT, t->pre_name = "default", t->clean_spaces = 1;
-        else if (!strcmp(pre, "llama-bpe") || !strcmp(pre, "llama3") || !strcmp(pre, "llama-v3"))
-            t->pre = PRE_LLAMA3, t->pre_name = "llama-bpe", t->clean_spaces = 1,
-            t->ignore_merges = 1, t->add_bos = 1;
-        else if (!strcmp(pre, "qwen2"))
-            t->pre = PRE_QWEN2, t->pre_name = "qwen2";
-        else if (!strcmp(pre, "smollm"))
-            t->pre = PRE_SMOLLM, t->pre_name = "smollm";
-        else {
+        if (!pre || !strcmp(pre, "default")) {
+            t->pre = PRE_DEFAULT;
+            t->pre_name = "default";
+            t->clean_spaces = 1;
+        } else if (!strcmp(pre, "llama-bpe") || !strcmp(pre, "llama3") || !strcmp(pre, "llama-v3")) {
+            t->pre = PRE_LLAMA3;
+            t->pre_name = "llama-bpe";
+            t->clean_spaces = 1;
+            t->ignore_merges = 1; /* a word that is a token is that token, merges or not */
+            t->add_bos = 1;
+        } else if (!strcmp(pre, "qwen2")) {
+            t->pre = PRE_QWEN2;
+            t->pre_name = "qwen2";
+        } else if (!strcmp(pre, "smollm")) {
+            t->pre = PRE_SMOLLM;
+            t->pre_name = "smollm";
+        } else {
             s_err(err, errlen, path, "tokenizer.ggml.pre '%.40s' is not supported (supported: "
                   "llama-bpe, qwen2, smollm, default)", pre);
             goto err;
@@ -309,12 +316,17 @@ tokenizer *tokenizer_open(const gguf_file *g, char *err, size_t errlen)
         s_byte_table(t);
         for (int b = 0; b < 256; b++)
             t->byte_id[b] = tok_find(t, t->byte_enc[b], strlen(t->byte_enc[b]));
-        t->bos = t->eos = 11; /* llama.cpp's gpt2 defaults, kept only if in range */
-        t->unk = t->pad = -1;
+        t->bos = 11; /* llama.cpp's gpt2 defaults, kept only if in range */
+        t->eos = 11;
+        t->unk = -1;
+        t->pad = -1;
     } else {
         t->add_bos = 1;
         t->add_space_prefix = 1;
-        t->bos = 1, t->eos = 2, t->unk = 0, t->pad = -1;
+        t->bos = 1; /* SentencePiece's fixed ids, unless the file says otherwise */
+        t->eos = 2;
+        t->unk = 0;
+        t->pad = -1;
         for (int b = 0; b < 256; b++) {
             char hex[8];
             snprintf(hex, sizeof hex, "<0x%02X>", b);
