@@ -285,9 +285,10 @@ static void test_behaviour(const char *spm_path, const char *bpe_path)
 
     /* The merge loops are O(n log n): 10x the text takes far less than the 100x of an O(n^2)
      * loop. Times are measured here (best of 5) and only compared with each other. The
-     * SentencePiece loop merges the whole 10 kB as one word; its heap then outgrows L2 and
-     * 10x the text measured 18-26x the time (dev machine, 2026-12-01; gpt2's short words:
-     * 10x), so the line is drawn at 50x, halfway to quadratic on a log scale. */
+     * SentencePiece loop merges the whole 10 kB as one word, so its heap and symbols grow
+     * with the text (about 1 MB at 10 kB, this machine's L2 size) and 10x the text measured
+     * 18-26x the time (dev machine, 2026-12-01; gpt2's short words: 10x). The line is drawn
+     * at 50x, halfway between those and quadratic's 100x. */
     const char *para = "The quick brown fox jumps over the lazy dog; 1234567 tokens, "
                        "caf\xC3\xA9 \xE6\x97\xA5\xE6\x9C\xAC\xE8\xAA\x9E and   spaces.\n";
     size_t pl = strlen(para), big = 10 * 1024 / pl + 1;

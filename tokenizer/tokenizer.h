@@ -1,7 +1,7 @@
 /* tokenizer.h — text to token ids and back, from a GGUF file's tokenizer.ggml.* metadata. tokenizer/
  *
- * Two models, as llama.cpp implements them (its behaviour is what "right" means here, see
- * docs/design.md, "Real models"):
+ * Two models, as llama.cpp implements them (users compare against llama.cpp on the same file:
+ * the same text must give the same ids, and the same ids the same text):
  *   "llama"  SentencePiece: pieces merged by score, "▁" for a space and a space prefix,
  *            byte fallback to <0xNN> tokens;
  *   "gpt2"   byte-level BPE: a pre-tokenizer regex (tokenizer.ggml.pre: llama-bpe, qwen2,
