@@ -151,6 +151,9 @@ int cmd_tokenize(int argc, char **argv)
             tokenizer_eos(t), tokenizer_eot(t), tokenizer_pad(t));
     fprintf(stderr, "%zu bytes -> %zu tokens in %.3f ms\n", len, n,
             (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6);
+    if (n >= 2 && ids[0] == tokenizer_bos(t) && ids[1] == ids[0] && (flags & TOKENIZER_ADD_SPECIAL))
+        fprintf(stderr, "note: the text starts with BOS and BOS was added too (two BOS, as "
+                        "llama.cpp gives; --no-bos avoids it)\n");
     putchar('[');
     for (size_t i = 0; i < n; i++)
         printf("%s%d", i ? ", " : "", ids[i]);
