@@ -10,6 +10,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -320,6 +321,63 @@ out:
     tokenizer_free(&bpe);
 }
 
+/* ---------------------------------------------------------------- threads */
+
+typedef struct {
+    const tokenizer *t;
+    const char *text;
+    size_t len;
+    int32_t *ids;
+    size_t n;
+    int rc;
+} s_job;
+
+static void *s_encode_job(void *arg)
+{
+    s_job *j = arg;
+    char err[256];
+    for (int r = 0; r < 20 && j->rc == 0; r++) {
+        free(j->ids);
+        j->ids = NULL;
+        j->rc = tokenizer_encode(j->t, j->text, j->len, TOKENIZER_PARSE_SPECIAL, &j->ids, &j->n,
+                                 err, sizeof err);
+    }
+    return NULL;
+}
+
+/* The tokenizer is read-only after open: four threads encoding at once get the ids one
+ * thread gets. */
+static void test_threads(const char *spm_path, const char *bpe_path)
+{
+    char err[512];
+    const char *text = "<s>Hello \xF0\x9F\xA6\x99 world, 12345 caf\xC3\xA9 <|eot_id|> \n\n  x";
+    for (int k = 0; k < 2; k++) {
+        tokenizer *t = tokenizer_load(k ? bpe_path : spm_path, err, sizeof err);
+        CHECK(t != NULL, "open: %s", err);
+        if (!t)
+            continue;
+        int32_t *ref = NULL;
+        size_t nref = 0;
+        tokenizer_encode(t, text, strlen(text), TOKENIZER_PARSE_SPECIAL, &ref, &nref, err, sizeof err);
+        s_job jobs[4];
+        pthread_t th[4];
+        for (int i = 0; i < 4; i++) {
+            jobs[i] = (s_job){ .t = t, .text = text, .len = strlen(text) };
+            pthread_create(&th[i], NULL, s_encode_job, &jobs[i]);
+        }
+        int same = 1;
+        for (int i = 0; i < 4; i++) {
+            pthread_join(th[i], NULL);
+            same &= jobs[i].rc == 0 && jobs[i].n == nref && !memcmp(jobs[i].ids, ref, nref * 4);
+            free(jobs[i].ids);
+        }
+        CHECK(same && nref > 0, "%s: 4 threads x 20 encodes give the single-thread ids",
+              tokenizer_model_name(t));
+        free(ref);
+        tokenizer_free(&t);
+    }
+}
+
 /* ---------------------------------------------------------------- bad metadata */
 
 typedef struct {
@@ -486,6 +544,7 @@ int main(void)
     if (have) {
         test_parity(spm, bpe);
         test_behaviour(spm, bpe);
+        test_threads(spm, bpe);
     }
     test_bad_metadata();
     test_fuzz();
