@@ -1,0 +1,197 @@
+/* dot.c — the scalar reference dot products, the reduction tree, and run-time ISA choice. quant/
+ *
+ * The scalar kernels are the definition the SIMD ones are held to (tests/test_quant.c checks
+ * them bit for bit): they spell out the lane order of quant.h one element or one quad at a
+ * time. fmaf is one correctly rounded fused multiply-add, the operation vfmadd performs per
+ * lane, so a lane's value does not depend on which implementation computed it.
+ */
+#include "quant/quant_int.h"
+
+#include <math.h>
+#include <stdatomic.h>
+#include <string.h>
+
+float quant_reduce32(const float a[QUANT_LANES])
+{
+    float t[8], u[4], v[2];
+    for (int j = 0; j < 8; j++)
+        t[j] = (a[j] + a[j + 8]) + (a[j + 16] + a[j + 24]);
+    for (int j = 0; j < 4; j++)
+        u[j] = t[j] + t[j + 4];
+    for (int j = 0; j < 2; j++)
+        v[j] = u[j] + u[j + 2];
+    return v[0] + v[1];
+}
+
+void quant_tail_f32(const float *w, const float *x, uint64_t i0, uint64_t n, float *a)
+{
+    for (uint64_t i = i0; i < n; i++)
+        a[i % QUANT_LANES] = fmaf(w[i], x[i], a[i % QUANT_LANES]);
+}
+
+void quant_tail_f16(const uint16_t *w, const float *x, uint64_t i0, uint64_t n, float *a)
+{
+    for (uint64_t i = i0; i < n; i++)
+        a[i % QUANT_LANES] = fmaf(quant_f16_to_f32(w[i]), x[i], a[i % QUANT_LANES]);
+}
+
+void quant_tail_bf16(const uint16_t *w, const float *x, uint64_t i0, uint64_t n, float *a)
+{
+    for (uint64_t i = i0; i < n; i++)
+        a[i % QUANT_LANES] = fmaf(quant_bf16_to_f32(w[i]), x[i], a[i % QUANT_LANES]);
+}
+
+float quant_dot_f32_scalar(uint64_t n, const void *w, const void *act)
+{
+    float a[QUANT_LANES] = { 0 };
+    quant_tail_f32(w, act, 0, n, a);
+    return quant_reduce32(a);
+}
+
+float quant_dot_f16_scalar(uint64_t n, const void *w, const void *act)
+{
+    float a[QUANT_LANES] = { 0 };
+    quant_tail_f16(w, act, 0, n, a);
+    return quant_reduce32(a);
+}
+
+float quant_dot_bf16_scalar(uint64_t n, const void *w, const void *act)
+{
+    float a[QUANT_LANES] = { 0 };
+    quant_tail_bf16(w, act, 0, n, a);
+    return quant_reduce32(a);
+}
+
+/* Block b's quad q: the exact integer sum of 4 products, then one fma with the block's scale
+ * product (f32 d_w * d_x, as ggml's ggml_vec_dot_q8_0_q8_0 forms it) into lane (b%4)*8+q. */
+float quant_dot_q8_0_scalar(uint64_t n, const void *w, const void *act)
+{
+    const quant_block_q8_0 *x = w, *y = act;
+    float a[QUANT_LANES] = { 0 };
+    for (uint64_t b = 0; b < n / QUANT_QK; b++) {
+        const float d = quant_f16_to_f32(x[b].d) * quant_f16_to_f32(y[b].d);
+        float *lane = a + (b % QUANT_QB_GROUP) * QUANT_QB_LANES;
+        for (int q = 0; q < QUANT_QB_LANES; q++) {
+            int s = 0;
+            for (int k = 4 * q; k < 4 * q + 4; k++)
+                s += x[b].qs[k] * y[b].qs[k];
+            lane[q] = fmaf((float)s, d, lane[q]);
+        }
+    }
+    return quant_reduce32(a);
+}
+
+/* As Q8_0, with element k of the block = (nibble - 8): low nibbles are elements 0..15, high
+ * nibbles 16..31 (ggml-common.h block_q4_0), so quads 0..3 read low and 4..7 high nibbles. */
+float quant_dot_q4_0_scalar(uint64_t n, const void *w, const void *act)
+{
+    const quant_block_q4_0 *x = w;
+    const quant_block_q8_0 *y = act;
+    float a[QUANT_LANES] = { 0 };
+    for (uint64_t b = 0; b < n / QUANT_QK; b++) {
+        const float d = quant_f16_to_f32(x[b].d) * quant_f16_to_f32(y[b].d);
+        float *lane = a + (b % QUANT_QB_GROUP) * QUANT_QB_LANES;
+        for (int q = 0; q < QUANT_QB_LANES; q++) {
+            int s = 0;
+            for (int k = 4 * q; k < 4 * q + 4; k++) {
+                const int v = k < 16 ? (x[b].qs[k] & 0x0F) - 8 : (x[b].qs[k - 16] >> 4) - 8;
+                s += v * y[b].qs[k];
+            }
+            lane[q] = fmaf((float)s, d, lane[q]);
+        }
+    }
+    return quant_reduce32(a);
+}
+
+/* ---------------------------------------------------------------- dispatch */
+
+/* Indexed [isa][slot]; slot = position of the type in s_slot_types. */
+static const quant_type s_slot_types[] = { QUANT_F32, QUANT_F16, QUANT_BF16, QUANT_Q8_0,
+                                           QUANT_Q4_0 };
+#define S_NSLOT (sizeof s_slot_types / sizeof s_slot_types[0])
+static const quant_dot_fn s_dots[QUANT_ISA_COUNT][S_NSLOT] = {
+    { quant_dot_f32_scalar, quant_dot_f16_scalar, quant_dot_bf16_scalar, quant_dot_q8_0_scalar,
+      quant_dot_q4_0_scalar },
+    { quant_dot_f32_avx2, quant_dot_f16_avx2, quant_dot_bf16_avx2, quant_dot_q8_0_avx2,
+      quant_dot_q4_0_avx2 },
+    { quant_dot_f32_avx512, quant_dot_f16_avx512, quant_dot_bf16_avx512, quant_dot_q8_0_avx512,
+      quant_dot_q4_0_avx512 },
+};
+
+static int s_isa_runs(quant_isa isa)
+{
+    switch (isa) {
+    case QUANT_ISA_SCALAR:
+        return 1;
+    case QUANT_ISA_AVX2:
+        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+               __builtin_cpu_supports("f16c");
+    case QUANT_ISA_AVX512:
+        /* The AVX-512 kernels also use AVX2/F16C instructions on their 256-bit halves. */
+        return s_isa_runs(QUANT_ISA_AVX2) && __builtin_cpu_supports("avx512f") &&
+               __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+               __builtin_cpu_supports("avx512vnni");
+    }
+    return 0;
+}
+
+quant_isa quant_isa_best(void)
+{
+    if (s_isa_runs(QUANT_ISA_AVX512))
+        return QUANT_ISA_AVX512;
+    return s_isa_runs(QUANT_ISA_AVX2) ? QUANT_ISA_AVX2 : QUANT_ISA_SCALAR;
+}
+
+const char *quant_isa_name(quant_isa isa)
+{
+    static const char *const names[] = { "scalar", "avx2", "avx512" };
+    return (unsigned)isa < QUANT_ISA_COUNT ? names[isa] : "?";
+}
+
+int quant_isa_parse(const char *s, quant_isa *out)
+{
+    for (int i = 0; i < QUANT_ISA_COUNT; i++) {
+        if (!strcmp(s, quant_isa_name((quant_isa)i))) {
+            *out = (quant_isa)i;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+quant_dot_fn quant_dot_get(quant_type t, quant_isa isa)
+{
+    if ((unsigned)isa >= QUANT_ISA_COUNT || !s_isa_runs(isa))
+        return NULL;
+    for (size_t i = 0; i < S_NSLOT; i++)
+        if (s_slot_types[i] == t)
+            return s_dots[isa][i];
+    return NULL;
+}
+
+/* -1 until first asked: then quant_isa_best(). Atomic so concurrent first calls agree. */
+static _Atomic int s_isa = -1;
+
+quant_isa quant_isa_current(void)
+{
+    int v = atomic_load(&s_isa);
+    if (v < 0) {
+        v = (int)quant_isa_best();
+        atomic_store(&s_isa, v);
+    }
+    return (quant_isa)v;
+}
+
+int quant_isa_set(quant_isa isa)
+{
+    if ((unsigned)isa >= QUANT_ISA_COUNT || !s_isa_runs(isa))
+        return -1;
+    atomic_store(&s_isa, (int)isa);
+    return 0;
+}
+
+float quant_vec_dot(quant_type t, uint64_t n, const void *w_row, const void *act)
+{
+    quant_dot_fn f = quant_dot_get(t, quant_isa_current());
+    return f ? f(n, w_row, act) : NAN;
+}

@@ -1,0 +1,258 @@
+/* matvec.c — matrix-vector and matrix-matrix products over a small pthread pool. quant/
+ *
+ * Work is split by output rows only: each output element is one quant_vec_dot over one whole
+ * row, computed by whichever thread owns that row, so the bits of y do not depend on the
+ * thread count or on batching (quant.h). The pool is process-wide and grows on demand; its
+ * threads sleep on a condition variable between products. The calling thread quantizes the
+ * activation once, then takes share 0 of the rows itself.
+ */
+#include "quant/quant_int.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    pthread_mutex_t mu;       /* guards every field below */
+    pthread_cond_t go;        /* a new generation of work (or quit) */
+    pthread_cond_t done;      /* pending reached 0 */
+    pthread_t th[QUANT_MAX_THREADS];
+    int nth;                  /* worker threads running (the caller is not one of them) */
+    uint64_t gen;             /* bumped once per job */
+    quant_task_fn fn;
+    void *arg;
+    int job_n;                /* shares in the current job; worker i runs share i if i < job_n */
+    int pending;              /* workers that have not finished the current generation */
+    int quit;
+} s_pool_t;
+
+static s_pool_t s_pool = { .mu = PTHREAD_MUTEX_INITIALIZER, .go = PTHREAD_COND_INITIALIZER,
+                           .done = PTHREAD_COND_INITIALIZER };
+/* One product at a time: it owns the pool and the scratch below. */
+static pthread_mutex_t s_call_mu = PTHREAD_MUTEX_INITIALIZER;
+static void *s_act;           /* activation scratch, s_act_cap bytes (grown, never shrunk) */
+static size_t s_act_cap;
+
+typedef struct {
+    int idx;                  /* 1..QUANT_MAX_THREADS-1 */
+    uint64_t gen0;            /* the generation current when it was created: not its work */
+} s_worker_arg;
+static s_worker_arg s_wargs[QUANT_MAX_THREADS];
+
+static void *s_worker(void *p)
+{
+    const int me = ((s_worker_arg *)p)->idx;
+    uint64_t seen = ((s_worker_arg *)p)->gen0;
+    pthread_mutex_lock(&s_pool.mu);
+    for (;;) {
+        while (s_pool.gen == seen && !s_pool.quit)
+            pthread_cond_wait(&s_pool.go, &s_pool.mu);
+        if (s_pool.quit)
+            break;
+        seen = s_pool.gen;
+        if (me < s_pool.job_n) {
+            quant_task_fn fn = s_pool.fn;
+            void *arg = s_pool.arg;
+            int n = s_pool.job_n;
+            pthread_mutex_unlock(&s_pool.mu);
+            fn(arg, me, n);
+            pthread_mutex_lock(&s_pool.mu);
+        }
+        if (--s_pool.pending == 0)
+            pthread_cond_signal(&s_pool.done);
+    }
+    pthread_mutex_unlock(&s_pool.mu);
+    return NULL;
+}
+
+/* Start workers until there are n - 1 of them. Caller holds s_call_mu. */
+static int s_grow(int n, char *err, size_t errlen)
+{
+    while (s_pool.nth < n - 1) {
+        int i = s_pool.nth + 1;
+        /* The worker waits for the generation after the one current now; reading gen in
+         * the thread instead could miss a job posted before it first takes the lock. */
+        pthread_mutex_lock(&s_pool.mu);
+        s_wargs[i].idx = i;
+        s_wargs[i].gen0 = s_pool.gen;
+        int rc = pthread_create(&s_pool.th[s_pool.nth], NULL, s_worker, &s_wargs[i]);
+        if (!rc)
+            s_pool.nth++;
+        pthread_mutex_unlock(&s_pool.mu);
+        if (rc) {
+            snprintf(err, errlen, "cannot start pool thread %d: %s", i, strerror(rc));
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* Run a job of n shares. Caller holds s_call_mu and has grown the pool to n. */
+static void s_run(int n, quant_task_fn fn, void *arg)
+{
+    if (n > 1) {
+        pthread_mutex_lock(&s_pool.mu);
+        s_pool.fn = fn;
+        s_pool.arg = arg;
+        s_pool.job_n = n;
+        s_pool.pending = s_pool.nth;
+        s_pool.gen++;
+        pthread_cond_broadcast(&s_pool.go);
+        pthread_mutex_unlock(&s_pool.mu);
+    }
+    fn(arg, 0, n);
+    if (n > 1) {
+        pthread_mutex_lock(&s_pool.mu);
+        while (s_pool.pending > 0)
+            pthread_cond_wait(&s_pool.done, &s_pool.mu);
+        pthread_mutex_unlock(&s_pool.mu);
+    }
+}
+
+static int s_check_threads(int nthreads, char *err, size_t errlen)
+{
+    if (nthreads < 1 || nthreads > QUANT_MAX_THREADS) {
+        snprintf(err, errlen, "thread count %d is outside 1..%d", nthreads, QUANT_MAX_THREADS);
+        return -1;
+    }
+    return 0;
+}
+
+int quant_pool_run(int nthreads, quant_task_fn fn, void *arg, char *err, size_t errlen)
+{
+    int rc = -1;
+    if (s_check_threads(nthreads, err, errlen))
+        return -1;
+    pthread_mutex_lock(&s_call_mu);
+    if (s_grow(nthreads, err, errlen) == 0) {
+        s_run(nthreads, fn, arg);
+        rc = 0;
+    }
+    pthread_mutex_unlock(&s_call_mu);
+    return rc;
+}
+
+void quant_pool_shutdown(void)
+{
+    pthread_mutex_lock(&s_call_mu);
+    pthread_mutex_lock(&s_pool.mu);
+    s_pool.quit = 1;
+    pthread_cond_broadcast(&s_pool.go);
+    pthread_mutex_unlock(&s_pool.mu);
+    for (int i = 0; i < s_pool.nth; i++)
+        pthread_join(s_pool.th[i], NULL);
+    s_pool.nth = 0;
+    s_pool.quit = 0;
+    free(s_act);
+    s_act = NULL;
+    s_act_cap = 0;
+    pthread_mutex_unlock(&s_call_mu);
+}
+
+/* ---------------------------------------------------------------- products */
+
+/* Weight rows kept hot while a batch of positions uses them: a group of rows is at most this
+ * many bytes (half of the 1 MiB per-core L2 of the development machines' EPYC, so the
+ * positions' activations fit beside it), and positions are taken this many at a time so each
+ * row is read from L1 by all of them. Only speed depends on these, never the bits. */
+#define S_GROUP_BYTES (512u << 10)
+#define S_POS_TILE 8
+
+typedef struct {
+    quant_dot_fn dot;
+    uint64_t rows, cols, B;
+    const uint8_t *W;
+    uint64_t row_bytes;
+    const uint8_t *act;       /* B activations, act_bytes apart */
+    uint64_t act_bytes;
+    float *Y;                 /* (B, rows) */
+} s_job;
+
+static void s_rows(void *p, int i, int n)
+{
+    const s_job *j = p;
+    const uint64_t r0 = j->rows * (uint64_t)i / (uint64_t)n;
+    const uint64_t r1 = j->rows * (uint64_t)(i + 1) / (uint64_t)n;
+    if (j->B == 1) {
+        for (uint64_t r = r0; r < r1; r++)
+            j->Y[r] = j->dot(j->cols, j->W + r * j->row_bytes, j->act);
+        return;
+    }
+    uint64_t group = S_GROUP_BYTES / (j->row_bytes ? j->row_bytes : 1);
+    if (group < 1)
+        group = 1;
+    for (uint64_t g = r0; g < r1; g += group) {
+        const uint64_t g1 = g + group < r1 ? g + group : r1;
+        for (uint64_t b0 = 0; b0 < j->B; b0 += S_POS_TILE) {
+            const uint64_t b1 = b0 + S_POS_TILE < j->B ? b0 + S_POS_TILE : j->B;
+            for (uint64_t r = g; r < g1; r++) {
+                const uint8_t *w = j->W + r * j->row_bytes;
+                for (uint64_t b = b0; b < b1; b++)
+                    j->Y[b * j->rows + r] = j->dot(j->cols, w, j->act + b * j->act_bytes);
+            }
+        }
+    }
+}
+
+static int s_product(quant_type t, uint64_t rows, uint64_t cols, const void *W, uint64_t B,
+                     const float *X, float *Y, int nthreads, char *err, size_t errlen)
+{
+    s_job j = { .rows = rows, .cols = cols, .B = B, .W = W, .Y = Y };
+    uint64_t wbytes;
+    int rc = -1;
+    if (s_check_threads(nthreads, err, errlen) ||
+        quant_tensor_bytes(t, rows, cols, &wbytes, err, errlen) ||
+        quant_row_bytes(t, cols, &j.row_bytes, err, errlen) ||
+        quant_row_bytes(quant_act_type(t), cols, &j.act_bytes, err, errlen))
+        return -1;
+    if (B && (j.act_bytes > SIZE_MAX / B || rows > UINT64_MAX / B)) {
+        snprintf(err, errlen, "a batch of %llu positions is too large",
+                 (unsigned long long)B);
+        return -1;
+    }
+    j.dot = quant_dot_get(t, quant_isa_current());
+    if (!rows || !B)
+        return 0;
+    pthread_mutex_lock(&s_call_mu);
+    size_t need = (size_t)(j.act_bytes * B);
+    if (need > s_act_cap) {
+        void *p = realloc(s_act, need);
+        if (!p) {
+            snprintf(err, errlen, "out of memory for %zu bytes of activations", need);
+            goto out;
+        }
+        s_act = p;
+        s_act_cap = need;
+    }
+    for (uint64_t b = 0; b < B; b++) {
+        char e2[160];
+        if (quant_act_prepare(t, X + b * cols, cols, (uint8_t *)s_act + b * j.act_bytes, e2,
+                              sizeof e2)) {
+            snprintf(err, errlen, "activation of position %llu: %s", (unsigned long long)b, e2);
+            goto out;
+        }
+    }
+    j.act = s_act;
+    /* More threads than rows would leave some with nothing to do; fewer shares, same bits. */
+    int n = (uint64_t)nthreads > rows ? (int)rows : nthreads;
+    if (s_grow(n, err, errlen))
+        goto out;
+    s_run(n, s_rows, &j);
+    rc = 0;
+out:
+    pthread_mutex_unlock(&s_call_mu);
+    return rc;
+}
+
+int quant_matvec(quant_type t, uint64_t rows, uint64_t cols, const void *W, const float *x,
+                 float *y, int nthreads, char *err, size_t errlen)
+{
+    return s_product(t, rows, cols, W, 1, x, y, nthreads, err, errlen);
+}
+
+int quant_matmat(quant_type t, uint64_t rows, uint64_t cols, const void *W, uint64_t B,
+                 const float *X, float *Y, int nthreads, char *err, size_t errlen)
+{
+    return s_product(t, rows, cols, W, B, X, Y, nthreads, err, errlen);
+}

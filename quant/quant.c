@@ -1,0 +1,305 @@
+/* quant.c — ggml tensor types: the type table, rows, conversions, quantize / dequantize. quant/
+ *
+ * Everything here is the reference path: ggml-quants.c's quantize_row_q8_0_ref and
+ * quantize_row_q4_0_ref (round to nearest exactly as they do, so the bytes we write are the
+ * bytes ggml writes) and its dequantize_row_* functions, plus ggml-impl.h's f16 and bf16
+ * conversions. Speed matters only in the dot products (dot*.c); these run once per file
+ * written or once per activation vector.
+ */
+#include "quant/quant.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+/* ggml-quants.c's MAX / MIN macros: the comparison order matters for the bits (which operand
+ * wins a tie or a NaN), so it is kept exactly. */
+#define S_MAX(a, b) ((a) > (b) ? (a) : (b))
+#define S_MIN(a, b) ((a) < (b) ? (a) : (b))
+
+static const quant_type_info s_types[] = {
+    { QUANT_F32, "f32", 1, 4 },
+    { QUANT_F16, "f16", 1, 2 },
+    { QUANT_Q4_0, "q4_0", QUANT_QK, sizeof(quant_block_q4_0) },
+    { QUANT_Q8_0, "q8_0", QUANT_QK, sizeof(quant_block_q8_0) },
+    { QUANT_BF16, "bf16", 1, 2 },
+};
+
+/* ggml's type names by id (ggml.c type_traits .type_name); ids ggml retired keep their old
+ * names so an old file's error still says what it holds. */
+static const char *const s_ggml_names[] = {
+    "f32", "f16", "q4_0", "q4_1", "q4_2", "q4_3", "q5_0", "q5_1", "q8_0", "q8_1",
+    "q2_K", "q3_K", "q4_K", "q5_K", "q6_K", "q8_K", "iq2_xxs", "iq2_xs", "iq3_xxs", "iq1_s",
+    "iq4_nl", "iq3_s", "iq2_s", "iq4_xs", "i8", "i16", "i32", "i64", "f64", "iq1_m",
+    "bf16", "q4_0_4_4", "q4_0_4_8", "q4_0_8_8", "tq1_0", "tq2_0", "iq4_nl_4_4", "iq4_nl_4_8",
+    "iq4_nl_8_8", "mxfp4",
+};
+
+const quant_type_info *quant_type_get(uint32_t id)
+{
+    for (size_t i = 0; i < sizeof s_types / sizeof s_types[0]; i++)
+        if ((uint32_t)s_types[i].type == id)
+            return &s_types[i];
+    return NULL;
+}
+
+const char *quant_type_name(uint32_t id)
+{
+    return id < sizeof s_ggml_names / sizeof s_ggml_names[0] ? s_ggml_names[id] : "unknown";
+}
+
+int quant_type_parse(const char *name, quant_type *out, char *err, size_t errlen)
+{
+    for (size_t i = 0; i < sizeof s_types / sizeof s_types[0]; i++) {
+        if (!strcasecmp(name, s_types[i].name)) {
+            *out = s_types[i].type;
+            return 0;
+        }
+    }
+    snprintf(err, errlen, "unknown tensor type '%s' (supported: f32, f16, bf16, q8_0, q4_0)",
+             name);
+    return -1;
+}
+
+int quant_row_bytes(quant_type t, uint64_t n, uint64_t *bytes, char *err, size_t errlen)
+{
+    const quant_type_info *ti = quant_type_get((uint32_t)t);
+    if (!ti) {
+        snprintf(err, errlen, "tensor type %s (%u) is not supported", quant_type_name((uint32_t)t),
+                 (unsigned)t);
+        return -1;
+    }
+    if (n % ti->block) {
+        snprintf(err, errlen,
+                 "a %s row of %llu elements is not a multiple of its %u-element block",
+                 ti->name, (unsigned long long)n, ti->block);
+        return -1;
+    }
+    uint64_t nb = n / ti->block;
+    if (nb > UINT64_MAX / ti->block_bytes || nb * ti->block_bytes > SIZE_MAX) {
+        snprintf(err, errlen, "a %s row of %llu elements is too large to address", ti->name,
+                 (unsigned long long)n);
+        return -1;
+    }
+    *bytes = nb * ti->block_bytes;
+    return 0;
+}
+
+int quant_tensor_bytes(quant_type t, uint64_t rows, uint64_t cols, uint64_t *bytes, char *err,
+                       size_t errlen)
+{
+    uint64_t rb;
+    if (quant_row_bytes(t, cols, &rb, err, errlen))
+        return -1;
+    if (rb && (rows > UINT64_MAX / rb || rows * rb > SIZE_MAX)) {
+        snprintf(err, errlen, "a %s tensor of %llu x %llu elements is too large to address",
+                 quant_type_name((uint32_t)t), (unsigned long long)rows,
+                 (unsigned long long)cols);
+        return -1;
+    }
+    *bytes = rows * rb;
+    return 0;
+}
+
+/* ---------------------------------------------------------------- conversions */
+
+/* The compiler's _Float16 (GCC 12, x86-64) converts with IEEE round-to-nearest-even, in
+ * hardware with F16C and in libgcc otherwise: the same bits as ggml's GGML_FP32_TO_FP16. */
+float quant_f16_to_f32(uint16_t h)
+{
+    _Float16 v;
+    memcpy(&v, &h, sizeof v);
+    return (float)v;
+}
+
+uint16_t quant_f32_to_f16(float f)
+{
+    _Float16 v = (_Float16)f;
+    uint16_t h;
+    memcpy(&h, &v, sizeof h);
+    return h;
+}
+
+float quant_bf16_to_f32(uint16_t h)
+{
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+/* ggml-impl.h ggml_compute_fp32_to_bf16: NaN stays a (quiet) NaN; everything else rounds to
+ * nearest even by adding 0x7fff plus the bit that becomes the last kept one. Current ggml
+ * keeps subnormals (an older version flushed them to zero). */
+uint16_t quant_f32_to_bf16(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    if ((u & 0x7fffffffu) > 0x7f800000u)
+        return (uint16_t)((u >> 16) | 64);
+    return (uint16_t)((u + (0x7fffu + ((u >> 16) & 1u))) >> 16);
+}
+
+/* ---------------------------------------------------------------- quantize / dequantize */
+
+/* ggml-quants.c quantize_row_q8_0_ref: d = amax / 127 (f32), id = 1/d, q = roundf(x * id)
+ * (halves away from zero); d is stored rounded to f16 but id comes from the unrounded d. */
+static void s_quantize_q8_0(const float *x, quant_block_q8_0 *y, uint64_t nb)
+{
+    for (uint64_t i = 0; i < nb; i++) {
+        float amax = 0.0f;
+        for (int j = 0; j < QUANT_QK; j++)
+            amax = S_MAX(amax, fabsf(x[i * QUANT_QK + j]));
+        const float d = amax / ((1 << 7) - 1);
+        const float id = d ? 1.0f / d : 0.0f;
+        y[i].d = quant_f32_to_f16(d);
+        for (int j = 0; j < QUANT_QK; j++)
+            y[i].qs[j] = (int8_t)roundf(x[i * QUANT_QK + j] * id);
+    }
+}
+
+/* ggml-quants.c quantize_row_q4_0_ref: d = max / -8 where max is the signed value of largest
+ * magnitude (the first one on a tie), q = min(15, (int8_t)(x * id + 8.5)): truncation of a
+ * value >= 0.5, so round half up. Element j goes to byte j's low nibble, j + 16 to its high. */
+static void s_quantize_q4_0(const float *x, quant_block_q4_0 *y, uint64_t nb)
+{
+    const int qk = QUANT_QK;
+    for (uint64_t i = 0; i < nb; i++) {
+        float amax = 0.0f, max = 0.0f;
+        for (int j = 0; j < qk; j++) {
+            const float v = x[i * qk + j];
+            if (amax < fabsf(v)) {
+                amax = fabsf(v);
+                max = v;
+            }
+        }
+        const float d = max / -8;
+        const float id = d ? 1.0f / d : 0.0f;
+        y[i].d = quant_f32_to_f16(d);
+        for (int j = 0; j < qk / 2; j++) {
+            const float x0 = x[i * qk + 0 + j] * id;
+            const float x1 = x[i * qk + qk / 2 + j] * id;
+            const uint8_t xi0 = (uint8_t)S_MIN(15, (int8_t)(x0 + 8.5f));
+            const uint8_t xi1 = (uint8_t)S_MIN(15, (int8_t)(x1 + 8.5f));
+            y[i].qs[j] = (uint8_t)(xi0 | (xi1 << 4));
+        }
+    }
+}
+
+/* A non-finite input would make the float-to-int8 conversions above undefined: say where. */
+static int s_check_finite(const float *x, uint64_t n, char *err, size_t errlen)
+{
+    for (uint64_t i = 0; i < n; i++) {
+        if (!isfinite(x[i])) {
+            snprintf(err, errlen, "cannot quantize a non-finite value (%g at element %llu)",
+                     (double)x[i], (unsigned long long)i);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+int quant_quantize_row(quant_type t, const float *x, void *out, uint64_t n, char *err,
+                       size_t errlen)
+{
+    uint64_t bytes;
+    if (quant_row_bytes(t, n, &bytes, err, errlen))
+        return -1;
+    switch (t) {
+    case QUANT_F32:
+        memcpy(out, x, bytes);
+        return 0;
+    case QUANT_F16: {
+        uint16_t *o = out;
+        for (uint64_t i = 0; i < n; i++)
+            o[i] = quant_f32_to_f16(x[i]);
+        return 0;
+    }
+    case QUANT_BF16: {
+        uint16_t *o = out;
+        for (uint64_t i = 0; i < n; i++)
+            o[i] = quant_f32_to_bf16(x[i]);
+        return 0;
+    }
+    case QUANT_Q8_0:
+        if (s_check_finite(x, n, err, errlen))
+            return -1;
+        s_quantize_q8_0(x, out, n / QUANT_QK);
+        return 0;
+    case QUANT_Q4_0:
+        if (s_check_finite(x, n, err, errlen))
+            return -1;
+        s_quantize_q4_0(x, out, n / QUANT_QK);
+        return 0;
+    }
+    return -1; /* unreachable: quant_row_bytes rejected the type */
+}
+
+int quant_dequantize_row(quant_type t, const void *in, float *y, uint64_t n, char *err,
+                         size_t errlen)
+{
+    uint64_t bytes;
+    if (quant_row_bytes(t, n, &bytes, err, errlen))
+        return -1;
+    switch (t) {
+    case QUANT_F32:
+        memcpy(y, in, bytes);
+        return 0;
+    case QUANT_F16: {
+        const uint16_t *h = in;
+        for (uint64_t i = 0; i < n; i++)
+            y[i] = quant_f16_to_f32(h[i]);
+        return 0;
+    }
+    case QUANT_BF16: {
+        const uint16_t *h = in;
+        for (uint64_t i = 0; i < n; i++)
+            y[i] = quant_bf16_to_f32(h[i]);
+        return 0;
+    }
+    case QUANT_Q8_0: { /* ggml-quants.c dequantize_row_q8_0: qs[j] * d */
+        const quant_block_q8_0 *b = in;
+        for (uint64_t i = 0; i < n / QUANT_QK; i++) {
+            const float d = quant_f16_to_f32(b[i].d);
+            for (int j = 0; j < QUANT_QK; j++)
+                y[i * QUANT_QK + j] = b[i].qs[j] * d;
+        }
+        return 0;
+    }
+    case QUANT_Q4_0: { /* ggml-quants.c dequantize_row_q4_0: (nibble - 8) * d */
+        const quant_block_q4_0 *b = in;
+        for (uint64_t i = 0; i < n / QUANT_QK; i++) {
+            const float d = quant_f16_to_f32(b[i].d);
+            for (int j = 0; j < QUANT_QK / 2; j++) {
+                const int x0 = (b[i].qs[j] & 0x0F) - 8;
+                const int x1 = (b[i].qs[j] >> 4) - 8;
+                y[i * QUANT_QK + j] = x0 * d;
+                y[i * QUANT_QK + j + QUANT_QK / 2] = x1 * d;
+            }
+        }
+        return 0;
+    }
+    }
+    return -1;
+}
+
+/* ---------------------------------------------------------------- activations */
+
+/* ggml-cpu's type traits give Q8_0 and Q4_0 the vec_dot_type Q8_0. For F16 and BF16 llama.cpp
+ * rounds the activation to the weight's own type (vec_dot_type F16 / BF16); swarm keeps it in
+ * f32, which costs nothing in bandwidth (the activation is a few KiB in cache) and drops one
+ * rounding of every activation element. */
+quant_type quant_act_type(quant_type w)
+{
+    return w == QUANT_Q8_0 || w == QUANT_Q4_0 ? QUANT_Q8_0 : QUANT_F32;
+}
+
+int quant_act_prepare(quant_type w, const float *x, uint64_t n, void *act, char *err,
+                      size_t errlen)
+{
+    uint64_t bytes;
+    if (quant_row_bytes(w, n, &bytes, err, errlen))
+        return -1;
+    return quant_quantize_row(quant_act_type(w), x, act, n, err, errlen);
+}

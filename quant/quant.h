@@ -1,0 +1,155 @@
+/* quant.h — ggml tensor types (F32, F16, BF16, Q8_0, Q4_0): layouts, rows, dot products. quant/
+ *
+ * The types a real GGUF file stores its weights in, with exactly ggml's block layouts, so a
+ * row read from a file (or written by quant_quantize_row) is byte-for-byte what ggml reads
+ * and writes. Upstream names are cited where a detail was checked: ggml.h (enum ggml_type),
+ * ggml-common.h (block_q8_0, block_q4_0), ggml-quants.c (quantize_row_q8_0_ref,
+ * quantize_row_q4_0_ref, dequantize_row_*), ggml-impl.h (fp16/bf16 conversions), ggml-cpu's
+ * type traits (vec_dot_type: Q8_0 for both quantized types).
+ *
+ * Dot products. A weight row of type T meets an activation in T's activation form
+ * (quant_act_type): f32 for F32/F16/BF16, Q8_0 blocks for Q8_0/Q4_0 (as llama.cpp does: the
+ * activation is quantized once per matrix-vector product, then every block's dot product is
+ * integer). Every implementation (scalar, AVX2, AVX-512) follows one fixed order, so a row's
+ * result has the same bits whichever runs and however many threads share the rows:
+ *   - 32 f32 accumulator lanes; float types put element i in lane i % 32; quantized types put
+ *     block b's quad q (elements 4q..4q+3, an exact integer sum) in lane (b % 4) * 8 + q;
+ *   - each contribution is one fused multiply-add (fmaf): w*x, or isum * (d_w * d_x);
+ *   - the 32 lanes are reduced by one tree: t[j] = (a[j] + a[j+8]) + (a[j+16] + a[j+24]),
+ *     then t[j] + t[j+4], then + [j+2], then + [j+1].
+ * Integer parts are exact; every float operation is the same IEEE operation in the same
+ * order in every implementation, so scalar and SIMD agree to the bit (tests/test_quant.c).
+ */
+#ifndef SWARM_QUANT_H
+#define SWARM_QUANT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* ggml type ids (ggml.h enum ggml_type; pinned by the GGUF format, checked below). */
+typedef enum {
+    QUANT_F32 = 0,
+    QUANT_F16 = 1,
+    QUANT_Q4_0 = 2,
+    QUANT_Q8_0 = 8,
+    QUANT_BF16 = 30,
+} quant_type;
+_Static_assert(QUANT_F32 == 0 && QUANT_F16 == 1, "ggml GGML_TYPE_F32 / GGML_TYPE_F16");
+_Static_assert(QUANT_Q4_0 == 2 && QUANT_Q8_0 == 8, "ggml GGML_TYPE_Q4_0 / GGML_TYPE_Q8_0");
+_Static_assert(QUANT_BF16 == 30, "ggml GGML_TYPE_BF16");
+
+/* Elements per block of the quantized types (ggml-common.h QK8_0, QK4_0). */
+#define QUANT_QK 32
+
+/* ggml-common.h block_q8_0: value j = qs[j] * d, d an IEEE half. 34 bytes. */
+typedef struct {
+    uint16_t d;                /* scale, IEEE binary16 bits */
+    int8_t qs[QUANT_QK];       /* quants, -128..127 (the reference quantizer gives -127..127) */
+} quant_block_q8_0;
+
+/* ggml-common.h block_q4_0: byte j holds element j in its low nibble and element j + 16 in
+ * its high nibble; value = (nibble - 8) * d. 18 bytes. */
+typedef struct {
+    uint16_t d;                /* scale, IEEE binary16 bits */
+    uint8_t qs[QUANT_QK / 2];  /* nibbles */
+} quant_block_q4_0;
+
+_Static_assert(sizeof(quant_block_q8_0) == 34, "ggml block_q8_0 is 2 + 32 bytes");
+_Static_assert(sizeof(quant_block_q4_0) == 18, "ggml block_q4_0 is 2 + 16 bytes");
+
+typedef struct {
+    quant_type type;
+    const char *name;          /* ggml's name: "f32", "f16", "bf16", "q8_0", "q4_0" */
+    uint32_t block;            /* elements per block (1 for the float types) */
+    uint32_t block_bytes;      /* bytes per block */
+} quant_type_info;
+
+/* The supported type with ggml id `id`, or NULL. */
+const quant_type_info *quant_type_get(uint32_t id);
+/* ggml's name for any ggml id, supported or not ("q4_K", "iq2_xs"); "unknown" past the enum.
+ * For error messages: "tensor 'blk.0.ffn_up.weight': type q4_K (12) is not supported". */
+const char *quant_type_name(uint32_t id);
+/* Parse a name ("q8_0", "Q8_0", "f16") into a supported type. 0 / -1 with err. */
+int quant_type_parse(const char *name, quant_type *out, char *err, size_t errlen);
+
+/* Bytes of a row of n elements of type t. -1 with err (naming type, n and block) if t is
+ * unsupported, n is not a multiple of the block, or the size overflows. */
+int quant_row_bytes(quant_type t, uint64_t n, uint64_t *bytes, char *err, size_t errlen);
+/* Bytes of rows x cols (cols the row length), overflow-checked as above. */
+int quant_tensor_bytes(quant_type t, uint64_t rows, uint64_t cols, uint64_t *bytes, char *err,
+                       size_t errlen);
+
+/* Scalar conversions, exactly ggml-impl.h's: f32 -> f16 rounds to nearest even (what F16C's
+ * vcvtps2ph with rounding 0 and ggml's software path both do); f32 -> bf16 rounds to nearest
+ * even, NaN kept quiet (ggml_compute_fp32_to_bf16); the widening ones are exact. */
+float quant_f16_to_f32(uint16_t h);
+uint16_t quant_f32_to_f16(float f);
+float quant_bf16_to_f32(uint16_t h);
+uint16_t quant_f32_to_bf16(float f);
+
+/* Quantize n floats into a row of type t (ggml's reference quantizers: the bytes ggml writes).
+ * Dequantize a row of type t into n floats. -1 with err on a bad type or length. */
+int quant_quantize_row(quant_type t, const float *x /* (n,) */, void *out, uint64_t n,
+                       char *err, size_t errlen);
+int quant_dequantize_row(quant_type t, const void *in, float *y /* (n,) */, uint64_t n,
+                         char *err, size_t errlen);
+
+/* ---------------------------------------------------------------- dot products */
+
+/* The form a weight type's activation takes: QUANT_F32 or QUANT_Q8_0. */
+quant_type quant_act_type(quant_type w);
+/* Bring x (n floats) into w's activation form in act (quant_row_bytes(quant_act_type(w), n)
+ * bytes): a copy for the float types, Q8_0 blocks (quantize_row_q8_0_ref) for the others. */
+int quant_act_prepare(quant_type w, const float *x, uint64_t n, void *act, char *err,
+                      size_t errlen);
+
+typedef enum { QUANT_ISA_SCALAR = 0, QUANT_ISA_AVX2 = 1, QUANT_ISA_AVX512 = 2 } quant_isa;
+#define QUANT_ISA_COUNT 3
+
+/* One row's dot product: w_row (n elements of its type) . act (its activation form). n must
+ * be a multiple of the type's block (quant_row_bytes checks that; this does not). */
+typedef float (*quant_dot_fn)(uint64_t n, const void *w_row, const void *act);
+
+/* The best implementation this CPU runs (cpuid, via __builtin_cpu_supports): AVX-512
+ * (F+BW+VL+VNNI), else AVX2 (+FMA+F16C), else scalar. */
+quant_isa quant_isa_best(void);
+const char *quant_isa_name(quant_isa isa);
+/* Parse "scalar" | "avx2" | "avx512". 0 / -1. */
+int quant_isa_parse(const char *s, quant_isa *out);
+/* The implementation of t's dot product for isa; NULL if this CPU cannot run it. */
+quant_dot_fn quant_dot_get(quant_type t, quant_isa isa);
+/* The ISA quant_vec_dot and quant_matvec use: quant_isa_best() unless set (bench, tests).
+ * quant_isa_set returns -1 if this CPU cannot run isa. Not for use while a matvec runs. */
+quant_isa quant_isa_current(void);
+int quant_isa_set(quant_isa isa);
+
+/* w_row . act with the current ISA (see quant_dot_fn). */
+float quant_vec_dot(quant_type t, uint64_t n, const void *w_row, const void *act);
+
+/* ---------------------------------------------------------------- matrix products */
+
+/* y = W x: W is `rows` rows of `cols` elements of type t (row-major, rows contiguous), x has
+ * cols floats, y rows floats. x is brought into t's activation form once (the calling thread),
+ * then rows are split into nthreads contiguous ranges over a process-wide pthread pool; each
+ * row is one quant_vec_dot, so y has the same bits for every nthreads (1..QUANT_MAX_THREADS).
+ * Not reentrant: one matrix product at a time per process (a mutex serialises callers).
+ * Scratch is kept between calls, so steady-state calls allocate nothing. 0 / -1 with err. */
+#define QUANT_MAX_THREADS 64
+int quant_matvec(quant_type t, uint64_t rows, uint64_t cols, const void *W, const float *x,
+                 float *y, int nthreads, char *err, size_t errlen);
+
+/* Y = X W^T for a batch of B positions: X is (B, cols) floats, Y is (B, rows) floats. Each
+ * weight row is read once per batch (rows are taken in small groups that stay in cache while
+ * every position uses them); Y[b] has exactly the bits quant_matvec gives for X[b]. */
+int quant_matmat(quant_type t, uint64_t rows, uint64_t cols, const void *W, uint64_t B,
+                 const float *X, float *Y, int nthreads, char *err, size_t errlen);
+
+/* Run fn(arg, i, n) for i in 0..n-1 on the pool's threads (the caller runs i = 0) and wait
+ * for all: the bench uses it to read memory with the same threads the products use. */
+typedef void (*quant_task_fn)(void *arg, int i, int n);
+int quant_pool_run(int nthreads, quant_task_fn fn, void *arg, char *err, size_t errlen);
+
+/* Join the pool's threads and free its scratch (tests call it so sanitizers see no leak). */
+void quant_pool_shutdown(void);
+
+#endif

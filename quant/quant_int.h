@@ -1,0 +1,48 @@
+/* quant_int.h — private to quant/: the fixed accumulation order and each ISA's kernels. quant/
+ *
+ * quant.h states the order every implementation follows; the pieces shared by all of them
+ * live here so there is one copy of the rules: the lane count, the reduction tree, and the
+ * scalar tail a SIMD kernel finishes a row with (fmaf is correctly rounded, so a scalar fmaf
+ * on a lane gives the bits vfmadd gives on the same lane).
+ */
+#ifndef SWARM_QUANT_INT_H
+#define SWARM_QUANT_INT_H
+
+#include <stdint.h>
+
+#include "quant/quant.h"
+
+#define QUANT_LANES 32      /* accumulator lanes of every dot product */
+#define QUANT_QB_LANES 8    /* lanes per quantized block: one per quad of 4 elements */
+#define QUANT_QB_GROUP 4    /* blocks b..b+3 fill the 32 lanes, (b % 4) * 8 + quad */
+
+/* The one reduction tree (quant.h). */
+float quant_reduce32(const float a[QUANT_LANES]);
+
+/* Scalar tails of the float types: elements [i0, n) into lanes i % 32. */
+void quant_tail_f32(const float *w, const float *x, uint64_t i0, uint64_t n, float *a);
+void quant_tail_f16(const uint16_t *w, const float *x, uint64_t i0, uint64_t n, float *a);
+void quant_tail_bf16(const uint16_t *w, const float *x, uint64_t i0, uint64_t n, float *a);
+
+/* Scalar reference kernels (dot.c): the order above, written out plainly. */
+float quant_dot_f32_scalar(uint64_t n, const void *w, const void *act);
+float quant_dot_f16_scalar(uint64_t n, const void *w, const void *act);
+float quant_dot_bf16_scalar(uint64_t n, const void *w, const void *act);
+float quant_dot_q8_0_scalar(uint64_t n, const void *w, const void *act);
+float quant_dot_q4_0_scalar(uint64_t n, const void *w, const void *act);
+
+/* AVX2 + FMA + F16C kernels (dot_avx2.c); only called when the CPU has them. */
+float quant_dot_f32_avx2(uint64_t n, const void *w, const void *act);
+float quant_dot_f16_avx2(uint64_t n, const void *w, const void *act);
+float quant_dot_bf16_avx2(uint64_t n, const void *w, const void *act);
+float quant_dot_q8_0_avx2(uint64_t n, const void *w, const void *act);
+float quant_dot_q4_0_avx2(uint64_t n, const void *w, const void *act);
+
+/* AVX-512 F+BW+VL+VNNI kernels (dot_avx512.c). */
+float quant_dot_f32_avx512(uint64_t n, const void *w, const void *act);
+float quant_dot_f16_avx512(uint64_t n, const void *w, const void *act);
+float quant_dot_bf16_avx512(uint64_t n, const void *w, const void *act);
+float quant_dot_q8_0_avx512(uint64_t n, const void *w, const void *act);
+float quant_dot_q4_0_avx512(uint64_t n, const void *w, const void *act);
+
+#endif

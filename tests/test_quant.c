@@ -1,0 +1,389 @@
+/* test_quant.c — tensor types: layouts, known answers, scalar vs SIMD, threads, batching. tests/
+ *
+ * Known answers come from tests/quant_kat.py (an independent Python implementation; its
+ * output is committed as tests/quant_kat.h). Scalar and SIMD dot products are held to the
+ * same bits: quant.h fixes one order of float operations that every implementation follows,
+ * and the integer parts are exact, so no tolerance is needed anywhere a bit-for-bit claim is
+ * made.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "quant/quant.h"
+#include "tests/check.h"
+#include "tests/quant_kat.h"
+
+static float s_f(uint32_t u)
+{
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+static uint32_t s_u(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+static uint64_t s_rng = 0x9e3779b97f4a7c15ull;
+static uint64_t s_next(void)
+{
+    s_rng ^= s_rng << 13;
+    s_rng ^= s_rng >> 7;
+    s_rng ^= s_rng << 17;
+    return s_rng;
+}
+static float s_unif(float lo, float hi)
+{
+    return lo + (hi - lo) * (float)((s_next() >> 40) * (1.0 / (1ull << 24)));
+}
+
+static void test_table(void)
+{
+    char err[256];
+    uint64_t b = 0;
+    const quant_type_info *q8 = quant_type_get(8), *q4 = quant_type_get(2);
+    CHECK(q8 && q8->block == 32 && q8->block_bytes == 34 && !strcmp(q8->name, "q8_0"), "q8_0");
+    CHECK(q4 && q4->block == 32 && q4->block_bytes == 18 && !strcmp(q4->name, "q4_0"), "q4_0");
+    CHECK(quant_type_get(30) && quant_type_get(30)->block_bytes == 2, "bf16");
+    CHECK(quant_type_get(12) == NULL && !strcmp(quant_type_name(12), "q4_K"), "q4_K unsupported");
+    CHECK(!strcmp(quant_type_name(1000), "unknown"), "past the enum");
+    quant_type t;
+    CHECK(quant_type_parse("Q8_0", &t, err, sizeof err) == 0 && t == QUANT_Q8_0, "parse");
+    CHECK(quant_type_parse("q4_k", &t, err, sizeof err) == -1 && strstr(err, "q4_k"), "%s", err);
+
+    CHECK(quant_row_bytes(QUANT_Q8_0, 64, &b, err, sizeof err) == 0 && b == 68, "q8_0 row");
+    CHECK(quant_row_bytes(QUANT_Q4_0, 2048, &b, err, sizeof err) == 0 && b == 1152, "q4_0 row");
+    CHECK(quant_row_bytes(QUANT_F16, 7, &b, err, sizeof err) == 0 && b == 14, "f16 row");
+    CHECK(quant_row_bytes(QUANT_Q4_0, 100, &b, err, sizeof err) == -1 &&
+              strstr(err, "q4_0") && strstr(err, "100") && strstr(err, "32-element"),
+          "bad length: %s", err);
+    CHECK(quant_row_bytes((quant_type)12, 256, &b, err, sizeof err) == -1 && strstr(err, "q4_K"),
+          "%s", err);
+    CHECK(quant_row_bytes(QUANT_F32, 1ull << 62, &b, err, sizeof err) == -1 &&
+              strstr(err, "too large"), "row overflow: %s", err);
+    CHECK(quant_tensor_bytes(QUANT_Q8_0, 1ull << 60, 64, &b, err, sizeof err) == -1 &&
+              strstr(err, "too large"), "tensor overflow: %s", err);
+    CHECK(quant_tensor_bytes(QUANT_Q8_0, 5632, 2048, &b, err, sizeof err) == 0 &&
+              b == 5632ull * 64 * 34, "ffn tensor");
+}
+
+static void test_conversions(void)
+{
+    int bad = 0;
+    for (size_t i = 0; i < sizeof kat_f16 / sizeof kat_f16[0]; i += 2) {
+        uint16_t h = quant_f32_to_f16(s_f(kat_f16[i]));
+        if (h != kat_f16[i + 1]) {
+            bad++;
+            fprintf(stderr, "f16(%08x) = %04x, expected %04x\n", kat_f16[i], h,
+                    kat_f16[i + 1]);
+        }
+        /* Widening is exact: back to the same half. */
+        if (quant_f32_to_f16(quant_f16_to_f32(h)) != h)
+            bad++;
+    }
+    CHECK(bad == 0, "%d f16 conversions differ from the known answers", bad);
+    bad = 0;
+    for (size_t i = 0; i < sizeof kat_bf16 / sizeof kat_bf16[0]; i += 2) {
+        uint16_t h = quant_f32_to_bf16(s_f(kat_bf16[i]));
+        if (h != kat_bf16[i + 1]) {
+            bad++;
+            fprintf(stderr, "bf16(%08x) = %04x, expected %04x\n", kat_bf16[i], h,
+                    kat_bf16[i + 1]);
+        }
+        if (s_u(quant_bf16_to_f32(h)) != (uint32_t)h << 16)
+            bad++;
+    }
+    CHECK(bad == 0, "%d bf16 conversions differ from the known answers", bad);
+}
+
+/* Blocks worked out by hand from ggml-common.h's layouts and the reference quantizers. */
+static void test_hand_blocks(void)
+{
+    char err[256];
+    float x[32];
+    /* Q4_0: x[0] = -8 is the largest magnitude, so d = -8 / -8 = 1 (f16 0x3c00), id = 1 and
+     * q = x + 8. x[j] = j - 8 for j < 16 gives low nibble j; x[16+j] = 7 - j gives high
+     * nibble 15 - j: byte j = j | (15 - j) << 4. */
+    for (int j = 0; j < 16; j++) {
+        x[j] = (float)(j - 8);
+        x[16 + j] = (float)(7 - j);
+    }
+    uint8_t q4[18], want4[18] = { 0x00, 0x3c };
+    for (int j = 0; j < 16; j++)
+        want4[2 + j] = (uint8_t)(j | (15 - j) << 4);
+    CHECK(quant_quantize_row(QUANT_Q4_0, x, q4, 32, err, sizeof err) == 0, "%s", err);
+    CHECK(!memcmp(q4, want4, 18), "q4_0 hand block: byte 2 %02x (want f0), byte 17 %02x (0f)",
+          q4[2], q4[17]);
+    float y[32];
+    CHECK(quant_dequantize_row(QUANT_Q4_0, q4, y, 32, err, sizeof err) == 0 &&
+              !memcmp(x, y, sizeof x), "q4_0 hand block dequantizes exactly");
+
+    /* Q8_0: amax = 127 gives d = 1 (f16 0x3c00), id = 1, q = roundf(x): halves go away from
+     * zero (2.5 -> 3, -2.5 -> -3, 0.5 -> 1, 126.5 -> 127), unlike round-half-even. */
+    const float in8[8] = { 127.0f, 2.5f, -2.5f, 0.5f, -0.5f, 1.5f, 126.5f, -0.49999997f };
+    const int8_t want8[8] = { 127, 3, -3, 1, -1, 2, 127, 0 };
+    memset(x, 0, sizeof x);
+    memcpy(x, in8, sizeof in8);
+    x[31] = -127.0f;
+    quant_block_q8_0 b8;
+    CHECK(quant_quantize_row(QUANT_Q8_0, x, &b8, 32, err, sizeof err) == 0, "%s", err);
+    uint8_t raw[34];
+    memcpy(raw, &b8, 34);
+    CHECK(raw[0] == 0x00 && raw[1] == 0x3c, "q8_0 d bytes %02x %02x", raw[0], raw[1]);
+    CHECK(!memcmp(b8.qs, want8, 8) && b8.qs[31] == -127 && b8.qs[8] == 0, "q8_0 hand quants");
+
+    /* A block of zeros: q4_0's d = max / -8 = 0 / -8 is -0 (f16 0x8000, as ggml writes it),
+     * id = 0, every nibble 8; q8_0's d = +0. */
+    memset(x, 0, sizeof x);
+    CHECK(quant_quantize_row(QUANT_Q4_0, x, q4, 32, err, sizeof err) == 0 && q4[0] == 0 &&
+              q4[1] == 0x80 && q4[2] == 0x88 && q4[17] == 0x88, "q4_0 zero block: %02x%02x %02x",
+          q4[1], q4[0], q4[2]);
+    CHECK(quant_quantize_row(QUANT_Q8_0, x, &b8, 32, err, sizeof err) == 0 && b8.d == 0 &&
+              b8.qs[0] == 0, "q8_0 zero block");
+}
+
+static void test_known_answers(void)
+{
+    char err[256];
+    float x[KAT_N], act[KAT_N];
+    uint8_t q8[KAT_N / 32 * 34], q4[KAT_N / 32 * 18], aq[KAT_N / 32 * 34];
+    for (int i = 0; i < KAT_N; i++) {
+        x[i] = s_f(kat_x[i]);
+        act[i] = s_f(kat_act[i]);
+    }
+    CHECK(quant_quantize_row(QUANT_Q8_0, x, q8, KAT_N, err, sizeof err) == 0 &&
+              !memcmp(q8, kat_q8_0, sizeof q8), "q8_0 bytes = quantize_row_q8_0_ref's");
+    CHECK(quant_quantize_row(QUANT_Q4_0, x, q4, KAT_N, err, sizeof err) == 0 &&
+              !memcmp(q4, kat_q4_0, sizeof q4), "q4_0 bytes = quantize_row_q4_0_ref's");
+    CHECK(quant_act_prepare(QUANT_Q4_0, act, KAT_N, aq, err, sizeof err) == 0 &&
+              !memcmp(aq, kat_act_q8_0, sizeof aq), "activation q8_0 bytes");
+
+    uint16_t w16[KAT_NF], wbf[KAT_NF];
+    quant_quantize_row(QUANT_F16, x, w16, KAT_NF, err, sizeof err);
+    quant_quantize_row(QUANT_BF16, x, wbf, KAT_NF, err, sizeof err);
+    const struct { quant_type t; uint64_t n; const void *w, *a; } c[5] = {
+        { QUANT_F32, KAT_NF, x, act }, { QUANT_F16, KAT_NF, w16, act },
+        { QUANT_BF16, KAT_NF, wbf, act }, { QUANT_Q8_0, KAT_N, kat_q8_0, kat_act_q8_0 },
+        { QUANT_Q4_0, KAT_N, kat_q4_0, kat_act_q8_0 },
+    };
+    for (int isa = 0; isa < QUANT_ISA_COUNT; isa++) {
+        for (int k = 0; k < 5; k++) {
+            quant_dot_fn f = quant_dot_get(c[k].t, (quant_isa)isa);
+            if (!f)
+                continue;
+            float r = f(c[k].n, c[k].w, c[k].a);
+            CHECK(s_u(r) == kat_dot[k], "%s %s dot %a, known answer %a",
+                  quant_isa_name((quant_isa)isa), quant_type_name(c[k].t), (double)r,
+                  (double)s_f(kat_dot[k]));
+        }
+    }
+    /* The ordered f32 sums stay close to the exact rational value: a sanity bound of 1e-5
+     * relative (77 terms of magnitude <= 127 * 3: rounding error is ~1e-6 relative). */
+    for (int k = 0; k < 3; k++)
+        CHECK(fabs(s_f(kat_dot[k]) - kat_dot_exact[k]) <= 1e-5 * fabs(kat_dot_exact[k]) + 1e-4,
+              "type %d: %g vs exact %g", k, (double)s_f(kat_dot[k]), kat_dot_exact[k]);
+}
+
+/* Quantize-dequantize error per type on random rows, against each type's stated bound. */
+static void test_round_trip(void)
+{
+    enum { N = 4096 };
+    char err[256];
+    static float x[N], y[N];
+    static uint8_t buf[N * 4];
+    for (int i = 0; i < N; i++)
+        x[i] = s_unif(-3.0f, 3.0f) * (i % 64 == 0 ? 10.0f : 1.0f);
+    const quant_type ts[] = { QUANT_F32, QUANT_F16, QUANT_BF16, QUANT_Q8_0, QUANT_Q4_0 };
+    for (size_t k = 0; k < 5; k++) {
+        quant_type t = ts[k];
+        CHECK(quant_quantize_row(t, x, buf, N, err, sizeof err) == 0 &&
+                  quant_dequantize_row(t, buf, y, N, err, sizeof err) == 0, "%s", err);
+        double worst = 0; /* error / bound, over all elements */
+        for (int i = 0; i < N; i++) {
+            double e = fabs((double)x[i] - y[i]), bound;
+            if (t == QUANT_F32) {
+                bound = 0;
+            } else if (t == QUANT_F16) {
+                bound = fabs(x[i]) * 0x1p-11; /* half an ulp of an 11-bit significand */
+            } else if (t == QUANT_BF16) {
+                bound = fabs(x[i]) * 0x1p-8;  /* half an ulp of an 8-bit significand */
+            } else {
+                float amax = 0;
+                for (int j = i / 32 * 32; j < i / 32 * 32 + 32; j++)
+                    amax = fmaxf(amax, fabsf(x[j]));
+                /* Q8_0: half a step d = amax/127, plus d's own f16 rounding times |q| <= 127.
+                 * Q4_0: d = amax/8 and the largest value of the other sign maps to +8,
+                 * clamped to 7: up to a whole step there, half a step elsewhere. */
+                double d = t == QUANT_Q8_0 ? amax / 127.0 : amax / 8.0;
+                double qmax = t == QUANT_Q8_0 ? 127 : 8;
+                bound = (t == QUANT_Q8_0 ? 0.5 : 1.0) * d + qmax * d * 0x1p-11 + 1e-7;
+            }
+            if (bound == 0 ? e > 0 : e / bound > worst)
+                worst = bound == 0 ? 1e9 : e / bound;
+        }
+        CHECK(worst <= 1.0, "%s round trip: error %.3f x its bound", quant_type_name(t), worst);
+        printf("round trip %-5s worst error / bound %.3f\n", quant_type_name(t), worst);
+    }
+    float bad[32] = { 0 };
+    bad[7] = NAN;
+    CHECK(quant_quantize_row(QUANT_Q8_0, bad, buf, 32, err, sizeof err) == -1 &&
+              strstr(err, "element 7"), "NaN rejected: %s", err);
+}
+
+/* Fill a row of type t with random content: quantized types get raw random quants (every
+ * byte value, -128 included) and random scales, so SIMD meets inputs no quantizer makes. */
+static void s_random_row(quant_type t, uint64_t n, void *w, float *f)
+{
+    char err[256];
+    for (uint64_t i = 0; i < n; i++)
+        f[i] = s_unif(-2.0f, 2.0f);
+    if (t == QUANT_Q8_0 || t == QUANT_Q4_0) {
+        uint8_t *p = w;
+        uint64_t bytes;
+        quant_row_bytes(t, n, &bytes, err, sizeof err);
+        uint64_t bb = t == QUANT_Q8_0 ? 34 : 18;
+        for (uint64_t i = 0; i < bytes; i++)
+            p[i] = (uint8_t)s_next();
+        for (uint64_t b = 0; b < bytes / bb; b++) { /* finite scales in [2^-10, 2) */
+            uint16_t d = quant_f32_to_f16(s_unif(-2.0f, 2.0f) + 0x1p-10f);
+            memcpy(p + b * bb, &d, 2);
+        }
+    } else {
+        quant_quantize_row(t, f, w, n, err, sizeof err);
+    }
+}
+
+static void test_simd_vs_scalar(void)
+{
+    char err[256];
+    const quant_type ts[] = { QUANT_F32, QUANT_F16, QUANT_BF16, QUANT_Q8_0, QUANT_Q4_0 };
+    const uint64_t ns[] = { 32, 64, 96, 128, 160, 224, 2048, 5632, 1, 7, 31, 33, 77, 2050 };
+    static uint8_t w[5632 * 4], act[5632 * 4];
+    static float f[5632], x[5632];
+    int compared = 0;
+    for (size_t k = 0; k < 5; k++) {
+        quant_dot_fn ref = quant_dot_get(ts[k], QUANT_ISA_SCALAR);
+        uint32_t blk = quant_type_get(ts[k])->block;
+        for (size_t m = 0; m < sizeof ns / sizeof ns[0]; m++) {
+            if (ns[m] % blk)
+                continue;
+            for (int rep = 0; rep < 20; rep++) {
+                s_random_row(ts[k], ns[m], w, f);
+                for (uint64_t i = 0; i < ns[m]; i++)
+                    x[i] = s_unif(-1.0f, 1.0f) * (rep % 3 == 0 ? 100.0f : 1.0f);
+                quant_act_prepare(ts[k], x, ns[m], act, err, sizeof err);
+                float r = ref(ns[m], w, act);
+                for (int isa = 1; isa < QUANT_ISA_COUNT; isa++) {
+                    quant_dot_fn g = quant_dot_get(ts[k], (quant_isa)isa);
+                    if (!g)
+                        continue;
+                    float s = g(ns[m], w, act);
+                    compared++;
+                    CHECK(s_u(s) == s_u(r), "%s %s n=%llu rep %d: %a vs scalar %a",
+                          quant_isa_name((quant_isa)isa), quant_type_name(ts[k]),
+                          (unsigned long long)ns[m], rep, (double)s, (double)r);
+                }
+            }
+        }
+    }
+    printf("simd vs scalar: %d rows compared bit for bit (best ISA here: %s)\n", compared,
+           quant_isa_name(quant_isa_best()));
+}
+
+/* Matrix products: odd row counts, thread counts 1..3 (and more threads than rows), and
+ * batches, all against the scalar dot of each row. */
+static void test_products(void)
+{
+    char err[256];
+    const quant_type ts[] = { QUANT_F32, QUANT_F16, QUANT_BF16, QUANT_Q8_0, QUANT_Q4_0 };
+    const uint64_t rows_list[] = { 1, 3, 37, 131 };
+    enum { COLS = 96, B = 5, MAXR = 131 };
+    static uint8_t W[MAXR * COLS * 4], act[COLS * 4];
+    static float f[COLS], X[B * COLS], y[4][MAXR], Y[B * MAXR], ref[MAXR];
+    for (size_t k = 0; k < 5; k++) {
+        quant_type t = ts[k];
+        uint64_t rb;
+        quant_row_bytes(t, COLS, &rb, err, sizeof err);
+        for (size_t m = 0; m < 4; m++) {
+            uint64_t rows = rows_list[m];
+            for (uint64_t r = 0; r < rows; r++)
+                s_random_row(t, COLS, W + r * rb, f);
+            for (int i = 0; i < B * COLS; i++)
+                X[i] = s_unif(-1.0f, 1.0f);
+            quant_act_prepare(t, X, COLS, act, err, sizeof err);
+            for (uint64_t r = 0; r < rows; r++)
+                ref[r] = quant_dot_get(t, QUANT_ISA_SCALAR)(COLS, W + r * rb, act);
+            const int threads[4] = { 1, 2, 3, 7 };
+            for (int ti = 0; ti < 4; ti++)
+                CHECK(quant_matvec(t, rows, COLS, W, X, y[ti], threads[ti], err, sizeof err) == 0,
+                      "%s", err);
+            CHECK(!memcmp(y[0], ref, rows * 4), "%s %llu rows: matvec = scalar dots",
+                  quant_type_name(t), (unsigned long long)rows);
+            for (int ti = 1; ti < 4; ti++)
+                CHECK(!memcmp(y[0], y[ti], rows * 4), "%s %llu rows: %d threads differ from 1",
+                      quant_type_name(t), (unsigned long long)rows, threads[ti]);
+            CHECK(quant_matmat(t, rows, COLS, W, B, X, Y, 2, err, sizeof err) == 0, "%s", err);
+            int same = 1;
+            for (int b = 0; b < B; b++) {
+                quant_matvec(t, rows, COLS, W, X + b * COLS, y[0], 3, err, sizeof err);
+                same &= !memcmp(y[0], Y + b * rows, rows * 4);
+            }
+            CHECK(same, "%s %llu rows: batch of %d = one position at a time",
+                  quant_type_name(t), (unsigned long long)rows, B);
+        }
+    }
+    /* A batch big enough that rows are taken in groups and positions in tiles. */
+    {
+        enum { R = 300, C = 2048, BB = 19 };
+        uint64_t rb;
+        quant_row_bytes(QUANT_F16, C, &rb, err, sizeof err);
+        uint8_t *Wb = malloc(R * rb);
+        float *Xb = malloc(sizeof(float) * BB * C), *Yb = malloc(sizeof(float) * BB * R);
+        float *yb = malloc(sizeof(float) * R), *fb = malloc(sizeof(float) * C);
+        int same = 1;
+        for (int r = 0; r < R; r++)
+            s_random_row(QUANT_F16, C, Wb + r * rb, fb);
+        for (int i = 0; i < BB * C; i++)
+            Xb[i] = s_unif(-1.0f, 1.0f);
+        CHECK(quant_matmat(QUANT_F16, R, C, Wb, BB, Xb, Yb, 3, err, sizeof err) == 0, "%s", err);
+        for (int b = 0; b < BB; b++) {
+            quant_matvec(QUANT_F16, R, C, Wb, Xb + b * C, yb, 1, err, sizeof err);
+            same &= !memcmp(yb, Yb + b * R, sizeof(float) * R);
+        }
+        CHECK(same, "f16 300 x 2048, batch of 19 = one position at a time");
+        free(Wb);
+        free(Xb);
+        free(Yb);
+        free(yb);
+        free(fb);
+    }
+    /* Rejects: a length that is not whole blocks, an unsupported type, bad thread counts. */
+    CHECK(quant_matvec(QUANT_Q4_0, 4, 100, W, X, y[0], 1, err, sizeof err) == -1 &&
+              strstr(err, "not a multiple"), "%s", err);
+    CHECK(quant_matvec((quant_type)14, 4, 256, W, X, y[0], 1, err, sizeof err) == -1 &&
+              strstr(err, "q6_K"), "%s", err);
+    CHECK(quant_matvec(QUANT_F32, 4, 32, W, X, y[0], 0, err, sizeof err) == -1 &&
+              strstr(err, "thread count 0"), "%s", err);
+    CHECK(quant_matvec(QUANT_F32, 4, 32, W, X, y[0], QUANT_MAX_THREADS + 1, err, sizeof err) == -1,
+          "too many threads");
+    X[5] = NAN;
+    CHECK(quant_matvec(QUANT_Q8_0, 4, 32, W, X, y[0], 1, err, sizeof err) == -1 &&
+              strstr(err, "non-finite"), "NaN activation: %s", err);
+}
+
+int main(void)
+{
+    test_table();
+    test_conversions();
+    test_hand_blocks();
+    test_known_answers();
+    test_round_trip();
+    test_simd_vs_scalar();
+    test_products();
+    quant_pool_shutdown();
+    return CHECK_DONE("test_quant");
+}
