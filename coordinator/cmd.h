@@ -7,6 +7,7 @@ int cmd_keygen(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_bench_disk(int argc, char **argv);
 int cmd_bench_mem(int argc, char **argv);
+int cmd_bench_quant(int argc, char **argv);
 int cmd_lab(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 

@@ -66,15 +66,17 @@ float quant_dot_bf16_scalar(uint64_t n, const void *w, const void *act)
  * product (f32 d_w * d_x, as ggml's ggml_vec_dot_q8_0_q8_0 forms it) into lane (b%4)*8+q. */
 float quant_dot_q8_0_scalar(uint64_t n, const void *w, const void *act)
 {
-    const quant_block_q8_0 *x = w, *y = act;
+    const quant_block_q8_0 *x = w;
+    const quant_act_q8 y = quant_act_view(act, n);
     float a[QUANT_LANES] = { 0 };
     for (uint64_t b = 0; b < n / QUANT_QK; b++) {
-        const float d = quant_f16_to_f32(x[b].d) * quant_f16_to_f32(y[b].d);
+        const float d = quant_f16_to_f32(x[b].d) * y.d[b];
+        const int8_t *yq = y.qs + b * QUANT_QK;
         float *lane = a + (b % QUANT_QB_GROUP) * QUANT_QB_LANES;
         for (int q = 0; q < QUANT_QB_LANES; q++) {
             int s = 0;
             for (int k = 4 * q; k < 4 * q + 4; k++)
-                s += x[b].qs[k] * y[b].qs[k];
+                s += x[b].qs[k] * yq[k];
             lane[q] = fmaf((float)s, d, lane[q]);
         }
     }
@@ -86,16 +88,17 @@ float quant_dot_q8_0_scalar(uint64_t n, const void *w, const void *act)
 float quant_dot_q4_0_scalar(uint64_t n, const void *w, const void *act)
 {
     const quant_block_q4_0 *x = w;
-    const quant_block_q8_0 *y = act;
+    const quant_act_q8 y = quant_act_view(act, n);
     float a[QUANT_LANES] = { 0 };
     for (uint64_t b = 0; b < n / QUANT_QK; b++) {
-        const float d = quant_f16_to_f32(x[b].d) * quant_f16_to_f32(y[b].d);
+        const float d = quant_f16_to_f32(x[b].d) * y.d[b];
+        const int8_t *yq = y.qs + b * QUANT_QK;
         float *lane = a + (b % QUANT_QB_GROUP) * QUANT_QB_LANES;
         for (int q = 0; q < QUANT_QB_LANES; q++) {
             int s = 0;
             for (int k = 4 * q; k < 4 * q + 4; k++) {
                 const int v = k < 16 ? (x[b].qs[k] & 0x0F) - 8 : (x[b].qs[k - 16] >> 4) - 8;
-                s += v * y[b].qs[k];
+                s += v * yq[k];
             }
             lane[q] = fmaf((float)s, d, lane[q]);
         }

@@ -204,7 +204,7 @@ static int s_product(quant_type t, uint64_t rows, uint64_t cols, const void *W, 
     if (s_check_threads(nthreads, err, errlen) ||
         quant_tensor_bytes(t, rows, cols, &wbytes, err, errlen) ||
         quant_row_bytes(t, cols, &j.row_bytes, err, errlen) ||
-        quant_row_bytes(quant_act_type(t), cols, &j.act_bytes, err, errlen))
+        quant_act_bytes(t, cols, &j.act_bytes, err, errlen))
         return -1;
     if (B && (j.act_bytes > SIZE_MAX / B || rows > UINT64_MAX / B)) {
         snprintf(err, errlen, "a batch of %llu positions is too large",

@@ -295,11 +295,65 @@ quant_type quant_act_type(quant_type w)
     return w == QUANT_Q8_0 || w == QUANT_Q4_0 ? QUANT_Q8_0 : QUANT_F32;
 }
 
+quant_act_q8 quant_act_view(const void *act, uint64_t n)
+{
+    const uint64_t nb = n / QUANT_QK;
+    quant_act_q8 v;
+    v.qs = act;
+    v.d = (const float *)((const uint8_t *)act + n);
+    v.bias8 = (const int32_t *)(v.d + nb);
+    v.bias128 = v.bias8 + nb * 8;
+    return v;
+}
+
+int quant_act_bytes(quant_type w, uint64_t n, uint64_t *bytes, char *err, size_t errlen)
+{
+    uint64_t wb;
+    if (quant_row_bytes(w, n, &wb, err, errlen))
+        return -1;
+    if (quant_act_type(w) == QUANT_F32) {
+        if (n > UINT64_MAX / 4) {
+            snprintf(err, errlen, "an activation of %llu elements is too large",
+                     (unsigned long long)n);
+            return -1;
+        }
+        *bytes = n * 4;
+    } else {
+        /* n quants + per block 4 (scale) + 2 * 32 (bias sums); n / 32 blocks. Fits: n is a
+         * row ggml could address as 34-byte blocks. */
+        *bytes = n + (n / QUANT_QK) * (4 + 2 * 8 * 4);
+    }
+    return 0;
+}
+
 int quant_act_prepare(quant_type w, const float *x, uint64_t n, void *act, char *err,
                       size_t errlen)
 {
     uint64_t bytes;
-    if (quant_row_bytes(w, n, &bytes, err, errlen))
+    if (quant_act_bytes(w, n, &bytes, err, errlen))
         return -1;
-    return quant_quantize_row(quant_act_type(w), x, act, n, err, errlen);
+    if (quant_act_type(w) == QUANT_F32) {
+        memcpy(act, x, bytes);
+        return 0;
+    }
+    if (s_check_finite(x, n, err, errlen))
+        return -1;
+    quant_act_q8 v = quant_act_view(act, n);
+    int8_t *qs = (int8_t *)v.qs;
+    float *d = (float *)v.d;
+    int32_t *b8 = (int32_t *)v.bias8, *b128 = (int32_t *)v.bias128;
+    for (uint64_t b = 0; b < n / QUANT_QK; b++) {
+        quant_block_q8_0 blk;
+        s_quantize_q8_0(x + b * QUANT_QK, &blk, 1);
+        memcpy(qs + b * QUANT_QK, blk.qs, QUANT_QK);
+        d[b] = quant_f16_to_f32(blk.d);
+        for (int q = 0; q < 8; q++) {
+            int32_t s = 0;
+            for (int k = 4 * q; k < 4 * q + 4; k++)
+                s += blk.qs[k];
+            b8[b * 8 + q] = -8 * s;
+            b128[b * 8 + q] = -128 * s;
+        }
+    }
+    return 0;
 }

@@ -8,7 +8,7 @@
  * type traits (vec_dot_type: Q8_0 for both quantized types).
  *
  * Dot products. A weight row of type T meets an activation in T's activation form
- * (quant_act_type): f32 for F32/F16/BF16, Q8_0 blocks for Q8_0/Q4_0 (as llama.cpp does: the
+ * (quant_act_type): f32 for F32/F16/BF16, Q8_0 for Q8_0/Q4_0 (as llama.cpp does: the
  * activation is quantized once per matrix-vector product, then every block's dot product is
  * integer). Every implementation (scalar, AVX2, AVX-512) follows one fixed order, so a row's
  * result has the same bits whichever runs and however many threads share the rows:
@@ -98,8 +98,28 @@ int quant_dequantize_row(quant_type t, const void *in, float *y /* (n,) */, uint
 
 /* The form a weight type's activation takes: QUANT_F32 or QUANT_Q8_0. */
 quant_type quant_act_type(quant_type w);
-/* Bring x (n floats) into w's activation form in act (quant_row_bytes(quant_act_type(w), n)
- * bytes): a copy for the float types, Q8_0 blocks (quantize_row_q8_0_ref) for the others. */
+
+/* The activation form, for a row of n elements (quant_act_bytes bytes):
+ *   F32, F16, BF16 weights: the n floats.
+ *   Q8_0, Q4_0 weights: x quantized to Q8_0 blocks exactly as quantize_row_q8_0_ref does
+ *     (llama.cpp's vec_dot_type for both), stored for the kernels rather than as 34-byte
+ *     blocks: the n int8 quants contiguous, then each block's scale widened to f32 (exact),
+ *     then per block 8 quad sums (sum of the 4 quants of each quad) times -8 and times -128:
+ *     Q4_0 stores (value + 8) and a VNNI Q8_0 kernel biases by +128; these sums take the
+ *     offsets back out exactly. The same numbers as the blocks, only arranged for loads. */
+typedef struct {
+    const int8_t *qs;          /* (n,) */
+    const float *d;            /* (n/32,) */
+    const int32_t *bias8;      /* (n/32, 8): -8 * quad sums */
+    const int32_t *bias128;    /* (n/32, 8): -128 * quad sums */
+} quant_act_q8;
+/* The parts of a Q8_0 activation form of n elements. */
+quant_act_q8 quant_act_view(const void *act, uint64_t n);
+
+/* Bytes of w's activation form for n elements (n a multiple of w's block). 0 / -1 with err. */
+int quant_act_bytes(quant_type w, uint64_t n, uint64_t *bytes, char *err, size_t errlen);
+/* Bring x (n floats) into w's activation form in act (quant_act_bytes). -1 with err on a bad
+ * length or a non-finite value in a quantized form. */
 int quant_act_prepare(quant_type w, const float *x, uint64_t n, void *act, char *err,
                       size_t errlen);
 

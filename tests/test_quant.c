@@ -151,6 +151,8 @@ static void test_known_answers(void)
     char err[256];
     float x[KAT_N], act[KAT_N];
     uint8_t q8[KAT_N / 32 * 34], q4[KAT_N / 32 * 18], aq[KAT_N / 32 * 34];
+    static uint8_t form[KAT_N * 4];
+    uint64_t fb = 0;
     for (int i = 0; i < KAT_N; i++) {
         x[i] = s_f(kat_x[i]);
         act[i] = s_f(kat_act[i]);
@@ -159,16 +161,30 @@ static void test_known_answers(void)
               !memcmp(q8, kat_q8_0, sizeof q8), "q8_0 bytes = quantize_row_q8_0_ref's");
     CHECK(quant_quantize_row(QUANT_Q4_0, x, q4, KAT_N, err, sizeof err) == 0 &&
               !memcmp(q4, kat_q4_0, sizeof q4), "q4_0 bytes = quantize_row_q4_0_ref's");
-    CHECK(quant_act_prepare(QUANT_Q4_0, act, KAT_N, aq, err, sizeof err) == 0 &&
+    CHECK(quant_quantize_row(QUANT_Q8_0, act, aq, KAT_N, err, sizeof err) == 0 &&
               !memcmp(aq, kat_act_q8_0, sizeof aq), "activation q8_0 bytes");
+    /* The activation form holds the same numbers as those Q8_0 blocks, rearranged. */
+    CHECK(quant_act_bytes(QUANT_Q4_0, KAT_N, &fb, err, sizeof err) == 0 && fb <= sizeof form &&
+              quant_act_prepare(QUANT_Q4_0, act, KAT_N, form, err, sizeof err) == 0, "%s", err);
+    quant_act_q8 v = quant_act_view(form, KAT_N);
+    int same = 1;
+    for (int b = 0; b < KAT_N / 32; b++) {
+        const quant_block_q8_0 *blk = (const quant_block_q8_0 *)(kat_act_q8_0 + 34 * b);
+        same &= !memcmp(v.qs + 32 * b, blk->qs, 32) && v.d[b] == quant_f16_to_f32(blk->d);
+        for (int q = 0; q < 8; q++) {
+            int sum = blk->qs[4 * q] + blk->qs[4 * q + 1] + blk->qs[4 * q + 2] + blk->qs[4 * q + 3];
+            same &= v.bias8[8 * b + q] == -8 * sum && v.bias128[8 * b + q] == -128 * sum;
+        }
+    }
+    CHECK(same, "activation form = the known Q8_0 blocks");
 
     uint16_t w16[KAT_NF], wbf[KAT_NF];
     quant_quantize_row(QUANT_F16, x, w16, KAT_NF, err, sizeof err);
     quant_quantize_row(QUANT_BF16, x, wbf, KAT_NF, err, sizeof err);
     const struct { quant_type t; uint64_t n; const void *w, *a; } c[5] = {
         { QUANT_F32, KAT_NF, x, act }, { QUANT_F16, KAT_NF, w16, act },
-        { QUANT_BF16, KAT_NF, wbf, act }, { QUANT_Q8_0, KAT_N, kat_q8_0, kat_act_q8_0 },
-        { QUANT_Q4_0, KAT_N, kat_q4_0, kat_act_q8_0 },
+        { QUANT_BF16, KAT_NF, wbf, act }, { QUANT_Q8_0, KAT_N, kat_q8_0, form },
+        { QUANT_Q4_0, KAT_N, kat_q4_0, form },
     };
     for (int isa = 0; isa < QUANT_ISA_COUNT; isa++) {
         for (int k = 0; k < 5; k++) {
