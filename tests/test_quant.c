@@ -150,8 +150,9 @@ static void test_known_answers(void)
 {
     char err[256];
     float x[KAT_N], act[KAT_N];
-    uint8_t q8[KAT_N / 32 * 34], q4[KAT_N / 32 * 18], aq[KAT_N / 32 * 34];
-    static uint8_t form[KAT_N * 4];
+    /* Blocks hold uint16 scales: keep the buffers the kernels read 2-aligned (or more). */
+    _Alignas(32) uint8_t q8[KAT_N / 32 * 34], q4[KAT_N / 32 * 18], aq[KAT_N / 32 * 34];
+    _Alignas(32) static uint8_t form[KAT_N * 4];
     uint64_t fb = 0;
     for (int i = 0; i < KAT_N; i++) {
         x[i] = s_f(kat_x[i]);
@@ -169,10 +170,11 @@ static void test_known_answers(void)
     quant_act_q8 v = quant_act_view(form, KAT_N);
     int same = 1;
     for (int b = 0; b < KAT_N / 32; b++) {
-        const quant_block_q8_0 *blk = (const quant_block_q8_0 *)(kat_act_q8_0 + 34 * b);
-        same &= !memcmp(v.qs + 32 * b, blk->qs, 32) && v.d[b] == quant_f16_to_f32(blk->d);
+        quant_block_q8_0 blk; /* copied: the byte array need not be 2-aligned */
+        memcpy(&blk, kat_act_q8_0 + 34 * b, sizeof blk);
+        same &= !memcmp(v.qs + 32 * b, blk.qs, 32) && v.d[b] == quant_f16_to_f32(blk.d);
         for (int q = 0; q < 8; q++) {
-            int sum = blk->qs[4 * q] + blk->qs[4 * q + 1] + blk->qs[4 * q + 2] + blk->qs[4 * q + 3];
+            int sum = blk.qs[4 * q] + blk.qs[4 * q + 1] + blk.qs[4 * q + 2] + blk.qs[4 * q + 3];
             same &= v.bias8[8 * b + q] == -8 * sum && v.bias128[8 * b + q] == -128 * sum;
         }
     }
@@ -183,8 +185,8 @@ static void test_known_answers(void)
     quant_quantize_row(QUANT_BF16, x, wbf, KAT_NF, err, sizeof err);
     const struct { quant_type t; uint64_t n; const void *w, *a; } c[5] = {
         { QUANT_F32, KAT_NF, x, act }, { QUANT_F16, KAT_NF, w16, act },
-        { QUANT_BF16, KAT_NF, wbf, act }, { QUANT_Q8_0, KAT_N, kat_q8_0, form },
-        { QUANT_Q4_0, KAT_N, kat_q4_0, form },
+        { QUANT_BF16, KAT_NF, wbf, act }, { QUANT_Q8_0, KAT_N, q8, form },
+        { QUANT_Q4_0, KAT_N, q4, form },
     };
     for (int isa = 0; isa < QUANT_ISA_COUNT; isa++) {
         for (int k = 0; k < 5; k++) {
@@ -210,7 +212,7 @@ static void test_round_trip(void)
     enum { N = 4096 };
     char err[256];
     static float x[N], y[N];
-    static uint8_t buf[N * 4];
+    _Alignas(32) static uint8_t buf[N * 4];
     for (int i = 0; i < N; i++)
         x[i] = s_unif(-3.0f, 3.0f) * (i % 64 == 0 ? 10.0f : 1.0f);
     const quant_type ts[] = { QUANT_F32, QUANT_F16, QUANT_BF16, QUANT_Q8_0, QUANT_Q4_0 };
@@ -278,7 +280,7 @@ static void test_simd_vs_scalar(void)
     char err[256];
     const quant_type ts[] = { QUANT_F32, QUANT_F16, QUANT_BF16, QUANT_Q8_0, QUANT_Q4_0 };
     const uint64_t ns[] = { 32, 64, 96, 128, 160, 224, 2048, 5632, 1, 7, 31, 33, 77, 2050 };
-    static uint8_t w[5632 * 4], act[5632 * 4];
+    _Alignas(32) static uint8_t w[5632 * 4], act[5632 * 4];
     static float f[5632], x[5632];
     int compared = 0;
     for (size_t k = 0; k < 5; k++) {
@@ -318,7 +320,7 @@ static void test_products(void)
     const quant_type ts[] = { QUANT_F32, QUANT_F16, QUANT_BF16, QUANT_Q8_0, QUANT_Q4_0 };
     const uint64_t rows_list[] = { 1, 3, 37, 131 };
     enum { COLS = 96, B = 5, MAXR = 131 };
-    static uint8_t W[MAXR * COLS * 4], act[COLS * 4];
+    _Alignas(32) static uint8_t W[MAXR * COLS * 4], act[COLS * 4];
     static float f[COLS], X[B * COLS], y[4][MAXR], Y[B * MAXR], ref[MAXR];
     for (size_t k = 0; k < 5; k++) {
         quant_type t = ts[k];
