@@ -393,6 +393,68 @@ static void test_products(void)
               strstr(err, "non-finite"), "NaN activation: %s", err);
 }
 
+/* What quantizing the activation to Q8_0 costs (README, "Tensor types"). For a Q8_0 or Q4_0
+ * weight row w (its exact dequantized values) and an f32 activation x, compare our dot
+ * product (x quantized to Q8_0 first, as llama.cpp does) with the exact one in double. Each
+ * activation element moves by at most half a step of its block (d = amax/127) plus the
+ * rounding of d to f16 (|q| * d * 2^-11 <= amax * 2^-11), so the error is bounded by
+ * sum |w_i| * amax_b(i) * (1/254 + 2^-11), plus f32 accumulation (n * 2^-24 * sum |w_i x_i|).
+ * Printed: the error relative to |w| |x| (scale-free), median and worst over the rows, beside
+ * the error the weight quantization itself makes against the f32 row, for scale. */
+static int s_cmp_d(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static void test_activation_cost(void)
+{
+    enum { N = 2048, ROWS = 400 };
+    char err[256];
+    const quant_type ts[2] = { QUANT_Q8_0, QUANT_Q4_0 };
+    _Alignas(32) static uint8_t w[N * 2], act[N * 4];
+    static float f[N], x[N], wd[N];
+    static double rel[ROWS], relw[ROWS];
+    for (int k = 0; k < 2; k++) {
+        int over = 0;
+        for (int r = 0; r < ROWS; r++) {
+            for (int i = 0; i < N; i++) {
+                f[i] = s_unif(-1.0f, 1.0f);
+                /* activations with a few large channels, as in transformer residuals */
+                x[i] = s_unif(-1.0f, 1.0f) * (i % 97 == 0 ? 20.0f : 1.0f);
+            }
+            quant_quantize_row(ts[k], f, w, N, err, sizeof err);
+            quant_dequantize_row(ts[k], w, wd, N, err, sizeof err);
+            quant_act_prepare(ts[k], x, N, act, err, sizeof err);
+            double exact = 0, bound = 0, wn = 0, xn = 0, absum = 0, orig = 0;
+            for (int i = 0; i < N; i++) {
+                float amax = 0;
+                for (int j = i / 32 * 32; j < i / 32 * 32 + 32; j++)
+                    amax = fmaxf(amax, fabsf(x[j]));
+                exact += (double)wd[i] * x[i];
+                orig += (double)f[i] * x[i];
+                absum += fabs((double)wd[i] * x[i]);
+                bound += fabs(wd[i]) * amax * (1.0 / 254 + 0x1p-11);
+                wn += (double)wd[i] * wd[i];
+                xn += (double)x[i] * x[i];
+            }
+            bound += N * 0x1p-24 * (absum + bound);
+            double e = fabs(quant_vec_dot(ts[k], N, w, act) - exact);
+            over += e > bound;
+            rel[r] = e / sqrt(wn * xn);
+            relw[r] = fabs(exact - orig) / sqrt(wn * xn); /* the weight's own rounding */
+        }
+        qsort(rel, ROWS, sizeof rel[0], s_cmp_d);
+        qsort(relw, ROWS, sizeof relw[0], s_cmp_d);
+        CHECK(over == 0, "%s: %d rows beyond the activation-rounding bound", quant_type_name(ts[k]),
+              over);
+        printf("q8_0 activation with %s weights, n=%d: error / (|w| |x|) median %.2e, max %.2e "
+               "(the weights' own %s rounding: median %.2e, max %.2e)\n",
+               quant_type_name(ts[k]), N, rel[ROWS / 2], rel[ROWS - 1], quant_type_name(ts[k]),
+               relw[ROWS / 2], relw[ROWS - 1]);
+    }
+}
+
 int main(void)
 {
     test_table();
@@ -401,6 +463,7 @@ int main(void)
     test_known_answers();
     test_round_trip();
     test_simd_vs_scalar();
+    test_activation_cost();
     test_products();
     quant_pool_shutdown();
     return CHECK_DONE("test_quant");
