@@ -190,3 +190,71 @@ float quant_dot_q4_0_avx2(uint64_t n, const void *wv, const void *act)
     }
     return quant_reduce32(a);
 }
+
+/* ---------------------------------------------------------------- activation quantization */
+
+/* roundf (halves away from zero) exactly, 8 lanes: t = trunc(v); v - t is exact (the
+ * fraction of a float is a float), so comparing |v - t| >= 0.5 and stepping t one away from
+ * zero is precisely roundf. (A cvtps with the default rounding would send halves to even:
+ * ggml's own AVX2 quantize_row_q8_0 does that and so differs from the reference on ties.) */
+static inline __m256 s_roundf8(__m256 v)
+{
+    const __m256 t = _mm256_round_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+    const __m256 sign = _mm256_and_ps(v, _mm256_set1_ps(-0.0f));
+    const __m256 frac = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), _mm256_sub_ps(v, t));
+    const __m256 up = _mm256_and_ps(_mm256_cmp_ps(frac, _mm256_set1_ps(0.5f), _CMP_GE_OQ),
+                                    _mm256_or_ps(sign, _mm256_set1_ps(1.0f)));
+    return _mm256_add_ps(t, up);
+}
+
+int quant_act_q8_avx2(const float *x, uint64_t n, void *act)
+{
+    const quant_act_q8 v = quant_act_view(act, n);
+    int8_t *qs = (int8_t *)v.qs;
+    float *dd = (float *)v.d;
+    int32_t *b8 = (int32_t *)v.bias8, *b128 = (int32_t *)v.bias128;
+    const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    for (uint64_t b = 0; b < n / QUANT_QK; b++) {
+        const float *p = x + b * QUANT_QK;
+        __m256 v0 = _mm256_loadu_ps(p), v1 = _mm256_loadu_ps(p + 8);
+        __m256 v2 = _mm256_loadu_ps(p + 16), v3 = _mm256_loadu_ps(p + 24);
+        /* Non-finite values go back to the scalar path, which names them (checked per
+         * element: maxps drops a NaN operand). amax: max is exact and order-free once every
+         * value is finite. */
+        const __m256 a0 = _mm256_and_ps(v0, absmask), a1 = _mm256_and_ps(v1, absmask);
+        const __m256 a2 = _mm256_and_ps(v2, absmask), a3 = _mm256_and_ps(v3, absmask);
+        const __m256 inf = _mm256_set1_ps(__builtin_inff());
+        const __m256 bad = _mm256_or_ps(
+            _mm256_or_ps(_mm256_cmp_ps(a0, inf, _CMP_NLT_UQ), _mm256_cmp_ps(a1, inf, _CMP_NLT_UQ)),
+            _mm256_or_ps(_mm256_cmp_ps(a2, inf, _CMP_NLT_UQ), _mm256_cmp_ps(a3, inf, _CMP_NLT_UQ)));
+        if (_mm256_movemask_ps(bad))
+            return -1;
+        __m256 m = _mm256_max_ps(_mm256_max_ps(a0, a1), _mm256_max_ps(a2, a3));
+        __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+        m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+        m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+        /* quantize_row_q8_0_ref's arithmetic, in its order. */
+        const float amax = _mm_cvtss_f32(m4);
+        const float d = amax / ((1 << 7) - 1);
+        const float id = d ? 1.0f / d : 0.0f;
+        dd[b] = _cvtsh_ss(_cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+        const __m256 mul = _mm256_set1_ps(id);
+        __m256i i0 = _mm256_cvttps_epi32(s_roundf8(_mm256_mul_ps(v0, mul)));
+        __m256i i1 = _mm256_cvttps_epi32(s_roundf8(_mm256_mul_ps(v1, mul)));
+        __m256i i2 = _mm256_cvttps_epi32(s_roundf8(_mm256_mul_ps(v2, mul)));
+        __m256i i3 = _mm256_cvttps_epi32(s_roundf8(_mm256_mul_ps(v3, mul)));
+        /* |q| <= 127: the saturating packs do not saturate; they interleave 128-bit lanes,
+         * which the final permute undoes (element order 0..31). */
+        __m256i q = _mm256_packs_epi16(_mm256_packs_epi32(i0, i1), _mm256_packs_epi32(i2, i3));
+        q = _mm256_permutevar8x32_epi32(q, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+        _mm256_storeu_si256((__m256i *)(qs + b * QUANT_QK), q);
+        /* Quad sums: 1 * q (maddubs: unsigned 1 times signed q), pairs to int32. */
+        const __m256i s = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), q),
+                                            _mm256_set1_epi16(1));
+        _mm256_storeu_si256((__m256i *)(b8 + b * 8), _mm256_sub_epi32(_mm256_setzero_si256(),
+                                                                       _mm256_slli_epi32(s, 3)));
+        _mm256_storeu_si256((__m256i *)(b128 + b * 8),
+                            _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(s, 7)));
+    }
+    return 0;
+}

@@ -143,6 +143,11 @@ quant_dot_fn quant_dot_get(quant_type t, quant_isa isa);
 quant_isa quant_isa_current(void);
 int quant_isa_set(quant_isa isa);
 
+/* quant_act_prepare with a given ISA (scalar: the reference path; others: AVX2 where the CPU
+ * has it). The bytes are the same whichever runs; tests hold them to that. */
+int quant_act_prepare_isa(quant_isa isa, quant_type w, const float *x, uint64_t n, void *act,
+                          char *err, size_t errlen);
+
 /* w_row . act with the current ISA (see quant_dot_fn). */
 float quant_vec_dot(quant_type t, uint64_t n, const void *w_row, const void *act);
 

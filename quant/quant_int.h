@@ -38,6 +38,10 @@ float quant_dot_bf16_avx2(uint64_t n, const void *w, const void *act);
 float quant_dot_q8_0_avx2(uint64_t n, const void *w, const void *act);
 float quant_dot_q4_0_avx2(uint64_t n, const void *w, const void *act);
 
+/* x (n floats, n a multiple of 32) into the Q8_0 activation form with AVX2: the same bytes
+ * as the scalar quant_act_prepare. -1 (nothing promised about act) on a non-finite value. */
+int quant_act_q8_avx2(const float *x, uint64_t n, void *act);
+
 /* AVX-512 F+BW+VL+VNNI kernels (dot_avx512.c). */
 float quant_dot_f32_avx512(uint64_t n, const void *w, const void *act);
 float quant_dot_f16_avx512(uint64_t n, const void *w, const void *act);

@@ -393,6 +393,49 @@ static void test_products(void)
               strstr(err, "non-finite"), "NaN activation: %s", err);
 }
 
+/* The activation quantizer: the SIMD path writes the scalar reference's bytes, ties and
+ * all (blocks with amax = 127 make d = id = 1, so x = k + 0.5 is an exact tie for roundf). */
+static void test_act_simd(void)
+{
+    enum { N = 4096 };
+    char err[256];
+    _Alignas(32) static uint8_t a[N * 4], b[N * 4];
+    static float x[N];
+    uint64_t bytes;
+    int same = 1, blocks = 0;
+    quant_act_bytes(QUANT_Q8_0, N, &bytes, err, sizeof err);
+    for (int rep = 0; rep < 20; rep++) {
+        for (int i = 0; i < N; i++) {
+            if (rep % 2 == 0 && i % 32 == 0)
+                x[i] = 127.0f;
+            else if (rep % 2 == 0)
+                x[i] = (float)((int)(s_next() % 253) - 126) + 0.5f * (float)(s_next() % 2);
+            else
+                x[i] = s_unif(-1.0f, 1.0f) * (float)(1 << (s_next() % 20)) * 1e-3f;
+        }
+        x[64 + rep] = -0.0f;
+        for (int i = 96; i < 128; i++) /* a block of zeros */
+            x[i] = 0.0f;
+        for (int isa = 1; isa < QUANT_ISA_COUNT; isa++) {
+            if (!quant_dot_get(QUANT_Q8_0, (quant_isa)isa))
+                continue;
+            CHECK(quant_act_prepare_isa(QUANT_ISA_SCALAR, QUANT_Q8_0, x, N, a, err, sizeof err) == 0 &&
+                      quant_act_prepare_isa((quant_isa)isa, QUANT_Q8_0, x, N, b, err, sizeof err) == 0,
+                  "%s", err);
+            same &= !memcmp(a, b, bytes);
+            blocks += N / 32;
+        }
+    }
+    CHECK(same, "SIMD activation quantizer = scalar reference");
+    printf("activation quantizer: %d blocks compared byte for byte\n", blocks);
+    x[77] = __builtin_inff();
+    for (int isa = 0; isa < QUANT_ISA_COUNT; isa++)
+        if (quant_dot_get(QUANT_Q8_0, (quant_isa)isa))
+            CHECK(quant_act_prepare_isa((quant_isa)isa, QUANT_Q8_0, x, N, b, err, sizeof err) == -1 &&
+                      strstr(err, "element 77"), "%s: inf rejected: %s",
+                  quant_isa_name((quant_isa)isa), err);
+}
+
 /* What quantizing the activation to Q8_0 costs (README, "Tensor types"). For a Q8_0 or Q4_0
  * weight row w (its exact dequantized values) and an f32 activation x, compare our dot
  * product (x quantized to Q8_0 first, as llama.cpp does) with the exact one in double. Each
@@ -463,6 +506,7 @@ int main(void)
     test_known_answers();
     test_round_trip();
     test_simd_vs_scalar();
+    test_act_simd();
     test_activation_cost();
     test_products();
     quant_pool_shutdown();
