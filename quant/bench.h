@@ -1,4 +1,4 @@
-/* bench.h — matrix-vector speed per tensor type beside a memory-read bound from the same run. quant/
+/* bench.h — matrix-vector speed per tensor type beside a same-run memory-read bound. quant/
  *
  * A matrix-vector product streams its weights once and does a few operations per byte, so on
  * these machines its limit is memory bandwidth. The bound is measured, not quoted: the same

@@ -84,8 +84,9 @@ float quant_dot_bf16_avx512(uint64_t n, const void *wv, const void *act)
 static inline void s_scales4(__m128i h, const float *dx, __m512 *d01, __m512 *d23)
 {
     const __m512 d = _mm512_castps128_ps512(_mm_mul_ps(_mm_cvtph_ps(h), _mm_loadu_ps(dx)));
-    *d01 = _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1), d);
-    *d23 = _mm512_permutexvar_ps(_mm512_setr_epi32(2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3), d);
+    const __m512i i01 = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+    *d01 = _mm512_permutexvar_ps(i01, d);
+    *d23 = _mm512_permutexvar_ps(_mm512_add_epi32(i01, _mm512_set1_epi32(2)), d);
 }
 
 static inline __m128i s_dw4_q4(const quant_block_q4_0 *x)
@@ -122,9 +123,9 @@ static inline __m512 s_q8_quads2(const quant_block_q8_0 *x, const int8_t *yq, co
  * 0..15 in element order; the accumulator starts at -8 * the quad sums. */
 static inline __m512 s_q4_quads2(const quant_block_q4_0 *x, const int8_t *yq, const int32_t *b8)
 {
-    const __m512i v = _mm512_inserti64x4(
-        _mm512_castsi256_si512(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)x[0].qs))),
-        _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)x[1].qs)), 1);
+    const __m256i q0 = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)x[0].qs));
+    const __m256i q1 = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)x[1].qs));
+    const __m512i v = _mm512_inserti64x4(_mm512_castsi256_si512(q0), q1, 1);
     const __m512i sh = _mm512_setr_epi64(0, 0, 4, 4, 0, 0, 4, 4);
     const __m512i nib = _mm512_and_si512(_mm512_srlv_epi64(v, sh), _mm512_set1_epi8(0x0F));
     return _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_loadu_si512(b8), nib,

@@ -419,8 +419,10 @@ static void test_act_simd(void)
         for (int isa = 1; isa < QUANT_ISA_COUNT; isa++) {
             if (!quant_dot_get(QUANT_Q8_0, (quant_isa)isa))
                 continue;
-            CHECK(quant_act_prepare_isa(QUANT_ISA_SCALAR, QUANT_Q8_0, x, N, a, err, sizeof err) == 0 &&
-                      quant_act_prepare_isa((quant_isa)isa, QUANT_Q8_0, x, N, b, err, sizeof err) == 0,
+            const quant_isa si = (quant_isa)isa;
+            CHECK(quant_act_prepare_isa(QUANT_ISA_SCALAR, QUANT_Q8_0, x, N, a, err, sizeof err) ==
+                          0 &&
+                      quant_act_prepare_isa(si, QUANT_Q8_0, x, N, b, err, sizeof err) == 0,
                   "%s", err);
             same &= !memcmp(a, b, bytes);
             blocks += N / 32;
@@ -431,9 +433,9 @@ static void test_act_simd(void)
     x[77] = __builtin_inff();
     for (int isa = 0; isa < QUANT_ISA_COUNT; isa++)
         if (quant_dot_get(QUANT_Q8_0, (quant_isa)isa))
-            CHECK(quant_act_prepare_isa((quant_isa)isa, QUANT_Q8_0, x, N, b, err, sizeof err) == -1 &&
-                      strstr(err, "element 77"), "%s: inf rejected: %s",
-                  quant_isa_name((quant_isa)isa), err);
+            CHECK(quant_act_prepare_isa((quant_isa)isa, QUANT_Q8_0, x, N, b, err, sizeof err) ==
+                          -1 && strstr(err, "element 77"),
+                  "%s: inf rejected: %s", quant_isa_name((quant_isa)isa), err);
 }
 
 /* What quantizing the activation to Q8_0 costs (README, "Tensor types"). For a Q8_0 or Q4_0
