@@ -1,4 +1,4 @@
-/* cmd_bench_quant.c — `swarm bench-quant`: matvec GB/s per tensor type vs a read bound. coordinator/ */
+/* cmd_bench_quant.c — `swarm bench-quant`: matvec GB/s per type vs a read bound. coordinator/ */
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
