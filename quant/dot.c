@@ -84,7 +84,9 @@ float quant_dot_q8_0_scalar(uint64_t n, const void *w, const void *act)
 }
 
 /* As Q8_0, with element k of the block = (nibble - 8): low nibbles are elements 0..15, high
- * nibbles 16..31 (ggml-common.h block_q4_0), so quads 0..3 read low and 4..7 high nibbles. */
+ * nibbles 16..31 (ggml-common.h block_q4_0), so quads 0..3 read low and 4..7 high nibbles,
+ * and go to Q4_0's lanes (quant.h). The activation is read in element order (qs): the
+ * grouped copy is only for the SIMD kernels' loads. */
 float quant_dot_q4_0_scalar(uint64_t n, const void *w, const void *act)
 {
     const quant_block_q4_0 *x = w;
@@ -93,14 +95,14 @@ float quant_dot_q4_0_scalar(uint64_t n, const void *w, const void *act)
     for (uint64_t b = 0; b < n / QUANT_QK; b++) {
         const float d = quant_f16_to_f32(x[b].d) * y.d[b];
         const int8_t *yq = y.qs + b * QUANT_QK;
-        float *lane = a + (b % QUANT_QB_GROUP) * QUANT_QB_LANES;
         for (int q = 0; q < QUANT_QB_LANES; q++) {
             int s = 0;
             for (int k = 4 * q; k < 4 * q + 4; k++) {
                 const int v = k < 16 ? (x[b].qs[k] & 0x0F) - 8 : (x[b].qs[k - 16] >> 4) - 8;
                 s += v * yq[k];
             }
-            lane[q] = fmaf((float)s, d, lane[q]);
+            const uint64_t l = q < 4 ? 4 * (b % 4) + (uint64_t)q : 12 + 4 * (b % 4) + (uint64_t)q;
+            a[l] = fmaf((float)s, d, a[l]);
         }
     }
     return quant_reduce32(a);

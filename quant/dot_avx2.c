@@ -8,6 +8,8 @@
 #pragma GCC target("avx2,fma,f16c")
 #include <immintrin.h>
 
+#include <string.h>
+
 #include "quant/quant_int.h"
 
 /* Exact widening of one IEEE half (F16C). */
@@ -147,19 +149,38 @@ float quant_dot_q8_0_avx2(uint64_t n, const void *wv, const void *act)
     return quant_reduce32(a);
 }
 
-/* A Q4_0 block's quads: its 32 nibbles in element order (low nibbles of the 16 bytes are
- * elements 0..15, high nibbles 16..31) as unsigned bytes 0..15 times the activation's signed
- * bytes (maddubs: 2 * 15 * 127 < 2^15, no saturation), pairs to int32, plus -8 * the quad's
- * activation sum: exactly sum (nibble - 8) * y. */
-static inline __m256 s_q4_quads(const quant_block_q4_0 *x, const int8_t *yq, const int32_t *b8)
+/* Q4_0 (quant.h's lanes for it): two blocks' 16 nibble bytes side by side; masked, the low
+ * nibbles are both blocks' elements 0..15, shifted and masked the high ones 16..31 — the
+ * order of the activation's grouped copy qs4, so each half meets one 32-byte load. Unsigned
+ * nibbles 0..15 times signed activation bytes (maddubs: 2 * 15 * 127 < 2^15, no
+ * saturation), pairs to int32, plus -8 * the quad's activation sum: exactly
+ * sum (nibble - 8) * y. The int32 lanes are the two blocks' quads 0..3 (or 4..7). */
+static inline __m256 s_q4_half(__m256i nib, const int8_t *yq, const int32_t *b8)
 {
-    const __m128i t = _mm_loadu_si128((const __m128i *)x->qs);
-    const __m256i v = _mm256_and_si256(
-        _mm256_inserti128_si256(_mm256_castsi128_si256(t), _mm_srli_epi16(t, 4), 1),
-        _mm256_set1_epi8(0x0F));
     const __m256i p = _mm256_madd_epi16(
-        _mm256_maddubs_epi16(v, _mm256_loadu_si256((const __m256i *)yq)), _mm256_set1_epi16(1));
+        _mm256_maddubs_epi16(nib, _mm256_loadu_si256((const __m256i *)yq)), _mm256_set1_epi16(1));
     return _mm256_cvtepi32_ps(_mm256_add_epi32(p, _mm256_loadu_si256((const __m256i *)b8)));
+}
+
+/* One block of a group's remainder (k < 4 blocks in its group), 128 bits at a time. */
+static inline void s_q4_tail(float *a, const quant_block_q4_0 *x, uint64_t b, uint64_t k,
+                             const quant_act_q8 *y)
+{
+    const uint64_t g = b / 4, p = b % 4;
+    const __m128i t = _mm_loadu_si128((const __m128i *)x->qs), m = _mm_set1_epi8(0x0F);
+    const __m128i lo = _mm_and_si128(t, m), hi = _mm_and_si128(_mm_srli_epi16(t, 4), m);
+    const __m128 d = _mm_set1_ps(s_h2f(x->d) * y->d[b]);
+    const int8_t *q = y->qs4 + g * 128;
+    const int32_t *b8 = y->bias8 + g * 32;
+    __m128i s = _mm_madd_epi16(_mm_maddubs_epi16(lo, _mm_loadu_si128((const __m128i *)(q + p * 16))),
+                               _mm_set1_epi16(1));
+    s = _mm_add_epi32(s, _mm_loadu_si128((const __m128i *)(b8 + 4 * p)));
+    _mm_storeu_ps(a + 4 * p, _mm_fmadd_ps(_mm_cvtepi32_ps(s), d, _mm_loadu_ps(a + 4 * p)));
+    s = _mm_madd_epi16(_mm_maddubs_epi16(hi, _mm_loadu_si128((const __m128i *)(q + k * 16 + p * 16))),
+                       _mm_set1_epi16(1));
+    s = _mm_add_epi32(s, _mm_loadu_si128((const __m128i *)(b8 + 16 + 4 * p)));
+    _mm_storeu_ps(a + 16 + 4 * p,
+                  _mm_fmadd_ps(_mm_cvtepi32_ps(s), d, _mm_loadu_ps(a + 16 + 4 * p)));
 }
 
 float quant_dot_q4_0_avx2(uint64_t n, const void *wv, const void *act)
@@ -167,27 +188,31 @@ float quant_dot_q4_0_avx2(uint64_t n, const void *wv, const void *act)
     const quant_block_q4_0 *x = wv;
     const quant_act_q8 y = quant_act_view(act, n);
     const uint64_t nb = n / QUANT_QK;
+    const __m256i m = _mm256_set1_epi8(0x0F);
     __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
     float a[QUANT_LANES];
     uint64_t b = 0;
     for (; b + QUANT_QB_GROUP <= nb; b += QUANT_QB_GROUP) {
         const uint16_t dw[4] = { x[b].d, x[b + 1].d, x[b + 2].d, x[b + 3].d };
-        const __m128 d4 = s_scales4(dw, y.d + b);
-        const int8_t *yq = y.qs + b * QUANT_QK;
+        const __m256 d4 = _mm256_castps128_ps256(s_scales4(dw, y.d + b));
+        const __m256 d01 = _mm256_permutevar8x32_ps(d4, _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1));
+        const __m256 d23 = _mm256_permutevar8x32_ps(d4, _mm256_setr_epi32(2, 2, 2, 2, 3, 3, 3, 3));
+        const int8_t *q = y.qs4 + b * 32;
         const int32_t *b8 = y.bias8 + b * 8;
-        a0 = _mm256_fmadd_ps(s_q4_quads(x + b, yq, b8), s_lane(d4, 0), a0);
-        a1 = _mm256_fmadd_ps(s_q4_quads(x + b + 1, yq + 32, b8 + 8), s_lane(d4, 1), a1);
-        a2 = _mm256_fmadd_ps(s_q4_quads(x + b + 2, yq + 64, b8 + 16), s_lane(d4, 2), a2);
-        a3 = _mm256_fmadd_ps(s_q4_quads(x + b + 3, yq + 96, b8 + 24), s_lane(d4, 3), a3);
+        const __m256i v01 = _mm256_loadu2_m128i((const __m128i *)x[b + 1].qs,
+                                                (const __m128i *)x[b].qs);
+        const __m256i v23 = _mm256_loadu2_m128i((const __m128i *)x[b + 3].qs,
+                                                (const __m128i *)x[b + 2].qs);
+        a0 = _mm256_fmadd_ps(s_q4_half(_mm256_and_si256(v01, m), q, b8), d01, a0);
+        a1 = _mm256_fmadd_ps(s_q4_half(_mm256_and_si256(v23, m), q + 32, b8 + 8), d23, a1);
+        a2 = _mm256_fmadd_ps(s_q4_half(_mm256_and_si256(_mm256_srli_epi16(v01, 4), m), q + 64,
+                                       b8 + 16), d01, a2);
+        a3 = _mm256_fmadd_ps(s_q4_half(_mm256_and_si256(_mm256_srli_epi16(v23, 4), m), q + 96,
+                                       b8 + 24), d23, a3);
     }
     s_store4(a, a0, a1, a2, a3);
-    for (; b < nb; b++) {
-        float *lane = a + (b % QUANT_QB_GROUP) * QUANT_QB_LANES;
-        const __m256 d = _mm256_set1_ps(s_h2f(x[b].d) * y.d[b]);
-        _mm256_storeu_ps(lane, _mm256_fmadd_ps(s_q4_quads(x + b, y.qs + b * QUANT_QK,
-                                                          y.bias8 + b * 8),
-                                               d, _mm256_loadu_ps(lane)));
-    }
+    for (; b < nb; b++)
+        s_q4_tail(a, x + b, b, nb % QUANT_QB_GROUP, &y);
     return quant_reduce32(a);
 }
 
@@ -210,14 +235,16 @@ static inline __m256 s_roundf8(__m256 v)
 int quant_act_q8_avx2(const float *x, uint64_t n, void *act)
 {
     const quant_act_q8 v = quant_act_view(act, n);
-    int8_t *qs = (int8_t *)v.qs;
+    const uint64_t nb = n / QUANT_QK;
+    int8_t *qs = (int8_t *)v.qs, *qs4 = (int8_t *)v.qs4;
     float *dd = (float *)v.d;
     int32_t *b8 = (int32_t *)v.bias8, *b128 = (int32_t *)v.bias128;
+    memset(b8, 0, (nb + 3) / 4 * 128); /* lanes of a short last group's absent blocks */
     const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
-    for (uint64_t b = 0; b < n / QUANT_QK; b++) {
-        const float *p = x + b * QUANT_QK;
-        __m256 v0 = _mm256_loadu_ps(p), v1 = _mm256_loadu_ps(p + 8);
-        __m256 v2 = _mm256_loadu_ps(p + 16), v3 = _mm256_loadu_ps(p + 24);
+    for (uint64_t b = 0; b < nb; b++) {
+        const float *px = x + b * QUANT_QK;
+        __m256 v0 = _mm256_loadu_ps(px), v1 = _mm256_loadu_ps(px + 8);
+        __m256 v2 = _mm256_loadu_ps(px + 16), v3 = _mm256_loadu_ps(px + 24);
         /* Non-finite values go back to the scalar path, which names them (checked per
          * element: maxps drops a NaN operand). amax: max is exact and order-free once every
          * value is finite. */
@@ -248,13 +275,19 @@ int quant_act_q8_avx2(const float *x, uint64_t n, void *act)
         __m256i q = _mm256_packs_epi16(_mm256_packs_epi32(i0, i1), _mm256_packs_epi32(i2, i3));
         q = _mm256_permutevar8x32_epi32(q, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
         _mm256_storeu_si256((__m256i *)(qs + b * QUANT_QK), q);
+        /* The grouped copy for Q4_0: elements 0..15 and 16..31 to their halves of the group. */
+        const uint64_t g = b / 4, p = b % 4, k = nb - 4 * g < 4 ? nb - 4 * g : 4;
+        _mm_storeu_si128((__m128i *)(qs4 + g * 128 + p * 16), _mm256_castsi256_si128(q));
+        _mm_storeu_si128((__m128i *)(qs4 + g * 128 + k * 16 + p * 16),
+                         _mm256_extracti128_si256(q, 1));
         /* Quad sums: 1 * q (maddubs: unsigned 1 times signed q), pairs to int32. */
         const __m256i s = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), q),
                                             _mm256_set1_epi16(1));
-        _mm256_storeu_si256((__m256i *)(b8 + b * 8), _mm256_sub_epi32(_mm256_setzero_si256(),
-                                                                       _mm256_slli_epi32(s, 3)));
         _mm256_storeu_si256((__m256i *)(b128 + b * 8),
                             _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(s, 7)));
+        const __m256i s8 = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(s, 3));
+        _mm_storeu_si128((__m128i *)(b8 + g * 32 + 4 * p), _mm256_castsi256_si128(s8));
+        _mm_storeu_si128((__m128i *)(b8 + g * 32 + 16 + 4 * p), _mm256_extracti128_si256(s8, 1));
     }
     return 0;
 }

@@ -118,18 +118,42 @@ static inline __m512 s_q8_quads2(const quant_block_q8_0 *x, const int8_t *yq, co
                                                   _mm512_loadu_si512(yq)));
 }
 
-/* Two Q4_0 blocks' quads: the 16 nibble bytes of each block broadcast to two 128-bit lanes,
- * shifted right by 0 (low nibbles: elements 0..15) and 4 (high: 16..31), masked: unsigned
- * 0..15 in element order; the accumulator starts at -8 * the quad sums. */
-static inline __m512 s_q4_quads2(const quant_block_q4_0 *x, const int8_t *yq, const int32_t *b8)
+/* Four Q4_0 blocks' quads (quant.h's lanes for Q4_0): their 16 nibble bytes side by side;
+ * masked, the low nibbles are the four blocks' elements 0..15 (lanes 0..15 after vpdpbusd),
+ * shifted and masked the high ones 16..31 (lanes 16..31) — the order of the activation's
+ * grouped copy qs4, one 64-byte load each. Accumulators start at -8 * the quad sums. */
+static inline void s_q4_quads4(const quant_block_q4_0 *x, const int8_t *q, const int32_t *b8,
+                               __m512 *lo, __m512 *hi)
 {
-    const __m256i q0 = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)x[0].qs));
-    const __m256i q1 = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)x[1].qs));
-    const __m512i v = _mm512_inserti64x4(_mm512_castsi256_si512(q0), q1, 1);
-    const __m512i sh = _mm512_setr_epi64(0, 0, 4, 4, 0, 0, 4, 4);
-    const __m512i nib = _mm512_and_si512(_mm512_srlv_epi64(v, sh), _mm512_set1_epi8(0x0F));
-    return _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_loadu_si512(b8), nib,
-                                                  _mm512_loadu_si512(yq)));
+    __m512i v = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)x[0].qs));
+    v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)x[1].qs), 1);
+    v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)x[2].qs), 2);
+    v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)x[3].qs), 3);
+    const __m512i m = _mm512_set1_epi8(0x0F);
+    *lo = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_loadu_si512(b8), _mm512_and_si512(v, m),
+                                                 _mm512_loadu_si512(q)));
+    *hi = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_loadu_si512(b8 + 16),
+                                                 _mm512_and_si512(_mm512_srli_epi16(v, 4), m),
+                                                 _mm512_loadu_si512(q + 64)));
+}
+
+/* One block of a short last group (k < 4 blocks), 128 bits at a time. */
+static inline void s_q4_tail(float *a, const quant_block_q4_0 *x, uint64_t b, uint64_t k,
+                             const quant_act_q8 *y)
+{
+    const uint64_t g = b / 4, p = b % 4;
+    const __m128i t = _mm_loadu_si128((const __m128i *)x->qs), m = _mm_set1_epi8(0x0F);
+    const __m128 d = _mm_set1_ps(_cvtsh_ss(x->d) * y->d[b]);
+    const int8_t *q = y->qs4 + g * 128;
+    const int32_t *b8 = y->bias8 + g * 32;
+    __m128i s = _mm_dpbusd_epi32(_mm_loadu_si128((const __m128i *)(b8 + 4 * p)),
+                                 _mm_and_si128(t, m), _mm_loadu_si128((const __m128i *)(q + p * 16)));
+    _mm_storeu_ps(a + 4 * p, _mm_fmadd_ps(_mm_cvtepi32_ps(s), d, _mm_loadu_ps(a + 4 * p)));
+    s = _mm_dpbusd_epi32(_mm_loadu_si128((const __m128i *)(b8 + 16 + 4 * p)),
+                         _mm_and_si128(_mm_srli_epi16(t, 4), m),
+                         _mm_loadu_si128((const __m128i *)(q + k * 16 + p * 16)));
+    _mm_storeu_ps(a + 16 + 4 * p,
+                  _mm_fmadd_ps(_mm_cvtepi32_ps(s), d, _mm_loadu_ps(a + 16 + 4 * p)));
 }
 
 /* One leftover block's quads (256-bit forms), into its 8 lanes of a[]. */
@@ -171,22 +195,21 @@ float quant_dot_q4_0_avx512(uint64_t n, const void *wv, const void *act)
     const quant_block_q4_0 *x = wv;
     const quant_act_q8 y = quant_act_view(act, n);
     const uint64_t nb = n / QUANT_QK;
-    __m512 z0 = _mm512_setzero_ps(), z1 = z0, d01, d23;
+    const __m512i idx = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
+    __m512 z0 = _mm512_setzero_ps(), z1 = z0, lo, hi;
     float a[QUANT_LANES];
     uint64_t b = 0;
     for (; b + QUANT_QB_GROUP <= nb; b += QUANT_QB_GROUP) {
-        s_scales4(s_dw4_q4(x + b), y.d + b, &d01, &d23);
-        z0 = _mm512_fmadd_ps(s_q4_quads2(x + b, y.qs + b * 32, y.bias8 + b * 8), d01, z0);
-        z1 = _mm512_fmadd_ps(s_q4_quads2(x + b + 2, y.qs + b * 32 + 64, y.bias8 + b * 8 + 16),
-                             d23, z1);
+        const __m128i h = s_dw4_q4(x + b);
+        const __m512 d4 = _mm512_castps128_ps512(_mm_mul_ps(_mm_cvtph_ps(h),
+                                                            _mm_loadu_ps(y.d + b)));
+        const __m512 d = _mm512_permutexvar_ps(idx, d4);
+        s_q4_quads4(x + b, y.qs4 + b * 32, y.bias8 + b * 8, &lo, &hi);
+        z0 = _mm512_fmadd_ps(lo, d, z0);
+        z1 = _mm512_fmadd_ps(hi, d, z1);
     }
     s_store2(a, z0, z1);
-    for (; b < nb; b++) {
-        const __m128i t = _mm_loadu_si128((const __m128i *)x[b].qs);
-        const __m256i v = _mm256_and_si256(
-            _mm256_inserti128_si256(_mm256_castsi128_si256(t), _mm_srli_epi16(t, 4), 1),
-            _mm256_set1_epi8(0x0F));
-        s_tail(a, b, v, &y, y.bias8, x[b].d);
-    }
+    for (; b < nb; b++)
+        s_q4_tail(a, x + b, b, nb % QUANT_QB_GROUP, &y);
     return quant_reduce32(a);
 }

@@ -301,9 +301,10 @@ quant_act_q8 quant_act_view(const void *act, uint64_t n)
     const uint64_t nb = n / QUANT_QK;
     quant_act_q8 v;
     v.qs = act;
-    v.d = (const float *)((const uint8_t *)act + n);
-    v.bias8 = (const int32_t *)(v.d + nb);
-    v.bias128 = v.bias8 + nb * 8;
+    v.d = (const float *)(v.qs + n);
+    v.bias128 = (const int32_t *)(v.d + nb);
+    v.qs4 = (const int8_t *)(v.bias128 + nb * 8);
+    v.bias8 = (const int32_t *)(v.qs4 + n);
     return v;
 }
 
@@ -320,11 +321,25 @@ int quant_act_bytes(quant_type w, uint64_t n, uint64_t *bytes, char *err, size_t
         }
         *bytes = n * 4;
     } else {
-        /* n quants + per block 4 (scale) + 2 * 32 (bias sums); n / 32 blocks. Fits: n is a
-         * row ggml could address as 34-byte blocks. */
-        *bytes = n + (n / QUANT_QK) * (4 + 2 * 8 * 4);
+        /* 2 n quants, per block 4 (scale) + 32 (bias128), per group of 4 blocks 128 (bias8).
+         * Fits: n is a row ggml could address as 34-byte blocks. */
+        const uint64_t nb = n / QUANT_QK;
+        *bytes = 2 * n + nb * (4 + 32) + (nb + 3) / 4 * 128;
     }
     return 0;
+}
+
+/* Where block b's element k (0..31) sits in the grouped arrangement qs4 of nb blocks. */
+static uint64_t s_qs4_index(uint64_t b, int k, uint64_t nb)
+{
+    const uint64_t g = b / 4, p = b % 4, kg = nb - 4 * g < 4 ? nb - 4 * g : 4;
+    return g * 128 + (k < 16 ? p * 16 + (uint64_t)k : kg * 16 + p * 16 + (uint64_t)k - 16);
+}
+
+/* Q4_0's lane (0..31) for block b's quad q (quant.h). */
+static int s_q4_lane(uint64_t b, int q)
+{
+    return q < 4 ? 4 * (int)(b % 4) + q : 16 + 4 * (int)(b % 4) + q - 4;
 }
 
 int quant_act_prepare(quant_type w, const float *x, uint64_t n, void *act, char *err,
@@ -352,20 +367,24 @@ int quant_act_prepare_isa(quant_isa isa, quant_type w, const float *x, uint64_t 
     if (s_check_finite(x, n, err, errlen))
         return -1;
     quant_act_q8 v = quant_act_view(act, n);
-    int8_t *qs = (int8_t *)v.qs;
+    const uint64_t nb = n / QUANT_QK;
+    int8_t *qs = (int8_t *)v.qs, *qs4 = (int8_t *)v.qs4;
     float *d = (float *)v.d;
-    int32_t *b8 = (int32_t *)v.bias8, *b128 = (int32_t *)v.bias128;
-    for (uint64_t b = 0; b < n / QUANT_QK; b++) {
+    int32_t *b128 = (int32_t *)v.bias128, *b8 = (int32_t *)v.bias8;
+    memset(b8, 0, (nb + 3) / 4 * 128);
+    for (uint64_t b = 0; b < nb; b++) {
         quant_block_q8_0 blk;
         s_quantize_q8_0(x + b * QUANT_QK, &blk, 1);
         memcpy(qs + b * QUANT_QK, blk.qs, QUANT_QK);
+        for (int k = 0; k < QUANT_QK; k++)
+            qs4[s_qs4_index(b, k, nb)] = blk.qs[k];
         d[b] = quant_f16_to_f32(blk.d);
         for (int q = 0; q < 8; q++) {
             int32_t s = 0;
             for (int k = 4 * q; k < 4 * q + 4; k++)
                 s += blk.qs[k];
-            b8[b * 8 + q] = -8 * s;
             b128[b * 8 + q] = -128 * s;
+            b8[b / 4 * 32 + (uint64_t)s_q4_lane(b, q)] = -8 * s;
         }
     }
     return 0;

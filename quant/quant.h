@@ -12,8 +12,11 @@
  * activation is quantized once per matrix-vector product, then every block's dot product is
  * integer). Every implementation (scalar, AVX2, AVX-512) follows one fixed order, so a row's
  * result has the same bits whichever runs and however many threads share the rows:
- *   - 32 f32 accumulator lanes; float types put element i in lane i % 32; quantized types put
- *     block b's quad q (elements 4q..4q+3, an exact integer sum) in lane (b % 4) * 8 + q;
+ *   - 32 f32 accumulator lanes. Float types put element i in lane i % 32. Quantized types
+ *     work in quads (block b's elements 4q..4q+3, q = 0..7, an exact integer sum): Q8_0
+ *     puts quad q in lane (b % 4) * 8 + q; Q4_0, whose low nibbles are quads 0..3 and high
+ *     nibbles quads 4..7, puts them in lanes 4 * (b % 4) + q and 16 + 4 * (b % 4) + q - 4
+ *     (four blocks' low nibbles are then one 512-bit vector's lanes 0..15);
  *   - each contribution is one fused multiply-add (fmaf): w*x, or isum * (d_w * d_x);
  *   - the 32 lanes are reduced by one tree: t[j] = (a[j] + a[j+8]) + (a[j+16] + a[j+24]),
  *     then t[j] + t[j+4], then + [j+2], then + [j+1].
@@ -102,16 +105,22 @@ quant_type quant_act_type(quant_type w);
 /* The activation form, for a row of n elements (quant_act_bytes bytes):
  *   F32, F16, BF16 weights: the n floats.
  *   Q8_0, Q4_0 weights: x quantized to Q8_0 blocks exactly as quantize_row_q8_0_ref does
- *     (llama.cpp's vec_dot_type for both), stored for the kernels rather than as 34-byte
- *     blocks: the n int8 quants contiguous, then each block's scale widened to f32 (exact),
- *     then per block 8 quad sums (sum of the 4 quants of each quad) times -8 and times -128:
- *     Q4_0 stores (value + 8) and a VNNI Q8_0 kernel biases by +128; these sums take the
- *     offsets back out exactly. The same numbers as the blocks, only arranged for loads. */
+ *     (llama.cpp's vec_dot_type for both), stored for the kernels' loads rather than as
+ *     34-byte blocks, in two arrangements:
+ *     qs, bias128 (for Q8_0 weights): the n quants in element order; per block the 8 quad
+ *       sums times -128 (a VNNI kernel feeds weights in as x + 128, unsigned);
+ *     qs4, bias8 (for Q4_0 weights): per group of 4 blocks (the last may have fewer, k),
+ *       the blocks' elements 0..15 one after the other, then their elements 16..31 (as the
+ *       nibbles come out of the weights); per group 32 quad sums times -8 (Q4_0 stores
+ *       value + 8) in Q4_0's lane order (quant.h above; lanes of absent blocks are 0);
+ *     and d, each block's scale widened to f32 (exact).
+ *   The same numbers as the Q8_0 blocks; the sums take the offsets back out exactly. */
 typedef struct {
-    const int8_t *qs;          /* (n,) */
+    const int8_t *qs;          /* (n,) element order */
     const float *d;            /* (n/32,) */
-    const int32_t *bias8;      /* (n/32, 8): -8 * quad sums */
-    const int32_t *bias128;    /* (n/32, 8): -128 * quad sums */
+    const int32_t *bias128;    /* (n/32, 8): -128 * quad sums, block-major */
+    const int8_t *qs4;         /* (n,) grouped for Q4_0 */
+    const int32_t *bias8;      /* (groups, 32): -8 * quad sums in Q4_0 lane order */
 } quant_act_q8;
 /* The parts of a Q8_0 activation form of n elements. */
 quant_act_q8 quant_act_view(const void *act, uint64_t n);

@@ -141,14 +141,22 @@ def dot_float(w, x):
     return reduce32(a)
 
 
-def dot_quant(wblocks, ablocks):
+def q8_0_lane(b, q):
+    return (b % 4) * 8 + q
+
+
+def q4_0_lane(b, q):
+    return 4 * (b % 4) + q if q < 4 else 16 + 4 * (b % 4) + q - 4
+
+
+def dot_quant(wblocks, ablocks, lane_of):
     """wblocks: [(d_bits, [32 int values])], ablocks: the activation's Q8_0 blocks."""
     a = [0.0] * 32
     for b, ((dw, wq), (dx, xq)) in enumerate(zip(wblocks, ablocks)):
         d = f32(f16_val(dw) * f16_val(dx))
         for q in range(8):
             s = sum(wq[k] * xq[k] for k in range(4 * q, 4 * q + 4))
-            lane = (b % 4) * 8 + q
+            lane = lane_of(b, q)
             a[lane] = fma32(float(s), d, a[lane])
     return reduce32(a)
 
@@ -176,10 +184,11 @@ def main():
     for u in (0x3f808000, 0x3f818000, 0x7fc00001, 0xff800001, 0x7f7fffff, 0x00008000):
         bf16_pairs += [u, bf16_bits(bits_f32(u))]      # ties, NaNs, overflow, subnormal
 
-    # A 96-element row (3 blocks): a block with exact ties under d = 1, a block of zeros
-    # plus one value, and a random block; the activation: random values.
-    n = 96
-    x = [rng.uniform(-1, 1) for _ in range(n)]
+    # A 224-element row (7 blocks: a full group of 4 and a short one of 3): a block with
+    # exact ties under d = 1, a block of zeros plus one value, random blocks; the activation:
+    # random. (Checked below: the order of the sums shows in the bits of these answers.)
+    n = 224
+    x = [rng.uniform(-100, 100) for _ in range(n)]
     x[0:32] = [127.0, 2.5, -2.5, 0.5, -0.5, 1.5, 126.5, -126.5] + \
               [f32(rng.uniform(-127, 127)) for _ in range(24)]
     x[32:64] = [0.0] * 32
@@ -197,16 +206,19 @@ def main():
     def q4_values(qs):
         return [(qs[j] & 15) - 8 for j in range(16)] + [(qs[j] >> 4) - 8 for j in range(16)]
 
-    nf = 77  # float types: a length that leaves a tail of 13 in the 32 lanes
+    nf = 205  # float types: a length that leaves a tail of 13 in the 32 lanes
     w16 = [f16_val(f16_bits(v)) for v in x[:nf]]
     wbf = [bits_f32(bf16_bits(v) << 16) for v in x[:nf]]
     dots = [
         dot_float(x[:nf], act[:nf]),
         dot_float(w16, act[:nf]),
         dot_float(wbf, act[:nf]),
-        dot_quant(q8, aq),
-        dot_quant([(d, q4_values(q)) for d, q in q4], aq),
+        dot_quant(q8, aq, q8_0_lane),
+        dot_quant([(d, q4_values(q)) for d, q in q4], aq, q4_0_lane),
     ]
+    # The lane order must matter for these inputs, or the known answers would not check it.
+    q4w = [(d, q4_values(q)) for d, q in q4]
+    assert dot_quant(q4w, aq, q4_0_lane) != dot_quant(q4w, aq, q8_0_lane)
     exact = [float(sum(Fraction(a) * Fraction(b) for a, b in zip(w, act[:len(w)])))
              for w in (x[:nf], w16, wbf)]
 

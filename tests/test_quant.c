@@ -14,6 +14,9 @@
 #include "tests/check.h"
 #include "tests/quant_kat.h"
 
+/* Room for any type's activation form of n elements (quant_act_bytes is at most ~4.2 n). */
+#define ACT_ROOM(n) (5 * (n) + 256)
+
 static float s_f(uint32_t u)
 {
     float f;
@@ -152,7 +155,7 @@ static void test_known_answers(void)
     float x[KAT_N], act[KAT_N];
     /* Blocks hold uint16 scales: keep the buffers the kernels read 2-aligned (or more). */
     _Alignas(32) uint8_t q8[KAT_N / 32 * 34], q4[KAT_N / 32 * 18], aq[KAT_N / 32 * 34];
-    _Alignas(32) static uint8_t form[KAT_N * 4];
+    _Alignas(32) static uint8_t form[ACT_ROOM(KAT_N)];
     uint64_t fb = 0;
     for (int i = 0; i < KAT_N; i++) {
         x[i] = s_f(kat_x[i]);
@@ -169,13 +172,20 @@ static void test_known_answers(void)
               quant_act_prepare(QUANT_Q4_0, act, KAT_N, form, err, sizeof err) == 0, "%s", err);
     quant_act_q8 v = quant_act_view(form, KAT_N);
     int same = 1;
-    for (int b = 0; b < KAT_N / 32; b++) {
+    const int nb = KAT_N / 32;
+    for (int b = 0; b < nb; b++) {
         quant_block_q8_0 blk; /* copied: the byte array need not be 2-aligned */
         memcpy(&blk, kat_act_q8_0 + 34 * b, sizeof blk);
         same &= !memcmp(v.qs + 32 * b, blk.qs, 32) && v.d[b] == quant_f16_to_f32(blk.d);
+        /* Q4_0's grouped copy: a group's (here: k = nb - 4g blocks) elements 0..15, block
+         * after block, then their elements 16..31; its bias lanes 4p + q and 16 + 4p + q. */
+        const int g = b / 4, p = b % 4, k = nb - 4 * g < 4 ? nb - 4 * g : 4;
+        same &= !memcmp(v.qs4 + 128 * g + 16 * p, blk.qs, 16) &&
+                !memcmp(v.qs4 + 128 * g + 16 * k + 16 * p, blk.qs + 16, 16);
         for (int q = 0; q < 8; q++) {
             int sum = blk.qs[4 * q] + blk.qs[4 * q + 1] + blk.qs[4 * q + 2] + blk.qs[4 * q + 3];
-            same &= v.bias8[8 * b + q] == -8 * sum && v.bias128[8 * b + q] == -128 * sum;
+            int lane = q < 4 ? 4 * p + q : 16 + 4 * p + q - 4;
+            same &= v.bias128[8 * b + q] == -128 * sum && v.bias8[32 * g + lane] == -8 * sum;
         }
     }
     CHECK(same, "activation form = the known Q8_0 blocks");
@@ -200,7 +210,7 @@ static void test_known_answers(void)
         }
     }
     /* The ordered f32 sums stay close to the exact rational value: a sanity bound of 1e-5
-     * relative (77 terms of magnitude <= 127 * 3: rounding error is ~1e-6 relative). */
+     * relative (205 terms of magnitude <= 127 * 4: rounding error is ~1e-6 relative). */
     for (int k = 0; k < 3; k++)
         CHECK(fabs(s_f(kat_dot[k]) - kat_dot_exact[k]) <= 1e-5 * fabs(kat_dot_exact[k]) + 1e-4,
               "type %d: %g vs exact %g", k, (double)s_f(kat_dot[k]), kat_dot_exact[k]);
@@ -280,7 +290,7 @@ static void test_simd_vs_scalar(void)
     char err[256];
     const quant_type ts[] = { QUANT_F32, QUANT_F16, QUANT_BF16, QUANT_Q8_0, QUANT_Q4_0 };
     const uint64_t ns[] = { 32, 64, 96, 128, 160, 224, 2048, 5632, 1, 7, 31, 33, 77, 2050 };
-    _Alignas(32) static uint8_t w[5632 * 4], act[5632 * 4];
+    _Alignas(32) static uint8_t w[5632 * 4], act[ACT_ROOM(5632)];
     static float f[5632], x[5632];
     int compared = 0;
     for (size_t k = 0; k < 5; k++) {
@@ -320,7 +330,7 @@ static void test_products(void)
     const quant_type ts[] = { QUANT_F32, QUANT_F16, QUANT_BF16, QUANT_Q8_0, QUANT_Q4_0 };
     const uint64_t rows_list[] = { 1, 3, 37, 131 };
     enum { COLS = 96, B = 5, MAXR = 131 };
-    _Alignas(32) static uint8_t W[MAXR * COLS * 4], act[COLS * 4];
+    _Alignas(32) static uint8_t W[MAXR * COLS * 4], act[ACT_ROOM(COLS)];
     static float f[COLS], X[B * COLS], y[4][MAXR], Y[B * MAXR], ref[MAXR];
     for (size_t k = 0; k < 5; k++) {
         quant_type t = ts[k];
@@ -399,7 +409,7 @@ static void test_act_simd(void)
 {
     enum { N = 4096 };
     char err[256];
-    _Alignas(32) static uint8_t a[N * 4], b[N * 4];
+    _Alignas(32) static uint8_t a[ACT_ROOM(N)], b[ACT_ROOM(N)];
     static float x[N];
     uint64_t bytes;
     int same = 1, blocks = 0;
@@ -457,7 +467,7 @@ static void test_activation_cost(void)
     enum { N = 2048, ROWS = 400 };
     char err[256];
     const quant_type ts[2] = { QUANT_Q8_0, QUANT_Q4_0 };
-    _Alignas(32) static uint8_t w[N * 2], act[N * 4];
+    _Alignas(32) static uint8_t w[N * 2], act[ACT_ROOM(N)];
     static float f[N], x[N], wd[N];
     static double rel[ROWS], relw[ROWS];
     for (int k = 0; k < 2; k++) {
