@@ -66,9 +66,29 @@ static void *s_worker(void *p)
     return NULL;
 }
 
+/* A child of fork() has none of the pool's threads (and may have copied a lock held by one):
+ * it starts from an empty pool. */
+static void s_atfork_child(void)
+{
+    pthread_mutex_init(&s_pool.mu, NULL);
+    pthread_cond_init(&s_pool.go, NULL);
+    pthread_cond_init(&s_pool.done, NULL);
+    pthread_mutex_init(&s_call_mu, NULL);
+    s_pool.nth = 0;
+    s_pool.pending = 0;
+    s_pool.quit = 0;
+}
+
+static pthread_once_t s_once = PTHREAD_ONCE_INIT;
+static void s_init_once(void)
+{
+    pthread_atfork(NULL, NULL, s_atfork_child);
+}
+
 /* Start workers until there are n - 1 of them. Caller holds s_call_mu. */
 static int s_grow(int n, char *err, size_t errlen)
 {
+    pthread_once(&s_once, s_init_once);
     while (s_pool.nth < n - 1) {
         int i = s_pool.nth + 1;
         /* The worker waits for the generation after the one current now; reading gen in

@@ -9,6 +9,8 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "quant/quant.h"
 #include "tests/check.h"
@@ -510,6 +512,42 @@ static void test_activation_cost(void)
     }
 }
 
+/* A child of fork() gets an empty pool (the parent's threads do not exist there) and its
+ * products still work and agree with the parent's. */
+static void test_fork(void)
+{
+    char err[256];
+    enum { R = 64, C = 256 };
+    _Alignas(32) static uint8_t W[R * C * 2];
+    static float f[C], x[C], y[R], yc[R];
+    for (int r = 0; r < R; r++)
+        s_random_row(QUANT_F16, C, W + r * C * 2, f);
+    for (int i = 0; i < C; i++)
+        x[i] = s_unif(-1.0f, 1.0f);
+    CHECK(quant_matvec(QUANT_F16, R, C, W, x, y, 3, err, sizeof err) == 0, "%s", err);
+    int fd[2];
+    if (pipe(fd)) {
+        CHECK(0, "pipe");
+        return;
+    }
+    pid_t pid = fork();
+    if (pid == 0) {
+        int ok = quant_matvec(QUANT_F16, R, C, W, x, yc, 2, err, sizeof err) == 0;
+        ssize_t wr = write(fd[1], ok ? (void *)yc : (void *)"", ok ? sizeof yc : 1);
+        _exit(wr == (ssize_t)sizeof yc ? 0 : 1);
+    }
+    close(fd[1]);
+    size_t got = 0;
+    ssize_t rd;
+    while (got < sizeof yc && (rd = read(fd[0], (char *)yc + got, sizeof yc - got)) > 0)
+        got += (size_t)rd;
+    close(fd[0]);
+    int st = 0;
+    waitpid(pid, &st, 0);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0 && got == sizeof yc && !memcmp(y, yc, sizeof y),
+          "matvec in a forked child (status %d, %zu bytes)", st, got);
+}
+
 int main(void)
 {
     test_table();
@@ -521,6 +559,7 @@ int main(void)
     test_act_simd();
     test_activation_cost();
     test_products();
+    test_fork();
     quant_pool_shutdown();
     return CHECK_DONE("test_quant");
 }
