@@ -91,6 +91,19 @@ int cmd_bench_quant(int argc, char **argv)
         fprintf(stderr, "swarm bench-quant: bad --dim, --rows, --reps or --batch\n");
         return EXIT_USAGE;
     }
+    /* Every type and the shape first, so a bad flag is refused before anything runs. */
+    char check[128];
+    snprintf(check, sizeof check, "%s", types);
+    for (char *save = NULL, *name = strtok_r(check, ",", &save); name;
+         name = strtok_r(NULL, ",", &save)) {
+        quant_type t;
+        uint64_t bytes;
+        if (quant_type_parse(name, &t, err, sizeof err) ||
+            quant_tensor_bytes(t, rows, dim, &bytes, err, sizeof err)) {
+            fprintf(stderr, "swarm bench-quant: %s\n", err);
+            return EXIT_USAGE;
+        }
+    }
     printf("bench-quant: y = W x, W %llu rows x %llu, isa %s, median of %d passes over "
            ">= %llu MiB of weight copies\n", (unsigned long long)rows, (unsigned long long)dim,
            quant_isa_name(quant_isa_current()), reps, (unsigned long long)(pool >> 20));
@@ -101,10 +114,7 @@ int cmd_bench_quant(int argc, char **argv)
          name = strtok_r(NULL, ",", &save)) {
         quant_type t;
         quant_bench_result res[8];
-        if (quant_type_parse(name, &t, err, sizeof err)) {
-            fprintf(stderr, "swarm bench-quant: %s\n", err);
-            return EXIT_USAGE;
-        }
+        quant_type_parse(name, &t, err, sizeof err); /* checked above */
         if (quant_bench_matvec(t, rows, dim, threads, nthr, reps, pool, batch, res, err,
                                sizeof err)) {
             log_error("%s: %s", name, err);
