@@ -37,7 +37,9 @@ static void s_usage(FILE *f)
             "  turn with the products), and their ratio. Weights are copies of the matrix\n"
             "  adding up to --pool bytes, read in turn, so each product streams its matrix from\n"
             "  DRAM rather than from cache. --batch B also times the batched product (prompt\n"
-            "  processing) per position. Defaults: TinyLlama's FFN shape, the best ISA here.\n");
+            "  processing) per position. 'ratio' compares medians; 'best' the fastest pass of\n"
+            "  each (on a shared machine, the least disturbed). Defaults: TinyLlama's FFN\n"
+            "  shape, the best ISA here.\n");
 }
 
 int cmd_bench_quant(int argc, char **argv)
@@ -107,8 +109,9 @@ int cmd_bench_quant(int argc, char **argv)
     printf("bench-quant: y = W x, W %llu rows x %llu, isa %s, median of %d passes over "
            ">= %llu MiB of weight copies\n", (unsigned long long)rows, (unsigned long long)dim,
            quant_isa_name(quant_isa_current()), reps, (unsigned long long)(pool >> 20));
-    printf("%-5s %3s %9s %6s %11s %9s %10s %9s %7s%s\n", "type", "thr", "MiB", "copies",
-           "matvec_us", "GB/s", "read_us", "read GB/s", "ratio", batch ? "  batch_us/pos" : "");
+    printf("%-5s %3s %9s %6s %11s %9s %10s %9s %7s %6s%s\n", "type", "thr", "MiB", "copies",
+           "matvec_us", "GB/s", "read_us", "read GB/s", "ratio", "best",
+           batch ? "  batch_us/pos" : "");
     int rc = EXIT_OK;
     for (char *save = NULL, *name = strtok_r(types, ",", &save); name;
          name = strtok_r(NULL, ",", &save)) {
@@ -123,9 +126,9 @@ int cmd_bench_quant(int argc, char **argv)
         }
         for (int k = 0; k < nthr; k++) {
             const quant_bench_result *o = &res[k];
-            printf("%-5s %3d %9.2f %6u %11.1f %9.2f %10.1f %9.2f %7.3f", quant_type_name(t),
+            printf("%-5s %3d %9.2f %6u %11.1f %9.2f %10.1f %9.2f %7.3f %6.3f", quant_type_name(t),
                    o->threads, o->matrix_bytes / 1048576.0, o->copies, o->matvec_us,
-                   o->matvec_gbps, o->read_us, o->read_gbps, o->ratio);
+                   o->matvec_gbps, o->read_us, o->read_gbps, o->ratio, o->ratio_best);
             if (batch)
                 printf("  %12.1f", o->batch_us);
             printf("\n");

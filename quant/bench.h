@@ -29,6 +29,8 @@ typedef struct {
     double matvec_gbps;        /* matrix_bytes / matvec time, 1e9 bytes/s */
     double read_gbps;
     double ratio;              /* matvec_gbps / read_gbps */
+    double ratio_best;         /* the same from each one's fastest pass: on a shared machine
+                                * the least disturbed sample of both */
     double batch_us;           /* quant_matmat over `batch` positions, per position (0: none) */
 } quant_bench_result;
 

@@ -172,12 +172,12 @@ static inline void s_q4_tail(float *a, const quant_block_q4_0 *x, uint64_t b, ui
     const __m128 d = _mm_set1_ps(s_h2f(x->d) * y->d[b]);
     const int8_t *q = y->qs4 + g * 128;
     const int32_t *b8 = y->bias8 + g * 32;
-    __m128i s = _mm_madd_epi16(_mm_maddubs_epi16(lo, _mm_loadu_si128((const __m128i *)(q + p * 16))),
-                               _mm_set1_epi16(1));
+    const __m128i ylo = _mm_loadu_si128((const __m128i *)(q + p * 16));
+    const __m128i yhi = _mm_loadu_si128((const __m128i *)(q + k * 16 + p * 16));
+    __m128i s = _mm_madd_epi16(_mm_maddubs_epi16(lo, ylo), _mm_set1_epi16(1));
     s = _mm_add_epi32(s, _mm_loadu_si128((const __m128i *)(b8 + 4 * p)));
     _mm_storeu_ps(a + 4 * p, _mm_fmadd_ps(_mm_cvtepi32_ps(s), d, _mm_loadu_ps(a + 4 * p)));
-    s = _mm_madd_epi16(_mm_maddubs_epi16(hi, _mm_loadu_si128((const __m128i *)(q + k * 16 + p * 16))),
-                       _mm_set1_epi16(1));
+    s = _mm_madd_epi16(_mm_maddubs_epi16(hi, yhi), _mm_set1_epi16(1));
     s = _mm_add_epi32(s, _mm_loadu_si128((const __m128i *)(b8 + 16 + 4 * p)));
     _mm_storeu_ps(a + 16 + 4 * p,
                   _mm_fmadd_ps(_mm_cvtepi32_ps(s), d, _mm_loadu_ps(a + 16 + 4 * p)));

@@ -146,8 +146,9 @@ static inline void s_q4_tail(float *a, const quant_block_q4_0 *x, uint64_t b, ui
     const __m128 d = _mm_set1_ps(_cvtsh_ss(x->d) * y->d[b]);
     const int8_t *q = y->qs4 + g * 128;
     const int32_t *b8 = y->bias8 + g * 32;
+    const __m128i ylo = _mm_loadu_si128((const __m128i *)(q + p * 16));
     __m128i s = _mm_dpbusd_epi32(_mm_loadu_si128((const __m128i *)(b8 + 4 * p)),
-                                 _mm_and_si128(t, m), _mm_loadu_si128((const __m128i *)(q + p * 16)));
+                                 _mm_and_si128(t, m), ylo);
     _mm_storeu_ps(a + 4 * p, _mm_fmadd_ps(_mm_cvtepi32_ps(s), d, _mm_loadu_ps(a + 4 * p)));
     s = _mm_dpbusd_epi32(_mm_loadu_si128((const __m128i *)(b8 + 16 + 4 * p)),
                          _mm_and_si128(_mm_srli_epi16(t, 4), m),
