@@ -174,6 +174,19 @@ quant_dot_fn quant_dot_get(quant_type t, quant_isa isa)
     return NULL;
 }
 
+quant_tile_fn quant_tile_get(quant_type t, quant_isa isa)
+{
+    static const quant_tile_fn tiles[S_NSLOT] = { quant_tile_f32_avx512, quant_tile_f16_avx512,
+                                                  quant_tile_bf16_avx512, quant_tile_q8_0_avx512,
+                                                  quant_tile_q4_0_avx512 };
+    if (isa != QUANT_ISA_AVX512 || !s_isa_runs(isa))
+        return NULL;
+    for (size_t i = 0; i < S_NSLOT; i++)
+        if (s_slot_types[i] == t)
+            return tiles[i];
+    return NULL;
+}
+
 /* -1 until first asked: then quant_isa_best(). Atomic so concurrent first calls agree. */
 static _Atomic int s_isa = -1;
 

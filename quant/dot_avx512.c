@@ -214,3 +214,173 @@ float quant_dot_q4_0_avx512(uint64_t n, const void *wv, const void *act)
         s_q4_tail(a, x + b, b, nb % QUANT_QB_GROUP, &y);
     return quant_reduce32(a);
 }
+
+/* ---------------------------------------------------------------- tiles: 2 rows x 4 positions */
+
+/* For batched products (quant_matmat): two weight rows against four activations at once, so
+ * each weight vector (converted or unpacked once) serves four positions and each activation
+ * vector two rows. Every (row, position) pair keeps its own 32 lanes and receives exactly the
+ * operations the one-row kernels above give it, in the same order: the bits are theirs. */
+
+enum { S_F32, S_F16, S_BF16 };
+
+static inline __attribute__((always_inline)) __m512 s_wload(int kind, const void *w, uint64_t i)
+{
+    if (kind == S_F32)
+        return _mm512_loadu_ps((const float *)w + i);
+    return kind == S_F16 ? s_f16x16((const uint16_t *)w + i) : s_bf16x16((const uint16_t *)w + i);
+}
+
+static inline __attribute__((always_inline)) void
+s_tile_float(int kind, uint64_t n, const void *const *w, const void *const *act, float *out)
+{
+    const float *x[QUANT_TILE_POS];
+    __m512 c[QUANT_TILE_ROWS][QUANT_TILE_POS][2];
+    for (int p = 0; p < QUANT_TILE_POS; p++) {
+        x[p] = act[p];
+        for (int r = 0; r < QUANT_TILE_ROWS; r++)
+            c[r][p][0] = c[r][p][1] = _mm512_setzero_ps();
+    }
+    uint64_t i = 0;
+    for (; i + QUANT_LANES <= n; i += QUANT_LANES) {
+        const __m512 a0 = s_wload(kind, w[0], i), a1 = s_wload(kind, w[0], i + 16);
+        const __m512 b0 = s_wload(kind, w[1], i), b1 = s_wload(kind, w[1], i + 16);
+#pragma GCC unroll 4
+        for (int p = 0; p < QUANT_TILE_POS; p++) {
+            const __m512 u0 = _mm512_loadu_ps(x[p] + i), u1 = _mm512_loadu_ps(x[p] + i + 16);
+            c[0][p][0] = _mm512_fmadd_ps(a0, u0, c[0][p][0]);
+            c[0][p][1] = _mm512_fmadd_ps(a1, u1, c[0][p][1]);
+            c[1][p][0] = _mm512_fmadd_ps(b0, u0, c[1][p][0]);
+            c[1][p][1] = _mm512_fmadd_ps(b1, u1, c[1][p][1]);
+        }
+    }
+    for (int r = 0; r < QUANT_TILE_ROWS; r++) {
+        for (int p = 0; p < QUANT_TILE_POS; p++) {
+            float a[QUANT_LANES];
+            s_store2(a, c[r][p][0], c[r][p][1]);
+            if (kind == S_F32)
+                quant_tail_f32(w[r], x[p], i, n, a);
+            else if (kind == S_F16)
+                quant_tail_f16(w[r], x[p], i, n, a);
+            else
+                quant_tail_bf16(w[r], x[p], i, n, a);
+            out[r * QUANT_TILE_POS + p] = quant_reduce32(a);
+        }
+    }
+}
+
+void quant_tile_f32_avx512(uint64_t n, const void *const *w, const void *const *act, float *out)
+{
+    s_tile_float(S_F32, n, w, act, out);
+}
+
+void quant_tile_f16_avx512(uint64_t n, const void *const *w, const void *const *act, float *out)
+{
+    s_tile_float(S_F16, n, w, act, out);
+}
+
+void quant_tile_bf16_avx512(uint64_t n, const void *const *w, const void *const *act, float *out)
+{
+    s_tile_float(S_BF16, n, w, act, out);
+}
+
+void quant_tile_q8_0_avx512(uint64_t n, const void *const *w, const void *const *act, float *out)
+{
+    const quant_block_q8_0 *xr[QUANT_TILE_ROWS] = { w[0], w[1] };
+    quant_act_q8 y[QUANT_TILE_POS];
+    __m512 c[QUANT_TILE_ROWS][QUANT_TILE_POS][2];
+    const uint64_t nb = n / QUANT_QK;
+    const __m512i i01 = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+    const __m512i i23 = _mm512_add_epi32(i01, _mm512_set1_epi32(2));
+    const __m512i bias = _mm512_set1_epi8((char)0x80);
+    for (int p = 0; p < QUANT_TILE_POS; p++) {
+        y[p] = quant_act_view(act[p], n);
+        for (int r = 0; r < QUANT_TILE_ROWS; r++)
+            c[r][p][0] = c[r][p][1] = _mm512_setzero_ps();
+    }
+    uint64_t b = 0;
+    for (; b + QUANT_QB_GROUP <= nb; b += QUANT_QB_GROUP) {
+#pragma GCC unroll 2
+        for (int r = 0; r < QUANT_TILE_ROWS; r++) {
+            const quant_block_q8_0 *x = xr[r] + b;
+            const __m128 dw = _mm_cvtph_ps(s_dw4_q8(x));
+            const __m512i u01 = _mm512_xor_si512(s_join(x[0].qs, x[1].qs), bias);
+            const __m512i u23 = _mm512_xor_si512(s_join(x[2].qs, x[3].qs), bias);
+#pragma GCC unroll 4
+            for (int p = 0; p < QUANT_TILE_POS; p++) {
+                const __m512 d = _mm512_castps128_ps512(_mm_mul_ps(dw, _mm_loadu_ps(y[p].d + b)));
+                const int8_t *q = y[p].qs + b * 32;
+                const int32_t *b128 = y[p].bias128 + b * 8;
+                const __m512 s01 = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(
+                    _mm512_loadu_si512(b128), u01, _mm512_loadu_si512(q)));
+                const __m512 s23 = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(
+                    _mm512_loadu_si512(b128 + 16), u23, _mm512_loadu_si512(q + 64)));
+                c[r][p][0] = _mm512_fmadd_ps(s01, _mm512_permutexvar_ps(i01, d), c[r][p][0]);
+                c[r][p][1] = _mm512_fmadd_ps(s23, _mm512_permutexvar_ps(i23, d), c[r][p][1]);
+            }
+        }
+    }
+    for (int r = 0; r < QUANT_TILE_ROWS; r++) {
+        for (int p = 0; p < QUANT_TILE_POS; p++) {
+            float a[QUANT_LANES];
+            s_store2(a, c[r][p][0], c[r][p][1]);
+            for (uint64_t t = b; t < nb; t++) {
+                const __m256i xu = _mm256_xor_si256(
+                    _mm256_loadu_si256((const __m256i *)xr[r][t].qs), _mm256_set1_epi8((char)0x80));
+                s_tail(a, t, xu, &y[p], y[p].bias128, xr[r][t].d);
+            }
+            out[r * QUANT_TILE_POS + p] = quant_reduce32(a);
+        }
+    }
+}
+
+void quant_tile_q4_0_avx512(uint64_t n, const void *const *w, const void *const *act, float *out)
+{
+    const quant_block_q4_0 *xr[QUANT_TILE_ROWS] = { w[0], w[1] };
+    quant_act_q8 y[QUANT_TILE_POS];
+    __m512 c[QUANT_TILE_ROWS][QUANT_TILE_POS][2];
+    const uint64_t nb = n / QUANT_QK;
+    const __m512i idx = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
+    const __m512i m = _mm512_set1_epi8(0x0F);
+    for (int p = 0; p < QUANT_TILE_POS; p++) {
+        y[p] = quant_act_view(act[p], n);
+        for (int r = 0; r < QUANT_TILE_ROWS; r++)
+            c[r][p][0] = c[r][p][1] = _mm512_setzero_ps();
+    }
+    uint64_t b = 0;
+    for (; b + QUANT_QB_GROUP <= nb; b += QUANT_QB_GROUP) {
+#pragma GCC unroll 2
+        for (int r = 0; r < QUANT_TILE_ROWS; r++) {
+            const quant_block_q4_0 *x = xr[r] + b;
+            const __m128 dw = _mm_cvtph_ps(s_dw4_q4(x));
+            __m512i v = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)x[0].qs));
+            v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)x[1].qs), 1);
+            v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)x[2].qs), 2);
+            v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)x[3].qs), 3);
+            const __m512i lo = _mm512_and_si512(v, m);
+            const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m);
+#pragma GCC unroll 4
+            for (int p = 0; p < QUANT_TILE_POS; p++) {
+                const __m512 d = _mm512_permutexvar_ps(
+                    idx, _mm512_castps128_ps512(_mm_mul_ps(dw, _mm_loadu_ps(y[p].d + b))));
+                const int8_t *q = y[p].qs4 + b * 32;
+                const int32_t *b8 = y[p].bias8 + b * 8;
+                const __m512 sl = _mm512_cvtepi32_ps(
+                    _mm512_dpbusd_epi32(_mm512_loadu_si512(b8), lo, _mm512_loadu_si512(q)));
+                const __m512 sh = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(
+                    _mm512_loadu_si512(b8 + 16), hi, _mm512_loadu_si512(q + 64)));
+                c[r][p][0] = _mm512_fmadd_ps(sl, d, c[r][p][0]);
+                c[r][p][1] = _mm512_fmadd_ps(sh, d, c[r][p][1]);
+            }
+        }
+    }
+    for (int r = 0; r < QUANT_TILE_ROWS; r++) {
+        for (int p = 0; p < QUANT_TILE_POS; p++) {
+            float a[QUANT_LANES];
+            s_store2(a, c[r][p][0], c[r][p][1]);
+            for (uint64_t t = b; t < nb; t++)
+                s_q4_tail(a, xr[r] + t, t, nb % QUANT_QB_GROUP, &y[p]);
+            out[r * QUANT_TILE_POS + p] = quant_reduce32(a);
+        }
+    }
+}

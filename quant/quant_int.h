@@ -49,4 +49,19 @@ float quant_dot_bf16_avx512(uint64_t n, const void *w, const void *act);
 float quant_dot_q8_0_avx512(uint64_t n, const void *w, const void *act);
 float quant_dot_q4_0_avx512(uint64_t n, const void *w, const void *act);
 
+/* Tiles for batched products: QUANT_TILE_ROWS weight rows w[r] against QUANT_TILE_POS
+ * activations act[p]; out[r * QUANT_TILE_POS + p] gets exactly the bits of the one-row dot
+ * product of w[r] and act[p] (each pair keeps its own lanes and order). */
+#define QUANT_TILE_ROWS 2
+#define QUANT_TILE_POS 4
+typedef void (*quant_tile_fn)(uint64_t n, const void *const *w, const void *const *act,
+                              float *out);
+void quant_tile_f32_avx512(uint64_t n, const void *const *w, const void *const *act, float *out);
+void quant_tile_f16_avx512(uint64_t n, const void *const *w, const void *const *act, float *out);
+void quant_tile_bf16_avx512(uint64_t n, const void *const *w, const void *const *act, float *out);
+void quant_tile_q8_0_avx512(uint64_t n, const void *const *w, const void *const *act, float *out);
+void quant_tile_q4_0_avx512(uint64_t n, const void *const *w, const void *const *act, float *out);
+/* The tile for t on isa, or NULL (none: the product then uses one dot per pair). */
+quant_tile_fn quant_tile_get(quant_type t, quant_isa isa);
+
 #endif

@@ -331,60 +331,74 @@ static void test_products(void)
     char err[256];
     const quant_type ts[] = { QUANT_F32, QUANT_F16, QUANT_BF16, QUANT_Q8_0, QUANT_Q4_0 };
     const uint64_t rows_list[] = { 1, 3, 37, 131 };
-    enum { COLS = 96, B = 5, MAXR = 131 };
-    _Alignas(32) static uint8_t W[MAXR * COLS * 4], act[ACT_ROOM(COLS)];
-    static float f[COLS], X[B * COLS], y[4][MAXR], Y[B * MAXR], ref[MAXR];
+    /* Lengths: a float tail of 13; 3 blocks (no whole group of 4); 7 blocks (a group and a
+     * short one). Batches of 5 and 11: whole tiles of 4 positions and leftovers. */
+    const uint64_t cols_list[] = { 77, 96, 224 };
+    enum { MAXC = 224, MAXB = 11, MAXR = 131 };
+    _Alignas(32) static uint8_t W[MAXR * MAXC * 4], act[ACT_ROOM(MAXC)];
+    static float f[MAXC], X[MAXB * MAXC], y[4][MAXR], Y[MAXB * MAXR], ref[MAXR];
+    int checked = 0;
     for (size_t k = 0; k < 5; k++) {
         quant_type t = ts[k];
-        uint64_t rb;
-        quant_row_bytes(t, COLS, &rb, err, sizeof err);
-        for (size_t m = 0; m < 4; m++) {
-            uint64_t rows = rows_list[m];
-            for (uint64_t r = 0; r < rows; r++)
-                s_random_row(t, COLS, W + r * rb, f);
-            for (int i = 0; i < B * COLS; i++)
-                X[i] = s_unif(-1.0f, 1.0f);
-            quant_act_prepare(t, X, COLS, act, err, sizeof err);
-            for (uint64_t r = 0; r < rows; r++)
-                ref[r] = quant_dot_get(t, QUANT_ISA_SCALAR)(COLS, W + r * rb, act);
-            const int threads[4] = { 1, 2, 3, 7 };
-            for (int ti = 0; ti < 4; ti++)
-                CHECK(quant_matvec(t, rows, COLS, W, X, y[ti], threads[ti], err, sizeof err) == 0,
-                      "%s", err);
-            CHECK(!memcmp(y[0], ref, rows * 4), "%s %llu rows: matvec = scalar dots",
-                  quant_type_name(t), (unsigned long long)rows);
-            for (int ti = 1; ti < 4; ti++)
-                CHECK(!memcmp(y[0], y[ti], rows * 4), "%s %llu rows: %d threads differ from 1",
-                      quant_type_name(t), (unsigned long long)rows, threads[ti]);
-            CHECK(quant_matmat(t, rows, COLS, W, B, X, Y, 2, err, sizeof err) == 0, "%s", err);
-            int same = 1;
-            for (int b = 0; b < B; b++) {
-                quant_matvec(t, rows, COLS, W, X + b * COLS, y[0], 3, err, sizeof err);
-                same &= !memcmp(y[0], Y + b * rows, rows * 4);
+        for (size_t c = 0; c < 3; c++) {
+            const uint64_t cols = cols_list[c], B = c == 2 ? 11 : 5;
+            uint64_t rb;
+            if (cols % quant_type_get(t)->block)
+                continue;
+            quant_row_bytes(t, cols, &rb, err, sizeof err);
+            for (size_t m = 0; m < 4; m++) {
+                uint64_t rows = rows_list[m];
+                for (uint64_t r = 0; r < rows; r++)
+                    s_random_row(t, cols, W + r * rb, f);
+                for (uint64_t i = 0; i < B * cols; i++)
+                    X[i] = s_unif(-1.0f, 1.0f);
+                quant_act_prepare(t, X, cols, act, err, sizeof err);
+                for (uint64_t r = 0; r < rows; r++)
+                    ref[r] = quant_dot_get(t, QUANT_ISA_SCALAR)(cols, W + r * rb, act);
+                const int threads[4] = { 1, 2, 3, 7 };
+                for (int ti = 0; ti < 4; ti++)
+                    CHECK(quant_matvec(t, rows, cols, W, X, y[ti], threads[ti], err, sizeof err) ==
+                              0, "%s", err);
+                CHECK(!memcmp(y[0], ref, rows * 4), "%s %llu x %llu: matvec = scalar dots",
+                      quant_type_name(t), (unsigned long long)rows, (unsigned long long)cols);
+                for (int ti = 1; ti < 4; ti++)
+                    CHECK(!memcmp(y[0], y[ti], rows * 4), "%s %llu rows: %d threads differ",
+                          quant_type_name(t), (unsigned long long)rows, threads[ti]);
+                CHECK(quant_matmat(t, rows, cols, W, B, X, Y, 2, err, sizeof err) == 0, "%s", err);
+                int same = 1;
+                for (uint64_t b = 0; b < B; b++) {
+                    quant_matvec(t, rows, cols, W, X + b * cols, y[0], 3, err, sizeof err);
+                    same &= !memcmp(y[0], Y + b * rows, rows * 4);
+                }
+                CHECK(same, "%s %llu x %llu: batch of %llu = one position at a time",
+                      quant_type_name(t), (unsigned long long)rows, (unsigned long long)cols,
+                      (unsigned long long)B);
+                checked++;
             }
-            CHECK(same, "%s %llu rows: batch of %d = one position at a time",
-                  quant_type_name(t), (unsigned long long)rows, B);
         }
     }
+    printf("products: %d shapes, matvec = scalar dots for 1, 2, 3, 7 threads, matmat = matvec\n",
+           checked);
     /* A batch big enough that rows are taken in groups and positions in tiles. */
-    {
-        enum { R = 300, C = 2048, BB = 19 };
+    for (size_t k = 0; k < 5; k++) {
+        enum { R = 301, C = 2048, BB = 19 };
         uint64_t rb;
-        quant_row_bytes(QUANT_F16, C, &rb, err, sizeof err);
+        quant_row_bytes(ts[k], C, &rb, err, sizeof err);
         uint8_t *Wb = malloc(R * rb);
         float *Xb = malloc(sizeof(float) * BB * C), *Yb = malloc(sizeof(float) * BB * R);
         float *yb = malloc(sizeof(float) * R), *fb = malloc(sizeof(float) * C);
         int same = 1;
         for (int r = 0; r < R; r++)
-            s_random_row(QUANT_F16, C, Wb + r * rb, fb);
+            s_random_row(ts[k], C, Wb + r * rb, fb);
         for (int i = 0; i < BB * C; i++)
             Xb[i] = s_unif(-1.0f, 1.0f);
-        CHECK(quant_matmat(QUANT_F16, R, C, Wb, BB, Xb, Yb, 3, err, sizeof err) == 0, "%s", err);
+        CHECK(quant_matmat(ts[k], R, C, Wb, BB, Xb, Yb, 3, err, sizeof err) == 0, "%s", err);
         for (int b = 0; b < BB; b++) {
-            quant_matvec(QUANT_F16, R, C, Wb, Xb + b * C, yb, 1, err, sizeof err);
+            quant_matvec(ts[k], R, C, Wb, Xb + b * C, yb, 1, err, sizeof err);
             same &= !memcmp(yb, Yb + b * R, sizeof(float) * R);
         }
-        CHECK(same, "f16 300 x 2048, batch of 19 = one position at a time");
+        CHECK(same, "%s 301 x 2048, batch of 19 = one position at a time",
+              quant_type_name(ts[k]));
         free(Wb);
         free(Xb);
         free(Yb);
