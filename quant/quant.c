@@ -287,10 +287,14 @@ int quant_dequantize_row(quant_type t, const void *in, float *y, uint64_t n, cha
 
 /* ---------------------------------------------------------------- activations */
 
-/* ggml-cpu's type traits give Q8_0 and Q4_0 the vec_dot_type Q8_0. For F16 and BF16 llama.cpp
- * rounds the activation to the weight's own type (vec_dot_type F16 / BF16); swarm keeps it in
- * f32, which costs nothing in bandwidth (the activation is a few KiB in cache) and drops one
- * rounding of every activation element. */
+/* ggml-cpu's type traits give Q8_0 and Q4_0 the vec_dot_type Q8_0: the activation is rounded
+ * to 8 bits per block of 32 so every block's dot product is integer. What that costs,
+ * measured by test_quant (2048-element rows, activations with a few 20x channels): an error
+ * of ~1.6e-4 of |w| |x| at the median, <1e-3 at worst — ~3x what rounding the weights to Q8_0
+ * costs, ~6x less than rounding them to Q4_0. For F16 and BF16 llama.cpp rounds the
+ * activation to the weight's own type (vec_dot_type F16 / BF16); swarm keeps it in f32, which
+ * costs nothing in bandwidth (the activation is a few KiB in cache) and drops one rounding of
+ * every activation element. */
 quant_type quant_act_type(quant_type w)
 {
     return w == QUANT_Q8_0 || w == QUANT_Q4_0 ? QUANT_Q8_0 : QUANT_F32;

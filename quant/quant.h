@@ -22,6 +22,9 @@
  *     then t[j] + t[j+4], then + [j+2], then + [j+1].
  * Integer parts are exact; every float operation is the same IEEE operation in the same
  * order in every implementation, so scalar and SIMD agree to the bit (tests/test_quant.c).
+ *
+ * Ownership: every buffer passed in is the caller's and nothing keeps a pointer to it past the
+ * call; the matrix products' pool owns its threads and its activation scratch.
  */
 #ifndef SWARM_QUANT_H
 #define SWARM_QUANT_H
