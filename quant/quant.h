@@ -169,7 +169,7 @@ float quant_vec_dot(quant_type t, uint64_t n, const void *w_row, const void *act
  * cols floats, y rows floats. x is brought into t's activation form once (the calling thread),
  * then rows are split into nthreads contiguous ranges over a process-wide pthread pool; each
  * row is one quant_vec_dot, so y has the same bits for every nthreads (1..QUANT_MAX_THREADS).
- * Not reentrant: one matrix product at a time per process (a mutex serialises callers).
+ * Callable from any thread, one product at a time per process (a mutex serialises callers).
  * Scratch is kept between calls, so steady-state calls allocate nothing. 0 / -1 with err. */
 #define QUANT_MAX_THREADS 64
 int quant_matvec(quant_type t, uint64_t rows, uint64_t cols, const void *W, const float *x,
