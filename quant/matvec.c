@@ -255,6 +255,15 @@ static int s_product(quant_type t, uint64_t rows, uint64_t cols, const void *W, 
         quant_row_bytes(t, cols, &j.row_bytes, err, errlen) ||
         quant_act_bytes(t, cols, &j.act_bytes, err, errlen))
         return -1;
+    /* Elements are read as their C types (f32, uint16 halves, the blocks' uint16 scales), so
+     * W must be aligned to them (every row size is a multiple of that alignment): a file's
+     * tensor data is (GGUF aligns to 32), a stray pointer may not be. */
+    const uintptr_t align = t == QUANT_F32 ? 4 : 2;
+    if ((uintptr_t)W % align) {
+        snprintf(err, errlen, "%s weights at %p are not %u-byte aligned",
+                 quant_type_name((uint32_t)t), W, (unsigned)align);
+        return -1;
+    }
     if (B && (j.act_bytes > SIZE_MAX / B || rows > UINT64_MAX / B)) {
         snprintf(err, errlen, "a batch of %llu positions is too large",
                  (unsigned long long)B);

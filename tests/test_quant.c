@@ -414,6 +414,10 @@ static void test_products(void)
               strstr(err, "thread count 0"), "%s", err);
     CHECK(quant_matvec(QUANT_F32, 4, 32, W, X, y[0], QUANT_MAX_THREADS + 1, err, sizeof err) == -1,
           "too many threads");
+    CHECK(quant_matvec(QUANT_Q8_0, 4, 32, W + 1, X, y[0], 1, err, sizeof err) == -1 &&
+              strstr(err, "2-byte aligned"), "odd weights pointer: %s", err);
+    CHECK(quant_matvec(QUANT_F16, 3, 7, W + 2, X, y[0], 1, err, sizeof err) == 0,
+          "f16 rows of 14 bytes at a 2-byte boundary: %s", err);
     X[5] = NAN;
     CHECK(quant_matvec(QUANT_Q8_0, 4, 32, W, X, y[0], 1, err, sizeof err) == -1 &&
               strstr(err, "non-finite"), "NaN activation: %s", err);
