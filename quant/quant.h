@@ -24,7 +24,9 @@
  * order in every implementation, so scalar and SIMD agree to the bit (tests/test_quant.c).
  *
  * Ownership: every buffer passed in is the caller's and nothing keeps a pointer to it past the
- * call; the matrix products' pool owns its threads and its activation scratch.
+ * call; the matrix products' pool owns its threads and its activation scratch. Alignment: rows
+ * are read as their C types, so f32 data must be 4-byte aligned and everything else 2-byte
+ * (GGUF tensor data is 32-aligned); the matrix products check, the row functions assume.
  */
 #ifndef SWARM_QUANT_H
 #define SWARM_QUANT_H
