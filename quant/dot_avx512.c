@@ -77,10 +77,7 @@ float quant_dot_bf16_avx512(uint64_t n, const void *wv, const void *act)
 }
 
 /* The scale products d_w * d_x of blocks b..b+3 (4 f32 multiplies, as the scalar code does
- * one at a time), laid out for z0 (blocks b, b+1: 8 lanes each) and z1 (b+2, b+3). The four
- * f16 scales are picked out of the blocks' bytes by one word permute (vpermw) instead of four
- * scalar loads and inserts: Q4_0 blocks are 18 bytes (9 words) apart, so words 0, 9, 18, 27
- * of one 64-byte load; Q8_0 blocks 34 bytes, words 0, 17, 34, 51 of two. */
+ * one at a time), laid out for z0 (blocks b, b+1: 8 lanes each) and z1 (b+2, b+3). */
 static inline void s_scales4(__m128i h, const float *dx, __m512 *d01, __m512 *d23)
 {
     const __m512 d = _mm512_castps128_ps512(_mm_mul_ps(_mm_cvtph_ps(h), _mm_loadu_ps(dx)));
@@ -89,17 +86,19 @@ static inline void s_scales4(__m128i h, const float *dx, __m512 *d01, __m512 *d2
     *d23 = _mm512_permutexvar_ps(_mm512_add_epi32(i01, _mm512_set1_epi32(2)), d);
 }
 
+/* Four blocks' f16 scales in one vector, by four scalar loads: picking them out of 64-byte
+ * loads of the blocks with one word permute (vpermw / vpermt2w) was slower where it counts,
+ * streaming from DRAM: Q8_0 at 0.69-0.74 of the read bound against 0.83-0.86 this way, Q4_0
+ * 0.54-0.59 against 0.58-0.70 (bench-quant, 5632 x 2048, 1 thread, alternating runs,
+ * 2026-12-01). */
 static inline __m128i s_dw4_q4(const quant_block_q4_0 *x)
 {
-    const __m512i idx = _mm512_castsi128_si512(_mm_setr_epi16(0, 9, 18, 27, 0, 0, 0, 0));
-    return _mm512_castsi512_si128(_mm512_permutexvar_epi16(idx, _mm512_loadu_si512(x)));
+    return _mm_setr_epi16((short)x[0].d, (short)x[1].d, (short)x[2].d, (short)x[3].d, 0, 0, 0, 0);
 }
 
 static inline __m128i s_dw4_q8(const quant_block_q8_0 *x)
 {
-    const __m512i idx = _mm512_castsi128_si512(_mm_setr_epi16(0, 17, 34, 51, 0, 0, 0, 0));
-    const __m512i lo = _mm512_loadu_si512(x), hi = _mm512_loadu_si512((const uint8_t *)x + 64);
-    return _mm512_castsi512_si128(_mm512_permutex2var_epi16(lo, idx, hi));
+    return _mm_setr_epi16((short)x[0].d, (short)x[1].d, (short)x[2].d, (short)x[3].d, 0, 0, 0, 0);
 }
 
 static inline __m512i s_join(const void *lo, const void *hi)
