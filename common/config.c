@@ -185,7 +185,7 @@ static netem_profile *s_profile(config_t *c, const char *name, char *msg, size_t
 static const char *const s_sections[][2] = {
     { "model", "path, generate, layers, dim, seed" },
     { "run", "steps, input_seed, threads" },
-    { "ssd", "cap, queue_depth, chunk, overhead, io" },
+    { "ssd", "cap, queue_depth, chunk, overhead, io, buffers" },
     { "swarm", "workers, inflight, cap, threads, host, heartbeat_ms, liveness, "
                "step_deadline_ms, respawn, plaintext, slowdown" },
     { "security", "key" },
@@ -244,6 +244,12 @@ static int s_apply(config_t *c, const char *sec, const char *key, const char *v,
             rc = 0;
         } else
             snprintf(why, sizeof why, "unknown io '%s' (io: direct or buffered)", v);
+    } else if (KEY("ssd", "buffers")) {
+        if (!strcmp(v, "huge") || !strcmp(v, "4k")) {
+            c->buffers_4k = !strcmp(v, "4k");
+            rc = 0;
+        } else
+            snprintf(why, sizeof why, "unknown buffers '%s' (buffers: huge or 4k)", v);
     } else if (KEY("swarm", "workers"))
         rc = s_u32(v, 1, CONFIG_MAX_WORKERS, &c->workers, why, sizeof why);
     else if (KEY("swarm", "inflight"))

@@ -47,6 +47,7 @@ typedef struct {
     uint32_t queue_depth;     /* O_DIRECT reads in flight */
     uint64_t chunk_bytes;     /* bytes per read (rounded down to whole 4-row blocks) */
     int buffered;             /* 1: buffered reads (labelled; cache gate decides) */
+    int buffers_4k;           /* [ssd] buffers = 4k: read into 4 KiB pages, not huge pages */
     uint64_t overhead_bytes;  /* reserved in every cap for code, libs, BLAS, stacks */
 
     /* [swarm] */

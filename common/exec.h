@@ -8,7 +8,9 @@
  * as the 4096-aligned superset of its bytes and sliced (so any GGUF alignment works). Reads
  * run ahead across step boundaries (they do not depend on x) but never past total_steps.
  * Content gate: each streamed layer is hashed (XXH3-64 over g then W rows, in order, as
- * consumed) and compared with the file's per-layer checksum; the cost is reported.
+ * consumed) on a thread of its own, beside the compute, and compared with the file's
+ * per-layer checksum before exec_step returns; both its cost and the step's wait for it are
+ * reported.
  */
 #ifndef SWARM_EXEC_H
 #define SWARM_EXEC_H
@@ -35,6 +37,7 @@ typedef struct {
     int io_only;               /* 1: read and discard, no compute or hash (bench-disk) */
     uint64_t total_steps;      /* stop read-ahead after this many steps (0 = unlimited) */
     int verify_resident;       /* 1: hash resident layers at load (default on) */
+    int buffers_4k;            /* 1: stream into 4 KiB pages, not huge pages (the fallback) */
 } exec_opts;
 
 typedef struct {
@@ -53,7 +56,8 @@ typedef struct {
 typedef struct {
     uint64_t compute_ns;       /* in the layer kernel */
     uint64_t wait_ns;          /* blocked waiting for reads */
-    uint64_t verify_ns;        /* hashing streamed layers (content gate) */
+    uint64_t verify_ns;        /* hashing streamed layers (content gate), on the hasher thread */
+    uint64_t verify_wait_ns;   /* the step blocked waiting for the hasher (its cost to the step) */
     uint64_t streamed_bytes;   /* bytes of reads submitted */
     uint64_t layers_streamed;  /* streamed layers hashed (content gate) */
     uint64_t layers_due;       /* streamed layers the steps used: each must have been hashed */
@@ -87,6 +91,9 @@ void exec_drain(exec_t *e);
 int exec_is_direct(const exec_t *e);
 /* 1 if io_uring is used, 0 if the logged synchronous fallback is. */
 int exec_uses_uring(const exec_t *e);
+/* What backs the streaming ring: "hugetlb", "thp", "4k-pages (fallback: why)" (iobuf.h), or
+ * "none (nothing streamed)". Owned by e. */
+const char *exec_io_buffers(const exec_t *e);
 void exec_free(exec_t **e);
 
 /* Read [off, off+len) of fd into an EXEC_ALIGN-aligned buffer via the aligned superset.

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "common/cap.h"
+#include "common/devstat.h"
 #include "common/exec.h"
 #include "common/kernel.h"
 #include "common/log.h"
@@ -82,6 +83,32 @@ static void s_stage(run_result *r, const char *name, uint64_t ns, uint32_t steps
     json_object_set_new(r->stage_ms, name, json_real(steps ? ns / 1e6 / steps : 0));
 }
 
+/* device* result fields: the steps as the block device saw them (devstat.h), or why not. */
+static void s_device_fields(run_result *r, const devstat_dev *dv, const devstat_sample *d0,
+                            const char *dverr)
+{
+    devstat_sample d1;
+    devstat_delta dd;
+    char why[256], b1[32];
+    json_t *x = r->extra;
+    if (!dv || devstat_read(dv, &d1, why, sizeof why)) {
+        json_object_set_new(x, "device", json_null());
+        json_object_set_new(x, "device_error", json_string(dv ? why : dverr));
+        return;
+    }
+    devstat_diff(d0, &d1, &dd);
+    json_object_set_new(x, "device", json_string(dv->name));
+    json_object_set_new(x, "device_reads", json_integer((json_int_t)dd.reads));
+    json_object_set_new(x, "device_read_bytes", json_integer((json_int_t)dd.read_bytes));
+    json_object_set_new(x, "device_avg_request_bytes",
+                        json_integer((json_int_t)dd.avg_request_bytes));
+    json_object_set_new(x, "device_busy_ms", json_real(dd.busy_ms));
+    json_object_set_new(x, "device_util", json_real(dd.util));
+    log_info("%s: at the device (%s): %llu reads, %s per request, busy %.0f%% of %.0f ms",
+             r->arm, dv->name, (unsigned long long)dd.reads,
+             util_fmt_size(dd.avg_request_bytes, b1, sizeof b1), 100 * dd.util, dd.wall_ms);
+}
+
 /* One process, layers [0, L) through an exec; capped when budget != 0. */
 static int s_run_single(arm_ctx *a, run_result *r, const exec_opts *o, int capped, char *err,
                         size_t errlen)
@@ -91,7 +118,10 @@ static int s_run_single(arm_ctx *a, run_result *r, const exec_opts *o, int cappe
     cap_t cap = { 0 };
     exec_t *e = NULL;
     exec_stats st = { 0 };
-    char why[512];
+    devstat_dev dv;
+    devstat_sample d0 = { 0 };
+    char why[512], dverr[256] = "";
+    int has_dev = 0;
     int rc = -1;
 
     kernel_set_threads((int)a->cfg->threads);
@@ -142,6 +172,11 @@ static int s_run_single(arm_ctx *a, run_result *r, const exec_opts *o, int cappe
     json_object_set_new(r->extra, "planned_working_set_bytes",
                         json_integer((json_int_t)p->working_set));
     json_object_set_new(r->extra, "blas_threads", json_integer(a->cfg->threads));
+    json_object_set_new(r->extra, "io_buffers", json_string(exec_io_buffers(e)));
+    /* The block device's view of the steps (requests as they reached it, busy time). */
+    if (capped)
+        has_dev = devstat_find(m->path, &dv, dverr, sizeof dverr) == 0 &&
+                  devstat_read(&dv, &d0, dverr, sizeof dverr) == 0;
 
     uint64_t tstart = util_now_ns();
     for (uint32_t s = 0; s < a->steps; s++) {
@@ -163,12 +198,15 @@ static int s_run_single(arm_ctx *a, run_result *r, const exec_opts *o, int cappe
     r->total_ms = (util_now_ns() - tstart) / 1e6;
     exec_drain(e);
     r->ssd_read_bytes = util_io_read_bytes() - io1;
+    if (capped)
+        s_device_fields(r, has_dev ? &dv : NULL, &d0, dverr);
     r->streamed_bytes = st.streamed_bytes;
     r->peak_rss_bytes = util_vmhwm_bytes(0);
     r->cgroup_peak_bytes = cap_peak(&cap);
     s_stage(r, "compute", st.compute_ns, a->steps);
     s_stage(r, "read_wait", st.wait_ns, a->steps);
     s_stage(r, "verify", st.verify_ns, a->steps);
+    s_stage(r, "verify_wait", st.verify_wait_ns, a->steps);
     result_finish_stats(r);
 
     /* Resident layers were verified at load; streamed ones as they were consumed. */
@@ -201,6 +239,7 @@ int arm_run_ssd(arm_ctx *a, run_result *r, char *err, size_t errlen)
                     .overhead_bytes = a->cfg->overhead_bytes,
                     .buffered = a->cfg->buffered,
                     .total_steps = a->steps,
-                    .verify_resident = 1 };
+                    .verify_resident = 1,
+                    .buffers_4k = a->cfg->buffers_4k };
     return s_run_single(a, r, &o, 1, err, errlen);
 }

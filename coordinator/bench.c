@@ -11,13 +11,16 @@
 #include "coordinator/gate.h"
 
 int bench_disk_run(const model_t *m, uint32_t first, uint64_t chunk_bytes,
-                   uint32_t queue_depth, uint32_t passes, bench_disk_result *out, char *err,
-                   size_t errlen)
+                   uint32_t queue_depth, uint32_t passes, int buffers_4k, bench_disk_result *out,
+                   char *err, size_t errlen)
 {
     exec_opts o = { .queue_depth = queue_depth, .chunk_bytes = chunk_bytes, .stream_all = 1,
-                    .io_only = 1, .total_steps = passes, .budget_bytes = 1 };
+                    .io_only = 1, .total_steps = passes, .budget_bytes = 1,
+                    .buffers_4k = buffers_4k };
     exec_stats st = { 0 };
     exec_t *e;
+    devstat_dev dv;
+    devstat_sample d0 = { 0 }, d1 = { 0 };
     float dummy = 0;
     memset(out, 0, sizeof *out);
     if (first >= m->n_layers)
@@ -25,6 +28,9 @@ int bench_disk_run(const model_t *m, uint32_t first, uint64_t chunk_bytes,
     e = exec_new(m, first, m->n_layers, &o, err, errlen);
     if (!e)
         return -1;
+    snprintf(out->io_buffers, sizeof out->io_buffers, "%s", exec_io_buffers(e));
+    out->has_device = devstat_find(m->path, &dv, out->device_error, sizeof out->device_error) == 0 &&
+                      devstat_read(&dv, &d0, out->device_error, sizeof out->device_error) == 0;
     uint64_t io0 = util_io_read_bytes(), t0 = util_now_ns();
     for (uint32_t p = 0; p < passes; p++) {
         if (exec_step(e, &dummy, &st, err, errlen)) {
@@ -34,6 +40,13 @@ int bench_disk_run(const model_t *m, uint32_t first, uint64_t chunk_bytes,
     }
     exec_drain(e);
     uint64_t t1 = util_now_ns();
+    if (out->has_device &&
+        devstat_read(&dv, &d1, out->device_error, sizeof out->device_error) == 0) {
+        devstat_diff(&d0, &d1, &out->dev);
+        snprintf(out->device, sizeof out->device, "%s", dv.name);
+    } else {
+        out->has_device = 0;
+    }
     out->queue_depth = queue_depth;
     out->first_layer = first;
     out->chunk_bytes = (uint64_t)exec_get_plan(e)->rows_per_chunk * m->dim * 4;

@@ -5,6 +5,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/devstat.h"
 #include "common/model.h"
 
 typedef struct {
@@ -16,15 +17,22 @@ typedef struct {
     double seconds;
     double gbps;               /* 1e9 bytes per second */
     int cache_pass;            /* read_bytes within 1% of bytes */
+    char io_buffers[200];      /* what backed the read buffers (exec_io_buffers) */
+    /* The block device's own view of the same interval (device-wide: other readers count) */
+    int has_device;            /* 0: no block device (device_error says why) */
+    char device[160];          /* devstat_dev.name */
+    char device_error[256];
+    devstat_delta dev;         /* requests, bytes, average request size, busy time */
 } bench_disk_result;
 
 /* Stream layers [first, L) with the SSD arm's reader (O_DIRECT, io_uring, chunk, depth)
  * without computing, `passes` times over. first = the SSD arm's resident count gives its
  * exact access pattern: the same bytes, read over and over (which matters here: the host
- * under this VM's disk caches a region that is re-read, not a longer sequential scan). */
+ * under this VM's disk caches a region that is re-read, not a longer sequential scan).
+ * The read buffers are the arm's own kind (huge pages unless buffers_4k: exec.h). */
 int bench_disk_run(const model_t *m, uint32_t first, uint64_t chunk_bytes,
-                   uint32_t queue_depth, uint32_t passes, bench_disk_result *out, char *err,
-                   size_t errlen);
+                   uint32_t queue_depth, uint32_t passes, int buffers_4k, bench_disk_result *out,
+                   char *err, size_t errlen);
 
 /* Per-layer compute time of a resident layer (median of reps, ms) with `threads` BLAS
  * threads; loads layer 0 of m. */

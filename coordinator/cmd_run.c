@@ -421,13 +421,13 @@ int cmd_bench_disk(int argc, char **argv)
         { "chunk", required_argument, 0, 'c' }, { "passes", required_argument, 0, 'p' },
         { "depths", required_argument, 0, 'd' }, { "help", no_argument, 0, 'h' },
         { "config", required_argument, 0, 'C' }, { "first", required_argument, 0, 'f' },
-        { 0, 0, 0, 0 }
+        { "buffers", required_argument, 0, 'b' }, { 0, 0, 0, 0 }
     };
     static config_t cfg;
     uint64_t chunk = 0;
     uint32_t passes = 3, depths[16] = { 1, 2, 4, 8 }, nd = 4;
     long first = -1;
-    const char *config = NULL;
+    const char *config = NULL, *buffers = NULL;
     model_t m = { 0 };
     char err[1024];
     int c, rc = EXIT_OK;
@@ -443,6 +443,13 @@ int cmd_bench_disk(int argc, char **argv)
             break;
         case 'p': passes = (uint32_t)strtoul(optarg, NULL, 10); break;
         case 'C': config = optarg; break;
+        case 'b':
+            if (strcmp(optarg, "huge") && strcmp(optarg, "4k")) {
+                fprintf(stderr, "swarm bench-disk: bad --buffers '%s' (huge or 4k)\n", optarg);
+                return EXIT_USAGE;
+            }
+            buffers = optarg;
+            break;
         case 'f': first = strtol(optarg, NULL, 10); break;
         case 'd': {
             char *s = optarg, *end;
@@ -460,12 +467,15 @@ int cmd_bench_disk(int argc, char **argv)
         }
         case 'h':
             printf("usage: swarm bench-disk MODEL.gguf [--config C] [--first N] [--chunk 4M]\n"
-                   "                       [--depths 1,2,4,8] [--passes 3]\n"
+                   "                       [--depths 1,2,4,8] [--passes 3] [--buffers huge|4k]\n"
                    "  Streams exactly what the SSD arm streams — layers [N, L), where N is the\n"
                    "  number it keeps resident under the config's cap (built-in defaults: the\n"
                    "  lab's 600 MiB), over and over — with its own reader (O_DIRECT, io_uring,\n"
                    "  its chunk), without computing, at each queue depth, and checks the cache\n"
-                   "  gate (storage bytes = requested bytes within 1%%).\n");
+                   "  gate (storage bytes = requested bytes within 1%%). The read buffers are\n"
+                   "  the arm's kind: huge pages, or 4 KiB pages with --buffers 4k (the config's\n"
+                   "  [ssd] buffers otherwise). Beside each figure, the block device's own view\n"
+                   "  (/sys/block/DEV/stat, device-wide): average request size and busy time.\n");
             return EXIT_OK;
         default: return EXIT_USAGE;
         }
@@ -488,6 +498,8 @@ int cmd_bench_disk(int argc, char **argv)
         fprintf(stderr, "swarm bench-disk: %s\n", err);
         return EXIT_USAGE;
     }
+    if (buffers)
+        cfg.buffers_4k = !strcmp(buffers, "4k");
     if (model_open(&m, argv[optind], err, sizeof err)) {
         log_error("%s", err);
         return EXIT_FAIL;
@@ -501,20 +513,32 @@ int cmd_bench_disk(int argc, char **argv)
     }
     printf("streaming layers [%ld, %u) of %s, %u passes (the SSD arm's pattern under a %llu MiB "
            "cap)\n", first, m.n_layers, m.path, passes, (unsigned long long)(cfg.cap_bytes >> 20));
-    printf("%-6s %10s %12s %12s %9s %10s  %s\n", "depth", "chunk", "bytes", "read_bytes",
-           "seconds", "GB/s", "cache gate");
+    printf("%-6s %10s %12s %12s %9s %10s %11s %7s  %s\n", "depth", "chunk", "bytes",
+           "read_bytes", "seconds", "GB/s", "avg_req", "busy%", "cache gate");
     for (uint32_t i = 0; i < nd; i++) {
         bench_disk_result b;
-        char b1[32];
-        if (bench_disk_run(&m, (uint32_t)first, chunk, depths[i], passes, &b, err, sizeof err)) {
+        char b1[32], b2[32], b3[32];
+        if (bench_disk_run(&m, (uint32_t)first, chunk, depths[i], passes, cfg.buffers_4k, &b,
+                           err, sizeof err)) {
             log_error("%s", err);
             rc = EXIT_FAIL;
             break;
         }
-        printf("%-6u %10s %12llu %12llu %9.3f %10.3f  %s\n", b.queue_depth,
+        if (i == 0)
+            printf("# io buffers: %s; device: %s\n", b.io_buffers,
+                   b.has_device ? b.device : b.device_error);
+        if (b.has_device)
+            snprintf(b2, sizeof b2, "%.0f", 100 * b.dev.util);
+        printf("%-6u %10s %12llu %12llu %9.3f %10.3f %11s %7s  %s\n", b.queue_depth,
                util_fmt_size(b.chunk_bytes, b1, sizeof b1), (unsigned long long)b.bytes,
                (unsigned long long)b.read_bytes, b.seconds, b.gbps,
+               b.has_device ? util_fmt_size(b.dev.avg_request_bytes, b3, sizeof b3) : "-",
+               b.has_device ? b2 : "-",
                b.cache_pass ? "pass" : "VOID (page cache served reads)");
+        /* Device-wide counters: say so when another process's reads were mixed in. */
+        if (b.has_device && (double)b.dev.read_bytes > 1.01 * (double)b.bytes)
+            printf("#   the device read %.1f%% more than this benchmark asked for: other "
+                   "readers shared it\n", 100.0 * ((double)b.dev.read_bytes / (double)b.bytes - 1));
         fflush(stdout);
         if (!b.cache_pass)
             rc = EXIT_VOID;

@@ -231,8 +231,8 @@ int predict_measure_machine(const config_t *cfg, const model_t *m, predict_machi
         first = pl.n_resident;
     if (pm->disk_passes < 3)
         pm->disk_passes = 3;
-    if (bench_disk_run(m, first, cfg->chunk_bytes, cfg->queue_depth, pm->disk_passes, &b, why,
-                       sizeof why)) {
+    if (bench_disk_run(m, first, cfg->chunk_bytes, cfg->queue_depth, pm->disk_passes,
+                       cfg->buffers_4k, &b, why, sizeof why)) {
         snprintf(err, errlen, "disk figure: %s", why);
         return -1;
     }
@@ -241,6 +241,12 @@ int predict_measure_machine(const config_t *cfg, const model_t *m, predict_machi
     pm->disk_chunk_bytes = b.chunk_bytes;
     pm->disk_bytes = b.bytes;
     pm->disk_cache_pass = b.cache_pass;
+    snprintf(pm->disk_io_buffers, sizeof pm->disk_io_buffers, "%s", b.io_buffers);
+    pm->disk_has_device = b.has_device;
+    snprintf(pm->disk_device, sizeof pm->disk_device, "%s",
+             b.has_device ? b.device : b.device_error);
+    pm->disk_avg_request_bytes = b.dev.avg_request_bytes;
+    pm->disk_busy_util = b.dev.util;
 
     /* Compute on one resident layer: the single-process arms' threads, then the workers'. */
     int reps = s_layer_reps(m);
@@ -278,6 +284,14 @@ void predict_print_machine(FILE *f, const predict_machine *pm)
             util_fmt_size(pm->disk_chunk_bytes, b1, sizeof b1), pm->disk_passes,
             pm->disk_passes == 1 ? "" : "es", util_fmt_size(pm->disk_bytes, b2, sizeof b2),
             pm->disk_cache_pass ? "" : "  WARNING: page cache served part of the reads");
+    if (pm->disk_has_device)
+        fprintf(f, "           at the device (%s): %s per request, busy %.0f%% of the time; "
+                   "buffers %s\n", pm->disk_device,
+                util_fmt_size(pm->disk_avg_request_bytes, b1, sizeof b1),
+                100 * pm->disk_busy_util, pm->disk_io_buffers);
+    else
+        fprintf(f, "           at the device: %s; buffers %s\n", pm->disk_device,
+                pm->disk_io_buffers);
     fprintf(f, "  compute  %.4f ms per resident layer with %u thread%s; %.4f ms with %u (workers)\n",
             pm->layer_ms, pm->threads, pm->threads == 1 ? "" : "s", pm->layer_ms_worker,
             pm->worker_threads);

@@ -34,6 +34,11 @@ typedef struct {
     uint32_t disk_passes;      /* passes over the file (more for tiny models) */
     uint64_t disk_bytes;       /* bytes read by the benchmark */
     int disk_cache_pass;       /* storage served the bytes (no page cache) */
+    char disk_io_buffers[200]; /* what backed the read buffers: "thp", "4k-pages (fallback: ..)" */
+    int disk_has_device;       /* 0: disk_device holds why no block device was found */
+    char disk_device[256];     /* block device whose stat was read, or the reason for none */
+    uint64_t disk_avg_request_bytes; /* sectors x 512 / reads at the device during the benchmark */
+    double disk_busy_util;     /* device busy time / benchmark time, 0..1 */
     /* compute: bench_layer_ms on one resident layer, median */
     double layer_ms;           /* with [run] threads (single-process arms), ms */
     uint32_t threads;

@@ -181,7 +181,8 @@ void swarm_mark_lost(swarm_t *c, swarm_peer *p, const char *how)
         exec_opts o = { .budget_bytes = p->cap_bytes, .queue_depth = c->cfg->queue_depth,
                         .chunk_bytes = c->cfg->chunk_bytes,
                         .overhead_bytes = c->cfg->overhead_bytes,
-                        .buffered = c->cfg->buffered, .verify_resident = 1 };
+                        .buffered = c->cfg->buffered, .verify_resident = 1,
+                        .buffers_4k = c->cfg->buffers_4k };
         p->fb = exec_new(c->m, p->first, p->last, &o, err, sizeof err);
         if (!p->fb) {
             c->budget_fail = 1;
