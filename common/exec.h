@@ -3,8 +3,8 @@
  * The one layer executor behind every arm: the reference (budget 0: all resident), the SSD
  * arm (budget = the cap), workers (resident only) and the coordinator's fallback for a lost
  * worker (budget = that worker's cap). Streamed layers are read on every step with O_DIRECT
- * through io_uring: a ring of queue_depth+1 chunk buffers, queue_depth reads in flight, so
- * the disk works while the kernel computes. A chunk is a whole number of 4-row blocks, read
+ * through io_uring: a ring of at least queue_depth+1 chunk buffers, queue_depth reads in
+ * flight, so the disk works while the kernel computes. A chunk is a whole number of 4-row blocks, read
  * as the 4096-aligned superset of its bytes and sliced (so any GGUF alignment works). Reads
  * run ahead across step boundaries (they do not depend on x) but never past total_steps.
  * Content gate: each streamed layer is hashed (XXH3-64 over g then W rows, in order, as
@@ -38,6 +38,8 @@ typedef struct {
     uint64_t total_steps;      /* stop read-ahead after this many steps (0 = unlimited) */
     int verify_resident;       /* 1: hash resident layers at load (default on) */
     int buffers_4k;            /* 1: stream into 4 KiB pages, not huge pages (the fallback) */
+    uint32_t ring_slots;       /* chunk buffers in the ring; 0: the plan decides (bench-disk
+                                * passes the SSD arm's so it reads through the same ring) */
 } exec_opts;
 
 typedef struct {
@@ -48,7 +50,9 @@ typedef struct {
     uint32_t chunks_per_layer; /* 1 (g) + ceil(dim / rows_per_chunk) */
     uint64_t layer_alloc;      /* bytes one resident layer takes (aligned buffers) */
     uint64_t resident_bytes;
-    uint64_t ring_bytes;       /* (queue_depth + 1) chunk buffers */
+    uint32_t ring_slots;       /* queue_depth + 1, plus up to as many again from what the
+                                * budget leaves after the resident layers */
+    uint64_t ring_bytes;       /* ring_slots chunk buffers */
     uint64_t working_set;      /* resident + ring + scratch + overhead: what the cap must hold */
     uint64_t streamed_per_step;/* bytes requested from the file per step */
 } exec_plan;

@@ -153,16 +153,18 @@ static int s_run_single(arm_ctx *a, run_result *r, const exec_opts *o, int cappe
     r->setup_read_bytes = io1 - io0;
     if (capped)
         log_info("%s: %u layers resident, %u streamed per step (%llu MiB/step), queue depth %u, "
-                 "chunk %u rows, %s, %s",
+                 "ring %u slots, chunk %u rows, %s, %s, buffers %s",
                  r->arm, p->n_resident, p->n_streamed,
                  (unsigned long long)(p->streamed_per_step >> 20), o->queue_depth,
-                 p->rows_per_chunk, exec_is_direct(e) ? "O_DIRECT" : "BUFFERED (labelled)",
+                 p->ring_slots, p->rows_per_chunk, exec_is_direct(e) ? "O_DIRECT" : "BUFFERED (labelled)",
                  !p->n_streamed        ? "nothing streamed"
                  : exec_uses_uring(e) ? "io_uring"
-                                      : "synchronous pread (io_uring unavailable)");
+                                      : "synchronous pread (io_uring unavailable)",
+                 exec_io_buffers(e));
     json_object_set_new(r->extra, "resident_layers", json_integer(p->n_resident));
     json_object_set_new(r->extra, "streamed_layers", json_integer(p->n_streamed));
     json_object_set_new(r->extra, "queue_depth", json_integer(o->queue_depth));
+    json_object_set_new(r->extra, "ring_slots", json_integer(p->n_streamed ? p->ring_slots : 0));
     json_object_set_new(r->extra, "chunk_rows", json_integer(p->rows_per_chunk));
     json_object_set_new(r->extra, "chunk_bytes",
                         json_integer((json_int_t)p->rows_per_chunk * d * 4));

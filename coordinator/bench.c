@@ -10,13 +10,13 @@
 #include "common/util.h"
 #include "coordinator/gate.h"
 
-int bench_disk_run(const model_t *m, uint32_t first, uint64_t chunk_bytes,
-                   uint32_t queue_depth, uint32_t passes, int buffers_4k, bench_disk_result *out,
+int bench_disk_run(const model_t *m, const bench_disk_opts *bo, bench_disk_result *out,
                    char *err, size_t errlen)
 {
-    exec_opts o = { .queue_depth = queue_depth, .chunk_bytes = chunk_bytes, .stream_all = 1,
-                    .io_only = 1, .total_steps = passes, .budget_bytes = 1,
-                    .buffers_4k = buffers_4k };
+    exec_opts o = { .queue_depth = bo->queue_depth, .chunk_bytes = bo->chunk_bytes,
+                    .stream_all = 1, .io_only = 1, .total_steps = bo->passes, .budget_bytes = 1,
+                    .buffers_4k = bo->buffers_4k, .ring_slots = bo->ring_slots };
+    uint32_t first = bo->first, passes = bo->passes;
     exec_stats st = { 0 };
     exec_t *e;
     devstat_dev dv;
@@ -47,7 +47,8 @@ int bench_disk_run(const model_t *m, uint32_t first, uint64_t chunk_bytes,
     } else {
         out->has_device = 0;
     }
-    out->queue_depth = queue_depth;
+    out->queue_depth = bo->queue_depth;
+    out->ring_slots = exec_get_plan(e)->ring_slots;
     out->first_layer = first;
     out->chunk_bytes = (uint64_t)exec_get_plan(e)->rows_per_chunk * m->dim * 4;
     out->bytes = st.streamed_bytes;

@@ -10,6 +10,7 @@
 
 typedef struct {
     uint32_t queue_depth;
+    uint32_t ring_slots;       /* chunk buffers in the ring */
     uint32_t first_layer;      /* streamed layers [first_layer, L) */
     uint64_t chunk_bytes;
     uint64_t bytes;            /* requested */
@@ -25,13 +26,21 @@ typedef struct {
     devstat_delta dev;         /* requests, bytes, average request size, busy time */
 } bench_disk_result;
 
-/* Stream layers [first, L) with the SSD arm's reader (O_DIRECT, io_uring, chunk, depth)
+/* Stream layers [first, L) with the SSD arm's reader (O_DIRECT, io_uring, chunk, depth, ring)
  * without computing, `passes` times over. first = the SSD arm's resident count gives its
  * exact access pattern: the same bytes, read over and over (which matters here: the host
  * under this VM's disk caches a region that is re-read, not a longer sequential scan).
  * The read buffers are the arm's own kind (huge pages unless buffers_4k: exec.h). */
-int bench_disk_run(const model_t *m, uint32_t first, uint64_t chunk_bytes,
-                   uint32_t queue_depth, uint32_t passes, int buffers_4k, bench_disk_result *out,
+typedef struct {
+    uint32_t first;            /* streamed layers [first, L) */
+    uint64_t chunk_bytes;
+    uint32_t queue_depth;
+    uint32_t passes;
+    uint32_t ring_slots;       /* the SSD arm's plan's (0: queue_depth + 1) */
+    int buffers_4k;            /* 1: 4 KiB-page buffers (the arm's [ssd] buffers = 4k) */
+} bench_disk_opts;
+
+int bench_disk_run(const model_t *m, const bench_disk_opts *bo, bench_disk_result *out,
                    char *err, size_t errlen);
 
 /* Per-layer compute time of a resident layer (median of reps, ms) with `threads` BLAS

@@ -504,13 +504,14 @@ int cmd_bench_disk(int argc, char **argv)
         log_error("%s", err);
         return EXIT_FAIL;
     }
-    if (first < 0) {
-        exec_opts po = { .budget_bytes = cfg.cap_bytes, .queue_depth = cfg.queue_depth,
-                         .chunk_bytes = chunk, .overhead_bytes = cfg.overhead_bytes };
-        exec_plan pl;
-        first = exec_plan_make(&m, 0, m.n_layers, &po, &pl, err, sizeof err) == 0 &&
-                        pl.n_streamed ? pl.n_resident : 0;
-    }
+    /* The SSD arm's plan under the config's cap: what it streams and through how big a ring. */
+    exec_opts po = { .budget_bytes = cfg.cap_bytes, .queue_depth = cfg.queue_depth,
+                     .chunk_bytes = chunk, .overhead_bytes = cfg.overhead_bytes };
+    exec_plan pl;
+    int planned = exec_plan_make(&m, 0, m.n_layers, &po, &pl, err, sizeof err) == 0 &&
+                  pl.n_streamed;
+    if (first < 0)
+        first = planned ? pl.n_resident : 0;
     printf("streaming layers [%ld, %u) of %s, %u passes (the SSD arm's pattern under a %llu MiB "
            "cap)\n", first, m.n_layers, m.path, passes, (unsigned long long)(cfg.cap_bytes >> 20));
     printf("%-6s %10s %12s %12s %9s %10s %11s %7s  %s\n", "depth", "chunk", "bytes",
@@ -518,8 +519,13 @@ int cmd_bench_disk(int argc, char **argv)
     for (uint32_t i = 0; i < nd; i++) {
         bench_disk_result b;
         char b1[32], b2[32], b3[32];
-        if (bench_disk_run(&m, (uint32_t)first, chunk, depths[i], passes, cfg.buffers_4k, &b,
-                           err, sizeof err)) {
+        /* At the config's depth, the arm's ring; at other depths, the minimum ring. */
+        bench_disk_opts bo = { .first = (uint32_t)first, .chunk_bytes = chunk,
+                               .queue_depth = depths[i], .passes = passes,
+                               .buffers_4k = cfg.buffers_4k,
+                               .ring_slots = planned && depths[i] == cfg.queue_depth ?
+                                             pl.ring_slots : 0 };
+        if (bench_disk_run(&m, &bo, &b, err, sizeof err)) {
             log_error("%s", err);
             rc = EXIT_FAIL;
             break;
@@ -527,6 +533,9 @@ int cmd_bench_disk(int argc, char **argv)
         if (i == 0)
             printf("# io buffers: %s; device: %s\n", b.io_buffers,
                    b.has_device ? b.device : b.device_error);
+        if (planned && depths[i] == cfg.queue_depth)
+            printf("# depth %u is the config's: through the SSD arm's ring of %u slots\n",
+                   depths[i], b.ring_slots);
         if (b.has_device)
             snprintf(b2, sizeof b2, "%.0f", 100 * b.dev.util);
         printf("%-6u %10s %12llu %12llu %9.3f %10.3f %11s %7s  %s\n", b.queue_depth,

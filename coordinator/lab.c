@@ -150,6 +150,12 @@ static void s_lab_fields(const lab_t *L, const lab_cond *c, uint32_t rep, run_re
     json_object_set_new(x, "repeats", json_integer(L->repeats));
     json_object_set_new(x, "disk_gbps", s_real(L->pm.disk_gbps));
     json_object_set_new(x, "disk_queue_depth", json_integer(L->pm.disk_qd));
+    json_object_set_new(x, "disk_io_buffers", json_string(L->pm.disk_io_buffers));
+    json_object_set_new(x, "disk_device",
+                        L->pm.disk_has_device ? json_string(L->pm.disk_device) : json_null());
+    json_object_set_new(x, "disk_avg_request_bytes",
+                        json_integer((json_int_t)L->pm.disk_avg_request_bytes));
+    json_object_set_new(x, "disk_device_util", s_real(L->pm.disk_busy_util));
     json_object_set_new(x, "layer_ms", s_real(L->pm.layer_ms));
     json_object_set_new(x, "layer_ms_worker", s_real(L->pm.layer_ms_worker));
     json_object_set_new(x, "verify_ms", s_real(L->pm.verify_ms));

@@ -364,7 +364,7 @@ static void s_table_rest(FILE *f, const lab_t *L, s_agg *ag)
 
 static void s_table_head(FILE *f, const lab_t *L)
 {
-    char b1[32], b2[32], tbuf[64];
+    char b1[32], b2[32], b3[32], tbuf[64];
     time_t now = time(NULL);
     const predict_machine *p = &L->pm;
     strftime(tbuf, sizeof tbuf, "%Y-%m-%d %H:%M:%S", localtime(&now));
@@ -376,10 +376,11 @@ static void s_table_head(FILE *f, const lab_t *L)
             L->cfg.steps, L->repeats, L->repeats == 1 ? "" : "s",
             util_fmt_size(L->cfg.cap_bytes, b2, sizeof b2));
     fprintf(f, "Machine figures (measured before the runs): disk %.3f GB/s (queue depth %u, chunk "
-               "%s); layer %.4f ms (%u thread%s), %.4f ms (%u, workers); content hash %.4f ms per "
+               "%s; %s per request at the device, busy %.0f%%, buffers %s); layer %.4f ms (%u thread%s), %.4f ms (%u, workers); content hash %.4f ms per "
                "layer; hop %.4f ms one way (ZeroMQ, loopback, %llu B); %ld CPUs.\n\n",
             p->disk_gbps, p->disk_qd, util_fmt_size(p->disk_chunk_bytes, b1, sizeof b1),
-            p->layer_ms, p->threads, p->threads == 1 ? "" : "s", p->layer_ms_worker,
+            p->disk_has_device ? util_fmt_size(p->disk_avg_request_bytes, b3, sizeof b3) : "?",
+            100 * p->disk_busy_util, p->disk_io_buffers, p->layer_ms, p->threads, p->threads == 1 ? "" : "s", p->layer_ms_worker,
             p->worker_threads, p->verify_ms, p->hop_ms, (unsigned long long)p->hop_bytes, p->cpus);
 }
 

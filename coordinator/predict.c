@@ -2,10 +2,11 @@
  *
  * The model, per step (ms), for a model of L layers:
  *   reference  step = L * layer_ms(threads)
- *   ssd        step = n_res * layer_ms + max(disk, n_str * (layer_ms + verify_ms))
+ *   ssd        step = n_res * layer_ms + max(disk, n_str * layer_ms, n_str * verify_ms)
  *              disk = streamed_bytes_per_step / disk_bw(queue depth, chunk)
- *              (io_uring reads run while the kernel computes, so the streamed part costs the
- *              slower of the disk and the CPU; the CPU also hashes every streamed layer)
+ *              (io_uring reads run while the kernel computes and a second thread hashes, so
+ *              the streamed part costs the slowest of the three; on one CPU the compute and
+ *              the hash share it: max(disk, n_str * (layer_ms + verify_ms)))
  *   resident   cycle = L * layer_ms(worker threads) + hops * (hop_ms + profile_ms), hops = W + 1
  *              step  = max(cycle / inflight, ceil(L / W) * layer_ms_w, L * layer_ms_w / min(cpus, W))
  *              (inflight 1: step = cycle; the other two bound a fuller pipeline)
@@ -226,13 +227,15 @@ int predict_measure_machine(const config_t *cfg, const model_t *m, predict_machi
     exec_opts po = { .budget_bytes = cfg->cap_bytes, .queue_depth = cfg->queue_depth,
                      .chunk_bytes = cfg->chunk_bytes, .overhead_bytes = cfg->overhead_bytes };
     exec_plan pl;
-    uint32_t first = 0;
-    if (exec_plan_make(m, 0, m->n_layers, &po, &pl, why, sizeof why) == 0 && pl.n_streamed)
-        first = pl.n_resident;
-    if (pm->disk_passes < 3)
-        pm->disk_passes = 3;
-    if (bench_disk_run(m, first, cfg->chunk_bytes, cfg->queue_depth, pm->disk_passes,
-                       cfg->buffers_4k, &b, why, sizeof why)) {
+    bench_disk_opts bo = { .chunk_bytes = cfg->chunk_bytes, .queue_depth = cfg->queue_depth,
+                           .passes = pm->disk_passes < 3 ? 3 : pm->disk_passes,
+                           .buffers_4k = cfg->buffers_4k };
+    if (exec_plan_make(m, 0, m->n_layers, &po, &pl, why, sizeof why) == 0 && pl.n_streamed) {
+        bo.first = pl.n_resident;
+        bo.ring_slots = pl.ring_slots;
+    }
+    pm->disk_passes = bo.passes;
+    if (bench_disk_run(m, &bo, &b, why, sizeof why)) {
         snprintf(err, errlen, "disk figure: %s", why);
         return -1;
     }
@@ -341,15 +344,25 @@ int predict_condition(predict_kind kind, const config_t *cfg, const model_t *m,
         p->verify_ms = plan.n_streamed * pm->verify_ms;
         p->disk_ms = pm->disk_gbps > 0 ? (double)plan.streamed_per_step / (pm->disk_gbps * 1e9) * 1e3
                                        : INFINITY;
-        double cpu_str = plan.n_streamed * pm->layer_ms + p->verify_ms;
-        p->read_wait_ms = p->disk_ms > cpu_str ? p->disk_ms - cpu_str : 0;
-        p->step_ms = plan.n_resident * pm->layer_ms + (p->disk_ms > cpu_str ? p->disk_ms : cpu_str);
-        p->binding = p->disk_ms > cpu_str ? "disk" : "compute";
+        /* The hash runs on its own thread (exec.c): beside the compute when there is a
+         * second CPU, added to it when there is not. */
+        double cpu_str = plan.n_streamed * pm->layer_ms;
+        double cpu = pm->cpus >= 2 ? (cpu_str > p->verify_ms ? cpu_str : p->verify_ms)
+                                   : cpu_str + p->verify_ms;
+        double str = p->disk_ms > cpu ? p->disk_ms : cpu;
+        p->read_wait_ms = p->disk_ms > cpu ? p->disk_ms - cpu_str : 0;
+        p->verify_wait_ms = pm->cpus >= 2 && p->verify_ms > cpu_str && p->verify_ms >= p->disk_ms
+                                ? p->verify_ms - cpu_str
+                                : 0;
+        p->step_ms = plan.n_resident * pm->layer_ms + str;
+        p->binding = p->disk_ms > cpu ? "disk" : "compute";
         snprintf(p->formula, sizeof p->formula,
-                 "%u x %.4f + max(%.1f MiB / %.3f GB/s = %.3f, %u x (%.4f + %.4f) = %.3f)",
+                 "%u x %.4f + max(%.1f MiB / %.3f GB/s = %.3f, %u x %.4f = %.3f, %u x %.4f = "
+                 "%.3f%s)",
                  plan.n_resident, pm->layer_ms, plan.streamed_per_step / 1048576.0,
-                 pm->disk_gbps, p->disk_ms, plan.n_streamed, pm->layer_ms, pm->verify_ms,
-                 cpu_str);
+                 pm->disk_gbps, p->disk_ms, plan.n_streamed, pm->layer_ms, cpu_str,
+                 plan.n_streamed, pm->verify_ms, p->verify_ms,
+                 pm->cpus >= 2 ? "" : ", one CPU: compute + hash");
     } else {
         uint32_t w = cfg->n_workers ? cfg->n_workers : cfg->workers;
         uint32_t k = cfg->inflight ? cfg->inflight : 1;
@@ -395,6 +408,7 @@ json_t *predict_to_json(const prediction *p)
     json_object_set_new(o, "steps_per_s", json_real(p->steps_per_s));
     json_object_set_new(o, "compute_ms", json_real(p->compute_ms));
     json_object_set_new(o, "verify_ms", json_real(p->verify_ms));
+    json_object_set_new(o, "verify_wait_ms", json_real(p->verify_wait_ms));
     json_object_set_new(o, "disk_ms", isfinite(p->disk_ms) ? json_real(p->disk_ms) : json_null());
     json_object_set_new(o, "read_wait_ms",
                         isfinite(p->read_wait_ms) ? json_real(p->read_wait_ms) : json_null());
@@ -448,7 +462,9 @@ void predict_blame(const json_t *pred, const json_t *stage_ms, double measured_s
     } else {
         t[n++] = (s_term){ "disk", s_get(pred, "read_wait_ms"),
                            s_get(stage_ms, "read_wait") };
-        t[n++] = (s_term){ "verify", s_get(pred, "verify_ms"), s_get(stage_ms, "verify") };
+        /* The hash runs beside the step: only the wait for it is on the step's path. */
+        t[n++] = (s_term){ "verify", s_get(pred, "verify_wait_ms"),
+                           s_get(stage_ms, "verify_wait") };
     }
     for (int i = 0; i < n; i++) {
         msum += t[i].meas;

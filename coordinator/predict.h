@@ -66,9 +66,10 @@ typedef struct {
     double profile_ms;         /* one-way delay added per hop (measured if known, else config) */
     /* terms, ms per step */
     double compute_ms;         /* layers * layer_ms (worker layer_ms for resident) */
-    double verify_ms;          /* n_streamed * verify_ms (SSD) */
+    double verify_ms;          /* n_streamed * verify_ms (SSD), on the hasher thread */
+    double verify_wait_ms;     /* the part of it the step waits for (hash slower than the rest) */
     double disk_ms;            /* streamed_bytes / disk bandwidth (SSD) */
-    double read_wait_ms;       /* disk time not hidden behind streamed compute + verify */
+    double read_wait_ms;       /* disk time not hidden behind streamed compute (and hash) */
     double network_ms;         /* hops * (hop_ms + profile_ms) (resident) */
     /* results */
     double step_ms;            /* steady step time (ms) */

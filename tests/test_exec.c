@@ -47,6 +47,17 @@ static uint64_t s_scratch(uint64_t d)
     return 2 * d * 4 + 8192;
 }
 
+/* The ring a capped plan gets: queue_depth + 1 slots, plus as many of what the budget leaves
+ * after `resident` layers as fit, at most queue_depth + 1 more. */
+static uint64_t s_ring_planned(uint64_t d, uint64_t chunk, uint32_t qd, uint64_t overhead,
+                               uint64_t budget, uint32_t resident)
+{
+    uint64_t slot = s_ring(d, chunk, qd) / (qd + 1);
+    uint64_t used = overhead + s_scratch(d) + s_ring(d, chunk, qd) + resident * s_layer_alloc(d);
+    uint64_t extra = budget > used ? (budget - used) / slot : 0;
+    return s_ring(d, chunk, qd) + (extra > qd + 1 ? qd + 1 : extra) * slot;
+}
+
 /* Budget that leaves exactly `resident` layers resident (plus half a layer of slack). */
 static uint64_t s_budget_for(uint64_t d, uint64_t chunk, uint32_t qd, uint64_t overhead,
                              uint32_t resident)
@@ -178,9 +189,14 @@ static void s_parity(const char *path, uint32_t d, uint32_t align, float *ref_ou
               p.rows_per_chunk, rows);
         CHECK(p.chunks_per_layer == 1 + (d + rows - 1) / rows && p.chunks_per_layer >= 3,
               "chunks per layer %u (rows %u, d %u)", p.chunks_per_layer, rows, d);
-        CHECK(p.ring_bytes == s_ring(d, cases[i].chunk, cases[i].qd), "ring %llu, computed %llu",
-              (unsigned long long)p.ring_bytes,
-              (unsigned long long)s_ring(d, cases[i].chunk, cases[i].qd));
+        uint64_t ring = s_ring_planned(d, cases[i].chunk, cases[i].qd, 0, budget,
+                                       cases[i].resident);
+        CHECK(p.ring_bytes == ring, "ring %llu, computed %llu", (unsigned long long)p.ring_bytes,
+              (unsigned long long)ring);
+        CHECK(p.ring_slots >= cases[i].qd + 1 && p.ring_slots <= 2 * (cases[i].qd + 1) &&
+                  p.ring_bytes == p.ring_slots * (s_ring(d, cases[i].chunk, cases[i].qd) /
+                                                  (cases[i].qd + 1)),
+              "ring of %u slots at depth %u", p.ring_slots, cases[i].qd);
         CHECK(p.working_set <= budget, "working set %llu over the budget %llu",
               (unsigned long long)p.working_set, (unsigned long long)budget);
         CHECK(memcmp(ref, got, n * sizeof(float)) == 0,
