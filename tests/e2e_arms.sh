@@ -134,6 +134,60 @@ eq "d=1000 parity" "$(jf gates.parity)" pass
 eq "d=1000 content" "$(jf gates.content)" pass
 eq "d=1000 cache" "$(jf gates.cache)" pass
 
+# ---- I/O buffers and the device's view. tiny.ini's ring (432 KiB) is under one huge page:
+# a reported fallback. A 1 MiB chunk (d = 1000: 256 rows) makes a ring of several MiB, which
+# gets huge pages where the machine gives them; [ssd] buffers = 4k forces the fallback, and
+# either way the outputs stay the reference's.
+jload "$T/ssd.jsonl"
+eq "tiny ring: io_buffers" "$(jf io_buffers)" "4k-pages (fallback: 432 KiB is less than one 2 MiB huge page)"
+eq "tiny ring: ring_slots (4 + 1, one more from the cap)" "$(jf ring_slots)" 6
+# Where the scratch folder is on a block device, the device's own counters; otherwise a
+# clear "no block device" (tmpfs), never a crash.
+if python3 -c 'import os, sys; st = os.stat(sys.argv[1]); sys.exit(0 if os.major(st.st_dev) and os.path.exists("/sys/dev/block/%d:%d" % (os.major(st.st_dev), os.minor(st.st_dev))) else 1)' "$M"; then
+    check "ssd: device named" test "$(jf device)" != None -a "$(jf device)" != MISSING
+    if [ -s "$T/ssd.jsonl" ] && python3 -c '
+import json, sys
+o = json.loads(open(sys.argv[1]).read().splitlines()[-1])
+# Device-wide counters: other readers can only add to them.
+assert o["device_reads"] >= 1 and o["device_read_bytes"] >= o["streamed_bytes"], o
+assert o["device_avg_request_bytes"] > 0 and 0 <= o["device_util"] <= 1 and o["device_busy_ms"] >= 0, o
+' "$T/ssd.jsonl"; then ok; else bad "ssd device_* fields (reads, bytes >= streamed, request size > 0, util)"; fi
+else
+    eq "ssd on a file with no block device: device" "$(jf device)" None
+    check "ssd: device_error says no block device" grep -q "no block device" <<<"$(jf device_error)"
+fi
+sw ssd_big run "$CFG" --model "$M1000" --steps 4 --quiet --arm ssd --cap 16M --set ssd.chunk=1M --out "$T/ssd_big.jsonl" --dump-outputs "$T/ssd_big.f32"
+expect_rc ssd_big 0
+jload "$T/ssd_big.jsonl"
+case "$(jf io_buffers)" in
+    hugetlb|thp) ok ;;
+    "4k-pages (fallback: "?*")") ok; echo "note: this machine gave no huge pages: $(jf io_buffers)" ;;
+    *) bad "1 MiB chunks: io_buffers '$(jf io_buffers)'" ;;
+esac
+check "1 MiB chunks: outputs == reference (cmp)" cmp -s "$T/ref1000.f32" "$T/ssd_big.f32"
+sw ssd_4k run "$CFG" --model "$M1000" --steps 4 --quiet --arm ssd --cap 16M --set ssd.chunk=1M --set ssd.buffers=4k --out "$T/ssd_4k.jsonl" --dump-outputs "$T/ssd_4k.f32"
+expect_rc ssd_4k 0
+jload "$T/ssd_4k.jsonl"
+eq "buffers = 4k: io_buffers" "$(jf io_buffers)" "4k-pages (fallback: asked for: buffers = 4k)"
+eq "buffers = 4k: gates.cache" "$(jf gates.cache)" pass
+check "buffers = 4k: outputs == reference (cmp)" cmp -s "$T/ref1000.f32" "$T/ssd_4k.f32"
+# bench-disk: the same buffers, the device's request size and busy time beside the figure.
+sw bench bench-disk "$M1000" --config "$CFG" --depths 4 --passes 2
+expect_rc bench 0
+has bench out "# io buffers: "
+has bench out "avg_req"
+sw bench4k bench-disk "$M1000" --config "$CFG" --depths 4 --passes 2 --buffers 4k
+expect_rc bench4k 0
+has bench4k out "# io buffers: 4k-pages (fallback: asked for: buffers = 4k)"
+sw bench_bad bench-disk "$M1000" --buffers 1g
+expect_rc bench_bad 2
+has bench_bad err "--buffers"
+printf '[ssd]\nbuffers = 1g\n' >"$T/bad_buffers.ini"
+sw cfg_buffers run "$T/bad_buffers.ini" --arm ssd --model "$M"
+expect_rc cfg_buffers 2
+has cfg_buffers err "$T/bad_buffers.ini:2:"
+has cfg_buffers err "[ssd] buffers"
+
 # ---- the cache gate catches a page-cache-served run: buffered reads of a warm file
 cat "$M" >/dev/null
 sw cached "${run_args[@]}" --arm ssd --buffered --out "$T/cached.jsonl"
@@ -172,6 +226,8 @@ if [ "$(stat -f -c %T /dev/shm 2>/dev/null)" = tmpfs ] && [ -w /dev/shm ]; then
     eq "tmpfs --buffered: io" "$(jf io)" buffered
     eq "tmpfs --buffered: gates.cache" "$(jf gates.cache)" void
     eq "tmpfs --buffered: parity" "$(jf gates.parity)" pass
+    eq "tmpfs --buffered: device" "$(jf device)" None
+    check "tmpfs: device_error says no block device" grep -q "no block device" <<<"$(jf device_error)"
     rm -rf "$SHM"
 else
     echo "note: /dev/shm is not a writable tmpfs; tmpfs refusal not tested"
