@@ -595,6 +595,9 @@ static int s_stream_step(exec_t *e, float *x, exec_stats *st, char *err, size_t 
     uint64_t t;
     int rc = 0;
     while (e->consume_seq < end) {
+        /* Count reads that finished while we computed, so their depth is refilled now. */
+        if (e->uring_ok)
+            s_reap(e, 0);
         s_submit_more(e, st);
         s_slot *s = &e->slots[e->consume_seq % e->nslots];
         if (s->state == S_FREE && e->consume_seq + 1 >= e->nslots) {
@@ -647,8 +650,16 @@ int exec_step(exec_t *e, float *x, exec_stats *st, char *err, size_t errlen)
         s_submit_more(e, st); /* start the disk before computing the resident layers */
     if (!e->o.io_only) {
         t = util_now_ns();
-        for (uint32_t i = 0; i < e->plan.n_resident; i++)
+        for (uint32_t i = 0; i < e->plan.n_resident; i++) {
             kernel_layer(e->res_w[i], e->res_g[i], x, e->u, e->y, e->d);
+            /* Keep queue_depth reads in flight while the resident layers compute (≈3 ms each
+             * here): the ring has more free slots than the depth, and refilling only after
+             * the last resident layer left the disk idle for part of it. */
+            if (e->plan.n_streamed && e->uring_ok) {
+                s_reap(e, 0);
+                s_submit_more(e, st);
+            }
+        }
         st->compute_ns += util_now_ns() - t;
     }
     if (e->plan.n_streamed) {
