@@ -21,6 +21,9 @@
 
 enum { S_FREE = 0, S_INFLIGHT = 1, S_DONE = 2 };
 
+#define S_HASHER_STACK (256u << 10)    /* stack for the hasher thread (static TLS lives there too) */
+#define S_HASHER_MIN_CHUNK (1u << 20) /* smaller chunks are hashed inline (s_hasher_wanted) */
+
 typedef struct {
     uint8_t *buf;              /* EXEC_ALIGN-aligned, cap bytes */
     uint64_t cap;
@@ -54,13 +57,18 @@ struct exec {
     uint64_t chunks_per_step;
     /* content-gate hasher thread (s_hash_main): hashes chunk seqs [hashed, posted) in order */
     pthread_t hasher;
-    int hasher_ok;
+    int hasher_ok;             /* 0: hashed inline by s_hash_post */
+    int sync_ok;               /* mu and cv initialised */
     pthread_mutex_t mu;
     pthread_cond_t cv;         /* posted moved, hashed moved, or stop */
     uint64_t posted;           /* chunks handed to the hasher (mu) */
     _Atomic uint64_t hashed;   /* chunks it has finished reading: their slots may be reused */
     int stop;                  /* (mu) */
     uint64_t h_layers, h_fail, h_fail_logged, h_ns; /* (mu) results since the last collect */
+    /* (mu) failures to log, by the caller's thread in s_hash_collect: a log line from the
+     * hasher made ASan's stdio interceptors allocate inside a 2 MiB memory cgroup (OOM kill) */
+    uint32_t h_bad_n, h_bad_layer[3];
+    uint64_t h_bad_hash[3];
     XXH3_state_t *xx;          /* the hasher's own */
 };
 
@@ -171,14 +179,19 @@ int exec_plan_make(const model_t *m, uint32_t first, uint32_t last, const exec_o
     if (o->ring_slots) {
         p->ring_slots = o->ring_slots; /* bench-disk: the SSD arm's ring, not its own */
     } else if (p->n_streamed && o->budget_bytes && !o->stream_all && !o->resident_only) {
-        /* What the resident layers leave of the budget buys up to queue_depth + 1 more slots.
+        /* What the resident layers leave of the budget, less one slot's worth kept unspent,
+         * buys up to queue_depth + 1 more slots. The kept slot is the plan's only margin for
+         * an overhead that outgrows its estimate (AddressSanitizer's allocations overran the
+         * tests' 1 MiB once the spare was spent).
          * With only queue_depth + 1 the disk idles whenever the step does not consume for a
          * while (the resident layers at the top of each step, a preempted thread): the ring
          * holds ≈15 ms of reads at 2.4 GB/s against ≈25 ms of resident compute. Measured on
          * lab02 (2026-12-01, 3 pairs back to back, load ≈2.5): 9 slots 493-563 ms per step,
-         * device busy 74-88%; 13 slots 466-494 ms, busy 86-94%. */
+         * device busy 74-88%; 13 slots 466-494 ms, busy 86-94% (its 600 MiB cap gives 12). */
         uint64_t used = fixed + ring + p->n_resident * p->layer_alloc;
-        uint64_t extra = o->budget_bytes > used ? (o->budget_bytes - used) / slot_cap : 0;
+        uint64_t extra = o->budget_bytes > used + slot_cap
+                             ? (o->budget_bytes - used - slot_cap) / slot_cap
+                             : 0;
         p->ring_slots += (uint32_t)(extra > o->queue_depth + 1u ? o->queue_depth + 1u : extra);
     }
     ring = (uint64_t)p->ring_slots * slot_cap;
@@ -414,6 +427,36 @@ static void s_reap(exec_t *e, int wait)
  * are done with it, and a step returns only when its layers are hashed, so the content gate
  * still judges every step before its result is used. */
 
+/* Hash chunk seq (its read has completed) and record a finished layer's verdict; then its
+ * slot may be reused. On the hasher thread, or inline when there is none. */
+static void s_hash_one(exec_t *e, uint64_t seq)
+{
+    const s_slot *s = &e->slots[seq % e->nslots];
+    uint32_t layer, c;
+    uint64_t t = util_now_ns(), h = 0;
+    int last;
+    s_chunk_of(e, seq, &layer, &c);
+    if (c == 0)
+        XXH3_64bits_reset(e->xx);
+    XXH3_64bits_update(e->xx, s->buf + s->skip, s->want);
+    last = c + 1 == e->plan.chunks_per_layer;
+    if (last)
+        h = XXH3_64bits_digest(e->xx);
+    t = util_now_ns() - t;
+    pthread_mutex_lock(&e->mu);
+    e->h_ns += t;
+    if (last) {
+        e->h_layers++;
+        if (h != e->m->layers[layer].checksum && (e->h_fail++, e->h_fail_logged++ < 3)) {
+            e->h_bad_layer[e->h_bad_n] = layer;
+            e->h_bad_hash[e->h_bad_n++] = h;
+        }
+    }
+    atomic_store(&e->hashed, seq + 1);
+    pthread_cond_broadcast(&e->cv);
+    pthread_mutex_unlock(&e->mu);
+}
+
 static void *s_hash_main(void *arg)
 {
     exec_t *e = arg;
@@ -425,29 +468,8 @@ static void *s_hash_main(void *arg)
         if (seq == e->posted) /* stop, and nothing left to hash */
             break;
         pthread_mutex_unlock(&e->mu);
-        const s_slot *s = &e->slots[seq % e->nslots];
-        uint32_t layer, c;
-        uint64_t t = util_now_ns(), h = 0;
-        int last;
-        s_chunk_of(e, seq, &layer, &c);
-        if (c == 0)
-            XXH3_64bits_reset(e->xx);
-        XXH3_64bits_update(e->xx, s->buf + s->skip, s->want);
-        last = c + 1 == e->plan.chunks_per_layer;
-        if (last)
-            h = XXH3_64bits_digest(e->xx);
-        t = util_now_ns() - t;
+        s_hash_one(e, seq++);
         pthread_mutex_lock(&e->mu);
-        e->h_ns += t;
-        if (last) {
-            e->h_layers++;
-            if (h != e->m->layers[layer].checksum && (e->h_fail++, e->h_fail_logged++ < 3))
-                log_error("%s: content gate: streamed layer %u hashes to %016llx, expected "
-                          "%016llx", e->m->path, layer, (unsigned long long)h,
-                          (unsigned long long)e->m->layers[layer].checksum);
-        }
-        atomic_store(&e->hashed, ++seq);
-        pthread_cond_broadcast(&e->cv);
     }
     pthread_mutex_unlock(&e->mu);
     return NULL;
@@ -455,6 +477,10 @@ static void *s_hash_main(void *arg)
 
 static void s_hash_post(exec_t *e)
 {
+    if (!e->hasher_ok) {
+        s_hash_one(e, e->posted++);
+        return;
+    }
     pthread_mutex_lock(&e->mu);
     e->posted++;
     pthread_cond_broadcast(&e->cv);
@@ -482,7 +508,23 @@ static void s_hash_collect(exec_t *e, exec_stats *st)
     st->content_fail += e->h_fail;
     st->verify_ns += e->h_ns;
     e->h_layers = e->h_fail = e->h_ns = 0;
+    for (uint32_t i = 0; i < e->h_bad_n; i++)
+        log_error("%s: content gate: streamed layer %u hashes to %016llx, expected %016llx",
+                  e->m->path, e->h_bad_layer[i], (unsigned long long)e->h_bad_hash[i],
+                  (unsigned long long)e->m->layers[e->h_bad_layer[i]].checksum);
+    e->h_bad_n = 0;
     pthread_mutex_unlock(&e->mu);
+}
+
+/* A hasher thread pays off when a chunk's hash (≈0.3 ms for 4 MiB here) dwarfs the futex
+ * wake-up that hands the chunk over (≈10 µs), and only with a second CPU to run on. Below
+ * S_HASHER_MIN_CHUNK the hash is cheaper inline. */
+static int s_hasher_wanted(const exec_t *e)
+{
+    if (e->o.hasher != EXEC_HASH_AUTO)
+        return e->o.hasher == EXEC_HASH_THREAD;
+    return (uint64_t)e->plan.rows_per_chunk * e->d * 4 >= S_HASHER_MIN_CHUNK &&
+           sysconf(_SC_NPROCESSORS_ONLN) >= 2;
 }
 
 static int s_ring_init(exec_t *e, char *err, size_t errlen)
@@ -516,12 +558,27 @@ static int s_ring_init(exec_t *e, char *err, size_t errlen)
     e->xx = XXH3_createState();
     if (!e->xx)
         goto oom;
-    if (pthread_mutex_init(&e->mu, NULL) || pthread_cond_init(&e->cv, NULL) ||
-        pthread_create(&e->hasher, NULL, s_hash_main, e)) {
-        snprintf(err, errlen, "cannot start the content-gate hasher thread");
+    if (pthread_mutex_init(&e->mu, NULL) || pthread_cond_init(&e->cv, NULL)) {
+        snprintf(err, errlen, "cannot set up the content-gate hasher");
         return -1;
     }
-    e->hasher_ok = 1;
+    e->sync_ok = 1;
+    if (!s_hasher_wanted(e))
+        return 0;
+    /* A small stack: the hasher needs a few KiB, and the memory cap counts what a thread
+     * touches (AddressSanitizer maps and clears shadow for the whole stack: 1 MiB for the
+     * default 8 MiB stack, which alone overran the tests' 2 MiB cap). */
+    pthread_attr_t at;
+    if (pthread_attr_init(&at) == 0) {
+        pthread_attr_setstacksize(&at, S_HASHER_STACK);
+        e->hasher_ok = pthread_create(&e->hasher, &at, s_hash_main, e) == 0;
+        pthread_attr_destroy(&at);
+    }
+    if (!e->hasher_ok) /* a libc whose static TLS outgrows the small stack */
+        e->hasher_ok = pthread_create(&e->hasher, NULL, s_hash_main, e) == 0;
+    if (!e->hasher_ok)
+        log_warn("cannot start a hasher thread: the content gate hashes inline, on the step's "
+                 "time");
     return 0;
 oom:
     snprintf(err, errlen, "out of memory for the streaming ring");
@@ -689,6 +746,8 @@ void exec_free(exec_t **pe)
         pthread_cond_broadcast(&e->cv);
         pthread_mutex_unlock(&e->mu);
         pthread_join(e->hasher, NULL);
+    }
+    if (e->sync_ok) {
         pthread_cond_destroy(&e->cv);
         pthread_mutex_destroy(&e->mu);
     }

@@ -8,9 +8,9 @@
  * as the 4096-aligned superset of its bytes and sliced (so any GGUF alignment works). Reads
  * run ahead across step boundaries (they do not depend on x) but never past total_steps.
  * Content gate: each streamed layer is hashed (XXH3-64 over g then W rows, in order, as
- * consumed) on a thread of its own, beside the compute, and compared with the file's
- * per-layer checksum before exec_step returns; both its cost and the step's wait for it are
- * reported.
+ * consumed) on a thread of its own beside the compute (inline for small chunks), and
+ * compared with the file's per-layer checksum before exec_step returns; both its cost and the
+ * step's wait for it are reported.
  */
 #ifndef SWARM_EXEC_H
 #define SWARM_EXEC_H
@@ -26,6 +26,8 @@
  * range the worker accepts. */
 #define EXEC_WORKER_OVERHEAD (16u << 20)
 
+enum { EXEC_HASH_AUTO = 0, EXEC_HASH_THREAD = 1, EXEC_HASH_INLINE = 2 };
+
 typedef struct {
     uint64_t budget_bytes;     /* working-set budget; 0 = no cap, everything resident */
     uint32_t queue_depth;      /* reads in flight (1..256) */
@@ -38,6 +40,8 @@ typedef struct {
     uint64_t total_steps;      /* stop read-ahead after this many steps (0 = unlimited) */
     int verify_resident;       /* 1: hash resident layers at load (default on) */
     int buffers_4k;            /* 1: stream into 4 KiB pages, not huge pages (the fallback) */
+    int hasher;                /* content-gate hashing: EXEC_HASH_AUTO (a thread of its own
+                                * for chunks >= 1 MiB on >= 2 CPUs), _THREAD, _INLINE */
     uint32_t ring_slots;       /* chunk buffers in the ring; 0: the plan decides (bench-disk
                                 * passes the SSD arm's so it reads through the same ring) */
 } exec_opts;

@@ -125,6 +125,9 @@ static int s_run_single(arm_ctx *a, run_result *r, const exec_opts *o, int cappe
     int rc = -1;
 
     kernel_set_threads((int)a->cfg->threads);
+    /* Find the model's block device before joining the cgroup: sysfs walks allocate. */
+    if (capped)
+        has_dev = devstat_find(m->path, &dv, dverr, sizeof dverr) == 0;
     if (capped) {
         /* Join the cgroup before allocating: v1 does not move earlier charges. */
         cap_enter(&cap, a->cfg->cap_bytes, r->arm, 0);
@@ -176,9 +179,8 @@ static int s_run_single(arm_ctx *a, run_result *r, const exec_opts *o, int cappe
     json_object_set_new(r->extra, "blas_threads", json_integer(a->cfg->threads));
     json_object_set_new(r->extra, "io_buffers", json_string(exec_io_buffers(e)));
     /* The block device's view of the steps (requests as they reached it, busy time). */
-    if (capped)
-        has_dev = devstat_find(m->path, &dv, dverr, sizeof dverr) == 0 &&
-                  devstat_read(&dv, &d0, dverr, sizeof dverr) == 0;
+    if (has_dev)
+        has_dev = devstat_read(&dv, &d0, dverr, sizeof dverr) == 0;
 
     uint64_t tstart = util_now_ns();
     for (uint32_t s = 0; s < a->steps; s++) {

@@ -134,13 +134,13 @@ eq "d=1000 parity" "$(jf gates.parity)" pass
 eq "d=1000 content" "$(jf gates.content)" pass
 eq "d=1000 cache" "$(jf gates.cache)" pass
 
-# ---- I/O buffers and the device's view. tiny.ini's ring (432 KiB) is under one huge page:
+# ---- I/O buffers and the device's view. tiny.ini's ring (360 KiB) is under one huge page:
 # a reported fallback. A 1 MiB chunk (d = 1000: 256 rows) makes a ring of several MiB, which
 # gets huge pages where the machine gives them; [ssd] buffers = 4k forces the fallback, and
 # either way the outputs stay the reference's.
 jload "$T/ssd.jsonl"
-eq "tiny ring: io_buffers" "$(jf io_buffers)" "4k-pages (fallback: 432 KiB is less than one 2 MiB huge page)"
-eq "tiny ring: ring_slots (4 + 1, one more from the cap)" "$(jf ring_slots)" 6
+eq "tiny ring: io_buffers" "$(jf io_buffers)" "4k-pages (fallback: 360 KiB is less than one 2 MiB huge page)"
+eq "tiny ring: ring_slots (4 + 1; the spare 102 KiB is under two slots)" "$(jf ring_slots)" 5
 # Where the scratch folder is on a block device, the device's own counters; otherwise a
 # clear "no block device" (tmpfs), never a crash.
 if python3 -c 'import os, sys; st = os.stat(sys.argv[1]); sys.exit(0 if os.major(st.st_dev) and os.path.exists("/sys/dev/block/%d:%d" % (os.major(st.st_dev), os.minor(st.st_dev))) else 1)' "$M"; then

@@ -47,14 +47,14 @@ static uint64_t s_scratch(uint64_t d)
     return 2 * d * 4 + 8192;
 }
 
-/* The ring a capped plan gets: queue_depth + 1 slots, plus as many of what the budget leaves
- * after `resident` layers as fit, at most queue_depth + 1 more. */
+/* The ring a capped plan gets: queue_depth + 1 slots, plus as many as fit in what the budget
+ * leaves after `resident` layers less one slot kept unspent, at most queue_depth + 1 more. */
 static uint64_t s_ring_planned(uint64_t d, uint64_t chunk, uint32_t qd, uint64_t overhead,
                                uint64_t budget, uint32_t resident)
 {
     uint64_t slot = s_ring(d, chunk, qd) / (qd + 1);
     uint64_t used = overhead + s_scratch(d) + s_ring(d, chunk, qd) + resident * s_layer_alloc(d);
-    uint64_t extra = budget > used ? (budget - used) / slot : 0;
+    uint64_t extra = budget > used + slot ? (budget - used - slot) / slot : 0;
     return s_ring(d, chunk, qd) + (extra > qd + 1 ? qd + 1 : extra) * slot;
 }
 
@@ -174,6 +174,8 @@ static void s_parity(const char *path, uint32_t d, uint32_t align, float *ref_ou
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         uint64_t budget = s_budget_for(d, cases[i].chunk, cases[i].qd, 0, cases[i].resident);
         o = s_opts(budget, cases[i].qd, cases[i].chunk);
+        /* Both ways of hashing for the content gate: its own thread, and inline. */
+        o.hasher = i % 2 ? EXEC_HASH_INLINE : EXEC_HASH_THREAD;
         memset(got, 0, n * sizeof(float));
         int rc = s_run(&m, &o, S_STEPS, got, &p, &st, err, sizeof err);
         CHECK(rc == 0, "d=%u qd=%u chunk=%llu: %s", d, cases[i].qd,
@@ -336,14 +338,19 @@ static void s_content(const char *path, const char *name)
     CHECK(s_flip_byte(bad, L->w_off + d * d * 2 + 1) == 0, "flip a byte in %s", bad);
     float *out = calloc((size_t)S_STEPS * d, sizeof(float));
     exec_opts o = s_opts(s_budget_for(d, 64 << 10, 4, 0, 2), 4, 64 << 10);
-    int rc = s_run(&m, &o, S_STEPS, out, &p, &st, err, sizeof err);
-    CHECK(rc == 0, "a content failure must not stop the run: %s", err);
-    CHECK(p.n_streamed >= 1, "nothing streamed");
-    CHECK(st.content_fail == S_STEPS, "content_fail %llu, wanted %u (once per step)",
-          (unsigned long long)st.content_fail, S_STEPS);
-    CHECK(st.layers_due == (uint64_t)S_STEPS * p.n_streamed && st.layers_streamed == st.layers_due,
-          "layers hashed %llu of %llu used", (unsigned long long)st.layers_streamed,
-          (unsigned long long)st.layers_due);
+    static const int hashers[] = { EXEC_HASH_THREAD, EXEC_HASH_INLINE };
+    for (int h = 0; h < 2; h++) {
+        o.hasher = hashers[h];
+        int rc = s_run(&m, &o, S_STEPS, out, &p, &st, err, sizeof err);
+        CHECK(rc == 0, "a content failure must not stop the run (hasher %d): %s", o.hasher, err);
+        CHECK(p.n_streamed >= 1, "nothing streamed");
+        CHECK(st.content_fail == S_STEPS, "hasher %d: content_fail %llu, wanted %u (once per step)",
+              o.hasher, (unsigned long long)st.content_fail, S_STEPS);
+        CHECK(st.layers_due == (uint64_t)S_STEPS * p.n_streamed &&
+                  st.layers_streamed == st.layers_due,
+              "hasher %d: layers hashed %llu of %llu used", o.hasher,
+              (unsigned long long)st.layers_streamed, (unsigned long long)st.layers_due);
+    }
 
     /* The same byte in a resident layer: the load refuses. */
     o = s_opts(0, 4, 64 << 10);
