@@ -18,7 +18,7 @@
  *    ring and a cold disk queue; the resident arm's first message pays TCP/ZeroMQ warm-up and
  *    page faults in the workers. Both make the measured TTFR larger than predicted.
  *  - SSD overlap is all-or-nothing per step: reads that run ahead into the ring during the
- *    resident layers' compute (at most (queue_depth + 1) chunks) are not credited, and the disk
+ *    resident layers' compute (at most ring_slots chunks) are not credited, and the disk
  *    figure comes from a read-only benchmark (no CPU competing with the completion path).
  *  - Compute is one resident layer's sgemv timed in a hot loop. Streamed layers are computed in
  *    row chunks (one sgemv per chunk) straight from the read buffer, and three workers on a
