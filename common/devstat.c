@@ -96,7 +96,9 @@ int devstat_find(const char *path, devstat_dev *d, char *err, size_t errlen)
         snprintf(err, errlen, "%s: %s", path, strerror(errno));
         return -1;
     }
-    unsigned maj = major(st.st_dev), min = minor(st.st_dev);
+    /* A block device node names itself (st_rdev); any other file, the one it lives on. */
+    dev_t dev = S_ISBLK(st.st_mode) ? st.st_rdev : st.st_dev;
+    unsigned maj = major(dev), min = minor(dev);
     snprintf(link, sizeof link, "/sys/dev/block/%u:%u", maj, min);
     /* Major 0 is the kernel's "unnamed" device: tmpfs, overlayfs, proc, FUSE, btrfs
      * subvolumes. No block device's stat can be attributed to the file. */

@@ -38,7 +38,8 @@ typedef struct {
     double util;               /* busy_ms / wall_ms, 0..1 */
 } devstat_delta;
 
-/* The block device whose requests serve `path`: st_dev -> /sys/dev/block/MAJ:MIN, a partition
+/* The block device whose requests serve `path` (or that `path` is, for a device node):
+ * st_dev (st_rdev) -> /sys/dev/block/MAJ:MIN, a partition
  * as itself, a device-mapper or md device followed through slaves/ down to the disks that
  * receive the requests. -1 with a clear reason when there is none (tmpfs, overlayfs: "no
  * block device"). */
