@@ -94,6 +94,15 @@ static void s_real_file(const char *dir)
         CHECK(strncmp(d.name, base, strlen(base)) == 0, "device '%s', sysfs says %s", d.name,
               base);
     }
+    /* Its device node, where /dev has one, names the same device. */
+    char node[300], first[160];
+    snprintf(first, sizeof first, "%.*s", (int)strcspn(d.name, " "), d.name);
+    snprintf(node, sizeof node, "/dev/%s", first);
+    if (stat(node, &st) == 0 && S_ISBLK(st.st_mode)) {
+        devstat_dev dn;
+        CHECK(devstat_find(node, &dn, err, sizeof err) == 0 && strcmp(dn.name, d.name) == 0,
+              "%s names '%s', the file's device is '%s' (%s)", node, dn.name, d.name, err);
+    }
     CHECK(devstat_read(&d, &a, err, sizeof err) == 0, "read: %s", err);
     fd = open(path, O_RDONLY | O_DIRECT);
     if (fd < 0) {
