@@ -536,8 +536,10 @@ static int s_ring_init(exec_t *e, char *err, size_t errlen)
     uint64_t cap = s_round_up((uint64_t)e->plan.rows_per_chunk * e->d * 4 + 2 * EXEC_ALIGN,
                               EXEC_ALIGN);
     /* One mapping for the ring, exactly the plan's ring_bytes (nslots x cap, cap a multiple
-     * of 4096 so every slot stays O_DIRECT-aligned): huge pages under the memory cap cost no
-     * more than 4 KiB pages would, since only the tail under 2 MiB is left in small pages. */
+     * of 4096 so every slot stays O_DIRECT-aligned): transparent huge pages under the memory
+     * cap cost no more than 4 KiB pages would, since only the tail under 2 MiB is left in
+     * small pages. hugetlb pages come from the reserved pool, which the memory cgroup does not
+     * charge; the plan counts the ring all the same, so the cap is never exceeded either way. */
     if (iobuf_alloc(&e->ring_mem, (uint64_t)e->nslots * cap, e->o.buffers_4k, err, errlen))
         return -1;
     for (uint32_t i = 0; i < e->nslots; i++) {
