@@ -17,11 +17,29 @@
 #include "common/sec.h"
 #include "common/util.h"
 #include "coordinator/arm.h"
+#include "arch/gen.h"
 #include "coordinator/bench.h"
 #include "coordinator/cmd.h"
 #include "coordinator/result.h"
+#include "quant/quant.h"
 
 /* ---------------------------------------------------------------- gen */
+
+static void s_gen_usage(void)
+{
+    printf("usage: swarm gen --layers L --dim D --seed S -o FILE [--alignment A]\n"
+           "  Writes a synthetic dense model in GGUF v3: per layer g (d f32) and W (d x d\n"
+           "  f32), deterministic from the seed, with a checksum per layer in the\n"
+           "  metadata. Alignment defaults to 4096 (O_DIRECT friendly).\n"
+           "usage: swarm gen --arch llama|qwen2 [--dim D --layers L --heads H --kv-heads K\n"
+           "                 --ff F] [--vocab-from VOCAB.gguf | --vocab N]\n"
+           "                 [--type f32|f16|bf16|q8_0|q4_0] [--tied] [--ctx N] --seed S -o FILE\n"
+           "  Writes a random-weight llama / qwen2 model (weights of standard deviation 0.02,\n"
+           "  norms near 1, deterministic from the seed; matrices in --type, vectors f32),\n"
+           "  with the tokenizer of a vocabulary-only GGUF copied in, so llama.cpp loads it.\n"
+           "  Defaults: dim 256, 2 layers, 8 heads, kv-heads = heads, ff 768, type f32,\n"
+           "  ctx 2048, alignment 32 (as published files).\n");
+}
 
 int cmd_gen(int argc, char **argv)
 {
@@ -29,11 +47,17 @@ int cmd_gen(int argc, char **argv)
         { "layers", required_argument, 0, 'L' }, { "dim", required_argument, 0, 'd' },
         { "seed", required_argument, 0, 's' },   { "out", required_argument, 0, 'o' },
         { "alignment", required_argument, 0, 'a' }, { "help", no_argument, 0, 'h' },
+        { "arch", required_argument, 0, 'A' },   { "heads", required_argument, 0, 'H' },
+        { "kv-heads", required_argument, 0, 'K' }, { "ff", required_argument, 0, 'F' },
+        { "vocab-from", required_argument, 0, 'V' }, { "vocab", required_argument, 0, 'N' },
+        { "type", required_argument, 0, 'T' },   { "tied", no_argument, 0, 't' },
+        { "ctx", required_argument, 0, 'C' },
         { 0, 0, 0, 0 }
     };
-    uint32_t layers = 24, dim = 4096, align = 4096;
+    uint32_t layers = 0, dim = 0, align = 0;
     uint64_t seed = 1;
-    const char *out = NULL;
+    const char *out = NULL, *arch = NULL;
+    arch_gen_opts go = { .n_head = 8, .n_ff = 768, .type = QUANT_F32 };
     char err[512];
     int c;
     log_set_role("gen");
@@ -45,21 +69,65 @@ int cmd_gen(int argc, char **argv)
         case 's': seed = strtoull(optarg, NULL, 0); break;
         case 'o': out = optarg; break;
         case 'a': align = (uint32_t)strtoul(optarg, NULL, 10); break;
-        case 'h':
-            printf("usage: swarm gen --layers L --dim D --seed S -o FILE [--alignment A]\n"
-                   "  Writes a synthetic dense model in GGUF v3: per layer g (d f32) and W (d x d\n"
-                   "  f32), deterministic from the seed, with a checksum per layer in the\n"
-                   "  metadata. Alignment defaults to 4096 (O_DIRECT friendly).\n");
-            return EXIT_OK;
+        case 'A': arch = optarg; break;
+        case 'H': go.n_head = (uint32_t)strtoul(optarg, NULL, 10); break;
+        case 'K': go.n_head_kv = (uint32_t)strtoul(optarg, NULL, 10); break;
+        case 'F': go.n_ff = (uint32_t)strtoul(optarg, NULL, 10); break;
+        case 'V': go.vocab_from = optarg; break;
+        case 'N': go.n_vocab = (uint32_t)strtoul(optarg, NULL, 10); break;
+        case 't': go.tied = 1; break;
+        case 'C': go.n_ctx = (uint32_t)strtoul(optarg, NULL, 10); break;
+        case 'T': {
+            quant_type qt;
+            if (quant_type_parse(optarg, &qt, err, sizeof err)) {
+                fprintf(stderr, "swarm gen: --type: %s\n", err);
+                return EXIT_USAGE;
+            }
+            go.type = qt;
+            break;
+        }
+        case 'h': s_gen_usage(); return EXIT_OK;
         default: return EXIT_USAGE;
         }
     }
+    uint64_t t0 = util_now_ns();
+    if (arch && strcmp(arch, MODEL_ARCH)) {
+        if (!strcmp(arch, "llama"))
+            go.arch = ARCH_LLAMA;
+        else if (!strcmp(arch, "qwen2"))
+            go.arch = ARCH_QWEN2;
+        else {
+            fprintf(stderr, "swarm gen: --arch '%s': one of swarm-dense, llama, qwen2\n", arch);
+            return EXIT_USAGE;
+        }
+        go.dim = dim ? dim : 256;
+        go.n_layers = layers ? layers : 2;
+        go.n_head_kv = go.n_head_kv ? go.n_head_kv : go.n_head;
+        go.seed = seed;
+        go.alignment = align;
+        if (!out || (!go.vocab_from && !go.n_vocab)) {
+            fprintf(stderr, "swarm gen --arch %s: need -o FILE and --vocab-from FILE or --vocab N\n",
+                    arch);
+            return EXIT_USAGE;
+        }
+        if (arch_gen(out, &go, err, sizeof err)) {
+            log_error("%s", err);
+            return EXIT_FAIL;
+        }
+        log_info("wrote %s: %s, %u layers x %u, %u heads (%u kv), ff %u, %s%s, seed %llu (%.1f s)",
+                 out, arch, go.n_layers, go.dim, go.n_head, go.n_head_kv, go.n_ff,
+                 quant_type_name(go.type), go.tied ? ", tied" : "", (unsigned long long)seed,
+                 (util_now_ns() - t0) / 1e9);
+        return EXIT_OK;
+    }
+    layers = layers ? layers : 24;
+    dim = dim ? dim : 4096;
+    align = align ? align : 4096;
     if (!out || !layers || layers > MODEL_MAX_LAYERS || !dim || dim > MODEL_MAX_DIM) {
         fprintf(stderr, "swarm gen: need -o FILE, 1 <= layers <= %d, 1 <= dim <= %d\n",
                 MODEL_MAX_LAYERS, MODEL_MAX_DIM);
         return EXIT_USAGE;
     }
-    uint64_t t0 = util_now_ns();
     if (model_gen(out, layers, dim, seed, align, err, sizeof err)) {
         log_error("%s", err);
         return EXIT_FAIL;
