@@ -121,6 +121,20 @@ uint64_t llm_model_weight_bytes(const llm_model *m)
     return b;
 }
 
+uint64_t llm_model_pass_bytes(const llm_model *m)
+{
+    uint64_t b = m->am.out_norm.nbytes + m->am.output.nbytes;
+    for (uint32_t l = 0; l < m->am.hp.n_layers; l++)
+        b += m->am.layers[l].weight_bytes;
+    return b;
+}
+
+const uint8_t *llm_model_map(const llm_model *m, uint64_t *len)
+{
+    *len = m->map_len;
+    return m->map;
+}
+
 /* ---------------------------------------------------------------- sessions */
 
 llm_session *llm_session_new(llm_model *m, uint32_t n_ctx, uint32_t n_batch, char *err,

@@ -26,8 +26,13 @@ const arch_model *llm_model_arch(const llm_model *m);
 const gguf_file *llm_model_gguf(const llm_model *m);
 /* Tensor i of layer l's bytes, in the layer's consumption order (arch_layer). */
 const void *const *llm_layer_data(const llm_model *m, uint32_t layer);
-/* Bytes of the mapped tensor data (the weights a forward pass reads). */
+/* Bytes of every weight tensor (token_embd counted once, even when it is also the head). */
 uint64_t llm_model_weight_bytes(const llm_model *m);
+/* Bytes a forward pass reads per position-batch: every layer, the final norm and the head
+ * (token_embd only when it is the head: otherwise one row per token, left out). */
+uint64_t llm_model_pass_bytes(const llm_model *m);
+/* The mapped file (read-only), for benchmarks that read the same memory. */
+const uint8_t *llm_model_map(const llm_model *m, uint64_t *len);
 
 /* A session with a KV cache of n_ctx positions (1..the model's context_length) that
  * processes up to n_batch positions per pass. */
