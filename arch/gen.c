@@ -103,12 +103,33 @@ static void s_fill_row(uint64_t *st, float *row, uint32_t n, float center, float
     }
 }
 
+/* Llama 3.1's rope scaling as llama.cpp's converter (convert_hf_to_gguf.py, LlamaModel's
+ * rope_freqs) bakes it into the file: factor 8, low_freq_factor 1, high_freq_factor 4,
+ * original context 8192; pair i's frequency is divided by out[i]. */
+static void s_llama3_freqs(float base, uint32_t rope_dim, float *out)
+{
+    const double factor = 8, lo = 1, hi = 4, old_ctx = 8192;
+    const double lo_wavelen = old_ctx / lo, hi_wavelen = old_ctx / hi;
+    for (uint32_t i = 0; i < rope_dim / 2; i++) {
+        double freq = 1.0 / pow(base, (double)(2 * i) / rope_dim);
+        double wavelen = 2 * M_PI / freq;
+        if (wavelen < hi_wavelen) {
+            out[i] = 1.0f;
+        } else if (wavelen > lo_wavelen) {
+            out[i] = (float)factor;
+        } else {
+            double smooth = (old_ctx / wavelen - lo) / (hi - lo);
+            out[i] = (float)(1.0 / ((1 - smooth) / factor + smooth));
+        }
+    }
+}
+
 static int s_specs(const arch_gen_opts *o, uint32_t n_vocab, s_spec **out, uint32_t *count)
 {
     uint32_t d = o->dim, kvd = o->n_head_kv * (o->dim / o->n_head), ff = o->n_ff;
     int qwen2 = o->arch == ARCH_QWEN2;
     uint32_t per = qwen2 ? 12 : 9;
-    uint32_t n = 1 + per * o->n_layers + 1 + (o->tied ? 0 : 1);
+    uint32_t n = 1 + per * o->n_layers + 1 + (o->tied ? 0 : 1) + (o->rope_llama3 ? 1 : 0);
     s_spec *s = calloc(n, sizeof *s);
     if (!s)
         return -1;
@@ -146,6 +167,8 @@ static int s_specs(const arch_gen_opts *o, uint32_t n_vocab, s_spec **out, uint3
     S_ADD("output_norm.weight", 0, 1, d, 1.0f, 0.1f);
     if (!o->tied)
         S_ADD("output.weight", 1, n_vocab, d, 0.0f, S_W_HALF);
+    if (o->rope_llama3)
+        S_ADD("rope_freqs.weight", 0, 1, o->dim / o->n_head / 2, 0.0f, 0.0f); /* values: below */
 #undef S_ADD
     *out = s;
     *count = k;
@@ -167,10 +190,11 @@ int arch_gen(const char *path, const arch_gen_opts *o, char *err, size_t errlen)
     uint32_t n_vocab = o->n_vocab, n_specs = 0;
     if ((o->arch != ARCH_LLAMA && o->arch != ARCH_QWEN2) || !o->dim || !o->n_layers ||
         !o->n_head || !o->n_head_kv || o->dim % o->n_head || o->n_head % o->n_head_kv ||
-        (o->dim / o->n_head) % 2 || !o->n_ff || (!o->vocab_from && !o->n_vocab)) {
+        (o->dim / o->n_head) % 2 || !o->n_ff || (!o->vocab_from && !o->n_vocab) ||
+        (o->rope_llama3 && o->arch != ARCH_LLAMA)) {
         arch_err(err, errlen, path,
                  "gen: need llama or qwen2, dim divisible by heads (even head size), heads "
-                 "divisible by kv-heads, ff >= 1, and a vocabulary");
+                 "divisible by kv-heads, ff >= 1, a vocabulary, and llama for --rope-llama3");
         return -1;
     }
     const quant_type_info *ti = quant_type_get(o->type);
@@ -208,6 +232,9 @@ int arch_gen(const char *path, const arch_gen_opts *o, char *err, size_t errlen)
         gguf_writer_kv_u32(w, S_KEY("vocab_size"), n_vocab) ||
         gguf_writer_kv_u64(w, "swarm.seed", o->seed))
         goto oom;
+    if (o->rope_linear > 1 && (gguf_writer_kv_str(w, S_KEY("rope.scaling.type"), "linear") ||
+                               gguf_writer_kv_f32(w, S_KEY("rope.scaling.factor"), o->rope_linear)))
+        goto oom;
 #undef S_KEY
     if (s_specs(o, n_vocab, &sp, &n_specs))
         goto oom;
@@ -236,6 +263,8 @@ int arch_gen(const char *path, const arch_gen_opts *o, char *err, size_t errlen)
             goto why;
         for (uint32_t r = 0; r < sp[i].rows; r++) {
             s_fill_row(&st, row, sp[i].cols, sp[i].center, sp[i].half);
+            if (!strcmp(sp[i].name, "rope_freqs.weight"))
+                s_llama3_freqs(base, o->dim / o->n_head, row);
             if (quant_quantize_row(type, row, qrow, sp[i].cols, why, sizeof why))
                 goto why;
             if (gguf_writer_write_data(w, fd, (int)i, qrow, rb, err, errlen))

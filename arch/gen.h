@@ -17,6 +17,8 @@ typedef struct {
     uint32_t n_ctx;               /* context_length written (default 2048) */
     uint64_t seed;
     uint32_t alignment;           /* general.alignment (default 32, as published files) */
+    float rope_linear;            /* > 1: rope.scaling.type "linear" with this factor */
+    int rope_llama3;              /* write rope_freqs.weight as Llama 3.1's files carry it */
 } arch_gen_opts;
 
 /* Write the model to path (via path.tmp, renamed when complete): metadata as llama.cpp's

@@ -119,6 +119,12 @@ static int s_rope_scaling(arch_model *m, char *err, size_t errlen)
     }
     if (!gguf_find_tensor(g, "rope_freqs.weight"))
         return 0;
+    if (hp->id != ARCH_LLAMA) {
+        /* llama.cpp reads rope_freqs for llama only and refuses the extra tensor elsewhere */
+        arch_err(err, errlen, g->path, "tensor 'rope_freqs.weight' is not part of a %s model",
+                 hp->name);
+        return -1;
+    }
     arch_tensor t;
     uint32_t npair = hp->rope_dim / 2;
     if (arch_tensor_get(g, "rope_freqs.weight", 0, 1, npair, &t, err, errlen))

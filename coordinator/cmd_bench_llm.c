@@ -16,16 +16,18 @@ typedef struct {
     uint64_t sums[QUANT_MAX_THREADS];
 } s_read_arg;
 
-/* Thread i reads its contiguous share of the bytes, 8 at a time (the bench-mem read). */
+/* Thread i reads its contiguous share of the bytes, 64 at a time into 8 independent sums (one
+ * sum would be an add-latency chain, not a memory bound). */
 static void s_read_task(void *arg, int i, int n)
 {
     s_read_arg *a = arg;
-    uint64_t words = a->n / 8, lo = words * (uint64_t)i / (uint64_t)n,
-             hi = words * (uint64_t)(i + 1) / (uint64_t)n, s = 0;
+    uint64_t lines = a->n / 64, lo = lines * (uint64_t)i / (uint64_t)n,
+             hi = lines * (uint64_t)(i + 1) / (uint64_t)n, s[8] = { 0 };
     const uint64_t *w = (const uint64_t *)(const void *)a->p;
     for (uint64_t k = lo; k < hi; k++)
-        s += w[k];
-    a->sums[i] = s;
+        for (int j = 0; j < 8; j++)
+            s[j] += w[k * 8 + j];
+    a->sums[i] = s[0] + s[1] + s[2] + s[3] + s[4] + s[5] + s[6] + s[7];
 }
 
 static int s_cmp(const void *a, const void *b)

@@ -33,10 +33,12 @@ static void s_gen_usage(void)
            "  metadata. Alignment defaults to 4096 (O_DIRECT friendly).\n"
            "usage: swarm gen --arch llama|qwen2 [--dim D --layers L --heads H --kv-heads K\n"
            "                 --ff F] [--vocab-from VOCAB.gguf | --vocab N]\n"
-           "                 [--type f32|f16|bf16|q8_0|q4_0] [--tied] [--ctx N] --seed S -o FILE\n"
+           "                 [--type f32|f16|bf16|q8_0|q4_0] [--tied] [--ctx N]\n"
+           "                 [--rope-linear FACTOR | --rope-llama3] --seed S -o FILE\n"
            "  Writes a random-weight llama / qwen2 model (weights of standard deviation 0.02,\n"
            "  norms near 1, deterministic from the seed; matrices in --type, vectors f32),\n"
            "  with the tokenizer of a vocabulary-only GGUF copied in, so llama.cpp loads it.\n"
+           "  --rope-linear: rope.scaling linear; --rope-llama3: Llama 3.1's rope_freqs.weight.\n"
            "  Defaults: dim 256, 2 layers, 8 heads, kv-heads = heads, ff 768, type f32,\n"
            "  ctx 2048, alignment 32 (as published files).\n");
 }
@@ -52,6 +54,7 @@ int cmd_gen(int argc, char **argv)
         { "vocab-from", required_argument, 0, 'V' }, { "vocab", required_argument, 0, 'N' },
         { "type", required_argument, 0, 'T' },   { "tied", no_argument, 0, 't' },
         { "ctx", required_argument, 0, 'C' },
+        { "rope-linear", required_argument, 0, 'R' }, { "rope-llama3", no_argument, 0, '3' },
         { 0, 0, 0, 0 }
     };
     uint32_t layers = 0, dim = 0, align = 0;
@@ -77,6 +80,8 @@ int cmd_gen(int argc, char **argv)
         case 'N': go.n_vocab = (uint32_t)strtoul(optarg, NULL, 10); break;
         case 't': go.tied = 1; break;
         case 'C': go.n_ctx = (uint32_t)strtoul(optarg, NULL, 10); break;
+        case 'R': go.rope_linear = strtof(optarg, NULL); break;
+        case '3': go.rope_llama3 = 1; break;
         case 'T': {
             quant_type qt;
             if (quant_type_parse(optarg, &qt, err, sizeof err)) {

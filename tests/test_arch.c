@@ -32,6 +32,10 @@ static const char *s_path(const char *name)
     return buf[k];
 }
 
+/* rope scaling for the next s_gen (then reset): a linear factor, or Llama 3.1's rope_freqs */
+static float s_rope_linear;
+static int s_rope_llama3;
+
 static int s_gen(const char *name, arch_id arch, uint32_t dim, uint32_t layers, uint32_t heads,
                  uint32_t kvh, uint32_t ff, quant_type type, int tied, uint64_t seed,
                  uint32_t n_vocab)
@@ -39,7 +43,10 @@ static int s_gen(const char *name, arch_id arch, uint32_t dim, uint32_t layers, 
     arch_gen_opts o = { .arch = arch, .dim = dim, .n_layers = layers, .n_head = heads,
                         .n_head_kv = kvh, .n_ff = ff, .type = type, .tied = tied, .seed = seed,
                         .n_vocab = n_vocab, .vocab_from = n_vocab ? NULL : s_vocab,
-                        .n_ctx = 256 };
+                        .n_ctx = 256, .rope_linear = s_rope_linear,
+                        .rope_llama3 = s_rope_llama3 };
+    s_rope_linear = 0;
+    s_rope_llama3 = 0;
     char err[512];
     if (arch_gen(s_path(name), &o, err, sizeof err)) {
         fprintf(stderr, "gen %s: %s\n", name, err);
@@ -178,13 +185,16 @@ static void s_ref_norm(const double *x, const s_mat *w, double *out, uint32_t d,
         out[i] = x[i] * k * w->v[i];
 }
 
-/* rotate pairs (adjacent for llama, half apart for qwen2) of each head by pos * base^(-2i/rd) */
+/* rotate pairs (adjacent for llama, half apart for qwen2) of each head by
+ * pos * base^(-2i/rd) / freqs[i] / linear */
 static void s_ref_rope(double *v, uint32_t heads, uint32_t hd, uint32_t rd, double base,
-                       uint32_t pos, int neox)
+                       uint32_t pos, int neox, const s_mat *freqs, double linear)
 {
     for (uint32_t h = 0; h < heads; h++)
         for (uint32_t i = 0; i < rd / 2; i++) {
-            double th = pos * pow(base, -2.0 * i / rd);
+            double th = pos * pow(base, -2.0 * i / rd) / linear;
+            if (freqs->v)
+                th /= freqs->v[i];
             uint32_t a = neox ? i : 2 * i, b = neox ? i + rd / 2 : 2 * i + 1;
             double x0 = v[h * hd + a], x1 = v[h * hd + b];
             v[h * hd + a] = x0 * cos(th) - x1 * sin(th);
@@ -214,7 +224,12 @@ static double *s_ref_forward(const char *path, const int32_t *toks, uint32_t n, 
 #undef S_U
 #undef S_F
     uint32_t hd = d / H, kvd = KH * hd;
-    s_mat emb, onorm, out;
+    float linear = 1;
+    snprintf(k, sizeof k, "%s.rope.scaling.factor", arch);
+    if (gguf_find_kv(g, k))
+        gguf_get_f32(g, k, &linear, err, sizeof err);
+    s_mat emb, onorm, out, freqs;
+    s_ref_load(path, g, "rope_freqs.weight", &freqs);
     s_ref_load(path, g, "token_embd.weight", &emb);
     s_ref_load(path, g, "output_norm.weight", &onorm);
     if (s_ref_load(path, g, "output.weight", &out))
@@ -254,8 +269,8 @@ static double *s_ref_forward(const char *path, const int32_t *toks, uint32_t n, 
                     Vv[(size_t)p * kvd + i] += t[11].v[i];
                 }
             }
-            s_ref_rope(Q + (size_t)p * d, H, hd, hd, base, p, qwen2);
-            s_ref_rope(K + (size_t)p * kvd, KH, hd, hd, base, p, qwen2);
+            s_ref_rope(Q + (size_t)p * d, H, hd, hd, base, p, qwen2, &freqs, linear);
+            s_ref_rope(K + (size_t)p * kvd, KH, hd, hd, base, p, qwen2, &freqs, linear);
         }
         for (uint32_t p = 0; p < n; p++) {
             for (uint32_t h = 0; h < H; h++) {
@@ -299,7 +314,7 @@ static double *s_ref_forward(const char *path, const int32_t *toks, uint32_t n, 
     }
     if (out.v != emb.v)
         free(out.v);
-    free(emb.v), free(onorm.v), free(x), free(K), free(Vv), free(Q), free(xb), free(att);
+    free(freqs.v), free(emb.v), free(onorm.v), free(x), free(K), free(Vv), free(Q), free(xb), free(att);
     free(o), free(gt), free(up), free(w);
     gguf_close(&g);
     *nv = V;
@@ -347,21 +362,28 @@ static void s_test_reference(void)
         uint32_t dim, layers, heads, kvh, ff;
         quant_type type;
         int tied;
+        float rope_linear;
+        int rope_llama3;
     } cases[] = {
-        { "r-llama-f32.gguf", ARCH_LLAMA, 64, 2, 4, 2, 96, QUANT_F32, 0 },
-        { "r-llama-f32-tied.gguf", ARCH_LLAMA, 64, 2, 8, 8, 64, QUANT_F32, 1 },
-        { "r-llama-f16.gguf", ARCH_LLAMA, 64, 2, 4, 1, 96, QUANT_F16, 0 },
-        { "r-llama-bf16.gguf", ARCH_LLAMA, 64, 1, 4, 2, 64, QUANT_BF16, 1 },
-        { "r-llama-q8_0.gguf", ARCH_LLAMA, 64, 2, 4, 2, 96, QUANT_Q8_0, 1 },
-        { "r-llama-q4_0.gguf", ARCH_LLAMA, 96, 2, 6, 3, 128, QUANT_Q4_0, 0 },
-        { "r-qwen2-f32.gguf", ARCH_QWEN2, 64, 2, 4, 2, 96, QUANT_F32, 0 },
-        { "r-qwen2-f16-tied.gguf", ARCH_QWEN2, 64, 2, 4, 1, 64, QUANT_F16, 1 },
-        { "r-qwen2-q8_0.gguf", ARCH_QWEN2, 64, 2, 4, 2, 96, QUANT_Q8_0, 0 },
-        { "r-qwen2-q4_0.gguf", ARCH_QWEN2, 64, 2, 8, 2, 64, QUANT_Q4_0, 1 },
+        { "r-llama-f32.gguf", ARCH_LLAMA, 64, 2, 4, 2, 96, QUANT_F32, 0, 0, 0 },
+        { "r-llama-f32-linear.gguf", ARCH_LLAMA, 64, 2, 4, 2, 96, QUANT_F32, 0, 4.0f, 0 },
+        { "r-llama-q8_0-llama3.gguf", ARCH_LLAMA, 128, 2, 4, 2, 96, QUANT_Q8_0, 0, 0, 1 },
+        { "r-llama-f16-llama3.gguf", ARCH_LLAMA, 128, 1, 4, 4, 64, QUANT_F16, 1, 0, 1 },
+        { "r-llama-f32-tied.gguf", ARCH_LLAMA, 64, 2, 8, 8, 64, QUANT_F32, 1, 0, 0 },
+        { "r-llama-f16.gguf", ARCH_LLAMA, 64, 2, 4, 1, 96, QUANT_F16, 0, 0, 0 },
+        { "r-llama-bf16.gguf", ARCH_LLAMA, 64, 1, 4, 2, 64, QUANT_BF16, 1, 0, 0 },
+        { "r-llama-q8_0.gguf", ARCH_LLAMA, 64, 2, 4, 2, 96, QUANT_Q8_0, 1, 0, 0 },
+        { "r-llama-q4_0.gguf", ARCH_LLAMA, 96, 2, 6, 3, 128, QUANT_Q4_0, 0, 0, 0 },
+        { "r-qwen2-f32.gguf", ARCH_QWEN2, 64, 2, 4, 2, 96, QUANT_F32, 0, 0, 0 },
+        { "r-qwen2-f16-tied.gguf", ARCH_QWEN2, 64, 2, 4, 1, 64, QUANT_F16, 1, 0, 0 },
+        { "r-qwen2-q8_0.gguf", ARCH_QWEN2, 64, 2, 4, 2, 96, QUANT_Q8_0, 0, 0, 0 },
+        { "r-qwen2-q4_0.gguf", ARCH_QWEN2, 64, 2, 8, 2, 64, QUANT_Q4_0, 1, 0, 0 },
     };
     int32_t toks[12] = { 1, 17, 200, 3, 3, 45, 299, 0, 128, 64, 5, 250 };
     uint32_t n = 12;
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        s_rope_linear = cases[c].rope_linear;
+        s_rope_llama3 = cases[c].rope_llama3;
         if (s_gen(cases[c].name, cases[c].arch, cases[c].dim, cases[c].layers, cases[c].heads,
                   cases[c].kvh, cases[c].ff, cases[c].type, cases[c].tied, 100 + c, 300)) {
             CHECK(0, "gen %s", cases[c].name);
@@ -628,6 +650,8 @@ static void s_test_llama_cpp(void)
             .type = type, .tied = json_is_true(json_object_get(spec, "tied")),
             .seed = (uint64_t)json_integer_value(json_object_get(spec, "seed")),
             .vocab_from = s_vocab,
+            .rope_linear = (float)json_number_value(json_object_get(spec, "rope_linear")),
+            .rope_llama3 = json_is_true(json_object_get(spec, "rope_llama3")),
         };
         if (arch_gen(s_path(file), &o, err, sizeof err)) {
             CHECK(0, "%s: %s", name, err);
