@@ -188,13 +188,15 @@ int arch_gen(const char *path, const arch_gen_opts *o, char *err, size_t errlen)
     void *qrow = NULL;
     int fd = -1, rc = -1;
     uint32_t n_vocab = o->n_vocab, n_specs = 0;
-    if ((o->arch != ARCH_LLAMA && o->arch != ARCH_QWEN2) || !o->dim || !o->n_layers ||
+    if ((o->arch != ARCH_LLAMA && o->arch != ARCH_QWEN2) || !o->dim || o->dim > 65536 ||
+        !o->n_layers || o->n_layers > 4096 || o->n_ff > (1u << 20) || o->n_vocab > (1u << 24) ||
         !o->n_head || !o->n_head_kv || o->dim % o->n_head || o->n_head % o->n_head_kv ||
         (o->dim / o->n_head) % 2 || !o->n_ff || (!o->vocab_from && !o->n_vocab) ||
         (o->rope_llama3 && o->arch != ARCH_LLAMA)) {
         arch_err(err, errlen, path,
                  "gen: need llama or qwen2, dim divisible by heads (even head size), heads "
-                 "divisible by kv-heads, ff >= 1, a vocabulary, and llama for --rope-llama3");
+                 "divisible by kv-heads, 1 <= layers <= 4096, dim <= 65536, 1 <= ff <= 2^20, a "
+                 "vocabulary of at most 2^24, and llama for --rope-llama3");
         return -1;
     }
     const quant_type_info *ti = quant_type_get(o->type);

@@ -57,7 +57,8 @@ int cmd_gen(int argc, char **argv)
         { "rope-linear", required_argument, 0, 'R' }, { "rope-llama3", no_argument, 0, '3' },
         { 0, 0, 0, 0 }
     };
-    uint32_t layers = 0, dim = 0, align = 0;
+    /* -1: not given (the dense and llama defaults differ) */
+    long layers = -1, dim = -1, align = -1;
     uint64_t seed = 1;
     const char *out = NULL, *arch = NULL;
     arch_gen_opts go = { .n_head = 8, .n_ff = 768, .type = QUANT_F32 };
@@ -67,11 +68,11 @@ int cmd_gen(int argc, char **argv)
     optind = 1;
     while ((c = getopt_long(argc, argv, "o:h", opts, NULL)) != -1) {
         switch (c) {
-        case 'L': layers = (uint32_t)strtoul(optarg, NULL, 10); break;
-        case 'd': dim = (uint32_t)strtoul(optarg, NULL, 10); break;
+        case 'L': layers = (long)strtoul(optarg, NULL, 10); break;
+        case 'd': dim = (long)strtoul(optarg, NULL, 10); break;
         case 's': seed = strtoull(optarg, NULL, 0); break;
         case 'o': out = optarg; break;
-        case 'a': align = (uint32_t)strtoul(optarg, NULL, 10); break;
+        case 'a': align = (long)strtoul(optarg, NULL, 10); break;
         case 'A': arch = optarg; break;
         case 'H': go.n_head = (uint32_t)strtoul(optarg, NULL, 10); break;
         case 'K': go.n_head_kv = (uint32_t)strtoul(optarg, NULL, 10); break;
@@ -105,11 +106,11 @@ int cmd_gen(int argc, char **argv)
             fprintf(stderr, "swarm gen: --arch '%s': one of swarm-dense, llama, qwen2\n", arch);
             return EXIT_USAGE;
         }
-        go.dim = dim ? dim : 256;
-        go.n_layers = layers ? layers : 2;
+        go.dim = dim < 0 ? 256 : (uint32_t)dim;
+        go.n_layers = layers < 0 ? 2 : (uint32_t)layers;
         go.n_head_kv = go.n_head_kv ? go.n_head_kv : go.n_head;
         go.seed = seed;
-        go.alignment = align;
+        go.alignment = align < 0 ? 0 : (uint32_t)align;
         if (!out || (!go.vocab_from && !go.n_vocab)) {
             fprintf(stderr, "swarm gen --arch %s: need -o FILE and --vocab-from FILE or --vocab N\n",
                     arch);
@@ -125,19 +126,19 @@ int cmd_gen(int argc, char **argv)
                  (util_now_ns() - t0) / 1e9);
         return EXIT_OK;
     }
-    layers = layers ? layers : 24;
-    dim = dim ? dim : 4096;
-    align = align ? align : 4096;
+    layers = layers < 0 ? 24 : layers;
+    dim = dim < 0 ? 4096 : dim;
+    align = align < 0 ? 4096 : align;
     if (!out || !layers || layers > MODEL_MAX_LAYERS || !dim || dim > MODEL_MAX_DIM) {
         fprintf(stderr, "swarm gen: need -o FILE, 1 <= layers <= %d, 1 <= dim <= %d\n",
                 MODEL_MAX_LAYERS, MODEL_MAX_DIM);
         return EXIT_USAGE;
     }
-    if (model_gen(out, layers, dim, seed, align, err, sizeof err)) {
+    if (model_gen(out, (uint32_t)layers, (uint32_t)dim, seed, (uint32_t)align, err, sizeof err)) {
         log_error("%s", err);
         return EXIT_FAIL;
     }
-    log_info("wrote %s: %u layers x %u, seed %llu, alignment %u (%.1f s)", out, layers, dim,
+    log_info("wrote %s: %ld layers x %ld, seed %llu, alignment %ld (%.1f s)", out, layers, dim,
              (unsigned long long)seed, align, (util_now_ns() - t0) / 1e9);
     return EXIT_OK;
 }
