@@ -188,15 +188,24 @@ int arch_gen(const char *path, const arch_gen_opts *o, char *err, size_t errlen)
     void *qrow = NULL;
     int fd = -1, rc = -1;
     uint32_t n_vocab = o->n_vocab, n_specs = 0;
-    if ((o->arch != ARCH_LLAMA && o->arch != ARCH_QWEN2) || !o->dim || o->dim > 65536 ||
-        !o->n_layers || o->n_layers > 4096 || o->n_ff > (1u << 20) || o->n_vocab > (1u << 24) ||
-        !o->n_head || !o->n_head_kv || o->dim % o->n_head || o->n_head % o->n_head_kv ||
-        (o->dim / o->n_head) % 2 || !o->n_ff || (!o->vocab_from && !o->n_vocab) ||
-        (o->rope_llama3 && o->arch != ARCH_LLAMA)) {
-        arch_err(err, errlen, path,
-                 "gen: need llama or qwen2, dim divisible by heads (even head size), heads "
-                 "divisible by kv-heads, 1 <= layers <= 4096, dim <= 65536, 1 <= ff <= 2^20, a "
-                 "vocabulary of at most 2^24, and llama for --rope-llama3");
+    const char *bad = NULL;
+    if (o->arch != ARCH_LLAMA && o->arch != ARCH_QWEN2)
+        bad = "the architecture must be llama or qwen2";
+    else if (!o->dim || o->dim > 65536 || !o->n_head || o->dim % o->n_head ||
+             (o->dim / o->n_head) % 2)
+        bad = "dim must be 1..65536 and a multiple of heads with an even head size";
+    else if (!o->n_head_kv || o->n_head % o->n_head_kv)
+        bad = "kv-heads must divide heads";
+    else if (!o->n_layers || o->n_layers > 4096)
+        bad = "layers must be 1..4096";
+    else if (!o->n_ff || o->n_ff > (1u << 20))
+        bad = "ff must be 1..1048576";
+    else if (!o->vocab_from && (!o->n_vocab || o->n_vocab > (1u << 24)))
+        bad = "a vocabulary is needed: --vocab-from FILE or --vocab 1..16777216";
+    else if (o->rope_llama3 && o->arch != ARCH_LLAMA)
+        bad = "Llama 3.1's rope_freqs.weight belongs to llama files only";
+    if (bad) {
+        arch_err(err, errlen, path, "gen: %s", bad);
         return -1;
     }
     const quant_type_info *ti = quant_type_get(o->type);
