@@ -1,4 +1,4 @@
-/* dense.c — the lab's layer as an architecture ("swarm-dense"): x' = x + silu(W (rmsnorm(x) . g)).
+/* dense.c — the lab's layer as an architecture, "swarm-dense": x' = x + silu(W (rmsnorm(x) . g)).
  * arch/
  *
  * Tensors in consumption order: blk.N.g (the vector, d f32), then blk.N.w (d x d f32). The

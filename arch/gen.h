@@ -11,7 +11,7 @@ typedef struct {
     arch_id arch;                 /* ARCH_LLAMA or ARCH_QWEN2 */
     uint32_t dim, n_layers, n_head, n_head_kv, n_ff;
     uint32_t n_vocab;             /* used when vocab_from is NULL */
-    const char *vocab_from;       /* a GGUF whose tokenizer.* metadata is copied (n_vocab from it) */
+    const char *vocab_from;       /* a GGUF whose tokenizer.* keys are copied (n_vocab from it) */
     uint32_t type;                /* the matrices' ggml type (quant.h); vectors are f32 */
     int tied;                     /* no output.weight */
     uint32_t n_ctx;               /* context_length written (default 2048) */

@@ -1,4 +1,4 @@
-/* llm.c — the one-process model runner: a file resident, sessions with KV caches, llm_eval. arch/ */
+/* llm.c — the one-process runner: a file resident, sessions with KV caches, llm_eval. arch/ */
 #include "arch/llm.h"
 
 #include <errno.h>

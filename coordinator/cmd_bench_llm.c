@@ -1,5 +1,5 @@
-/* cmd_bench_llm.c — swarm bench-llm: forward-pass speed of a llama/qwen2 file in one process
- * (prompt and generation tokens/s) beside the memory-bandwidth bound of the same run. coordinator/ */
+/* cmd_bench_llm.c — swarm bench-llm: a llama/qwen2 file's forward-pass speed in one process
+ * (prompt and generation tokens/s) beside the same run's memory-bandwidth bound. coordinator/ */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -112,8 +112,8 @@ int cmd_gen(int argc, char **argv)
         go.seed = seed;
         go.alignment = align < 0 ? 0 : (uint32_t)align;
         if (!out || (!go.vocab_from && !go.n_vocab)) {
-            fprintf(stderr, "swarm gen --arch %s: need -o FILE and --vocab-from FILE or --vocab N\n",
-                    arch);
+            fprintf(stderr,
+                    "swarm gen --arch %s: need -o FILE and --vocab-from FILE or --vocab N\n", arch);
             return EXIT_USAGE;
         }
         if (arch_gen(out, &go, err, sizeof err)) {

@@ -12,18 +12,19 @@ pass=0; fail=0
 
 small=(--dim 64 --layers 2 --heads 4 --kv-heads 2 --ff 96)
 # the same seed gives the same bytes; another seed does not
-sw gen1 gen --arch llama "${small[@]}" --vocab 300 --type q4_0 --seed 5 -o "$T/a.gguf"; expect_rc gen1 0
-sw gen2 gen --arch llama "${small[@]}" --vocab 300 --type q4_0 --seed 5 -o "$T/b.gguf"; expect_rc gen2 0
-sw gen3 gen --arch llama "${small[@]}" --vocab 300 --type q4_0 --seed 6 -o "$T/c.gguf"; expect_rc gen3 0
+small+=(--vocab 300 --type q4_0)
+sw gen1 gen --arch llama "${small[@]}" --seed 5 -o "$T/a.gguf"; expect_rc gen1 0
+sw gen2 gen --arch llama "${small[@]}" --seed 5 -o "$T/b.gguf"; expect_rc gen2 0
+sw gen3 gen --arch llama "${small[@]}" --seed 6 -o "$T/c.gguf"; expect_rc gen3 0
 eq "same seed, same file" "$(cmp -s "$T/a.gguf" "$T/b.gguf" && echo same)" same
 eq "other seed, other file" "$(cmp -s "$T/a.gguf" "$T/c.gguf" && echo same || echo differ)" differ
 # with a vocabulary: the tokenizer keys are copied
 gzip -dc tests/fixtures/tok/llama-spm.gguf.gz > "$T/vocab.gguf"
-sw genv gen --arch qwen2 "${small[@]}" --vocab-from "$T/vocab.gguf" --type q8_0 --tied --seed 1 \
-    -o "$T/q.gguf"; expect_rc genv 0
+sw genv gen --arch qwen2 --dim 64 --layers 2 --heads 4 --kv-heads 2 --ff 96 \
+    --vocab-from "$T/vocab.gguf" --type q8_0 --tied --seed 1 -o "$T/q.gguf"; expect_rc genv 0
 sw tok tokenize "$T/q.gguf" "Hello world"; expect_rc tok 0
 # bad flags and impossible shapes: usage errors or one clear error, never a crash
-sw badtype gen --arch llama "${small[@]}" --vocab 300 --type q4_K -o "$T/x.gguf"; expect_rc badtype 2
+sw badtype gen --arch llama --vocab 300 --type q4_K -o "$T/x.gguf"; expect_rc badtype 2
 has badtype err "q4_K"
 sw badarch gen --arch gemma --vocab 300 -o "$T/x.gguf"; expect_rc badarch 2
 sw badheads gen --arch llama --dim 64 --heads 5 --vocab 300 -o "$T/x.gguf"; expect_fail badheads

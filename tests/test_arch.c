@@ -213,8 +213,10 @@ static double *s_ref_forward(const char *path, const int32_t *toks, uint32_t n, 
     int qwen2 = !strcmp(arch, "qwen2");
     uint32_t L, d, H, KH, ff;
     float eps, base;
-#define S_U(key, v) (snprintf(k, sizeof k, "%s." key, arch), gguf_get_u32(g, k, &v, err, sizeof err))
-#define S_F(key, v) (snprintf(k, sizeof k, "%s." key, arch), gguf_get_f32(g, k, &v, err, sizeof err))
+#define S_U(key, v)                                                                        \
+    (snprintf(k, sizeof k, "%s." key, arch), gguf_get_u32(g, k, &v, err, sizeof err))
+#define S_F(key, v)                                                                        \
+    (snprintf(k, sizeof k, "%s." key, arch), gguf_get_f32(g, k, &v, err, sizeof err))
     if (S_U("block_count", L) || S_U("embedding_length", d) || S_U("attention.head_count", H) ||
         S_U("attention.head_count_kv", KH) || S_U("feed_forward_length", ff) ||
         S_F("attention.layer_norm_rms_epsilon", eps) || S_F("rope.freq_base", base)) {
@@ -314,7 +316,8 @@ static double *s_ref_forward(const char *path, const int32_t *toks, uint32_t n, 
     }
     if (out.v != emb.v)
         free(out.v);
-    free(freqs.v), free(emb.v), free(onorm.v), free(x), free(K), free(Vv), free(Q), free(xb), free(att);
+    free(freqs.v), free(emb.v), free(onorm.v), free(x), free(K), free(Vv), free(Q), free(xb);
+    free(att);
     free(o), free(gt), free(up), free(w);
     gguf_close(&g);
     *nv = V;
@@ -464,7 +467,8 @@ static void s_test_determinism(void)
         arch_run *r = arch_run_new(am, P, err, sizeof err);
         float *xa = malloc(P * d * 4), *xb = malloc(P * d * 4);
         float *kva = calloc(2 * nctx * kvd, 4), *kvb = calloc(2 * nctx * kvd, 4);
-        arch_kv ka = { nctx, kvd, kva, kva + nctx * kvd }, kb = { nctx, kvd, kvb, kvb + nctx * kvd };
+        arch_kv ka = { nctx, kvd, kva, kva + nctx * kvd };
+        arch_kv kb = { nctx, kvd, kvb, kvb + nctx * kvd };
         for (uint32_t p = 0; p < P * d; p++)
             xa[p] = xb[p] = (float)sin(p * 0.37);
         int ok = 1;
@@ -554,41 +558,48 @@ static void s_test_bad_files(void)
     unsigned char *p;
     /* unknown architecture */
     memcpy(buf, orig, n);
-    if ((p = s_after_str(buf, n, "general.architecture")) && (p = s_after_str(p, n - (size_t)(p - buf), "llama")))
+    if ((p = s_after_str(buf, n, "general.architecture")) &&
+        (p = s_after_str(p, n - (size_t)(p - buf), "llama")))
         memcpy(p - 5, "gemma", 5);
     s_spit(s_path("bad-arch.gguf"), buf, n);
-    s_expect_open_error("unknown architecture", s_path("bad-arch.gguf"), "'gemma' is not supported");
+    s_expect_open_error("unknown architecture", s_path("bad-arch.gguf"),
+                        "'gemma' is not supported");
     /* unsupported type: q8_0 (34 bytes a block) relabelled q4_1 (20: smaller, stays inside) */
     memcpy(buf, orig, n);
     if ((p = s_after_str(buf, n, "blk.1.attn_q.weight")))
         memcpy(p + 4 + 16, &(uint32_t){ 3 }, 4);
     s_spit(s_path("bad-type.gguf"), buf, n);
-    s_expect_open_error("unsupported type", s_path("bad-type.gguf"), "type q4_1 (3) is not supported");
+    s_expect_open_error("unsupported type", s_path("bad-type.gguf"),
+                        "type q4_1 (3) is not supported");
     /* wrong shapes: the metadata says 4 KV heads, the K matrix has 2 heads' rows */
     memcpy(buf, orig, n);
     if ((p = s_after_str(buf, n, "llama.attention.head_count_kv")))
         memcpy(p + 4, &(uint32_t){ 4 }, 4);
     s_spit(s_path("bad-shape.gguf"), buf, n);
-    s_expect_open_error("wrong shape", s_path("bad-shape.gguf"), "blk.0.attn_k.weight' has shape [64, 32]");
+    s_expect_open_error("wrong shape", s_path("bad-shape.gguf"),
+                        "blk.0.attn_k.weight' has shape [64, 32]");
     /* missing tensor */
     memcpy(buf, orig, n);
     if ((p = s_after_str(buf, n, "blk.1.ffn_up.weight")))
         memcpy(p - 8, "uq", 2);
     s_spit(s_path("bad-missing.gguf"), buf, n);
-    s_expect_open_error("missing tensor", s_path("bad-missing.gguf"), "'blk.1.ffn_up.weight' is missing");
+    s_expect_open_error("missing tensor", s_path("bad-missing.gguf"),
+                        "'blk.1.ffn_up.weight' is missing");
     /* missing hyper-parameter */
     memcpy(buf, orig, n);
     if ((p = s_after_str(buf, n, "llama.attention.layer_norm_rms_epsilon")))
         memcpy(p - 7, "EPSILON", 7);
     s_spit(s_path("bad-key.gguf"), buf, n);
-    s_expect_open_error("missing key", s_path("bad-key.gguf"), "layer_norm_rms_epsilon' is missing");
+    s_expect_open_error("missing key", s_path("bad-key.gguf"),
+                        "layer_norm_rms_epsilon' is missing");
     /* truncated */
     s_spit(s_path("bad-trunc.gguf"), orig, n / 2);
     s_expect_open_error("truncated", s_path("bad-trunc.gguf"), "past end of file");
     /* the dense lab model has no tokens */
     char err[512] = "";
     model_gen(s_path("b-dense.gguf"), 1, 32, 1, 32, err, sizeof err);
-    s_expect_open_error("dense for tokens", s_path("b-dense.gguf"), "swarm-dense model has no tokens");
+    s_expect_open_error("dense for tokens", s_path("b-dense.gguf"),
+                        "swarm-dense model has no tokens");
 
     /* a prompt longer than the context; a token outside the vocabulary */
     llm_model *m = llm_model_open(s_path("b.gguf"), err, sizeof err);
