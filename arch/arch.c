@@ -181,6 +181,7 @@ arch_run *arch_run_new(const arch_model *m, uint32_t max_pos, char *err, size_t 
     r->m = m;
     r->max_pos = max_pos;
     r->nthreads = 1;
+    r->cur = ARCH_MAX_LAYER_TENSORS;
     int rc = m->hp.id == ARCH_DENSE ? dense_run_init(r, err, errlen)
                                     : llama_run_init(r, err, errlen);
     if (rc)
@@ -230,6 +231,9 @@ int arch_layer_begin(arch_run *r, uint32_t layer, const void *const *vectors, ar
         return -1;
     }
     r->layer = layer;
+    r->cur = m->layers[layer].n_vectors; /* the first matrix comes next */
+    r->next_row = 0;
+    r->ready = 0;
     r->vectors = vectors;
     r->kv = kv;
     r->x = x;
@@ -244,6 +248,14 @@ int arch_layer_before(arch_run *r, uint32_t tensor)
     if (tensor >= l->n_tensors || !l->t[tensor].is_matrix)
         return arch_run_fail(r, "layer %u: tensor %u is not a matrix of the layer", r->layer,
                              tensor);
+    /* matrices in consumption order, each after all of the previous one's rows: the hooks
+     * read what the earlier ones wrote */
+    if (tensor != r->cur || r->ready)
+        return arch_run_fail(r, "layer %u: before(%s) out of order (expected %s, row %llu)",
+                             r->layer, l->t[tensor].name,
+                             r->cur < l->n_tensors ? l->t[r->cur].name : "begin",
+                             (unsigned long long)r->next_row);
+    r->ready = 1;
     return r->m->hp.id == ARCH_DENSE ? dense_before(r, tensor) : llama_before(r, tensor);
 }
 
@@ -254,12 +266,32 @@ int arch_layer_rows(arch_run *r, uint32_t tensor, uint64_t r0, uint64_t n, const
         r0 > l->t[tensor].rows || n > l->t[tensor].rows - r0)
         return arch_run_fail(r, "layer %u: rows %llu..+%llu of tensor %u are outside it",
                              r->layer, (unsigned long long)r0, (unsigned long long)n, tensor);
-    return r->m->hp.id == ARCH_DENSE ? dense_rows(r, tensor, r0, n, rows)
-                                     : llama_rows(r, tensor, r0, n, rows);
+    if (tensor != r->cur || !r->ready || r0 != r->next_row)
+        return arch_run_fail(r, "layer %u: rows %llu..+%llu of %s out of order (expected %s "
+                             "from row %llu)", r->layer, (unsigned long long)r0,
+                             (unsigned long long)n, l->t[tensor].name,
+                             r->cur < l->n_tensors ? l->t[r->cur].name : "none",
+                             (unsigned long long)r->next_row);
+    int rc = r->m->hp.id == ARCH_DENSE ? dense_rows(r, tensor, r0, n, rows)
+                                       : llama_rows(r, tensor, r0, n, rows);
+    if (rc)
+        return rc;
+    r->next_row = r0 + n;
+    if (r->next_row == l->t[tensor].rows) { /* done: the next matrix may start */
+        r->cur++;
+        r->next_row = 0;
+        r->ready = 0;
+    }
+    return 0;
 }
 
 int arch_layer_end(arch_run *r)
 {
+    const arch_layer *l = &r->m->layers[r->layer];
+    if (r->cur != l->n_tensors || r->layer >= r->m->hp.n_layers)
+        return arch_run_fail(r, "layer %u: end before all rows of %s", r->layer,
+                             r->cur < l->n_tensors ? l->t[r->cur].name : "the layer");
+    r->cur = ARCH_MAX_LAYER_TENSORS;
     return r->m->hp.id == ARCH_DENSE ? dense_end(r) : llama_end(r);
 }
 

@@ -19,6 +19,10 @@
  *                                                 (any row ranges that cover t, in order)
  *     arch_layer_end(run)                         residuals: x is the layer's output
  *
+ * Hooks out of this order (rows before their before, a gap or overlap between row ranges, the
+ * next matrix before the last one's final row, end before every row) are refused with -1 and
+ * arch_run_error, never computed.
+ *
  * arch_layer_forward does exactly that with every tensor resident. Determinism: each output
  * row's dot product has one fixed order whatever the row ranges and thread count, so a
  * streamed layer gives the bits of a resident one (for the dense layer, which uses OpenBLAS,

@@ -18,6 +18,10 @@ struct arch_run {
     char err[256];
     /* the layer being run (set by begin) */
     uint32_t layer, n, pos0;
+    uint32_t cur;                 /* the matrix whose rows are expected (set by before); or
+                                   * ARCH_MAX_LAYER_TENSORS between layers */
+    uint64_t next_row;            /* rows of cur done, in order */
+    int ready;                    /* before(cur) has run */
     float *x;                     /* (n, dim), borrowed */
     arch_kv *kv;                  /* borrowed; NULL for dense */
     const void *const *vectors;   /* borrowed until end */

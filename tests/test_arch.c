@@ -109,7 +109,22 @@ static void s_test_dense(void)
             step += 4;
         }
         CHECK(arch_layer_end(r) == 0, "end");
-        CHECK(arch_layer_rows(r, 1, 2, 4, W + 2 * d) == -1, "a range at row 2 is refused");
+        /* misuse is refused, not computed: out of order, unaligned (OpenBLAS), early end */
+        float *xt = malloc(P * d * sizeof(float));
+        memcpy(xt, xk, P * d * sizeof(float));
+        CHECK(arch_layer_rows(r, 1, 0, 4, W) == -1, "rows after end are refused");
+        CHECK(arch_layer_begin(r, l, data, NULL, xt, P, 0, err, sizeof err) == 0, "%s", err);
+        CHECK(arch_layer_rows(r, 1, 0, 4, W) == -1 && strstr(arch_run_error(r), "order"),
+              "rows before before(): %s", arch_run_error(r));
+        CHECK(arch_layer_before(r, 0) == -1, "before() of a vector is refused");
+        CHECK(arch_layer_before(r, 1) == 0 && arch_layer_rows(r, 1, 0, 6, W) == 0, "6 rows");
+        CHECK(arch_layer_rows(r, 1, 6, 4, W + 6 * d) == -1 &&
+                  strstr(arch_run_error(r), "multiple of 4"), "a range at row 6: %s",
+              arch_run_error(r));
+        CHECK(arch_layer_rows(r, 1, 8, 4, W + 8 * d) == -1, "a gap (rows 6, 7 missing)");
+        CHECK(arch_layer_end(r) == -1 && strstr(arch_run_error(r), "end before"),
+              "end before every row: %s", arch_run_error(r));
+        free(xt);
         for (uint32_t p = 0; p < P; p++)
             kernel_layer(W, gv, xk + p * d, u, y, d);
         free(gv);
