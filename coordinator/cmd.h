@@ -8,6 +8,7 @@ int cmd_run(int argc, char **argv);
 int cmd_bench_disk(int argc, char **argv);
 int cmd_bench_mem(int argc, char **argv);
 int cmd_bench_quant(int argc, char **argv);
+int cmd_bench_llm(int argc, char **argv);
 int cmd_lab(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 

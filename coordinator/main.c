@@ -18,6 +18,7 @@ static void s_usage(FILE *f)
             "  bench-disk  O_DIRECT read bandwidth in the SSD arm's pattern, depth 1/2/4/8\n"
             "  bench-mem   a layer's memory-bandwidth bound beside the kernel's sgemv\n"
             "  bench-quant matrix-vector GB/s per tensor type (f16, bf16, q8_0, q4_0) vs read bound\n"
+            "  bench-llm   a llama/qwen2 file's prompt and generation tokens/s vs its read bound\n"
             "  netem       link forwarder, profile self-test, kernel (BPF) link control\n"
             "  keygen      write a CURVE key pair (NAME.key, NAME.pub)\n"
             "  tokenize    a GGUF file's tokenizer on a text: ids and pieces\n");
@@ -44,6 +45,8 @@ int main(int argc, char **argv)
         return cmd_bench_mem(argc - 1, argv + 1);
     if (!strcmp(c, "bench-quant"))
         return cmd_bench_quant(argc - 1, argv + 1);
+    if (!strcmp(c, "bench-llm"))
+        return cmd_bench_llm(argc - 1, argv + 1);
     if (!strcmp(c, "keygen"))
         return cmd_keygen(argc - 1, argv + 1);
     if (!strcmp(c, "tokenize"))

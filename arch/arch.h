@@ -1,0 +1,162 @@
+/* arch.h — a model architecture: its hyper-parameters, a layer's tensors, what a layer costs,
+ * and how a layer runs over a batch of positions for one session. arch/
+ *
+ * Every arm runs layers through this interface: the executor (common/exec.c) asks the
+ * architecture which tensors a layer has and in which order they are consumed, streams or
+ * keeps them resident, and drives the layer with them. The lab's dense layer is one
+ * architecture ("swarm-dense", arch/dense.c); "llama" and "qwen2" are others (arch/llama.c).
+ *
+ * A layer is an ordered list of tensors in *consumption order*. Vector tensors (norm weights,
+ * biases: one row) come first and are always whole in memory before the layer starts. Matrix
+ * tensors are consumed row range by row range, so a streamed layer is computed as its rows
+ * arrive from disk (the executor's chunks are (tensor, row range) pairs; a row of a quantized
+ * type is a whole number of blocks, so a row range is always block-aligned):
+ *
+ *     arch_layer_begin(run)                       the layer's vectors are available
+ *     for each matrix tensor t, in order:
+ *         arch_layer_before(run, t)               prepare t's input (norms, attention, ...)
+ *         arch_layer_rows(run, t, r0, n, rows)    y_t[r0 : r0+n] = W_t[r0 : r0+n] . input_t
+ *                                                 (any row ranges that cover t, in order)
+ *     arch_layer_end(run)                         residuals: x is the layer's output
+ *
+ * Hooks out of this order (rows before their before, a gap or overlap between row ranges, the
+ * next matrix before the last one's final row, end before every row) are refused with -1 and
+ * arch_run_error, never computed.
+ *
+ * arch_layer_forward does exactly that with every tensor resident. Determinism: each output
+ * row's dot product has one fixed order whatever the row ranges and thread count, so a
+ * streamed layer gives the bits of a resident one (for the dense layer, which uses OpenBLAS,
+ * row ranges start on multiples of ARCH_ROW_ALIGN, the rule docs/design.md "Determinism"
+ * gives).
+ *
+ * Ownership: an arch_model borrows its gguf_file; an arch_run borrows the layer's vectors,
+ * the KV cache and the positions' activations from its caller and owns only its scratch.
+ */
+#ifndef SWARM_ARCH_H
+#define SWARM_ARCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/gguf.h"
+
+#define ARCH_MAX_LAYER_TENSORS 16
+#define ARCH_ROW_ALIGN 4          /* row ranges start on multiples of this (OpenBLAS, dense) */
+#define ARCH_NAME_MAX 64
+
+typedef enum {
+    ARCH_DENSE = 0,               /* the lab's layer: x' = x + silu(W (rmsnorm(x) . g)) */
+    ARCH_LLAMA = 1,               /* Llama 2/3.x, TinyLlama, Mistral, SmolLM2 */
+    ARCH_QWEN2 = 2,               /* llama with biases on Q, K and V */
+} arch_id;
+
+typedef enum { ARCH_ROPE_NONE = 0, ARCH_ROPE_LINEAR = 1, ARCH_ROPE_LLAMA3 = 2 } arch_rope_scaling;
+
+/* Hyper-parameters, from the file's metadata (`<arch>.*` keys), validated before use. */
+typedef struct {
+    arch_id id;
+    char name[ARCH_NAME_MAX];     /* general.architecture */
+    uint32_t n_layers;            /* <arch>.block_count */
+    uint32_t dim;                 /* <arch>.embedding_length */
+    uint32_t n_ff;                /* <arch>.feed_forward_length (0 for dense) */
+    uint32_t n_head, n_head_kv;   /* <arch>.attention.head_count(_kv) */
+    uint32_t head_dim;            /* dim / n_head */
+    uint32_t rope_dim;            /* <arch>.rope.dimension_count (default head_dim) */
+    float rope_freq_base;         /* <arch>.rope.freq_base (default 10000) */
+    arch_rope_scaling rope_scaling;
+    float rope_scale_factor;      /* <arch>.rope.scaling.factor */
+    float rope_low_freq_factor, rope_high_freq_factor; /* llama3 */
+    uint32_t rope_orig_ctx;       /* <arch>.rope.scaling.original_context_length */
+    float norm_eps;               /* <arch>.attention.layer_norm_rms_epsilon */
+    uint32_t n_ctx_train;         /* <arch>.context_length */
+    uint32_t n_vocab;             /* rows of token_embd.weight */
+    int tied_output;              /* no output.weight: token_embd.weight is the head */
+} arch_hparams;
+
+/* One tensor of a layer as the file has it. A matrix has `rows` rows of `cols` elements
+ * (ggml ne[1] x ne[0]); a vector has rows = 1. */
+typedef struct {
+    char name[ARCH_NAME_MAX];     /* "blk.3.attn_q.weight" */
+    uint32_t type;                /* ggml type (quant/quant.h) */
+    uint64_t rows, cols;
+    uint64_t off, nbytes;         /* absolute file offset and size */
+    uint64_t row_bytes;           /* bytes of one row of this type */
+    int is_matrix;
+} arch_tensor;
+
+typedef struct {
+    uint32_t n_tensors;
+    arch_tensor t[ARCH_MAX_LAYER_TENSORS]; /* consumption order: vectors first */
+    uint32_t n_vectors;           /* t[0 .. n_vectors) are the vectors */
+    uint64_t weight_bytes;        /* sum of nbytes */
+} arch_layer;
+
+/* What one layer costs, for the partitioner, the planner and the predictions. */
+typedef struct {
+    uint64_t weight_bytes;        /* read once per forward pass (per batch) */
+    double flops_per_pos;         /* multiply-adds x 2, excluding attention over the cache */
+    double attn_flops_per_pos_ctx;/* attention flops per position per cached position */
+    uint64_t kv_bytes_per_pos;    /* KV cache bytes one position adds (0 for dense) */
+} arch_cost;
+
+/* A model: hyper-parameters and every layer's tensors, from one GGUF file. */
+typedef struct {
+    const gguf_file *g;           /* borrowed */
+    arch_hparams hp;
+    arch_layer *layers;           /* n_layers, owned */
+    /* outside the layers (absent for dense): token_embd, output_norm, output (or tied) */
+    arch_tensor tok_embd, out_norm, output;
+    /* llama3 rope scaling as published files carry it: `rope_freqs.weight` (rope_dim / 2 f32
+     * divisors of each pair's frequency, written by llama.cpp's converter). Owned; NULL when
+     * the file has none. */
+    float *rope_freqs;
+} arch_model;
+
+/* The KV cache of one session for one layer: K and V of every cached position. */
+typedef struct {
+    uint32_t n_ctx;               /* positions it can hold */
+    uint32_t kv_dim;              /* n_head_kv * head_dim */
+    float *k, *v;                 /* (n_ctx, kv_dim) each, owned by the caller */
+} arch_kv;
+
+/* One layer's run over n positions of one session (n = 1 when generating). */
+typedef struct arch_run arch_run;
+
+/* Open the architecture of g: hyper-parameters and tensors, all validated (shapes against
+ * the hyper-parameters, types against the supported list, extents against the file). An
+ * unsupported architecture or tensor type is one clear error naming it. */
+int arch_model_open(arch_model *m, const gguf_file *g, char *err, size_t errlen);
+void arch_model_close(arch_model *m);
+void arch_layer_cost(const arch_model *m, uint32_t layer, arch_cost *c);
+
+/* A run for up to max_pos positions at once (its scratch is sized for that). */
+arch_run *arch_run_new(const arch_model *m, uint32_t max_pos, char *err, size_t errlen);
+void arch_run_free(arch_run **r);
+/* Set up layer `layer` over x (n positions x dim, row-major, updated in place) at positions
+ * pos0 .. pos0+n-1 of a session whose cache is kv (NULL for dense). vectors[i] points at
+ * tensor i's bytes for i < n_vectors. */
+int arch_layer_begin(arch_run *r, uint32_t layer, const void *const *vectors, arch_kv *kv,
+                     float *x, uint32_t n, uint32_t pos0, char *err, size_t errlen);
+int arch_layer_before(arch_run *r, uint32_t tensor);
+int arch_layer_rows(arch_run *r, uint32_t tensor, uint64_t r0, uint64_t n, const void *rows);
+int arch_layer_end(arch_run *r);
+/* All of the above with every tensor resident: data[i] is tensor i's bytes. */
+int arch_layer_forward(arch_run *r, uint32_t layer, const void *const *data, arch_kv *kv,
+                       float *x, uint32_t n, uint32_t pos0, char *err, size_t errlen);
+
+/* The hooks (before, rows, end) return -1 without an err buffer: the reason is kept here
+ * until the next begin ("" when none). */
+const char *arch_run_error(const arch_run *r);
+/* Threads the run's matrix products and attention use (1..QUANT_MAX_THREADS; default 1).
+ * Results have the same bits for every count. The dense layer ignores it (OpenBLAS threads
+ * are kernel_set_threads'). */
+void arch_run_set_threads(arch_run *r, int nthreads);
+
+/* out = x / sqrt(mean(x^2) + eps) * w, the sum of squares in double, left to right (as
+ * ggml's rms_norm accumulates): the final norm of a model uses it too. */
+void arch_rmsnorm(const float *x, const float *w, float *out, uint32_t dim, float eps);
+
+/* The architecture's name for an id ("swarm-dense", "llama", "qwen2"). */
+const char *arch_id_name(arch_id id);
+
+#endif

@@ -1,0 +1,111 @@
+/* dense.c — the lab's layer as an architecture, "swarm-dense": x' = x + silu(W (rmsnorm(x) . g)).
+ * arch/
+ *
+ * Tensors in consumption order: blk.N.g (the vector, d f32), then blk.N.w (d x d f32). The
+ * hooks are common/kernel.c's three steps, unchanged, so a layer run through this interface
+ * has exactly kernel_layer's bits: before(w) = kernel_prepare, rows = kernel_rows (one sgemv
+ * per row range, ranges starting on multiples of ARCH_ROW_ALIGN as OpenBLAS needs for
+ * identical bits), end = kernel_finish. Positions are independent: each is its own vector.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "arch/arch_int.h"
+#include "common/kernel.h"
+#include "common/model.h"
+#include "quant/quant.h"
+
+_Static_assert(ARCH_ROW_ALIGN == KERNEL_ROW_ALIGN, "row ranges follow the kernel's alignment");
+
+int dense_open(arch_model *m, char *err, size_t errlen)
+{
+    const gguf_file *g = m->g;
+    uint64_t L = 0, d = 0;
+    if (gguf_get_u64(g, "swarm.layer_count", &L, err, errlen) ||
+        gguf_get_u64(g, "swarm.dim", &d, err, errlen))
+        return -1;
+    if (L < 1 || L > MODEL_MAX_LAYERS || d < 1 || d > MODEL_MAX_DIM) {
+        arch_err(err, errlen, g->path,
+                 "swarm.layer_count %llu / swarm.dim %llu out of range (1..%d, 1..%d)",
+                 (unsigned long long)L, (unsigned long long)d, MODEL_MAX_LAYERS, MODEL_MAX_DIM);
+        return -1;
+    }
+    arch_hparams *hp = &m->hp;
+    hp->n_layers = (uint32_t)L;
+    hp->dim = (uint32_t)d;
+    hp->norm_eps = KERNEL_EPS;
+    if (!(m->layers = calloc(L, sizeof *m->layers))) {
+        arch_err(err, errlen, g->path, "out of memory");
+        return -1;
+    }
+    for (uint32_t l = 0; l < L; l++) {
+        arch_layer *ly = &m->layers[l];
+        char name[ARCH_NAME_MAX];
+        snprintf(name, sizeof name, "blk.%u.g", l);
+        if (arch_tensor_get(g, name, 0, 1, d, &ly->t[0], err, errlen))
+            return -1;
+        snprintf(name, sizeof name, "blk.%u.w", l);
+        if (arch_tensor_get(g, name, 1, d, d, &ly->t[1], err, errlen))
+            return -1;
+        /* the kernel is OpenBLAS sgemv on floats: nothing else is a dense layer */
+        for (int i = 0; i < 2; i++)
+            if (ly->t[i].type != QUANT_F32) {
+                arch_err(err, errlen, g->path, "tensor '%s': type %s, swarm-dense needs f32",
+                         ly->t[i].name, quant_type_name(ly->t[i].type));
+                return -1;
+            }
+        ly->n_tensors = 2;
+        ly->n_vectors = 1;
+        arch_layer_seal(ly);
+    }
+    return 0;
+}
+
+int dense_run_init(arch_run *r, char *err, size_t errlen)
+{
+    size_t n = (size_t)r->max_pos * r->m->hp.dim;
+    if (!(r->u = malloc(n * sizeof(float))) || !(r->y = malloc(n * sizeof(float)))) {
+        arch_err(err, errlen, r->m->g->path, "out of memory for %u positions", r->max_pos);
+        return -1;
+    }
+    return 0;
+}
+
+int dense_begin(arch_run *r, char *err, size_t errlen)
+{
+    (void)r;
+    (void)err;
+    (void)errlen;
+    return 0;
+}
+
+int dense_before(arch_run *r, uint32_t tensor)
+{
+    (void)tensor;
+    uint32_t d = r->m->hp.dim;
+    const float *g = r->vectors[0];
+    for (uint32_t p = 0; p < r->n; p++)
+        kernel_prepare(g, r->x + (size_t)p * d, r->u + (size_t)p * d, d);
+    return 0;
+}
+
+int dense_rows(arch_run *r, uint32_t tensor, uint64_t r0, uint64_t n, const void *rows)
+{
+    (void)tensor;
+    uint32_t d = r->m->hp.dim;
+    if (r0 % ARCH_ROW_ALIGN)
+        return arch_run_fail(r, "layer %u: row range starts at %llu, not a multiple of %d",
+                             r->layer, (unsigned long long)r0, ARCH_ROW_ALIGN);
+    for (uint32_t p = 0; p < r->n; p++)
+        kernel_rows(rows, r->u + (size_t)p * d, r->y + (size_t)p * d, (uint32_t)r0, (uint32_t)n,
+                    d);
+    return 0;
+}
+
+int dense_end(arch_run *r)
+{
+    uint32_t d = r->m->hp.dim;
+    for (uint32_t p = 0; p < r->n; p++)
+        kernel_finish(r->x + (size_t)p * d, r->y + (size_t)p * d, d);
+    return 0;
+}

@@ -1,0 +1,314 @@
+/* gen.c — random-weight llama / qwen2 GGUF files (swarm gen --arch). arch/
+ *
+ * Tensors in the order llama.cpp's converter writes them (token_embd, then each block, then
+ * output_norm and output), metadata under the architecture's prefix, and, when asked, the
+ * tokenizer.* keys of a vocabulary-only file copied with their exact GGUF types (llama.cpp's
+ * loader rejects a key of the wrong type), so llama.cpp loads the result as a complete model.
+ * Alignment 32 like published files: readers here accept any alignment (the SSD arm reads the
+ * 4096-aligned superset of a range), so nothing asks for 4096.
+ */
+#include "arch/gen.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "arch/arch_int.h"
+#include "common/gguf.h"
+#include "common/util.h"
+#include "quant/quant.h"
+
+/* uniform on (-a, a) with a = 0.02 sqrt(3): standard deviation 0.02, as initialisers use */
+#define S_W_HALF 0.034641016f
+
+typedef struct {
+    char name[ARCH_NAME_MAX];
+    int matrix;
+    uint32_t rows, cols;
+    float center, half;           /* values in center +- half */
+} s_spec;
+
+/* Copy every tokenizer.* kv of v into w with its type. */
+static int s_copy_tokenizer(gguf_writer *w, const gguf_file *v, uint32_t *n_vocab, char *err,
+                            size_t errlen)
+{
+    *n_vocab = 0;
+    for (uint64_t i = 0; i < v->n_kv; i++) {
+        const gguf_kv *kv = &v->kv[i];
+        if (strncmp(kv->key, "tokenizer.", 10))
+            continue;
+        int rc = -1;
+        switch (kv->type) {
+        case GGUF_T_STRING: rc = gguf_writer_kv_str(w, kv->key, kv->str); break;
+        case GGUF_T_UINT32: rc = gguf_writer_kv_u32(w, kv->key, (uint32_t)kv->u64); break;
+        case GGUF_T_INT32: rc = gguf_writer_kv_i32(w, kv->key, (int32_t)kv->i64); break;
+        case GGUF_T_UINT64: rc = gguf_writer_kv_u64(w, kv->key, kv->u64); break;
+        case GGUF_T_FLOAT32: rc = gguf_writer_kv_f32(w, kv->key, (float)kv->f64); break;
+        case GGUF_T_BOOL: rc = gguf_writer_kv_bool(w, kv->key, (int)kv->u64); break;
+        case GGUF_T_ARRAY:
+            if (kv->arr_type == GGUF_T_STRING) {
+                rc = gguf_writer_kv_arr_str(w, kv->key, (const char *const *)kv->arr_str,
+                                            kv->arr_n);
+            } else if (kv->arr_type == GGUF_T_FLOAT32) {
+                float *f = malloc((kv->arr_n ? kv->arr_n : 1) * sizeof(float));
+                if (f) {
+                    for (uint64_t j = 0; j < kv->arr_n; j++)
+                        f[j] = (float)kv->arr_f64[j];
+                    rc = gguf_writer_kv_arr_f32(w, kv->key, f, kv->arr_n);
+                }
+                free(f);
+            } else if (kv->arr_type == GGUF_T_INT32) {
+                int32_t *a = malloc((kv->arr_n ? kv->arr_n : 1) * sizeof(int32_t));
+                if (a) {
+                    for (uint64_t j = 0; j < kv->arr_n; j++)
+                        a[j] = (int32_t)gguf_arr_i64(kv, j);
+                    rc = gguf_writer_kv_arr_i32(w, kv->key, a, kv->arr_n);
+                }
+                free(a);
+            } else {
+                arch_err(err, errlen, v->path, "key '%s': arrays of GGUF type %u are not copied",
+                         kv->key, kv->arr_type);
+                return -1;
+            }
+            if (!strcmp(kv->key, "tokenizer.ggml.tokens"))
+                *n_vocab = (uint32_t)kv->arr_n;
+            break;
+        default:
+            arch_err(err, errlen, v->path, "key '%s': GGUF type %u is not copied", kv->key,
+                     kv->type);
+            return -1;
+        }
+        if (rc) {
+            arch_err(err, errlen, v->path, "key '%s': cannot copy (out of memory?)", kv->key);
+            return -1;
+        }
+    }
+    if (!*n_vocab) {
+        arch_err(err, errlen, v->path, "no tokenizer.ggml.tokens array: not a vocabulary file");
+        return -1;
+    }
+    return 0;
+}
+
+/* Tensor i's values, row by row: splitmix64 seeded per tensor, 24 random bits per value. */
+static void s_fill_row(uint64_t *st, float *row, uint32_t n, float center, float half)
+{
+    for (uint32_t j = 0; j < n; j++) {
+        uint32_t r = (uint32_t)(util_splitmix64(st) >> 40); /* 0 .. 2^24 - 1 */
+        row[j] = center + half * ((float)r / 8388608.0f - 1.0f);
+    }
+}
+
+/* Llama 3.1's rope scaling as llama.cpp's converter (convert_hf_to_gguf.py, LlamaModel's
+ * rope_freqs) bakes it into the file: factor 8, low_freq_factor 1, high_freq_factor 4,
+ * original context 8192; pair i's frequency is divided by out[i]. */
+static void s_llama3_freqs(float base, uint32_t rope_dim, float *out)
+{
+    const double factor = 8, lo = 1, hi = 4, old_ctx = 8192;
+    const double lo_wavelen = old_ctx / lo, hi_wavelen = old_ctx / hi;
+    for (uint32_t i = 0; i < rope_dim / 2; i++) {
+        double freq = 1.0 / pow(base, (double)(2 * i) / rope_dim);
+        double wavelen = 2 * M_PI / freq;
+        if (wavelen < hi_wavelen) {
+            out[i] = 1.0f;
+        } else if (wavelen > lo_wavelen) {
+            out[i] = (float)factor;
+        } else {
+            double smooth = (old_ctx / wavelen - lo) / (hi - lo);
+            out[i] = (float)(1.0 / ((1 - smooth) / factor + smooth));
+        }
+    }
+}
+
+static int s_specs(const arch_gen_opts *o, uint32_t n_vocab, s_spec **out, uint32_t *count)
+{
+    uint32_t d = o->dim, kvd = o->n_head_kv * (o->dim / o->n_head), ff = o->n_ff;
+    int qwen2 = o->arch == ARCH_QWEN2;
+    uint32_t per = qwen2 ? 12 : 9;
+    uint32_t n = 1 + per * o->n_layers + 1 + (o->tied ? 0 : 1) + (o->rope_llama3 ? 1 : 0);
+    s_spec *s = calloc(n, sizeof *s);
+    if (!s)
+        return -1;
+    uint32_t k = 0;
+#define S_ADD(nm, mx, r, c, ce, h)                                                         \
+    do {                                                                                   \
+        snprintf(s[k].name, sizeof s[k].name, "%s", nm);                                  \
+        s[k].matrix = mx, s[k].rows = r, s[k].cols = c, s[k].center = ce, s[k].half = h;  \
+        k++;                                                                               \
+    } while (0)
+    S_ADD("token_embd.weight", 1, n_vocab, d, 0.0f, S_W_HALF);
+    for (uint32_t l = 0; l < o->n_layers; l++) {
+        char nm[ARCH_NAME_MAX];
+#define S_BLK(suffix, mx, r, c, ce, h)                                                     \
+    do {                                                                                   \
+        snprintf(nm, sizeof nm, "blk.%u.%s", l, suffix);                                   \
+        S_ADD(nm, mx, r, c, ce, h);                                                        \
+    } while (0)
+        S_BLK("attn_norm.weight", 0, 1, d, 1.0f, 0.1f);
+        S_BLK("attn_q.weight", 1, d, d, 0.0f, S_W_HALF);
+        S_BLK("attn_k.weight", 1, kvd, d, 0.0f, S_W_HALF);
+        S_BLK("attn_v.weight", 1, kvd, d, 0.0f, S_W_HALF);
+        if (qwen2) {
+            S_BLK("attn_q.bias", 0, 1, d, 0.0f, S_W_HALF);
+            S_BLK("attn_k.bias", 0, 1, kvd, 0.0f, S_W_HALF);
+            S_BLK("attn_v.bias", 0, 1, kvd, 0.0f, S_W_HALF);
+        }
+        S_BLK("attn_output.weight", 1, d, d, 0.0f, S_W_HALF);
+        S_BLK("ffn_norm.weight", 0, 1, d, 1.0f, 0.1f);
+        S_BLK("ffn_gate.weight", 1, ff, d, 0.0f, S_W_HALF);
+        S_BLK("ffn_up.weight", 1, ff, d, 0.0f, S_W_HALF);
+        S_BLK("ffn_down.weight", 1, d, ff, 0.0f, S_W_HALF);
+#undef S_BLK
+    }
+    S_ADD("output_norm.weight", 0, 1, d, 1.0f, 0.1f);
+    if (!o->tied)
+        S_ADD("output.weight", 1, n_vocab, d, 0.0f, S_W_HALF);
+    if (o->rope_llama3)
+        S_ADD("rope_freqs.weight", 0, 1, o->dim / o->n_head / 2, 0.0f, 0.0f); /* values: below */
+#undef S_ADD
+    *out = s;
+    *count = k;
+    return 0;
+}
+
+int arch_gen(const char *path, const arch_gen_opts *o, char *err, size_t errlen)
+{
+    const char *an = arch_id_name(o->arch);
+    uint32_t align = o->alignment ? o->alignment : GGUF_DEFAULT_ALIGNMENT;
+    uint32_t n_ctx = o->n_ctx ? o->n_ctx : 2048;
+    char tmp[4096], why[160];
+    gguf_file *voc = NULL;
+    gguf_writer *w = NULL;
+    s_spec *sp = NULL;
+    float *row = NULL;
+    void *qrow = NULL;
+    int fd = -1, rc = -1;
+    uint32_t n_vocab = o->n_vocab, n_specs = 0;
+    const char *bad = NULL;
+    if (o->arch != ARCH_LLAMA && o->arch != ARCH_QWEN2)
+        bad = "the architecture must be llama or qwen2";
+    else if (!o->dim || o->dim > 65536 || !o->n_head || o->dim % o->n_head ||
+             (o->dim / o->n_head) % 2)
+        bad = "dim must be 1..65536 and a multiple of heads with an even head size";
+    else if (!o->n_head_kv || o->n_head % o->n_head_kv)
+        bad = "kv-heads must divide heads";
+    else if (!o->n_layers || o->n_layers > 4096)
+        bad = "layers must be 1..4096";
+    else if (!o->n_ff || o->n_ff > (1u << 20))
+        bad = "ff must be 1..1048576";
+    else if (!o->vocab_from && (!o->n_vocab || o->n_vocab > (1u << 24)))
+        bad = "a vocabulary is needed: --vocab-from FILE or --vocab 1..16777216";
+    else if (o->rope_llama3 && o->arch != ARCH_LLAMA)
+        bad = "Llama 3.1's rope_freqs.weight belongs to llama files only";
+    if (bad) {
+        arch_err(err, errlen, path, "gen: %s", bad);
+        return -1;
+    }
+    const quant_type_info *ti = quant_type_get(o->type);
+    if (!ti || o->dim % ti->block || o->n_ff % ti->block) {
+        arch_err(err, errlen, path, "gen: type %s needs dim and ff multiples of its block %u",
+                 quant_type_name(o->type), ti ? ti->block : 0);
+        return -1;
+    }
+    if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp) {
+        arch_err(err, errlen, path, "path too long");
+        return -1;
+    }
+    if (!(w = gguf_writer_new(align)))
+        goto oom;
+    if (o->vocab_from) {
+        if (!(voc = gguf_open(o->vocab_from, err, errlen)) ||
+            s_copy_tokenizer(w, voc, &n_vocab, err, errlen))
+            goto err;
+    }
+    char k[128];
+    float eps = o->arch == ARCH_QWEN2 ? 1e-6f : 1e-5f;        /* as the families ship */
+    float base = o->arch == ARCH_QWEN2 ? 1000000.0f : 10000.0f;
+#define S_KEY(suffix) (snprintf(k, sizeof k, "%s.%s", an, suffix), k)
+    if (gguf_writer_kv_str(w, "general.architecture", an) ||
+        gguf_writer_kv_str(w, "general.name", "swarm random-weight test model") ||
+        gguf_writer_kv_u32(w, S_KEY("block_count"), o->n_layers) ||
+        gguf_writer_kv_u32(w, S_KEY("context_length"), n_ctx) ||
+        gguf_writer_kv_u32(w, S_KEY("embedding_length"), o->dim) ||
+        gguf_writer_kv_u32(w, S_KEY("feed_forward_length"), o->n_ff) ||
+        gguf_writer_kv_u32(w, S_KEY("attention.head_count"), o->n_head) ||
+        gguf_writer_kv_u32(w, S_KEY("attention.head_count_kv"), o->n_head_kv) ||
+        gguf_writer_kv_u32(w, S_KEY("rope.dimension_count"), o->dim / o->n_head) ||
+        gguf_writer_kv_f32(w, S_KEY("rope.freq_base"), base) ||
+        gguf_writer_kv_f32(w, S_KEY("attention.layer_norm_rms_epsilon"), eps) ||
+        gguf_writer_kv_u32(w, S_KEY("vocab_size"), n_vocab) ||
+        gguf_writer_kv_u64(w, "swarm.seed", o->seed))
+        goto oom;
+    if (o->rope_linear > 1 && (gguf_writer_kv_str(w, S_KEY("rope.scaling.type"), "linear") ||
+                               gguf_writer_kv_f32(w, S_KEY("rope.scaling.factor"), o->rope_linear)))
+        goto oom;
+#undef S_KEY
+    if (s_specs(o, n_vocab, &sp, &n_specs))
+        goto oom;
+    uint32_t widest = o->dim > o->n_ff ? o->dim : o->n_ff;
+    if (!(row = malloc(widest * sizeof(float))) || !(qrow = malloc(widest * 4)))
+        goto oom;
+    for (uint32_t i = 0; i < n_specs; i++) {
+        uint64_t dims[2] = { sp[i].cols, sp[i].rows };
+        uint32_t type = sp[i].matrix ? o->type : QUANT_F32;
+        if (gguf_writer_tensor(w, sp[i].name, type, sp[i].matrix ? 2 : 1, dims) < 0) {
+            arch_err(err, errlen, path, "gen: cannot declare tensor '%s'", sp[i].name);
+            goto err;
+        }
+    }
+    if ((fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) < 0) {
+        arch_err(err, errlen, tmp, "open: %s", strerror(errno));
+        goto err;
+    }
+    if (gguf_writer_write_header(w, fd, err, errlen))
+        goto err;
+    for (uint32_t i = 0; i < n_specs; i++) {
+        quant_type type = sp[i].matrix ? (quant_type)o->type : QUANT_F32;
+        uint64_t st = o->seed * 0x9e3779b97f4a7c15ull ^ ((uint64_t)(i + 1) << 32);
+        uint64_t rb = 0;
+        if (quant_row_bytes(type, sp[i].cols, &rb, why, sizeof why))
+            goto why;
+        for (uint32_t r = 0; r < sp[i].rows; r++) {
+            s_fill_row(&st, row, sp[i].cols, sp[i].center, sp[i].half);
+            if (!strcmp(sp[i].name, "rope_freqs.weight"))
+                s_llama3_freqs(base, o->dim / o->n_head, row);
+            if (quant_quantize_row(type, row, qrow, sp[i].cols, why, sizeof why))
+                goto why;
+            if (gguf_writer_write_data(w, fd, (int)i, qrow, rb, err, errlen))
+                goto err;
+        }
+    }
+    if (fsync(fd) || close(fd)) {
+        fd = -1;
+        arch_err(err, errlen, tmp, "write: %s", strerror(errno));
+        goto err;
+    }
+    fd = -1;
+    if (rename(tmp, path)) {
+        arch_err(err, errlen, path, "rename from %s: %s", tmp, strerror(errno));
+        goto err;
+    }
+    rc = 0;
+    goto out;
+why:
+    arch_err(err, errlen, path, "gen: %s", why);
+    goto err;
+oom:
+    arch_err(err, errlen, path, "gen: out of memory");
+err:
+    if (fd >= 0)
+        close(fd);
+    fd = -1;
+    unlink(tmp);
+out:
+    free(row);
+    free(qrow);
+    free(sp);
+    gguf_writer_free(&w);
+    gguf_close(&voc);
+    return rc;
+}

@@ -1,0 +1,510 @@
+/* llama.c — the llama and qwen2 layer: attention with RoPE over a KV cache, SwiGLU FFN. arch/
+ *
+ * One layer, in the order its tensors are consumed (llama2.c's forward() is the model):
+ *   before(q)    xb = rmsnorm(x) . attn_norm
+ *   rows q,k,v   q, k, v = W xb for every position (quant_matmat over the n positions)
+ *   before(o)    + bias (qwen2), RoPE on q and k, k and v into the cache, attention -> att
+ *   rows o       o = Wo att
+ *   before(gate) x += o; xb = rmsnorm(x) . ffn_norm
+ *   rows gate,up gate, up = W xb
+ *   before(down) gate = silu(gate) . up
+ *   rows down    down = Wd gate
+ *   end          x += down
+ * RoPE as llama.cpp's llama_model_rope_type gives it: LLM_ARCH_LLAMA is LLAMA_ROPE_TYPE_NORM
+ * (adjacent pairs 2i, 2i+1), LLM_ARCH_QWEN2 is LLAMA_ROPE_TYPE_NEOX (pairs i, i + rope_dim/2).
+ * The angles are made as ggml's rope cache makes them (theta_scale = base^(-2/rope_dim),
+ * multiplied in pair by pair from theta = pos, divided by rope_freqs, times the linear
+ * freq_scale), so they carry the same f32 roundings as llama.cpp's.
+ *
+ * Determinism: every product row is one quant_vec_dot (fixed order, same bits for any row
+ * range, thread count and batch: quant.h); norms, attention and softmax are fixed-order loops
+ * per (position, head), and a position's attention reads only cache positions 0..pos, all
+ * written before any attention runs. So a batch of n positions gives the bits of n single
+ * steps, and a layer streamed by row ranges gives the bits of a resident one.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include "arch/arch_int.h"
+#include "quant/quant.h"
+
+#define S_MAX_VOCAB (1u << 24)
+#define S_MAX_FF (1u << 20)
+#define S_MAX_HEADS 1024
+
+/* ---------------------------------------------------------------- opening */
+
+static int s_u32(const gguf_file *g, const char *arch, const char *key, int required,
+                 uint32_t dflt, uint32_t *out, char *err, size_t errlen)
+{
+    char k[128];
+    snprintf(k, sizeof k, "%s.%s", arch, key);
+    if (!gguf_find_kv(g, k)) {
+        if (required) {
+            arch_err(err, errlen, g->path, "metadata key '%s' is missing", k);
+            return -1;
+        }
+        *out = dflt;
+        return 0;
+    }
+    return gguf_get_u32(g, k, out, err, errlen);
+}
+
+static int s_f32(const gguf_file *g, const char *arch, const char *key, int required, float dflt,
+                 float *out, char *err, size_t errlen)
+{
+    char k[128];
+    snprintf(k, sizeof k, "%s.%s", arch, key);
+    if (!gguf_find_kv(g, k)) {
+        if (required) {
+            arch_err(err, errlen, g->path, "metadata key '%s' is missing", k);
+            return -1;
+        }
+        *out = dflt;
+        return 0;
+    }
+    if (gguf_get_f32(g, k, out, err, errlen))
+        return -1;
+    if (!isfinite(*out)) {
+        arch_err(err, errlen, g->path, "metadata key '%s' is not finite", k);
+        return -1;
+    }
+    return 0;
+}
+
+/* Rope scaling keys as llama.cpp's llm_load_hparams reads them: rope.scaling.type (default
+ * "linear"), rope.scaling.factor or the older rope.scale_linear (0 or absent = none), and
+ * llama3's per-pair divisors as the tensor rope_freqs.weight. */
+static int s_rope_scaling(arch_model *m, char *err, size_t errlen)
+{
+    const gguf_file *g = m->g;
+    arch_hparams *hp = &m->hp;
+    char k[128];
+    const char *type = "linear";
+    snprintf(k, sizeof k, "%s.rope.scaling.type", hp->name);
+    if (gguf_find_kv(g, k) && gguf_get_str(g, k, &type, err, errlen))
+        return -1;
+    float factor = 0;
+    snprintf(k, sizeof k, "%s.rope.scaling.factor", hp->name);
+    if (gguf_find_kv(g, k)) {
+        if (s_f32(g, hp->name, "rope.scaling.factor", 1, 0, &factor, err, errlen))
+            return -1;
+    } else if (s_f32(g, hp->name, "rope.scale_linear", 0, 0, &factor, err, errlen)) {
+        return -1;
+    }
+    if (s_u32(g, hp->name, "rope.scaling.original_context_length", 0, 0, &hp->rope_orig_ctx,
+              err, errlen))
+        return -1;
+    if (factor < 0) {
+        arch_err(err, errlen, g->path, "%s.rope.scaling.factor %g is negative", hp->name,
+                 (double)factor);
+        return -1;
+    }
+    hp->rope_scale_factor = factor == 0 ? 1.0f : factor;
+    if (!strcmp(type, "none") || factor == 0 || factor == 1.0f) {
+        hp->rope_scaling = ARCH_ROPE_NONE;
+        hp->rope_scale_factor = 1.0f;
+    } else if (!strcmp(type, "linear")) {
+        hp->rope_scaling = ARCH_ROPE_LINEAR;
+    } else {
+        arch_err(err, errlen, g->path,
+                 "%s.rope.scaling.type '%s' is not supported (supported: none, linear, and "
+                 "llama3 through rope_freqs.weight)", hp->name, type);
+        return -1;
+    }
+    if (!gguf_find_tensor(g, "rope_freqs.weight"))
+        return 0;
+    if (hp->id != ARCH_LLAMA) {
+        /* llama.cpp reads rope_freqs for llama only and refuses the extra tensor elsewhere */
+        arch_err(err, errlen, g->path, "tensor 'rope_freqs.weight' is not part of a %s model",
+                 hp->name);
+        return -1;
+    }
+    arch_tensor t;
+    uint32_t npair = hp->rope_dim / 2;
+    if (arch_tensor_get(g, "rope_freqs.weight", 0, 1, npair, &t, err, errlen))
+        return -1;
+    if (t.type != QUANT_F32) {
+        arch_err(err, errlen, g->path, "tensor 'rope_freqs.weight': type %s, f32 expected",
+                 quant_type_name(t.type));
+        return -1;
+    }
+    if (!(m->rope_freqs = malloc(npair * sizeof(float)))) {
+        arch_err(err, errlen, g->path, "out of memory");
+        return -1;
+    }
+    int fd = open(g->path, O_RDONLY | O_CLOEXEC);
+    ssize_t got = fd < 0 ? -1 : pread(fd, m->rope_freqs, npair * sizeof(float), (off_t)t.off);
+    if (fd >= 0)
+        close(fd);
+    if (got != (ssize_t)(npair * sizeof(float))) {
+        arch_err(err, errlen, g->path, "cannot read tensor 'rope_freqs.weight'");
+        return -1;
+    }
+    for (uint32_t i = 0; i < npair; i++)
+        if (!isfinite(m->rope_freqs[i]) || m->rope_freqs[i] <= 0) {
+            arch_err(err, errlen, g->path, "rope_freqs.weight[%u] = %g: must be finite and > 0",
+                     i, (double)m->rope_freqs[i]);
+            return -1;
+        }
+    hp->rope_scaling = ARCH_ROPE_LLAMA3;
+    return 0;
+}
+
+static int s_hparams(arch_model *m, char *err, size_t errlen)
+{
+    const gguf_file *g = m->g;
+    arch_hparams *hp = &m->hp;
+    const char *a = hp->name;
+    if (s_u32(g, a, "block_count", 1, 0, &hp->n_layers, err, errlen) ||
+        s_u32(g, a, "embedding_length", 1, 0, &hp->dim, err, errlen) ||
+        s_u32(g, a, "feed_forward_length", 1, 0, &hp->n_ff, err, errlen) ||
+        s_u32(g, a, "attention.head_count", 1, 0, &hp->n_head, err, errlen) ||
+        s_u32(g, a, "attention.head_count_kv", 0, hp->n_head, &hp->n_head_kv, err, errlen) ||
+        s_u32(g, a, "context_length", 1, 0, &hp->n_ctx_train, err, errlen) ||
+        s_f32(g, a, "attention.layer_norm_rms_epsilon", 1, 0, &hp->norm_eps, err, errlen) ||
+        s_f32(g, a, "rope.freq_base", 0, 10000.0f, &hp->rope_freq_base, err, errlen))
+        return -1;
+    const char *bad = NULL;
+    if (hp->n_layers < 1 || hp->n_layers > 4096)
+        bad = "block_count must be 1..4096";
+    else if (hp->dim < 1 || hp->dim > 65536)
+        bad = "embedding_length must be 1..65536";
+    else if (hp->n_ff < 1 || hp->n_ff > S_MAX_FF)
+        bad = "feed_forward_length must be 1..1048576";
+    else if (hp->n_head < 1 || hp->n_head > S_MAX_HEADS || hp->dim % hp->n_head)
+        bad = "attention.head_count must be 1..1024 and divide embedding_length";
+    else if (hp->n_head_kv < 1 || hp->n_head % hp->n_head_kv)
+        bad = "attention.head_count_kv must be >= 1 and divide attention.head_count";
+    else if (hp->n_ctx_train < 1)
+        bad = "context_length must be >= 1";
+    else if (!(hp->norm_eps > 0 && hp->norm_eps < 1))
+        bad = "attention.layer_norm_rms_epsilon must be in (0, 1)";
+    else if (!(hp->rope_freq_base > 0))
+        bad = "rope.freq_base must be > 0";
+    if (bad) {
+        arch_err(err, errlen, g->path, "%s.%s", a, bad);
+        return -1;
+    }
+    hp->head_dim = hp->dim / hp->n_head;
+    uint32_t kl = hp->head_dim;
+    if (s_u32(g, a, "attention.key_length", 0, hp->head_dim, &kl, err, errlen) ||
+        s_u32(g, a, "rope.dimension_count", 0, hp->head_dim, &hp->rope_dim, err, errlen))
+        return -1;
+    if (kl != hp->head_dim) {
+        arch_err(err, errlen, g->path,
+                 "%s.attention.key_length %u differs from embedding_length / head_count = %u: "
+                 "not supported", a, kl, hp->head_dim);
+        return -1;
+    }
+    if (hp->rope_dim < 2 || hp->rope_dim > hp->head_dim || hp->rope_dim % 2) {
+        arch_err(err, errlen, g->path, "%s.rope.dimension_count %u must be even and 2..%u", a,
+                 hp->rope_dim, hp->head_dim);
+        return -1;
+    }
+    return s_rope_scaling(m, err, errlen);
+}
+
+int llama_open(arch_model *m, char *err, size_t errlen)
+{
+    const gguf_file *g = m->g;
+    arch_hparams *hp = &m->hp;
+    if (s_hparams(m, err, errlen))
+        return -1;
+    const gguf_tensor *te = gguf_find_tensor(g, "token_embd.weight");
+    if (!te) {
+        arch_err(err, errlen, g->path, "tensor 'token_embd.weight' is missing");
+        return -1;
+    }
+    if (te->n_dims != 2 || te->dims[1] < 1 || te->dims[1] > S_MAX_VOCAB) {
+        arch_err(err, errlen, g->path,
+                 "tensor 'token_embd.weight' must be [embedding_length, n_vocab <= %u]",
+                 S_MAX_VOCAB);
+        return -1;
+    }
+    hp->n_vocab = (uint32_t)te->dims[1];
+    uint32_t d = hp->dim, kvd = hp->n_head_kv * hp->head_dim, ff = hp->n_ff;
+    if (arch_tensor_get(g, "token_embd.weight", 1, hp->n_vocab, d, &m->tok_embd, err, errlen) ||
+        arch_tensor_get(g, "output_norm.weight", 0, 1, d, &m->out_norm, err, errlen))
+        return -1;
+    if (gguf_find_tensor(g, "output.weight")) {
+        if (arch_tensor_get(g, "output.weight", 1, hp->n_vocab, d, &m->output, err, errlen))
+            return -1;
+    } else {
+        hp->tied_output = 1;
+        m->output = m->tok_embd;
+    }
+    if (!(m->layers = calloc(hp->n_layers, sizeof *m->layers))) {
+        arch_err(err, errlen, g->path, "out of memory");
+        return -1;
+    }
+    int qwen2 = hp->id == ARCH_QWEN2;
+    const struct {
+        const char *name;
+        int matrix;
+        uint32_t rows, cols;
+    } want[] = {
+        { "attn_norm.weight", 0, 1, d },   { "ffn_norm.weight", 0, 1, d },
+        { "attn_q.bias", 0, 1, d },        { "attn_k.bias", 0, 1, kvd },
+        { "attn_v.bias", 0, 1, kvd },      { "attn_q.weight", 1, d, d },
+        { "attn_k.weight", 1, kvd, d },    { "attn_v.weight", 1, kvd, d },
+        { "attn_output.weight", 1, d, d }, { "ffn_gate.weight", 1, ff, d },
+        { "ffn_up.weight", 1, ff, d },     { "ffn_down.weight", 1, d, ff },
+    };
+    for (uint32_t l = 0; l < hp->n_layers; l++) {
+        arch_layer *ly = &m->layers[l];
+        for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+            if (!qwen2 && i >= 2 && i <= 4)
+                continue; /* llama has no Q/K/V biases */
+            char name[ARCH_NAME_MAX];
+            snprintf(name, sizeof name, "blk.%u.%s", l, want[i].name);
+            if (arch_tensor_get(g, name, want[i].matrix, want[i].rows, want[i].cols,
+                                &ly->t[ly->n_tensors], err, errlen))
+                return -1;
+            if (!want[i].matrix)
+                ly->n_vectors++;
+            ly->n_tensors++;
+        }
+        arch_layer_seal(ly);
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------- running */
+
+int llama_run_init(arch_run *r, char *err, size_t errlen)
+{
+    const arch_hparams *hp = &r->m->hp;
+    size_t P = r->max_pos, d = hp->dim, kvd = (size_t)hp->n_head_kv * hp->head_dim,
+           ff = hp->n_ff;
+    size_t wide = d > ff ? d : ff;
+    float **bufs[] = { &r->xb, &r->q, &r->att, &r->o, &r->down, &r->k, &r->v,
+                       &r->gate, &r->up, &r->tmp };
+    size_t sizes[] = { P * d, P * d, P * d, P * d, P * d, P * kvd, P * kvd, P * ff, P * ff,
+                       P * wide };
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
+        if (!(*bufs[i] = malloc(sizes[i] * sizeof(float))))
+            goto oom;
+    size_t vs[] = { d, d, d, kvd, kvd };
+    for (int i = 0; i < 5; i++)
+        if (!(r->vec[i] = malloc(vs[i] * sizeof(float))))
+            goto oom;
+    return 0;
+oom:
+    arch_err(err, errlen, r->m->g->path, "out of memory for a run of %u positions", r->max_pos);
+    return -1;
+}
+
+void llama_run_free(arch_run *r)
+{
+    float *bufs[] = { r->xb, r->q, r->att, r->o, r->down, r->k, r->v, r->gate, r->up, r->tmp,
+                      r->scores, r->vec[0], r->vec[1], r->vec[2], r->vec[3], r->vec[4] };
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+        free(bufs[i]);
+}
+
+int llama_begin(arch_run *r, char *err, size_t errlen)
+{
+    const arch_model *m = r->m;
+    const arch_hparams *hp = &m->hp;
+    const arch_layer *l = &m->layers[r->layer];
+    uint32_t kvd = hp->n_head_kv * hp->head_dim;
+    arch_kv *kv = r->kv;
+    if (!kv || !kv->k || !kv->v || kv->kv_dim != kvd) {
+        arch_err(err, errlen, m->g->path, "layer %u: a KV cache of width %u is needed", r->layer,
+                 kvd);
+        return -1;
+    }
+    if (r->pos0 > kv->n_ctx || r->n > kv->n_ctx - r->pos0) {
+        arch_err(err, errlen, m->g->path,
+                 "positions %u..%u do not fit the KV cache of %u positions", r->pos0,
+                 r->pos0 + r->n - 1, kv->n_ctx);
+        return -1;
+    }
+    for (uint32_t i = 0; i < l->n_vectors; i++) {
+        const arch_tensor *t = &l->t[i];
+        char why[160];
+        if (!r->vectors[i] || quant_dequantize_row((quant_type)t->type, r->vectors[i], r->vec[i],
+                                                   t->cols, why, sizeof why)) {
+            arch_err(err, errlen, m->g->path, "tensor '%s': %s", t->name,
+                     r->vectors[i] ? why : "no data");
+            return -1;
+        }
+    }
+    /* attention weights: one row of the cache's length per thread */
+    size_t need = (size_t)r->nthreads * kv->n_ctx;
+    if (need > (size_t)r->scores_ctx) {
+        float *s = realloc(r->scores, need * sizeof(float));
+        if (!s) {
+            arch_err(err, errlen, m->g->path, "out of memory for attention over %u positions",
+                     kv->n_ctx);
+            return -1;
+        }
+        r->scores = s;
+        r->scores_ctx = (uint32_t)need;
+    }
+    return 0;
+}
+
+/* RoPE on one position's heads (n_heads x head_dim, in place) at absolute position pos. */
+static void s_rope(const arch_model *m, float *v, uint32_t n_heads, uint32_t pos)
+{
+    const arch_hparams *hp = &m->hp;
+    uint32_t hd = hp->head_dim, npair = hp->rope_dim / 2;
+    int neox = hp->id == ARCH_QWEN2;
+    float theta_scale = powf(hp->rope_freq_base, -2.0f / (float)hp->rope_dim);
+    float freq_scale = hp->rope_scaling == ARCH_ROPE_LINEAR ? 1.0f / hp->rope_scale_factor : 1.0f;
+    float theta = (float)pos;
+    for (uint32_t i = 0; i < npair; i++) {
+        float ff = m->rope_freqs ? m->rope_freqs[i] : 1.0f;
+        float t = freq_scale * (theta / ff);
+        float c = cosf(t), s = sinf(t);
+        theta *= theta_scale;
+        uint32_t a = neox ? i : 2 * i, b = neox ? i + npair : 2 * i + 1;
+        for (uint32_t h = 0; h < n_heads; h++) {
+            float *x = v + (size_t)h * hd;
+            float x0 = x[a], x1 = x[b];
+            x[a] = x0 * c - x1 * s;
+            x[b] = x0 * s + x1 * c;
+        }
+    }
+}
+
+/* One (position, head) pair per index, threads taking every nthreads-th: each pair's loop
+ * runs alone in a fixed order, so the bits do not depend on the split. */
+static void s_attn_task(void *arg, int tid, int nt)
+{
+    arch_run *r = arg;
+    const arch_hparams *hp = &r->m->hp;
+    uint32_t hd = hp->head_dim, kvd = hp->n_head_kv * hd, group = hp->n_head / hp->n_head_kv;
+    float *w = r->scores + (size_t)tid * r->kv->n_ctx;
+    float scale = 1.0f / sqrtf((float)hd);
+    uint32_t total = r->n * hp->n_head;
+    for (uint32_t j = (uint32_t)tid; j < total; j += (uint32_t)nt) {
+        uint32_t p = j / hp->n_head, h = j % hp->n_head, kh = h / group;
+        uint32_t len = r->pos0 + p + 1; /* causal: cache positions 0 .. pos */
+        const float *q = r->q + (size_t)p * hp->dim + (size_t)h * hd;
+        float mx = -INFINITY;
+        for (uint32_t t = 0; t < len; t++) {
+            const float *k = r->kv->k + (size_t)t * kvd + (size_t)kh * hd;
+            float s = 0;
+            for (uint32_t i = 0; i < hd; i++)
+                s += q[i] * k[i];
+            w[t] = s * scale;
+            mx = w[t] > mx ? w[t] : mx;
+        }
+        float sum = 0;
+        for (uint32_t t = 0; t < len; t++) {
+            w[t] = expf(w[t] - mx);
+            sum += w[t];
+        }
+        float inv = 1.0f / sum;
+        float *out = r->att + (size_t)p * hp->dim + (size_t)h * hd;
+        memset(out, 0, hd * sizeof(float));
+        for (uint32_t t = 0; t < len; t++) {
+            const float *v = r->kv->v + (size_t)t * kvd + (size_t)kh * hd;
+            float a = w[t] * inv;
+            for (uint32_t i = 0; i < hd; i++)
+                out[i] += a * v[i];
+        }
+    }
+}
+
+static int s_attention(arch_run *r)
+{
+    const arch_model *m = r->m;
+    const arch_hparams *hp = &m->hp;
+    uint32_t d = hp->dim, kvd = hp->n_head_kv * hp->head_dim;
+    for (uint32_t p = 0; p < r->n; p++) {
+        float *q = r->q + (size_t)p * d, *k = r->k + (size_t)p * kvd, *v = r->v + (size_t)p * kvd;
+        if (hp->id == ARCH_QWEN2) {
+            for (uint32_t i = 0; i < d; i++)
+                q[i] += r->vec[LL_V_BQ][i];
+            for (uint32_t i = 0; i < kvd; i++) {
+                k[i] += r->vec[LL_V_BK][i];
+                v[i] += r->vec[LL_V_BV][i];
+            }
+        }
+        uint32_t pos = r->pos0 + p;
+        s_rope(m, q, hp->n_head, pos);
+        s_rope(m, k, hp->n_head_kv, pos);
+        memcpy(r->kv->k + (size_t)pos * kvd, k, kvd * sizeof(float));
+        memcpy(r->kv->v + (size_t)pos * kvd, v, kvd * sizeof(float));
+    }
+    char why[160];
+    if (quant_pool_run(r->nthreads, s_attn_task, r, why, sizeof why))
+        return arch_run_fail(r, "layer %u: attention: %s", r->layer, why);
+    return 0;
+}
+
+int llama_before(arch_run *r, uint32_t tensor)
+{
+    const arch_hparams *hp = &r->m->hp;
+    uint32_t d = hp->dim, ff = hp->n_ff;
+    switch (tensor - r->m->layers[r->layer].n_vectors) {
+    case LL_M_Q:
+        for (uint32_t p = 0; p < r->n; p++)
+            arch_rmsnorm(r->x + (size_t)p * d, r->vec[LL_V_ATTN_NORM], r->xb + (size_t)p * d, d,
+                         hp->norm_eps);
+        return 0;
+    case LL_M_O:
+        return s_attention(r);
+    case LL_M_GATE:
+        for (size_t i = 0; i < (size_t)r->n * d; i++)
+            r->x[i] += r->o[i];
+        for (uint32_t p = 0; p < r->n; p++)
+            arch_rmsnorm(r->x + (size_t)p * d, r->vec[LL_V_FFN_NORM], r->xb + (size_t)p * d, d,
+                         hp->norm_eps);
+        return 0;
+    case LL_M_DOWN:
+        /* SwiGLU: silu(gate) . up, silu(g) = g / (1 + e^-g) as ggml's ggml_silu_f32 */
+        for (size_t i = 0; i < (size_t)r->n * ff; i++) {
+            float g = r->gate[i];
+            r->gate[i] = g / (1.0f + expf(-g)) * r->up[i];
+        }
+        return 0;
+    default:
+        return 0; /* k, v, up: same input as the tensor before them */
+    }
+}
+
+int llama_rows(arch_run *r, uint32_t tensor, uint64_t r0, uint64_t n, const void *rows)
+{
+    const arch_layer *l = &r->m->layers[r->layer];
+    const arch_tensor *t = &l->t[tensor];
+    const float *X;
+    float *Y;
+    switch (tensor - l->n_vectors) {
+    case LL_M_Q: X = r->xb; Y = r->q; break;
+    case LL_M_K: X = r->xb; Y = r->k; break;
+    case LL_M_V: X = r->xb; Y = r->v; break;
+    case LL_M_O: X = r->att; Y = r->o; break;
+    case LL_M_GATE: X = r->xb; Y = r->gate; break;
+    case LL_M_UP: X = r->xb; Y = r->up; break;
+    default: X = r->gate; Y = r->down; break;
+    }
+    char why[160];
+    int whole = r0 == 0 && n == t->rows;
+    /* a row range's products land in tmp (n positions x n rows), then in their columns of Y */
+    if (quant_matmat((quant_type)t->type, n, t->cols, rows, r->n, X, whole ? Y : r->tmp,
+                     r->nthreads, why, sizeof why))
+        return arch_run_fail(r, "layer %u: %s rows %llu..+%llu: %s", r->layer, t->name,
+                             (unsigned long long)r0, (unsigned long long)n, why);
+    if (!whole)
+        for (uint32_t p = 0; p < r->n; p++)
+            memcpy(Y + (size_t)p * t->rows + r0, r->tmp + (size_t)p * n, n * sizeof(float));
+    return 0;
+}
+
+int llama_end(arch_run *r)
+{
+    size_t nd = (size_t)r->n * r->m->hp.dim;
+    for (size_t i = 0; i < nd; i++)
+        r->x[i] += r->down[i];
+    return 0;
+}

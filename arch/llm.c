@@ -1,0 +1,300 @@
+/* llm.c — the one-process runner: a file resident, sessions with KV caches, llm_eval. arch/ */
+#include "arch/llm.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "arch/arch_int.h"
+#include "quant/quant.h"
+
+struct llm_model {
+    gguf_file *g;
+    arch_model am;
+    uint8_t *map;                 /* the whole file, read-only */
+    size_t map_len;
+    const void **data;            /* (n_layers, ARCH_MAX_LAYER_TENSORS) pointers into map */
+    const void *tok_embd, *out_norm, *output;
+};
+
+struct llm_session {
+    llm_model *m;
+    uint32_t n_ctx, n_batch, n_past;
+    int nthreads;
+    arch_kv *kv;                  /* n_layers, over one allocation */
+    float *kv_mem;
+    arch_run *run;
+    float *x;                     /* (n_batch, dim) */
+    float *xn;                    /* (n_batch, dim) final norm */
+    float *norm_w;                /* (dim) output_norm in f32 */
+};
+
+llm_model *llm_model_open(const char *path, char *err, size_t errlen)
+{
+    llm_model *m = calloc(1, sizeof *m);
+    int fd = -1;
+    if (!m) {
+        arch_err(err, errlen, path, "out of memory");
+        return NULL;
+    }
+    if (!(m->g = gguf_open(path, err, errlen)) || arch_model_open(&m->am, m->g, err, errlen))
+        goto err;
+    if (m->am.hp.id == ARCH_DENSE) {
+        arch_err(err, errlen, path,
+                 "a swarm-dense model has no tokens (run it with `swarm run`); llama or qwen2 "
+                 "needed");
+        goto err;
+    }
+    if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0) {
+        arch_err(err, errlen, path, "open: %s", strerror(errno));
+        goto err;
+    }
+    m->map_len = (size_t)m->g->file_size;
+    /* MAP_POPULATE: the reference arm holds every weight before the first token */
+    m->map = mmap(NULL, m->map_len, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+    if (m->map == MAP_FAILED) {
+        m->map = NULL;
+        arch_err(err, errlen, path, "mmap of %zu bytes: %s", m->map_len, strerror(errno));
+        goto err;
+    }
+    close(fd);
+    fd = -1;
+    const arch_hparams *hp = &m->am.hp;
+    if (!(m->data = calloc((size_t)hp->n_layers * ARCH_MAX_LAYER_TENSORS, sizeof *m->data))) {
+        arch_err(err, errlen, path, "out of memory");
+        goto err;
+    }
+    for (uint32_t l = 0; l < hp->n_layers; l++)
+        for (uint32_t i = 0; i < m->am.layers[l].n_tensors; i++)
+            m->data[(size_t)l * ARCH_MAX_LAYER_TENSORS + i] = m->map + m->am.layers[l].t[i].off;
+    m->tok_embd = m->map + m->am.tok_embd.off;
+    m->out_norm = m->map + m->am.out_norm.off;
+    m->output = m->map + m->am.output.off;
+    return m;
+err:
+    if (fd >= 0)
+        close(fd);
+    llm_model_free(&m);
+    return NULL;
+}
+
+void llm_model_free(llm_model **mp)
+{
+    if (!mp || !*mp)
+        return;
+    llm_model *m = *mp;
+    if (m->map)
+        munmap(m->map, m->map_len);
+    free(m->data);
+    arch_model_close(&m->am);
+    gguf_close(&m->g);
+    free(m);
+    *mp = NULL;
+}
+
+const arch_model *llm_model_arch(const llm_model *m)
+{
+    return &m->am;
+}
+
+const gguf_file *llm_model_gguf(const llm_model *m)
+{
+    return m->g;
+}
+
+const void *const *llm_layer_data(const llm_model *m, uint32_t layer)
+{
+    return m->data + (size_t)layer * ARCH_MAX_LAYER_TENSORS;
+}
+
+uint64_t llm_model_weight_bytes(const llm_model *m)
+{
+    uint64_t b = m->am.tok_embd.nbytes + m->am.out_norm.nbytes;
+    if (!m->am.hp.tied_output)
+        b += m->am.output.nbytes;
+    for (uint32_t l = 0; l < m->am.hp.n_layers; l++)
+        b += m->am.layers[l].weight_bytes;
+    return b;
+}
+
+uint64_t llm_model_pass_bytes(const llm_model *m)
+{
+    uint64_t b = m->am.out_norm.nbytes + m->am.output.nbytes;
+    for (uint32_t l = 0; l < m->am.hp.n_layers; l++)
+        b += m->am.layers[l].weight_bytes;
+    return b;
+}
+
+const uint8_t *llm_model_map(const llm_model *m, uint64_t *len)
+{
+    *len = m->map_len;
+    return m->map;
+}
+
+/* ---------------------------------------------------------------- sessions */
+
+llm_session *llm_session_new(llm_model *m, uint32_t n_ctx, uint32_t n_batch, char *err,
+                             size_t errlen)
+{
+    const arch_hparams *hp = &m->am.hp;
+    const char *path = m->g->path;
+    if (n_ctx < 1 || n_ctx > hp->n_ctx_train) {
+        arch_err(err, errlen, path, "context %u: must be 1..%u (the model's context_length)",
+                 n_ctx, hp->n_ctx_train);
+        return NULL;
+    }
+    if (n_batch < 1)
+        n_batch = 1;
+    if (n_batch > n_ctx)
+        n_batch = n_ctx;
+    llm_session *s = calloc(1, sizeof *s);
+    if (!s) {
+        arch_err(err, errlen, path, "out of memory");
+        return NULL;
+    }
+    s->m = m;
+    s->n_ctx = n_ctx;
+    s->n_batch = n_batch;
+    s->nthreads = 1;
+    uint32_t kvd = hp->n_head_kv * hp->head_dim;
+    size_t per = (size_t)n_ctx * kvd; /* floats of K (or V) per layer */
+    char why[160];
+    if (!(s->kv = calloc(hp->n_layers, sizeof *s->kv)) ||
+        !(s->kv_mem = malloc(2 * per * hp->n_layers * sizeof(float))) ||
+        !(s->x = malloc((size_t)n_batch * hp->dim * sizeof(float))) ||
+        !(s->xn = malloc((size_t)n_batch * hp->dim * sizeof(float))) ||
+        !(s->norm_w = malloc(hp->dim * sizeof(float)))) {
+        arch_err(err, errlen, path, "out of memory for a session of %u positions", n_ctx);
+        goto err;
+    }
+    for (uint32_t l = 0; l < hp->n_layers; l++) {
+        s->kv[l].n_ctx = n_ctx;
+        s->kv[l].kv_dim = kvd;
+        s->kv[l].k = s->kv_mem + 2 * per * l;
+        s->kv[l].v = s->kv[l].k + per;
+    }
+    if (quant_dequantize_row((quant_type)m->am.out_norm.type, m->out_norm, s->norm_w, hp->dim,
+                             why, sizeof why)) {
+        arch_err(err, errlen, path, "output_norm.weight: %s", why);
+        goto err;
+    }
+    if (!(s->run = arch_run_new(&m->am, n_batch, err, errlen)))
+        goto err;
+    return s;
+err:
+    llm_session_free(&s);
+    return NULL;
+}
+
+void llm_session_free(llm_session **sp)
+{
+    if (!sp || !*sp)
+        return;
+    llm_session *s = *sp;
+    arch_run_free(&s->run);
+    free(s->kv);
+    free(s->kv_mem);
+    free(s->x);
+    free(s->xn);
+    free(s->norm_w);
+    free(s);
+    *sp = NULL;
+}
+
+void llm_session_set_threads(llm_session *s, int nthreads)
+{
+    s->nthreads = nthreads < 1 ? 1 : nthreads;
+    arch_run_set_threads(s->run, s->nthreads);
+}
+
+uint32_t llm_session_pos(const llm_session *s)
+{
+    return s->n_past;
+}
+
+void llm_session_reset(llm_session *s)
+{
+    s->n_past = 0;
+}
+
+uint64_t llm_session_kv_bytes(const llm_session *s)
+{
+    const arch_hparams *hp = &s->m->am.hp;
+    return 2ull * s->n_ctx * hp->n_head_kv * hp->head_dim * sizeof(float) * hp->n_layers;
+}
+
+/* One pass over n <= n_batch positions starting at n_past. */
+static int s_pass(llm_session *s, const int32_t *tokens, uint32_t n, float *logits, int all,
+                  char *err, size_t errlen)
+{
+    const llm_model *m = s->m;
+    const arch_model *am = &m->am;
+    const arch_hparams *hp = &am->hp;
+    uint32_t d = hp->dim;
+    char why[160];
+    for (uint32_t p = 0; p < n; p++) {
+        const uint8_t *row = (const uint8_t *)m->tok_embd + (uint64_t)tokens[p] *
+                                                                am->tok_embd.row_bytes;
+        if (quant_dequantize_row((quant_type)am->tok_embd.type, row, s->x + (size_t)p * d, d, why,
+                                 sizeof why)) {
+            arch_err(err, errlen, m->g->path, "token_embd.weight: %s", why);
+            return -1;
+        }
+    }
+    for (uint32_t l = 0; l < hp->n_layers; l++)
+        if (arch_layer_forward(s->run, l, llm_layer_data(m, l), &s->kv[l], s->x, n, s->n_past,
+                               err, errlen))
+            return -1;
+    s->n_past += n;
+    if (!logits)
+        return 0;
+    uint32_t first = all ? 0 : n - 1, cnt = all ? n : 1;
+    for (uint32_t p = first; p < n; p++)
+        arch_rmsnorm(s->x + (size_t)p * d, s->norm_w, s->xn + (size_t)(p - first) * d, d,
+                     hp->norm_eps);
+    if (quant_matmat((quant_type)am->output.type, hp->n_vocab, d, m->output, cnt, s->xn, logits,
+                     s->nthreads, why, sizeof why)) {
+        arch_err(err, errlen, m->g->path, "%s: %s", am->output.name, why);
+        return -1;
+    }
+    return 0;
+}
+
+int llm_eval(llm_session *s, const int32_t *tokens, uint32_t n, float *logits, int all,
+             char *err, size_t errlen)
+{
+    const arch_hparams *hp = &s->m->am.hp;
+    const char *path = s->m->g->path;
+    if (!n || !tokens) {
+        arch_err(err, errlen, path, "no tokens to evaluate");
+        return -1;
+    }
+    if (n > s->n_ctx - s->n_past) {
+        arch_err(err, errlen, path,
+                 "%u tokens do not fit the context: %u of %u positions are used (ask for a "
+                 "larger context)", n, s->n_past, s->n_ctx);
+        return -1;
+    }
+    for (uint32_t i = 0; i < n; i++)
+        if (tokens[i] < 0 || (uint32_t)tokens[i] >= hp->n_vocab) {
+            arch_err(err, errlen, path, "token %u: id %d outside the vocabulary (0..%u)", i,
+                     tokens[i], hp->n_vocab - 1);
+            return -1;
+        }
+    for (uint32_t i = 0; i < n; i += s->n_batch) {
+        uint32_t nb = n - i < s->n_batch ? n - i : s->n_batch;
+        int last = i + nb == n;
+        float *out = NULL;
+        if (logits && all)
+            out = logits + (size_t)i * hp->n_vocab;
+        else if (logits && last)
+            out = logits;
+        if (s_pass(s, tokens + i, nb, out, all, err, errlen))
+            return -1;
+    }
+    return 0;
+}

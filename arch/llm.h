@@ -1,0 +1,56 @@
+/* llm.h — a model runner for one process: a GGUF file's tensors resident, sessions with a KV
+ * cache each, tokens in and logits out. arch/
+ *
+ * The reference arm's way of holding a model: the whole file is mapped and faulted in once
+ * (MAP_POPULATE), every tensor then read in place. A session owns its KV cache (f32, one
+ * per layer, sized from the context length asked for) and a run for up to n_batch positions:
+ * a prompt is processed n_batch positions at a time (matrix x matrix), generation one token
+ * at a time, with the same bits either way (arch.h, "Determinism").
+ */
+#ifndef SWARM_LLM_H
+#define SWARM_LLM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "arch/arch.h"
+
+typedef struct llm_model llm_model;
+typedef struct llm_session llm_session;
+
+/* Open path: GGUF header, architecture (llama or qwen2: the dense lab model has no tokens),
+ * tensors mapped and resident. NULL with err naming the file and the problem. */
+llm_model *llm_model_open(const char *path, char *err, size_t errlen);
+void llm_model_free(llm_model **m);
+const arch_model *llm_model_arch(const llm_model *m);
+const gguf_file *llm_model_gguf(const llm_model *m);
+/* Tensor i of layer l's bytes, in the layer's consumption order (arch_layer). */
+const void *const *llm_layer_data(const llm_model *m, uint32_t layer);
+/* Bytes of every weight tensor (token_embd counted once, even when it is also the head). */
+uint64_t llm_model_weight_bytes(const llm_model *m);
+/* Bytes a forward pass reads per position-batch: every layer, the final norm and the head
+ * (token_embd only when it is the head: otherwise one row per token, left out). */
+uint64_t llm_model_pass_bytes(const llm_model *m);
+/* The mapped file (read-only), for benchmarks that read the same memory. */
+const uint8_t *llm_model_map(const llm_model *m, uint64_t *len);
+
+/* A session with a KV cache of n_ctx positions (1..the model's context_length) that
+ * processes up to n_batch positions per pass. */
+llm_session *llm_session_new(llm_model *m, uint32_t n_ctx, uint32_t n_batch, char *err,
+                             size_t errlen);
+void llm_session_free(llm_session **s);
+/* Threads for the products and attention (same bits for any count). */
+void llm_session_set_threads(llm_session *s, int nthreads);
+/* Positions already in the cache; forget them all. */
+uint32_t llm_session_pos(const llm_session *s);
+void llm_session_reset(llm_session *s);
+/* Bytes of the session's KV cache. */
+uint64_t llm_session_kv_bytes(const llm_session *s);
+
+/* Run n tokens at the next positions. logits: n_vocab floats for the last position, or
+ * n x n_vocab (every position) when all; NULL for none. -1 with err when the tokens do not fit
+ * the context (nothing is run then), a token id is outside the vocabulary, or a layer fails. */
+int llm_eval(llm_session *s, const int32_t *tokens, uint32_t n, float *logits, int all,
+             char *err, size_t errlen);
+
+#endif
