@@ -99,7 +99,8 @@ typedef struct {
     double sampled_ms;        /* mean of the delays the shaper actually drew this run */
     double added_mean_ms, added_p50_ms, added_p95_ms; /* release - arrival, measured */
     double e2e_ms, base_e2e_ms; /* mean one-way send -> release, with the profile and bare */
-    double err_ms;            /* added_mean - configured */
+    double late_mean_ms, late_p50_ms; /* release time -> actual release: the host's lateness */
+    double err_ms;            /* (sampled - configured) + late_p50: what the emulator got wrong */
     double tol_ms;            /* 5% of configured for >= 1 ms, else 0.050 */
     int pass;
 } netem_selftest_result;
