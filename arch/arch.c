@@ -9,17 +9,13 @@
 
 #include "arch/arch_int.h"
 #include "quant/quant.h"
+#include "common/util.h"
 
 void arch_err(char *err, size_t errlen, const char *path, const char *fmt, ...)
 {
-    if (!err || !errlen)
-        return;
-    int n = snprintf(err, errlen, "%s: ", path ? path : "model");
-    if (n < 0 || (size_t)n >= errlen)
-        return;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(err + n, errlen - (size_t)n, fmt, ap);
+    util_verrf(err, errlen, path ? path : "model", fmt, ap);
     va_end(ap);
 }
 

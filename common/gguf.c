@@ -1,6 +1,7 @@
 /* gguf.c — GGUF v3 container: the validating header reader (pread, never mmap) and shared helpers. common/ */
 #include "common/gguf.h"
 #include "common/gguf_int.h"
+#include "common/util.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -42,14 +43,9 @@ int gguf_is_pow2(uint64_t x)
 
 void gguf_err(char *err, size_t errlen, const char *path, const char *fmt, ...)
 {
-    if (!err || errlen == 0)
-        return;
-    int n = snprintf(err, errlen, "%s: ", path ? path : "gguf");
-    if (n < 0 || (size_t)n >= errlen)
-        return;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(err + n, errlen - (size_t)n, fmt, ap);
+    util_verrf(err, errlen, path ? path : "gguf", fmt, ap);
     va_end(ap);
 }
 

@@ -25,14 +25,9 @@ static void s_err(char *err, size_t errlen, const char *path, const char *fmt, .
     __attribute__((format(printf, 4, 5)));
 static void s_err(char *err, size_t errlen, const char *path, const char *fmt, ...)
 {
-    if (!err || errlen == 0)
-        return;
-    int n = snprintf(err, errlen, "%s: ", path);
-    if (n < 0 || (size_t)n >= errlen)
-        return;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(err + n, errlen - (size_t)n, fmt, ap);
+    util_verrf(err, errlen, path, fmt, ap);
     va_end(ap);
 }
 

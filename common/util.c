@@ -265,3 +265,21 @@ const char *util_git_rev(void)
 {
     return SWARM_GIT_REV;
 }
+
+void util_verrf(char *err, size_t errlen, const char *what, const char *fmt, va_list ap)
+{
+    if (!err || !errlen)
+        return;
+    int n = snprintf(err, errlen, "%s: ", what ? what : "error");
+    if (n < 0 || (size_t)n >= errlen)
+        return;
+    vsnprintf(err + n, errlen - (size_t)n, fmt, ap);
+}
+
+void util_errf(char *err, size_t errlen, const char *what, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    util_verrf(err, errlen, what, fmt, ap);
+    va_end(ap);
+}

@@ -2,6 +2,7 @@
 #ifndef SWARM_UTIL_H
 #define SWARM_UTIL_H
 
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -43,6 +44,12 @@ void util_sha256_final_hex(util_sha256 *s, char hex[65]); /* frees s */
 /* Deterministic input for step `step`: d floats in [-1,1) from splitmix64(seed, step). */
 void util_step_input(uint64_t seed, uint64_t step, float *x, int d);
 uint64_t util_splitmix64(uint64_t *state);
+
+/* The project's error line, "WHAT: problem", into a caller's buffer (what NULL: "error").
+ * Every module's error helper is this (file, key or peer first, then what is wrong). */
+void util_errf(char *err, size_t errlen, const char *what, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+void util_verrf(char *err, size_t errlen, const char *what, const char *fmt, va_list ap);
 
 /* mkdir -p: path and every missing folder above it (0755). 0 / -1 with errno. */
 int util_mkdir_p(const char *path);

@@ -1,5 +1,6 @@
 /* vocab.c — reading and validating tokenizer.ggml.* into the tokenizer's tables. tokenizer/ */
 #include "tokenizer/tokenizer_int.h"
+#include "common/util.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -12,14 +13,9 @@ static void s_err(char *err, size_t errlen, const char *path, const char *fmt, .
     __attribute__((format(printf, 4, 5)));
 static void s_err(char *err, size_t errlen, const char *path, const char *fmt, ...)
 {
-    if (!err || !errlen)
-        return;
-    int n = snprintf(err, errlen, "%s: ", path ? path : "tokenizer");
-    if (n < 0 || (size_t)n >= errlen)
-        return;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(err + n, errlen - (size_t)n, fmt, ap);
+    util_verrf(err, errlen, path ? path : "tokenizer", fmt, ap);
     va_end(ap);
 }
 
