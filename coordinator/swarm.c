@@ -653,13 +653,20 @@ static void s_inject_faults(swarm_t *c, uint32_t step)
  * way (nothing in the pipeline moves) is replayed. */
 static void s_check_deadlines(swarm_t *c)
 {
+    /* Progress is heard at heartbeat pace: "nothing moved" cannot be known sooner than one
+     * liveness window, the time in which every live worker has answered (a deadline of half
+     * a window replayed a busy pipeline on a loaded machine). */
     uint64_t deadline_ns = (uint64_t)c->cfg->step_deadline_ms * 1000000ull;
+    uint64_t window_ns = (uint64_t)c->cfg->liveness * c->cfg->heartbeat_ms * 1000000ull +
+                         c->ctl_allow_ns;
+    if (deadline_ns < window_ns)
+        deadline_ns = window_ns;
     uint64_t now = util_now_ns();
     for (uint32_t s = c->low; s < c->next_send; s++) {
         uint64_t from = c->sent_ns[s] > c->progress_ns ? c->sent_ns[s] : c->progress_ns;
         if (c->in_flight[s] && !c->done[s] && now - from > deadline_ns) {
-            log_warn("step %u not back and no progress for %u ms: replaying the steps in "
-                     "flight", s, c->cfg->step_deadline_ms);
+            log_warn("step %u not back and no progress for %.0f ms: replaying the steps in "
+                     "flight", s, deadline_ns / 1e6);
             c->deadline_replays++;
             s_reroute(c);
             break;

@@ -89,8 +89,9 @@ check() { # name, judge args...
 
 # ---------------------------------------------------------------- slow but alive
 # The tiny config's liveness window (50 ms x 4); every activation ~5 windows; the step deadline
-# at half a window, far below one activation: a worker that answers heartbeats and reports
-# progress is left alone. (A 30 ms window was seen to miss heartbeats on this 2-core machine
+# asked for is half a window (the coordinator holds it to one window, the pace at which progress
+# is heard), far below one activation: a worker that answers heartbeats and reports progress is
+# left alone. (A 30 ms window was seen to miss heartbeats on this 2-core machine
 # when six other builds and test runs shared it: windows that short measure the scheduler.)
 HB=50; LIVE=4; WIN=$((HB * LIVE))
 N=$(slowdown_for $((5 * WIN)))

@@ -469,15 +469,42 @@ static void s_serve_end(worker_t *w)
     w->stats.bytes_out += proto_buf_len(w->out);
 }
 
+/* Cheap checks at arrival, so frames that can never be an activation for us take no place in
+ * the queue (256 slots, where work waits while the compute thread is busy: a hostile sender
+ * must not crowd out the real activations behind a slow compute). The full decode still comes
+ * at release. 0 / -1 with why filled. */
+static int s_screen(const worker_t *w, const zmq_msg_t *m, char *why, size_t len)
+{
+    uint32_t v, t;
+    size_t n = zmq_msg_size(m);
+    if (zmq_msg_more(m))
+        return snprintf(why, len, "multipart"), -1;
+    if (w->state != W_SERVING)
+        return snprintf(why, len, "no route yet"), -1;
+    if (proto_peek(zmq_msg_data((zmq_msg_t *)m), n, &v, &t))
+        return snprintf(why, len, "not a swarm frame"), -1;
+    if (v != PROTO_VERSION)
+        return snprintf(why, len, "protocol version %u, this worker %u", v, PROTO_VERSION), -1;
+    if (t != MSG_ACT)
+        return snprintf(why, len, "a %s, not an act", proto_type_name(t)), -1;
+    if (n < (size_t)w->dim * sizeof(float))
+        return snprintf(why, len, "too short for %u floats", w->dim), -1;
+    return 0;
+}
+
 static void s_on_data(worker_t *w)
 {
     zmq_msg_t m;
+    char why[128];
     zmq_msg_init(&m);
     while (zmq_msg_recv(&m, w->pull, ZMQ_DONTWAIT) >= 0) {
         uint64_t now = util_now_ns();
         w->stats.bytes_in += zmq_msg_size(&m);
-        if (zmq_msg_more(&m) || w->state != W_SERVING) {
+        if (s_screen(w, &m, why, sizeof why)) {
             w->stats.bad_msgs++;
+            if (worker_log_bad(w, WORKER_PLANE_DATA))
+                log_warn("%s: dropped a bad data message (%zu bytes): %s", w->id,
+                         zmq_msg_size(&m), why);
             continue;
         }
         /* Everything goes through the queue (released at once without a link profile); the
