@@ -111,16 +111,19 @@ float quant_dot_q4_0_scalar(uint64_t n, const void *w, const void *act)
 /* ---------------------------------------------------------------- dispatch */
 
 /* Indexed [isa][slot]; slot = position of the type in s_slot_types. */
-static const quant_type s_slot_types[] = { QUANT_F32, QUANT_F16, QUANT_BF16, QUANT_Q8_0,
-                                           QUANT_Q4_0 };
+static const quant_type s_slot_types[] = { QUANT_F32,  QUANT_F16,  QUANT_BF16,
+                                           QUANT_Q8_0, QUANT_Q4_0, QUANT_Q4_K,
+                                           QUANT_Q5_K, QUANT_Q6_K };
 #define S_NSLOT (sizeof s_slot_types / sizeof s_slot_types[0])
 static const quant_dot_fn s_dots[QUANT_ISA_COUNT][S_NSLOT] = {
     { quant_dot_f32_scalar, quant_dot_f16_scalar, quant_dot_bf16_scalar, quant_dot_q8_0_scalar,
-      quant_dot_q4_0_scalar },
+      quant_dot_q4_0_scalar, quant_dot_q4_K_scalar, quant_dot_q5_K_scalar,
+      quant_dot_q6_K_scalar },
     { quant_dot_f32_avx2, quant_dot_f16_avx2, quant_dot_bf16_avx2, quant_dot_q8_0_avx2,
-      quant_dot_q4_0_avx2 },
+      quant_dot_q4_0_avx2, quant_dot_q4_K_avx2, quant_dot_q5_K_avx2, quant_dot_q6_K_avx2 },
     { quant_dot_f32_avx512, quant_dot_f16_avx512, quant_dot_bf16_avx512, quant_dot_q8_0_avx512,
-      quant_dot_q4_0_avx512 },
+      quant_dot_q4_0_avx512, quant_dot_q4_K_avx512, quant_dot_q5_K_avx512,
+      quant_dot_q6_K_avx512 },
 };
 
 static int s_isa_runs(quant_isa isa)
@@ -178,7 +181,7 @@ quant_tile_fn quant_tile_get(quant_type t, quant_isa isa)
 {
     static const quant_tile_fn tiles[S_NSLOT] = { quant_tile_f32_avx512, quant_tile_f16_avx512,
                                                   quant_tile_bf16_avx512, quant_tile_q8_0_avx512,
-                                                  quant_tile_q4_0_avx512 };
+                                                  quant_tile_q4_0_avx512, NULL, NULL, NULL };
     if (isa != QUANT_ISA_AVX512 || !s_isa_runs(isa))
         return NULL;
     for (size_t i = 0; i < S_NSLOT; i++)

@@ -24,6 +24,9 @@ static const quant_type_info s_types[] = {
     { QUANT_F16, "f16", 1, 2 },
     { QUANT_Q4_0, "q4_0", QUANT_QK, sizeof(quant_block_q4_0) },
     { QUANT_Q8_0, "q8_0", QUANT_QK, sizeof(quant_block_q8_0) },
+    { QUANT_Q4_K, "q4_K", QUANT_QK_K, sizeof(quant_block_q4_K) },
+    { QUANT_Q5_K, "q5_K", QUANT_QK_K, sizeof(quant_block_q5_K) },
+    { QUANT_Q6_K, "q6_K", QUANT_QK_K, sizeof(quant_block_q6_K) },
     { QUANT_BF16, "bf16", 1, 2 },
 };
 
@@ -58,7 +61,8 @@ int quant_type_parse(const char *name, quant_type *out, char *err, size_t errlen
             return 0;
         }
     }
-    snprintf(err, errlen, "unknown tensor type '%s' (supported: f32, f16, bf16, q8_0, q4_0)",
+    snprintf(err, errlen,
+             "unknown tensor type '%s' (supported: f32, f16, bf16, q8_0, q4_0, q4_K, q5_K, q6_K)",
              name);
     return -1;
 }
@@ -233,6 +237,15 @@ int quant_quantize_row(quant_type t, const float *x, void *out, uint64_t n, char
             return -1;
         s_quantize_q4_0(x, out, n / QUANT_QK);
         return 0;
+    case QUANT_Q4_K:
+    case QUANT_Q5_K:
+    case QUANT_Q6_K:
+        if (s_check_finite(x, n, err, errlen))
+            return -1;
+        quant_kquant_quantize(t, x, out, n / QUANT_QK_K);
+        return 0;
+    case QUANT_Q8_K:
+        break;
     }
     return -1; /* unreachable: quant_row_bytes rejected the type */
 }
@@ -281,6 +294,13 @@ int quant_dequantize_row(quant_type t, const void *in, float *y, uint64_t n, cha
         }
         return 0;
     }
+    case QUANT_Q4_K:
+    case QUANT_Q5_K:
+    case QUANT_Q6_K:
+        quant_kquant_dequantize(t, in, y, n / QUANT_QK_K);
+        return 0;
+    case QUANT_Q8_K:
+        break;
     }
     return -1;
 }
@@ -297,6 +317,8 @@ int quant_dequantize_row(quant_type t, const void *in, float *y, uint64_t n, cha
  * every activation element. */
 quant_type quant_act_type(quant_type w)
 {
+    if (w == QUANT_Q4_K || w == QUANT_Q5_K || w == QUANT_Q6_K)
+        return QUANT_Q8_K;
     return w == QUANT_Q8_0 || w == QUANT_Q4_0 ? QUANT_Q8_0 : QUANT_F32;
 }
 
@@ -324,6 +346,8 @@ int quant_act_bytes(quant_type w, uint64_t n, uint64_t *bytes, char *err, size_t
             return -1;
         }
         *bytes = n * 4;
+    } else if (quant_act_type(w) == QUANT_Q8_K) {
+        *bytes = n / QUANT_QK_K * sizeof(quant_block_q8_K);
     } else {
         /* 2 n quants, per block 4 (scale) + 32 (bias128), per group of 4 blocks 128 (bias8).
          * Fits: n is a row ggml could address as 34-byte blocks. */
@@ -360,6 +384,13 @@ int quant_act_prepare_isa(quant_isa isa, quant_type w, const float *x, uint64_t 
         return -1;
     if (quant_act_type(w) == QUANT_F32) {
         memcpy(act, x, bytes);
+        return 0;
+    }
+    if (quant_act_type(w) == QUANT_Q8_K) {
+        /* ggml's quantize_row_q8_K_ref, scalar: once per product, not per row. */
+        if (s_check_finite(x, n, err, errlen))
+            return -1;
+        quant_q8_K_quantize(x, act, n / QUANT_QK_K);
         return 0;
     }
     /* The SIMD quantizer writes the same bytes (tests/test_quant.c); it is worth having

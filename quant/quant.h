@@ -40,11 +40,17 @@ typedef enum {
     QUANT_F16 = 1,
     QUANT_Q4_0 = 2,
     QUANT_Q8_0 = 8,
+    QUANT_Q4_K = 12,
+    QUANT_Q5_K = 13,
+    QUANT_Q6_K = 14,
+    QUANT_Q8_K = 15,           /* activation form of the K-quants only: never a weight type */
     QUANT_BF16 = 30,
 } quant_type;
 _Static_assert(QUANT_F32 == 0 && QUANT_F16 == 1, "ggml GGML_TYPE_F32 / GGML_TYPE_F16");
 _Static_assert(QUANT_Q4_0 == 2 && QUANT_Q8_0 == 8, "ggml GGML_TYPE_Q4_0 / GGML_TYPE_Q8_0");
 _Static_assert(QUANT_BF16 == 30, "ggml GGML_TYPE_BF16");
+_Static_assert(QUANT_Q4_K == 12 && QUANT_Q5_K == 13 && QUANT_Q6_K == 14 && QUANT_Q8_K == 15,
+               "ggml GGML_TYPE_Q4_K / Q5_K / Q6_K / Q8_K");
 
 /* Elements per block of the quantized types (ggml-common.h QK8_0, QK4_0). */
 #define QUANT_QK 32
@@ -64,6 +70,54 @@ typedef struct {
 
 _Static_assert(sizeof(quant_block_q8_0) == 34, "ggml block_q8_0 is 2 + 32 bytes");
 _Static_assert(sizeof(quant_block_q4_0) == 18, "ggml block_q4_0 is 2 + 16 bytes");
+
+/* K-quants: super-blocks of 256 (ggml-common.h QK_K). */
+#define QUANT_QK_K 256
+
+/* ggml-common.h block_q4_K: 8 sub-blocks of 32; sub-block j has a 6-bit scale sc_j and min
+ * m_j packed in scales[12] (ggml-quants.c get_scale_min_k4); qs[32 i + l] holds element
+ * 64 i + l in its low nibble and 64 i + 32 + l in its high nibble; value = d sc_j q - dmin m_j.
+ * 144 bytes. */
+typedef struct {
+    uint16_t d;                    /* super-block scale of the scales, IEEE half */
+    uint16_t dmin;                 /* super-block scale of the mins, IEEE half */
+    uint8_t scales[12];            /* 8 scales and 8 mins, 6 bits each */
+    uint8_t qs[QUANT_QK_K / 2];    /* nibbles */
+} quant_block_q4_K;
+
+/* ggml-common.h block_q5_K: block_q4_K's scales and nibbles plus a fifth bit per element:
+ * element 64 i + l has it in qh[l] bit 2 i, element 64 i + 32 + l in bit 2 i + 1. 176 bytes. */
+typedef struct {
+    uint16_t d;
+    uint16_t dmin;
+    uint8_t scales[12];
+    uint8_t qh[QUANT_QK_K / 8];    /* fifth bits */
+    uint8_t qs[QUANT_QK_K / 2];    /* low four bits */
+} quant_block_q5_K;
+
+/* ggml-common.h block_q6_K: 16 sub-blocks of 16 with int8 scales; element 128 n + 32 w + l
+ * (w = 0..3) has its low 4 bits in ql[64 n + l + 32 (w & 1)] (low nibble for w < 2, high for
+ * w >= 2) and its high 2 bits in qh[32 n + l] bits 2 w..2 w + 1; value = d sc (q - 32).
+ * 210 bytes. */
+typedef struct {
+    uint8_t ql[QUANT_QK_K / 2];
+    uint8_t qh[QUANT_QK_K / 4];
+    int8_t scales[QUANT_QK_K / 16];
+    uint16_t d;
+} quant_block_q6_K;
+
+/* ggml-common.h block_q8_K, the K-quants' activation (ggml-cpu's vec_dot_type for all three):
+ * value = qs * d, bsums the sums of each 16 quants. 292 bytes. */
+typedef struct {
+    float d;
+    int8_t qs[QUANT_QK_K];
+    int16_t bsums[QUANT_QK_K / 16];
+} quant_block_q8_K;
+
+_Static_assert(sizeof(quant_block_q4_K) == 144, "ggml block_q4_K is 2*2 + 12 + 128 bytes");
+_Static_assert(sizeof(quant_block_q5_K) == 176, "ggml block_q5_K is 2*2 + 12 + 32 + 128 bytes");
+_Static_assert(sizeof(quant_block_q6_K) == 210, "ggml block_q6_K is 128 + 64 + 16 + 2 bytes");
+_Static_assert(sizeof(quant_block_q8_K) == 292, "ggml block_q8_K is 4 + 256 + 32 bytes");
 
 typedef struct {
     quant_type type;

@@ -31,6 +31,24 @@ float quant_dot_bf16_scalar(uint64_t n, const void *w, const void *act);
 float quant_dot_q8_0_scalar(uint64_t n, const void *w, const void *act);
 float quant_dot_q4_0_scalar(uint64_t n, const void *w, const void *act);
 
+/* K-quants (kquant.c): ggml's reference quantizers and dequantizers over nb super-blocks,
+ * the Q8_K activation quantizer, the 6-bit scales and mins of Q4_K/Q5_K unpacked, and the
+ * scalar dot products (the lane order is written out in kquant.c). */
+void quant_kquant_quantize(quant_type t, const float *x, void *out, uint64_t nb);
+void quant_kquant_dequantize(quant_type t, const void *in, float *y, uint64_t nb);
+void quant_q8_K_quantize(const float *x, quant_block_q8_K *y, uint64_t nb);
+void quant_k_scales(const uint8_t scales[12], uint8_t sc[8], uint8_t m[8]);
+float quant_dot_k_scalar(quant_type t, uint64_t n, const void *w, const void *act);
+float quant_dot_q4_K_scalar(uint64_t n, const void *w, const void *act);
+float quant_dot_q5_K_scalar(uint64_t n, const void *w, const void *act);
+float quant_dot_q6_K_scalar(uint64_t n, const void *w, const void *act);
+float quant_dot_q4_K_avx2(uint64_t n, const void *w, const void *act);
+float quant_dot_q5_K_avx2(uint64_t n, const void *w, const void *act);
+float quant_dot_q6_K_avx2(uint64_t n, const void *w, const void *act);
+float quant_dot_q4_K_avx512(uint64_t n, const void *w, const void *act);
+float quant_dot_q5_K_avx512(uint64_t n, const void *w, const void *act);
+float quant_dot_q6_K_avx512(uint64_t n, const void *w, const void *act);
+
 /* AVX2 + FMA + F16C kernels (dot_avx2.c); only called when the CPU has them. */
 float quant_dot_f32_avx2(uint64_t n, const void *w, const void *act);
 float quant_dot_f16_avx2(uint64_t n, const void *w, const void *act);

@@ -408,8 +408,8 @@ static void test_products(void)
     /* Rejects: a length that is not whole blocks, an unsupported type, bad thread counts. */
     CHECK(quant_matvec(QUANT_Q4_0, 4, 100, W, X, y[0], 1, err, sizeof err) == -1 &&
               strstr(err, "not a multiple"), "%s", err);
-    CHECK(quant_matvec((quant_type)14, 4, 256, W, X, y[0], 1, err, sizeof err) == -1 &&
-              strstr(err, "q6_K"), "%s", err);
+    CHECK(quant_matvec((quant_type)11, 4, 256, W, X, y[0], 1, err, sizeof err) == -1 &&
+              strstr(err, "q3_K"), "%s", err);
     CHECK(quant_matvec(QUANT_F32, 4, 32, W, X, y[0], 0, err, sizeof err) == -1 &&
               strstr(err, "thread count 0"), "%s", err);
     CHECK(quant_matvec(QUANT_F32, 4, 32, W, X, y[0], QUANT_MAX_THREADS + 1, err, sizeof err) == -1,

@@ -1,0 +1,175 @@
+/* dot_k_avx2.c — AVX2 dot products of the K-quants against Q8_K, lane for lane kquant.c's
+ * order. quant/
+ *
+ * A 32-element chunk is one 256-bit vector: vpmaddubsw multiplies the unsigned levels by the
+ * signed activation and adds neighbours (int16, at most 2 * 63 * 127, no saturation), then
+ * vpmaddwd by the chunk's scale adds neighbours again: int32 lane k is quad k times the
+ * scale, exactly the integer lane of the scalar reference. Four super-blocks fill the 32 f32
+ * lanes (one 256-bit accumulator each), as the Q8_0 kernels do.
+ */
+#pragma GCC target("avx2,fma,f16c")
+#include <immintrin.h>
+#include <math.h>
+#include <string.h>
+
+#include "quant/quant_int.h"
+
+/* ggml's unpacking of block_q4_K.scales (its ggml_vec_dot_q4_K_q8_K: kmask1..3): bytes 0..7
+ * the 8 scales, 8..15 the 8 mins — the values get_scale_min_k4 gives (tests check). */
+static inline void s_unpack(const uint8_t *scales, uint32_t utmp[4])
+{
+    const uint32_t kmask1 = 0x3f3f3f3f, kmask2 = 0x0f0f0f0f, kmask3 = 0x03030303;
+    memcpy(utmp, scales, 12);
+    utmp[3] = ((utmp[2] >> 4) & kmask2) | (((utmp[1] >> 6) & kmask3) << 4);
+    const uint32_t uaux = utmp[1] & kmask1;
+    utmp[1] = (utmp[2] & kmask2) | (((utmp[0] >> 6) & kmask3) << 4);
+    utmp[2] = uaux;
+    utmp[0] &= kmask1;
+}
+
+/* sum_c m_c * (bsums[2c] + bsums[2c+1]): one vpmaddwd against each min repeated twice. */
+static inline int32_t s_mins(const uint8_t *m8, const int16_t *bsums)
+{
+    const __m128i m = _mm_loadl_epi64((const __m128i *)m8);
+    const __m256i mm = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m, m));
+    const __m256i p = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)bsums), mm);
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(p), _mm256_extracti128_si256(p, 1));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
+    return _mm_cvtsi128_si32(s);
+}
+
+static inline __m256i s_chunk(__m256i s, __m256i q, const int8_t *y, int scale)
+{
+    const __m256i p = _mm256_maddubs_epi16(q, _mm256_loadu_si256((const __m256i *)y));
+    return _mm256_add_epi32(s, _mm256_madd_epi16(p, _mm256_set1_epi16((short)scale)));
+}
+
+/* One Q4_K (q5 = 0) or Q5_K super-block's 8 integer lanes and its min term. */
+static inline __m256i s_q45(const void *blk, int q5, const quant_block_q8_K *y, int32_t *mins)
+{
+    const quant_block_q4_K *x4 = blk;
+    const quant_block_q5_K *x5 = blk;
+    const uint8_t *qs = q5 ? x5->qs : x4->qs;
+    uint32_t utmp[4];
+    s_unpack(x4->scales, utmp);
+    const uint8_t *sc = (const uint8_t *)utmp;
+    *mins = s_mins(sc + 8, y->bsums);
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    __m256i s = _mm256_setzero_si256(), qh = _mm256_setzero_si256();
+    if (q5)
+        qh = _mm256_loadu_si256((const __m256i *)x5->qh);
+    for (int j = 0; j < 4; j++) {
+        const __m256i v = _mm256_loadu_si256((const __m256i *)(qs + 32 * j));
+        __m256i lo = _mm256_and_si256(v, m4);
+        __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+        if (q5) {
+            const __m256i b0 = _mm256_set1_epi8((char)(1 << (2 * j)));
+            const __m256i b1 = _mm256_set1_epi8((char)(1 << (2 * j + 1)));
+            const __m256i h16 = _mm256_set1_epi8(16);
+            lo = _mm256_or_si256(lo, _mm256_and_si256(
+                                         _mm256_cmpeq_epi8(_mm256_and_si256(qh, b0), b0), h16));
+            hi = _mm256_or_si256(hi, _mm256_and_si256(
+                                         _mm256_cmpeq_epi8(_mm256_and_si256(qh, b1), b1), h16));
+        }
+        s = s_chunk(s, lo, y->qs + 64 * j, sc[2 * j]);
+        s = s_chunk(s, hi, y->qs + 64 * j + 32, sc[2 * j + 1]);
+    }
+    return s;
+}
+
+/* One Q6_K super-block's 8 integer lanes: level q (0..63) times y, minus 32 y (both
+ * vpmaddubsw), times the 16-element sub-blocks' scales (one per 128-bit half). */
+static inline __m256i s_q6(const quant_block_q6_K *x, const quant_block_q8_K *y)
+{
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(3);
+    const __m256i k32 = _mm256_set1_epi8(32);
+    __m256i s = _mm256_setzero_si256();
+    for (int n = 0; n < 2; n++) {
+        const __m256i l0 = _mm256_loadu_si256((const __m256i *)(x->ql + 64 * n));
+        const __m256i l1 = _mm256_loadu_si256((const __m256i *)(x->ql + 64 * n + 32));
+        const __m256i h = _mm256_loadu_si256((const __m256i *)(x->qh + 32 * n));
+        for (int w = 0; w < 4; w++) {
+            const __m256i l = w & 1 ? l1 : l0;
+            const __m256i lo = w < 2 ? _mm256_and_si256(l, m4)
+                                     : _mm256_and_si256(_mm256_srli_epi16(l, 4), m4);
+            const __m256i hb = _mm256_slli_epi16(
+                _mm256_and_si256(_mm256_srli_epi16(h, 2 * w), m2), 4);
+            const __m256i q = _mm256_or_si256(lo, hb);
+            const int c = 4 * n + w;
+            const __m256i yv = _mm256_loadu_si256((const __m256i *)(y->qs + 32 * c));
+            const __m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(q, yv),
+                                               _mm256_maddubs_epi16(k32, yv));
+            const __m256i scv = _mm256_set_m128i(_mm_set1_epi16(x->scales[2 * c + 1]),
+                                                 _mm_set1_epi16(x->scales[2 * c]));
+            s = _mm256_add_epi32(s, _mm256_madd_epi16(p, scv));
+        }
+    }
+    return s;
+}
+
+/* The row: super-block b's lanes into accumulator b % 4 with one fma by d_w * d_x; the min
+ * terms into mn (kquant.c's quant_dot_k_scalar, the same operations). */
+static inline __attribute__((always_inline)) float s_dot(quant_type t, uint64_t n,
+                                                         const void *w, const void *act)
+{
+    const quant_block_q8_K *y = act;
+    const size_t bb = t == QUANT_Q4_K ? sizeof(quant_block_q4_K)
+                      : t == QUANT_Q5_K ? sizeof(quant_block_q5_K) : sizeof(quant_block_q6_K);
+    const uint8_t *p = w;
+    const uint64_t nb = n / QUANT_QK_K;
+    __m256 acc[QUANT_QB_GROUP] = { _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
+                                   _mm256_setzero_ps() };
+    float mn = 0;
+    for (uint64_t b = 0; b < nb; b++, p += bb) {
+        __m256i s;
+        float d;
+        if (t == QUANT_Q6_K) {
+            const quant_block_q6_K *x = (const quant_block_q6_K *)p;
+            s = s_q6(x, &y[b]);
+            d = _cvtsh_ss(x->d) * y[b].d;
+        } else {
+            const quant_block_q4_K *x = (const quant_block_q4_K *)p;
+            int32_t mi;
+            s = s_q45(p, t == QUANT_Q5_K, &y[b], &mi);
+            d = _cvtsh_ss(x->d) * y[b].d;
+            mn = fmaf((float)mi, _cvtsh_ss(x->dmin) * y[b].d, mn);
+        }
+        acc[b % 4] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(d), acc[b % 4]);
+    }
+    float a[QUANT_LANES];
+    for (int g = 0; g < QUANT_QB_GROUP; g++)
+        _mm256_storeu_ps(a + 8 * g, acc[g]);
+    return quant_reduce32(a) - mn;
+}
+
+float quant_dot_q4_K_avx2(uint64_t n, const void *w, const void *act)
+{
+    return s_dot(QUANT_Q4_K, n, w, act);
+}
+
+float quant_dot_q5_K_avx2(uint64_t n, const void *w, const void *act)
+{
+    return s_dot(QUANT_Q5_K, n, w, act);
+}
+
+float quant_dot_q6_K_avx2(uint64_t n, const void *w, const void *act)
+{
+    return s_dot(QUANT_Q6_K, n, w, act);
+}
+
+/* AVX-512 slots: these kernels until a wider one is measured faster. */
+float quant_dot_q4_K_avx512(uint64_t n, const void *w, const void *act)
+{
+    return s_dot(QUANT_Q4_K, n, w, act);
+}
+
+float quant_dot_q5_K_avx512(uint64_t n, const void *w, const void *act)
+{
+    return s_dot(QUANT_Q5_K, n, w, act);
+}
+
+float quant_dot_q6_K_avx512(uint64_t n, const void *w, const void *act)
+{
+    return s_dot(QUANT_Q6_K, n, w, act);
+}

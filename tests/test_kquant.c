@@ -1,0 +1,252 @@
+/* test_kquant.c — K-quants: layouts, ggml's bytes, scalar vs SIMD, threads, batching. tests/
+ *
+ * Known answers are ggml's own: tests/kquant_kat.py calls quantize_row_q4_K_ref (and q5_K,
+ * q6_K, q8_K) and dequantize_row_* of a built libggml-base.so on fixed inputs and commits the
+ * bytes as tests/kquant_kat.h. Dot products are held to the scalar reference bit for bit on
+ * every ISA and thread count, and to the exact (double) dot product of the dequantized rows
+ * within the bound the Q8_K activation's rounding implies.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "quant/quant.h"
+#include "tests/check.h"
+#include "tests/kquant_kat.h"
+
+static const quant_type s_ts[3] = { QUANT_Q4_K, QUANT_Q5_K, QUANT_Q6_K };
+
+static uint64_t s_rng = 0x243f6a8885a308d3ull;
+static uint64_t s_next(void)
+{
+    s_rng ^= s_rng << 13;
+    s_rng ^= s_rng >> 7;
+    s_rng ^= s_rng << 17;
+    return s_rng;
+}
+static float s_unif(float lo, float hi)
+{
+    return lo + (hi - lo) * (float)((s_next() >> 40) * (1.0 / (1ull << 24)));
+}
+
+static uint32_t s_u(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+static void test_table(void)
+{
+    char err[256];
+    uint64_t b;
+    const uint32_t bytes[3] = { 144, 176, 210 };
+    const char *names[3] = { "q4_K", "q5_K", "q6_K" };
+    for (int k = 0; k < 3; k++) {
+        const quant_type_info *ti = quant_type_get((uint32_t)s_ts[k]);
+        CHECK(ti && ti->block == 256 && ti->block_bytes == bytes[k] && !strcmp(ti->name, names[k]),
+              "%s in the table", names[k]);
+        CHECK(quant_row_bytes(s_ts[k], 2048, &b, err, sizeof err) == 0 && b == 8 * bytes[k],
+              "%s row of 2048: %llu", names[k], (unsigned long long)b);
+        CHECK(quant_row_bytes(s_ts[k], 2080, &b, err, sizeof err) == -1 && strstr(err, names[k]) &&
+                  strstr(err, "2080") && strstr(err, "256-element"),
+              "row of 2080 rejected: %s", err);
+        quant_type t;
+        CHECK(quant_type_parse(names[k], &t, err, sizeof err) == 0 && t == s_ts[k], "parse %s",
+              names[k]);
+    }
+    CHECK(quant_type_get(QUANT_Q8_K) == NULL, "q8_K is an activation form, not a weight type");
+    CHECK(quant_act_type(QUANT_Q4_K) == QUANT_Q8_K && quant_act_type(QUANT_Q6_K) == QUANT_Q8_K,
+          "K-quants meet a Q8_K activation");
+    CHECK(quant_act_bytes(QUANT_Q5_K, 512, &b, err, sizeof err) == 0 && b == 2 * 292,
+          "activation bytes");
+}
+
+/* The quantizers write ggml's bytes, the dequantizers give ggml's floats, and the Q8_K
+ * activation form is ggml's block_q8_K, on inputs that reach every branch (kquant_kat.py). */
+static void test_known_answers(void)
+{
+    char err[256];
+    static float x[KKAT_N], y[KKAT_N];
+    _Alignas(32) static uint8_t buf[KKAT_N * 2];
+    memcpy(x, kkat_x, sizeof x);
+    const unsigned char *want[3] = { kkat_q4_K, kkat_q5_K, kkat_q6_K };
+    const unsigned char *deq[3] = { kkat_q4_K_deq, kkat_q5_K_deq, kkat_q6_K_deq };
+    const size_t sz[3] = { sizeof kkat_q4_K, sizeof kkat_q5_K, sizeof kkat_q6_K };
+    for (int k = 0; k < 3; k++) {
+        CHECK(quant_quantize_row(s_ts[k], x, buf, KKAT_N, err, sizeof err) == 0, "%s", err);
+        size_t first = sz[k];
+        for (size_t i = 0; i < sz[k]; i++)
+            if (buf[i] != want[k][i] && first == sz[k])
+                first = i;
+        CHECK(first == sz[k], "%s bytes = ggml's quantize_row_%s_ref (first difference at %zu)",
+              quant_type_name(s_ts[k]), quant_type_name(s_ts[k]), first);
+        /* dequantize ggml's own bytes */
+        CHECK(quant_dequantize_row(s_ts[k], want[k], y, KKAT_N, err, sizeof err) == 0 &&
+                  !memcmp(y, deq[k], sizeof y),
+              "%s dequantized = ggml's dequantize_row", quant_type_name(s_ts[k]));
+    }
+    _Alignas(32) static uint8_t act[KKAT_N / 256 * 292];
+    CHECK(quant_act_prepare(QUANT_Q4_K, x, KKAT_N, act, err, sizeof err) == 0 &&
+              !memcmp(act, kkat_q8_K, sizeof act),
+          "Q8_K activation = ggml's quantize_row_q8_K_ref");
+    x[300] = INFINITY;
+    CHECK(quant_quantize_row(QUANT_Q4_K, x, buf, KKAT_N, err, sizeof err) == -1 &&
+              strstr(err, "element 300"), "inf rejected: %s", err);
+}
+
+/* Rows of random bytes (every scale, min, level and high bit; finite f16 scales) meet random
+ * activations: every ISA gives the scalar reference's bits, and the scalar reference is the
+ * exact dot product of the dequantized row with the Q8_K activation, within f32 rounding. */
+static void test_simd_vs_scalar(void)
+{
+    char err[256];
+    enum { NMAX = 4096 };
+    _Alignas(32) static uint8_t w[NMAX], act[NMAX / 256 * 292];
+    static float x[NMAX], wd[NMAX];
+    const uint64_t ns[] = { 256, 512, 768, 1024, 1280, 2048, 4096 / 2 + 256 };
+    int compared = 0;
+    double worst = 0;
+    for (int k = 0; k < 3; k++) {
+        const quant_type_info *ti = quant_type_get((uint32_t)s_ts[k]);
+        for (size_t m = 0; m < sizeof ns / sizeof ns[0]; m++) {
+            const uint64_t n = ns[m], nb = n / 256;
+            for (int rep = 0; rep < 30; rep++) {
+                for (uint64_t i = 0; i < nb * ti->block_bytes; i++)
+                    w[i] = (uint8_t)s_next();
+                for (uint64_t b = 0; b < nb; b++) {
+                    uint8_t *p = w + b * ti->block_bytes;
+                    uint16_t d = quant_f32_to_f16(s_unif(-2.0f, 2.0f) + 0x1p-10f);
+                    uint16_t dm = quant_f32_to_f16(s_unif(0.0f, 0.5f));
+                    if (s_ts[k] == QUANT_Q6_K) {
+                        memcpy(p + 208, &d, 2);
+                    } else {
+                        memcpy(p, &d, 2);
+                        memcpy(p + 2, &dm, 2);
+                    }
+                }
+                for (uint64_t i = 0; i < n; i++)
+                    x[i] = s_unif(-1.0f, 1.0f) * (rep % 3 == 0 ? 100.0f : 1.0f) *
+                           (i % 97 == 0 ? 20.0f : 1.0f);
+                CHECK(quant_act_prepare(s_ts[k], x, n, act, err, sizeof err) == 0, "%s", err);
+                const float r = quant_dot_get(s_ts[k], QUANT_ISA_SCALAR)(n, w, act);
+                for (int isa = 1; isa < QUANT_ISA_COUNT; isa++) {
+                    quant_dot_fn g = quant_dot_get(s_ts[k], (quant_isa)isa);
+                    if (!g)
+                        continue;
+                    const float s = g(n, w, act);
+                    compared++;
+                    CHECK(s_u(s) == s_u(r), "%s %s n=%llu rep %d: %a vs scalar %a",
+                          quant_isa_name((quant_isa)isa), ti->name, (unsigned long long)n, rep,
+                          (double)s, (double)r);
+                }
+                /* the exact value of what the reference computes, from the dequantized row
+                 * and the activation's own values (q * d) */
+                quant_dequantize_row(s_ts[k], w, wd, n, err, sizeof err);
+                const quant_block_q8_K *y = (const quant_block_q8_K *)act;
+                double exact = 0, mag = 0;
+                for (uint64_t i = 0; i < n; i++) {
+                    const double xv = (double)y[i / 256].qs[i % 256] * y[i / 256].d;
+                    exact += (double)wd[i] * xv;
+                    mag += fabs((double)wd[i] * xv);
+                }
+                /* f32 rounding: the scale products, each fma, the tree, the dequantizer's
+                 * own roundings: a few ulps of the magnitude, times the terms' count */
+                const double e = fabs((double)r - exact) / (mag * 0x1p-24 * (double)(nb * 16 + 8));
+                worst = e > worst ? e : worst;
+                CHECK(e <= 1.0, "%s n=%llu: scalar %g vs exact %g", ti->name,
+                      (unsigned long long)n, (double)r, exact);
+            }
+        }
+    }
+    printf("k-quant simd vs scalar: %d rows bit for bit (best ISA here: %s); scalar vs exact: "
+           "worst %.3f of the f32 bound\n", compared, quant_isa_name(quant_isa_best()), worst);
+}
+
+/* matvec for 1, 2, 3, 7 threads and odd row counts = the scalar dots; matmat = matvec. */
+static void test_products(void)
+{
+    char err[256];
+    enum { C = 768, MAXR = 37, B = 5 };
+    _Alignas(32) static uint8_t W[MAXR * 3 * 210], act[3 * 292];
+    static float f[C], X[B * C], y[4][MAXR], Y[B * MAXR], ref[MAXR];
+    const uint64_t rows_list[] = { 1, 3, 37 };
+    int checked = 0;
+    for (int k = 0; k < 3; k++) {
+        uint64_t rb;
+        quant_row_bytes(s_ts[k], C, &rb, err, sizeof err);
+        for (size_t m = 0; m < 3; m++) {
+            const uint64_t rows = rows_list[m];
+            for (uint64_t r = 0; r < rows; r++) {
+                for (int i = 0; i < C; i++)
+                    f[i] = s_unif(-1.0f, 1.0f) + (r % 2 ? 0.7f : 0.0f);
+                CHECK(quant_quantize_row(s_ts[k], f, W + r * rb, C, err, sizeof err) == 0, "%s",
+                      err);
+            }
+            for (int i = 0; i < B * C; i++)
+                X[i] = s_unif(-1.0f, 1.0f);
+            quant_act_prepare(s_ts[k], X, C, act, err, sizeof err);
+            for (uint64_t r = 0; r < rows; r++)
+                ref[r] = quant_dot_get(s_ts[k], QUANT_ISA_SCALAR)(C, W + r * rb, act);
+            const int threads[4] = { 1, 2, 3, 7 };
+            for (int ti = 0; ti < 4; ti++)
+                CHECK(quant_matvec(s_ts[k], rows, C, W, X, y[ti], threads[ti], err, sizeof err) ==
+                          0, "%s", err);
+            CHECK(!memcmp(y[0], ref, rows * 4), "%s %llu rows: matvec = scalar dots",
+                  quant_type_name(s_ts[k]), (unsigned long long)rows);
+            for (int ti = 1; ti < 4; ti++)
+                CHECK(!memcmp(y[0], y[ti], rows * 4), "%s: %d threads differ",
+                      quant_type_name(s_ts[k]), threads[ti]);
+            CHECK(quant_matmat(s_ts[k], rows, C, W, B, X, Y, 2, err, sizeof err) == 0, "%s", err);
+            int same = 1;
+            for (int b = 0; b < B; b++) {
+                quant_matvec(s_ts[k], rows, C, W, X + b * C, y[0], 3, err, sizeof err);
+                same &= !memcmp(y[0], Y + b * rows, rows * 4);
+            }
+            CHECK(same, "%s: batch = one position at a time", quant_type_name(s_ts[k]));
+            checked++;
+        }
+    }
+    CHECK(quant_matvec(QUANT_Q4_K, 4, 300, W, X, y[0], 1, err, sizeof err) == -1 &&
+              strstr(err, "256-element"), "row of 300: %s", err);
+    CHECK(quant_matvec(QUANT_Q6_K, 2, 256, W + 1, X, y[0], 1, err, sizeof err) == -1 &&
+              strstr(err, "aligned"), "odd pointer: %s", err);
+    printf("k-quant products: %d shapes, threads 1/2/3/7 and batches agree bit for bit\n",
+           checked);
+}
+
+/* What quantizing costs, on random rows: each type's round trip as RMS error / RMS value. */
+static void test_round_trip(void)
+{
+    enum { N = 4096 };
+    char err[256];
+    static float x[N], y[N];
+    _Alignas(32) static uint8_t buf[N];
+    for (int i = 0; i < N; i++)
+        x[i] = s_unif(-1.0f, 1.0f) * (i % 64 == 0 ? 5.0f : 1.0f);
+    const double limit[3] = { 0.12, 0.06, 0.03 }; /* 4, 5, 6 bits: ~1/16, 1/32, 1/64 steps */
+    for (int k = 0; k < 3; k++) {
+        CHECK(quant_quantize_row(s_ts[k], x, buf, N, err, sizeof err) == 0 &&
+                  quant_dequantize_row(s_ts[k], buf, y, N, err, sizeof err) == 0, "%s", err);
+        double se = 0, sx = 0;
+        for (int i = 0; i < N; i++) {
+            se += ((double)x[i] - y[i]) * ((double)x[i] - y[i]);
+            sx += (double)x[i] * x[i];
+        }
+        const double rel = sqrt(se / sx);
+        CHECK(rel < limit[k], "%s round trip: rms error %.4f of rms value",
+              quant_type_name(s_ts[k]), rel);
+        printf("round trip %s: rms error / rms value %.4f\n", quant_type_name(s_ts[k]), rel);
+    }
+}
+
+int main(void)
+{
+    test_table();
+    test_known_answers();
+    test_simd_vs_scalar();
+    test_products();
+    test_round_trip();
+    quant_pool_shutdown();
+    return CHECK_DONE("test_kquant");
+}
