@@ -54,11 +54,12 @@ static void test_table(void)
     CHECK(q8 && q8->block == 32 && q8->block_bytes == 34 && !strcmp(q8->name, "q8_0"), "q8_0");
     CHECK(q4 && q4->block == 32 && q4->block_bytes == 18 && !strcmp(q4->name, "q4_0"), "q4_0");
     CHECK(quant_type_get(30) && quant_type_get(30)->block_bytes == 2, "bf16");
-    CHECK(quant_type_get(12) == NULL && !strcmp(quant_type_name(12), "q4_K"), "q4_K unsupported");
+    CHECK(quant_type_get(11) == NULL && !strcmp(quant_type_name(11), "q3_K"), "q3_K unsupported");
     CHECK(!strcmp(quant_type_name(1000), "unknown"), "past the enum");
     quant_type t;
     CHECK(quant_type_parse("Q8_0", &t, err, sizeof err) == 0 && t == QUANT_Q8_0, "parse");
-    CHECK(quant_type_parse("q4_k", &t, err, sizeof err) == -1 && strstr(err, "q4_k"), "%s", err);
+    CHECK(quant_type_parse("iq4_nl", &t, err, sizeof err) == -1 && strstr(err, "iq4_nl"), "%s",
+          err);
 
     CHECK(quant_row_bytes(QUANT_Q8_0, 64, &b, err, sizeof err) == 0 && b == 68, "q8_0 row");
     CHECK(quant_row_bytes(QUANT_Q4_0, 2048, &b, err, sizeof err) == 0 && b == 1152, "q4_0 row");
@@ -66,7 +67,7 @@ static void test_table(void)
     CHECK(quant_row_bytes(QUANT_Q4_0, 100, &b, err, sizeof err) == -1 &&
               strstr(err, "q4_0") && strstr(err, "100") && strstr(err, "32-element"),
           "bad length: %s", err);
-    CHECK(quant_row_bytes((quant_type)12, 256, &b, err, sizeof err) == -1 && strstr(err, "q4_K"),
+    CHECK(quant_row_bytes((quant_type)11, 256, &b, err, sizeof err) == -1 && strstr(err, "q3_K"),
           "%s", err);
     CHECK(quant_row_bytes(QUANT_F32, 1ull << 62, &b, err, sizeof err) == -1 &&
               strstr(err, "too large"), "row overflow: %s", err);
