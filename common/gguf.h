@@ -120,6 +120,8 @@ int gguf_writer_kv_arr_i32(gguf_writer *w, const char *key, const int32_t *vals,
 int gguf_writer_kv_arr_f32(gguf_writer *w, const char *key, const float *vals, uint64_t n);
 /* n NUL-terminated strings (copied). */
 int gguf_writer_kv_arr_str(gguf_writer *w, const char *key, const char *const *vals, uint64_t n);
+/* Copy a kv read by gguf_open (any scalar, string or array type) with its type and value. */
+int gguf_writer_kv_copy(gguf_writer *w, const gguf_kv *kv);
 /* Declare a tensor (data comes later). dims in ggml order (ne[0] first). Returns index or -1. */
 int gguf_writer_tensor(gguf_writer *w, const char *name, uint32_t type, uint32_t n_dims,
                        const uint64_t *dims);

@@ -434,3 +434,65 @@ int gguf_writer_write_data(gguf_writer *w, int fd, int idx, const void *data, ui
     }
     return 0;
 }
+
+/* Bytes of one scalar of GGUF value type t, or 0 for strings, arrays and unknown types. */
+static uint32_t s_vsize(uint32_t t)
+{
+    switch (t) {
+    case GGUF_T_UINT8: case GGUF_T_INT8: case GGUF_T_BOOL:
+        return 1;
+    case GGUF_T_UINT16: case GGUF_T_INT16:
+        return 2;
+    case GGUF_T_UINT32: case GGUF_T_INT32: case GGUF_T_FLOAT32:
+        return 4;
+    case GGUF_T_UINT64: case GGUF_T_INT64: case GGUF_T_FLOAT64:
+        return 8;
+    }
+    return 0;
+}
+
+/* One scalar's bytes from the reader's widened copies: integers from their 64-bit value
+ * (two's complement, so the low bytes are the original's), f32 from its exact f64. */
+static int s_put_scalar(gguf_writer *w, uint32_t t, uint64_t u, double f)
+{
+    if (t == GGUF_T_FLOAT32) {
+        float v = (float)f;
+        uint32_t b;
+        memcpy(&b, &v, 4);
+        return s_buf_le(w, b, 4);
+    }
+    if (t == GGUF_T_FLOAT64) {
+        uint64_t b;
+        memcpy(&b, &f, 8);
+        return s_buf_le(w, b, 8);
+    }
+    return s_buf_le(w, u, s_vsize(t));
+}
+
+int gguf_writer_kv_copy(gguf_writer *w, const gguf_kv *kv)
+{
+    if (kv->type == GGUF_T_STRING)
+        return gguf_writer_kv_str(w, kv->key, kv->str);
+    if (kv->type != GGUF_T_ARRAY) {
+        if (!s_vsize(kv->type))
+            return w ? s_wfail(w, "kv '%s' has unknown type %u", kv->key, kv->type) : -1;
+        const int is_signed = kv->type == GGUF_T_INT8 || kv->type == GGUF_T_INT16 ||
+                              kv->type == GGUF_T_INT32 || kv->type == GGUF_T_INT64;
+        if (s_kv_begin(w, kv->key, kv->type) ||
+            s_put_scalar(w, kv->type, is_signed ? (uint64_t)kv->i64 : kv->u64, kv->f64))
+            return -1;
+        return 0;
+    }
+    if (kv->arr_type == GGUF_T_STRING)
+        return gguf_writer_kv_arr_str(w, kv->key, (const char *const *)kv->arr_str, kv->arr_n);
+    if (!s_vsize(kv->arr_type) || (kv->arr_n && !kv->arr_u64 && !kv->arr_f64))
+        return w ? s_wfail(w, "array '%s' of type %u cannot be copied", kv->key, kv->arr_type)
+                 : -1;
+    if (s_arr_begin(w, kv->key, kv->arr_type, kv->arr_n, kv->arr_n ? (void *)1 : NULL))
+        return -1;
+    for (uint64_t i = 0; i < kv->arr_n; i++)
+        if (s_put_scalar(w, kv->arr_type, kv->arr_u64 ? kv->arr_u64[i] : 0,
+                         kv->arr_f64 ? kv->arr_f64[i] : 0))
+            return -1;
+    return 0;
+}

@@ -11,5 +11,6 @@ int cmd_bench_quant(int argc, char **argv);
 int cmd_bench_llm(int argc, char **argv);
 int cmd_lab(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
+int cmd_quantize(int argc, char **argv);
 
 #endif

@@ -17,11 +17,12 @@ static void s_usage(FILE *f)
             "  worker      serve a slice of layers to a coordinator\n"
             "  bench-disk  O_DIRECT read bandwidth in the SSD arm's pattern, depth 1/2/4/8\n"
             "  bench-mem   a layer's memory-bandwidth bound beside the kernel's sgemv\n"
-            "  bench-quant matrix-vector GB/s per tensor type (f16, bf16, q8_0, q4_0) vs read bound\n"
+            "  bench-quant matrix-vector GB/s per tensor type vs read bound\n"
             "  bench-llm   a llama/qwen2 file's prompt and generation tokens/s vs its read bound\n"
             "  netem       link forwarder, profile self-test, kernel (BPF) link control\n"
             "  keygen      write a CURVE key pair (NAME.key, NAME.pub)\n"
-            "  tokenize    a GGUF file's tokenizer on a text: ids and pieces\n");
+            "  tokenize    a GGUF file's tokenizer on a text: ids and pieces\n"
+            "  quantize    rewrite a GGUF file's weights as Q8_0, Q4_0, Q4_K_M, Q6_K, ...\n");
 }
 
 int main(int argc, char **argv)
@@ -49,6 +50,8 @@ int main(int argc, char **argv)
         return cmd_bench_llm(argc - 1, argv + 1);
     if (!strcmp(c, "keygen"))
         return cmd_keygen(argc - 1, argv + 1);
+    if (!strcmp(c, "quantize"))
+        return cmd_quantize(argc - 1, argv + 1);
     if (!strcmp(c, "tokenize"))
         return cmd_tokenize(argc - 1, argv + 1);
     if (!strcmp(c, "netem"))

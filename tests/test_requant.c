@@ -1,0 +1,363 @@
+/* test_requant.c — `swarm quantize` (quant/requant.c): types per tensor, metadata kept, the
+ * output readable, the dense model's checksums, fallbacks and clear errors. tests/
+ *
+ * The input is a small random llama-shaped file written here with gguf_writer (8 layers,
+ * 256-wide, F16 matrices, F32 norms, a tokenizer and keys of every GGUF value type).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <fcntl.h>
+
+#define XXH_STATIC_LINKING_ONLY
+#include <xxhash.h>
+
+#include "common/gguf.h"
+#include "common/model.h"
+#include "quant/quant.h"
+#include "quant/requant.h"
+#include "tests/check.h"
+
+enum { E = 256, FF = 512, V = 300, L = 8 };
+
+static uint64_t s_rng = 0x13198a2e03707344ull;
+static float s_unif(void)
+{
+    s_rng ^= s_rng << 13;
+    s_rng ^= s_rng >> 7;
+    s_rng ^= s_rng << 17;
+    return (float)((s_rng >> 40) * (1.0 / (1ull << 24))) * 2.0f - 1.0f;
+}
+
+typedef struct {
+    char name[64];
+    uint32_t type;
+    uint32_t nd;
+    uint64_t dims[2];
+} s_t;
+
+static int s_ntensors;
+static s_t s_tensors[128];
+
+static void s_add(const char *name, uint32_t type, uint32_t nd, uint64_t d0, uint64_t d1)
+{
+    s_t *t = &s_tensors[s_ntensors++];
+    snprintf(t->name, sizeof t->name, "%s", name);
+    t->type = type;
+    t->nd = nd;
+    t->dims[0] = d0;
+    t->dims[1] = d1;
+}
+
+/* A llama-shaped file: returns 0 on success. emb_cols lets a test make rows that do not
+ * fit a 256-block. */
+static int s_make_llama(const char *path, uint64_t emb)
+{
+    char err[256];
+    s_ntensors = 0;
+    s_add("token_embd.weight", QUANT_F16, 2, emb, V);
+    for (int l = 0; l < L; l++) {
+        char n[64];
+        const char *mats[] = { "attn_q", "attn_k", "attn_v", "attn_output" };
+        snprintf(n, sizeof n, "blk.%d.attn_norm.weight", l);
+        s_add(n, QUANT_F32, 1, emb, 0);
+        for (int m = 0; m < 4; m++) {
+            snprintf(n, sizeof n, "blk.%d.%s.weight", l, mats[m]);
+            s_add(n, QUANT_F16, 2, emb, emb);
+        }
+        snprintf(n, sizeof n, "blk.%d.ffn_norm.weight", l);
+        s_add(n, QUANT_F32, 1, emb, 0);
+        snprintf(n, sizeof n, "blk.%d.ffn_gate.weight", l);
+        s_add(n, QUANT_BF16, 2, emb, FF);
+        snprintf(n, sizeof n, "blk.%d.ffn_up.weight", l);
+        s_add(n, QUANT_F32, 2, emb, FF);
+        snprintf(n, sizeof n, "blk.%d.ffn_down.weight", l);
+        s_add(n, QUANT_Q8_0, 2, FF, emb);
+    }
+    s_add("output_norm.weight", QUANT_F32, 1, emb, 0);
+    s_add("output.weight", QUANT_F16, 2, emb, V);
+
+    gguf_writer *w = gguf_writer_new(32);
+    const char *toks[V];
+    char tokbuf[V][8];
+    float scores[V];
+    int32_t ttype[V];
+    for (int i = 0; i < V; i++) {
+        snprintf(tokbuf[i], sizeof tokbuf[i], "t%d", i);
+        toks[i] = tokbuf[i];
+        scores[i] = -(float)i;
+        ttype[i] = 1;
+    }
+    gguf_writer_kv_str(w, "general.architecture", "llama");
+    gguf_writer_kv_u32(w, "general.file_type", 1);
+    gguf_writer_kv_u32(w, "llama.block_count", L);
+    gguf_writer_kv_u32(w, "llama.embedding_length", (uint32_t)emb);
+    gguf_writer_kv_f32(w, "llama.attention.layer_norm_rms_epsilon", 1e-5f);
+    gguf_writer_kv_bool(w, "tokenizer.ggml.add_bos_token", 1);
+    gguf_writer_kv_i32(w, "test.negative", -7);
+    gguf_writer_kv_u64(w, "test.big", 0x123456789abcdefull);
+    gguf_writer_kv_str(w, "tokenizer.ggml.model", "llama");
+    gguf_writer_kv_arr_str(w, "tokenizer.ggml.tokens", toks, V);
+    gguf_writer_kv_arr_f32(w, "tokenizer.ggml.scores", scores, V);
+    gguf_writer_kv_arr_i32(w, "tokenizer.ggml.token_type", ttype, V);
+    for (int i = 0; i < s_ntensors; i++)
+        gguf_writer_tensor(w, s_tensors[i].name, s_tensors[i].type, s_tensors[i].nd,
+                           s_tensors[i].dims);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644), rc = -1;
+    if (fd < 0 || gguf_writer_write_header(w, fd, err, sizeof err))
+        goto out;
+    for (int i = 0; i < s_ntensors; i++) {
+        const s_t *t = &s_tensors[i];
+        const uint64_t rows = t->nd > 1 ? t->dims[1] : 1;
+        uint64_t rb;
+        quant_row_bytes((quant_type)t->type, t->dims[0], &rb, err, sizeof err);
+        float *f = malloc(t->dims[0] * sizeof *f);
+        uint8_t *buf = malloc(rb);
+        for (uint64_t r = 0; r < rows; r++) {
+            for (uint64_t c = 0; c < t->dims[0]; c++)
+                f[c] = t->nd == 1 ? 1.0f + 0.1f * s_unif() : 0.05f * s_unif();
+            quant_quantize_row((quant_type)t->type, f, buf, t->dims[0], err, sizeof err);
+            if (gguf_writer_write_data(w, fd, i, buf, rb, err, sizeof err))
+                goto out;
+        }
+        free(f);
+        free(buf);
+    }
+    rc = 0;
+out:
+    if (fd >= 0)
+        close(fd);
+    gguf_writer_free(&w);
+    return rc;
+}
+
+static const char *s_dir;
+
+static void s_path(char *p, size_t n, const char *name)
+{
+    snprintf(p, n, "%s/%s", s_dir, name);
+}
+
+/* Every kv of a is in b with the same type and value (general.file_type aside). */
+static int s_same_kvs(const gguf_file *a, const gguf_file *b)
+{
+    for (uint64_t i = 0; i < a->n_kv; i++) {
+        const gguf_kv *x = &a->kv[i], *y = gguf_find_kv(b, x->key);
+        if (!strcmp(x->key, "general.file_type"))
+            continue;
+        if (!y || x->type != y->type || x->u64 != y->u64 || x->i64 != y->i64 ||
+            (x->f64 != y->f64 && !(isnan(x->f64) && isnan(y->f64))) ||
+            (x->str && strcmp(x->str, y->str)) || x->arr_type != y->arr_type ||
+            x->arr_n != y->arr_n) {
+            fprintf(stderr, "kv '%s' differs\n", x->key);
+            return 0;
+        }
+        for (uint64_t j = 0; j < x->arr_n; j++) {
+            if ((x->arr_u64 && x->arr_u64[j] != y->arr_u64[j]) ||
+                (x->arr_f64 && x->arr_f64[j] != y->arr_f64[j]) ||
+                (x->arr_str && strcmp(x->arr_str[j], y->arr_str[j]))) {
+                fprintf(stderr, "kv '%s' element %llu differs\n", x->key, (unsigned long long)j);
+                return 0;
+            }
+        }
+    }
+    return a->n_kv == b->n_kv;
+}
+
+static uint32_t s_type_of(const gguf_file *g, const char *name)
+{
+    const gguf_tensor *t = gguf_find_tensor(g, name);
+    return t ? t->type : 9999;
+}
+
+static void test_llama_mixes(void)
+{
+    char in[512], out[512], err[512];
+    requant_stats st;
+    s_path(in, sizeof in, "llama.gguf");
+    s_path(out, sizeof out, "llama-q.gguf");
+    CHECK(s_make_llama(in, E) == 0, "make input");
+    gguf_file *gi = gguf_open(in, err, sizeof err);
+    CHECK(gi != NULL, "%s", err);
+    /* use_more_bits for 8 layers: 0, 3, 6, 7 */
+    const int more[L] = { 1, 0, 0, 1, 0, 0, 1, 1 };
+    const char *types[] = { "Q4_K_M", "q5_k_m", "Q4_K_S", "Q6_K", "Q8_0", "Q4_0", "Q4_K" };
+    const uint32_t ftype[] = { 15, 17, 14, 18, 7, 2, 15 };
+    for (size_t k = 0; k < sizeof types / sizeof types[0]; k++) {
+        CHECK(requant_file(in, out, types[k], 0, &st, err, sizeof err) == 0, "%s: %s", types[k],
+              err);
+        gguf_file *go = gguf_open(out, err, sizeof err);
+        CHECK(go != NULL, "output of %s opens: %s", types[k], err);
+        if (!go || !gi)
+            continue;
+        uint32_t ft = 0;
+        CHECK(gguf_get_u32(go, "general.file_type", &ft, err, sizeof err) == 0 && ft == ftype[k],
+              "%s file_type %u", types[k], ft);
+        CHECK(s_same_kvs(gi, go), "%s: every metadata key kept", types[k]);
+        CHECK(go->n_tensors == gi->n_tensors && go->alignment == gi->alignment,
+              "%s: tensors and alignment", types[k]);
+        const int m = !strncmp(types[k], "Q4_K_M", 6) || !strcasecmp(types[k], "q5_k_m") ||
+                      !strcmp(types[k], "Q4_K");
+        const uint32_t base = k == 1 ? QUANT_Q5_K : k == 3 ? QUANT_Q6_K : k == 4 ? QUANT_Q8_0
+                              : k == 5 ? QUANT_Q4_0 : QUANT_Q4_K;
+        int ok = 1;
+        for (int l = 0; l < L; l++) {
+            char n[64];
+            snprintf(n, sizeof n, "blk.%d.attn_v.weight", l);
+            uint32_t want = m && more[l] ? QUANT_Q6_K : (k == 2 && l < 4) ? QUANT_Q5_K : base;
+            ok &= s_type_of(go, n) == want;
+            snprintf(n, sizeof n, "blk.%d.ffn_down.weight", l);
+            ok &= s_type_of(go, n) == (m && more[l] ? QUANT_Q6_K : base);
+            snprintf(n, sizeof n, "blk.%d.attn_q.weight", l);
+            ok &= s_type_of(go, n) == base;
+            snprintf(n, sizeof n, "blk.%d.ffn_norm.weight", l);
+            ok &= s_type_of(go, n) == QUANT_F32;
+        }
+        ok &= s_type_of(go, "token_embd.weight") == base;
+        ok &= s_type_of(go, "output.weight") == (base == QUANT_Q8_0 ? QUANT_Q8_0 : QUANT_Q6_K);
+        ok &= s_type_of(go, "output_norm.weight") == QUANT_F32;
+        CHECK(ok, "%s: types per tensor follow llama_tensor_get_type", types[k]);
+        /* the weights survive: a dequantized matrix is close to the input's */
+        const gguf_tensor *ti = gguf_find_tensor(gi, "blk.2.ffn_up.weight");
+        const gguf_tensor *to = gguf_find_tensor(go, "blk.2.ffn_up.weight");
+        FILE *fi = fopen(in, "rb"), *fo = fopen(out, "rb");
+        uint8_t *bi = malloc(ti->nbytes), *bo = malloc(to->nbytes);
+        float *xi = malloc(ti->nbytes), *xo = malloc(ti->nbytes);
+        fseek(fi, (long)ti->offset, SEEK_SET);
+        fseek(fo, (long)to->offset, SEEK_SET);
+        CHECK(fread(bi, 1, ti->nbytes, fi) == ti->nbytes && fread(bo, 1, to->nbytes, fo) ==
+              to->nbytes, "read back");
+        quant_dequantize_row(QUANT_F32, bi, xi, E * FF, err, sizeof err);
+        quant_dequantize_row((quant_type)to->type, bo, xo, E * FF, err, sizeof err);
+        double se = 0, sx = 0;
+        for (int i = 0; i < E * FF; i++) {
+            se += ((double)xi[i] - xo[i]) * ((double)xi[i] - xo[i]);
+            sx += (double)xi[i] * xi[i];
+        }
+        CHECK(sqrt(se / sx) < 0.12, "%s: ffn_up rms error %.4f", types[k], sqrt(se / sx));
+        printf("%-6s: %llu tensors, %llu quantized, %.2f MiB -> %.2f MiB, ffn_up rms error %.4f\n",
+               types[k], (unsigned long long)st.tensors, (unsigned long long)st.quantized,
+               st.bytes_in / 1048576.0, st.bytes_out / 1048576.0, sqrt(se / sx));
+        free(bi);
+        free(bo);
+        free(xi);
+        free(xo);
+        fclose(fi);
+        fclose(fo);
+        gguf_close(&go);
+    }
+    gguf_close(&gi);
+    /* Unknown type: named, with the list; the output is not created. */
+    unlink(out);
+    CHECK(requant_file(in, out, "Q3_K_XL", 0, &st, err, sizeof err) == -1 &&
+              strstr(err, "Q3_K_XL") && strstr(err, "Q4_K_M") && access(out, F_OK) != 0,
+          "unknown type: %s", err);
+}
+
+/* Rows of 96 do not fit a 256-block: K types fall back to Q8_0 (Q4_0 keeps Q4_0). */
+static void test_fallback(void)
+{
+    char in[512], out[512], err[512];
+    requant_stats st;
+    s_path(in, sizeof in, "narrow.gguf");
+    s_path(out, sizeof out, "narrow-q.gguf");
+    CHECK(s_make_llama(in, 96) == 0, "make narrow input");
+    CHECK(requant_file(in, out, "Q4_K_M", 0, &st, err, sizeof err) == 0, "%s", err);
+    gguf_file *go = gguf_open(out, err, sizeof err);
+    CHECK(go && s_type_of(go, "blk.1.attn_q.weight") == QUANT_Q8_0 &&
+              s_type_of(go, "output.weight") == QUANT_Q8_0 &&
+              s_type_of(go, "blk.1.ffn_down.weight") == QUANT_Q4_K && st.fallbacks > 0,
+          "96-wide rows fall back to q8_0 (%llu fallbacks); 512-wide ffn_down stays q4_K",
+          (unsigned long long)st.fallbacks);
+    gguf_close(&go);
+}
+
+/* Corrupt and missing inputs: clear errors naming the file; no output left behind. */
+static void test_bad_inputs(void)
+{
+    char in[512], out[512], err[512];
+    requant_stats st;
+    s_path(in, sizeof in, "llama.gguf");
+    s_path(out, sizeof out, "bad-q.gguf");
+    CHECK(requant_file("/nonexistent/x.gguf", out, "Q8_0", 0, &st, err, sizeof err) == -1 &&
+              strstr(err, "/nonexistent/x.gguf"), "missing input: %s", err);
+    char trunc[512];
+    s_path(trunc, sizeof trunc, "trunc.gguf");
+    FILE *fi = fopen(in, "rb"), *ft = fopen(trunc, "wb");
+    static uint8_t buf[1 << 20];
+    size_t n = fread(buf, 1, sizeof buf, fi);
+    fwrite(buf, 1, n / 2, ft);
+    fclose(fi);
+    fclose(ft);
+    CHECK(requant_file(trunc, out, "Q8_0", 0, &st, err, sizeof err) == -1 && strstr(err, trunc) &&
+              access(out, F_OK) != 0, "truncated input: %s", err);
+    ft = fopen(trunc, "wb");
+    fwrite("GGUF\x03\0\0\0garbage", 1, 15, ft);
+    fclose(ft);
+    CHECK(requant_file(trunc, out, "Q8_0", 0, &st, err, sizeof err) == -1 && strstr(err, trunc),
+          "garbage header: %s", err);
+    /* an already-quantized input is not quantized twice */
+    char q[512];
+    s_path(q, sizeof q, "llama-q4.gguf");
+    CHECK(requant_file(in, q, "Q4_0", 0, &st, err, sizeof err) == 0, "%s", err);
+    CHECK(requant_file(q, out, "Q8_0", 0, &st, err, sizeof err) == -1 && strstr(err, "q4_0") &&
+              strstr(err, "token_embd.weight"), "requantizing q4_0: %s", err);
+}
+
+/* The lab's dense model: its matrices quantized, norms kept, checksums over the new bytes. */
+static void test_dense(void)
+{
+    char in[512], out[512], err[512];
+    requant_stats st;
+    s_path(in, sizeof in, "dense.gguf");
+    s_path(out, sizeof out, "dense-q.gguf");
+    CHECK(model_gen(in, 3, 256, 7, 32, err, sizeof err) == 0, "gen: %s", err);
+    CHECK(requant_file(in, out, "Q8_0", 0, &st, err, sizeof err) == 0, "%s", err);
+    gguf_file *go = gguf_open(out, err, sizeof err);
+    const gguf_kv *cs = go ? gguf_find_kv(go, "swarm.layer_checksums") : NULL;
+    CHECK(cs && cs->arr_n == 3, "checksums present");
+    FILE *fo = fopen(out, "rb");
+    int ok = go && cs && fo;
+    for (int l = 0; ok && l < 3; l++) {
+        char n[32];
+        XXH3_state_t xs;
+        XXH3_64bits_reset(&xs);
+        const char *kinds[2] = { "g", "w" };
+        for (int k = 0; k < 2; k++) {
+            snprintf(n, sizeof n, "blk.%d.%s", l, kinds[k]);
+            const gguf_tensor *t = gguf_find_tensor(go, n);
+            ok &= t && t->type == (k ? QUANT_Q8_0 : QUANT_F32);
+            if (!ok)
+                break;
+            uint8_t *b = malloc(t->nbytes);
+            fseek(fo, (long)t->offset, SEEK_SET);
+            ok &= fread(b, 1, t->nbytes, fo) == t->nbytes;
+            XXH3_64bits_update(&xs, b, t->nbytes);
+            free(b);
+        }
+        ok &= XXH3_64bits_digest(&xs) == cs->arr_u64[l];
+    }
+    CHECK(ok, "dense: W is q8_0, g f32, checksums = xxh3 of the bytes as stored");
+    if (fo)
+        fclose(fo);
+    gguf_close(&go);
+}
+
+int main(void)
+{
+    char tmpl[] = "/tmp/test_requant.XXXXXX";
+    s_dir = mkdtemp(tmpl);
+    if (!s_dir)
+        return 1;
+    test_llama_mixes();
+    test_fallback();
+    test_bad_inputs();
+    test_dense();
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", s_dir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "could not remove %s\n", s_dir);
+    return CHECK_DONE("test_requant");
+}
