@@ -121,21 +121,24 @@ static inline __attribute__((always_inline)) float s_dot(quant_type t, uint64_t 
     __m256 acc[QUANT_QB_GROUP] = { _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
                                    _mm256_setzero_ps() };
     float mn = 0;
-    for (uint64_t b = 0; b < nb; b++, p += bb) {
-        __m256i s;
-        float d;
-        if (t == QUANT_Q6_K) {
-            const quant_block_q6_K *x = (const quant_block_q6_K *)p;
-            s = s_q6(x, &y[b]);
-            d = _cvtsh_ss(x->d) * y[b].d;
-        } else {
-            const quant_block_q4_K *x = (const quant_block_q4_K *)p;
-            int32_t mi;
-            s = s_q45(p, t == QUANT_Q5_K, &y[b], &mi);
-            d = _cvtsh_ss(x->d) * y[b].d;
-            mn = fmaf((float)mi, _cvtsh_ss(x->dmin) * y[b].d, mn);
+    /* four super-blocks per pass (the last pass may have fewer), so acc[g] is a register */
+    for (uint64_t b = 0; b < nb; b += QUANT_QB_GROUP) {
+        for (uint64_t g = 0; g < QUANT_QB_GROUP && b + g < nb; g++, p += bb) {
+            __m256i s;
+            float d;
+            if (t == QUANT_Q6_K) {
+                const quant_block_q6_K *x = (const quant_block_q6_K *)p;
+                s = s_q6(x, &y[b + g]);
+                d = _cvtsh_ss(x->d) * y[b + g].d;
+            } else {
+                const quant_block_q4_K *x = (const quant_block_q4_K *)p;
+                int32_t mi;
+                s = s_q45(p, t == QUANT_Q5_K, &y[b + g], &mi);
+                d = _cvtsh_ss(x->d) * y[b + g].d;
+                mn = fmaf((float)mi, _cvtsh_ss(x->dmin) * y[b + g].d, mn);
+            }
+            acc[g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(d), acc[g]);
         }
-        acc[b % 4] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(d), acc[b % 4]);
     }
     float a[QUANT_LANES];
     for (int g = 0; g < QUANT_QB_GROUP; g++)
@@ -154,22 +157,6 @@ float quant_dot_q5_K_avx2(uint64_t n, const void *w, const void *act)
 }
 
 float quant_dot_q6_K_avx2(uint64_t n, const void *w, const void *act)
-{
-    return s_dot(QUANT_Q6_K, n, w, act);
-}
-
-/* AVX-512 slots: these kernels until a wider one is measured faster. */
-float quant_dot_q4_K_avx512(uint64_t n, const void *w, const void *act)
-{
-    return s_dot(QUANT_Q4_K, n, w, act);
-}
-
-float quant_dot_q5_K_avx512(uint64_t n, const void *w, const void *act)
-{
-    return s_dot(QUANT_Q5_K, n, w, act);
-}
-
-float quant_dot_q6_K_avx512(uint64_t n, const void *w, const void *act)
 {
     return s_dot(QUANT_Q6_K, n, w, act);
 }

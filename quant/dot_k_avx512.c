@@ -1,0 +1,199 @@
+/* dot_k_avx512.c — AVX-512 (BW + VNNI) dot products of the K-quants against Q8_K, lane for
+ * lane kquant.c's order. quant/
+ *
+ * Two 32-element chunks are one 512-bit vector: vpmaddubsw gives neighbour-pair products
+ * (int16, at most 2 * 63 * 127: no saturation) and vpdpwssd multiplies each pair by its
+ * chunk's scale and adds both into the int32 lane of their quad — 2 instructions per 64
+ * elements where the AVX2 kernels spend 4. Lane k (0..7) then holds the first chunk's quad k
+ * and lane 8 + k the second's; folding the halves at the end of a super-block gives exactly
+ * the 8 integer lanes of the scalar reference (integer sums: grouping does not matter).
+ */
+#pragma GCC target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")
+#include <immintrin.h>
+#include <math.h>
+#include <string.h>
+
+#include "quant/quant_int.h"
+
+/* Word index vectors: words 0..15 take entry 2j, 16..31 entry 2j + 1 of an 8-word vector
+ * (Q4_K / Q5_K scales, pair j); and for Q6_K's 16 scales, 8 words each from 4 entries. */
+static inline __m512i s_idx_pair(int j)
+{
+    const __m512i lo = _mm512_set1_epi16((short)(2 * j));
+    return _mm512_mask_blend_epi16(0xFFFF0000u, lo, _mm512_set1_epi16((short)(2 * j + 1)));
+}
+
+static inline __m512i s_idx_q6(int c)
+{
+    /* word i -> scale 2c + i / 8 */
+    return _mm512_add_epi16(_mm512_set1_epi16((short)(2 * c)),
+                            _mm512_set_epi16(3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2, 1, 1,
+                                             1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0));
+}
+
+/* ggml's ggml_vec_dot_q4_K_q8_K unpacking of the 6-bit scales (kmask1..3): bytes 0..7 the
+ * scales, 8..15 the mins. */
+static inline void s_unpack(const uint8_t *scales, uint32_t utmp[4])
+{
+    const uint32_t kmask1 = 0x3f3f3f3f, kmask2 = 0x0f0f0f0f, kmask3 = 0x03030303;
+    memcpy(utmp, scales, 12);
+    utmp[3] = ((utmp[2] >> 4) & kmask2) | (((utmp[1] >> 6) & kmask3) << 4);
+    const uint32_t uaux = utmp[1] & kmask1;
+    utmp[1] = (utmp[2] & kmask2) | (((utmp[0] >> 6) & kmask3) << 4);
+    utmp[2] = uaux;
+    utmp[0] &= kmask1;
+}
+
+static inline int32_t s_mins(const uint8_t *m8, const int16_t *bsums)
+{
+    const __m128i m = _mm_loadl_epi64((const __m128i *)m8);
+    const __m256i mm = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m, m));
+    const __m256i p = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)bsums), mm);
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(p), _mm256_extracti128_si256(p, 1));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
+    return _mm_cvtsi128_si32(s);
+}
+
+static inline __m256i s_fold(__m512i s)
+{
+    return _mm256_add_epi32(_mm512_castsi512_si256(s), _mm512_extracti64x4_epi64(s, 1));
+}
+
+/* Q4_K (q5 = 0) or Q5_K: 8 integer lanes and the min term. */
+static inline __attribute__((always_inline)) __m256i
+s_q45(const void *blk, int q5, const quant_block_q8_K *y, int32_t *mins)
+{
+    const quant_block_q4_K *x4 = blk;
+    const quant_block_q5_K *x5 = blk;
+    const uint8_t *qs = q5 ? x5->qs : x4->qs;
+    uint32_t utmp[4];
+    s_unpack(x4->scales, utmp);
+    *mins = s_mins((const uint8_t *)utmp + 8, y->bsums);
+    const __m512i sc = _mm512_castsi128_si512(
+        _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)utmp)));
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    __m512i s = _mm512_setzero_si512(), qh = _mm512_setzero_si512();
+    if (q5)
+        qh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)x5->qh));
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; j++) {
+        const __m256i v = _mm256_loadu_si256((const __m256i *)(qs + 32 * j));
+        __m512i q = _mm512_inserti64x4(_mm512_castsi256_si512(v), _mm256_srli_epi16(v, 4), 1);
+        q = _mm512_and_si512(q, m4);
+        if (q5) {
+            const __m512i bit = _mm512_mask_blend_epi8(0xFFFFFFFF00000000ull,
+                                                       _mm512_set1_epi8((char)(1 << (2 * j))),
+                                                       _mm512_set1_epi8((char)(2 << (2 * j))));
+            q = _mm512_mask_add_epi8(q, _mm512_test_epi8_mask(qh, bit), q,
+                                     _mm512_set1_epi8(16));
+        }
+        const __m512i p = _mm512_maddubs_epi16(q, _mm512_loadu_si512(y->qs + 64 * j));
+        s = _mm512_dpwssd_epi32(s, p, _mm512_permutexvar_epi16(s_idx_pair(j), sc));
+    }
+    return s_fold(s);
+}
+
+static inline __attribute__((always_inline)) __m256i s_q6(const quant_block_q6_K *x,
+                                                         const quant_block_q8_K *y)
+{
+    const __m512i m4 = _mm512_set1_epi8(0x0F), m2 = _mm512_set1_epi8(3);
+    const __m512i k32 = _mm512_set1_epi8(32);
+    const __m512i sc = _mm512_castsi256_si512(
+        _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)x->scales)));
+    __m512i s = _mm512_setzero_si512();
+#pragma GCC unroll 2
+    for (int n = 0; n < 2; n++) {
+        const __m512i l = _mm512_loadu_si512(x->ql + 64 * n);
+        const __m512i h = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(x->qh +
+                                                                                     32 * n)));
+#pragma GCC unroll 2
+        for (int pr = 0; pr < 2; pr++) {
+            /* chunks 4n + 2pr, 4n + 2pr + 1: low nibbles (pr 0) or high (pr 1) of ql, high
+             * bits at 4pr and 4pr + 2 of qh */
+            const __m512i lo = pr ? _mm512_and_si512(_mm512_srli_epi16(l, 4), m4)
+                                  : _mm512_and_si512(l, m4);
+            const __m512i sh = _mm512_mask_blend_epi16(0xFFFF0000u,
+                                                       _mm512_set1_epi16((short)(4 * pr)),
+                                                       _mm512_set1_epi16((short)(4 * pr + 2)));
+            const __m512i hb = _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(h, sh), m2),
+                                                 4);
+            const __m512i q = _mm512_or_si512(lo, hb);
+            const int c = 4 * n + 2 * pr;
+            const __m512i yv = _mm512_loadu_si512(y->qs + 32 * c);
+            const __m512i p = _mm512_sub_epi16(_mm512_maddubs_epi16(q, yv),
+                                               _mm512_maddubs_epi16(k32, yv));
+            s = _mm512_dpwssd_epi32(s, p, _mm512_permutexvar_epi16(s_idx_q6(c), sc));
+        }
+    }
+    return s_fold(s);
+}
+
+static inline __attribute__((always_inline)) float s_dot(quant_type t, uint64_t n,
+                                                         const void *w, const void *act)
+{
+    const quant_block_q8_K *y = act;
+    const size_t bb = t == QUANT_Q4_K ? sizeof(quant_block_q4_K)
+                      : t == QUANT_Q5_K ? sizeof(quant_block_q5_K) : sizeof(quant_block_q6_K);
+    const uint8_t *p = w;
+    const uint64_t nb = n / QUANT_QK_K;
+    __m256 acc[QUANT_QB_GROUP] = { _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
+                                   _mm256_setzero_ps() };
+    float mn = 0;
+    uint64_t b = 0;
+    /* four super-blocks per pass, so each accumulator is a register */
+    for (; b + QUANT_QB_GROUP <= nb; b += QUANT_QB_GROUP) {
+#pragma GCC unroll 4
+        for (int g = 0; g < QUANT_QB_GROUP; g++, p += bb) {
+            __m256i s;
+            float d;
+            if (t == QUANT_Q6_K) {
+                const quant_block_q6_K *x = (const quant_block_q6_K *)p;
+                s = s_q6(x, &y[b + g]);
+                d = _cvtsh_ss(x->d) * y[b + g].d;
+            } else {
+                const quant_block_q4_K *x = (const quant_block_q4_K *)p;
+                int32_t mi;
+                s = s_q45(p, t == QUANT_Q5_K, &y[b + g], &mi);
+                d = _cvtsh_ss(x->d) * y[b + g].d;
+                mn = fmaf((float)mi, _cvtsh_ss(x->dmin) * y[b + g].d, mn);
+            }
+            acc[g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(d), acc[g]);
+        }
+    }
+    for (int g = 0; b < nb; b++, g++, p += bb) {
+        __m256i s;
+        float d;
+        if (t == QUANT_Q6_K) {
+            const quant_block_q6_K *x = (const quant_block_q6_K *)p;
+            s = s_q6(x, &y[b]);
+            d = _cvtsh_ss(x->d) * y[b].d;
+        } else {
+            const quant_block_q4_K *x = (const quant_block_q4_K *)p;
+            int32_t mi;
+            s = s_q45(p, t == QUANT_Q5_K, &y[b], &mi);
+            d = _cvtsh_ss(x->d) * y[b].d;
+            mn = fmaf((float)mi, _cvtsh_ss(x->dmin) * y[b].d, mn);
+        }
+        acc[g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(d), acc[g]);
+    }
+    float a[QUANT_LANES];
+    for (int g = 0; g < QUANT_QB_GROUP; g++)
+        _mm256_storeu_ps(a + 8 * g, acc[g]);
+    return quant_reduce32(a) - mn;
+}
+
+float quant_dot_q4_K_avx512(uint64_t n, const void *w, const void *act)
+{
+    return s_dot(QUANT_Q4_K, n, w, act);
+}
+
+float quant_dot_q5_K_avx512(uint64_t n, const void *w, const void *act)
+{
+    return s_dot(QUANT_Q5_K, n, w, act);
+}
+
+float quant_dot_q6_K_avx512(uint64_t n, const void *w, const void *act)
+{
+    return s_dot(QUANT_Q6_K, n, w, act);
+}
