@@ -28,15 +28,12 @@ static inline void s_unpack(const uint8_t *scales, uint32_t utmp[4])
 }
 
 /* sum_c m_c * (bsums[2c] + bsums[2c+1]): one vpmaddwd against each min repeated twice. */
-static inline int32_t s_mins(const uint8_t *m8, const int16_t *bsums)
+/* mins[c] = m_c * (bsums[2c] + bsums[2c+1]): one vpmaddwd against each min repeated twice. */
+static inline __m256i s_mins(const uint8_t *m8, const int16_t *bsums)
 {
     const __m128i m = _mm_loadl_epi64((const __m128i *)m8);
     const __m256i mm = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m, m));
-    const __m256i p = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)bsums), mm);
-    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(p), _mm256_extracti128_si256(p, 1));
-    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
-    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
-    return _mm_cvtsi128_si32(s);
+    return _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)bsums), mm);
 }
 
 static inline __m256i s_chunk(__m256i s, __m256i q, const int8_t *y, int scale)
@@ -46,7 +43,7 @@ static inline __m256i s_chunk(__m256i s, __m256i q, const int8_t *y, int scale)
 }
 
 /* One Q4_K (q5 = 0) or Q5_K super-block's 8 integer lanes and its min term. */
-static inline __m256i s_q45(const void *blk, int q5, const quant_block_q8_K *y, int32_t *mins)
+static inline __m256i s_q45(const void *blk, int q5, const quant_block_q8_K *y, __m256i *mins)
 {
     const quant_block_q4_K *x4 = blk;
     const quant_block_q5_K *x5 = blk;
@@ -108,8 +105,8 @@ static inline __m256i s_q6(const quant_block_q6_K *x, const quant_block_q8_K *y)
     return s;
 }
 
-/* The row: super-block b's lanes into accumulator b % 4 with one fma by d_w * d_x; the min
- * terms into mn (kquant.c's quant_dot_k_scalar, the same operations). */
+/* The row: super-block b's lanes into accumulator b % 4 with one fma by d_w * d_x, then the
+ * min terms with one by -(dmin_w * d_x) (kquant.c's quant_dot_k_scalar, the same operations). */
 static inline __attribute__((always_inline)) float s_dot(quant_type t, uint64_t n,
                                                          const void *w, const void *act)
 {
@@ -120,30 +117,33 @@ static inline __attribute__((always_inline)) float s_dot(quant_type t, uint64_t 
     const uint64_t nb = n / QUANT_QK_K;
     __m256 acc[QUANT_QB_GROUP] = { _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
                                    _mm256_setzero_ps() };
-    float mn = 0;
     /* four super-blocks per pass (the last pass may have fewer), so acc[g] is a register */
     for (uint64_t b = 0; b < nb; b += QUANT_QB_GROUP) {
         for (uint64_t g = 0; g < QUANT_QB_GROUP && b + g < nb; g++, p += bb) {
             __m256i s;
-            float d;
+            __m256 m = _mm256_setzero_ps();
+            float d, dm = 0;
             if (t == QUANT_Q6_K) {
                 const quant_block_q6_K *x = (const quant_block_q6_K *)p;
                 s = s_q6(x, &y[b + g]);
                 d = _cvtsh_ss(x->d) * y[b + g].d;
             } else {
                 const quant_block_q4_K *x = (const quant_block_q4_K *)p;
-                int32_t mi;
+                __m256i mi;
                 s = s_q45(p, t == QUANT_Q5_K, &y[b + g], &mi);
                 d = _cvtsh_ss(x->d) * y[b + g].d;
-                mn = fmaf((float)mi, _cvtsh_ss(x->dmin) * y[b + g].d, mn);
+                dm = -(_cvtsh_ss(x->dmin) * y[b + g].d);
+                m = _mm256_cvtepi32_ps(mi);
             }
             acc[g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(d), acc[g]);
+            if (t != QUANT_Q6_K)
+                acc[g] = _mm256_fmadd_ps(m, _mm256_set1_ps(dm), acc[g]);
         }
     }
     float a[QUANT_LANES];
     for (int g = 0; g < QUANT_QB_GROUP; g++)
         _mm256_storeu_ps(a + 8 * g, acc[g]);
-    return quant_reduce32(a) - mn;
+    return quant_reduce32(a);
 }
 
 float quant_dot_q4_K_avx2(uint64_t n, const void *w, const void *act)

@@ -44,15 +44,12 @@ static inline void s_unpack(const uint8_t *scales, uint32_t utmp[4])
     utmp[0] &= kmask1;
 }
 
-static inline int32_t s_mins(const uint8_t *m8, const int16_t *bsums)
+/* mins[c] = m_c * (bsums[2c] + bsums[2c+1]): one vpmaddwd against each min repeated twice. */
+static inline __m256i s_mins(const uint8_t *m8, const int16_t *bsums)
 {
     const __m128i m = _mm_loadl_epi64((const __m128i *)m8);
     const __m256i mm = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m, m));
-    const __m256i p = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)bsums), mm);
-    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(p), _mm256_extracti128_si256(p, 1));
-    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
-    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
-    return _mm_cvtsi128_si32(s);
+    return _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)bsums), mm);
 }
 
 static inline __m256i s_fold(__m512i s)
@@ -62,7 +59,7 @@ static inline __m256i s_fold(__m512i s)
 
 /* Q4_K (q5 = 0) or Q5_K: 8 integer lanes and the min term. */
 static inline __attribute__((always_inline)) __m256i
-s_q45(const void *blk, int q5, const quant_block_q8_K *y, int32_t *mins)
+s_q45(const void *blk, int q5, const quant_block_q8_K *y, __m256i *mins)
 {
     const quant_block_q4_K *x4 = blk;
     const quant_block_q5_K *x5 = blk;
@@ -139,48 +136,55 @@ static inline __attribute__((always_inline)) float s_dot(quant_type t, uint64_t 
     const uint64_t nb = n / QUANT_QK_K;
     __m256 acc[QUANT_QB_GROUP] = { _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
                                    _mm256_setzero_ps() };
-    float mn = 0;
     uint64_t b = 0;
     /* four super-blocks per pass, so each accumulator is a register */
     for (; b + QUANT_QB_GROUP <= nb; b += QUANT_QB_GROUP) {
 #pragma GCC unroll 4
         for (int g = 0; g < QUANT_QB_GROUP; g++, p += bb) {
             __m256i s;
-            float d;
+            __m256 m = _mm256_setzero_ps();
+            float d, dm = 0;
             if (t == QUANT_Q6_K) {
                 const quant_block_q6_K *x = (const quant_block_q6_K *)p;
                 s = s_q6(x, &y[b + g]);
                 d = _cvtsh_ss(x->d) * y[b + g].d;
             } else {
                 const quant_block_q4_K *x = (const quant_block_q4_K *)p;
-                int32_t mi;
+                __m256i mi;
                 s = s_q45(p, t == QUANT_Q5_K, &y[b + g], &mi);
                 d = _cvtsh_ss(x->d) * y[b + g].d;
-                mn = fmaf((float)mi, _cvtsh_ss(x->dmin) * y[b + g].d, mn);
+                dm = -(_cvtsh_ss(x->dmin) * y[b + g].d);
+                m = _mm256_cvtepi32_ps(mi);
             }
             acc[g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(d), acc[g]);
+            if (t != QUANT_Q6_K)
+                acc[g] = _mm256_fmadd_ps(m, _mm256_set1_ps(dm), acc[g]);
         }
     }
     for (int g = 0; b < nb; b++, g++, p += bb) {
         __m256i s;
-        float d;
+        __m256 m = _mm256_setzero_ps();
+        float d, dm = 0;
         if (t == QUANT_Q6_K) {
             const quant_block_q6_K *x = (const quant_block_q6_K *)p;
             s = s_q6(x, &y[b]);
             d = _cvtsh_ss(x->d) * y[b].d;
         } else {
             const quant_block_q4_K *x = (const quant_block_q4_K *)p;
-            int32_t mi;
+            __m256i mi;
             s = s_q45(p, t == QUANT_Q5_K, &y[b], &mi);
             d = _cvtsh_ss(x->d) * y[b].d;
-            mn = fmaf((float)mi, _cvtsh_ss(x->dmin) * y[b].d, mn);
+            dm = -(_cvtsh_ss(x->dmin) * y[b].d);
+            m = _mm256_cvtepi32_ps(mi);
         }
         acc[g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(d), acc[g]);
+        if (t != QUANT_Q6_K)
+            acc[g] = _mm256_fmadd_ps(m, _mm256_set1_ps(dm), acc[g]);
     }
     float a[QUANT_LANES];
     for (int g = 0; g < QUANT_QB_GROUP; g++)
         _mm256_storeu_ps(a + 8 * g, acc[g]);
-    return quant_reduce32(a) - mn;
+    return quant_reduce32(a);
 }
 
 float quant_dot_q4_K_avx512(uint64_t n, const void *w, const void *act)

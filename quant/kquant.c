@@ -12,7 +12,7 @@
  * Dot products (quant.h states the order): within a super-block everything is an exact
  * integer, gathered in 8 lanes k = 0..7, lane k holding quad k (elements 4k..4k+3) of every
  * 32-element chunk times that chunk's scale; the lanes go into the row's 32 f32 lanes with
- * one fma each, and the mins (Q4_K, Q5_K) into one more f32 accumulator per row.
+ * one fma each, then (Q4_K, Q5_K) chunk k's min term into lane k with a second fma.
  */
 #include "quant/quant_int.h"
 
@@ -446,8 +446,9 @@ void quant_q8_K_quantize(const float *x, quant_block_q8_K *y, uint64_t nb)
 /* One super-block's 8 integer lanes (quant.h): lane k = sum over chunks c of chunk c's scale
  * times the exact sum of level * activation over elements 32c + 4k .. 32c + 4k + 3. For
  * Q6_K a chunk's elements 0..15 take scale 2c, 16..31 scale 2c + 1 (16-element sub-blocks).
- * Returns the min term's integer (Q4_K, Q5_K: sum of m_c times the chunk's activation sum). */
-static int32_t s_lanes(quant_type t, const void *blk, const quant_block_q8_K *y, int32_t s[8])
+ * mins[c] (Q4_K, Q5_K): chunk c's min times the chunk's activation sum (ggml's bsums). */
+static void s_lanes(quant_type t, const void *blk, const quant_block_q8_K *y, int32_t s[8],
+                    int32_t mins[8])
 {
     uint8_t sc[8] = { 0 }, m[8] = { 0 };
     const int8_t *sc6 = NULL;
@@ -455,7 +456,6 @@ static int32_t s_lanes(quant_type t, const void *blk, const quant_block_q8_K *y,
         sc6 = ((const quant_block_q6_K *)blk)->scales;
     else
         quant_k_scales(((const quant_block_q4_K *)blk)->scales, sc, m);
-    int32_t mins = 0;
     for (int k = 0; k < 8; k++)
         s[k] = 0;
     for (int c = 0; c < 8; c++) {
@@ -465,23 +465,23 @@ static int32_t s_lanes(quant_type t, const void *blk, const quant_block_q8_K *y,
                 q += s_level(t, blk, e) * y->qs[e];
             s[k] += q * (sc6 ? sc6[2 * c + (k >= 4)] : sc[c]);
         }
-        mins += m[c] * (y->bsums[2 * c] + y->bsums[2 * c + 1]);
+        mins[c] = m[c] * (y->bsums[2 * c] + y->bsums[2 * c + 1]);
     }
-    return mins;
 }
 
 /* Super-block b's lanes go into lanes (b % 4) * 8 + k with one fma by d_w * d_x (f32, as
- * ggml's ggml_vec_dot_q4_K_q8_K forms it); the min term into its own accumulator with one
- * fma by dmin_w * d_x, subtracted after the 32 lanes are reduced. */
+ * ggml's ggml_vec_dot_q4_K_q8_K forms it); for Q4_K / Q5_K lane k then takes chunk k's min
+ * term with a second fma by -(dmin_w * d_x). Keeping the mins in lanes spares the SIMD kernels
+ * a horizontal sum per super-block. */
 float quant_dot_k_scalar(quant_type t, uint64_t n, const void *w, const void *act)
 {
     const uint8_t *p = w;
     const quant_block_q8_K *y = act;
     const size_t bb = s_block_bytes(t);
-    float a[QUANT_LANES] = { 0 }, mn = 0;
+    float a[QUANT_LANES] = { 0 };
     for (uint64_t b = 0; b < n / QUANT_QK_K; b++, p += bb) {
-        int32_t s[8];
-        const int32_t mi = s_lanes(t, p, &y[b], s);
+        int32_t s[8], mi[8];
+        s_lanes(t, p, &y[b], s, mi);
         const uint16_t dw = t == QUANT_Q6_K ? ((const quant_block_q6_K *)p)->d
                                             : ((const quant_block_q4_K *)p)->d;
         const float d = quant_f16_to_f32(dw) * y[b].d;
@@ -490,10 +490,11 @@ float quant_dot_k_scalar(quant_type t, uint64_t n, const void *w, const void *ac
             lane[k] = fmaf((float)s[k], d, lane[k]);
         if (t != QUANT_Q6_K) {
             const float dm = quant_f16_to_f32(((const quant_block_q4_K *)p)->dmin) * y[b].d;
-            mn = fmaf((float)mi, dm, mn);
+            for (int k = 0; k < 8; k++)
+                lane[k] = fmaf((float)mi[k], -dm, lane[k]);
         }
     }
-    return quant_reduce32(a) - mn;
+    return quant_reduce32(a);
 }
 
 float quant_dot_q4_K_scalar(uint64_t n, const void *w, const void *act)
