@@ -240,6 +240,63 @@ static void test_round_trip(void)
     }
 }
 
+static int s_cmp_d(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* What the Q8_K activation costs (one scale per 256 values, where Q8_0 has one per 32), on
+ * test_quant's distribution: 2048-element rows of uniform weights, activations with a few 20x
+ * channels. Error of the product against the exact dot of the dequantized weights with the
+ * f32 activation, over |w| |x|; beside it the weights' own rounding. Bound: half a step of
+ * each activation super-block (amax / 254) times |w|, plus f32 rounding. */
+static void test_activation_cost(void)
+{
+    enum { N = 2048, ROWS = 400 };
+    char err[256];
+    _Alignas(32) static uint8_t w[N], act[N / 256 * 292];
+    static float f[N], x[N], wd[N];
+    static double rel[ROWS], relw[ROWS];
+    for (int k = 0; k < 3; k++) {
+        int over = 0;
+        for (int r = 0; r < ROWS; r++) {
+            for (int i = 0; i < N; i++) {
+                f[i] = s_unif(-1.0f, 1.0f);
+                x[i] = s_unif(-1.0f, 1.0f) * (i % 97 == 0 ? 20.0f : 1.0f);
+            }
+            quant_quantize_row(s_ts[k], f, w, N, err, sizeof err);
+            quant_dequantize_row(s_ts[k], w, wd, N, err, sizeof err);
+            quant_act_prepare(s_ts[k], x, N, act, err, sizeof err);
+            double exact = 0, orig = 0, bound = 0, wn = 0, xn = 0, absum = 0;
+            for (int i = 0; i < N; i++) {
+                float amax = 0;
+                for (int j = i / 256 * 256; j < i / 256 * 256 + 256; j++)
+                    amax = fmaxf(amax, fabsf(x[j]));
+                exact += (double)wd[i] * x[i];
+                orig += (double)f[i] * x[i];
+                absum += fabs((double)wd[i] * x[i]);
+                bound += fabs(wd[i]) * amax / 254.0;
+                wn += (double)wd[i] * wd[i];
+                xn += (double)x[i] * x[i];
+            }
+            bound += N * 0x1p-24 * (absum + bound);
+            const double e = fabs(quant_vec_dot(s_ts[k], N, w, act) - exact);
+            over += e > bound;
+            rel[r] = e / sqrt(wn * xn);
+            relw[r] = fabs(exact - orig) / sqrt(wn * xn);
+        }
+        qsort(rel, ROWS, sizeof rel[0], s_cmp_d);
+        qsort(relw, ROWS, sizeof relw[0], s_cmp_d);
+        CHECK(over == 0, "%s: %d rows beyond the activation-rounding bound",
+              quant_type_name(s_ts[k]), over);
+        printf("q8_K activation with %s weights, n=%d: error / (|w| |x|) median %.2e, max %.2e "
+               "(the weights' own rounding: median %.2e, max %.2e)\n",
+               quant_type_name(s_ts[k]), N, rel[ROWS / 2], rel[ROWS - 1], relw[ROWS / 2],
+               relw[ROWS - 1]);
+    }
+}
+
 int main(void)
 {
     test_table();
@@ -247,6 +304,7 @@ int main(void)
     test_simd_vs_scalar();
     test_products();
     test_round_trip();
+    test_activation_cost();
     quant_pool_shutdown();
     return CHECK_DONE("test_kquant");
 }
