@@ -20,7 +20,9 @@
 #include "quant/requant.h"
 #include "tests/check.h"
 
-enum { E = 256, FF = 512, V = 300, L = 8 };
+enum { E = 256, FF = 512, L = 8 };
+static uint64_t V = 300; /* vocabulary: 300 made-up tokens, or SWARM_REQUANT_VOCAB's */
+static gguf_file *s_vocab;
 
 static uint64_t s_rng = 0x13198a2e03707344ull;
 static float s_unif(void)
@@ -80,34 +82,49 @@ static int s_make_llama(const char *path, uint64_t emb)
     s_add("output.weight", QUANT_F16, 2, emb, V);
 
     gguf_writer *w = gguf_writer_new(32);
-    const char *toks[V];
-    char tokbuf[V][8];
-    float scores[V];
-    int32_t ttype[V];
-    for (int i = 0; i < V; i++) {
-        snprintf(tokbuf[i], sizeof tokbuf[i], "t%d", i);
+    static const char *toks[300];
+    static char tokbuf[300][8];
+    static float scores[300];
+    static int32_t ttype[300];
+    for (int i = 0; i < 300; i++) {
+        /* llama.cpp's SPM vocabulary looks up the newline's byte token when it loads */
+        snprintf(tokbuf[i], sizeof tokbuf[i], i == 3 ? "<0x0A>" : "t%d", i);
         toks[i] = tokbuf[i];
         scores[i] = -(float)i;
-        ttype[i] = 1;
+        ttype[i] = i == 0 ? 2 : i < 3 ? 3 : i == 3 ? 6 : 1; /* unknown, control, byte, normal */
     }
     gguf_writer_kv_str(w, "general.architecture", "llama");
     gguf_writer_kv_u32(w, "general.file_type", 1);
     gguf_writer_kv_u32(w, "llama.block_count", L);
     gguf_writer_kv_u32(w, "llama.embedding_length", (uint32_t)emb);
+    gguf_writer_kv_u32(w, "llama.context_length", 512);
+    gguf_writer_kv_u32(w, "llama.feed_forward_length", FF);
+    gguf_writer_kv_u32(w, "llama.attention.head_count", 4);
+    gguf_writer_kv_u32(w, "llama.attention.head_count_kv", 4);
+    gguf_writer_kv_u32(w, "llama.rope.dimension_count", (uint32_t)emb / 4);
     gguf_writer_kv_f32(w, "llama.attention.layer_norm_rms_epsilon", 1e-5f);
-    gguf_writer_kv_bool(w, "tokenizer.ggml.add_bos_token", 1);
+    if (!s_vocab)
+        gguf_writer_kv_bool(w, "tokenizer.ggml.add_bos_token", 1);
     gguf_writer_kv_i32(w, "test.negative", -7);
     gguf_writer_kv_u64(w, "test.big", 0x123456789abcdefull);
-    gguf_writer_kv_str(w, "tokenizer.ggml.model", "llama");
-    gguf_writer_kv_arr_str(w, "tokenizer.ggml.tokens", toks, V);
-    gguf_writer_kv_arr_f32(w, "tokenizer.ggml.scores", scores, V);
-    gguf_writer_kv_arr_i32(w, "tokenizer.ggml.token_type", ttype, V);
+    if (s_vocab) {
+        for (uint64_t i = 0; i < s_vocab->n_kv; i++)
+            if (!strncmp(s_vocab->kv[i].key, "tokenizer.", 10))
+                gguf_writer_kv_copy(w, &s_vocab->kv[i]);
+    } else {
+        gguf_writer_kv_str(w, "tokenizer.ggml.model", "llama");
+        gguf_writer_kv_arr_str(w, "tokenizer.ggml.tokens", toks, V);
+        gguf_writer_kv_arr_f32(w, "tokenizer.ggml.scores", scores, V);
+        gguf_writer_kv_arr_i32(w, "tokenizer.ggml.token_type", ttype, V);
+    }
     for (int i = 0; i < s_ntensors; i++)
         gguf_writer_tensor(w, s_tensors[i].name, s_tensors[i].type, s_tensors[i].nd,
                            s_tensors[i].dims);
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644), rc = -1;
-    if (fd < 0 || gguf_writer_write_header(w, fd, err, sizeof err))
+    if (fd < 0 || gguf_writer_write_header(w, fd, err, sizeof err)) {
+        fprintf(stderr, "%s: %s\n", path, fd < 0 ? "cannot create" : err);
         goto out;
+    }
     for (int i = 0; i < s_ntensors; i++) {
         const s_t *t = &s_tensors[i];
         const uint64_t rows = t->nd > 1 ? t->dims[1] : 1;
@@ -247,6 +264,13 @@ static void test_llama_mixes(void)
         fclose(fi);
         fclose(fo);
         gguf_close(&go);
+        /* SWARM_REQUANT_KEEP=DIR keeps each output for other readers (llama.cpp) to load */
+        const char *keep = getenv("SWARM_REQUANT_KEEP");
+        if (keep) {
+            char cmd[1200];
+            snprintf(cmd, sizeof cmd, "cp '%s' '%s/llama-%s.gguf'", out, keep, types[k]);
+            CHECK(system(cmd) == 0, "keep %s", types[k]);
+        }
     }
     gguf_close(&gi);
     /* Unknown type: named, with the list; the output is not created. */
@@ -351,6 +375,17 @@ int main(void)
     s_dir = mkdtemp(tmpl);
     if (!s_dir)
         return 1;
+    /* SWARM_REQUANT_VOCAB=FILE.gguf: take a real tokenizer (e.g. the TinyLlama vocabulary of
+     * tests/fixtures/tok) so llama.cpp can run the kept outputs, not only load them. */
+    const char *vp = getenv("SWARM_REQUANT_VOCAB");
+    char verr[256];
+    if (vp) {
+        s_vocab = gguf_open(vp, verr, sizeof verr);
+        const gguf_kv *tk = s_vocab ? gguf_find_kv(s_vocab, "tokenizer.ggml.tokens") : NULL;
+        CHECK(tk != NULL, "vocabulary %s: %s", vp, s_vocab ? "no tokens" : verr);
+        if (tk)
+            V = tk->arr_n;
+    }
     test_llama_mixes();
     test_fallback();
     test_bad_inputs();
@@ -359,5 +394,6 @@ int main(void)
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", s_dir);
     if (system(cmd) != 0)
         fprintf(stderr, "could not remove %s\n", s_dir);
+    gguf_close(&s_vocab);
     return CHECK_DONE("test_requant");
 }
