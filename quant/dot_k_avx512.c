@@ -15,12 +15,12 @@
 
 #include "quant/quant_int.h"
 
-/* Word index vectors: words 0..15 take entry 2j, 16..31 entry 2j + 1 of an 8-word vector
- * (Q4_K / Q5_K scales, pair j); and for Q6_K's 16 scales, 8 words each from 4 entries. */
-static inline __m512i s_idx_pair(int j)
+/* Word index vectors for vpermw: which scale each int16 pair product is multiplied by. */
+/* words 0..15 take entry c, 16..31 entry c + 2 (chunks c and c + 2 of a pair-ordered load) */
+static inline __m512i s_idx_pair2(int c)
 {
-    const __m512i lo = _mm512_set1_epi16((short)(2 * j));
-    return _mm512_mask_blend_epi16(0xFFFF0000u, lo, _mm512_set1_epi16((short)(2 * j + 1)));
+    const __m512i lo = _mm512_set1_epi16((short)c);
+    return _mm512_mask_blend_epi16(0xFFFF0000u, lo, _mm512_set1_epi16((short)(c + 2)));
 }
 
 static inline __m512i s_idx_q6(int c)
@@ -57,9 +57,11 @@ static inline __m256i s_fold(__m512i s)
     return _mm256_add_epi32(_mm512_castsi512_si256(s), _mm512_extracti64x4_epi64(s, 1));
 }
 
-/* Q4_K (q5 = 0) or Q5_K: 8 integer lanes and the min term. */
+/* Q4_K (q5 = 0) or Q5_K: 8 integer lanes and the min terms. qs[64 jj .. 64 jj + 63] holds
+ * chunks 4jj, 4jj+2 in its low nibbles and 4jj+1, 4jj+3 in its high ones; yp (the
+ * activation's pair-ordered copy, quant.h) has their activations in that order. */
 static inline __attribute__((always_inline)) __m256i
-s_q45(const void *blk, int q5, const quant_block_q8_K *y, __m256i *mins)
+s_q45(const void *blk, int q5, const quant_block_q8_K *y, const int8_t *yp, __m256i *mins)
 {
     const quant_block_q4_K *x4 = blk;
     const quant_block_q5_K *x5 = blk;
@@ -73,20 +75,23 @@ s_q45(const void *blk, int q5, const quant_block_q8_K *y, __m256i *mins)
     __m512i s = _mm512_setzero_si512(), qh = _mm512_setzero_si512();
     if (q5)
         qh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)x5->qh));
-#pragma GCC unroll 4
-    for (int j = 0; j < 4; j++) {
-        const __m256i v = _mm256_loadu_si256((const __m256i *)(qs + 32 * j));
-        __m512i q = _mm512_inserti64x4(_mm512_castsi256_si512(v), _mm256_srli_epi16(v, 4), 1);
-        q = _mm512_and_si512(q, m4);
+#pragma GCC unroll 2
+    for (int jj = 0; jj < 2; jj++) {
+        const __m512i v = _mm512_loadu_si512(qs + 64 * jj);
+        __m512i lo = _mm512_and_si512(v, m4), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
         if (q5) {
-            const __m512i bit = _mm512_mask_blend_epi8(0xFFFFFFFF00000000ull,
-                                                       _mm512_set1_epi8((char)(1 << (2 * j))),
-                                                       _mm512_set1_epi8((char)(2 << (2 * j))));
-            q = _mm512_mask_add_epi8(q, _mm512_test_epi8_mask(qh, bit), q,
-                                     _mm512_set1_epi8(16));
+            const __m512i h16 = _mm512_set1_epi8(16);
+            const __m512i blo = _mm512_mask_blend_epi8(0xFFFFFFFF00000000ull,
+                                                       _mm512_set1_epi8((char)(1 << (4 * jj))),
+                                                       _mm512_set1_epi8((char)(4 << (4 * jj))));
+            const __m512i bhi = _mm512_add_epi8(blo, blo);
+            lo = _mm512_mask_add_epi8(lo, _mm512_test_epi8_mask(qh, blo), lo, h16);
+            hi = _mm512_mask_add_epi8(hi, _mm512_test_epi8_mask(qh, bhi), hi, h16);
         }
-        const __m512i p = _mm512_maddubs_epi16(q, _mm512_loadu_si512(y->qs + 64 * j));
-        s = _mm512_dpwssd_epi32(s, p, _mm512_permutexvar_epi16(s_idx_pair(j), sc));
+        const __m512i plo = _mm512_maddubs_epi16(lo, _mm512_loadu_si512(yp + 128 * jj));
+        const __m512i phi = _mm512_maddubs_epi16(hi, _mm512_loadu_si512(yp + 128 * jj + 64));
+        s = _mm512_dpwssd_epi32(s, plo, _mm512_permutexvar_epi16(s_idx_pair2(4 * jj), sc));
+        s = _mm512_dpwssd_epi32(s, phi, _mm512_permutexvar_epi16(s_idx_pair2(4 * jj + 1), sc));
     }
     return s_fold(s);
 }
@@ -134,6 +139,7 @@ static inline __attribute__((always_inline)) float s_dot(quant_type t, uint64_t 
                       : t == QUANT_Q5_K ? sizeof(quant_block_q5_K) : sizeof(quant_block_q6_K);
     const uint8_t *p = w;
     const uint64_t nb = n / QUANT_QK_K;
+    const int8_t *yp = (const int8_t *)(y + nb);
     __m256 acc[QUANT_QB_GROUP] = { _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
                                    _mm256_setzero_ps() };
     uint64_t b = 0;
@@ -151,7 +157,7 @@ static inline __attribute__((always_inline)) float s_dot(quant_type t, uint64_t 
             } else {
                 const quant_block_q4_K *x = (const quant_block_q4_K *)p;
                 __m256i mi;
-                s = s_q45(p, t == QUANT_Q5_K, &y[b + g], &mi);
+                s = s_q45(p, t == QUANT_Q5_K, &y[b + g], yp + (b + g) * QUANT_QK_K, &mi);
                 d = _cvtsh_ss(x->d) * y[b + g].d;
                 dm = -(_cvtsh_ss(x->dmin) * y[b + g].d);
                 m = _mm256_cvtepi32_ps(mi);
@@ -172,7 +178,7 @@ static inline __attribute__((always_inline)) float s_dot(quant_type t, uint64_t 
         } else {
             const quant_block_q4_K *x = (const quant_block_q4_K *)p;
             __m256i mi;
-            s = s_q45(p, t == QUANT_Q5_K, &y[b], &mi);
+            s = s_q45(p, t == QUANT_Q5_K, &y[b], yp + b * QUANT_QK_K, &mi);
             d = _cvtsh_ss(x->d) * y[b].d;
             dm = -(_cvtsh_ss(x->dmin) * y[b].d);
             m = _mm256_cvtepi32_ps(mi);

@@ -347,7 +347,8 @@ int quant_act_bytes(quant_type w, uint64_t n, uint64_t *bytes, char *err, size_t
         }
         *bytes = n * 4;
     } else if (quant_act_type(w) == QUANT_Q8_K) {
-        *bytes = n / QUANT_QK_K * sizeof(quant_block_q8_K);
+        /* ggml's blocks, then each super-block's quants in pair order (quant.h) */
+        *bytes = n / QUANT_QK_K * (sizeof(quant_block_q8_K) + QUANT_QK_K);
     } else {
         /* 2 n quants, per block 4 (scale) + 32 (bias128), per group of 4 blocks 128 (bias8).
          * Fits: n is a row ggml could address as 34-byte blocks. */
@@ -390,7 +391,14 @@ int quant_act_prepare_isa(quant_isa isa, quant_type w, const float *x, uint64_t 
         /* ggml's quantize_row_q8_K_ref, scalar: once per product, not per row. */
         if (s_check_finite(x, n, err, errlen))
             return -1;
-        quant_q8_K_quantize(x, act, n / QUANT_QK_K);
+        const uint64_t nb = n / QUANT_QK_K;
+        quant_q8_K_quantize(x, act, nb);
+        const quant_block_q8_K *blk = act;
+        int8_t *pairs = (int8_t *)(blk + nb);
+        static const int order[8] = { 0, 2, 1, 3, 4, 6, 5, 7 };
+        for (uint64_t b = 0; b < nb; b++)
+            for (int i = 0; i < 8; i++)
+                memcpy(pairs + b * QUANT_QK_K + 32 * i, blk[b].qs + 32 * order[i], 32);
         return 0;
     }
     /* The SIMD quantizer writes the same bytes (tests/test_quant.c); it is worth having

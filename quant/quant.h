@@ -181,6 +181,11 @@ typedef struct {
     const int8_t *qs4;         /* (n,) grouped for Q4_0 */
     const int32_t *bias8;      /* (groups, 32): -8 * quad sums in Q4_0 lane order */
 } quant_act_q8;
+/* The K-quants' activation form (Q4_K, Q5_K, Q6_K weights) for n elements: the n / 256
+ * block_q8_K blocks exactly as quantize_row_q8_K_ref writes them, then the same quants once
+ * more, each super-block's 32-value chunks in the order 0, 2, 1, 3, 4, 6, 5, 7: a 64-byte
+ * load of Q4_K/Q5_K nibbles masked gives chunks (0, 2), shifted (1, 3), and this copy gives
+ * their activations in one load each. */
 /* The parts of a Q8_0 activation form of n elements. */
 quant_act_q8 quant_act_view(const void *act, uint64_t n);
 

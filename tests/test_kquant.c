@@ -58,7 +58,7 @@ static void test_table(void)
     CHECK(quant_type_get(QUANT_Q8_K) == NULL, "q8_K is an activation form, not a weight type");
     CHECK(quant_act_type(QUANT_Q4_K) == QUANT_Q8_K && quant_act_type(QUANT_Q6_K) == QUANT_Q8_K,
           "K-quants meet a Q8_K activation");
-    CHECK(quant_act_bytes(QUANT_Q5_K, 512, &b, err, sizeof err) == 0 && b == 2 * 292,
+    CHECK(quant_act_bytes(QUANT_Q5_K, 512, &b, err, sizeof err) == 0 && b == 2 * (292 + 256),
           "activation bytes");
 }
 
@@ -86,10 +86,18 @@ static void test_known_answers(void)
                   !memcmp(y, deq[k], sizeof y),
               "%s dequantized = ggml's dequantize_row", quant_type_name(s_ts[k]));
     }
-    _Alignas(32) static uint8_t act[KKAT_N / 256 * 292];
+    _Alignas(32) static uint8_t act[KKAT_N / 256 * 548];
     CHECK(quant_act_prepare(QUANT_Q4_K, x, KKAT_N, act, err, sizeof err) == 0 &&
-              !memcmp(act, kkat_q8_K, sizeof act),
+              !memcmp(act, kkat_q8_K, sizeof kkat_q8_K),
           "Q8_K activation = ggml's quantize_row_q8_K_ref");
+    /* then the pair-ordered copy: chunks 0, 2, 1, 3, 4, 6, 5, 7 of each super-block */
+    const int order[8] = { 0, 2, 1, 3, 4, 6, 5, 7 };
+    int pairs_ok = 1;
+    for (int b = 0; b < KKAT_N / 256; b++)
+        for (int i = 0; i < 8; i++)
+            pairs_ok &= !memcmp(act + sizeof kkat_q8_K + b * 256 + 32 * i,
+                                kkat_q8_K + b * 292 + 4 + 32 * order[i], 32);
+    CHECK(pairs_ok, "the activation's pair-ordered copy");
     x[300] = INFINITY;
     CHECK(quant_quantize_row(QUANT_Q4_K, x, buf, KKAT_N, err, sizeof err) == -1 &&
               strstr(err, "element 300"), "inf rejected: %s", err);
@@ -102,7 +110,7 @@ static void test_simd_vs_scalar(void)
 {
     char err[256];
     enum { NMAX = 4096 };
-    _Alignas(32) static uint8_t w[NMAX], act[NMAX / 256 * 292];
+    _Alignas(32) static uint8_t w[NMAX], act[NMAX / 256 * 548];
     static float x[NMAX], wd[NMAX];
     const uint64_t ns[] = { 256, 512, 768, 1024, 1280, 2048, 4096 / 2 + 256 };
     int compared = 0;
@@ -168,7 +176,7 @@ static void test_products(void)
 {
     char err[256];
     enum { C = 768, MAXR = 37, B = 5 };
-    _Alignas(32) static uint8_t W[MAXR * 3 * 210], act[3 * 292];
+    _Alignas(32) static uint8_t W[MAXR * 3 * 210], act[3 * 548];
     static float f[C], X[B * C], y[4][MAXR], Y[B * MAXR], ref[MAXR];
     const uint64_t rows_list[] = { 1, 3, 37 };
     int checked = 0;
@@ -255,7 +263,7 @@ static void test_activation_cost(void)
 {
     enum { N = 2048, ROWS = 400 };
     char err[256];
-    _Alignas(32) static uint8_t w[N], act[N / 256 * 292];
+    _Alignas(32) static uint8_t w[N], act[N / 256 * 548];
     static float f[N], x[N], wd[N];
     static double rel[ROWS], relw[ROWS];
     for (int k = 0; k < 3; k++) {
