@@ -15,7 +15,7 @@ pass=0; fail=0
 # Every row of the table: type, threads, then positive figures (matvec and read GB/s, ratio).
 rows_ok() { # name, wanted row count
     local n
-    n=$(awk '$1 ~ /^(f16|bf16|q8_0|q4_0|f32)$/ && $2 > 0 && $6 > 0 && $8 > 0 && $9 > 0' \
+    n=$(awk '$1 ~ /^(f16|bf16|q8_0|q4_0|f32|q4_K|q5_K|q6_K)$/ && $2 > 0 && $6 > 0 && $8 > 0 && $9 > 0' \
         "$T/$1.out" | wc -l)
     eq "$1: complete rows" "$n" "$2"
 }
@@ -36,9 +36,13 @@ for isa in scalar avx2 avx512; do
     fi
 done
 
-sw bad_type bench-quant --types q4_K
+sw kquants bench-quant --dim 512 --rows 40 --reps 2 --pool 1M --threads 1,2 --types q4_K,q5_K,q6_K \
+    --batch 3
+expect_rc kquants 0
+rows_ok kquants 6
+sw bad_type bench-quant --types q3_K
 expect_rc bad_type 2
-has bad_type err "q4_K"
+has bad_type err "q3_K"
 sw bad_threads bench-quant --threads 0
 expect_rc bad_threads 2
 sw bad_isa bench-quant --isa sse9
@@ -46,6 +50,32 @@ expect_rc bad_isa 2
 sw bad_dim bench-quant --dim 100 --rows 8 --types q8_0 --reps 1 --pool 1M
 expect_rc bad_dim 2
 has bad_dim err "not a multiple of its 32-element block"
+sw bad_kdim bench-quant --dim 288 --rows 8 --types q6_K --reps 1 --pool 1M
+expect_rc bad_kdim 2
+has bad_kdim err "not a multiple of its 256-element block"
+
+# swarm quantize on the lab's dense model: W in the target type, clean refusals.
+sw gen gen --layers 2 --dim 256 --seed 3 -o "$T/dense.gguf" --alignment 32
+expect_rc gen 0
+sw q8 quantize -v "$T/dense.gguf" "$T/dense-q8.gguf" Q8_0
+expect_rc q8 0
+has q8 out "blk.1.w"
+has q8 out "q8_0"
+has q8 out "2 quantized"
+sw q6 quantize "$T/dense.gguf" "$T/dense-q6.gguf" q6_k
+expect_rc q6 0
+sw qhelp quantize --help
+expect_rc qhelp 0
+has qhelp out "Q4_K_M"
+sw qbad quantize "$T/dense.gguf" "$T/x.gguf" Q3_K_XL
+expect_rc qbad 2
+has qbad err "unknown type 'Q3_K_XL'"
+[ ! -e "$T/x.gguf" ] && ok || bad "qbad: output created"
+sw qmissing quantize "$T/nope.gguf" "$T/x.gguf" Q8_0
+expect_rc qmissing 1
+has qmissing err "nope.gguf"
+sw qargs quantize "$T/dense.gguf"
+expect_rc qargs 2
 
 echo "e2e_quant: $pass passed, $fail failed"
 [ "$fail" = 0 ]
