@@ -75,12 +75,19 @@ static inline __m256i s_q45(const void *blk, int q5, const quant_block_q8_K *y, 
     return s;
 }
 
-/* One Q6_K super-block's 8 integer lanes: level q (0..63) times y, minus 32 y (both
- * vpmaddubsw), times the 16-element sub-blocks' scales (one per 128-bit half). */
+/* Q6_K's offset per lane (kquant.c): 32 (sc[2k] bsums[2k] + sc[2k+1] bsums[2k+1]). */
+static inline __m256i s_q6_offset(const quant_block_q6_K *x, const quant_block_q8_K *y)
+{
+    const __m256i sc = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)x->scales));
+    const __m256i o = _mm256_madd_epi16(sc, _mm256_loadu_si256((const __m256i *)y->bsums));
+    return _mm256_slli_epi32(o, 5);
+}
+
+/* One Q6_K super-block's 8 integer lanes: the stored level (0..63) times y (vpmaddubsw),
+ * times the 16-element sub-blocks' scales (one per 128-bit half), less the offset. */
 static inline __m256i s_q6(const quant_block_q6_K *x, const quant_block_q8_K *y)
 {
     const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(3);
-    const __m256i k32 = _mm256_set1_epi8(32);
     __m256i s = _mm256_setzero_si256();
     for (int n = 0; n < 2; n++) {
         const __m256i l0 = _mm256_loadu_si256((const __m256i *)(x->ql + 64 * n));
@@ -95,14 +102,13 @@ static inline __m256i s_q6(const quant_block_q6_K *x, const quant_block_q8_K *y)
             const __m256i q = _mm256_or_si256(lo, hb);
             const int c = 4 * n + w;
             const __m256i yv = _mm256_loadu_si256((const __m256i *)(y->qs + 32 * c));
-            const __m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(q, yv),
-                                               _mm256_maddubs_epi16(k32, yv));
+            const __m256i p = _mm256_maddubs_epi16(q, yv);
             const __m256i scv = _mm256_set_m128i(_mm_set1_epi16(x->scales[2 * c + 1]),
                                                  _mm_set1_epi16(x->scales[2 * c]));
             s = _mm256_add_epi32(s, _mm256_madd_epi16(p, scv));
         }
     }
-    return s;
+    return _mm256_sub_epi32(s, s_q6_offset(x, y));
 }
 
 /* The row: super-block b's lanes into accumulator b % 4 with one fma by d_w * d_x, then the

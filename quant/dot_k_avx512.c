@@ -100,9 +100,11 @@ static inline __attribute__((always_inline)) __m256i s_q6(const quant_block_q6_K
                                                          const quant_block_q8_K *y)
 {
     const __m512i m4 = _mm512_set1_epi8(0x0F), m2 = _mm512_set1_epi8(3);
-    const __m512i k32 = _mm512_set1_epi8(32);
-    const __m512i sc = _mm512_castsi256_si512(
-        _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)x->scales)));
+    const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)x->scales));
+    const __m512i sc = _mm512_castsi256_si512(sc16);
+    /* the offset per lane (kquant.c): 32 (sc[2k] bsums[2k] + sc[2k+1] bsums[2k+1]) */
+    const __m256i off = _mm256_slli_epi32(
+        _mm256_madd_epi16(sc16, _mm256_loadu_si256((const __m256i *)y->bsums)), 5);
     __m512i s = _mm512_setzero_si512();
 #pragma GCC unroll 2
     for (int n = 0; n < 2; n++) {
@@ -123,12 +125,11 @@ static inline __attribute__((always_inline)) __m256i s_q6(const quant_block_q6_K
             const __m512i q = _mm512_or_si512(lo, hb);
             const int c = 4 * n + 2 * pr;
             const __m512i yv = _mm512_loadu_si512(y->qs + 32 * c);
-            const __m512i p = _mm512_sub_epi16(_mm512_maddubs_epi16(q, yv),
-                                               _mm512_maddubs_epi16(k32, yv));
+            const __m512i p = _mm512_maddubs_epi16(q, yv);
             s = _mm512_dpwssd_epi32(s, p, _mm512_permutexvar_epi16(s_idx_q6(c), sc));
         }
     }
-    return s_fold(s);
+    return _mm256_sub_epi32(s_fold(s), off);
 }
 
 static inline __attribute__((always_inline)) float s_dot(quant_type t, uint64_t n,

@@ -445,7 +445,8 @@ void quant_q8_K_quantize(const float *x, quant_block_q8_K *y, uint64_t nb)
 
 /* One super-block's 8 integer lanes (quant.h): lane k = sum over chunks c of chunk c's scale
  * times the exact sum of level * activation over elements 32c + 4k .. 32c + 4k + 3. For
- * Q6_K a chunk's elements 0..15 take scale 2c, 16..31 scale 2c + 1 (16-element sub-blocks).
+ * Q6_K a chunk's elements 0..15 take scale 2c, 16..31 scale 2c + 1 (16-element sub-blocks),
+ * and its stored levels (q + 32) are used, the offset taken back per lane below.
  * mins[c] (Q4_K, Q5_K): chunk c's min times the chunk's activation sum (ggml's bsums). */
 static void s_lanes(quant_type t, const void *blk, const quant_block_q8_K *y, int32_t s[8],
                     int32_t mins[8])
@@ -462,11 +463,16 @@ static void s_lanes(quant_type t, const void *blk, const quant_block_q8_K *y, in
         for (int k = 0; k < 8; k++) {
             int32_t q = 0;
             for (int e = 32 * c + 4 * k; e < 32 * c + 4 * k + 4; e++)
-                q += s_level(t, blk, e) * y->qs[e];
+                q += (s_level(t, blk, e) + (sc6 ? 32 : 0)) * y->qs[e];
             s[k] += q * (sc6 ? sc6[2 * c + (k >= 4)] : sc[c]);
         }
         mins[c] = m[c] * (y->bsums[2 * c] + y->bsums[2 * c + 1]);
     }
+    /* Q6_K's offset: levels above were q + 32 (0..63, as stored); lane k takes back 32 times
+     * the 16-value sub-blocks 2k and 2k + 1 (scale times activation sum, ggml's bsums), one
+     * vpmaddwd for all 8 lanes where subtracting per chunk would cost a multiply per chunk. */
+    for (int k = 0; sc6 && k < 8; k++)
+        s[k] -= 32 * (sc6[2 * k] * y->bsums[2 * k] + sc6[2 * k + 1] * y->bsums[2 * k + 1]);
 }
 
 /* Super-block b's lanes go into lanes (b % 4) * 8 + k with one fma by d_w * d_x (f32, as
