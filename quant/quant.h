@@ -1,4 +1,5 @@
-/* quant.h — ggml tensor types (F32, F16, BF16, Q8_0, Q4_0): layouts, rows, dot products. quant/
+/* quant.h — ggml tensor types (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K): layouts, rows,
+ * dot products. quant/
  *
  * The types a real GGUF file stores its weights in, with exactly ggml's block layouts, so a
  * row read from a file (or written by quant_quantize_row) is byte-for-byte what ggml reads
@@ -8,7 +9,8 @@
  * type traits (vec_dot_type: Q8_0 for both quantized types).
  *
  * Dot products. A weight row of type T meets an activation in T's activation form
- * (quant_act_type): f32 for F32/F16/BF16, Q8_0 for Q8_0/Q4_0 (as llama.cpp does: the
+ * (quant_act_type): f32 for F32/F16/BF16, Q8_0 for Q8_0/Q4_0, Q8_K for the K-quants (whose
+ * order within a super-block kquant.c states; as llama.cpp does: the
  * activation is quantized once per matrix-vector product, then every block's dot product is
  * integer). Every implementation (scalar, AVX2, AVX-512) follows one fixed order, so a row's
  * result has the same bits whichever runs and however many threads share the rows:
@@ -121,7 +123,7 @@ _Static_assert(sizeof(quant_block_q8_K) == 292, "ggml block_q8_K is 4 + 256 + 32
 
 typedef struct {
     quant_type type;
-    const char *name;          /* ggml's name: "f32", "f16", "bf16", "q8_0", "q4_0" */
+    const char *name;          /* ggml's name: "f32", "f16", "bf16", "q8_0", "q4_0", "q4_K"... */
     uint32_t block;            /* elements per block (1 for the float types) */
     uint32_t block_bytes;      /* bytes per block */
 } quant_type_info;
@@ -158,7 +160,7 @@ int quant_dequantize_row(quant_type t, const void *in, float *y /* (n,) */, uint
 
 /* ---------------------------------------------------------------- dot products */
 
-/* The form a weight type's activation takes: QUANT_F32 or QUANT_Q8_0. */
+/* The form a weight type's activation takes: QUANT_F32, QUANT_Q8_0 or QUANT_Q8_K. */
 quant_type quant_act_type(quant_type w);
 
 /* The activation form, for a row of n elements (quant_act_bytes bytes):
