@@ -19,6 +19,7 @@
 #include "quant/requant.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -136,9 +137,44 @@ static uint64_t s_chunk_rows(uint64_t cols)
     return r ? r : 1;
 }
 
-int requant_file(const char *in_path, const char *out_path, const char *type, int verbose,
-                 requant_stats *st, char *err, size_t errlen)
+/* One chunk's rows, converted by nth pool threads: share i takes rows [nr i / n, nr (i+1) / n)
+ * with its own f32 row (f + i * cols). Each row's bytes depend on that row only, so the file
+ * is the same for every thread count (test_requant checks). */
+typedef struct {
+    quant_type from, to;
+    uint64_t cols, nr, inrb, outrb;
+    const uint8_t *in;
+    uint8_t *out;
+    float *f;
+    pthread_mutex_t mu;       /* guards bad and e */
+    uint64_t bad;             /* first failing row, or UINT64_MAX */
+    char e[256];
+} s_rowjob;
+
+static void s_convert(void *arg, int i, int n)
 {
+    s_rowjob *j = arg;
+    float *f = j->f + (uint64_t)i * j->cols;
+    char e2[256];
+    for (uint64_t r = j->nr * (uint64_t)i / (uint64_t)n; r < j->nr * (uint64_t)(i + 1) / (uint64_t)n;
+         r++) {
+        if (quant_dequantize_row(j->from, j->in + r * j->inrb, f, j->cols, e2, sizeof e2) ||
+            quant_quantize_row(j->to, f, j->out + r * j->outrb, j->cols, e2, sizeof e2)) {
+            pthread_mutex_lock(&j->mu);
+            if (r < j->bad) {
+                j->bad = r;
+                snprintf(j->e, sizeof j->e, "%s", e2);
+            }
+            pthread_mutex_unlock(&j->mu);
+            return;
+        }
+    }
+}
+
+int requant_file(const char *in_path, const char *out_path, const char *type, int nthreads,
+                 int verbose, requant_stats *st, char *err, size_t errlen)
+{
+    const int nth = nthreads < 1 ? 1 : nthreads > QUANT_MAX_THREADS ? QUANT_MAX_THREADS : nthreads;
     gguf_file *g = NULL;
     gguf_writer *w = NULL;
     quant_type *types = NULL;
@@ -230,7 +266,7 @@ int requant_file(const char *in_path, const char *out_path, const char *type, in
             inrb_max = rb;
     }
     if (!(in = malloc(crow * (inrb_max > max_rb ? inrb_max : max_rb))) ||
-        !(out = malloc(crow * max_rb)) || !(f = malloc(max_cols * sizeof *f)) ||
+        !(out = malloc(crow * max_rb)) || !(f = malloc((size_t)nth * max_cols * sizeof *f)) ||
         !(cbuf = malloc(S_COPY)))
         goto oom;
     XXH3_state_t xs;
@@ -271,14 +307,15 @@ int requant_file(const char *in_path, const char *out_path, const char *type, in
                              in_path, t->name);
                     goto out;
                 }
-                for (uint64_t r = 0; r < nr; r++) {
-                    if (quant_dequantize_row((quant_type)t->type, in + r * inrb, f, cols, e2,
-                                             sizeof e2) ||
-                        quant_quantize_row(types[i], f, out + r * outrb, cols, e2, sizeof e2)) {
-                        snprintf(err, errlen, "%s: tensor '%s' row %llu: %s", in_path, t->name,
-                                 (unsigned long long)(r0 + r), e2);
-                        goto out;
-                    }
+                s_rowjob job = { .mu = PTHREAD_MUTEX_INITIALIZER, .from = (quant_type)t->type, .to = types[i], .cols = cols,
+                                 .nr = nr, .in = in, .out = out, .inrb = inrb, .outrb = outrb,
+                                 .f = f, .bad = UINT64_MAX };
+                if (quant_pool_run(nth, s_convert, &job, err, errlen))
+                    goto out;
+                if (job.bad != UINT64_MAX) {
+                    snprintf(err, errlen, "%s: tensor '%s' row %llu: %s", in_path, t->name,
+                             (unsigned long long)(r0 + job.bad), job.e);
+                    goto out;
                 }
                 if (dl)
                     XXH3_64bits_update(&xs, out, nr * outrb);

@@ -18,10 +18,11 @@ typedef struct {
 #define REQUANT_NAMES "Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, Q4_K_S, Q4_K_M, Q5_K_M"
 
 /* Quantize in_path into out_path as `type` (one of REQUANT_NAMES, any case), tensor by
- * tensor (one chunk of rows in memory at a time). out_path is written under a temporary
+ * tensor (one chunk of rows in memory at a time, its rows shared by nthreads threads of
+ * quant's pool; the output does not depend on nthreads). out_path is written under a temporary
  * name and renamed when complete. 0 / -1 with err naming the file, tensor or type. If
  * verbose, one line per tensor goes to stdout. */
-int requant_file(const char *in_path, const char *out_path, const char *type, int verbose,
-                 requant_stats *st, char *err, size_t errlen);
+int requant_file(const char *in_path, const char *out_path, const char *type, int nthreads,
+                 int verbose, requant_stats *st, char *err, size_t errlen);
 
 #endif

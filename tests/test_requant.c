@@ -203,7 +203,7 @@ static void test_llama_mixes(void)
     const char *types[] = { "Q4_K_M", "q5_k_m", "Q4_K_S", "Q6_K", "Q8_0", "Q4_0", "Q4_K" };
     const uint32_t ftype[] = { 15, 17, 14, 18, 7, 2, 15 };
     for (size_t k = 0; k < sizeof types / sizeof types[0]; k++) {
-        CHECK(requant_file(in, out, types[k], 0, &st, err, sizeof err) == 0, "%s: %s", types[k],
+        CHECK(requant_file(in, out, types[k], 2, 0, &st, err, sizeof err) == 0, "%s: %s", types[k],
               err);
         gguf_file *go = gguf_open(out, err, sizeof err);
         CHECK(go != NULL, "output of %s opens: %s", types[k], err);
@@ -273,9 +273,18 @@ static void test_llama_mixes(void)
         }
     }
     gguf_close(&gi);
+    /* The file does not depend on the thread count. */
+    char out1[512], out3[512];
+    s_path(out1, sizeof out1, "llama-t1.gguf");
+    s_path(out3, sizeof out3, "llama-t3.gguf");
+    CHECK(requant_file(in, out1, "Q4_K_M", 1, 0, &st, err, sizeof err) == 0 &&
+              requant_file(in, out3, "Q4_K_M", 3, 0, &st, err, sizeof err) == 0, "%s", err);
+    char cmp[1200];
+    snprintf(cmp, sizeof cmp, "cmp -s '%s' '%s'", out1, out3);
+    CHECK(system(cmp) == 0, "1 and 3 threads write the same bytes");
     /* Unknown type: named, with the list; the output is not created. */
     unlink(out);
-    CHECK(requant_file(in, out, "Q3_K_XL", 0, &st, err, sizeof err) == -1 &&
+    CHECK(requant_file(in, out, "Q3_K_XL", 2, 0, &st, err, sizeof err) == -1 &&
               strstr(err, "Q3_K_XL") && strstr(err, "Q4_K_M") && access(out, F_OK) != 0,
           "unknown type: %s", err);
 }
@@ -288,7 +297,7 @@ static void test_fallback(void)
     s_path(in, sizeof in, "narrow.gguf");
     s_path(out, sizeof out, "narrow-q.gguf");
     CHECK(s_make_llama(in, 96) == 0, "make narrow input");
-    CHECK(requant_file(in, out, "Q4_K_M", 0, &st, err, sizeof err) == 0, "%s", err);
+    CHECK(requant_file(in, out, "Q4_K_M", 2, 0, &st, err, sizeof err) == 0, "%s", err);
     gguf_file *go = gguf_open(out, err, sizeof err);
     CHECK(go && s_type_of(go, "blk.1.attn_q.weight") == QUANT_Q8_0 &&
               s_type_of(go, "output.weight") == QUANT_Q8_0 &&
@@ -305,7 +314,7 @@ static void test_bad_inputs(void)
     requant_stats st;
     s_path(in, sizeof in, "llama.gguf");
     s_path(out, sizeof out, "bad-q.gguf");
-    CHECK(requant_file("/nonexistent/x.gguf", out, "Q8_0", 0, &st, err, sizeof err) == -1 &&
+    CHECK(requant_file("/nonexistent/x.gguf", out, "Q8_0", 2, 0, &st, err, sizeof err) == -1 &&
               strstr(err, "/nonexistent/x.gguf"), "missing input: %s", err);
     char trunc[512];
     s_path(trunc, sizeof trunc, "trunc.gguf");
@@ -315,18 +324,18 @@ static void test_bad_inputs(void)
     fwrite(buf, 1, n / 2, ft);
     fclose(fi);
     fclose(ft);
-    CHECK(requant_file(trunc, out, "Q8_0", 0, &st, err, sizeof err) == -1 && strstr(err, trunc) &&
+    CHECK(requant_file(trunc, out, "Q8_0", 2, 0, &st, err, sizeof err) == -1 && strstr(err, trunc) &&
               access(out, F_OK) != 0, "truncated input: %s", err);
     ft = fopen(trunc, "wb");
     fwrite("GGUF\x03\0\0\0garbage", 1, 15, ft);
     fclose(ft);
-    CHECK(requant_file(trunc, out, "Q8_0", 0, &st, err, sizeof err) == -1 && strstr(err, trunc),
+    CHECK(requant_file(trunc, out, "Q8_0", 2, 0, &st, err, sizeof err) == -1 && strstr(err, trunc),
           "garbage header: %s", err);
     /* an already-quantized input is not quantized twice */
     char q[512];
     s_path(q, sizeof q, "llama-q4.gguf");
-    CHECK(requant_file(in, q, "Q4_0", 0, &st, err, sizeof err) == 0, "%s", err);
-    CHECK(requant_file(q, out, "Q8_0", 0, &st, err, sizeof err) == -1 && strstr(err, "q4_0") &&
+    CHECK(requant_file(in, q, "Q4_0", 2, 0, &st, err, sizeof err) == 0, "%s", err);
+    CHECK(requant_file(q, out, "Q8_0", 2, 0, &st, err, sizeof err) == -1 && strstr(err, "q4_0") &&
               strstr(err, "token_embd.weight"), "requantizing q4_0: %s", err);
 }
 
@@ -436,7 +445,7 @@ static void test_dense(void)
     s_path(in, sizeof in, "dense.gguf");
     s_path(out, sizeof out, "dense-q.gguf");
     CHECK(model_gen(in, 3, 256, 7, 32, err, sizeof err) == 0, "gen: %s", err);
-    CHECK(requant_file(in, out, "Q8_0", 0, &st, err, sizeof err) == 0, "%s", err);
+    CHECK(requant_file(in, out, "Q8_0", 2, 0, &st, err, sizeof err) == 0, "%s", err);
     gguf_file *go = gguf_open(out, err, sizeof err);
     const gguf_kv *cs = go ? gguf_find_kv(go, "swarm.layer_checksums") : NULL;
     CHECK(cs && cs->arr_n == 3, "checksums present");
