@@ -76,6 +76,11 @@ expect_rc qmissing 1
 has qmissing err "nope.gguf"
 sw qargs quantize "$T/dense.gguf"
 expect_rc qargs 2
+sw qthreads quantize --threads 0 "$T/dense.gguf" "$T/x.gguf" Q8_0
+expect_rc qthreads 2
+sw qt2 quantize --threads 2 "$T/dense.gguf" "$T/dense-q8-t2.gguf" Q8_0
+expect_rc qt2 0
+cmp -s "$T/dense-q8.gguf" "$T/dense-q8-t2.gguf" && ok || bad "qt2: 2 threads wrote other bytes"
 
 echo "e2e_quant: $pass passed, $fail failed"
 [ "$fail" = 0 ]
