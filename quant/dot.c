@@ -181,7 +181,8 @@ quant_tile_fn quant_tile_get(quant_type t, quant_isa isa)
 {
     static const quant_tile_fn tiles[S_NSLOT] = { quant_tile_f32_avx512, quant_tile_f16_avx512,
                                                   quant_tile_bf16_avx512, quant_tile_q8_0_avx512,
-                                                  quant_tile_q4_0_avx512, NULL, NULL, NULL };
+                                                  quant_tile_q4_0_avx512, quant_tile_q4_K_avx512,
+                                                  quant_tile_q5_K_avx512, quant_tile_q6_K_avx512 };
     if (isa != QUANT_ISA_AVX512 || !s_isa_runs(isa))
         return NULL;
     for (size_t i = 0; i < S_NSLOT; i++)

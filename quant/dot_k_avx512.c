@@ -218,3 +218,134 @@ float quant_dot_q6_K_avx512(uint64_t n, const void *w, const void *act)
 {
     return s_dot(QUANT_Q6_K, n, w, act);
 }
+
+/* ---------------------------------------------------------------- tiles: 2 rows x 4 positions */
+
+/* For batched products (quant_matmat): each weight super-block is unpacked once (levels,
+ * scale permutations, mins) and serves four positions; every (row, position) pair gets
+ * exactly the integer lanes and float operations of s_dot above, in the same order, so the
+ * bits are the one-row kernel's. The 32 f32 lanes of each pair live in memory (8 pairs x 32
+ * lanes would not fit the registers), touched once per super-block. */
+static inline __attribute__((always_inline)) void
+s_tile(quant_type t, uint64_t n, const void *const *w, const void *const *act, float *out)
+{
+    const size_t bb = t == QUANT_Q4_K ? sizeof(quant_block_q4_K)
+                      : t == QUANT_Q5_K ? sizeof(quant_block_q5_K) : sizeof(quant_block_q6_K);
+    const uint64_t nb = n / QUANT_QK_K;
+    const quant_block_q8_K *y[QUANT_TILE_POS];
+    const int8_t *yp[QUANT_TILE_POS];
+    float a[QUANT_TILE_ROWS][QUANT_TILE_POS][QUANT_LANES];
+    memset(a, 0, sizeof a);
+    for (int p = 0; p < QUANT_TILE_POS; p++) {
+        y[p] = act[p];
+        yp[p] = (const int8_t *)(y[p] + nb);
+    }
+    const __m512i m4 = _mm512_set1_epi8(0x0F), m2 = _mm512_set1_epi8(3);
+    for (uint64_t b = 0; b < nb; b++) {
+        const uint64_t g = b % QUANT_QB_GROUP;
+        for (int r = 0; r < QUANT_TILE_ROWS; r++) {
+            const uint8_t *x = (const uint8_t *)w[r] + b * bb;
+            __m512i q[4], sc[4];
+            __m256i sc16 = _mm256_setzero_si256(), m16 = _mm256_setzero_si256();
+            float dw, dmw = 0;
+            if (t == QUANT_Q6_K) {
+                const quant_block_q6_K *x6 = (const quant_block_q6_K *)x;
+                sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)x6->scales));
+                const __m512i s512 = _mm512_castsi256_si512(sc16);
+                for (int h = 0; h < 2; h++) {
+                    const __m512i l = _mm512_loadu_si512(x6->ql + 64 * h);
+                    const __m512i hv = _mm512_broadcast_i64x4(
+                        _mm256_loadu_si256((const __m256i *)(x6->qh + 32 * h)));
+                    for (int pr = 0; pr < 2; pr++) {
+                        const __m512i lo = pr ? _mm512_and_si512(_mm512_srli_epi16(l, 4), m4)
+                                              : _mm512_and_si512(l, m4);
+                        const __m512i sh = _mm512_mask_blend_epi16(
+                            0xFFFF0000u, _mm512_set1_epi16((short)(4 * pr)),
+                            _mm512_set1_epi16((short)(4 * pr + 2)));
+                        q[2 * h + pr] = _mm512_or_si512(
+                            lo, _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(hv, sh), m2),
+                                                  4));
+                        sc[2 * h + pr] = _mm512_permutexvar_epi16(s_idx_q6(4 * h + 2 * pr), s512);
+                    }
+                }
+                dw = _cvtsh_ss(x6->d);
+            } else {
+                const quant_block_q4_K *x4 = (const quant_block_q4_K *)x;
+                const quant_block_q5_K *x5 = (const quant_block_q5_K *)x;
+                const uint8_t *qs = t == QUANT_Q5_K ? x5->qs : x4->qs;
+                uint32_t utmp[4];
+                s_unpack(x4->scales, utmp);
+                const __m128i mv = _mm_loadl_epi64((const __m128i *)((const uint8_t *)utmp + 8));
+                m16 = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(mv, mv));
+                const __m512i s512 = _mm512_castsi128_si512(
+                    _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)utmp)));
+                __m512i qh = _mm512_setzero_si512();
+                if (t == QUANT_Q5_K)
+                    qh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)x5->qh));
+                for (int jj = 0; jj < 2; jj++) {
+                    const __m512i v = _mm512_loadu_si512(qs + 64 * jj);
+                    __m512i lo = _mm512_and_si512(v, m4);
+                    __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+                    if (t == QUANT_Q5_K) {
+                        const __m512i h16 = _mm512_set1_epi8(16);
+                        const __m512i blo = _mm512_mask_blend_epi8(
+                            0xFFFFFFFF00000000ull, _mm512_set1_epi8((char)(1 << (4 * jj))),
+                            _mm512_set1_epi8((char)(4 << (4 * jj))));
+                        const __m512i bhi = _mm512_add_epi8(blo, blo);
+                        lo = _mm512_mask_add_epi8(lo, _mm512_test_epi8_mask(qh, blo), lo, h16);
+                        hi = _mm512_mask_add_epi8(hi, _mm512_test_epi8_mask(qh, bhi), hi, h16);
+                    }
+                    q[2 * jj] = lo;
+                    q[2 * jj + 1] = hi;
+                    sc[2 * jj] = _mm512_permutexvar_epi16(s_idx_pair2(4 * jj), s512);
+                    sc[2 * jj + 1] = _mm512_permutexvar_epi16(s_idx_pair2(4 * jj + 1), s512);
+                }
+                dw = _cvtsh_ss(x4->d);
+                dmw = _cvtsh_ss(x4->dmin);
+            }
+            for (int p = 0; p < QUANT_TILE_POS; p++) {
+                const quant_block_q8_K *yb = &y[p][b];
+                __m512i s = _mm512_setzero_si512();
+                for (int i = 0; i < 4; i++) {
+                    /* Q6_K: chunk pairs in element order; Q4_K/Q5_K: the pair-ordered copy */
+                    const int8_t *yq = t == QUANT_Q6_K ? yb->qs + 64 * i
+                                                       : yp[p] + b * QUANT_QK_K + 64 * i;
+                    s = _mm512_dpwssd_epi32(
+                        s, _mm512_maddubs_epi16(q[i], _mm512_loadu_si512(yq)), sc[i]);
+                }
+                __m256i s8 = s_fold(s);
+                if (t == QUANT_Q6_K)
+                    s8 = _mm256_sub_epi32(s8, _mm256_slli_epi32(_mm256_madd_epi16(
+                        sc16, _mm256_loadu_si256((const __m256i *)yb->bsums)), 5));
+                float *lane = a[r][p] + g * QUANT_QB_LANES;
+                __m256 v = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s8), _mm256_set1_ps(dw * yb->d),
+                                           _mm256_loadu_ps(lane));
+                if (t != QUANT_Q6_K) {
+                    const __m256i mi = _mm256_madd_epi16(
+                        _mm256_loadu_si256((const __m256i *)yb->bsums), m16);
+                    v = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mi), _mm256_set1_ps(-(dmw * yb->d)),
+                                        v);
+                }
+                _mm256_storeu_ps(lane, v);
+            }
+        }
+    }
+    for (int r = 0; r < QUANT_TILE_ROWS; r++)
+        for (int p = 0; p < QUANT_TILE_POS; p++)
+            out[r * QUANT_TILE_POS + p] = quant_reduce32(a[r][p]);
+}
+
+void quant_tile_q4_K_avx512(uint64_t n, const void *const *w, const void *const *act, float *out)
+{
+    s_tile(QUANT_Q4_K, n, w, act, out);
+}
+
+void quant_tile_q5_K_avx512(uint64_t n, const void *const *w, const void *const *act, float *out)
+{
+    s_tile(QUANT_Q5_K, n, w, act, out);
+}
+
+void quant_tile_q6_K_avx512(uint64_t n, const void *const *w, const void *const *act, float *out)
+{
+    s_tile(QUANT_Q6_K, n, w, act, out);
+}

@@ -79,6 +79,9 @@ void quant_tile_f16_avx512(uint64_t n, const void *const *w, const void *const *
 void quant_tile_bf16_avx512(uint64_t n, const void *const *w, const void *const *act, float *out);
 void quant_tile_q8_0_avx512(uint64_t n, const void *const *w, const void *const *act, float *out);
 void quant_tile_q4_0_avx512(uint64_t n, const void *const *w, const void *const *act, float *out);
+void quant_tile_q4_K_avx512(uint64_t n, const void *const *w, const void *const *act, float *out);
+void quant_tile_q5_K_avx512(uint64_t n, const void *const *w, const void *const *act, float *out);
+void quant_tile_q6_K_avx512(uint64_t n, const void *const *w, const void *const *act, float *out);
 /* The tile for t on isa, or NULL (none: the product then uses one dot per pair). */
 quant_tile_fn quant_tile_get(quant_type t, quant_isa isa);
 

@@ -215,6 +215,35 @@ static void test_products(void)
             checked++;
         }
     }
+    /* a batch big enough for row groups and 2 x 4 tiles with leftovers on both sides */
+    for (int k = 0; k < 3; k++) {
+        enum { R = 301, CB = 2048, BB = 19 };
+        uint64_t rb;
+        quant_row_bytes(s_ts[k], CB, &rb, err, sizeof err);
+        uint8_t *Wb = malloc(R * rb);
+        float *Xb = malloc(sizeof(float) * BB * CB), *Yb = malloc(sizeof(float) * BB * R);
+        float *yb = malloc(sizeof(float) * R), *fb = malloc(sizeof(float) * CB);
+        int same = 1;
+        for (int r = 0; r < R; r++) {
+            for (int i = 0; i < CB; i++)
+                fb[i] = s_unif(-1.0f, 1.0f);
+            quant_quantize_row(s_ts[k], fb, Wb + r * rb, CB, err, sizeof err);
+        }
+        for (int i = 0; i < BB * CB; i++)
+            Xb[i] = s_unif(-1.0f, 1.0f) * (i % 53 == 0 ? 30.0f : 1.0f);
+        CHECK(quant_matmat(s_ts[k], R, CB, Wb, BB, Xb, Yb, 3, err, sizeof err) == 0, "%s", err);
+        for (int b = 0; b < BB; b++) {
+            quant_matvec(s_ts[k], R, CB, Wb, Xb + b * CB, yb, 1, err, sizeof err);
+            same &= !memcmp(yb, Yb + b * R, sizeof(float) * R);
+        }
+        CHECK(same, "%s 301 x 2048, batch of 19 = one position at a time",
+              quant_type_name(s_ts[k]));
+        free(Wb);
+        free(Xb);
+        free(Yb);
+        free(yb);
+        free(fb);
+    }
     CHECK(quant_matvec(QUANT_Q4_K, 4, 300, W, X, y[0], 1, err, sizeof err) == -1 &&
               strstr(err, "256-element"), "row of 300: %s", err);
     CHECK(quant_matvec(QUANT_Q6_K, 2, 256, W + 1, X, y[0], 1, err, sizeof err) == -1 &&
