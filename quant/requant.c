@@ -156,8 +156,8 @@ static void s_convert(void *arg, int i, int n)
     s_rowjob *j = arg;
     float *f = j->f + (uint64_t)i * j->cols;
     char e2[256];
-    for (uint64_t r = j->nr * (uint64_t)i / (uint64_t)n; r < j->nr * (uint64_t)(i + 1) / (uint64_t)n;
-         r++) {
+    const uint64_t r1 = j->nr * (uint64_t)(i + 1) / (uint64_t)n;
+    for (uint64_t r = j->nr * (uint64_t)i / (uint64_t)n; r < r1; r++) {
         if (quant_dequantize_row(j->from, j->in + r * j->inrb, f, j->cols, e2, sizeof e2) ||
             quant_quantize_row(j->to, f, j->out + r * j->outrb, j->cols, e2, sizeof e2)) {
             pthread_mutex_lock(&j->mu);
@@ -307,9 +307,9 @@ int requant_file(const char *in_path, const char *out_path, const char *type, in
                              in_path, t->name);
                     goto out;
                 }
-                s_rowjob job = { .mu = PTHREAD_MUTEX_INITIALIZER, .from = (quant_type)t->type, .to = types[i], .cols = cols,
-                                 .nr = nr, .in = in, .out = out, .inrb = inrb, .outrb = outrb,
-                                 .f = f, .bad = UINT64_MAX };
+                s_rowjob job = { .mu = PTHREAD_MUTEX_INITIALIZER, .from = (quant_type)t->type,
+                                 .to = types[i], .cols = cols, .nr = nr, .in = in, .out = out,
+                                 .inrb = inrb, .outrb = outrb, .f = f, .bad = UINT64_MAX };
                 if (quant_pool_run(nth, s_convert, &job, err, errlen))
                     goto out;
                 if (job.bad != UINT64_MAX) {

@@ -1,4 +1,4 @@
-/* requant.h — rewrite a GGUF file with its weights in another tensor type (swarm quantize). quant/
+/* requant.h — a GGUF file's weights rewritten in another tensor type (swarm quantize). quant/
  *
  * Which tensor gets which type follows llama.cpp's llama_tensor_get_type (src/llama-quant.cpp)
  * for the named mixes, without an importance matrix: see requant.c for the rules kept.

@@ -15,7 +15,8 @@ pass=0; fail=0
 # Every row of the table: type, threads, then positive figures (matvec and read GB/s, ratio).
 rows_ok() { # name, wanted row count
     local n
-    n=$(awk '$1 ~ /^(f16|bf16|q8_0|q4_0|f32|q4_K|q5_K|q6_K)$/ && $2 > 0 && $6 > 0 && $8 > 0 && $9 > 0' \
+    n=$(awk '$1 ~ /^(f16|bf16|q8_0|q4_0|f32|q4_K|q5_K|q6_K)$/ &&
+             $2 > 0 && $6 > 0 && $8 > 0 && $9 > 0' \
         "$T/$1.out" | wc -l)
     eq "$1: complete rows" "$n" "$2"
 }

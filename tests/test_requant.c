@@ -324,7 +324,8 @@ static void test_bad_inputs(void)
     fwrite(buf, 1, n / 2, ft);
     fclose(fi);
     fclose(ft);
-    CHECK(requant_file(trunc, out, "Q8_0", 2, 0, &st, err, sizeof err) == -1 && strstr(err, trunc) &&
+    CHECK(requant_file(trunc, out, "Q8_0", 2, 0, &st, err, sizeof err) == -1 &&
+              strstr(err, trunc) &&
               access(out, F_OK) != 0, "truncated input: %s", err);
     ft = fopen(trunc, "wb");
     fwrite("GGUF\x03\0\0\0garbage", 1, 15, ft);
@@ -386,7 +387,8 @@ static void test_every_kv_type(void)
         s_put(f, t, 4);
         s_put(f, 3, 8);
         for (int i = 0; i < 3; i++)
-            s_put(f, t == GGUF_T_BOOL ? (uint64_t)(i & 1) : vals[t] - (uint64_t)i * (t < 6 || t > 9),
+            s_put(f, t == GGUF_T_BOOL ? (uint64_t)(i & 1)
+                                      : vals[t] - (uint64_t)i * (t < 6 || t > 9),
                   (int)sizes[t]);
     }
     s_key(f, "x.string", GGUF_T_STRING);
