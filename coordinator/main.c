@@ -21,7 +21,10 @@ static void s_usage(FILE *f)
             "  bench-llm   a llama/qwen2 file's prompt and generation tokens/s vs its read bound\n"
             "  netem       link forwarder, profile self-test, kernel (BPF) link control\n"
             "  keygen      write a CURVE key pair (NAME.key, NAME.pub)\n"
-            "  tokenize    a GGUF file's tokenizer on a text: ids and pieces\n");
+            "  tokenize    a GGUF file's tokenizer on a text: ids and pieces\n"
+            "  generate    text from a llama/qwen2 file: streamed, timed, digested\n"
+            "  chat        an interactive chat with the file's chat template\n"
+            "  perplexity  llama.cpp's perplexity of a text; KL against a base file\n");
 }
 
 int main(int argc, char **argv)
@@ -51,6 +54,12 @@ int main(int argc, char **argv)
         return cmd_keygen(argc - 1, argv + 1);
     if (!strcmp(c, "tokenize"))
         return cmd_tokenize(argc - 1, argv + 1);
+    if (!strcmp(c, "generate"))
+        return cmd_generate(argc - 1, argv + 1);
+    if (!strcmp(c, "chat"))
+        return cmd_chat(argc - 1, argv + 1);
+    if (!strcmp(c, "perplexity"))
+        return cmd_perplexity(argc - 1, argv + 1);
     if (!strcmp(c, "netem"))
         return netem_main(argc - 1, argv + 1);
     if (!strcmp(c, "-h") || !strcmp(c, "--help") || !strcmp(c, "help")) {

@@ -147,3 +147,63 @@ out:
     free(kls);
     return rc;
 }
+
+int ppl_kl_span(llm_model *m, llm_model *base, const int32_t *tokens, uint32_t n, uint32_t from,
+                uint32_t n_batch, int nthreads, ppl_result *r, char *err, size_t errlen)
+{
+    uint32_t nv = llm_model_arch(m)->hp.n_vocab;
+    llm_session *s = NULL, *sb = NULL;
+    float *lg = NULL, *lb = NULL;
+    double *kls = NULL;
+    int rc = -1;
+    memset(r, 0, sizeof *r);
+    r->ppl = r->ppl_base = r->nll_mean = NAN;
+    if (llm_model_arch(base)->hp.n_vocab != nv) {
+        snprintf(err, errlen, "%s has %u tokens, the base %s has %u: KL divergence needs the "
+                 "same vocabulary", llm_model_gguf(m)->path, nv, llm_model_gguf(base)->path,
+                 llm_model_arch(base)->hp.n_vocab);
+        return -1;
+    }
+    if (!n || from >= n) {
+        snprintf(err, errlen, "no positions to compare (%u tokens, from %u)", n, from);
+        return -1;
+    }
+    uint64_t t0 = util_now_ns();
+    r->n_scored = n - from;
+    if (!(s = llm_session_new(m, n, n_batch, err, errlen)) ||
+        !(sb = llm_session_new(base, n, n_batch, err, errlen)))
+        goto out;
+    llm_session_set_threads(s, nthreads);
+    llm_session_set_threads(sb, nthreads);
+    lg = malloc((size_t)n * nv * sizeof *lg);
+    lb = malloc((size_t)n * nv * sizeof *lb);
+    kls = malloc(r->n_scored * sizeof *kls);
+    if (!lg || !lb || !kls) {
+        snprintf(err, errlen, "out of memory for %u x %u logits", n, nv);
+        goto out;
+    }
+    if (llm_eval(s, tokens, n, lg, 1, err, errlen) || llm_eval(sb, tokens, n, lb, 1, err, errlen))
+        goto out;
+    double sum = 0;
+    uint64_t same = 0;
+    for (uint32_t j = from; j < n; j++) {
+        const float *a = lg + (size_t)j * nv, *b = lb + (size_t)j * nv;
+        kls[j - from] = s_kl(b, a, nv);
+        sum += kls[j - from];
+        same += s_argmax(a, nv) == s_argmax(b, nv);
+    }
+    r->kl_mean = sum / (double)r->n_scored;
+    util_sort_doubles(kls, r->n_scored);
+    r->kl_p99 = util_percentile(kls, r->n_scored, 99);
+    r->kl_max = kls[r->n_scored - 1];
+    r->top1_agree = (double)same / (double)r->n_scored;
+    r->ms = (double)(util_now_ns() - t0) / 1e6;
+    rc = 0;
+out:
+    llm_session_free(&s);
+    llm_session_free(&sb);
+    free(lg);
+    free(lb);
+    free(kls);
+    return rc;
+}

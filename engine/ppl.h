@@ -42,6 +42,12 @@ int ppl_compute(llm_model *m, llm_model *base, const int32_t *tokens, size_t n, 
                 uint32_t n_batch, int nthreads, int32_t bos, ppl_result *r, char *err,
                 size_t errlen);
 
+/* KL(base || m) and top-1 agreement at positions from .. n-1 of one sequence tokens[0..n)
+ * run through both models from an empty cache (a generation's tokens: the positions whose
+ * logits drew them). kl_mean/kl_p99/kl_max/top1_agree of r are filled, n_scored = n - from. */
+int ppl_kl_span(llm_model *m, llm_model *base, const int32_t *tokens, uint32_t n, uint32_t from,
+                uint32_t n_batch, int nthreads, ppl_result *r, char *err, size_t errlen);
+
 /* llama.cpp's log_softmax of token tok under logits (n_vocab): natural log. */
 double ppl_log_softmax(const float *logits, uint32_t n_vocab, int32_t tok);
 
