@@ -74,7 +74,7 @@ static int s_template(const llm_cli_model *lm, const char *override, char *name,
     if (gguf_get_str(llm_model_gguf(lm->m), "tokenizer.chat_template", &jinja, why, sizeof why))
         jinja = NULL;
     if (chat_template_detect(jinja, name, len, why, sizeof why)) {
-        snprintf(err, errlen, "%s: %s; say which with --chat-template NAME", lm->path, why);
+        snprintf(err, errlen, "%s: %s", lm->path, why);
         return -1;
     }
     return 0;
