@@ -228,11 +228,13 @@ static int s_prefill(engine *e, const engine_request *q, engine_stats *st, char 
     uint32_t keep = 0;
     while (keep < e->n_hist && keep < q->n_prompt && e->hist[keep] == q->prompt[keep])
         keep++;
-    /* The cache cannot be cut back, and the last prompt token must be run to get logits. */
-    if (keep < e->n_hist || keep == q->n_prompt) {
-        engine_reset(e);
-        keep = 0;
-    }
+    /* The last prompt token must be run to get logits. A chat's re-tokenized history often
+     * differs from the ids generated (the tokenizer's split of the reply text is not the
+     * model's), so the cache is cut back to the common prefix rather than thrown away. */
+    if (keep == q->n_prompt)
+        keep--;
+    llm_session_rewind(e->s, keep);
+    e->n_hist = keep;
     st->n_prompt_eval = q->n_prompt - keep;
     for (uint32_t i = keep; i < q->n_prompt; i += e->n_batch) {
         uint32_t nb = q->n_prompt - i < e->n_batch ? q->n_prompt - i : e->n_batch;

@@ -108,8 +108,8 @@ void engine_reset(engine *e);
  * next request. */
 const double *engine_itl_ms(const engine *e);
 
-/* Run req. The tokens already in the cache that begin req->prompt are kept (a conversation
- * grows turn by turn); otherwise the cache is cleared. Returns 0 when it finished with stop,
+/* Run req. The longest common prefix of the tokens in the cache and req->prompt is kept (a
+ * conversation grows turn by turn; at least the last prompt token is run again). Returns 0 when it finished with stop,
  * length, eog or cancelled (stats->finish says which), -1 with err before any work for a bad
  * request (context overflow, a bad option, an empty prompt, a token outside the vocabulary)
  * or, with stats->finish = error, when a forward pass fails midway. */

@@ -203,6 +203,16 @@ static void s_test_generate(llm_model *m, const tokenizer *t)
     CHECK(sb.n_prompt_eval == 1, "%u prompt tokens run again, wanted 1 (the last generated)",
           sb.n_prompt_eval);
     CHECK(!memcmp(b.ids, ref + 10, 5 * sizeof *ref), "the continued conversation differs");
+    /* a history that differs from position np + 5 on (a re-tokenized reply): the cache is cut
+     * back to the common prefix, and the result is a fresh run's */
+    conv[np + 5] = conv[np + 5] == 100 ? 101 : 100;
+    CHECK(s_run(e1, conv, (uint32_t)np + 10, 5, &so, NULL, 0, &b, &sb, err) == 0, "%s", err);
+    CHECK(sb.n_prompt_eval == 5, "%u prompt tokens run again, wanted 5", sb.n_prompt_eval);
+    engine_reset(e2);
+    CHECK(s_run(e2, conv, (uint32_t)np + 10, 5, &so, NULL, 0, &a, &sa, err) == 0 &&
+          sa.n_prompt_eval == np + 10, "%s", err);
+    CHECK(sa.logits_digest == sb.logits_digest && !memcmp(a.ids, b.ids, 5 * sizeof *a.ids),
+          "a rewound conversation differs from a fresh run");
     free(p);
     engine_free(&e1);
     engine_free(&e2);
