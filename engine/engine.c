@@ -3,7 +3,6 @@
 #include "engine/engine.h"
 
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,20 +28,12 @@ struct engine {
     XXH3_state_t ids_h, logits_h;
 };
 
-static void s_err(char *err, size_t errlen, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
-
 engine *engine_new(llm_model *m, const tokenizer *t, uint32_t n_ctx, uint32_t n_batch,
                    int nthreads, char *err, size_t errlen)
 {
     engine *e = calloc(1, sizeof *e);
     if (!e) {
-        s_err(err, errlen, "engine: out of memory");
+        util_errf(err, errlen, "engine", "out of memory");
         return NULL;
     }
     e->m = m;
@@ -51,8 +42,8 @@ engine *engine_new(llm_model *m, const tokenizer *t, uint32_t n_ctx, uint32_t n_
     if (tokenizer_n_vocab(t) < 1 || (uint32_t)tokenizer_n_vocab(t) > e->n_vocab) {
         /* The tokenizer may be shorter than the head (padded vocabularies), never longer: an
          * id it produces must have a row in token_embd. */
-        s_err(err, errlen, "%s: the tokenizer has %d tokens but token_embd only %u rows",
-              llm_model_gguf(m)->path, tokenizer_n_vocab(t), e->n_vocab);
+        util_errf(err, errlen, llm_model_gguf(m)->path,
+                  "the tokenizer has %d tokens but token_embd only %u rows", tokenizer_n_vocab(t), e->n_vocab);
         goto err;
     }
     if (!(e->s = llm_session_new(m, n_ctx, n_batch, err, errlen)))
@@ -78,7 +69,7 @@ engine *engine_new(llm_model *m, const tokenizer *t, uint32_t n_ctx, uint32_t n_
     e->pend = malloc(e->pend_cap);
     e->dec.buf = malloc(e->dec.cap);
     if (!e->hist || !e->logits || !e->itl || !e->itl_sorted || !e->pend || !e->dec.buf) {
-        s_err(err, errlen, "engine: out of memory for a context of %u", n_ctx);
+        util_errf(err, errlen, "engine", "out of memory for a context of %u", n_ctx);
         goto err;
     }
     return e;
@@ -134,40 +125,40 @@ static int s_check(const engine *e, const engine_request *q, char *err, size_t e
 {
     const char *path = llm_model_gguf(e->m)->path;
     if (!q->prompt || q->n_prompt == 0) {
-        s_err(err, errlen, "%s: an empty prompt (at least one token, e.g. BOS)", path);
+        util_errf(err, errlen, path, "an empty prompt (at least one token, e.g. BOS)");
         return -1;
     }
     if (q->max_tokens == 0) {
-        s_err(err, errlen, "max_tokens must be at least 1");
+        util_errf(err, errlen, "max_tokens", "must be at least 1");
         return -1;
     }
     if ((uint64_t)q->n_prompt + q->max_tokens > e->n_ctx) {
-        s_err(err, errlen,
-              "%s: the prompt's %u tokens + max_tokens %u = %llu positions exceed the context "
-              "of %u (ask for a larger context or fewer tokens)", path, q->n_prompt,
+        util_errf(err, errlen, path,
+                  "the prompt's %u tokens + max_tokens %u = %llu positions exceed the context "
+                  "of %u (ask for a larger context or fewer tokens)", q->n_prompt,
               q->max_tokens, (unsigned long long)q->n_prompt + q->max_tokens, e->n_ctx);
         return -1;
     }
     for (uint32_t i = 0; i < q->n_prompt; i++)
         if (q->prompt[i] < 0 || (uint32_t)q->prompt[i] >= e->n_vocab) {
-            s_err(err, errlen, "%s: prompt token %u: id %d outside the vocabulary (0..%u)", path,
-                  i, q->prompt[i], e->n_vocab - 1);
+            util_errf(err, errlen, path, "prompt token %u: id %d outside the vocabulary (0..%u)",
+                      i, q->prompt[i], e->n_vocab - 1);
             return -1;
         }
     if (q->n_stop > ENGINE_MAX_STOP || (q->n_stop && !q->stop)) {
-        s_err(err, errlen, "%u stop strings: at most %d", q->n_stop, ENGINE_MAX_STOP);
+        util_errf(err, errlen, "stop", "%u strings: at most %d", q->n_stop, ENGINE_MAX_STOP);
         return -1;
     }
     for (uint32_t i = 0; i < q->n_stop; i++) {
         size_t l = q->stop[i] ? strlen(q->stop[i]) : 0;
         if (l == 0 || l > ENGINE_MAX_STOP_LEN) {
-            s_err(err, errlen, "stop string %u: %zu bytes, must be 1..%d", i, l,
+            util_errf(err, errlen, "stop", "string %u: %zu bytes, must be 1..%d", i, l,
                   ENGINE_MAX_STOP_LEN);
             return -1;
         }
     }
     if (q->top_logprobs > SAMPLER_TOP_MAX) {
-        s_err(err, errlen, "top_logprobs %u: at most %d", q->top_logprobs, SAMPLER_TOP_MAX);
+        util_errf(err, errlen, "top_logprobs", "%u: at most %d", q->top_logprobs, SAMPLER_TOP_MAX);
         return -1;
     }
     return 0;
@@ -290,7 +281,7 @@ int engine_generate(engine *e, const engine_request *q, engine_stats *st, char *
         int32_t id = sampler_sample(smp, e->logits, e->hist, e->n_hist,
                                     q->logprobs ? &info : NULL);
         if (id < 0) {
-            s_err(err, errlen, "sampler at token %u: %s", g, sampler_error(smp));
+            util_errf(err, errlen, "sampler", "token %u: %s", g, sampler_error(smp));
             fin = ENGINE_FINISH_ERROR;
             break;
         }

@@ -70,20 +70,21 @@ int ppl_compute(llm_model *m, llm_model *base, const int32_t *tokens, size_t n, 
     memset(r, 0, sizeof *r);
     r->ppl_base = r->kl_mean = r->kl_p99 = r->kl_max = r->top1_agree = NAN;
     if (n_ctx < 4) {
-        snprintf(err, errlen, "a context of %u: at least 4 positions (half are scored)", n_ctx);
+        util_errf(err, errlen, "perplexity", "a context of %u: at least 4 positions (half are scored)",
+                  n_ctx);
         return -1;
     }
     if (n < 2ull * n_ctx) {
         /* llama.cpp's own rule: one chunk's first half is context only, so a text shorter
          * than two chunks would score too little to mean anything. */
-        snprintf(err, errlen, "%zu tokens: perplexity with a context of %u needs at least %u "
-                 "(2 x the context), as llama.cpp's perplexity does", n, n_ctx, 2 * n_ctx);
+        util_errf(err, errlen, path, "%zu tokens: perplexity with a context of %u needs at least "
+                  "%u (2 x the context), as llama.cpp's perplexity does", n, n_ctx, 2 * n_ctx);
         return -1;
     }
     if (base && llm_model_arch(base)->hp.n_vocab != nv) {
-        snprintf(err, errlen, "%s has %u tokens, the base %s has %u: KL divergence needs the "
-                 "same vocabulary", path, nv, llm_model_gguf(base)->path,
-                 llm_model_arch(base)->hp.n_vocab);
+        util_errf(err, errlen, path, "%u tokens, the base %s has %u: KL divergence needs the "
+                  "same vocabulary", nv, llm_model_gguf(base)->path,
+                  llm_model_arch(base)->hp.n_vocab);
         return -1;
     }
     uint32_t first = n_ctx / 2, per = n_ctx - 1 - first;
@@ -102,7 +103,7 @@ int ppl_compute(llm_model *m, llm_model *base, const int32_t *tokens, size_t n, 
     buf = malloc((size_t)n_ctx * sizeof *buf);
     kls = base ? malloc(r->n_scored * sizeof *kls) : NULL;
     if (!lg || !buf || (base && (!lb || !kls))) {
-        snprintf(err, errlen, "out of memory for %u x %u logits", n_ctx, nv);
+        util_errf(err, errlen, "perplexity", "out of memory for %u x %u logits", n_ctx, nv);
         goto out;
     }
     double nll = 0, nll_b = 0, kl_sum = 0;
@@ -159,13 +160,13 @@ int ppl_kl_span(llm_model *m, llm_model *base, const int32_t *tokens, uint32_t n
     memset(r, 0, sizeof *r);
     r->ppl = r->ppl_base = r->nll_mean = NAN;
     if (llm_model_arch(base)->hp.n_vocab != nv) {
-        snprintf(err, errlen, "%s has %u tokens, the base %s has %u: KL divergence needs the "
-                 "same vocabulary", llm_model_gguf(m)->path, nv, llm_model_gguf(base)->path,
-                 llm_model_arch(base)->hp.n_vocab);
+        util_errf(err, errlen, llm_model_gguf(m)->path, "%u tokens, the base %s has %u: KL "
+                  "divergence needs the same vocabulary", nv, llm_model_gguf(base)->path,
+                  llm_model_arch(base)->hp.n_vocab);
         return -1;
     }
     if (!n || from >= n) {
-        snprintf(err, errlen, "no positions to compare (%u tokens, from %u)", n, from);
+        util_errf(err, errlen, "kl", "no positions to compare (%u tokens, from %u)", n, from);
         return -1;
     }
     uint64_t t0 = util_now_ns();
@@ -179,7 +180,7 @@ int ppl_kl_span(llm_model *m, llm_model *base, const int32_t *tokens, uint32_t n
     lb = malloc((size_t)n * nv * sizeof *lb);
     kls = malloc(r->n_scored * sizeof *kls);
     if (!lg || !lb || !kls) {
-        snprintf(err, errlen, "out of memory for %u x %u logits", n, nv);
+        util_errf(err, errlen, "kl", "out of memory for %u x %u logits", n, nv);
         goto out;
     }
     if (llm_eval(s, tokens, n, lg, 1, err, errlen) || llm_eval(sb, tokens, n, lb, 1, err, errlen))
