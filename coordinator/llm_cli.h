@@ -43,16 +43,16 @@ typedef struct {
 } llm_cli_gen_opts;
 
 #define LLM_CLI_GEN_USAGE                                                                     \
-    "  -n N                 tokens to generate at most (default 64)\n"                        \
-    "  --ctx N              context positions (default: the model's, at most 4096)\n"         \
-    "  --batch N            prompt positions per forward pass (default 64)\n"                 \
-    "  --threads T          threads (default 1; results are identical for any count)\n"       \
-    "  --temp T             temperature, 0 = greedy (default 0.8)\n"                          \
-    "  --top-k K            (default 40; 0 = off)   --top-p P  (default 0.95; 1 = off)\n"     \
-    "  --min-p M            (default 0.05; 0 = off) --repeat-penalty R (default 1 = off)\n"   \
-    "  --seed S             the sampler's seed (default 0)\n"                                 \
-    "  --stop STR           stop when STR is generated (not printed); repeatable, up to 8\n"  \
-    "  --no-bos             do not add BOS even where the file says to\n"
+    "  -n N                  tokens to generate at most (default 64)\n"                       \
+    "  --ctx N               context positions (default: the model's, at most 4096)\n"        \
+    "  --batch N             prompt positions per forward pass (default 64)\n"                \
+    "  --threads T           threads (default 1; results are identical for any count)\n"      \
+    "  --temp T              temperature, 0 = greedy (default 0.8)\n"                         \
+    "  --top-k K             (default 40; 0 = off)   --top-p P  (default 0.95; 1 = off)\n"    \
+    "  --min-p M             (default 0.05; 0 = off) --repeat-penalty R (default 1 = off)\n"  \
+    "  --seed S              the sampler's seed (default 0)\n"                                \
+    "  --stop STR            stop when STR is generated (not printed); repeatable, up to 8\n" \
+    "  --no-bos              do not add BOS even where the file says to\n"
 
 void llm_cli_gen_defaults(llm_cli_gen_opts *o);
 /* argv[*i] one of the shared flags? 1 (consumed, *i moved past its value), 0 (not one of
