@@ -194,6 +194,14 @@ static void s_test_generate(llm_model *m, const tokenizer *t)
           "cancel: %s after %u", engine_finish_name(sa.finish), sa.n_gen);
     a.cancel_at = -1;
 
+    /* cancellation from another thread's flag, already set: nothing is run */
+    atomic_int flag = 1;
+    engine_request cq = { .prompt = p, .n_prompt = (uint32_t)np, .max_tokens = 4,
+                          .sampling = so, .cancel = &flag };
+    CHECK(engine_generate(e1, &cq, &sa, err, sizeof err) == 0 &&
+          sa.finish == ENGINE_FINISH_CANCELLED && sa.n_gen == 0, "flag: %s, %u tokens",
+          engine_finish_name(sa.finish), sa.n_gen);
+
     /* a conversation grows: the cached prefix is kept, the continuation is the same */
     int32_t conv[256];
     memcpy(conv, p, np * sizeof *p);
