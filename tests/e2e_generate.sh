@@ -78,6 +78,12 @@ sw b6 generate "$T/m.gguf" --prompt "$P" --top-p 1.5; expect_rc b6 2
 sw b7 generate "$T/m.gguf" --prompt "$P" -n; expect_rc b7 2
 sw ssd generate "$T/m.gguf" --prompt "$P" --arm ssd; expect_rc ssd 2; has ssd err "not yet"
 sw nofile generate "$T/none.gguf" --prompt "$P"; expect_fail nofile; has nofile err "none.gguf"
+# a config naming the file works as the file does
+printf '[model]\npath = %s\n' "$T/m.gguf" > "$T/m.ini"
+sw cfg generate "$T/m.ini" --prompt "$P" -n 24 --temp 0; expect_rc cfg 0
+eq "a config's model" "$(cat "$T/cfg.out")" "$(cat "$T/gr1.out")"
+sw nojinja gen "${shape[@]}" -o "$T/x.gguf" --chat-template "$T/none.jinja"; expect_rc nojinja 2
+has nojinja err "none.jinja"
 # KL of a file against itself at the generated positions: 0, top-1 1
 sw kls generate "$T/m.gguf" --prompt "$P" -n 8 --temp 0 --kl-base "$T/m.gguf"; expect_rc kls 0
 has kls err "mean 0 p99 0 max 0, top-1 agreement 1.0000"
