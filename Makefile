@@ -27,9 +27,9 @@ ALL_CFLAGS = -std=c11 -D_GNU_SOURCE $(CFLAGS) $(SANITIZE) -Wall -Wextra -Wshadow
 LDLIBS   = $(PKG_LIBS) -lpthread -lm
 
 MAIN_SRC = coordinator/main.c
-# Every folder of one concept goes into the library (tokenizer/, quant/, arch/, sample/ and
-# chat/ are the real-model concepts).
-SRC_DIRS = common proto netem coordinator worker tokenizer quant arch sample chat
+# Every folder of one concept goes into the library (tokenizer/, quant/, arch/, sample/, chat/
+# and engine/ are the real-model concepts).
+SRC_DIRS = common proto netem coordinator worker tokenizer quant arch sample chat engine
 LIB_SRC  = $(filter-out $(MAIN_SRC) %.bpf.c,$(wildcard $(SRC_DIRS:%=%/*.c)))
 LIB_OBJ  = $(LIB_SRC:%.c=$(BUILD)/%.o)
 BPF_SRC  = $(wildcard netem/*.bpf.c)

@@ -33,13 +33,13 @@ typedef struct {
 } s_spec;
 
 /* Copy every tokenizer.* kv of v into w with its type. */
-static int s_copy_tokenizer(gguf_writer *w, const gguf_file *v, uint32_t *n_vocab, char *err,
-                            size_t errlen)
+static int s_copy_tokenizer(gguf_writer *w, const gguf_file *v, uint32_t *n_vocab,
+                            const char *skip, char *err, size_t errlen)
 {
     *n_vocab = 0;
     for (uint64_t i = 0; i < v->n_kv; i++) {
         const gguf_kv *kv = &v->kv[i];
-        if (strncmp(kv->key, "tokenizer.", 10))
+        if (strncmp(kv->key, "tokenizer.", 10) || (skip && !strcmp(kv->key, skip)))
             continue;
         int rc = -1;
         switch (kv->type) {
@@ -222,9 +222,12 @@ int arch_gen(const char *path, const arch_gen_opts *o, char *err, size_t errlen)
         goto oom;
     if (o->vocab_from) {
         if (!(voc = gguf_open(o->vocab_from, err, errlen)) ||
-            s_copy_tokenizer(w, voc, &n_vocab, err, errlen))
+            s_copy_tokenizer(w, voc, &n_vocab,
+                             o->chat_template ? "tokenizer.chat_template" : NULL, err, errlen))
             goto err;
     }
+    if (o->chat_template && gguf_writer_kv_str(w, "tokenizer.chat_template", o->chat_template))
+        goto oom;
     char k[128];
     float eps = o->arch == ARCH_QWEN2 ? 1e-6f : 1e-5f;        /* as the families ship */
     float base = o->arch == ARCH_QWEN2 ? 1000000.0f : 10000.0f;

@@ -19,6 +19,8 @@ typedef struct {
     uint32_t alignment;           /* general.alignment (default 32, as published files) */
     float rope_linear;            /* > 1: rope.scaling.type "linear" with this factor */
     int rope_llama3;              /* write rope_freqs.weight as Llama 3.1's files carry it */
+    const char *chat_template;    /* tokenizer.chat_template to write (replacing the
+                                     vocabulary's), or NULL */
 } arch_gen_opts;
 
 /* Write the model to path (via path.tmp, renamed when complete): metadata as llama.cpp's

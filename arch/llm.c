@@ -221,6 +221,14 @@ void llm_session_reset(llm_session *s)
     s->n_past = 0;
 }
 
+void llm_session_rewind(llm_session *s, uint32_t pos)
+{
+    /* Position p's K and V depend only on tokens 0..p, so the first pos stay valid; the rest
+     * are overwritten by the next pass before attention reads them (it reads 0..n_past). */
+    if (pos < s->n_past)
+        s->n_past = pos;
+}
+
 uint64_t llm_session_kv_bytes(const llm_session *s)
 {
     const arch_hparams *hp = &s->m->am.hp;

@@ -44,6 +44,10 @@ void llm_session_set_threads(llm_session *s, int nthreads);
 /* Positions already in the cache; forget them all. */
 uint32_t llm_session_pos(const llm_session *s);
 void llm_session_reset(llm_session *s);
+/* Keep only the first pos positions (pos <= llm_session_pos): what follows is run again over
+ * them. A conversation whose re-tokenized history differs from the tokens generated keeps its
+ * common prefix. */
+void llm_session_rewind(llm_session *s, uint32_t pos);
 /* Bytes of the session's KV cache. */
 uint64_t llm_session_kv_bytes(const llm_session *s);
 

@@ -12,5 +12,8 @@ int cmd_bench_llm(int argc, char **argv);
 int cmd_lab(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_quantize(int argc, char **argv);
+int cmd_generate(int argc, char **argv);
+int cmd_chat(int argc, char **argv);
+int cmd_perplexity(int argc, char **argv);
 
 #endif

@@ -20,6 +20,7 @@
 #include "arch/gen.h"
 #include "coordinator/bench.h"
 #include "coordinator/cmd.h"
+#include "coordinator/llm_cli.h"
 #include "coordinator/result.h"
 #include "quant/quant.h"
 
@@ -34,11 +35,13 @@ static void s_gen_usage(void)
            "usage: swarm gen --arch llama|qwen2 [--dim D --layers L --heads H --kv-heads K\n"
            "                 --ff F] [--vocab-from VOCAB.gguf | --vocab N]\n"
            "                 [--type f32|f16|bf16|q8_0|q4_0] [--tied] [--ctx N]\n"
-           "                 [--rope-linear FACTOR | --rope-llama3] --seed S -o FILE\n"
+           "                 [--rope-linear FACTOR | --rope-llama3] [--chat-template FILE]\n"
+           "                 --seed S -o FILE\n"
            "  Writes a random-weight llama / qwen2 model (weights of standard deviation 0.02,\n"
            "  norms near 1, deterministic from the seed; matrices in --type, vectors f32),\n"
            "  with the tokenizer of a vocabulary-only GGUF copied in, so llama.cpp loads it.\n"
            "  --rope-linear: rope.scaling linear; --rope-llama3: Llama 3.1's rope_freqs.weight.\n"
+           "  --chat-template FILE: its text (Jinja) as tokenizer.chat_template.\n"
            "  Defaults: dim 256, 2 layers, 8 heads, kv-heads = heads, ff 768, type f32,\n"
            "  ctx 2048, alignment 32 (as published files).\n");
 }
@@ -55,12 +58,12 @@ int cmd_gen(int argc, char **argv)
         { "type", required_argument, 0, 'T' },   { "tied", no_argument, 0, 't' },
         { "ctx", required_argument, 0, 'C' },
         { "rope-linear", required_argument, 0, 'R' }, { "rope-llama3", no_argument, 0, '3' },
-        { 0, 0, 0, 0 }
+        { "chat-template", required_argument, 0, 'J' }, { 0, 0, 0, 0 }
     };
     /* -1: not given (the dense and llama defaults differ) */
     long layers = -1, dim = -1, align = -1;
     uint64_t seed = 1;
-    const char *out = NULL, *arch = NULL;
+    const char *out = NULL, *arch = NULL, *jinja_path = NULL;
     arch_gen_opts go = { .n_head = 8, .n_ff = 768, .type = QUANT_F32 };
     char err[512];
     int c;
@@ -83,6 +86,7 @@ int cmd_gen(int argc, char **argv)
         case 'C': go.n_ctx = (uint32_t)strtoul(optarg, NULL, 10); break;
         case 'R': go.rope_linear = strtof(optarg, NULL); break;
         case '3': go.rope_llama3 = 1; break;
+        case 'J': jinja_path = optarg; break;
         case 'T': {
             quant_type qt;
             if (quant_type_parse(optarg, &qt, err, sizeof err)) {
@@ -116,7 +120,16 @@ int cmd_gen(int argc, char **argv)
                     "swarm gen --arch %s: need -o FILE and --vocab-from FILE or --vocab N\n", arch);
             return EXIT_USAGE;
         }
-        if (arch_gen(out, &go, err, sizeof err)) {
+        char *jinja = NULL;
+        size_t jlen;
+        if (jinja_path && !(jinja = llm_cli_read_file(jinja_path, &jlen, err, sizeof err))) {
+            fprintf(stderr, "swarm gen: --chat-template: %s\n", err);
+            return EXIT_USAGE;
+        }
+        go.chat_template = jinja;
+        int grc = arch_gen(out, &go, err, sizeof err);
+        free(jinja);
+        if (grc) {
             log_error("%s", err);
             return EXIT_FAIL;
         }

@@ -22,7 +22,11 @@ static void s_usage(FILE *f)
             "  netem       link forwarder, profile self-test, kernel (BPF) link control\n"
             "  keygen      write a CURVE key pair (NAME.key, NAME.pub)\n"
             "  tokenize    a GGUF file's tokenizer on a text: ids and pieces\n"
-            "  quantize    rewrite a GGUF file's weights as Q8_0, Q4_0, Q4_K_M, Q6_K, ...\n");
+            "  quantize    rewrite a GGUF file's weights as Q8_0, Q4_0, Q4_K_M, Q6_K, ...\n"
+
+            "  generate    text from a llama/qwen2 file: streamed, timed, digested\n"
+            "  chat        an interactive chat with the file's chat template\n"
+            "  perplexity  llama.cpp's perplexity of a text; KL against a base file\n");
 }
 
 int main(int argc, char **argv)
@@ -54,6 +58,12 @@ int main(int argc, char **argv)
         return cmd_quantize(argc - 1, argv + 1);
     if (!strcmp(c, "tokenize"))
         return cmd_tokenize(argc - 1, argv + 1);
+    if (!strcmp(c, "generate"))
+        return cmd_generate(argc - 1, argv + 1);
+    if (!strcmp(c, "chat"))
+        return cmd_chat(argc - 1, argv + 1);
+    if (!strcmp(c, "perplexity"))
+        return cmd_perplexity(argc - 1, argv + 1);
     if (!strcmp(c, "netem"))
         return netem_main(argc - 1, argv + 1);
     if (!strcmp(c, "-h") || !strcmp(c, "--help") || !strcmp(c, "help")) {

@@ -1,0 +1,320 @@
+/* cmd_generate.c — `swarm generate MODEL --prompt TEXT`: text streamed to stdout, speed to
+ * stderr, a result line (JSONL) with digests, gates and an optional KL against a base file.
+ * coordinator/ */
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/exitcode.h"
+#include "common/util.h"
+#include "coordinator/cmd.h"
+#include "coordinator/llm_cli.h"
+#include "coordinator/result.h"
+#include "engine/engine.h"
+#include "engine/ppl.h"
+#include "quant/quant.h"
+
+static void s_usage(FILE *f)
+{
+    fprintf(f,
+            "usage: swarm generate MODEL.gguf|CONFIG --prompt TEXT [options]\n"
+            "  Streams the generated text to stdout; prompt tokens/s, generation tokens/s, time\n"
+            "  to first token and inter-token latency p50/p95/p99 go to stderr.\n"
+            "  --prompt TEXT         the prompt (tokenized with the file's tokenizer)\n"
+            "  --arm reference|ssd   where the weights live (default reference: resident)\n"
+            LLM_CLI_GEN_USAGE
+            "  --parity              run the reference again (1 thread, one position per pass)\n"
+            "                        and require identical token ids and logits digest\n"
+            "  --kl-base OTHER.gguf  KL divergence and top-1 agreement of MODEL against OTHER\n"
+            "                        at the generated positions (same tokens through both)\n"
+            "  --out FILE.jsonl      append a result object (fields: README, \"generate\")\n");
+}
+
+typedef struct {
+    int print;
+    int32_t *ids;                 /* generated ids (n_predict of room) */
+    uint32_t n_ids, cap;
+} s_sink;
+
+static int s_on_token(void *user, const engine_token *t)
+{
+    s_sink *k = user;
+    if (t->id >= 0 && k->n_ids < k->cap)
+        k->ids[k->n_ids++] = t->id;
+    if (k->print && t->len) {
+        fwrite(t->text, 1, t->len, stdout);
+        fflush(stdout);
+    }
+    return 0;
+}
+
+/* One generation on a fresh engine. */
+static int s_generate(llm_cli_model *lm, const int32_t *prompt, uint32_t n_prompt,
+                      const llm_cli_gen_opts *o, uint32_t n_ctx, uint32_t n_batch, int threads,
+                      s_sink *sink, engine_stats *st, char *err, size_t errlen)
+{
+    engine *e = engine_new(lm->m, lm->t, n_ctx, n_batch, threads, err, errlen);
+    if (!e)
+        return -1;
+    engine_request q = { .prompt = prompt, .n_prompt = n_prompt, .max_tokens = o->n_predict,
+                         .sampling = o->so, .stop = o->stops, .n_stop = o->n_stop,
+                         .on_token = s_on_token, .user = sink };
+    int rc = engine_generate(e, &q, st, err, errlen);
+    engine_free(&e);
+    return rc;
+}
+
+static void s_hex(uint64_t v, char out[17])
+{
+    snprintf(out, 17, "%016" PRIx64, v);
+}
+
+/* {"f32": 5, "q8_0": 14}: how many tensors of each type the model has. */
+static json_t *s_tensor_types(const arch_model *am)
+{
+    json_t *o = json_object();
+    const arch_tensor *outer[] = { &am->tok_embd, &am->out_norm, &am->output };
+    for (uint32_t l = 0; l <= am->hp.n_layers; l++) {
+        uint32_t n = l < am->hp.n_layers ? am->layers[l].n_tensors : 3;
+        for (uint32_t i = 0; i < n; i++) {
+            const arch_tensor *t = l < am->hp.n_layers ? &am->layers[l].t[i] : outer[i];
+            if (l == am->hp.n_layers && i == 2 && am->hp.tied_output)
+                continue;
+            const char *name = quant_type_name((quant_type)t->type);
+            json_t *c = json_object_get(o, name);
+            json_object_set_new(o, name, json_integer(c ? json_integer_value(c) + 1 : 1));
+        }
+    }
+    return o;
+}
+
+int cmd_generate(int argc, char **argv)
+{
+    const char *model = NULL, *prompt = NULL, *arm = "reference", *out = NULL, *kl_base = NULL;
+    int parity = 0;
+    llm_cli_gen_opts o;
+    char err[768];
+    llm_cli_gen_defaults(&o);
+    for (int i = 1; i < argc; i++) {
+        int r = llm_cli_gen_flag(&o, argc, argv, &i, err, sizeof err);
+        if (r < 0) {
+            fprintf(stderr, "swarm generate: %s\n", err);
+            return EXIT_USAGE;
+        }
+        if (r)
+            continue;
+        const char *f = argv[i];
+        if (!strcmp(f, "--help") || !strcmp(f, "-h")) {
+            s_usage(stdout);
+            return EXIT_OK;
+        } else if (!strcmp(f, "--parity")) {
+            parity = 1;
+        } else if ((!strcmp(f, "--prompt") || !strcmp(f, "--arm") || !strcmp(f, "--out") ||
+                    !strcmp(f, "--kl-base")) && i + 1 < argc) {
+            const char *v = argv[++i];
+            *(!strcmp(f, "--prompt") ? &prompt : !strcmp(f, "--arm") ? &arm
+                                               : !strcmp(f, "--out") ? &out : &kl_base) = v;
+        } else if (f[0] == '-') {
+            fprintf(stderr, "swarm generate: unknown option or missing value '%s'\n", f);
+            s_usage(stderr);
+            return EXIT_USAGE;
+        } else if (!model) {
+            model = f;
+        } else {
+            fprintf(stderr, "swarm generate: unexpected argument '%s' (quote the prompt)\n", f);
+            return EXIT_USAGE;
+        }
+    }
+    if (!model || !prompt) {
+        fprintf(stderr, "swarm generate: need MODEL and --prompt TEXT\n");
+        s_usage(stderr);
+        return EXIT_USAGE;
+    }
+    if (!strcmp(arm, "ssd")) {
+        /* Refused rather than run resident: a figure labelled "ssd" must come from streamed
+         * weights. */
+        fprintf(stderr, "swarm generate: --arm ssd is not yet available for llama/qwen2 files "
+                        "(issue 10 item 6: the SSD executor on the architecture interface)\n");
+        return EXIT_USAGE;
+    }
+    if (strcmp(arm, "reference")) {
+        fprintf(stderr, "swarm generate: --arm '%s': reference or ssd\n", arm);
+        return EXIT_USAGE;
+    }
+
+    int rc = EXIT_FAIL;
+    llm_cli_model lm, base = { 0 };
+    int32_t *ids = NULL;
+    size_t n_ids = 0;
+    s_sink sink = { .print = 1 }, sink2 = { 0 };
+    json_t *j = NULL;
+    uint64_t io0 = util_io_read_bytes(), t_setup = util_now_ns();
+    if (llm_cli_open(&lm, model, err, sizeof err)) {
+        fprintf(stderr, "swarm generate: %s\n", err);
+        return EXIT_FAIL;
+    }
+    double setup_ms = (double)(util_now_ns() - t_setup) / 1e6;
+    const arch_model *am = llm_model_arch(lm.m);
+    uint32_t n_ctx;
+    unsigned flags = o.no_bos ? 0 : TOKENIZER_ADD_SPECIAL;
+    if (llm_cli_ctx(&o, lm.m, &n_ctx, err, sizeof err) ||
+        tokenizer_encode(lm.t, prompt, strlen(prompt), flags, &ids, &n_ids, err, sizeof err)) {
+        fprintf(stderr, "swarm generate: %s\n", err);
+        goto out;
+    }
+    if (n_ids == 0) {
+        fprintf(stderr, "swarm generate: the prompt is empty and no BOS is added (drop "
+                        "--no-bos or give a prompt)\n");
+        goto out;
+    }
+    sink.cap = sink2.cap = o.n_predict;
+    sink.ids = malloc(o.n_predict * sizeof *sink.ids);
+    sink2.ids = malloc(o.n_predict * sizeof *sink2.ids);
+    if (!sink.ids || !sink2.ids) {
+        fprintf(stderr, "swarm generate: out of memory\n");
+        goto out;
+    }
+    engine_stats st, st2;
+    if (s_generate(&lm, ids, (uint32_t)n_ids, &o, n_ctx, o.n_batch, (int)o.threads, &sink, &st,
+                   err, sizeof err)) {
+        fprintf(stderr, "\nswarm generate: %s\n", err);
+        goto out;
+    }
+    putchar('\n');
+    fflush(stdout);
+    fprintf(stderr, "%s: %s, ctx %u, %u threads; prompt %u tokens in %.1f ms (%.2f tok/s); "
+                    "generated %u (%s): ttft %.2f ms, %.2f tok/s, itl p50 %.2f p95 %.2f p99 "
+                    "%.2f ms\n", lm.path, am->hp.name, n_ctx, o.threads, st.n_prompt,
+            st.prompt_ms, st.prompt_tok_s, st.n_gen, engine_finish_name(st.finish), st.ttft_ms,
+            st.gen_tok_s, st.itl_ms_p50, st.itl_ms_p95, st.itl_ms_p99);
+
+    gate_state gate_parity = GATE_NA;
+    char void_reason[256] = "";
+    if (parity) {
+        /* The reference run again with what can differ set apart: one thread and one
+         * position per pass (arch.h's determinism says neither may change a bit). */
+        if (s_generate(&lm, ids, (uint32_t)n_ids, &o, n_ctx, 1, 1, &sink2, &st2, err,
+                       sizeof err)) {
+            fprintf(stderr, "swarm generate: parity run: %s\n", err);
+            goto out;
+        }
+        int same = st2.ids_digest == st.ids_digest && st2.logits_digest == st.logits_digest &&
+                   st2.n_gen == st.n_gen;
+        gate_parity = same ? GATE_PASS : GATE_VOID;
+        if (!same)
+            snprintf(void_reason, sizeof void_reason, "parity: %u tokens ids %016" PRIx64
+                     " logits %016" PRIx64 " vs reference (1 thread, batch 1) %u tokens ids "
+                     "%016" PRIx64 " logits %016" PRIx64, st.n_gen, st.ids_digest,
+                     st.logits_digest, st2.n_gen, st2.ids_digest, st2.logits_digest);
+        fprintf(stderr, "parity: %s%s%s\n", result_gate_name(gate_parity),
+                same ? " (token ids and logits identical to 1 thread, batch 1)" : ": ",
+                void_reason);
+    }
+    ppl_result kl;
+    int have_kl = 0;
+    if (kl_base && sink.n_ids) {
+        if (llm_cli_open(&base, kl_base, err, sizeof err)) {
+            fprintf(stderr, "swarm generate: --kl-base: %s\n", err);
+            goto out;
+        }
+        /* prompt + every generated token but the last: the positions whose logits drew them */
+        int32_t *seq = realloc(ids, (n_ids + sink.n_ids) * sizeof *ids);
+        if (!seq)
+            goto out;
+        ids = seq;
+        memcpy(ids + n_ids, sink.ids, sink.n_ids * sizeof *ids);
+        uint32_t L = (uint32_t)(n_ids + sink.n_ids - 1);
+        if (ppl_kl_span(lm.m, base.m, ids, L, (uint32_t)n_ids - 1, o.n_batch, (int)o.threads,
+                        &kl, err, sizeof err)) {
+            fprintf(stderr, "swarm generate: --kl-base: %s\n", err);
+            goto out;
+        }
+        have_kl = 1;
+        fprintf(stderr, "KL vs %s over %" PRIu64 " generated positions: mean %.6g p99 %.6g max "
+                        "%.6g, top-1 agreement %.4f\n", base.path, kl.n_scored, kl.kl_mean,
+                kl.kl_p99, kl.kl_max, kl.top1_agree);
+    }
+    if (out) {
+        char h1[17], h2[17];
+        json_t *gates = json_object(), *stops = json_array(), *smp = json_object();
+        j = json_object();
+        s_hex(st.ids_digest, h1);
+        s_hex(st.logits_digest, h2);
+        for (uint32_t i = 0; i < o.n_stop; i++)
+            json_array_append_new(stops, json_string(o.stops[i]));
+        json_object_set_new(smp, "temperature", json_real(o.so.temperature));
+        json_object_set_new(smp, "top_k", json_integer(o.so.top_k));
+        json_object_set_new(smp, "top_p", json_real(o.so.top_p));
+        json_object_set_new(smp, "min_p", json_real(o.so.min_p));
+        json_object_set_new(smp, "repeat_penalty", json_real(o.so.repeat_penalty));
+        json_object_set_new(smp, "seed", json_integer((json_int_t)o.so.seed));
+        json_object_set_new(gates, "parity", json_string(result_gate_name(gate_parity)));
+        json_object_set_new(j, "command", json_string("generate"));
+        json_object_set_new(j, "arm", json_string(arm));
+        json_object_set_new(j, "model", json_string(lm.path));
+        json_object_set_new(j, "architecture", json_string(am->hp.name));
+        json_object_set_new(j, "tensor_types", s_tensor_types(am));
+        json_object_set_new(j, "ctx", json_integer(n_ctx));
+        json_object_set_new(j, "n_batch", json_integer(o.n_batch));
+        json_object_set_new(j, "threads", json_integer(o.threads));
+        json_object_set_new(j, "sampling", smp);
+        json_object_set_new(j, "stop", stops);
+        json_object_set_new(j, "tokens_in", json_integer(st.n_prompt));
+        json_object_set_new(j, "tokens_out", json_integer(st.n_gen));
+        json_object_set_new(j, "finish_reason", json_string(engine_finish_name(st.finish)));
+        json_object_set_new(j, "setup_ms", json_real(setup_ms));
+        json_object_set_new(j, "prompt_ms", json_real(st.prompt_ms));
+        json_object_set_new(j, "ttft_ms", json_real(st.ttft_ms));
+        json_object_set_new(j, "itl_ms_p50", isfinite(st.itl_ms_p50) ? json_real(st.itl_ms_p50)
+                                                                     : json_null());
+        json_object_set_new(j, "itl_ms_p95", isfinite(st.itl_ms_p95) ? json_real(st.itl_ms_p95)
+                                                                     : json_null());
+        json_object_set_new(j, "itl_ms_p99", isfinite(st.itl_ms_p99) ? json_real(st.itl_ms_p99)
+                                                                     : json_null());
+        json_object_set_new(j, "prompt_tok_s", isfinite(st.prompt_tok_s)
+                                                   ? json_real(st.prompt_tok_s) : json_null());
+        json_object_set_new(j, "gen_tok_s", isfinite(st.gen_tok_s) ? json_real(st.gen_tok_s)
+                                                                   : json_null());
+        json_object_set_new(j, "weight_bytes",
+                            json_integer((json_int_t)llm_model_weight_bytes(lm.m)));
+        json_object_set_new(j, "pass_bytes", json_integer((json_int_t)llm_model_pass_bytes(lm.m)));
+        json_object_set_new(j, "peak_rss_bytes", json_integer((json_int_t)util_vmhwm_bytes(0)));
+        json_object_set_new(j, "cap_bytes", json_integer(0));
+        json_object_set_new(j, "ssd_read_bytes",
+                            json_integer((json_int_t)(util_io_read_bytes() - io0)));
+        json_object_set_new(j, "gates", gates);
+        json_object_set_new(j, "void", json_boolean(gate_parity == GATE_VOID));
+        json_object_set_new(j, "void_reason", json_string(void_reason));
+        json_object_set_new(j, "ids_digest", json_string(h1));
+        json_object_set_new(j, "logits_digest", json_string(h2));
+        if (have_kl) {
+            json_t *k = json_object();
+            json_object_set_new(k, "base", json_string(base.path));
+            json_object_set_new(k, "positions", json_integer((json_int_t)kl.n_scored));
+            json_object_set_new(k, "kl_mean", json_real(kl.kl_mean));
+            json_object_set_new(k, "kl_p99", json_real(kl.kl_p99));
+            json_object_set_new(k, "kl_max", json_real(kl.kl_max));
+            json_object_set_new(k, "top1_agree", json_real(kl.top1_agree));
+            json_object_set_new(j, "kl", k);
+        }
+        json_object_set_new(j, "git_rev", json_string(util_git_rev()));
+        json_object_set_new(j, "unix_time",
+                            json_integer((json_int_t)(util_wall_ns() / 1000000000ull)));
+        if (result_append_jsonl(out, j, err, sizeof err)) {
+            fprintf(stderr, "swarm generate: %s\n", err);
+            goto out;
+        }
+    }
+    rc = gate_parity == GATE_VOID ? EXIT_VOID : EXIT_OK;
+out:
+    json_decref(j);
+    free(ids);
+    free(sink.ids);
+    free(sink2.ids);
+    llm_cli_close(&base);
+    llm_cli_close(&lm);
+    quant_pool_shutdown();
+    return rc;
+}
