@@ -23,7 +23,6 @@ static void s_usage(FILE *f)
             "  keygen      write a CURVE key pair (NAME.key, NAME.pub)\n"
             "  tokenize    a GGUF file's tokenizer on a text: ids and pieces\n"
             "  quantize    rewrite a GGUF file's weights as Q8_0, Q4_0, Q4_K_M, Q6_K, ...\n"
-
             "  generate    text from a llama/qwen2 file: streamed, timed, digested\n"
             "  chat        an interactive chat with the file's chat template\n"
             "  perplexity  llama.cpp's perplexity of a text; KL against a base file\n");
