@@ -6,11 +6,13 @@ CLANG   ?= clang
 BUILD   ?= build
 BIN     ?= bin
 PREFIX  ?= /usr/local
-PKGS     = libzmq msgpack openblas libbpf inih jansson libxxhash liburing libcrypto libpcre2-8
+PKGS     = libzmq msgpack openblas libbpf inih jansson libxxhash liburing libcrypto libpcre2-8 \
+           libmicrohttpd
 DEB_PKGS = build-essential pkg-config clang llvm bpftool libzmq3-dev libmsgpack-dev \
            libopenblas-dev libbpf-dev libelf-dev zlib1g-dev libinih-dev libjansson-dev \
            libxxhash-dev liburing-dev libssl-dev gnuplot-nox iproute2 libclang-rt-14-dev \
-           python3 procps iputils-ping util-linux libpcre2-dev
+           python3 procps iputils-ping util-linux libpcre2-dev \
+           libmicrohttpd-dev chromium curl
 WERROR  ?= $(if $(CI),-Werror,)
 GIT_REV := $(shell git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)$(shell git diff --quiet HEAD 2>/dev/null || echo -dirty)
 
@@ -28,8 +30,8 @@ LDLIBS   = $(PKG_LIBS) -lpthread -lm
 
 MAIN_SRC = coordinator/main.c
 # Every folder of one concept goes into the library (tokenizer/, quant/, arch/, sample/, chat/
-# and engine/ are the real-model concepts).
-SRC_DIRS = common proto netem coordinator worker tokenizer quant arch sample chat engine
+# and engine/ are the real-model concepts; serve/ the HTTP server).
+SRC_DIRS = common proto netem coordinator worker tokenizer quant arch sample chat engine serve
 LIB_SRC  = $(filter-out $(MAIN_SRC) %.bpf.c,$(wildcard $(SRC_DIRS:%=%/*.c)))
 LIB_OBJ  = $(LIB_SRC:%.c=$(BUILD)/%.o)
 BPF_SRC  = $(wildcard netem/*.bpf.c)
@@ -56,6 +58,9 @@ $(BUILD)/netem/%.skel.h: $(BUILD)/netem/%.bpf.o
 $(BUILD)/%.o: %.c | $(BPF_SKEL)
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -c $< -o $@
+
+# The chat page is assembled into page.o (.incbin): an edited page rebuilds it.
+$(BUILD)/serve/page.o: serve/page.html
 
 $(BUILD)/libswarm.a: $(LIB_OBJ)
 	@rm -f $@

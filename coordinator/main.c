@@ -5,6 +5,7 @@
 #include "common/exitcode.h"
 #include "coordinator/cmd.h"
 #include "netem/netem.h"
+#include "serve/serve.h"
 #include "worker/worker.h"
 
 static void s_usage(FILE *f)
@@ -25,7 +26,9 @@ static void s_usage(FILE *f)
             "  quantize    rewrite a GGUF file's weights as Q8_0, Q4_0, Q4_K_M, Q6_K, ...\n"
             "  generate    text from a llama/qwen2 file: streamed, timed, digested\n"
             "  chat        an interactive chat with the file's chat template\n"
-            "  perplexity  llama.cpp's perplexity of a text; KL against a base file\n");
+            "  perplexity  llama.cpp's perplexity of a text; KL against a base file\n"
+
+            "  serve       an OpenAI-compatible HTTP server and chat page over a model\n");
 }
 
 int main(int argc, char **argv)
@@ -63,6 +66,8 @@ int main(int argc, char **argv)
         return cmd_chat(argc - 1, argv + 1);
     if (!strcmp(c, "perplexity"))
         return cmd_perplexity(argc - 1, argv + 1);
+    if (!strcmp(c, "serve"))
+        return serve_main(argc - 1, argv + 1);
     if (!strcmp(c, "netem"))
         return netem_main(argc - 1, argv + 1);
     if (!strcmp(c, "-h") || !strcmp(c, "--help") || !strcmp(c, "help")) {

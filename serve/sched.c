@@ -1,0 +1,336 @@
+/* sched.c — K generation slots over one model, a bounded FIFO in front of them, and the jobs
+ * that connect a request to its client. serve/
+ *
+ * Each slot is a thread with its own llm session (KV cache of n_ctx positions, allocated once at
+ * start: K x llm_session_kv_bytes is the server's KV memory, reported at start). A job is taken
+ * in arrival order; the session is reset after every job, so a cancelled request leaves nothing
+ * behind and its cache is free for the next one at once.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "serve/serve_int.h"
+
+typedef struct {
+    serve_sched *s;
+    pthread_t th;
+    int started;
+    llm_session *sess;
+    serve_job *job;               /* running now (under s->mu), NULL when idle */
+} s_slot;
+
+struct serve_sched {
+    serve *srv;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    serve_job *head, *tail;
+    uint32_t n_slots, n_queue, n_queued, n_active, n_batch;
+    int quit;
+    double busy_s;                /* seconds finished jobs held a slot */
+    uint64_t n_done;
+    s_slot *slots;
+};
+
+/* ---- jobs ---- */
+
+serve_job *job_new(serve *srv, char *err, size_t errlen)
+{
+    serve_job *j = calloc(1, sizeof *j);
+    if (!j) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    j->srv = srv;
+    j->sock = -1;
+    j->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (j->efd < 0) {
+        snprintf(err, errlen, "eventfd: %s", strerror(errno));
+        free(j);
+        return NULL;
+    }
+    pthread_mutex_init(&j->mu, NULL);
+    j->refs = 1;
+    atomic_init(&j->cancel, 0);
+    j->created = (long long)time(NULL);
+    j->t_recv = serve_now();
+    return j;
+}
+
+void job_unref(serve_job *job)
+{
+    if (!job)
+        return;
+    pthread_mutex_lock(&job->mu);
+    int last = --job->refs == 0;
+    pthread_mutex_unlock(&job->mu);
+    if (!last)
+        return;
+    api_req_free(&job->req);
+    json_decref(job->lp);
+    free(job->text);
+    free(job->out);
+    close(job->efd);
+    pthread_mutex_destroy(&job->mu);
+    free(job);
+}
+
+static void s_wake(serve_job *job)
+{
+    uint64_t one = 1;
+    if (write(job->efd, &one, sizeof one) < 0) {
+        /* EAGAIN: the counter is already non-zero, the reader will wake anyway. */
+    }
+}
+
+int job_emit(serve_job *job, const char *p, size_t n)
+{
+    pthread_mutex_lock(&job->mu);
+    if (job->out_off == job->out_len)
+        job->out_off = job->out_len = 0;
+    if (job->out_len + n > job->out_cap) {
+        size_t cap = job->out_cap ? job->out_cap : 1024;
+        while (cap < job->out_len + n)
+            cap *= 2;
+        char *o = realloc(job->out, cap);
+        if (!o) {
+            pthread_mutex_unlock(&job->mu);
+            return -1;
+        }
+        job->out = o;
+        job->out_cap = cap;
+    }
+    memcpy(job->out + job->out_len, p, n);
+    job->out_len += n;
+    pthread_mutex_unlock(&job->mu);
+    s_wake(job);
+    return 0;
+}
+
+int job_emit_sse(serve_job *job, json_t *j)
+{
+    if (!j)
+        return -1;
+    char *s = json_dumps(j, JSON_COMPACT);
+    json_decref(j);
+    if (!s)
+        return -1;
+    size_t n = strlen(s);
+    char *line = malloc(n + 9);
+    int rc = -1;
+    if (line) {
+        memcpy(line, "data: ", 6);
+        memcpy(line + 6, s, n);
+        memcpy(line + 6 + n, "\n\n", 2);
+        rc = job_emit(job, line, n + 8);
+    }
+    free(line);
+    free(s);
+    return rc;
+}
+
+void job_set_done(serve_job *job)
+{
+    pthread_mutex_lock(&job->mu);
+    job->done = 1;
+    pthread_mutex_unlock(&job->mu);
+    s_wake(job);
+}
+
+/* The end of a job: the last chunks, or the whole response. */
+static void s_finish(serve_job *job)
+{
+    serve *srv = job->srv;
+    metrics_tokens(srv->metrics, job->req.n_prompt, job->n_gen);
+    if (job->finish == FINISH_CANCELLED)
+        return;
+    if (job->finish == FINISH_ERROR) {
+        /* Headers (200) are gone already: the error travels in the body, OpenAI's shape. */
+        json_t *e = api_error(job->err, "server_error", NULL, "generation_failed");
+        if (job->req.stream)
+            job_emit_sse(job, e);
+        else {
+            char *s = json_dumps(e, JSON_COMPACT);
+            json_decref(e);
+            if (s)
+                job_emit(job, s, strlen(s));
+            free(s);
+        }
+        return;
+    }
+    if (job->req.stream) {
+        job_emit_sse(job, api_chunk(job, "", 0, NULL, api_finish_name(job->finish)));
+        if (job->req.include_usage)
+            job_emit_sse(job, api_usage_chunk(job));
+        job_emit(job, "data: [DONE]\n\n", 14);
+        return;
+    }
+    json_t *r = api_response(job);
+    char *s = r ? json_dumps(r, JSON_COMPACT) : NULL;
+    json_decref(r);
+    if (s)
+        job_emit(job, s, strlen(s));
+    free(s);
+}
+
+/* ---- slots ---- */
+
+static void *s_slot_main(void *p)
+{
+    s_slot *sl = p;
+    serve_sched *s = sl->s;
+    for (;;) {
+        pthread_mutex_lock(&s->mu);
+        while (!s->head && !s->quit)
+            pthread_cond_wait(&s->cv, &s->mu);
+        if (!s->head) {
+            pthread_mutex_unlock(&s->mu);
+            break;
+        }
+        serve_job *job = s->head;
+        s->head = job->next;
+        if (!s->head)
+            s->tail = NULL;
+        s->n_queued--;
+        s->n_active++;
+        sl->job = job;
+        pthread_mutex_unlock(&s->mu);
+
+        job->t_start = serve_now();
+        if (atomic_load(&job->cancel))
+            job->finish = FINISH_CANCELLED;
+        else
+            loop_run(s->srv, sl->sess, job, s->n_batch);
+        /* Free the cache for the next job before anyone is told this one is over. */
+        llm_session_reset(sl->sess);
+        s_finish(job);
+
+        pthread_mutex_lock(&s->mu);
+        sl->job = NULL;
+        s->n_active--;
+        s->busy_s += serve_now() - job->t_start;
+        s->n_done++;
+        pthread_mutex_unlock(&s->mu);
+        job_set_done(job);
+        job_unref(job);
+    }
+    return NULL;
+}
+
+serve_sched *sched_new(serve *srv, uint32_t n_slots, uint32_t n_queue, uint32_t n_ctx,
+                       int nthreads, char *err, size_t errlen)
+{
+    serve_sched *s = calloc(1, sizeof *s);
+    if (!s || !(s->slots = calloc(n_slots, sizeof *s->slots))) {
+        free(s);
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    s->srv = srv;
+    s->n_slots = n_slots;
+    s->n_queue = n_queue;
+    /* 64 positions per prefill batch: matrix x matrix for the prompt, and a cancelled
+     * request's prompt stops within one batch. */
+    s->n_batch = n_ctx < 64 ? n_ctx : 64;
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->cv, NULL);
+    for (uint32_t i = 0; i < n_slots; i++) {
+        s_slot *sl = &s->slots[i];
+        sl->s = s;
+        sl->sess = llm_session_new(srv->model, n_ctx, s->n_batch, err, errlen);
+        if (!sl->sess)
+            goto err;
+        llm_session_set_threads(sl->sess, nthreads);
+        if (pthread_create(&sl->th, NULL, s_slot_main, sl)) {
+            snprintf(err, errlen, "cannot start slot thread %u", i);
+            goto err;
+        }
+        sl->started = 1;
+    }
+    return s;
+err:
+    sched_free(&s);
+    return NULL;
+}
+
+void sched_cancel_all(serve_sched *s)
+{
+    pthread_mutex_lock(&s->mu);
+    for (serve_job *j = s->head; j; j = j->next)
+        atomic_store(&j->cancel, 1);
+    for (uint32_t i = 0; i < s->n_slots; i++)
+        if (s->slots[i].job)
+            atomic_store(&s->slots[i].job->cancel, 1);
+    pthread_mutex_unlock(&s->mu);
+}
+
+void sched_free(serve_sched **sp)
+{
+    serve_sched *s = *sp;
+    if (!s)
+        return;
+    sched_cancel_all(s);
+    pthread_mutex_lock(&s->mu);
+    s->quit = 1;
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    for (uint32_t i = 0; i < s->n_slots; i++) {
+        if (s->slots[i].started)
+            pthread_join(s->slots[i].th, NULL);
+        llm_session_free(&s->slots[i].sess);
+    }
+    pthread_cond_destroy(&s->cv);
+    pthread_mutex_destroy(&s->mu);
+    free(s->slots);
+    free(s);
+    *sp = NULL;
+}
+
+int sched_submit(serve_sched *s, serve_job *job)
+{
+    pthread_mutex_lock(&s->mu);
+    if (s->quit || s->n_active + s->n_queued >= s->n_slots + s->n_queue) {
+        pthread_mutex_unlock(&s->mu);
+        return -1;
+    }
+    pthread_mutex_lock(&job->mu);
+    job->refs++;
+    pthread_mutex_unlock(&job->mu);
+    job->next = NULL;
+    if (s->tail)
+        s->tail->next = job;
+    else
+        s->head = job;
+    s->tail = job;
+    s->n_queued++;
+    pthread_cond_signal(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    return 0;
+}
+
+void sched_counts(serve_sched *s, uint32_t *active, uint32_t *queued)
+{
+    pthread_mutex_lock(&s->mu);
+    *active = s->n_active;
+    *queued = s->n_queued;
+    pthread_mutex_unlock(&s->mu);
+}
+
+double sched_mean_job_s(serve_sched *s)
+{
+    pthread_mutex_lock(&s->mu);
+    double m = s->n_done ? s->busy_s / (double)s->n_done : 1.0;
+    pthread_mutex_unlock(&s->mu);
+    return m;
+}
+
+uint64_t sched_kv_bytes(serve_sched *s)
+{
+    uint64_t b = 0;
+    for (uint32_t i = 0; i < s->n_slots; i++)
+        b += llm_session_kv_bytes(s->slots[i].sess);
+    return b;
+}
