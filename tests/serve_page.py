@@ -1,0 +1,100 @@
+#!/usr/bin/env python3
+"""serve_page.py — drives swarm serve's chat page in headless Chromium over the DevTools
+protocol (--remote-debugging-pipe: fd 3 in, fd 4 out, NUL-separated JSON), types a message,
+watches the reply grow token by token, takes a screenshot. tests/ (used by e2e_serve.sh)
+
+usage: serve_page.py URL SCREENSHOT.png DEADLINE_S
+Prints one line of facts; exits 0 when the page showed the server ok, streamed a reply in
+several steps, and showed time to first token and tokens/s; 1 otherwise.
+"""
+import base64, json, os, shutil, subprocess, sys, tempfile, time
+
+url, shot, deadline_s = sys.argv[1], sys.argv[2], float(sys.argv[3])
+end = time.monotonic() + deadline_s
+# The binary itself: Debian's /usr/bin/chromium wrapper is a shell script that adds flags.
+exe = next((p for p in ("/usr/lib/chromium/chromium", shutil.which("chromium") or "")
+            if p and os.access(p, os.X_OK)), None)
+if not exe:
+    print("serve_page: no chromium"); sys.exit(1)
+prof = tempfile.mkdtemp(prefix="serve_page.")
+r_in, w_in = os.pipe()    # we write commands -> chromium reads fd 3
+r_out, w_out = os.pipe()  # chromium writes fd 4 -> we read
+def child():  # via fresh copies: dup2 onto the same number would keep close-on-exec
+    a, b = os.dup(r_in), os.dup(w_out)
+    os.dup2(a, 3); os.dup2(b, 4)
+proc = subprocess.Popen([exe, "--headless=new", "--no-sandbox", "--disable-gpu",
+                         "--no-first-run", "--user-data-dir=" + prof, "--window-size=1000,700",
+                         "--remote-debugging-pipe", "about:blank"],
+                        close_fds=False, preexec_fn=child,
+                        stdout=subprocess.DEVNULL, stderr=open(shot + ".log", "w"))
+os.close(r_in); os.close(w_out)
+buf = b""; seq = 0
+def call(method, params=None, session=None):
+    global buf, seq
+    seq += 1
+    msg = {"id": seq, "method": method, "params": params or {}}
+    if session: msg["sessionId"] = session
+    os.write(w_in, json.dumps(msg).encode() + b"\0")
+    while True:
+        while b"\0" not in buf:
+            if time.monotonic() > end:
+                raise TimeoutError(method)
+            import select
+            r, _, _ = select.select([r_out], [], [], max(0.0, end - time.monotonic()))
+            if not r:
+                raise TimeoutError(method)
+            chunk = os.read(r_out, 1 << 20)
+            if not chunk:
+                raise EOFError("chromium closed the pipe")
+            buf += chunk
+        line, buf = buf.split(b"\0", 1)
+        m = json.loads(line)
+        if m.get("id") == seq:
+            if "error" in m:
+                raise RuntimeError(f"{method}: {m['error']}")
+            return m.get("result", {})
+
+def ev(expr, session):
+    r = call("Runtime.evaluate", {"expression": expr, "returnByValue": True,
+                                  "awaitPromise": True}, session)
+    return r.get("result", {}).get("value")
+
+ok = False
+facts = {}
+try:
+    tid = call("Target.createTarget", {"url": url})["targetId"]
+    sid = call("Target.attachToTarget", {"targetId": tid, "flatten": True})["sessionId"]
+    while ev("document.readyState + '|' + (document.getElementById('health')||{}).textContent",
+             sid) != "complete|ok":
+        time.sleep(0.05)
+    facts["arm"] = ev("document.getElementById('arm').textContent", sid)
+    facts["model"] = ev("document.getElementById('model').textContent", sid)
+    # Every change of the reply's text is recorded, with its length, as it happens.
+    ev("""window.__lens = [];
+    new MutationObserver(() => { const r = document.getElementById('reply-1');
+      if (r) window.__lens.push(r.querySelector('span').textContent.length); })
+      .observe(document.getElementById('log'), {subtree: true, childList: true, characterData: true});
+    document.getElementById('maxtok').value = 48;
+    document.getElementById('input').value = 'Hello there, swarm';
+    document.getElementById('form').requestSubmit(); true""", sid)
+    while ev("!!(document.getElementById('reply-1')||{dataset:{}}).dataset.done", sid) is not True:
+        time.sleep(0.05)
+    facts["reply"] = ev("document.getElementById('reply-1').querySelector('span').textContent", sid)
+    lens = ev("window.__lens", sid) or []
+    facts["updates"] = len(set(l for l in lens if l > 0))
+    facts["ttft"] = ev("document.getElementById('ttft').textContent", sid)
+    facts["tps"] = ev("document.getElementById('tps').textContent", sid)
+    facts["workers_rows"] = ev("document.getElementById('workers').rows.length", sid)
+    png = call("Page.captureScreenshot", {"format": "png"}, sid)["data"]
+    with open(shot, "wb") as f:
+        f.write(base64.b64decode(png))
+    ok = (facts["reply"] and not facts["reply"].startswith("[error]") and facts["updates"] >= 2
+          and facts["ttft"].endswith(" ms") and facts["tps"] not in ("", "–")
+          and facts["workers_rows"] == 0)
+except Exception as e:  # a timeout or a closed pipe: reported, never hung
+    facts["error"] = repr(e)
+finally:
+    proc.kill(); proc.wait()
+    shutil.rmtree(prof, ignore_errors=True)
+print("serve_page:", json.dumps(facts, ensure_ascii=False))
+sys.exit(0 if ok else 1)
