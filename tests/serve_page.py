@@ -3,13 +3,14 @@
 protocol (--remote-debugging-pipe: fd 3 in, fd 4 out, NUL-separated JSON), types a message,
 watches the reply grow token by token, takes a screenshot. tests/ (used by e2e_serve.sh)
 
-usage: serve_page.py URL SCREENSHOT.png DEADLINE_S
+usage: serve_page.py URL SCREENSHOT.png DEADLINE_S [API_KEY]
 Prints one line of facts; exits 0 when the page showed the server ok, streamed a reply in
 several steps, and showed time to first token and tokens/s; 1 otherwise.
 """
 import base64, json, os, shutil, subprocess, sys, tempfile, time
 
 url, shot, deadline_s = sys.argv[1], sys.argv[2], float(sys.argv[3])
+api_key = sys.argv[4] if len(sys.argv) > 4 else ""
 end = time.monotonic() + deadline_s
 # The binary itself: Debian's /usr/bin/chromium wrapper is a shell script that adds flags.
 exe = next((p for p in ("/usr/lib/chromium/chromium", shutil.which("chromium") or "")
@@ -75,8 +76,9 @@ try:
       if (r) window.__lens.push(r.querySelector('span').textContent.length); })
       .observe(document.getElementById('log'), {subtree: true, childList: true, characterData: true});
     document.getElementById('maxtok').value = 48;
+    document.getElementById('key').value = %s;
     document.getElementById('input').value = 'Hello there, swarm';
-    document.getElementById('form').requestSubmit(); true""", sid)
+    document.getElementById('form').requestSubmit(); true""" % json.dumps(api_key), sid)
     while ev("!!(document.getElementById('reply-1')||{dataset:{}}).dataset.done", sid) is not True:
         time.sleep(0.05)
     facts["reply"] = ev("document.getElementById('reply-1').querySelector('span').textContent", sid)

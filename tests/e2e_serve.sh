@@ -1,0 +1,84 @@
+#!/bin/bash
+# e2e_serve.sh — swarm serve on loopback (ephemeral ports) over a random-weight model: every
+# endpoint streamed and not, the bad-input table, slow clients, 16 concurrent streams, a client
+# that hangs up, 429, the chat page in headless Chromium, SIGTERM. tests/
+# Env: SWARM_BIN (bin/swarm), SWARM_TEST_TMP (scratch). Closes with "e2e_serve: N passed, N failed".
+set -u
+cd "$(dirname "$0")/.."
+: "${SWARM_BIN:=$PWD/bin/swarm}" "${SWARM_TEST_TMP:=$PWD/tests/tmp}"
+T="$SWARM_TEST_TMP/e2e_serve"
+rm -rf "$T" && mkdir -p "$T"
+pass=0; fail=0
+. tests/lib.sh
+pids=()
+trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done' EXIT
+
+tally() { # the checker's "ok"/"FAIL" lines into pass/fail
+    local f=$1
+    pass=$((pass + $(grep -c '^ok ' "$f")))
+    local nf; nf=$(grep -c '^FAIL ' "$f")
+    fail=$((fail + nf))
+    [ "$nf" = 0 ] || grep '^FAIL ' "$f" >&2
+    grep -vE '^(ok|FAIL) ' "$f"
+    grep -q -E '^(ok|FAIL) ' "$f" || { fail=$((fail + 1)); echo "FAIL: $f: no checks ran" >&2; tail -5 "$f" >&2; }
+}
+
+gzip -dc tests/fixtures/tok/llama-spm.gguf.gz > "$T/vocab.gguf"
+sw gen gen --arch llama --dim 64 --layers 2 --heads 4 --kv-heads 2 --ff 128 \
+    --vocab-from "$T/vocab.gguf" --type q8_0 --seed 7 -o "$T/tiny.gguf"; expect_rc gen 0
+
+# flags: off loopback needs a key; arms that cannot serve yet say so
+sw offlo serve "$T/tiny.gguf" --listen 0.0.0.0:0; expect_rc offlo 2; has offlo err "--api-key"
+sw badarm serve "$T/tiny.gguf" --arm resident; expect_rc badarm 2; has badarm err "issue 12"
+sw badtmpl serve "$T/tiny.gguf" --listen 127.0.0.1:0 --chat-template jinja2; expect_rc badtmpl 2
+sw nomodel serve "$T/none.gguf" --listen 127.0.0.1:0; expect_rc nomodel 2
+
+start() { # name, args...: a server in the background; waits for its port file and "ready"
+    local name=$1; shift
+    "$SWARM_BIN" serve "$T/tiny.gguf" --listen 127.0.0.1:0 --port-file "$T/$name.port" "$@" \
+        >"$T/$name.out" 2>"$T/$name.err" &
+    pids+=($!); eval "${name}_pid=$!"
+    wait_for "$T/$name.err" "serve: ready" 30 || { bad "$name did not start"; tail -5 "$T/$name.err" >&2; }
+    eval "${name}_port=$(cat "$T/$name.port" 2>/dev/null || echo 0)"
+}
+KEY=sekrit-$$
+start main --ctx 256 --parallel 4 --queue 16 --api-key "$KEY" --chat-template chatml \
+    --max-body 8192 --timeout 1
+# shellcheck disable=SC2154
+python3 tests/serve_check.py "$main_port" "$KEY" basic >"$T/basic.txt" 2>&1; tally "$T/basic.txt"
+python3 tests/serve_check.py "$main_port" "$KEY" bad 1 >"$T/bad.txt" 2>&1; tally "$T/bad.txt"
+python3 tests/serve_check.py "$main_port" "$KEY" load >"$T/load.txt" 2>&1; tally "$T/load.txt"
+
+# the chat page in a real browser: load, type, see the reply stream in, screenshot
+if [ -x /usr/lib/chromium/chromium ] || command -v chromium >/dev/null; then
+    if timeout 120 python3 tests/serve_page.py "http://127.0.0.1:$main_port/" "$T/page.png" 60 "$KEY" \
+        >"$T/page.txt" 2>&1; then ok; else bad "chat page in Chromium: $(tail -1 "$T/page.txt")"; fi
+    cat "$T/page.txt"
+    eq "screenshot written" "$([ -s "$T/page.png" ] && echo yes)" yes
+else
+    bad "chromium is not installed (make deps installs it)"
+fi
+
+start busy --ctx 512 --parallel 1 --queue 1 --grace 0
+# shellcheck disable=SC2154
+python3 tests/serve_check.py "$main_port" "$KEY" busy "$busy_port" >"$T/busy.txt" 2>&1
+tally "$T/busy.txt"
+
+# SIGTERM: in-flight streams finish (the grace is long enough), the server exits 0
+curl -sN -H "Authorization: Bearer $KEY" "http://127.0.0.1:$main_port/v1/completions" \
+    -d '{"prompt":"The","max_tokens":40,"temperature":0,"stream":true}' >"$T/term.sse" &
+cpid=$!
+wait_for "$T/term.sse" "data: " 10 || bad "no stream before SIGTERM"
+# shellcheck disable=SC2154
+kill -TERM "$main_pid"
+if wait "$main_pid"; then rc=0; else rc=$?; fi
+eq "SIGTERM: exit 0" "$rc" 0
+wait "$cpid"
+eq "SIGTERM: the in-flight stream completed" "$(tail -c 200 "$T/term.sse" | grep -c 'data: \[DONE\]')" 1
+has main err "serve: stopped"
+# shellcheck disable=SC2154
+kill -TERM "$busy_pid"; if wait "$busy_pid"; then rc=0; else rc=$?; fi
+eq "SIGTERM (busy server): exit 0" "$rc" 0
+
+echo "e2e_serve: $pass passed, $fail failed"
+[ "$fail" = 0 ]
