@@ -114,6 +114,7 @@ static void s_reader_free(void *cls)
 {
     serve_job *job = cls;
     atomic_store(&job->cancel, 1);
+    sched_withdraw(job->srv->sched, job);
     job_unref(job);
 }
 

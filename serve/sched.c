@@ -311,6 +311,29 @@ int sched_submit(serve_sched *s, serve_job *job)
     return 0;
 }
 
+void sched_withdraw(serve_sched *s, serve_job *job)
+{
+    pthread_mutex_lock(&s->mu);
+    serve_job **pp = &s->head, *prev = NULL;
+    while (*pp && *pp != job) {
+        prev = *pp;
+        pp = &(*pp)->next;
+    }
+    int found = *pp == job;
+    if (found) {
+        *pp = job->next;
+        if (s->tail == job)
+            s->tail = prev;
+        s->n_queued--;
+    }
+    pthread_mutex_unlock(&s->mu);
+    if (found) {
+        job->finish = FINISH_CANCELLED;
+        job_set_done(job);
+        job_unref(job);
+    }
+}
+
 void sched_counts(serve_sched *s, uint32_t *active, uint32_t *queued)
 {
     pthread_mutex_lock(&s->mu);

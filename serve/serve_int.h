@@ -7,9 +7,10 @@
  * hang-up (POLLRDHUP on its socket), whichever comes first. K generation threads ("slots")
  * each own one llm session (its KV cache) and take jobs from one bounded FIFO. Evals of
  * several sessions run at once: llm.c keeps all per-session state in the session, the model
- * is read-only after opening, and quant's thread pool serialises its products with one mutex
- * (quant/matvec.c, s_call_mu), so products of different sessions take turns while attention,
- * sampling and decoding overlap.
+ * is read-only after opening, and quant's thread pool serialises every call (the products and
+ * llama.c's attention both go through it) with one mutex (quant/matvec.c, s_call_mu): the
+ * pool's work of different sessions takes turns while the rest (norms, sampling, decoding,
+ * HTTP) overlaps. So K sessions share one pool's throughput; they do not multiply it.
  */
 #ifndef SWARM_SERVE_INT_H
 #define SWARM_SERVE_INT_H
@@ -88,6 +89,9 @@ void sched_free(serve_sched **s);
 int sched_submit(serve_sched *s, serve_job *job);
 /* Bytes of every slot's KV cache together. */
 uint64_t sched_kv_bytes(serve_sched *s);
+/* A queued job whose client has gone leaves the queue at once (a running one stops at its next
+ * token through job->cancel): a dead client never holds a queue place. */
+void sched_withdraw(serve_sched *s, serve_job *job);
 void sched_counts(serve_sched *s, uint32_t *active, uint32_t *queued);
 /* Mean seconds a finished job held its slot (1 before any finished): for Retry-After. */
 double sched_mean_job_s(serve_sched *s);

@@ -59,7 +59,7 @@ else
     bad "chromium is not installed (make deps installs it)"
 fi
 
-start busy --ctx 512 --parallel 1 --queue 1 --grace 0
+start busy --ctx 2048 --parallel 1 --queue 1 --grace 0
 # shellcheck disable=SC2154
 python3 tests/serve_check.py "$main_port" "$KEY" busy "$busy_port" >"$T/busy.txt" 2>&1
 tally "$T/busy.txt"

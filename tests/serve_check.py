@@ -240,7 +240,7 @@ elif phase == "load":
 elif phase == "busy":
     # a server with 1 slot and 1 queue place: a third concurrent request gets 429
     p2 = int(sys.argv[4])
-    hold = {"prompt": "The", "max_tokens": 250, "temperature": 0, "stream": True}
+    hold = {"prompt": "The", "max_tokens": 2000, "temperature": 0, "stream": True}
     socks = []
     for _ in range(2):
         c = socket.create_connection(("127.0.0.1", p2))
@@ -260,5 +260,17 @@ elif phase == "busy":
                     headers={"Content-Type": "application/json"})
     check("429 when slots and queue are full", st == 429 and "Retry-After" in hd and
           json.loads(b)["error"]["code"] == "server_busy", (st, hd, b[:200]))
-    for c in socks:
-        c.close()
+    def wait_health(pred):
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < 10:
+            h = json.loads(req("GET", "/health", headers={}, p=p2)[2])
+            if pred(h):
+                return h
+            time.sleep(0.005)
+        return h
+    socks[1].close()  # the queued client goes: its place is free at once, not when a slot frees
+    h = wait_health(lambda h: h["queued"] == 0)
+    check("a queued client that hangs up leaves the queue", h["queued"] == 0 and h["active"] == 1, h)
+    socks[0].close()
+    h = wait_health(lambda h: h["active"] == 0)
+    check("the generating client that hangs up frees its slot", h["active"] == 0, h)
