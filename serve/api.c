@@ -353,7 +353,8 @@ int api_parse(serve *srv, serve_endpoint ep, const char *body, size_t len, serve
         if (!json_is_object(so))
             FAIL(400, "'stream_options' must be an object", "stream_options", "invalid_type");
         json_object_foreach(so, k, v) if (strcmp(k, "include_usage")) {
-            snprintf(msg, sizeof msg, "stream_options: unknown field '%.60s' (known: include_usage)", k);
+            snprintf(msg, sizeof msg,
+                     "stream_options: unknown field '%.60s' (known: include_usage)", k);
             FAIL(400, msg, "stream_options", "unknown_parameter");
         }
         if (s_bool(so, "include_usage", &r->include_usage, msg, sizeof msg)) {
@@ -524,9 +525,10 @@ static json_t *s_usage(serve_job *job)
 static json_t *s_timings(serve_job *job)
 {
     double ttft = job->n_gen ? (job->t_first - job->t_recv) * 1e3 : 0;
+    double prefill = job->n_gen ? (job->t_first - job->t_start) * 1e3 : 0;
     double gen = job->n_gen > 1 ? (job->t_last - job->t_first) : 0;
     return json_pack("{s:f,s:f,s:f,s:i,s:f}", "queue_ms", (job->t_start - job->t_recv) * 1e3,
-                     "ttft_ms", ttft, "prefill_ms", job->n_gen ? (job->t_first - job->t_start) * 1e3 : 0,
+                     "ttft_ms", ttft, "prefill_ms", prefill,
                      "predicted_n", (int)job->n_gen, "predicted_per_second",
                      gen > 0 ? (job->n_gen - 1) / gen : 0.0);
 }

@@ -1,4 +1,4 @@
-/* metrics.c — the server's counters and histograms, written out in Prometheus' text format. serve/
+/* metrics.c — the server's counters and histograms, in Prometheus' text format. serve/
  *
  * Requests by endpoint and status, tokens in and out, the aggregate generation rate over the
  * last complete seconds, time to first token and inter-token latency histograms, sessions

@@ -262,7 +262,8 @@ int serve_main(int argc, char **argv)
     atomic_store(&srv.state, STATE_SERVING);
     fprintf(stderr, "serve: ready in %.2f s: %s, arm %s, %u slots x %u positions (KV %.1f MiB), "
             "queue %u, %d threads, chat template %s\n", serve_now() - t0, srv.model_id, srv.arm,
-            srv.n_slots, srv.n_ctx, sched_kv_bytes(srv.sched) / 1048576.0, srv.n_queue, srv.nthreads,
+            srv.n_slots, srv.n_ctx, sched_kv_bytes(srv.sched) / 1048576.0, srv.n_queue,
+            srv.nthreads,
             srv.chat_template[0] ? srv.chat_template : "(none)");
 
     int sig = 0;

@@ -1,4 +1,4 @@
-/* serve.h — `swarm serve`: an OpenAI-compatible HTTP server and chat page over one model. serve/ */
+/* serve.h — `swarm serve`: an OpenAI-compatible HTTP server and chat page. serve/ */
 #ifndef SWARM_SERVE_H
 #define SWARM_SERVE_H
 

@@ -20,7 +20,8 @@ tally() { # the checker's "ok"/"FAIL" lines into pass/fail
     fail=$((fail + nf))
     [ "$nf" = 0 ] || grep '^FAIL ' "$f" >&2
     grep -vE '^(ok|FAIL) ' "$f"
-    grep -q -E '^(ok|FAIL) ' "$f" || { fail=$((fail + 1)); echo "FAIL: $f: no checks ran" >&2; tail -5 "$f" >&2; }
+    grep -q -E '^(ok|FAIL) ' "$f" ||
+        { fail=$((fail + 1)); echo "FAIL: $f: no checks ran" >&2; tail -5 "$f" >&2; }
 }
 
 gzip -dc tests/fixtures/tok/llama-spm.gguf.gz > "$T/vocab.gguf"
@@ -33,12 +34,32 @@ sw badarm serve "$T/tiny.gguf" --arm resident; expect_rc badarm 2; has badarm er
 sw badtmpl serve "$T/tiny.gguf" --listen 127.0.0.1:0 --chat-template jinja2; expect_rc badtmpl 2
 sw nomodel serve "$T/none.gguf" --listen 127.0.0.1:0; expect_rc nomodel 2
 
+# While loading: /health and the API answer 503. The model path is a FIFO, so loading blocks
+# in open() until this script opens the other end: the loading state lasts exactly as long as
+# the test needs, on any machine. An empty write end then makes the load fail: exit 1, cleanly.
+mkfifo "$T/slow.gguf"
+"$SWARM_BIN" serve "$T/slow.gguf" --listen 127.0.0.1:0 --port-file "$T/slow.port" \
+    >"$T/slow.out" 2>"$T/slow.err" &
+slow_pid=$!; pids+=($slow_pid)
+wait_for "$T/slow.err" "serve: listening" 30 || bad "slow: no listening line"
+sp=$(cat "$T/slow.port")
+code=$(curl -s -o "$T/slow.h" -w '%{http_code}' "http://127.0.0.1:$sp/health")
+eq "loading: /health 503" "$code" 503
+eq "loading: status field" "$(jfield "$T/slow.h" status)" loading
+eq "loading: completions 503" "$(curl -s -o "$T/slow.c" -w '%{http_code}' \
+    "http://127.0.0.1:$sp/v1/completions" -d '{"prompt":"x"}')" 503
+eq "loading: error code" "$(jfield "$T/slow.c" error.code)" loading
+: >"$T/slow.gguf"
+if wait "$slow_pid"; then rc=0; else rc=$?; fi
+eq "a model that fails to load: exit 1" "$rc" 1
+
 start() { # name, args...: a server in the background; waits for its port file and "ready"
     local name=$1; shift
     "$SWARM_BIN" serve "$T/tiny.gguf" --listen 127.0.0.1:0 --port-file "$T/$name.port" "$@" \
         >"$T/$name.out" 2>"$T/$name.err" &
     pids+=($!); eval "${name}_pid=$!"
-    wait_for "$T/$name.err" "serve: ready" 30 || { bad "$name did not start"; tail -5 "$T/$name.err" >&2; }
+    wait_for "$T/$name.err" "serve: ready" 30 ||
+        { bad "$name did not start"; tail -5 "$T/$name.err" >&2; }
     eval "${name}_port=$(cat "$T/$name.port" 2>/dev/null || echo 0)"
 }
 KEY=sekrit-$$
@@ -51,8 +72,9 @@ python3 tests/serve_check.py "$main_port" "$KEY" load >"$T/load.txt" 2>&1; tally
 
 # the chat page in a real browser: load, type, see the reply stream in, screenshot
 if [ -x /usr/lib/chromium/chromium ] || command -v chromium >/dev/null; then
-    if timeout 120 python3 tests/serve_page.py "http://127.0.0.1:$main_port/" "$T/page.png" 60 "$KEY" \
-        >"$T/page.txt" 2>&1; then ok; else bad "chat page in Chromium: $(tail -1 "$T/page.txt")"; fi
+    if timeout 120 python3 tests/serve_page.py "http://127.0.0.1:$main_port/" "$T/page.png" 60 \
+        "$KEY" >"$T/page.txt" 2>&1; then ok
+    else bad "chat page in Chromium: $(tail -1 "$T/page.txt")"; fi
     cat "$T/page.txt"
     eq "screenshot written" "$([ -s "$T/page.png" ] && echo yes)" yes
 else
@@ -74,7 +96,8 @@ kill -TERM "$main_pid"
 if wait "$main_pid"; then rc=0; else rc=$?; fi
 eq "SIGTERM: exit 0" "$rc" 0
 wait "$cpid"
-eq "SIGTERM: the in-flight stream completed" "$(tail -c 200 "$T/term.sse" | grep -c 'data: \[DONE\]')" 1
+eq "SIGTERM: the in-flight stream completed" \
+    "$(tail -c 200 "$T/term.sse" | grep -c 'data: \[DONE\]')" 1
 has main err "serve: stopped"
 # shellcheck disable=SC2154
 kill -TERM "$busy_pid"; if wait "$busy_pid"; then rc=0; else rc=$?; fi

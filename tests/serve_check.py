@@ -68,8 +68,8 @@ if phase == "basic":
     st, _, b = req("GET", "/v1/models")
     check("models", st == 200 and json.loads(b)["data"][0]["id"] == "tiny", b)
     st, hd, b = req("GET", "/", headers={})
-    check("page", st == 200 and b"<script>" in b and b"http" not in b.split(b"<script>")[1][:0] + b"", st)
-    check("page fetches nothing outside", b"//cdn" not in b and b"src=\"http" not in b, "")
+    check("page", st == 200 and b"<script>" in b, st)
+    check("page names no outside address", b"http://" not in b and b"https://" not in b, "")
     base = {"prompt": "Once upon a time", "max_tokens": 24, "temperature": 0}
     st, _, b = req("POST", "/v1/completions", base)
     j = json.loads(b)
@@ -270,7 +270,8 @@ elif phase == "busy":
         return h
     socks[1].close()  # the queued client goes: its place is free at once, not when a slot frees
     h = wait_health(lambda h: h["queued"] == 0)
-    check("a queued client that hangs up leaves the queue", h["queued"] == 0 and h["active"] == 1, h)
+    check("a queued client that hangs up leaves the queue",
+          h["queued"] == 0 and h["active"] == 1, h)
     socks[0].close()
     h = wait_health(lambda h: h["active"] == 0)
     check("the generating client that hangs up frees its slot", h["active"] == 0, h)

@@ -74,7 +74,8 @@ try:
     ev("""window.__lens = [];
     new MutationObserver(() => { const r = document.getElementById('reply-1');
       if (r) window.__lens.push(r.querySelector('span').textContent.length); })
-      .observe(document.getElementById('log'), {subtree: true, childList: true, characterData: true});
+      .observe(document.getElementById('log'),
+               {subtree: true, childList: true, characterData: true});
     document.getElementById('maxtok').value = 48;
     document.getElementById('key').value = %s;
     document.getElementById('input').value = 'Hello there, swarm';
