@@ -27,7 +27,6 @@ static void s_usage(FILE *f)
             "  generate    text from a llama/qwen2 file: streamed, timed, digested\n"
             "  chat        an interactive chat with the file's chat template\n"
             "  perplexity  llama.cpp's perplexity of a text; KL against a base file\n"
-
             "  serve       an OpenAI-compatible HTTP server and chat page over a model\n");
 }
 

@@ -1,10 +1,12 @@
 /* sched.c — K generation slots over one model, a bounded FIFO in front of them, and the jobs
  * that connect a request to its client. serve/
  *
- * Each slot is a thread with its own llm session (KV cache of n_ctx positions, allocated once at
- * start: K x llm_session_kv_bytes is the server's KV memory, reported at start). A job is taken
- * in arrival order; the session is reset after every job, so a cancelled request leaves nothing
- * behind and its cache is free for the next one at once.
+ * Each slot is a thread with its own engine (engine/: an llm session, KV cache of n_ctx
+ * positions, allocated once at start: K x llm_session_kv_bytes is the server's KV memory,
+ * reported at start). A job is taken in arrival order; the engine is reset after every job, so
+ * a cancelled request leaves nothing behind and its cache is free for the next one at once
+ * (the engine's reuse of a common prefix between requests is not used: a slot serves
+ * different clients in turn).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -19,7 +21,7 @@ typedef struct {
     serve_sched *s;
     pthread_t th;
     int started;
-    llm_session *sess;
+    engine *eng;                  /* its own llm session and KV cache */
     serve_job *job;               /* running now (under s->mu), NULL when idle */
 } s_slot;
 
@@ -203,9 +205,9 @@ static void *s_slot_main(void *p)
         if (atomic_load(&job->cancel))
             job->finish = FINISH_CANCELLED;
         else
-            loop_run(s->srv, sl->sess, job, s->n_batch);
+            loop_run(s->srv, sl->eng, job);
         /* Free the cache for the next job before anyone is told this one is over. */
-        llm_session_reset(sl->sess);
+        engine_reset(sl->eng);
         s_finish(job);
 
         pthread_mutex_lock(&s->mu);
@@ -240,10 +242,9 @@ serve_sched *sched_new(serve *srv, uint32_t n_slots, uint32_t n_queue, uint32_t 
     for (uint32_t i = 0; i < n_slots; i++) {
         s_slot *sl = &s->slots[i];
         sl->s = s;
-        sl->sess = llm_session_new(srv->model, n_ctx, s->n_batch, err, errlen);
-        if (!sl->sess)
+        sl->eng = engine_new(srv->model, srv->tok, n_ctx, s->n_batch, nthreads, err, errlen);
+        if (!sl->eng)
             goto err;
-        llm_session_set_threads(sl->sess, nthreads);
         if (pthread_create(&sl->th, NULL, s_slot_main, sl)) {
             snprintf(err, errlen, "cannot start slot thread %u", i);
             goto err;
@@ -280,7 +281,7 @@ void sched_free(serve_sched **sp)
     for (uint32_t i = 0; i < s->n_slots; i++) {
         if (s->slots[i].started)
             pthread_join(s->slots[i].th, NULL);
-        llm_session_free(&s->slots[i].sess);
+        engine_free(&s->slots[i].eng);
     }
     pthread_cond_destroy(&s->cv);
     pthread_mutex_destroy(&s->mu);
@@ -354,6 +355,6 @@ uint64_t sched_kv_bytes(serve_sched *s)
 {
     uint64_t b = 0;
     for (uint32_t i = 0; i < s->n_slots; i++)
-        b += llm_session_kv_bytes(s->slots[i].sess);
+        b += llm_session_kv_bytes(engine_session(s->slots[i].eng));
     return b;
 }

@@ -22,6 +22,7 @@
 #include <stdint.h>
 
 #include "arch/llm.h"
+#include "engine/engine.h"
 #include "sample/sample.h"
 #include "tokenizer/tokenizer.h"
 
@@ -106,8 +107,8 @@ int job_emit(serve_job *job, const char *p, size_t n);
 int job_emit_sse(serve_job *job, json_t *j);
 void job_set_done(serve_job *job);
 
-/* ---- loop.c: the generation loop (one job on one session; 0, or -1 with job->err) ---- */
-int loop_run(serve *srv, llm_session *sess, serve_job *job, uint32_t n_batch);
+/* ---- loop.c: one job on one slot's engine (0, or -1 with job->err) ---- */
+int loop_run(serve *srv, engine *e, serve_job *job);
 
 /* ---- api.c: requests in, responses out ---- */
 /* Parse and validate body for endpoint ep into r. 0, or -1 with *status (400/404/...), an

@@ -67,6 +67,12 @@ start main --ctx 256 --parallel 4 --queue 16 --api-key "$KEY" --chat-template ch
     --max-body 8192 --timeout 1
 # shellcheck disable=SC2154
 python3 tests/serve_check.py "$main_port" "$KEY" basic >"$T/basic.txt" 2>&1; tally "$T/basic.txt"
+# greedy through HTTP = swarm generate's text for the same prompt and settings
+sw gref generate "$T/tiny.gguf" --prompt "Once upon a time" -n 24 --temp 0; expect_rc gref 0
+curl -s -H "Authorization: Bearer $KEY" "http://127.0.0.1:$main_port/v1/completions" \
+    -d '{"prompt":"Once upon a time","max_tokens":24,"temperature":0}' >"$T/gref.json"
+eq "greedy = swarm generate" "$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))
+    ["choices"][0]["text"])' "$T/gref.json")" "$(cat "$T/gref.out")"
 python3 tests/serve_check.py "$main_port" "$KEY" bad 1 >"$T/bad.txt" 2>&1; tally "$T/bad.txt"
 python3 tests/serve_check.py "$main_port" "$KEY" load >"$T/load.txt" 2>&1; tally "$T/load.txt"
 
