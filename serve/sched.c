@@ -208,14 +208,15 @@ static void *s_slot_main(void *p)
             loop_run(s->srv, sl->eng, job);
         /* Free the cache for the next job before anyone is told this one is over. */
         engine_reset(sl->eng);
-        s_finish(job);
-
+        /* The session is free before the client reads its last bytes: a client that has its
+         * [DONE] never sees itself still counted active (/metrics, /health). */
         pthread_mutex_lock(&s->mu);
         sl->job = NULL;
         s->n_active--;
         s->busy_s += serve_now() - job->t_start;
         s->n_done++;
         pthread_mutex_unlock(&s->mu);
+        s_finish(job);
         job_set_done(job);
         job_unref(job);
     }
