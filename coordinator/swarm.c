@@ -646,6 +646,18 @@ static void s_inject_faults(swarm_t *c, uint32_t step)
     }
 }
 
+/* Has every worker on the route said something since `from`? Only then does "no progress since
+ * from" mean the pipeline is stuck: a coordinator that was itself descheduled has not asked
+ * (seen under ASan on a loaded machine: a replay right after the coordinator woke, before the
+ * echoes of its new heartbeats were back). A worker never heard from is liveness's to judge. */
+static int s_all_heard(const swarm_t *c, uint64_t from)
+{
+    for (uint32_t i = 0; i < c->n; i++)
+        if (c->p[i].state == P_READY && c->p[i].last_heard_ns <= from)
+            return 0;
+    return 1;
+}
+
 /* Per-step deadline: a step out longer than step_deadline_ms is replayed under a new epoch,
  * counted from when it was sent or from the pipeline's last sign of progress, whichever is
  * later. A slow pipeline that is working (results arriving, workers reporting an activation
@@ -664,7 +676,7 @@ static void s_check_deadlines(swarm_t *c)
     uint64_t now = util_now_ns();
     for (uint32_t s = c->low; s < c->next_send; s++) {
         uint64_t from = c->sent_ns[s] > c->progress_ns ? c->sent_ns[s] : c->progress_ns;
-        if (c->in_flight[s] && !c->done[s] && now - from > deadline_ns) {
+        if (c->in_flight[s] && !c->done[s] && now - from > deadline_ns && s_all_heard(c, from)) {
             log_warn("step %u not back and no progress for %.0f ms: replaying the steps in "
                      "flight", s, deadline_ns / 1e6);
             c->deadline_replays++;
