@@ -161,19 +161,21 @@ exec_chunk *exec_schedule(const arch_model *am, const exec_plan *p, uint32_t fir
     return c;
 }
 
-/* "layers [a, b) need X resident (...)": the refusal of a cap that cannot hold a plan. */
+/* The refusal of a cap that cannot hold a plan, with every term of the sum. */
 static int s_short(char *err, size_t errlen, const char *path, const char *what, uint64_t need,
-                   uint64_t fixed, const exec_opts *o)
+                   uint64_t fixed, const char *rest, uint64_t rest_bytes, const exec_opts *o)
 {
-    char b1[32], b2[32], b3[32], b4[32], b5[32], b6[32];
+    char b[7][32];
     snprintf(err, errlen,
              "%s: cap %s cannot hold %s: %s needed (%s overhead + %s held by the runner + %s "
-             "of layer scratch and the rest for layers/ring): short by %s",
-             path, util_fmt_size(o->budget_bytes, b1, sizeof b1), what,
-             util_fmt_size(need, b2, sizeof b2), util_fmt_size(o->overhead_bytes, b3, sizeof b3),
-             util_fmt_size(o->held_bytes, b4, sizeof b4),
-             util_fmt_size(fixed - o->overhead_bytes - o->held_bytes, b5, sizeof b5),
-             util_fmt_size(need - o->budget_bytes, b6, sizeof b6));
+             "layer scratch + %s %s): short by %s",
+             path, util_fmt_size(o->budget_bytes, b[0], sizeof b[0]), what,
+             util_fmt_size(need, b[1], sizeof b[1]),
+             util_fmt_size(o->overhead_bytes, b[2], sizeof b[2]),
+             util_fmt_size(o->held_bytes, b[3], sizeof b[3]),
+             util_fmt_size(fixed - o->overhead_bytes - o->held_bytes, b[4], sizeof b[4]),
+             util_fmt_size(rest_bytes, b[5], sizeof b[5]), rest,
+             util_fmt_size(need - o->budget_bytes, b[6], sizeof b[6]));
     return -1;
 }
 
@@ -221,7 +223,7 @@ int exec_plan_arch(const arch_model *am, const char *path, uint32_t first, uint3
     } else if (o->resident_only) {
         if (fixed + all > o->budget_bytes) {
             snprintf(what, sizeof what, "layers [%u, %u) resident", first, last);
-            return s_short(err, errlen, path, what, fixed + all, fixed, o);
+            return s_short(err, errlen, path, what, fixed + all, fixed, "of layers", all, o);
         }
         p->n_resident = p->n_layers;
     } else if (fixed + all <= o->budget_bytes) {
@@ -229,7 +231,8 @@ int exec_plan_arch(const arch_model *am, const char *path, uint32_t first, uint3
     } else {
         uint64_t need_min = fixed + ring + stage, used = need_min;
         if (need_min > o->budget_bytes)
-            return s_short(err, errlen, path, "even the streaming ring", need_min, fixed, o);
+            return s_short(err, errlen, path, "even the streaming ring", need_min, fixed,
+                           "of ring and vector stage", ring + stage, o);
         for (uint32_t l = first; l < last; l++) {
             uint64_t b = exec_arch_layer_bytes(&am->layers[l]);
             if (used + b > o->budget_bytes)
