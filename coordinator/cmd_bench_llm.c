@@ -241,13 +241,15 @@ int cmd_bench_llm(int argc, char **argv)
             printf("threads %d: prompt %u tokens (batches of %u) %.2f tok/s | generation %.2f "
                    "tok/s (median of %u; p90 %.1f ms) | streamed %.1f MiB/token, disk %.2f GB/s "
                    "-> bound %.1f ms/token (%.2f tok/s) | ratio %.3f | read wait %.1f ms/token | gates: "
-                   "cache %s (storage %.1f MiB for %.1f MiB streamed), content %s%s%s\n",
+                   "cache %s (storage %.1f MiB for %.1f MiB streamed), content %s%s%s | "
+                   "peak rss %.0f MiB (the cap is planned, not enforced here)\n",
                    T, n_prompt, n_batch, n_prompt / pt, 1.0 / gen_tok, n_gen,
                    gt[(n_gen * 9) / 10] * 1e3, per_tok / 1048576.0, rate / 1e9, disk_tok * 1e3,
                    1.0 / disk_tok, gen_tok / disk_tok,
                    (s2.wait_ns - s1.wait_ns) / 1e6 / n_gen,
                    result_gate_name(rr.gate_cache), io / 1048576.0, sb / 1048576.0,
-                   result_gate_name(rr.gate_content), rr.void_reason[0] ? ": " : "", rr.void_reason);
+                   result_gate_name(rr.gate_content), rr.void_reason[0] ? ": " : "", rr.void_reason,
+                   util_vmhwm_bytes(0) / 1048576.0);
             if (rr.gate_cache == GATE_VOID || rr.gate_content == GATE_VOID)
                 rc = EXIT_VOID;
             continue;

@@ -237,14 +237,14 @@ static void s_sums_and_corruption(void)
     const arch_layer *last = &am->layers[am->hp.n_layers - 1];
     uint64_t off = last->t[last->n_tensors - 1].off + 17;
     uint64_t off0 = am->layers[0].t[am->layers[0].n_vectors].off + 5;
-    llm_model_free(&m);
+    llm_model_free(&m); /* am is m's */
     CHECK(s_flip(path, off, 1) == 0, "cannot corrupt the copy");
     m = s_open(path, cap, err, sizeof err);
     CHECK(m && !strncmp(llm_model_sums_source(m), "cache ", 6),
           "corrupted in place: sums from %s, not the cache (%s)", m ? llm_model_sums_source(m)
                                                                   : "-", err);
     if (m) {
-        uint32_t V = am->hp.n_vocab;
+        uint32_t V = llm_model_arch(m)->hp.n_vocab;
         float *lg = malloc((size_t)(1 + S_GEN) * V * sizeof(float));
         int32_t ids[S_GEN];
         exec_stats st;
