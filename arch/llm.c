@@ -30,6 +30,7 @@ struct llm_model {
     void *buf[3];                 /* tok_embd, out_norm, output (NULL when tied) */
     uint64_t held;                /* their aligned bytes */
     int n_sessions;
+    uint64_t *sums;               /* per-layer checksums (arch/sums.h) */
     char sums_src[PATH_MAX + 64];
 };
 
@@ -66,7 +67,7 @@ static int s_open_ssd(llm_model *m, const char *path, char *err, size_t errlen)
     const arch_hparams *hp = &m->am.hp;
     const arch_tensor *ts[3] = { &m->am.tok_embd, &m->am.out_norm, &m->am.output };
     const void **dst[3] = { &m->tok_embd, &m->out_norm, &m->output };
-    uint64_t *sums = NULL;
+    uint64_t *sums;
     sums_source src;
     char cpath[PATH_MAX + 32], why[256];
     int fd = -1, rc = -1;
@@ -88,7 +89,7 @@ static int s_open_ssd(llm_model *m, const char *path, char *err, size_t errlen)
                  o->n_ctx, hp->n_ctx_train);
         return -1;
     }
-    if (!(sums = malloc(hp->n_layers * sizeof *sums)))
+    if (!(sums = m->sums = malloc(hp->n_layers * sizeof *sums)))
         goto oom;
     if (sums_get(&m->am, path, sums, &src, cpath, sizeof cpath, err, errlen))
         goto done;
@@ -125,7 +126,6 @@ oom:
 done:
     if (fd >= 0)
         close(fd);
-    free(sums);
     return rc;
 }
 
@@ -194,6 +194,7 @@ void llm_model_free(llm_model **mp)
     if (m->map)
         munmap(m->map, m->map_len);
     exec_free(&m->ex);
+    free(m->sums);
     for (int i = 0; i < 3; i++)
         free(m->buf[i]);
     free(m->data);
@@ -224,6 +225,11 @@ int llm_model_stats(const llm_model *m, exec_stats *st)
 void llm_model_drain(llm_model *m)
 {
     exec_drain(m->ex);
+}
+
+const uint64_t *llm_model_layer_sums(const llm_model *m)
+{
+    return m->sums;
 }
 
 uint64_t llm_model_held_bytes(const llm_model *m)

@@ -64,6 +64,8 @@ void llm_model_drain(llm_model *m);
 /* Bytes the SSD arm keeps beside its layers (embedding, norm, head), and where the per-layer
  * checksums came from ("metadata", "cache FILE", "computed, cached in FILE", ...). */
 uint64_t llm_model_held_bytes(const llm_model *m);
+/* SSD arm: each layer's checksum (n_layers), NULL otherwise. */
+const uint64_t *llm_model_layer_sums(const llm_model *m);
 const char *llm_model_sums_source(const llm_model *m);
 const arch_model *llm_model_arch(const llm_model *m);
 const gguf_file *llm_model_gguf(const llm_model *m);

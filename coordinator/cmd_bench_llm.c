@@ -45,15 +45,12 @@ static int s_disk_rate(const llm_model *m, const char *path, const llm_opts *lo,
 {
     const exec_plan *p = llm_model_plan(m);
     const arch_model *am = llm_model_arch(m);
-    uint64_t *sums = calloc(am->hp.n_layers, sizeof *sums);
     exec_opts o = { .queue_depth = lo->queue_depth, .chunk_bytes = lo->chunk_bytes,
                     .stream_all = 1, .io_only = 1, .buffered = lo->buffered,
                     .ring_slots = p->ring_slots, .total_steps = passes, .max_pos = 1 };
     exec_stats st = { 0 };
-    if (!sums)
-        return -1;
-    exec_t *e = exec_new_arch(am, path, sums, p->n_resident, am->hp.n_layers, &o, err, errlen);
-    free(sums);
+    exec_t *e = exec_new_arch(am, path, llm_model_layer_sums(m), p->n_resident,
+                              am->hp.n_layers, &o, err, errlen);
     if (!e)
         return -1;
     float dummy[1];
@@ -232,6 +229,7 @@ int cmd_bench_llm(int argc, char **argv)
                        1.0 / gt[n_gen / 2]);
                 continue;
             }
+            double rss = util_vmhwm_bytes(0) / 1048576.0; /* before the bound's own ring */
             if (s_disk_rate(m, path, &lo, 8, &rate, err, sizeof err)) {
                 fprintf(stderr, "swarm bench-llm: disk bound: %s\n", err);
                 rc = EXIT_FAIL;
@@ -240,16 +238,19 @@ int cmd_bench_llm(int argc, char **argv)
             double disk_tok = per_tok / rate, gen_tok = gt[n_gen / 2];
             printf("threads %d: prompt %u tokens (batches of %u) %.2f tok/s | generation %.2f "
                    "tok/s (median of %u; p90 %.1f ms) | streamed %.1f MiB/token, disk %.2f GB/s "
-                   "-> bound %.1f ms/token (%.2f tok/s) | ratio %.3f | read wait %.1f ms/token | gates: "
+                   "-> bound %.1f ms/token (%.2f tok/s) | ratio %.3f | per token: read wait "
+                   "%.1f ms, layers %.1f ms, hash wait %.1f ms | gates: "
                    "cache %s (storage %.1f MiB for %.1f MiB streamed), content %s%s%s | "
                    "peak rss %.0f MiB (the cap is planned, not enforced here)\n",
                    T, n_prompt, n_batch, n_prompt / pt, 1.0 / gen_tok, n_gen,
                    gt[(n_gen * 9) / 10] * 1e3, per_tok / 1048576.0, rate / 1e9, disk_tok * 1e3,
                    1.0 / disk_tok, gen_tok / disk_tok,
                    (s2.wait_ns - s1.wait_ns) / 1e6 / n_gen,
+                   (s2.compute_ns - s1.compute_ns) / 1e6 / n_gen,
+                   (s2.verify_wait_ns - s1.verify_wait_ns) / 1e6 / n_gen,
                    result_gate_name(rr.gate_cache), io / 1048576.0, sb / 1048576.0,
                    result_gate_name(rr.gate_content), rr.void_reason[0] ? ": " : "", rr.void_reason,
-                   util_vmhwm_bytes(0) / 1048576.0);
+                   rss);
             if (rr.gate_cache == GATE_VOID || rr.gate_content == GATE_VOID)
                 rc = EXIT_VOID;
             continue;
