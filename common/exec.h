@@ -98,6 +98,9 @@ uint64_t exec_layer_bytes(uint32_t dim);
 /* How many resident layers of width dim fit in o->budget_bytes beside o->overhead_bytes and
  * the scratch vectors, with no streaming ring; UINT32_MAX when the budget is 0 (no cap). */
 uint32_t exec_resident_fit(uint32_t dim, const exec_opts *o);
+/* The same for any architecture, each layer priced by its own tensors: how many layers from
+ * `first` on fit resident (what a partitioner of real models asks per worker). */
+uint32_t exec_resident_fit_arch(const arch_model *am, uint32_t first, const exec_opts *o);
 /* A worker's options: everything resident under cap_bytes (0 = no cap), verified at load. */
 void exec_opts_worker(exec_opts *o, uint64_t cap_bytes);
 

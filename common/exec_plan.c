@@ -58,6 +58,20 @@ uint32_t exec_resident_fit(uint32_t dim, const exec_opts *o)
     return n > UINT32_MAX ? UINT32_MAX : (uint32_t)n;
 }
 
+uint32_t exec_resident_fit_arch(const arch_model *am, uint32_t first, const exec_opts *o)
+{
+    uint64_t used = s_fixed_bytes(am, o);
+    uint32_t n = 0;
+    if (o->budget_bytes == 0)
+        return UINT32_MAX;
+    for (uint32_t l = first; l < am->hp.n_layers; l++, n++) {
+        used += exec_arch_layer_bytes(&am->layers[l]);
+        if (used > o->budget_bytes)
+            break;
+    }
+    return n;
+}
+
 void exec_opts_worker(exec_opts *o, uint64_t cap_bytes)
 {
     *o = (exec_opts){ .budget_bytes = cap_bytes, .queue_depth = 1, .chunk_bytes = 4u << 20,

@@ -171,6 +171,13 @@ int cmd_bench_llm(int argc, char **argv)
             goto out;
         }
         llm_session_set_threads(s, T);
+        /* restart the peak-RSS mark (Linux >= 4.0), so each row's peak is its own run's and
+         * not the previous row's disk-bound ring */
+        FILE *cr = lo.arm == LLM_ARM_SSD ? fopen("/proc/self/clear_refs", "w") : NULL;
+        if (cr) {
+            fputs("5", cr);
+            fclose(cr);
+        }
         /* the read bound first, same threads, over the whole mapped file */
         double rd[5], bw = 0;
         s_read_arg ra = { .p = map, .n = maplen };

@@ -262,6 +262,33 @@ static void s_sums_and_corruption(void)
     llm_model_free(&m);
 }
 
+/* exec_resident_fit_arch agrees with the plan at the byte where a layer stops fitting. */
+static void s_fit_rule(void)
+{
+    char err[1024] = "";
+    llm_model *m = llm_model_open(s_path("f32.gguf"), err, sizeof err);
+    if (!m) {
+        CHECK(0, "%s", err);
+        return;
+    }
+    const arch_model *am = llm_model_arch(m);
+    exec_opts o = { .queue_depth = 1, .chunk_bytes = 2048, .overhead_bytes = 1u << 20,
+                    .resident_only = 1, .max_pos = 4 };
+    exec_plan p;
+    CHECK(exec_plan_make_arch(am, 1, 3, &o, &p, err, sizeof err) == 0 && p.n_resident == 2,
+          "no cap: %s", err);
+    o.budget_bytes = p.working_set;
+    CHECK(exec_resident_fit_arch(am, 1, &o) == 2, "fit %u in the 2-layer working set",
+          exec_resident_fit_arch(am, 1, &o));
+    CHECK(exec_plan_make_arch(am, 1, 3, &o, &p, err, sizeof err) == 0, "fit says 2: %s", err);
+    o.budget_bytes -= 1;
+    CHECK(exec_resident_fit_arch(am, 1, &o) == 1, "fit %u a byte short of 2 layers",
+          exec_resident_fit_arch(am, 1, &o));
+    CHECK(exec_plan_make_arch(am, 1, 3, &o, &p, err, sizeof err) == -1 &&
+              strstr(err, "short by 1 B"), "a byte short: %s", err);
+    llm_model_free(&m);
+}
+
 static void s_cap_refused(void)
 {
     char err[1024] = "";
@@ -287,6 +314,7 @@ int main(void)
     s_parity("f32.gguf", ARCH_LLAMA, 100, QUANT_F32, 0);
     s_parity("q8.gguf", ARCH_QWEN2, 96, QUANT_Q8_0, 1);
     s_sums_and_corruption();
+    s_fit_rule();
     s_cap_refused();
     quant_pool_shutdown();
     return CHECK_DONE("test_llm_ssd");
