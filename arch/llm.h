@@ -19,6 +19,10 @@
  * overhead; a cap that cannot hold them is refused with the numbers. Under the SSD arm one
  * session exists at a time and it may not ask for more than the n_ctx / n_batch planned.
  * Token ids and logits are bit-identical to the reference arm's (same hooks, same order).
+ * A command offering `--arm ssd` (generate, bench-llm) opens the model with
+ * llm_model_open_opts(path, &(llm_opts){ .arm = LLM_ARM_SSD, .cap_bytes = cap, .n_ctx = ctx,
+ * .n_batch = batch }, err, errlen) and then uses sessions and llm_eval exactly as with the
+ * reference arm; llm_model_stats gives the counters its cache and content gates judge.
  */
 #ifndef SWARM_LLM_H
 #define SWARM_LLM_H
