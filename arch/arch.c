@@ -185,6 +185,17 @@ arch_run *arch_run_new(const arch_model *m, uint32_t max_pos, char *err, size_t 
     return r;
 }
 
+uint64_t arch_run_bytes(const arch_model *m, uint32_t max_pos)
+{
+    const arch_hparams *hp = &m->hp;
+    uint64_t P = max_pos, d = hp->dim, kvd = (uint64_t)hp->n_head_kv * hp->head_dim,
+             ff = hp->n_ff, wide = d > ff ? d : ff;
+    if (hp->id == ARCH_DENSE) /* dense_run_init: u and y */
+        return 2 * P * d * sizeof(float);
+    /* llama_run_init: xb q att o down (d), k v (kvd), gate up (ff), tmp (wide); vectors */
+    return (P * (5 * d + 2 * kvd + 2 * ff + wide) + 3 * d + 2 * kvd) * sizeof(float);
+}
+
 void arch_run_free(arch_run **rp)
 {
     if (!rp || !*rp)

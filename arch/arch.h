@@ -132,6 +132,9 @@ void arch_layer_cost(const arch_model *m, uint32_t layer, arch_cost *c);
 /* A run for up to max_pos positions at once (its scratch is sized for that). */
 arch_run *arch_run_new(const arch_model *m, uint32_t max_pos, char *err, size_t errlen);
 void arch_run_free(arch_run **r);
+/* Bytes of scratch arch_run_new allocates for max_pos positions (the planner counts them
+ * against a cap), excluding attention's scores (n_threads x n_ctx floats, sized per session). */
+uint64_t arch_run_bytes(const arch_model *m, uint32_t max_pos);
 /* Set up layer `layer` over x (n positions x dim, row-major, updated in place) at positions
  * pos0 .. pos0+n-1 of a session whose cache is kv (NULL for dense). vectors[i] points at
  * tensor i's bytes for i < n_vectors. */

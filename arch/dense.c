@@ -65,7 +65,8 @@ int dense_run_init(arch_run *r, char *err, size_t errlen)
 {
     size_t n = (size_t)r->max_pos * r->m->hp.dim;
     if (!(r->u = malloc(n * sizeof(float))) || !(r->y = malloc(n * sizeof(float)))) {
-        arch_err(err, errlen, r->m->g->path, "out of memory for %u positions", r->max_pos);
+        arch_err(err, errlen, r->m->g ? r->m->g->path : NULL, "out of memory for %u positions",
+                 r->max_pos);
         return -1;
     }
     return 0;

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +11,8 @@
 #include <unistd.h>
 
 #include "arch/arch_int.h"
+#include "arch/sums.h"
+#include "common/util.h"
 #include "quant/quant.h"
 
 struct llm_model {
@@ -19,6 +22,16 @@ struct llm_model {
     size_t map_len;
     const void **data;            /* (n_layers, ARCH_MAX_LAYER_TENSORS) pointers into map */
     const void *tok_embd, *out_norm, *output;
+    /* the SSD arm: layers through the executor; embedding, norm and head in aligned buffers */
+    llm_arm arm;
+    llm_opts o;
+    exec_t *ex;
+    exec_stats st;
+    void *buf[3];                 /* tok_embd, out_norm, output (NULL when tied) */
+    uint64_t held;                /* their aligned bytes */
+    int n_sessions;
+    uint64_t *sums;               /* per-layer checksums (arch/sums.h) */
+    char sums_src[PATH_MAX + 64];
 };
 
 struct llm_session {
@@ -35,6 +48,89 @@ struct llm_session {
 
 llm_model *llm_model_open(const char *path, char *err, size_t errlen)
 {
+    return llm_model_open_opts(path, NULL, err, errlen);
+}
+
+/* Bytes a session of n_ctx positions, n_batch per pass, holds: its KV caches, activations,
+ * the final norm in f32, and attention's scores at the most threads (llama.c). */
+static uint64_t s_session_bytes(const arch_hparams *hp, uint32_t n_ctx, uint32_t n_batch)
+{
+    uint64_t kvd = (uint64_t)hp->n_head_kv * hp->head_dim;
+    return 2ull * n_ctx * kvd * sizeof(float) * hp->n_layers +
+           2ull * n_batch * hp->dim * sizeof(float) + hp->dim * sizeof(float) +
+           (uint64_t)QUANT_MAX_THREADS * n_ctx * sizeof(float);
+}
+
+/* The SSD arm: sums, embedding / norm / head read once, the layers through the executor. */
+static int s_open_ssd(llm_model *m, const char *path, char *err, size_t errlen)
+{
+    const arch_hparams *hp = &m->am.hp;
+    const arch_tensor *ts[3] = { &m->am.tok_embd, &m->am.out_norm, &m->am.output };
+    const void **dst[3] = { &m->tok_embd, &m->out_norm, &m->output };
+    uint64_t *sums;
+    sums_source src;
+    char cpath[PATH_MAX + 32], why[256];
+    int fd = -1, rc = -1;
+    llm_opts *o = &m->o;
+    if (!o->queue_depth)
+        o->queue_depth = 4;
+    if (!o->chunk_bytes)
+        o->chunk_bytes = 4u << 20;
+    if (!o->overhead_bytes)
+        o->overhead_bytes = EXEC_WORKER_OVERHEAD;
+    if (!o->n_ctx)
+        o->n_ctx = hp->n_ctx_train < 512 ? hp->n_ctx_train : 512;
+    if (!o->n_batch)
+        o->n_batch = 32;
+    if (o->n_batch > o->n_ctx)
+        o->n_batch = o->n_ctx;
+    if (o->n_ctx > hp->n_ctx_train) {
+        arch_err(err, errlen, path, "context %u: must be 1..%u (the model's context_length)",
+                 o->n_ctx, hp->n_ctx_train);
+        return -1;
+    }
+    if (!(sums = m->sums = malloc(hp->n_layers * sizeof *sums)))
+        goto oom;
+    if (sums_get(&m->am, path, sums, &src, cpath, sizeof cpath, err, errlen))
+        goto done;
+    snprintf(m->sums_src, sizeof m->sums_src, "%s%s%s",
+             src == SUMS_METADATA ? "metadata" : src == SUMS_CACHED ? "cache " : "computed",
+             src == SUMS_COMPUTED && cpath[0] ? ", cached in " : "", cpath);
+    if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0) {
+        arch_err(err, errlen, path, "open: %s", strerror(errno));
+        goto done;
+    }
+    for (int i = 0; i < 3; i++) {
+        if (i == 2 && hp->tied_output) {
+            m->output = m->tok_embd;
+            continue;
+        }
+        if (!(m->buf[i] = exec_read_aligned(fd, ts[i]->off, ts[i]->nbytes, dst[i], why,
+                                            sizeof why))) {
+            arch_err(err, errlen, path, "%s: %s", ts[i]->name, why);
+            goto done;
+        }
+        m->held += (ts[i]->nbytes + 2 * EXEC_ALIGN + EXEC_ALIGN - 1) / EXEC_ALIGN * EXEC_ALIGN;
+    }
+    exec_opts eo = { .budget_bytes = o->cap_bytes, .queue_depth = o->queue_depth,
+                     .chunk_bytes = o->chunk_bytes, .overhead_bytes = o->overhead_bytes,
+                     .buffered = o->buffered, .total_steps = o->total_steps,
+                     .verify_resident = 1, .max_pos = o->n_batch,
+                     .held_bytes = m->held + s_session_bytes(hp, o->n_ctx, o->n_batch) };
+    if (!(m->ex = exec_new_arch(&m->am, path, sums, 0, hp->n_layers, &eo, err, errlen)))
+        goto done;
+    rc = 0;
+    goto done;
+oom:
+    arch_err(err, errlen, path, "out of memory");
+done:
+    if (fd >= 0)
+        close(fd);
+    return rc;
+}
+
+llm_model *llm_model_open_opts(const char *path, const llm_opts *o, char *err, size_t errlen)
+{
     llm_model *m = calloc(1, sizeof *m);
     int fd = -1;
     if (!m) {
@@ -48,6 +144,14 @@ llm_model *llm_model_open(const char *path, char *err, size_t errlen)
                  "a swarm-dense model has no tokens (run it with `swarm run`); llama or qwen2 "
                  "needed");
         goto err;
+    }
+    if (o)
+        m->o = *o;
+    m->arm = m->o.arm;
+    if (m->arm == LLM_ARM_SSD) {
+        if (s_open_ssd(m, path, err, errlen))
+            goto err;
+        return m;
     }
     if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0) {
         arch_err(err, errlen, path, "open: %s", strerror(errno));
@@ -89,11 +193,53 @@ void llm_model_free(llm_model **mp)
     llm_model *m = *mp;
     if (m->map)
         munmap(m->map, m->map_len);
+    exec_free(&m->ex);
+    free(m->sums);
+    for (int i = 0; i < 3; i++)
+        free(m->buf[i]);
     free(m->data);
     arch_model_close(&m->am);
     gguf_close(&m->g);
     free(m);
     *mp = NULL;
+}
+
+llm_arm llm_model_arm(const llm_model *m)
+{
+    return m->arm;
+}
+
+const exec_plan *llm_model_plan(const llm_model *m)
+{
+    return m->ex ? exec_get_plan(m->ex) : NULL;
+}
+
+int llm_model_stats(const llm_model *m, exec_stats *st)
+{
+    if (!m->ex)
+        return -1;
+    *st = m->st;
+    return 0;
+}
+
+void llm_model_drain(llm_model *m)
+{
+    exec_drain(m->ex);
+}
+
+const uint64_t *llm_model_layer_sums(const llm_model *m)
+{
+    return m->sums;
+}
+
+uint64_t llm_model_held_bytes(const llm_model *m)
+{
+    return m->held;
+}
+
+const char *llm_model_sums_source(const llm_model *m)
+{
+    return m->sums_src[0] ? m->sums_src : "none (the reference arm maps the file)";
 }
 
 const arch_model *llm_model_arch(const llm_model *m)
@@ -108,6 +254,8 @@ const gguf_file *llm_model_gguf(const llm_model *m)
 
 const void *const *llm_layer_data(const llm_model *m, uint32_t layer)
 {
+    if (!m->data)
+        return NULL;
     return m->data + (size_t)layer * ARCH_MAX_LAYER_TENSORS;
 }
 
@@ -151,6 +299,16 @@ llm_session *llm_session_new(llm_model *m, uint32_t n_ctx, uint32_t n_batch, cha
         n_batch = 1;
     if (n_batch > n_ctx)
         n_batch = n_ctx;
+    if (m->arm == LLM_ARM_SSD && (m->n_sessions || n_ctx > m->o.n_ctx)) {
+        arch_err(err, errlen, path,
+                 m->n_sessions ? "the SSD arm plans for one session at a time"
+                               : "context %u: the SSD arm was planned for %u positions (its "
+                                 "KV caches count against the cap; open it with a larger "
+                                 "n_ctx)", n_ctx, m->o.n_ctx);
+        return NULL;
+    }
+    if (m->arm == LLM_ARM_SSD && n_batch > m->o.n_batch)
+        n_batch = m->o.n_batch; /* the executor's run holds o.n_batch positions */
     llm_session *s = calloc(1, sizeof *s);
     if (!s) {
         arch_err(err, errlen, path, "out of memory");
@@ -182,6 +340,10 @@ llm_session *llm_session_new(llm_model *m, uint32_t n_ctx, uint32_t n_batch, cha
         arch_err(err, errlen, path, "output_norm.weight: %s", why);
         goto err;
     }
+    if (m->arm == LLM_ARM_SSD) {
+        s->m->n_sessions++;
+        return s;
+    }
     if (!(s->run = arch_run_new(&m->am, n_batch, err, errlen)))
         goto err;
     return s;
@@ -195,6 +357,8 @@ void llm_session_free(llm_session **sp)
     if (!sp || !*sp)
         return;
     llm_session *s = *sp;
+    if (s->m->arm == LLM_ARM_SSD && s->m->n_sessions && !s->run)
+        s->m->n_sessions--;
     arch_run_free(&s->run);
     free(s->kv);
     free(s->kv_mem);
@@ -208,7 +372,10 @@ void llm_session_free(llm_session **sp)
 void llm_session_set_threads(llm_session *s, int nthreads)
 {
     s->nthreads = nthreads < 1 ? 1 : nthreads;
-    arch_run_set_threads(s->run, s->nthreads);
+    if (s->m->ex)
+        exec_set_threads(s->m->ex, s->nthreads);
+    else
+        arch_run_set_threads(s->run, s->nthreads);
 }
 
 uint32_t llm_session_pos(const llm_session *s)
@@ -253,10 +420,15 @@ static int s_pass(llm_session *s, const int32_t *tokens, uint32_t n, float *logi
             return -1;
         }
     }
-    for (uint32_t l = 0; l < hp->n_layers; l++)
-        if (arch_layer_forward(s->run, l, llm_layer_data(m, l), &s->kv[l], s->x, n, s->n_past,
-                               err, errlen))
+    if (m->ex) {
+        if (exec_step_n(m->ex, s->x, n, s->n_past, s->kv, &s->m->st, err, errlen))
             return -1;
+    } else {
+        for (uint32_t l = 0; l < hp->n_layers; l++)
+            if (arch_layer_forward(s->run, l, llm_layer_data(m, l), &s->kv[l], s->x, n,
+                                   s->n_past, err, errlen))
+                return -1;
+    }
     s->n_past += n;
     if (!logits)
         return 0;

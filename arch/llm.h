@@ -7,6 +7,23 @@
  * a prompt is processed n_batch positions at a time (matrix x matrix), generation one token
  * at a time, with the same bits either way (arch.h, "Determinism").
  */
+/* The arms (llm_model_open_opts): LLM_ARM_REFERENCE is the mapping above (llm_model_open).
+ * LLM_ARM_SSD runs the layers through the executor (common/exec.h): under cap_bytes the
+ * leading layers are resident (each tensor in an aligned buffer, verified at load) and the
+ * rest are streamed from the file for every forward pass with O_DIRECT, io_uring and
+ * read-ahead, each streamed layer hashed for the content gate against the per-layer checksums
+ * (arch/sums.h: computed on first use and cached for a published GGUF). The embedding, the
+ * final norm and the head are read once into aligned buffers. The plan counts everything
+ * against the cap: the KV caches and activations of one session of n_ctx positions and
+ * n_batch positions per pass, the embedding and head, the layer scratch, the ring and the
+ * overhead; a cap that cannot hold them is refused with the numbers. Under the SSD arm one
+ * session exists at a time and it may not ask for more than the n_ctx / n_batch planned.
+ * Token ids and logits are bit-identical to the reference arm's (same hooks, same order).
+ * A command offering `--arm ssd` (generate, bench-llm) opens the model with
+ * llm_model_open_opts(path, &(llm_opts){ .arm = LLM_ARM_SSD, .cap_bytes = cap, .n_ctx = ctx,
+ * .n_batch = batch }, err, errlen) and then uses sessions and llm_eval exactly as with the
+ * reference arm; llm_model_stats gives the counters its cache and content gates judge.
+ */
 #ifndef SWARM_LLM_H
 #define SWARM_LLM_H
 
@@ -14,24 +31,58 @@
 #include <stdint.h>
 
 #include "arch/arch.h"
+#include "common/exec.h"
 
 typedef struct llm_model llm_model;
 typedef struct llm_session llm_session;
 
+typedef enum { LLM_ARM_REFERENCE = 0, LLM_ARM_SSD = 1 } llm_arm;
+
+typedef struct {
+    llm_arm arm;
+    uint64_t cap_bytes;           /* SSD: the working-set cap; 0 = every layer resident through
+                                   * the executor (no streaming) */
+    uint32_t queue_depth;         /* SSD: reads in flight (0: 4) */
+    uint64_t chunk_bytes;         /* SSD: target bytes per read (0: 4 MiB) */
+    uint64_t overhead_bytes;      /* SSD: reserved for code, libraries, stacks (0: 16 MiB) */
+    uint32_t n_ctx;               /* SSD: the session's context planned for (0: 512, at most the
+                                   * model's context_length) */
+    uint32_t n_batch;             /* SSD: positions per pass planned for (0: 32) */
+    int buffered;                 /* SSD: page-cache reads (labelled; the cache gate judges) */
+    uint64_t total_steps;         /* SSD: stop read-ahead after this many passes (0: never) */
+} llm_opts;
+
 /* Open path: GGUF header, architecture (llama or qwen2: the dense lab model has no tokens),
  * tensors mapped and resident. NULL with err naming the file and the problem. */
 llm_model *llm_model_open(const char *path, char *err, size_t errlen);
+/* Open under an arm (o NULL: the reference arm, as llm_model_open). */
+llm_model *llm_model_open_opts(const char *path, const llm_opts *o, char *err, size_t errlen);
 void llm_model_free(llm_model **m);
+llm_arm llm_model_arm(const llm_model *m);
+/* SSD arm: its executor's plan, and the streaming counters since open (NULL / -1 otherwise).
+ * llm_model_drain waits for reads in flight (before /proc/self/io is read for the cache
+ * gate). */
+const exec_plan *llm_model_plan(const llm_model *m);
+int llm_model_stats(const llm_model *m, exec_stats *st);
+void llm_model_drain(llm_model *m);
+/* Bytes the SSD arm keeps beside its layers (embedding, norm, head), and where the per-layer
+ * checksums came from ("metadata", "cache FILE", "computed, cached in FILE", ...). */
+uint64_t llm_model_held_bytes(const llm_model *m);
+/* SSD arm: each layer's checksum (n_layers), NULL otherwise. */
+const uint64_t *llm_model_layer_sums(const llm_model *m);
+const char *llm_model_sums_source(const llm_model *m);
 const arch_model *llm_model_arch(const llm_model *m);
 const gguf_file *llm_model_gguf(const llm_model *m);
-/* Tensor i of layer l's bytes, in the layer's consumption order (arch_layer). */
+/* Tensor i of layer l's bytes, in the layer's consumption order (arch_layer); NULL under
+ * the SSD arm (no layer is mapped). */
 const void *const *llm_layer_data(const llm_model *m, uint32_t layer);
 /* Bytes of every weight tensor (token_embd counted once, even when it is also the head). */
 uint64_t llm_model_weight_bytes(const llm_model *m);
 /* Bytes a forward pass reads per position-batch: every layer, the final norm and the head
  * (token_embd only when it is the head: otherwise one row per token, left out). */
 uint64_t llm_model_pass_bytes(const llm_model *m);
-/* The mapped file (read-only), for benchmarks that read the same memory. */
+/* The mapped file (read-only), for benchmarks that read the same memory; NULL under the
+ * SSD arm. */
 const uint8_t *llm_model_map(const llm_model *m, uint64_t *len);
 
 /* A session with a KV cache of n_ctx positions (1..the model's context_length) that

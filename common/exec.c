@@ -1,5 +1,6 @@
 /* exec.c — layer range executor: resident layers + O_DIRECT/io_uring streamed layers. common/ */
 #include "common/exec.h"
+#include "common/exec_int.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -15,7 +16,6 @@
 #include <xxhash.h>
 
 #include "common/iobuf.h"
-#include "common/kernel.h"
 #include "common/log.h"
 #include "common/util.h"
 
@@ -36,17 +36,28 @@ typedef struct {
 } s_slot;
 
 struct exec {
-    const model_t *m;
-    uint32_t first, last, d;
+    const arch_model *am;      /* borrowed, or own_am */
+    arch_model own_am;         /* the lab model's layers (exec_new) */
+    char *path;                /* owned */
+    uint64_t *sums;            /* (n_layers of am) per-layer checksums, owned */
+    uint32_t first, last;
     exec_opts o;
     exec_plan plan;
     int fd;
     int direct;
-    /* resident layers: [0, n_resident) relative to first */
-    void **res_gmem, **res_wmem;
-    const float **res_g, **res_w;
+    arch_run *run;             /* the layer hooks' scratch, for up to max_pos positions */
+    /* resident layers: [0, n_resident) relative to first, ARCH_MAX_LAYER_TENSORS each */
+    void **res_mem;
+    const void **res_data;
     uint64_t loaded_bytes;
-    float *u, *y;              /* (d,) scratch */
+    /* streaming: one step's chunks, and the vectors of the layer being streamed */
+    exec_chunk *sched;
+    uint8_t *stage;
+    const void *stage_ptr[ARCH_MAX_LAYER_TENSORS];
+    /* the step being streamed (s_stream_step) */
+    float *x;
+    uint32_t n, pos0;
+    arch_kv *kv;
     /* streaming ring: every slot's buffer lies in one huge-page-backed mapping (iobuf.h) */
     iobuf ring_mem;
     s_slot *slots;
@@ -72,159 +83,11 @@ struct exec {
     XXH3_state_t *xx;          /* the hasher's own */
 };
 
-static uint64_t s_round_up(uint64_t v, uint64_t a)
-{
-    return (v + a - 1) / a * a;
-}
-
-/* The working-set rule, in one place: what a cap must hold besides the layers themselves
- * (the caller's overhead and two (d,) f32 scratch vectors, each aligned). The ring of a
- * streaming plan comes on top of this. */
-static uint64_t s_fixed_bytes(uint64_t d, const exec_opts *o)
-{
-    return o->overhead_bytes + 2 * d * 4 + 2 * EXEC_ALIGN;
-}
-
-uint64_t exec_layer_bytes(uint32_t dim)
-{
-    uint64_t d = dim;
-    return s_round_up(d * d * 4 + 2 * EXEC_ALIGN, EXEC_ALIGN) +
-           s_round_up(d * 4 + 2 * EXEC_ALIGN, EXEC_ALIGN);
-}
-
-uint32_t exec_resident_fit(uint32_t dim, const exec_opts *o)
-{
-    uint64_t fixed = s_fixed_bytes(dim, o), n;
-    if (o->budget_bytes == 0)
-        return UINT32_MAX;
-    if (o->budget_bytes <= fixed)
-        return 0;
-    n = (o->budget_bytes - fixed) / exec_layer_bytes(dim);
-    return n > UINT32_MAX ? UINT32_MAX : (uint32_t)n;
-}
-
-void exec_opts_worker(exec_opts *o, uint64_t cap_bytes)
-{
-    *o = (exec_opts){ .budget_bytes = cap_bytes, .queue_depth = 1, .chunk_bytes = 4u << 20,
-                      .overhead_bytes = EXEC_WORKER_OVERHEAD, .resident_only = 1,
-                      .verify_resident = 1 };
-}
-
-int exec_plan_make(const model_t *m, uint32_t first, uint32_t last, const exec_opts *o,
-                   exec_plan *p, char *err, size_t errlen)
-{
-    char b1[32], b2[32], b3[32], b4[32], b5[32];
-    uint64_t d = m->dim, rowb = d * 4, avail, fixed = s_fixed_bytes(d, o);
-    memset(p, 0, sizeof *p);
-    if (first >= last || last > m->n_layers) {
-        snprintf(err, errlen, "bad layer range [%u, %u) for a %u-layer model", first, last,
-                 m->n_layers);
-        return -1;
-    }
-    p->n_layers = last - first;
-    p->layer_alloc = exec_layer_bytes(m->dim);
-    /* Rows per chunk: whole 4-row blocks (bit-identity: see "Determinism" in docs/design.md),
-     * at least one block. Multiple of 8 rows: OpenBLAS splits a call's rows evenly across
-     * its threads, and with 2 threads each half must still start on a 4-row boundary. */
-    uint64_t rows = o->chunk_bytes / rowb / 8 * 8;
-    if (rows < 8)
-        rows = 8;
-    if (rows > d)
-        rows = s_round_up(d, 4);
-    p->rows_per_chunk = (uint32_t)rows;
-    p->chunks_per_layer = 1 + (uint32_t)((d + rows - 1) / rows);
-    uint64_t slot_cap = s_round_up(rows * rowb + 2 * EXEC_ALIGN, EXEC_ALIGN);
-    uint64_t ring = (uint64_t)(o->queue_depth + 1) * slot_cap;
-
-    if (o->budget_bytes == 0 && !o->stream_all) {
-        p->n_resident = p->n_layers;
-    } else if (o->stream_all) {
-        p->n_resident = 0;
-    } else {
-        uint64_t need_min = fixed + (o->resident_only ? 0 : ring);
-        if (o->resident_only) {
-            uint64_t need = need_min + p->n_layers * p->layer_alloc;
-            if (exec_resident_fit(m->dim, o) < p->n_layers) {
-                snprintf(err, errlen,
-                         "layers [%u, %u) need %s resident (%u x %s + %s overhead) but the "
-                         "cap is %s: short by %s",
-                         first, last, util_fmt_size(need, b1, sizeof b1), p->n_layers,
-                         util_fmt_size(p->layer_alloc, b2, sizeof b2),
-                         util_fmt_size(need_min, b3, sizeof b3),
-                         util_fmt_size(o->budget_bytes, b4, sizeof b4),
-                         util_fmt_size(need - o->budget_bytes, b5, sizeof b5));
-                return -1;
-            }
-            p->n_resident = p->n_layers;
-        } else {
-            if (need_min > o->budget_bytes) {
-                snprintf(err, errlen,
-                         "cap %s cannot even hold the streaming ring and overhead (%s): short "
-                         "by %s",
-                         util_fmt_size(o->budget_bytes, b1, sizeof b1),
-                         util_fmt_size(need_min, b2, sizeof b2),
-                         util_fmt_size(need_min - o->budget_bytes, b3, sizeof b3));
-                return -1;
-            }
-            avail = o->budget_bytes - need_min;
-            uint64_t n = avail / p->layer_alloc;
-            /* If everything fits without the ring, keep everything resident. */
-            if (exec_resident_fit(m->dim, o) >= p->n_layers)
-                n = p->n_layers;
-            p->n_resident = n > p->n_layers ? p->n_layers : (uint32_t)n;
-        }
-    }
-    p->n_streamed = p->n_layers - p->n_resident;
-    p->ring_slots = o->queue_depth + 1;
-    if (o->ring_slots) {
-        p->ring_slots = o->ring_slots; /* bench-disk: the SSD arm's ring, not its own */
-    } else if (p->n_streamed && o->budget_bytes && !o->stream_all && !o->resident_only) {
-        /* What the resident layers leave of the budget, less one slot's worth kept unspent,
-         * buys up to queue_depth + 1 more slots. The kept slot is the plan's only margin for
-         * an overhead that outgrows its estimate (AddressSanitizer's allocations overran the
-         * tests' 1 MiB once the spare was spent).
-         * With only queue_depth + 1 the disk idles whenever the step does not consume for a
-         * while (the resident layers at the top of each step, a preempted thread): the ring
-         * holds ≈15 ms of reads at 2.4 GB/s against ≈25 ms of resident compute. Measured on
-         * lab02 (2026-12-01, 3 pairs back to back, load ≈2.5): 9 slots 493-563 ms per step,
-         * device busy 74-88%; 13 slots 466-494 ms, busy 86-94% (its 600 MiB cap gives 12). */
-        uint64_t used = fixed + ring + p->n_resident * p->layer_alloc;
-        uint64_t extra = o->budget_bytes > used + slot_cap
-                             ? (o->budget_bytes - used - slot_cap) / slot_cap
-                             : 0;
-        p->ring_slots += (uint32_t)(extra > o->queue_depth + 1u ? o->queue_depth + 1u : extra);
-    }
-    ring = (uint64_t)p->ring_slots * slot_cap;
-    p->resident_bytes = (uint64_t)p->n_resident * p->layer_alloc;
-    p->ring_bytes = p->n_streamed ? ring : 0;
-    p->working_set = p->resident_bytes + p->ring_bytes + fixed;
-    if (p->n_streamed) {
-        /* Bytes requested per streamed layer: g's aligned superset + each chunk's. */
-        const model_layer *L0 = &m->layers[first];
-        uint64_t per = 0;
-        uint64_t a0 = L0->g_off / EXEC_ALIGN * EXEC_ALIGN;
-        per += s_round_up(L0->g_off + d * 4, EXEC_ALIGN) - a0;
-        (void)per;
-        uint64_t total = 0;
-        for (uint32_t l = first + p->n_resident; l < last; l++) {
-            const model_layer *L = &m->layers[l];
-            total += s_round_up(L->g_off + d * 4, EXEC_ALIGN) - L->g_off / EXEC_ALIGN * EXEC_ALIGN;
-            for (uint64_t r0 = 0; r0 < d; r0 += rows) {
-                uint64_t n = d - r0 < rows ? d - r0 : rows;
-                uint64_t s = L->w_off + r0 * rowb, e = s + n * rowb;
-                total += s_round_up(e, EXEC_ALIGN) - s / EXEC_ALIGN * EXEC_ALIGN;
-            }
-        }
-        p->streamed_per_step = total;
-    }
-    return 0;
-}
-
 void *exec_read_aligned(int fd, uint64_t off, uint64_t len, const void **data, char *err,
                         size_t errlen)
 {
     uint64_t a0 = off / EXEC_ALIGN * EXEC_ALIGN;
-    uint64_t a1 = s_round_up(off + len, EXEC_ALIGN);
+    uint64_t a1 = exec_round_up(off + len, EXEC_ALIGN);
     uint64_t got = 0;
     void *buf = NULL;
     if (posix_memalign(&buf, EXEC_ALIGN, a1 - a0)) {
@@ -251,7 +114,7 @@ static int s_open(exec_t *e, char *err, size_t errlen)
 {
     if (!e->o.buffered) {
         struct statfs sf;
-        e->fd = open(e->m->path, O_RDONLY | O_DIRECT | O_CLOEXEC);
+        e->fd = open(e->path, O_RDONLY | O_DIRECT | O_CLOEXEC);
         /* tmpfs accepts O_DIRECT since Linux 6.6, but its "disk" is the page cache: no SSD
          * figure can come from it either way. */
         if (e->fd >= 0 && fstatfs(e->fd, &sf) == 0 && sf.f_type == TMPFS_MAGIC &&
@@ -269,87 +132,71 @@ static int s_open(exec_t *e, char *err, size_t errlen)
                      "served from the page cache, so no SSD figure can be reported; move the "
                      "model to a disk, or pass --buffered to measure buffered reads "
                      "(labelled as such)",
-                     e->m->path);
+                     e->path);
             return -1;
         }
     } else {
-        e->fd = open(e->m->path, O_RDONLY | O_CLOEXEC);
+        e->fd = open(e->path, O_RDONLY | O_CLOEXEC);
         if (e->fd >= 0)
             return 0;
     }
-    snprintf(err, errlen, "%s: cannot open: %s", e->m->path, strerror(errno));
+    snprintf(err, errlen, "%s: cannot open: %s", e->path, strerror(errno));
     return -1;
 }
 
 static int s_load_resident(exec_t *e, char *err, size_t errlen)
 {
     uint32_t n = e->plan.n_resident;
-    uint64_t d = e->d;
     char why[256];
-    e->res_gmem = calloc(n ? n : 1, sizeof(void *));
-    e->res_wmem = calloc(n ? n : 1, sizeof(void *));
-    e->res_g = calloc(n ? n : 1, sizeof(float *));
-    e->res_w = calloc(n ? n : 1, sizeof(float *));
-    if (!e->res_gmem || !e->res_wmem || !e->res_g || !e->res_w) {
+    size_t slots = (size_t)(n ? n : 1) * ARCH_MAX_LAYER_TENSORS;
+    e->res_mem = calloc(slots, sizeof(void *));
+    e->res_data = calloc(slots, sizeof(void *));
+    if (!e->res_mem || !e->res_data) {
         snprintf(err, errlen, "out of memory");
         return -1;
     }
     for (uint32_t i = 0; i < n; i++) {
-        const model_layer *L = &e->m->layers[e->first + i];
-        const void *g, *w;
-        e->res_gmem[i] = exec_read_aligned(e->fd, L->g_off, d * 4, &g, why, sizeof why);
-        if (!e->res_gmem[i])
-            goto err_read;
-        e->res_wmem[i] = exec_read_aligned(e->fd, L->w_off, d * d * 4, &w, why, sizeof why);
-        if (!e->res_wmem[i])
-            goto err_read;
-        e->res_g[i] = g;
-        e->res_w[i] = w;
-        e->loaded_bytes += d * d * 4 + d * 4;
+        uint32_t l = e->first + i;
+        const arch_layer *L = &e->am->layers[l];
+        XXH3_state_t *xx = e->o.verify_resident ? XXH3_createState() : NULL;
+        if (xx)
+            XXH3_64bits_reset(xx);
+        for (uint32_t t = 0; t < L->n_tensors; t++) {
+            size_t k = (size_t)i * ARCH_MAX_LAYER_TENSORS + t;
+            e->res_mem[k] = exec_read_aligned(e->fd, L->t[t].off, L->t[t].nbytes,
+                                              &e->res_data[k], why, sizeof why);
+            if (!e->res_mem[k]) {
+                XXH3_freeState(xx);
+                snprintf(err, errlen, "%s: layer %u (%s): %s", e->path, l, L->t[t].name, why);
+                return -1;
+            }
+            e->loaded_bytes += L->t[t].nbytes;
+            if (xx)
+                XXH3_64bits_update(xx, e->res_data[k], L->t[t].nbytes);
+        }
         if (e->o.verify_resident) {
-            uint64_t h = model_layer_checksum(g, w, e->d);
-            if (h != L->checksum) {
+            if (!xx) {
+                snprintf(err, errlen, "out of memory");
+                return -1;
+            }
+            uint64_t h = XXH3_64bits_digest(xx);
+            XXH3_freeState(xx);
+            if (h != e->sums[l]) {
                 snprintf(err, errlen,
-                         "%s: layer %u checksum mismatch (file bytes hash to %016llx, metadata "
-                         "says %016llx): the file is corrupt",
-                         e->m->path, e->first + i, (unsigned long long)h,
-                         (unsigned long long)L->checksum);
+                         "%s: layer %u checksum mismatch (file bytes hash to %016llx, expected "
+                         "%016llx): the file is corrupt",
+                         e->path, l, (unsigned long long)h, (unsigned long long)e->sums[l]);
                 return -1;
             }
         }
-        continue;
-    err_read:
-        snprintf(err, errlen, "%s: layer %u: %s", e->m->path, e->first + i, why);
-        return -1;
     }
     return 0;
 }
 
-/* Streamed chunk `seq` -> which layer and which bytes. */
-static void s_chunk_of(const exec_t *e, uint64_t seq, uint32_t *layer, uint32_t *c)
+/* Streamed chunk `seq` of the schedule. */
+static const exec_chunk *s_chunk_of(const exec_t *e, uint64_t seq)
 {
-    uint64_t in_step = seq % e->chunks_per_step;
-    *layer = e->first + e->plan.n_resident + (uint32_t)(in_step / e->plan.chunks_per_layer);
-    *c = (uint32_t)(in_step % e->plan.chunks_per_layer);
-}
-
-static void s_chunk_range(const exec_t *e, uint32_t layer, uint32_t c, uint64_t *off,
-                          uint64_t *len, uint32_t *r0, uint32_t *nrows)
-{
-    const model_layer *L = &e->m->layers[layer];
-    uint64_t d = e->d, rows = e->plan.rows_per_chunk;
-    if (c == 0) {
-        *off = L->g_off;
-        *len = d * 4;
-        *r0 = *nrows = 0;
-        return;
-    }
-    uint64_t s = (uint64_t)(c - 1) * rows;
-    uint64_t n = d - s < rows ? d - s : rows;
-    *off = L->w_off + s * d * 4;
-    *len = n * d * 4;
-    *r0 = (uint32_t)s;
-    *nrows = (uint32_t)n;
+    return &e->sched[seq % e->plan.chunks_per_step];
 }
 
 static void s_submit_more(exec_t *e, exec_stats *st)
@@ -362,14 +209,12 @@ static void s_submit_more(exec_t *e, exec_stats *st)
     while (e->inflight < e->o.queue_depth && e->submit_seq < done + e->nslots &&
            (!e->seq_limit || e->submit_seq < e->seq_limit)) {
         s_slot *s = &e->slots[e->submit_seq % e->nslots];
-        uint32_t layer, c, r0, nr;
-        uint64_t off, len;
         if (s->state != S_FREE)
             break;
-        s_chunk_of(e, e->submit_seq, &layer, &c);
-        s_chunk_range(e, layer, c, &off, &len, &r0, &nr);
+        const exec_chunk *ch = s_chunk_of(e, e->submit_seq);
+        uint64_t off = ch->off, len = ch->len;
         s->aoff = off / EXEC_ALIGN * EXEC_ALIGN;
-        s->alen = s_round_up(off + len, EXEC_ALIGN) - s->aoff;
+        s->alen = exec_round_up(off + len, EXEC_ALIGN) - s->aoff;
         s->skip = (uint32_t)(off - s->aoff);
         s->want = len;
         s->seq = e->submit_seq;
@@ -432,14 +277,13 @@ static void s_reap(exec_t *e, int wait)
 static void s_hash_one(exec_t *e, uint64_t seq)
 {
     const s_slot *s = &e->slots[seq % e->nslots];
-    uint32_t layer, c;
+    const exec_chunk *ch = s_chunk_of(e, seq);
+    uint32_t layer = ch->layer;
     uint64_t t = util_now_ns(), h = 0;
-    int last;
-    s_chunk_of(e, seq, &layer, &c);
-    if (c == 0)
+    int last = ch->last;
+    if (ch->first)
         XXH3_64bits_reset(e->xx);
     XXH3_64bits_update(e->xx, s->buf + s->skip, s->want);
-    last = c + 1 == e->plan.chunks_per_layer;
     if (last)
         h = XXH3_64bits_digest(e->xx);
     t = util_now_ns() - t;
@@ -447,7 +291,7 @@ static void s_hash_one(exec_t *e, uint64_t seq)
     e->h_ns += t;
     if (last) {
         e->h_layers++;
-        if (h != e->m->layers[layer].checksum && (e->h_fail++, e->h_fail_logged++ < 3)) {
+        if (h != e->sums[layer] && (e->h_fail++, e->h_fail_logged++ < 3)) {
             e->h_bad_layer[e->h_bad_n] = layer;
             e->h_bad_hash[e->h_bad_n++] = h;
         }
@@ -510,8 +354,8 @@ static void s_hash_collect(exec_t *e, exec_stats *st)
     e->h_layers = e->h_fail = e->h_ns = 0;
     for (uint32_t i = 0; i < e->h_bad_n; i++)
         log_error("%s: content gate: streamed layer %u hashes to %016llx, expected %016llx",
-                  e->m->path, e->h_bad_layer[i], (unsigned long long)e->h_bad_hash[i],
-                  (unsigned long long)e->m->layers[e->h_bad_layer[i]].checksum);
+                  e->path, e->h_bad_layer[i], (unsigned long long)e->h_bad_hash[i],
+                  (unsigned long long)e->sums[e->h_bad_layer[i]]);
     e->h_bad_n = 0;
     pthread_mutex_unlock(&e->mu);
 }
@@ -523,7 +367,7 @@ static int s_hasher_wanted(const exec_t *e)
 {
     if (e->o.hasher != EXEC_HASH_AUTO)
         return e->o.hasher == EXEC_HASH_THREAD;
-    return (uint64_t)e->plan.rows_per_chunk * e->d * 4 >= S_HASHER_MIN_CHUNK &&
+    return e->plan.slot_bytes - 2 * EXEC_ALIGN >= S_HASHER_MIN_CHUNK &&
            sysconf(_SC_NPROCESSORS_ONLN) >= 2;
 }
 
@@ -533,8 +377,11 @@ static int s_ring_init(exec_t *e, char *err, size_t errlen)
     e->slots = calloc(e->nslots, sizeof *e->slots);
     if (!e->slots)
         goto oom;
-    uint64_t cap = s_round_up((uint64_t)e->plan.rows_per_chunk * e->d * 4 + 2 * EXEC_ALIGN,
-                              EXEC_ALIGN);
+    uint64_t cap = e->plan.slot_bytes, nch = 0;
+    e->sched = exec_schedule(e->am, &e->plan, e->first, e->last, e->o.chunk_bytes, &nch);
+    if (!e->sched || nch != e->plan.chunks_per_step ||
+        (e->plan.stage_bytes && !(e->stage = aligned_alloc(64, e->plan.stage_bytes))))
+        goto oom;
     /* One mapping for the ring, exactly the plan's ring_bytes (nslots x cap, cap a multiple
      * of 4096 so every slot stays O_DIRECT-aligned): transparent huge pages under the memory
      * cap cost no more than 4 KiB pages would, since only the tail under 2 MiB is left in
@@ -548,8 +395,8 @@ static int s_ring_init(exec_t *e, char *err, size_t errlen)
     }
     if (e->ring_mem.kind == IOBUF_4K && !e->o.buffers_4k && e->ring_mem.len >= IOBUF_HUGE)
         log_warn("%s: streaming ring in %s: large reads may reach the device split into "
-                 "smaller requests", e->m->path, e->ring_mem.desc);
-    e->chunks_per_step = (uint64_t)e->plan.n_streamed * e->plan.chunks_per_layer;
+                 "smaller requests", e->path, e->ring_mem.desc);
+    e->chunks_per_step = e->plan.chunks_per_step;
     e->seq_limit = e->o.total_steps ? e->o.total_steps * e->chunks_per_step : 0;
     int rc = io_uring_queue_init(e->o.queue_depth < 8 ? 8 : e->o.queue_depth, &e->ring, 0);
     if (rc == 0)
@@ -587,30 +434,28 @@ oom:
     return -1;
 }
 
-exec_t *exec_new(const model_t *m, uint32_t first, uint32_t last, const exec_opts *o,
-                 char *err, size_t errlen)
+static exec_t *s_new(exec_t *e, const uint64_t *sums, uint32_t first, uint32_t last,
+                     const exec_opts *o, char *err, size_t errlen)
 {
-    exec_t *e = calloc(1, sizeof *e);
-    if (!e) {
-        snprintf(err, errlen, "out of memory");
-        return NULL;
-    }
-    e->m = m;
     e->first = first;
     e->last = last;
-    e->d = m->dim;
     e->o = *o;
     e->fd = -1;
     if (e->o.queue_depth < 1)
         e->o.queue_depth = 1;
-    if (exec_plan_make(m, first, last, &e->o, &e->plan, err, errlen))
+    if (e->o.max_pos < 1)
+        e->o.max_pos = 1;
+    if (exec_plan_arch(e->am, e->path, first, last, &e->o, &e->plan, err, errlen))
         goto err;
-    if (s_open(e, err, errlen))
-        goto err;
-    if (posix_memalign((void **)&e->u, 64, e->d * 4) || posix_memalign((void **)&e->y, 64, e->d * 4)) {
+    if (!(e->sums = malloc(e->am->hp.n_layers * sizeof *e->sums))) {
         snprintf(err, errlen, "out of memory");
         goto err;
     }
+    memcpy(e->sums, sums, e->am->hp.n_layers * sizeof *e->sums);
+    if (s_open(e, err, errlen))
+        goto err;
+    if (!(e->run = arch_run_new(e->am, e->o.max_pos, err, errlen)))
+        goto err;
     if (s_load_resident(e, err, errlen))
         goto err;
     if (e->plan.n_streamed && s_ring_init(e, err, errlen))
@@ -619,6 +464,51 @@ exec_t *exec_new(const model_t *m, uint32_t first, uint32_t last, const exec_opt
 err:
     exec_free(&e);
     return NULL;
+}
+
+exec_t *exec_new(const model_t *m, uint32_t first, uint32_t last, const exec_opts *o,
+                 char *err, size_t errlen)
+{
+    exec_t *e = calloc(1, sizeof *e);
+    uint64_t *sums = calloc(m->n_layers ? m->n_layers : 1, sizeof *sums);
+    if (!e || !sums || !(e->path = strdup(m->path))) {
+        snprintf(err, errlen, "out of memory");
+        free(sums);
+        exec_free(&e);
+        return NULL;
+    }
+    e->fd = -1;
+    if (exec_dense_arch(m, &e->own_am, err, errlen)) {
+        free(sums);
+        exec_free(&e);
+        return NULL;
+    }
+    e->am = &e->own_am;
+    for (uint32_t l = 0; l < m->n_layers; l++)
+        sums[l] = m->layers[l].checksum;
+    e = s_new(e, sums, first, last, o, err, errlen);
+    free(sums);
+    return e;
+}
+
+exec_t *exec_new_arch(const arch_model *am, const char *path, const uint64_t *sums,
+                      uint32_t first, uint32_t last, const exec_opts *o, char *err,
+                      size_t errlen)
+{
+    exec_t *e = calloc(1, sizeof *e);
+    if (!e || !(e->path = strdup(path))) {
+        snprintf(err, errlen, "out of memory");
+        free(e);
+        return NULL;
+    }
+    e->fd = -1;
+    e->am = am;
+    return s_new(e, sums, first, last, o, err, errlen);
+}
+
+void exec_set_threads(exec_t *e, int nthreads)
+{
+    arch_run_set_threads(e->run, nthreads);
 }
 
 const exec_plan *exec_get_plan(const exec_t *e)
@@ -646,9 +536,43 @@ const char *exec_io_buffers(const exec_t *e)
     return e->ring_mem.p ? e->ring_mem.desc : "none (nothing streamed)";
 }
 
+/* Feed one arrived chunk to the layer hooks: a vector goes to the stage (the layer begins
+ * after its last vector); a matrix's first range prepares its input, its rows are computed,
+ * and the layer's last chunk ends it. */
+static int s_compute(exec_t *e, const exec_chunk *ch, const void *data, char *err,
+                     size_t errlen)
+{
+    const arch_layer *L = &e->am->layers[ch->layer];
+    const arch_tensor *T = &L->t[ch->tensor];
+    if (!T->is_matrix) {
+        uint64_t at = 0;
+        for (uint32_t i = 0; i < ch->tensor; i++)
+            at += exec_round_up(L->t[i].nbytes, 64);
+        memcpy(e->stage + at, data, T->nbytes);
+        e->stage_ptr[ch->tensor] = e->stage + at;
+        if (ch->tensor + 1 == L->n_vectors &&
+            arch_layer_begin(e->run, ch->layer, e->stage_ptr,
+                             e->kv ? &e->kv[ch->layer - e->first] : NULL, e->x, e->n, e->pos0,
+                             err, errlen))
+            return -1;
+        return 0;
+    }
+    if (ch->r0 == 0 && L->n_vectors == 0 && ch->tensor == 0 &&
+        arch_layer_begin(e->run, ch->layer, NULL, e->kv ? &e->kv[ch->layer - e->first] : NULL,
+                         e->x, e->n, e->pos0, err, errlen))
+        return -1;
+    if ((ch->r0 == 0 && arch_layer_before(e->run, ch->tensor)) ||
+        arch_layer_rows(e->run, ch->tensor, ch->r0, ch->nrows, data) ||
+        (ch->last && arch_layer_end(e->run))) {
+        snprintf(err, errlen, "%s: %s", e->path, arch_run_error(e->run));
+        return -1;
+    }
+    return 0;
+}
+
 /* Consume streamed chunks for one step in order, computing as they arrive; the hasher
  * thread hashes each one beside the compute. */
-static int s_stream_step(exec_t *e, float *x, exec_stats *st, char *err, size_t errlen)
+static int s_stream_step(exec_t *e, exec_stats *st, char *err, size_t errlen)
 {
     uint64_t end = e->consume_seq + e->chunks_per_step;
     uint64_t t;
@@ -670,27 +594,25 @@ static int s_stream_step(exec_t *e, float *x, exec_stats *st, char *err, size_t 
                 s_reap(e, 1);
             st->wait_ns += util_now_ns() - t;
         }
-        uint32_t layer, c, r0, nr;
-        uint64_t off, len;
-        s_chunk_of(e, e->consume_seq, &layer, &c);
-        s_chunk_range(e, layer, c, &off, &len, &r0, &nr);
+        const exec_chunk *ch = s_chunk_of(e, e->consume_seq);
         if (s->res < 0 || (uint64_t)s->res < s->skip + s->want) {
-            snprintf(err, errlen, "%s: layer %u chunk %u: %s", e->m->path, layer, c,
+            snprintf(err, errlen, "%s: layer %u %s rows %llu..+%llu: %s", e->path, ch->layer,
+                     e->am->layers[ch->layer].t[ch->tensor].name, (unsigned long long)ch->r0,
+                     (unsigned long long)ch->nrows,
                      s->res < 0 ? strerror(-s->res) : "short read");
             rc = -1;
             break;
         }
         s_hash_post(e);
-        const float *data = (const float *)(s->buf + s->skip);
         if (!e->o.io_only) {
             t = util_now_ns();
-            if (c == 0)
-                kernel_prepare(data, x, e->u, e->d);
-            else
-                kernel_rows(data, e->u, e->y, r0, nr, e->d);
-            if (c + 1 == e->plan.chunks_per_layer)
-                kernel_finish(x, e->y, e->d);
+            rc = s_compute(e, ch, s->buf + s->skip, err, errlen);
             st->compute_ns += util_now_ns() - t;
+            if (rc) {
+                s->state = S_FREE;
+                e->consume_seq++;
+                break;
+            }
         }
         s->state = S_FREE; /* computed; s_submit_more also waits for the hasher to pass it */
         e->consume_seq++;
@@ -704,13 +626,27 @@ static int s_stream_step(exec_t *e, float *x, exec_stats *st, char *err, size_t 
 
 int exec_step(exec_t *e, float *x, exec_stats *st, char *err, size_t errlen)
 {
+    return exec_step_n(e, x, 1, 0, NULL, st, err, errlen);
+}
+
+int exec_step_n(exec_t *e, float *x, uint32_t n, uint32_t pos0, arch_kv *kv, exec_stats *st,
+                char *err, size_t errlen)
+{
     uint64_t t;
+    if (n < 1 || n > e->o.max_pos) {
+        snprintf(err, errlen, "%s: a step of %u positions (the executor holds 1..%u)", e->path,
+                 n, e->o.max_pos);
+        return -1;
+    }
     if (e->plan.n_streamed)
         s_submit_more(e, st); /* start the disk before computing the resident layers */
     if (!e->o.io_only) {
         t = util_now_ns();
         for (uint32_t i = 0; i < e->plan.n_resident; i++) {
-            kernel_layer(e->res_w[i], e->res_g[i], x, e->u, e->y, e->d);
+            uint32_t l = e->first + i;
+            if (arch_layer_forward(e->run, l, e->res_data + (size_t)i * ARCH_MAX_LAYER_TENSORS,
+                                   kv ? &kv[i] : NULL, x, n, pos0, err, errlen))
+                return -1;
             /* Keep queue_depth reads in flight while the resident layers compute (≈3 ms each
              * here): the ring has more free slots than the depth, and refilling only after
              * the last resident layer left the disk idle for part of it. */
@@ -723,7 +659,11 @@ int exec_step(exec_t *e, float *x, exec_stats *st, char *err, size_t errlen)
     }
     if (e->plan.n_streamed) {
         st->layers_due += e->plan.n_streamed;
-        return s_stream_step(e, x, st, err, errlen);
+        e->x = x;
+        e->n = n;
+        e->pos0 = pos0;
+        e->kv = kv;
+        return s_stream_step(e, st, err, errlen);
     }
     return 0;
 }
@@ -757,16 +697,17 @@ void exec_free(exec_t **pe)
         io_uring_queue_exit(&e->ring);
     iobuf_free(&e->ring_mem);
     free(e->slots);
-    for (uint32_t i = 0; e->res_gmem && i < e->plan.n_resident; i++) {
-        free(e->res_gmem[i]);
-        free(e->res_wmem[i]);
-    }
-    free(e->res_gmem);
-    free(e->res_wmem);
-    free(e->res_g);
-    free(e->res_w);
-    free(e->u);
-    free(e->y);
+    for (size_t i = 0; e->res_mem && i < (size_t)e->plan.n_resident * ARCH_MAX_LAYER_TENSORS;
+         i++)
+        free(e->res_mem[i]);
+    free(e->res_mem);
+    free(e->res_data);
+    free(e->sched);
+    free(e->stage);
+    arch_run_free(&e->run);
+    arch_model_close(&e->own_am);
+    free(e->sums);
+    free(e->path);
     if (e->xx)
         XXH3_freeState(e->xx);
     if (e->fd >= 0)

@@ -47,13 +47,21 @@ static uint64_t s_scratch(uint64_t d)
     return 2 * d * 4 + 8192;
 }
 
+/* A streamed layer's vectors (g: d f32) are staged until the layer begins, 64-byte aligned. */
+static uint64_t s_stage(uint64_t d)
+{
+    return s_round_up(d * 4, 64);
+}
+
 /* The ring a capped plan gets: queue_depth + 1 slots, plus as many as fit in what the budget
- * leaves after `resident` layers less one slot kept unspent, at most queue_depth + 1 more. */
+ * leaves after `resident` layers and the stage less one slot kept unspent, at most
+ * queue_depth + 1 more. */
 static uint64_t s_ring_planned(uint64_t d, uint64_t chunk, uint32_t qd, uint64_t overhead,
                                uint64_t budget, uint32_t resident)
 {
     uint64_t slot = s_ring(d, chunk, qd) / (qd + 1);
-    uint64_t used = overhead + s_scratch(d) + s_ring(d, chunk, qd) + resident * s_layer_alloc(d);
+    uint64_t used = overhead + s_scratch(d) + s_ring(d, chunk, qd) + s_stage(d) +
+                    resident * s_layer_alloc(d);
     uint64_t extra = budget > used + slot ? (budget - used - slot) / slot : 0;
     return s_ring(d, chunk, qd) + (extra > qd + 1 ? qd + 1 : extra) * slot;
 }
