@@ -24,6 +24,7 @@ fi
 CAPB=$((64 * 1048576 + 4096 * ($$ % 997 + 1)))
 MARK="--cap $CAPB "
 CG=/sys/fs/cgroup/memory
+T0_EPOCH=$(date +%s)
 ours() { pgrep -f -- "swarm worker .*$MARK" || true; }
 no_strays() { # what: no worker of ours left, no cgroup of a dead or ours worker left
     local i left cg=""
@@ -34,8 +35,12 @@ no_strays() { # what: no worker of ours left, no cgroup of a dead or ours worker
     done
     if [ -z "$left" ]; then ok; else bad "$1: stray workers: $(echo $left)"; ps -o pid,args -p $(echo $left | tr ' ' ,) >&2; fi
     if [ -d "$CG" ]; then
-        for d in "$CG"/swarm-*; do
+        # Workers are what this script spawns (swarm-worker-PID); a cgroup made before the
+        # script started, or by another command (ssd, generate, serve) of another run on a
+        # shared machine, is not ours to judge.
+        for d in "$CG"/swarm-worker-*; do
             [ -d "$d" ] || continue
+            [ "$(stat -c %Y "$d")" -ge "$T0_EPOCH" ] || continue
             local pid=${d##*-}
             if [ ! -d "/proc/$pid" ] || grep -qaF -- "$CAPB" "/proc/$pid/cmdline" 2>/dev/null; then
                 cg="$cg $d"
