@@ -214,6 +214,11 @@ const exec_plan *llm_model_plan(const llm_model *m)
     return m->ex ? exec_get_plan(m->ex) : NULL;
 }
 
+const exec_t *llm_model_exec(const llm_model *m)
+{
+    return m->ex;
+}
+
 int llm_model_stats(const llm_model *m, exec_stats *st)
 {
     if (!m->ex)

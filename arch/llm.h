@@ -63,6 +63,9 @@ llm_arm llm_model_arm(const llm_model *m);
  * llm_model_drain waits for reads in flight (before /proc/self/io is read for the cache
  * gate). */
 const exec_plan *llm_model_plan(const llm_model *m);
+/* SSD arm: the executor itself, read-only (how it reads: exec_is_direct, exec_uses_uring,
+ * exec_io_buffers, for a result's labels); NULL otherwise. */
+const exec_t *llm_model_exec(const llm_model *m);
 int llm_model_stats(const llm_model *m, exec_stats *st);
 void llm_model_drain(llm_model *m);
 /* Bytes the SSD arm keeps beside its layers (embedding, norm, head), and where the per-layer

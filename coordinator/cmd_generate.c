@@ -7,9 +7,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/cap.h"
+#include "common/devstat.h"
 #include "common/exitcode.h"
 #include "common/util.h"
 #include "coordinator/cmd.h"
+#include "coordinator/gate.h"
 #include "coordinator/llm_cli.h"
 #include "coordinator/result.h"
 #include "engine/engine.h"
@@ -23,10 +26,15 @@ static void s_usage(FILE *f)
             "  Streams the generated text to stdout; prompt tokens/s, generation tokens/s, time\n"
             "  to first token and inter-token latency p50/p95/p99 go to stderr.\n"
             "  --prompt TEXT         the prompt (tokenized with the file's tokenizer)\n"
-            "  --arm reference|ssd   where the weights live (default reference: resident)\n"
+            "  --arm reference|ssd   where the weights live (default reference: resident;\n"
+            "                        ssd: leading layers resident under --cap, the rest\n"
+            "                        streamed every pass, cache and content gates judged)\n"
             LLM_CLI_GEN_USAGE
-            "  --parity              run the reference again (1 thread, one position per pass)\n"
-            "                        and require identical token ids and logits digest\n"
+            LLM_CLI_SSD_USAGE
+            "  --ctx under --arm ssd defaults to the prompt's tokens + -n (the plan counts the\n"
+            "                        KV cache against the cap)\n"
+            "  --parity              run the reference arm again (1 thread, one position per\n"
+            "                        pass) and require identical token ids and logits digest\n"
             "  --kl-base OTHER.gguf  KL divergence and top-1 agreement of MODEL against OTHER\n"
             "                        at the generated positions (same tokens through both)\n"
             "  --out FILE.jsonl      append a result object (fields: README, \"generate\")\n");
@@ -90,15 +98,142 @@ static json_t *s_tensor_types(const arch_model *am)
     return o;
 }
 
+/* What the SSD arm measured around the generation: the plan, the gates, the device. */
+typedef struct {
+    int on;
+    llm_opts lo;
+    char from[4200];              /* where the knobs came from */
+    cap_t cap;
+    char cap_mode[96];
+    devstat_dev dv;
+    devstat_sample d0;
+    int has_dev;
+    char dverr[256];
+    exec_stats s0, s1;
+    uint64_t io0, io1;
+    uint64_t cgroup_peak;         /* taken before the group is left (0: advisory) */
+    uint64_t peak_rss;            /* VmHWM after the SSD run, before any parity reference */
+    run_result rr;                /* gate_cache, gate_content, void_reason (gate.c's rules) */
+} s_ssd;
+
+/* Before any allocation the cap should charge: the block device (sysfs walks allocate), then
+ * the cgroup (v1 does not move charges made before joining), then the model under the plan. */
+static int s_ssd_open(s_ssd *x, llm_cli_model *lm, uint32_t n_ctx, uint32_t n_batch, char *err,
+                      size_t errlen)
+{
+    x->has_dev = devstat_find(lm->path, &x->dv, x->dverr, sizeof x->dverr) == 0;
+    cap_enter(&x->cap, x->lo.cap_bytes, "generate", 0);
+    cap_describe(&x->cap, x->cap_mode, sizeof x->cap_mode);
+    util_reset_hwm();
+    x->lo.n_ctx = n_ctx;
+    x->lo.n_batch = n_batch;
+    if (llm_cli_open_model(lm, &x->lo, err, errlen))
+        return -1;
+    const exec_plan *p = llm_model_plan(lm->m);
+    char b1[32], b2[32], b3[32];
+    fprintf(stderr, "ssd arm: cap %s (%s; knobs from %s), %u layers resident, %u streamed "
+            "(%.1f MiB per pass), ring %u x %s, working set %s, %s, buffers %s, checksums: %s\n",
+            util_fmt_size(x->lo.cap_bytes, b1, sizeof b1), x->cap_mode, x->from, p->n_resident,
+            p->n_streamed, p->streamed_per_step / 1048576.0, p->ring_slots,
+            util_fmt_size(p->slot_bytes, b2, sizeof b2),
+            util_fmt_size(p->working_set, b3, sizeof b3),
+            exec_is_direct(llm_model_exec(lm->m)) ? "O_DIRECT" : "buffered (labelled)",
+            exec_io_buffers(llm_model_exec(lm->m)), llm_model_sums_source(lm->m));
+    /* what loading read (resident layers, embedding, head) is not the steps' */
+    llm_model_drain(lm->m);
+    llm_model_stats(lm->m, &x->s0);
+    x->io0 = util_io_read_bytes();
+    if (x->has_dev)
+        x->has_dev = devstat_read(&x->dv, &x->d0, x->dverr, sizeof x->dverr) == 0;
+    return 0;
+}
+
+/* After the generation: storage against streamed bytes (cache gate), every streamed layer
+ * hashed and matching (content gate). */
+static void s_ssd_judge(s_ssd *x, llm_model *m)
+{
+    llm_model_drain(m);
+    llm_model_stats(m, &x->s1);
+    x->io1 = util_io_read_bytes();
+    x->cgroup_peak = cap_peak(&x->cap);
+    x->peak_rss = util_vmhwm_bytes(0);
+    exec_stats d = { .content_fail = x->s1.content_fail - x->s0.content_fail,
+                     .layers_streamed = x->s1.layers_streamed - x->s0.layers_streamed,
+                     .layers_due = x->s1.layers_due - x->s0.layers_due };
+    gate_cache_judge(&x->rr, x->io1 - x->io0, x->s1.streamed_bytes - x->s0.streamed_bytes, 0);
+    gate_content_judge(&x->rr, &d);
+    fprintf(stderr, "ssd gates: cache %s (storage %.1f MiB for %.1f MiB streamed), content %s "
+            "(%llu streamed layers hashed, %llu failed)%s%s\n",
+            result_gate_name(x->rr.gate_cache), (x->io1 - x->io0) / 1048576.0,
+            (x->s1.streamed_bytes - x->s0.streamed_bytes) / 1048576.0,
+            result_gate_name(x->rr.gate_content), (unsigned long long)d.layers_streamed,
+            (unsigned long long)d.content_fail, x->rr.void_reason[0] ? ": " : "",
+            x->rr.void_reason);
+}
+
+/* The SSD fields of a result (README, "generate"). */
+static void s_ssd_json(json_t *j, const s_ssd *x, const llm_model *m)
+{
+    const exec_plan *p = llm_model_plan(m);
+    const exec_t *e = llm_model_exec(m);
+    uint64_t sb = x->s1.streamed_bytes - x->s0.streamed_bytes;
+    json_object_set_new(j, "cap_mode", json_string(x->cap_mode));
+    json_object_set_new(j, "ssd_from", json_string(x->from));
+    json_object_set_new(j, "streamed_bytes", json_integer((json_int_t)sb));
+    json_object_set_new(j, "resident_layers", json_integer(p->n_resident));
+    json_object_set_new(j, "streamed_layers", json_integer(p->n_streamed));
+    json_object_set_new(j, "streamed_per_pass_bytes",
+                        json_integer((json_int_t)p->streamed_per_step));
+    json_object_set_new(j, "queue_depth", json_integer(x->lo.queue_depth));
+    json_object_set_new(j, "chunk_bytes", json_integer((json_int_t)x->lo.chunk_bytes));
+    json_object_set_new(j, "ring_slots", json_integer(p->n_streamed ? p->ring_slots : 0));
+    json_object_set_new(j, "planned_working_set_bytes",
+                        json_integer((json_int_t)p->working_set));
+    json_object_set_new(j, "held_bytes", json_integer((json_int_t)llm_model_held_bytes(m)));
+    json_object_set_new(j, "io", json_string(!p->n_streamed        ? "resident"
+                                             : exec_is_direct(e) ? "direct"
+                                                                 : "buffered"));
+    json_object_set_new(j, "io_uring", json_boolean(exec_uses_uring(e)));
+    json_object_set_new(j, "io_buffers", json_string(exec_io_buffers(e)));
+    json_object_set_new(j, "checksums", json_string(llm_model_sums_source(m)));
+    json_object_set_new(j, "cgroup_peak_bytes", json_integer((json_int_t)x->cgroup_peak));
+    json_object_set_new(j, "read_wait_ms", json_real((x->s1.wait_ns - x->s0.wait_ns) / 1e6));
+    json_object_set_new(j, "layer_ms", json_real((x->s1.compute_ns - x->s0.compute_ns) / 1e6));
+    json_object_set_new(j, "hash_wait_ms",
+                        json_real((x->s1.verify_wait_ns - x->s0.verify_wait_ns) / 1e6));
+    devstat_sample d1;
+    devstat_delta dd;
+    char why[256];
+    if (!x->has_dev || devstat_read(&x->dv, &d1, why, sizeof why)) {
+        json_object_set_new(j, "device", json_null());
+        json_object_set_new(j, "device_error", json_string(x->has_dev ? why : x->dverr));
+        return;
+    }
+    /* read now, after the generation: what the device served since d0 (the result line is
+     * written with nothing else read between) */
+    devstat_diff(&x->d0, &d1, &dd);
+    json_object_set_new(j, "device", json_string(x->dv.name));
+    json_object_set_new(j, "device_reads", json_integer((json_int_t)dd.reads));
+    json_object_set_new(j, "device_read_bytes", json_integer((json_int_t)dd.read_bytes));
+    json_object_set_new(j, "device_avg_request_bytes",
+                        json_integer((json_int_t)dd.avg_request_bytes));
+    json_object_set_new(j, "device_busy_ms", json_real(dd.busy_ms));
+    json_object_set_new(j, "device_util", json_real(dd.util));
+}
+
 int cmd_generate(int argc, char **argv)
 {
     const char *model = NULL, *prompt = NULL, *arm = "reference", *out = NULL, *kl_base = NULL;
-    int parity = 0;
+    int parity = 0, ssd_flag = 0;
     llm_cli_gen_opts o;
+    llm_cli_ssd_flags sf;
     char err[768];
     llm_cli_gen_defaults(&o);
+    llm_cli_ssd_init(&sf);
     for (int i = 1; i < argc; i++) {
         int r = llm_cli_gen_flag(&o, argc, argv, &i, err, sizeof err);
+        if (!r && (r = llm_cli_ssd_flag(&sf, argc, argv, &i, err, sizeof err)) > 0)
+            ssd_flag = 1;
         if (r < 0) {
             fprintf(stderr, "swarm generate: %s\n", err);
             return EXIT_USAGE;
@@ -132,38 +267,73 @@ int cmd_generate(int argc, char **argv)
         s_usage(stderr);
         return EXIT_USAGE;
     }
-    if (!strcmp(arm, "ssd")) {
-        /* Refused rather than run resident: a figure labelled "ssd" must come from streamed
-         * weights. */
-        fprintf(stderr, "swarm generate: --arm ssd is not yet available for llama/qwen2 files "
-                        "(issue 10 item 6: the SSD executor on the architecture interface)\n");
+    if (strcmp(arm, "reference") && strcmp(arm, "ssd")) {
+        fprintf(stderr, "swarm generate: unknown arm '%s' (arms: reference, ssd)\n", arm);
         return EXIT_USAGE;
     }
-    if (strcmp(arm, "reference")) {
-        fprintf(stderr, "swarm generate: --arm '%s': reference or ssd\n", arm);
+    /* ssd_x is large (a run_result, paths): not for the stack */
+    s_ssd *x = calloc(1, sizeof *x);
+    if (!x) {
+        fprintf(stderr, "swarm generate: out of memory\n");
+        return EXIT_FAIL;
+    }
+    x->on = !strcmp(arm, "ssd");
+    if (!x->on && ssd_flag) {
+        fprintf(stderr, "swarm generate: --cap, --queue-depth, --chunk and --buffered are the "
+                        "SSD arm's (add --arm ssd)\n");
+        free(x);
+        return EXIT_USAGE;
+    }
+    if (x->on && kl_base) {
+        /* ppl_kl_span runs two models side by side: under the cap only one may run */
+        fprintf(stderr, "swarm generate: --kl-base runs with --arm reference only\n");
+        free(x);
+        return EXIT_USAGE;
+    }
+    if (x->on && llm_cli_ssd_opts(&sf, model, &x->lo, x->from, sizeof x->from, err,
+                                  sizeof err)) {
+        fprintf(stderr, "swarm generate: %s\n", err);
+        free(x);
         return EXIT_USAGE;
     }
 
     int rc = EXIT_FAIL;
-    llm_cli_model lm, base = { 0 };
+    llm_cli_model lm, base = { 0 }, ref = { 0 };
     int32_t *ids = NULL;
     size_t n_ids = 0;
     s_sink sink = { .print = 1 }, sink2 = { 0 };
     json_t *j = NULL;
     uint64_t io0 = util_io_read_bytes(), t_setup = util_now_ns();
-    if (llm_cli_open(&lm, model, err, sizeof err)) {
+    if (x->on ? llm_cli_open_tok(&lm, model, err, sizeof err)
+              : llm_cli_open(&lm, model, err, sizeof err)) {
         fprintf(stderr, "swarm generate: %s\n", err);
+        free(x);
         return EXIT_FAIL;
     }
-    double setup_ms = (double)(util_now_ns() - t_setup) / 1e6;
-    const arch_model *am = llm_model_arch(lm.m);
-    uint32_t n_ctx;
+    uint32_t n_ctx = 0;
     unsigned flags = o.no_bos ? 0 : TOKENIZER_ADD_SPECIAL;
-    if (llm_cli_ctx(&o, lm.m, &n_ctx, err, sizeof err) ||
+    if ((!x->on && llm_cli_ctx(&o, lm.m, &n_ctx, err, sizeof err)) ||
         tokenizer_encode(lm.t, prompt, strlen(prompt), flags, &ids, &n_ids, err, sizeof err)) {
         fprintf(stderr, "swarm generate: %s\n", err);
         goto out;
     }
+    if (x->on) {
+        /* the SSD plan counts the KV cache against the cap: sized for this request unless
+         * --ctx says otherwise (a prompt that does not fit is the engine's clear error) */
+        uint64_t need = n_ids + (uint64_t)o.n_predict;
+        if (o.n_ctx > lm.n_ctx_train) {
+            fprintf(stderr, "swarm generate: --ctx %u: %s was trained for %u positions at "
+                            "most\n", o.n_ctx, lm.path, lm.n_ctx_train);
+            goto out;
+        }
+        n_ctx = o.n_ctx ? o.n_ctx : need < lm.n_ctx_train ? (uint32_t)need : lm.n_ctx_train;
+        if (s_ssd_open(x, &lm, n_ctx, o.n_batch, err, sizeof err)) {
+            fprintf(stderr, "swarm generate: ssd arm: %s\n", err);
+            goto out;
+        }
+    }
+    double setup_ms = (double)(util_now_ns() - t_setup) / 1e6;
+    const arch_model *am = llm_model_arch(lm.m);
     if (n_ids == 0) {
         fprintf(stderr, "swarm generate: the prompt is empty and no BOS is added (drop "
                         "--no-bos or give a prompt)\n");
@@ -184,6 +354,11 @@ int cmd_generate(int argc, char **argv)
     }
     putchar('\n');
     fflush(stdout);
+    if (x->on) {
+        s_ssd_judge(x, lm.m);
+        /* the parity reference maps the whole file: not under the SSD arm's cap */
+        cap_leave(&x->cap);
+    }
     fprintf(stderr, "%s: %s, ctx %u, %u threads; prompt %u tokens in %.1f ms (%.2f tok/s); "
                     "generated %u (%s): ttft %.2f ms, %.2f tok/s, itl p50 %.2f p95 %.2f p99 "
                     "%.2f ms\n", lm.path, am->hp.name, n_ctx, o.threads, st.n_prompt,
@@ -191,11 +366,21 @@ int cmd_generate(int argc, char **argv)
             st.gen_tok_s, st.itl_ms_p50, st.itl_ms_p95, st.itl_ms_p99);
 
     gate_state gate_parity = GATE_NA;
-    char void_reason[256] = "";
+    char void_reason[768] = "";
     if (parity) {
-        /* The reference run again with what can differ set apart: one thread and one
-         * position per pass (arch.h's determinism says neither may change a bit). */
-        if (s_generate(&lm, ids, (uint32_t)n_ids, &o, n_ctx, 1, 1, &sink2, &st2, err,
+        /* The reference arm again with what can differ set apart: one thread and one
+         * position per pass (arch.h's determinism says neither may change a bit), and under
+         * --arm ssd the arm itself. */
+        llm_cli_model *pm = &lm;
+        if (x->on) {
+            ref.t = lm.t; /* borrowed: ref.m alone is freed */
+            if (!(ref.m = llm_model_open(lm.path, err, sizeof err))) {
+                fprintf(stderr, "swarm generate: parity reference: %s\n", err);
+                goto out;
+            }
+            pm = &ref;
+        }
+        if (s_generate(pm, ids, (uint32_t)n_ids, &o, n_ctx, 1, 1, &sink2, &st2, err,
                        sizeof err)) {
             fprintf(stderr, "swarm generate: parity run: %s\n", err);
             goto out;
@@ -205,11 +390,12 @@ int cmd_generate(int argc, char **argv)
         gate_parity = same ? GATE_PASS : GATE_VOID;
         if (!same)
             snprintf(void_reason, sizeof void_reason, "parity: %u tokens ids %016" PRIx64
-                     " logits %016" PRIx64 " vs reference (1 thread, batch 1) %u tokens ids "
+                     " logits %016" PRIx64 " vs reference arm (1 thread, batch 1) %u tokens ids "
                      "%016" PRIx64 " logits %016" PRIx64, st.n_gen, st.ids_digest,
                      st.logits_digest, st2.n_gen, st2.ids_digest, st2.logits_digest);
         fprintf(stderr, "parity: %s%s%s\n", result_gate_name(gate_parity),
-                same ? " (token ids and logits identical to 1 thread, batch 1)" : ": ",
+                same ? " (token ids and logits identical to the reference arm, 1 thread, "
+                       "batch 1)" : ": ",
                 void_reason);
     }
     ppl_result kl;
@@ -236,6 +422,15 @@ int cmd_generate(int argc, char **argv)
                         "%.6g, top-1 agreement %.4f\n", base.path, kl.n_scored, kl.kl_mean,
                 kl.kl_p99, kl.kl_max, kl.top1_agree);
     }
+    /* every void reason in one line: the SSD gates' first, then parity's */
+    int voided = gate_parity == GATE_VOID || x->rr.gate_cache == GATE_VOID ||
+                 x->rr.gate_content == GATE_VOID;
+    if (x->rr.void_reason[0]) {
+        char pr[sizeof void_reason];
+        snprintf(pr, sizeof pr, "%s", void_reason);
+        snprintf(void_reason, sizeof void_reason, "%s%s%s", x->rr.void_reason,
+                 pr[0] ? "; " : "", pr);
+    }
     if (out) {
         char h1[17], h2[17];
         json_t *gates = json_object(), *stops = json_array(), *smp = json_object();
@@ -251,6 +446,9 @@ int cmd_generate(int argc, char **argv)
         json_object_set_new(smp, "repeat_penalty", json_real(o.so.repeat_penalty));
         json_object_set_new(smp, "seed", json_integer((json_int_t)o.so.seed));
         json_object_set_new(gates, "parity", json_string(result_gate_name(gate_parity)));
+        json_object_set_new(gates, "cache", json_string(result_gate_name(x->rr.gate_cache)));
+        json_object_set_new(gates, "content",
+                            json_string(result_gate_name(x->rr.gate_content)));
         json_object_set_new(j, "command", json_string("generate"));
         json_object_set_new(j, "arm", json_string(arm));
         json_object_set_new(j, "model", json_string(lm.path));
@@ -280,12 +478,21 @@ int cmd_generate(int argc, char **argv)
         json_object_set_new(j, "weight_bytes",
                             json_integer((json_int_t)llm_model_weight_bytes(lm.m)));
         json_object_set_new(j, "pass_bytes", json_integer((json_int_t)llm_model_pass_bytes(lm.m)));
-        json_object_set_new(j, "peak_rss_bytes", json_integer((json_int_t)util_vmhwm_bytes(0)));
-        json_object_set_new(j, "cap_bytes", json_integer(0));
+        json_object_set_new(j, "peak_rss_bytes",
+                            json_integer((json_int_t)(x->on ? x->peak_rss : util_vmhwm_bytes(0))));
+        json_object_set_new(j, "cap_bytes", json_integer((json_int_t)(x->on ? x->lo.cap_bytes
+                                                                             : 0)));
+        /* ssd: storage reads during the generation (what the cache gate judged); reference:
+         * since the command began (the mapping's faults, when the file was not cached) */
         json_object_set_new(j, "ssd_read_bytes",
-                            json_integer((json_int_t)(util_io_read_bytes() - io0)));
+                            json_integer((json_int_t)(x->on ? x->io1 - x->io0
+                                                            : util_io_read_bytes() - io0)));
+        if (x->on)
+            s_ssd_json(j, x, lm.m);
+        else
+            json_object_set_new(j, "cap_mode", json_string("none"));
         json_object_set_new(j, "gates", gates);
-        json_object_set_new(j, "void", json_boolean(gate_parity == GATE_VOID));
+        json_object_set_new(j, "void", json_boolean(voided));
         json_object_set_new(j, "void_reason", json_string(void_reason));
         json_object_set_new(j, "ids_digest", json_string(h1));
         json_object_set_new(j, "logits_digest", json_string(h2));
@@ -307,8 +514,14 @@ int cmd_generate(int argc, char **argv)
             goto out;
         }
     }
-    rc = gate_parity == GATE_VOID ? EXIT_VOID : EXIT_OK;
+    if (voided)
+        fprintf(stderr, "swarm generate: the run is void: %s\n", void_reason);
+    rc = voided ? EXIT_VOID : EXIT_OK;
 out:
+    if (x->on)
+        cap_leave(&x->cap); /* safe twice, and on an advisory cap */
+    llm_model_free(&ref.m);
+    free(x);
     json_decref(j);
     free(ids);
     free(sink.ids);

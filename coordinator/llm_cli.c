@@ -8,6 +8,8 @@
 #include <string.h>
 
 #include "common/config.h"
+#include "common/gguf.h"
+#include "common/util.h"
 #include "quant/quant.h"
 
 static int s_ends_with(const char *s, const char *suffix)
@@ -16,9 +18,9 @@ static int s_ends_with(const char *s, const char *suffix)
     return n >= k && !strcmp(s + n - k, suffix);
 }
 
-int llm_cli_open(llm_cli_model *lm, const char *arg, char *err, size_t errlen)
+/* The GGUF path arg names: itself, or a config's [model] path. */
+static int s_resolve(llm_cli_model *lm, const char *arg, char *err, size_t errlen)
 {
-    memset(lm, 0, sizeof *lm);
     if (s_ends_with(arg, ".gguf")) {
         snprintf(lm->path, sizeof lm->path, "%s", arg);
     } else {
@@ -40,12 +42,108 @@ int llm_cli_open(llm_cli_model *lm, const char *arg, char *err, size_t errlen)
             return -1;
         }
     }
+    return 0;
+}
+
+int llm_cli_open(llm_cli_model *lm, const char *arg, char *err, size_t errlen)
+{
+    memset(lm, 0, sizeof *lm);
+    if (s_resolve(lm, arg, err, errlen))
+        return -1;
     if (!(lm->m = llm_model_open(lm->path, err, errlen)))
         return -1;
     if (!(lm->t = tokenizer_open(llm_model_gguf(lm->m), err, errlen))) {
         llm_model_free(&lm->m);
         return -1;
     }
+    return 0;
+}
+
+int llm_cli_open_tok(llm_cli_model *lm, const char *arg, char *err, size_t errlen)
+{
+    memset(lm, 0, sizeof *lm);
+    if (s_resolve(lm, arg, err, errlen))
+        return -1;
+    gguf_file *g = gguf_open(lm->path, err, errlen);
+    arch_model am;
+    int rc = -1;
+    if (!g)
+        return -1;
+    /* arch_model_open validates every field the plan will use; only the context is kept */
+    if (arch_model_open(&am, g, err, errlen))
+        goto out;
+    lm->n_ctx_train = am.hp.n_ctx_train;
+    arch_model_close(&am);
+    if (!(lm->t = tokenizer_open(g, err, errlen)))
+        goto out;
+    rc = 0;
+out:
+    gguf_close(&g);
+    return rc;
+}
+
+int llm_cli_open_model(llm_cli_model *lm, const llm_opts *o, char *err, size_t errlen)
+{
+    return (lm->m = llm_model_open_opts(lm->path, o, err, errlen)) ? 0 : -1;
+}
+
+void llm_cli_ssd_init(llm_cli_ssd_flags *f)
+{
+    memset(f, 0, sizeof *f);
+    f->buffered = -1;
+}
+
+int llm_cli_ssd_flag(llm_cli_ssd_flags *f, int argc, char **argv, int *i, char *err,
+                     size_t errlen)
+{
+    const char *k = argv[*i];
+    if (!strcmp(k, "--buffered")) {
+        f->buffered = 1;
+        return 1;
+    }
+    if (strcmp(k, "--cap") && strcmp(k, "--chunk") && strcmp(k, "--queue-depth"))
+        return 0;
+    if (*i + 1 >= argc) {
+        snprintf(err, errlen, "%s needs a value", k);
+        return -1;
+    }
+    const char *v = argv[++*i];
+    if (!strcmp(k, "--queue-depth"))
+        return llm_cli_u32(k, v, 1, 256, &f->queue_depth, err, errlen) ? -1 : 1;
+    uint64_t b;
+    if (util_parse_size(v, &b) || !b) {
+        snprintf(err, errlen, "%s '%s': not a size (600M, 4M, 65536, ...)", k, v);
+        return -1;
+    }
+    *(!strcmp(k, "--cap") ? &f->cap_bytes : &f->chunk_bytes) = b;
+    return 1;
+}
+
+int llm_cli_ssd_opts(const llm_cli_ssd_flags *f, const char *arg, llm_opts *o, char *from,
+                     size_t fromlen, char *err, size_t errlen)
+{
+    config_t *c = malloc(sizeof *c); /* several PATH_MAX paths: not for a stack frame */
+    if (!c) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    config_defaults(c);
+    snprintf(from, fromlen, "defaults");
+    if (!s_ends_with(arg, ".gguf")) {
+        if (config_load(c, arg, err, errlen)) {
+            free(c);
+            return -1;
+        }
+        snprintf(from, fromlen, "%s [ssd]", arg);
+    }
+    memset(o, 0, sizeof *o);
+    o->arm = LLM_ARM_SSD;
+    o->cap_bytes = f->cap_bytes ? f->cap_bytes : c->cap_bytes;
+    o->chunk_bytes = f->chunk_bytes ? f->chunk_bytes : c->chunk_bytes;
+    o->queue_depth = f->queue_depth ? f->queue_depth : c->queue_depth;
+    o->overhead_bytes = c->overhead_bytes;
+    o->buffered = f->buffered >= 0 ? f->buffered : c->buffered;
+    free(c);
     return 0;
 }
 

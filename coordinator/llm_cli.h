@@ -15,12 +15,45 @@ typedef struct {
     char path[4096];              /* the GGUF file */
     llm_model *m;
     tokenizer *t;
+    uint32_t n_ctx_train;         /* the file's context_length (llm_cli_open_tok) */
 } llm_cli_model;
 
 /* arg is a .gguf file or a config whose [model] path names one. Opens both the model and its
  * tokenizer. 0, or -1 with err naming the file and problem. */
 int llm_cli_open(llm_cli_model *lm, const char *arg, char *err, size_t errlen);
 void llm_cli_close(llm_cli_model *lm);
+/* The SSD arm's two steps: its plan is sized for the session (the prompt's tokens decide the
+ * context), so the tokenizer comes first, from the file's header alone (no weight is read),
+ * and the model after, under o. */
+int llm_cli_open_tok(llm_cli_model *lm, const char *arg, char *err, size_t errlen);
+int llm_cli_open_model(llm_cli_model *lm, const llm_opts *o, char *err, size_t errlen);
+
+/* --arm ssd's knobs. A knob not given on the command line comes from a CONFIG's [ssd] section
+ * when the model is named by one, else from the config defaults (cap 600M, queue_depth 8,
+ * chunk 4M, overhead 32M, direct reads); *from says which ("configs/x.ini [ssd]" or
+ * "defaults"). */
+typedef struct {
+    uint64_t cap_bytes, chunk_bytes;  /* 0: not given */
+    uint32_t queue_depth;             /* 0: not given */
+    int buffered;                     /* -1: not given */
+} llm_cli_ssd_flags;
+
+#define LLM_CLI_SSD_USAGE                                                                     \
+    "  --cap SIZE            SSD arm: the working-set cap (a memory cgroup where one can be\n" \
+    "                        made, else planned only: cap_mode says which)\n"                 \
+    "  --queue-depth N       SSD arm: reads in flight    --chunk SIZE  bytes per read\n"       \
+    "  --buffered            SSD arm: read through the page cache (labelled; the cache gate\n" \
+    "                        judges)\n"                                                        \
+    "                        Not given: the CONFIG's [ssd] section when MODEL is a config,\n" \
+    "                        else cap 600M, queue depth 8, chunk 4M, overhead 32M, direct\n"
+
+void llm_cli_ssd_init(llm_cli_ssd_flags *f);
+/* argv[*i] one of --cap, --queue-depth, --chunk, --buffered? 1 / 0 / -1 with err. */
+int llm_cli_ssd_flag(llm_cli_ssd_flags *f, int argc, char **argv, int *i, char *err,
+                     size_t errlen);
+/* The SSD arm's llm_opts for model argument arg (n_ctx, n_batch left to the caller). */
+int llm_cli_ssd_opts(const llm_cli_ssd_flags *f, const char *arg, llm_opts *o, char *from,
+                     size_t fromlen, char *err, size_t errlen);
 
 /* Whole-string number parsing for flag values: -1 with err naming the flag on junk, a sign
  * where none belongs, or a value out of [lo, hi]. */
