@@ -61,17 +61,10 @@ static uint64_t s_session_bytes(const arch_hparams *hp, uint32_t n_ctx, uint32_t
            (uint64_t)QUANT_MAX_THREADS * n_ctx * sizeof(float);
 }
 
-/* The SSD arm: sums, embedding / norm / head read once, the layers through the executor. */
-static int s_open_ssd(llm_model *m, const char *path, char *err, size_t errlen)
+/* The SSD arm's options with their defaults; -1 with err when the context exceeds the model's. */
+static int s_ssd_defaults(const arch_hparams *hp, llm_opts *o, const char *path, char *err,
+                          size_t errlen)
 {
-    const arch_hparams *hp = &m->am.hp;
-    const arch_tensor *ts[3] = { &m->am.tok_embd, &m->am.out_norm, &m->am.output };
-    const void **dst[3] = { &m->tok_embd, &m->out_norm, &m->output };
-    uint64_t *sums;
-    sums_source src;
-    char cpath[PATH_MAX + 32], why[256];
-    int fd = -1, rc = -1;
-    llm_opts *o = &m->o;
     if (!o->queue_depth)
         o->queue_depth = 4;
     if (!o->chunk_bytes)
@@ -89,6 +82,59 @@ static int s_open_ssd(llm_model *m, const char *path, char *err, size_t errlen)
                  o->n_ctx, hp->n_ctx_train);
         return -1;
     }
+    return 0;
+}
+
+/* What the executor is told the runner holds beside the layers: the embedding, final norm and
+ * head in aligned buffers (the head once when tied) and one session. */
+static void s_ssd_exec_opts(const arch_model *am, const llm_opts *o, exec_opts *eo)
+{
+    const arch_tensor *ts[3] = { &am->tok_embd, &am->out_norm, &am->output };
+    uint64_t held = 0;
+    for (int i = 0; i < 3; i++)
+        if (!(i == 2 && am->hp.tied_output))
+            held += (ts[i]->nbytes + 2 * EXEC_ALIGN + EXEC_ALIGN - 1) / EXEC_ALIGN * EXEC_ALIGN;
+    *eo = (exec_opts){ .budget_bytes = o->cap_bytes, .queue_depth = o->queue_depth,
+                       .chunk_bytes = o->chunk_bytes, .overhead_bytes = o->overhead_bytes,
+                       .buffered = o->buffered, .total_steps = o->total_steps,
+                       .verify_resident = 1, .max_pos = o->n_batch,
+                       .held_bytes = held + s_session_bytes(&am->hp, o->n_ctx, o->n_batch) };
+}
+
+int llm_ssd_plan(const char *path, const llm_opts *o, exec_plan *p, char *err, size_t errlen)
+{
+    gguf_file *g = gguf_open(path, err, errlen);
+    arch_model am;
+    exec_opts eo;
+    llm_opts lo = *o;
+    int rc = -1;
+    if (!g)
+        return -1;
+    if (arch_model_open(&am, g, err, errlen))
+        goto out;
+    if (s_ssd_defaults(&am.hp, &lo, path, err, errlen) == 0) {
+        s_ssd_exec_opts(&am, &lo, &eo);
+        rc = exec_plan_make_arch(&am, 0, am.hp.n_layers, &eo, p, err, errlen);
+    }
+    arch_model_close(&am);
+out:
+    gguf_close(&g);
+    return rc;
+}
+
+/* The SSD arm: sums, embedding / norm / head read once, the layers through the executor. */
+static int s_open_ssd(llm_model *m, const char *path, char *err, size_t errlen)
+{
+    const arch_hparams *hp = &m->am.hp;
+    const arch_tensor *ts[3] = { &m->am.tok_embd, &m->am.out_norm, &m->am.output };
+    const void **dst[3] = { &m->tok_embd, &m->out_norm, &m->output };
+    uint64_t *sums;
+    sums_source src;
+    char cpath[PATH_MAX + 32], why[256];
+    int fd = -1, rc = -1;
+    llm_opts *o = &m->o;
+    if (s_ssd_defaults(hp, o, path, err, errlen))
+        return -1;
     if (!(sums = m->sums = malloc(hp->n_layers * sizeof *sums)))
         goto oom;
     if (sums_get(&m->am, path, sums, &src, cpath, sizeof cpath, err, errlen))
@@ -112,11 +158,8 @@ static int s_open_ssd(llm_model *m, const char *path, char *err, size_t errlen)
         }
         m->held += (ts[i]->nbytes + 2 * EXEC_ALIGN + EXEC_ALIGN - 1) / EXEC_ALIGN * EXEC_ALIGN;
     }
-    exec_opts eo = { .budget_bytes = o->cap_bytes, .queue_depth = o->queue_depth,
-                     .chunk_bytes = o->chunk_bytes, .overhead_bytes = o->overhead_bytes,
-                     .buffered = o->buffered, .total_steps = o->total_steps,
-                     .verify_resident = 1, .max_pos = o->n_batch,
-                     .held_bytes = m->held + s_session_bytes(hp, o->n_ctx, o->n_batch) };
+    exec_opts eo;
+    s_ssd_exec_opts(&m->am, o, &eo); /* the same held bytes llm_ssd_plan counts */
     if (!(m->ex = exec_new_arch(&m->am, path, sums, 0, hp->n_layers, &eo, err, errlen)))
         goto done;
     rc = 0;

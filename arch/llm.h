@@ -58,6 +58,11 @@ llm_model *llm_model_open(const char *path, char *err, size_t errlen);
 /* Open under an arm (o NULL: the reference arm, as llm_model_open). */
 llm_model *llm_model_open_opts(const char *path, const llm_opts *o, char *err, size_t errlen);
 void llm_model_free(llm_model **m);
+/* The plan llm_model_open_opts would make for o (an SSD arm's), from the header alone: no
+ * weight read, no checksum computed, nothing allocated beyond the header. A command checks a
+ * cap with it before joining a memory cgroup of that size (where a refusal could otherwise be
+ * the OOM killer's). 0, or -1 with err (the refusal with every term, as the open's). */
+int llm_ssd_plan(const char *path, const llm_opts *o, exec_plan *p, char *err, size_t errlen);
 llm_arm llm_model_arm(const llm_model *m);
 /* SSD arm: its executor's plan, and the streaming counters since open (NULL / -1 otherwise).
  * llm_model_drain waits for reads in flight (before /proc/self/io is read for the cache

@@ -121,12 +121,16 @@ typedef struct {
 static int s_ssd_open(s_ssd *x, llm_cli_model *lm, uint32_t n_ctx, uint32_t n_batch, char *err,
                       size_t errlen)
 {
+    exec_plan plan;
+    x->lo.n_ctx = n_ctx;
+    x->lo.n_batch = n_batch;
+    /* a cap the plan cannot hold is refused with its numbers here, not by the OOM killer */
+    if (llm_ssd_plan(lm->path, &x->lo, &plan, err, errlen))
+        return -1;
     x->has_dev = devstat_find(lm->path, &x->dv, x->dverr, sizeof x->dverr) == 0;
     cap_enter(&x->cap, x->lo.cap_bytes, "generate", 0);
     cap_describe(&x->cap, x->cap_mode, sizeof x->cap_mode);
     util_reset_hwm();
-    x->lo.n_ctx = n_ctx;
-    x->lo.n_batch = n_batch;
     if (llm_cli_open_model(lm, &x->lo, err, errlen))
         return -1;
     const exec_plan *p = llm_model_plan(lm->m);

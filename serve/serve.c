@@ -17,7 +17,10 @@
 #include <microhttpd.h>
 
 #include "chat/chat.h"
+#include "common/cap.h"
 #include "common/exitcode.h"
+#include "common/gguf.h"
+#include "common/util.h"
 #include "serve/serve.h"
 #include "serve/serve_int.h"
 
@@ -36,7 +39,11 @@ static void s_usage(FILE *f)
         "  /health, /metrics, and a chat page at /.\n"
         "  --listen HOST:PORT     address (default 127.0.0.1:8080; port 0 = any free port)\n"
         "  --port-file F          write the bound port to F once listening\n"
-        "  --arm reference        the arm (reference; ssd and resident are not served yet)\n"
+        "  --arm reference|ssd    the arm (default reference; resident is not served yet).\n"
+        "                         ssd: leading layers resident under --cap, the rest streamed\n"
+        "                         every pass (O_DIRECT); one session at a time (--parallel 1)\n"
+        "  --cap SIZE             ssd: the working-set cap (default 600M; a memory cgroup where\n"
+        "                         one can be made, else planned only)\n"
         "  --ctx N                context per session (default min(2048, the model's))\n"
         "  --parallel K           sessions generating at once, each with its KV cache (default 4)\n"
         "  --queue Q              requests waiting beyond those (default 16); more get 429\n"
@@ -47,6 +54,22 @@ static void s_usage(FILE *f)
         "  --timeout S            idle seconds before a client that sends nothing is dropped (10)\n"
         "  --max-body BYTES       larger request bodies get 413 (default 1048576)\n"
         "  --grace S              seconds in-flight requests may finish after SIGTERM (10)\n");
+}
+
+/* The file's context_length, from its header alone (no weight read). */
+static int s_train_ctx(const char *path, uint32_t *train, char *err, size_t errlen)
+{
+    gguf_file *g = gguf_open(path, err, errlen);
+    arch_model am;
+    if (!g)
+        return -1;
+    int rc = arch_model_open(&am, g, err, errlen);
+    if (rc == 0) {
+        *train = am.hp.n_ctx_train;
+        arch_model_close(&am);
+    }
+    gguf_close(&g);
+    return rc;
 }
 
 static int s_loopback(const char *host)
@@ -129,7 +152,9 @@ int serve_main(int argc, char **argv)
                *tmpl = NULL;
     char *key = NULL;
     unsigned long ctx = 0, timeout = 10, grace = 10, v;
-    int no_auth = 0, rc = EXIT_USAGE;
+    int no_auth = 0, rc = EXIT_USAGE, parallel_set = 0, cap_set = 0, ssd;
+    uint64_t cap_bytes = 600ull << 20;
+    cap_t cap = { 0 };
     struct MHD_Daemon *d = NULL;
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     srv.nthreads = cpus > 0 ? (int)cpus : 1;
@@ -140,6 +165,7 @@ int serve_main(int argc, char **argv)
         { "threads", 1, 0, 't' }, { "api-key", 1, 0, 'K' },   { "api-key-file", 1, 0, 'F' },
         { "no-auth", 0, 0, 'N' }, { "chat-template", 1, 0, 'T' }, { "timeout", 1, 0, 'o' },
         { "max-body", 1, 0, 'b' }, { "grace", 1, 0, 'g' },    { "help", 0, 0, 'h' },
+        { "cap", 1, 0, 'C' },
         { 0, 0, 0, 0 } };
     int o;
     optind = 1;
@@ -150,7 +176,12 @@ int serve_main(int argc, char **argv)
         case 'a': srv.arm = optarg; break;
         case 'c': if (s_uint("--ctx", optarg, 2, 1u << 20, &ctx)) return EXIT_USAGE; break;
         case 'k': if (s_uint("--parallel", optarg, 1, 256, &v)) return EXIT_USAGE;
-                  srv.n_slots = (uint32_t)v; break;
+                  srv.n_slots = (uint32_t)v; parallel_set = 1; break;
+        case 'C': if (util_parse_size(optarg, &cap_bytes) || !cap_bytes) {
+                      fprintf(stderr, "swarm serve: --cap '%s': not a size (600M, ...)\n", optarg);
+                      return EXIT_USAGE;
+                  }
+                  cap_set = 1; break;
         case 'q': if (s_uint("--queue", optarg, 0, 65536, &v)) return EXIT_USAGE;
                   srv.n_queue = (uint32_t)v; break;
         case 't': if (s_uint("--threads", optarg, 1, 64, &v)) return EXIT_USAGE;
@@ -173,9 +204,23 @@ int serve_main(int argc, char **argv)
         goto out;
     }
     srv.model_path = argv[optind];
-    if (strcmp(srv.arm, "reference")) {
-        fprintf(stderr, "swarm serve: arm '%s' cannot serve yet (arms: reference; ssd waits for "
-                "the SSD arm's model runner, resident for issue 12)\n", srv.arm);
+    if (strcmp(srv.arm, "reference") && strcmp(srv.arm, "ssd")) {
+        fprintf(stderr, "swarm serve: arm '%s' cannot serve yet (arms: reference, ssd; resident "
+                "waits for issue 12)\n", srv.arm);
+        goto out;
+    }
+    ssd = !strcmp(srv.arm, "ssd");
+    if (ssd && parallel_set && srv.n_slots > 1) {
+        /* the SSD arm's plan holds one session's KV cache under the cap (arch/llm.h) */
+        fprintf(stderr, "swarm serve: --parallel %u: the SSD arm runs one session at a time "
+                "(its plan holds one KV cache under the cap); use --parallel 1 and --queue for "
+                "waiting requests\n", srv.n_slots);
+        goto out;
+    }
+    if (ssd)
+        srv.n_slots = 1;
+    if (!ssd && cap_set) {
+        fprintf(stderr, "swarm serve: --cap is the SSD arm's (add --arm ssd)\n");
         goto out;
     }
     if (key_file && !(key = s_read_key(key_file)))
@@ -243,8 +288,31 @@ int serve_main(int argc, char **argv)
         }
     }
     double t0 = serve_now();
-    if (!(srv.model = llm_model_open(srv.model_path, err, sizeof err)) ||
-        !(srv.tok = tokenizer_open(llm_model_gguf(srv.model), err, sizeof err))) {
+    uint32_t train = 0;
+    char cap_mode[96] = "";
+    if (ssd) {
+        /* the plan is sized for the session, so the context comes from the header first */
+        if (s_train_ctx(srv.model_path, &train, err, sizeof err)) {
+            fprintf(stderr, "swarm serve: %s\n", err);
+            goto out;
+        }
+        srv.n_ctx = ctx ? (uint32_t)ctx : train < 2048 ? train : 2048;
+        llm_opts lo = { .arm = LLM_ARM_SSD, .cap_bytes = cap_bytes, .n_ctx = srv.n_ctx,
+                        .n_batch = 64 }; /* sched's batch: min(n_ctx, 64) */
+        exec_plan plan;
+        /* a cap the plan cannot hold is refused with its numbers, not by the OOM killer */
+        if (llm_ssd_plan(srv.model_path, &lo, &plan, err, sizeof err)) {
+            fprintf(stderr, "swarm serve: %s\n", err);
+            goto out;
+        }
+        /* join the cgroup before the model allocates: v1 does not move earlier charges */
+        cap_enter(&cap, cap_bytes, "serve", 0);
+        cap_describe(&cap, cap_mode, sizeof cap_mode);
+        srv.model = llm_model_open_opts(srv.model_path, &lo, err, sizeof err);
+    } else {
+        srv.model = llm_model_open(srv.model_path, err, sizeof err);
+    }
+    if (!srv.model || !(srv.tok = tokenizer_open(llm_model_gguf(srv.model), err, sizeof err))) {
         fprintf(stderr, "swarm serve: %s\n", err);
         goto out;
     }
@@ -252,8 +320,15 @@ int serve_main(int argc, char **argv)
         rc = EXIT_USAGE;
         goto out;
     }
-    uint32_t train = llm_model_arch(srv.model)->hp.n_ctx_train;
+    train = llm_model_arch(srv.model)->hp.n_ctx_train;
     srv.n_ctx = ctx ? (uint32_t)ctx : train < 2048 ? train : 2048;
+    if (ssd) {
+        const exec_plan *p = llm_model_plan(srv.model);
+        fprintf(stderr, "serve: ssd arm: cap %.1f MiB (%s), %u layers resident, %u streamed "
+                "(%.1f MiB per pass), one session at a time%s\n", cap_bytes / 1048576.0,
+                cap_mode, p->n_resident, p->n_streamed, p->streamed_per_step / 1048576.0,
+                parallel_set ? "" : " (--parallel 1)");
+    }
     if (!(srv.sched = sched_new(&srv, srv.n_slots, srv.n_queue, srv.n_ctx, srv.nthreads, err,
                                 sizeof err))) {
         fprintf(stderr, "swarm serve: %s\n", err);
@@ -298,6 +373,7 @@ out:
     sched_free(&srv.sched);
     tokenizer_free(&srv.tok);
     llm_model_free(&srv.model);
+    cap_leave(&cap);
     metrics_free(&srv.metrics);
     free(key);
     return rc;
