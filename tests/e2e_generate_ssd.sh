@@ -1,9 +1,9 @@
 #!/bin/bash
-# e2e_generate_ssd.sh — swarm generate and swarm serve under the SSD arm on a tiny random llama
+# e2e_generate_ssd.sh — swarm generate, perplexity and serve under the SSD arm on a tiny random llama
 # model (fixture vocabulary) with a cap that streams some layers: parity with the reference arm,
 # the cache and content gates and the SSD fields of --out, a corrupted streamed byte voiding the
 # run (exit 3), a cap too small refused with its numbers (exit 1), serve --arm ssd answering
-# what generate prints, --parallel above 1 refused. tests/
+# what generate prints, --parallel above 1 refused, perplexity equal to the reference arm's. tests/
 # Env: SWARM_BIN (bin/swarm), SWARM_TEST_TMP (scratch). Closes with "e2e_generate_ssd: N passed, N failed".
 set -u
 cd "$(dirname "$0")/.."
@@ -131,6 +131,18 @@ has corrupt err "checksums: cache"
 has corrupt err "the run is void: content"
 eq "corrupt: content gate" "$(jfield "$T/bad.jsonl" gates.content)" void
 eq "corrupt: void" "$(jfield "$T/bad.jsonl" void)" True
+
+# perplexity --arm ssd: the reference arm's figure to the last digit, gates passed
+for _ in $(seq 1 40); do printf 'Once upon a time the cat sat on the mat, 12 + 30 = 42. ' ; done >"$T/text.txt"
+sw pref perplexity "$T/m.gguf" --file "$T/text.txt" --ctx 16; expect_rc pref 0
+sw pssd perplexity "$T/m.gguf" --file "$T/text.txt" --ctx 16 --arm ssd --cap "$CAP"
+expect_rc pssd 0
+has pssd err "ssd gates: cache pass"
+has pssd err "content pass"
+eq "perplexity ssd = reference" "$(grep -o 'perplexity [0-9.]*' "$T/pssd.out")" \
+    "$(grep -o 'perplexity [0-9.]*' "$T/pref.out")"
+sw pcorr perplexity "$T/bad.gguf" --file "$T/text.txt" --ctx 16 --arm ssd --cap "$CAP"
+expect_rc pcorr 3; has pcorr err "void: content"
 
 # serve --arm ssd: one slot, /health says ssd, greedy = generate's text
 sw par2 serve "$T/m.gguf" --arm ssd --parallel 2 --listen 127.0.0.1:0; expect_rc par2 2
