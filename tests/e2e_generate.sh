@@ -76,7 +76,9 @@ sw b4 generate "$T/m.gguf" --prompt "$P" --bogus; expect_rc b4 2; has b4 err "--
 sw b5 generate "$T/m.gguf"; expect_rc b5 2
 sw b6 generate "$T/m.gguf" --prompt "$P" --top-p 1.5; expect_rc b6 2
 sw b7 generate "$T/m.gguf" --prompt "$P" -n; expect_rc b7 2
-sw ssd generate "$T/m.gguf" --prompt "$P" --arm ssd; expect_rc ssd 2; has ssd err "not yet"
+# --arm ssd runs (tests/e2e_generate_ssd.sh); an unknown arm is refused naming the choices
+sw arm generate "$T/m.gguf" --prompt "$P" --arm bogus; expect_rc arm 2
+has arm err "arms: reference, ssd"
 sw nofile generate "$T/none.gguf" --prompt "$P"; expect_fail nofile; has nofile err "none.gguf"
 # a config naming the file works as the file does
 printf '[model]\npath = %s\n' "$T/m.gguf" > "$T/m.ini"
