@@ -124,6 +124,18 @@ static void s_parity(const char *name, arch_id arch, uint32_t ff, quant_type typ
     if (!m)
         goto out;
     const exec_plan *p = llm_model_plan(m);
+    /* llm_ssd_plan (what a command checks before joining a cgroup of the cap) is the open's
+     * plan, from the header alone */
+    llm_opts po = { .arm = LLM_ARM_SSD, .cap_bytes = cap, .queue_depth = 2,
+                    .chunk_bytes = 2048, .overhead_bytes = 1u << 20, .n_ctx = 64, .n_batch = 4,
+                    .buffered = s_buffered };
+    exec_plan hp;
+    CHECK(llm_ssd_plan(path, &po, &hp, err, sizeof err) == 0 &&
+              hp.working_set == p->working_set && hp.n_resident == p->n_resident &&
+              hp.ring_slots == p->ring_slots && hp.streamed_per_step == p->streamed_per_step,
+          "%s: llm_ssd_plan %llu bytes, %u resident, ring %u vs the open's %llu, %u, %u (%s)",
+          name, (unsigned long long)hp.working_set, hp.n_resident, hp.ring_slots,
+          (unsigned long long)p->working_set, p->n_resident, p->ring_slots, err);
     CHECK(p->n_streamed >= 3 && p->n_resident >= 1 && p->working_set <= cap,
           "%s: plan %u resident, %u streamed, working set %llu for cap %llu", name,
           p->n_resident, p->n_streamed, (unsigned long long)p->working_set,
