@@ -11,7 +11,6 @@
 #include "common/util.h"
 #include "coordinator/cmd.h"
 #include "coordinator/llm_cli.h"
-#include "coordinator/llm_ssd.h"
 #include "coordinator/result.h"
 #include "engine/engine.h"
 #include "engine/ppl.h"

@@ -8,7 +8,6 @@
 #include "common/exitcode.h"
 #include "coordinator/cmd.h"
 #include "coordinator/llm_cli.h"
-#include "coordinator/llm_ssd.h"
 #include "engine/ppl.h"
 #include "quant/quant.h"
 

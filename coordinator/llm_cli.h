@@ -1,12 +1,19 @@
 /* llm_cli.h — what generate, chat and perplexity share: a model named by file or config,
- * opened with its tokenizer; strict number flags. coordinator/ */
+ * opened with its tokenizer; strict number flags; the SSD arm around a run (the plan checked
+ * against the cap from the header, the memory cgroup, the counters, the cache and content
+ * gates by gate.c's rules, the result's SSD fields). coordinator/ */
 #ifndef SWARM_LLM_CLI_H
 #define SWARM_LLM_CLI_H
 
 #include <stddef.h>
 #include <stdint.h>
 
+#include <jansson.h>
+
 #include "arch/llm.h"
+#include "common/cap.h"
+#include "common/devstat.h"
+#include "coordinator/result.h"
 #include "engine/engine.h"
 #include "sample/sample.h"
 #include "tokenizer/tokenizer.h"
@@ -98,5 +105,39 @@ int llm_cli_ctx(const llm_cli_gen_opts *o, const llm_model *m, uint32_t *n_ctx, 
 
 /* The whole file in a NUL-terminated buffer (caller frees). NULL with err. */
 char *llm_cli_read_file(const char *path, size_t *len, char *err, size_t errlen);
+
+/* ---- the SSD arm around a command's run (generate, perplexity) ---- */
+
+/* What the SSD arm measured around a run: the plan, the gates, the device. */
+typedef struct {
+    int on;
+    const char *tag;              /* the command, in the cgroup's name */
+    llm_opts lo;
+    char from[4200];              /* where the knobs came from */
+    cap_t cap;
+    char cap_mode[96];
+    devstat_dev dv;
+    devstat_sample d0;
+    int has_dev;
+    char dverr[256];
+    exec_stats s0, s1;
+    uint64_t io0, io1;
+    uint64_t cgroup_peak;         /* taken before the group is left (0: advisory) */
+    uint64_t peak_rss;            /* VmHWM after the SSD run, before any parity reference */
+    run_result rr;                /* gate_cache, gate_content, void_reason (gate.c's rules) */
+} llm_ssd;
+
+/* x->lo and x->from set (llm_cli_ssd_opts), lm opened by llm_cli_open_tok: checks the plan
+ * for n_ctx / n_batch from the header (a cap too small: -1 with every term, nothing joined),
+ * joins a cgroup of x->lo.cap_bytes (or labels the cap advisory), opens lm->m under the SSD
+ * arm, prints the plan, and takes the counters the gates start from. 0 / -1 with err. */
+int llm_ssd_open(llm_ssd *x, llm_cli_model *lm, uint32_t n_ctx, uint32_t n_batch, char *err,
+                 size_t errlen);
+/* After the run: drain, the counters again, x->rr's cache and content gates (printed). */
+void llm_ssd_judge(llm_ssd *x, llm_model *m);
+/* Leave the cgroup (before anything that is not the SSD arm's runs). Safe twice. */
+void llm_ssd_leave(llm_ssd *x);
+/* The SSD fields of a result object. */
+void llm_ssd_json(json_t *j, const llm_ssd *x, const llm_model *m);
 
 #endif
