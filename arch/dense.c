@@ -1,6 +1,9 @@
 /* dense.c — the lab's layer as an architecture, "swarm-dense": x' = x + silu(W (rmsnorm(x) . g)).
  * arch/
  *
+ * W may be quantized (`swarm quantize` on the lab model, the quantized arm): its rows are then
+ * quant_matvec's (activations in the type's activation form, quant/quant.h), and the f32 path
+ * below is untouched.
  * Tensors in consumption order: blk.N.g (the vector, d f32), then blk.N.w (d x d f32). The
  * hooks are common/kernel.c's three steps, unchanged, so a layer run through this interface
  * has exactly kernel_layer's bits: before(w) = kernel_prepare, rows = kernel_rows (one sgemv
@@ -47,13 +50,13 @@ int dense_open(arch_model *m, char *err, size_t errlen)
         snprintf(name, sizeof name, "blk.%u.w", l);
         if (arch_tensor_get(g, name, 1, d, d, &ly->t[1], err, errlen))
             return -1;
-        /* the kernel is OpenBLAS sgemv on floats: nothing else is a dense layer */
-        for (int i = 0; i < 2; i++)
-            if (ly->t[i].type != QUANT_F32) {
-                arch_err(err, errlen, g->path, "tensor '%s': type %s, swarm-dense needs f32",
-                         ly->t[i].name, quant_type_name(ly->t[i].type));
-                return -1;
-            }
+        /* g is read as floats by kernel_prepare; W is OpenBLAS's sgemv in f32 and quant's
+         * row products in any other type it computes (arch_tensor_get checked that) */
+        if (ly->t[0].type != QUANT_F32) {
+            arch_err(err, errlen, g->path, "tensor '%s': type %s, swarm-dense needs f32",
+                     ly->t[0].name, quant_type_name(ly->t[0].type));
+            return -1;
+        }
         ly->n_tensors = 2;
         ly->n_vectors = 1;
         arch_layer_seal(ly);
@@ -92,8 +95,19 @@ int dense_before(arch_run *r, uint32_t tensor)
 
 int dense_rows(arch_run *r, uint32_t tensor, uint64_t r0, uint64_t n, const void *rows)
 {
-    (void)tensor;
     uint32_t d = r->m->hp.dim;
+    const arch_tensor *t = &r->m->layers[r->layer].t[tensor];
+    if (t->type != QUANT_F32) {
+        /* one quant_matvec per position: each row is one dot product in a fixed order, so
+         * the bits do not depend on the row ranges or the thread count */
+        char why[160];
+        for (uint32_t p = 0; p < r->n; p++)
+            if (quant_matvec((quant_type)t->type, n, d, rows, r->u + (size_t)p * d,
+                             r->y + (size_t)p * d + r0, r->nthreads, why, sizeof why))
+                return arch_run_fail(r, "layer %u: %s rows %llu..+%llu: %s", r->layer, t->name,
+                                     (unsigned long long)r0, (unsigned long long)n, why);
+        return 0;
+    }
     if (r0 % ARCH_ROW_ALIGN)
         return arch_run_fail(r, "layer %u: row range starts at %llu, not a multiple of %d",
                              r->layer, (unsigned long long)r0, ARCH_ROW_ALIGN);

@@ -114,12 +114,13 @@ int exec_dense_arch(const model_t *m, arch_model *am, char *err, size_t errlen)
         ly->n_vectors = 1;
         ly->t[0] = (arch_tensor){ .type = QUANT_F32, .rows = 1, .cols = d,
                                   .off = m->layers[l].g_off, .nbytes = d * 4, .row_bytes = d * 4 };
-        ly->t[1] = (arch_tensor){ .type = QUANT_F32, .rows = d, .cols = d,
-                                  .off = m->layers[l].w_off, .nbytes = d * d * 4,
-                                  .row_bytes = d * 4, .is_matrix = 1 };
+        uint64_t wb = m->w_bytes ? m->w_bytes : d * d * 4;
+        ly->t[1] = (arch_tensor){ .type = m->w_bytes ? m->w_type : QUANT_F32, .rows = d,
+                                  .cols = d, .off = m->layers[l].w_off, .nbytes = wb,
+                                  .row_bytes = wb / d, .is_matrix = 1 };
         snprintf(ly->t[0].name, sizeof ly->t[0].name, "blk.%u.g", l);
         snprintf(ly->t[1].name, sizeof ly->t[1].name, "blk.%u.w", l);
-        ly->weight_bytes = d * 4 + d * d * 4;
+        ly->weight_bytes = d * 4 + wb;
     }
     return 0;
 }

@@ -15,6 +15,7 @@
 #include "common/gguf.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "quant/quant.h"
 
 #define XXH_STATIC_LINKING_ONLY /* XXH3_state_t on the stack: no allocation, no failure path */
 #include <xxhash.h>
@@ -113,7 +114,7 @@ static int s_parse_blk(const char *name, uint32_t *layer, char *kind)
     return 0;
 }
 
-int model_open(model_t *m, const char *path, char *err, size_t errlen)
+static int s_open(model_t *m, const char *path, int any_w, char *err, size_t errlen)
 {
     gguf_file *g = NULL;
     uint8_t *seen = NULL; /* per layer: bit 0 = g found, bit 1 = W found */
@@ -180,7 +181,22 @@ int model_open(model_t *m, const char *path, char *err, size_t errlen)
             goto err;
         }
         uint32_t want_dims = kind == 'g' ? 1 : 2;
-        if (t->type != GGML_TYPE_F32 || t->n_dims != want_dims || t->dims[0] != d ||
+        /* W of another type: one that quant/ computes, the same in every layer (the plan
+         * prices every layer as the first) */
+        int w_ok = t->type == GGML_TYPE_F32 ||
+                   (any_w && kind == 'w' && quant_type_get(t->type) &&
+                    (m->w_bytes == 0 || t->type == m->w_type));
+        if (!w_ok && kind == 'w' && quant_type_get(t->type) && !any_w) {
+            s_err(err, errlen, path, "tensor '%s': type %s; only the quantized arm (--arm "
+                  "quantized) computes on a quantized W", t->name, quant_type_name(t->type));
+            goto err;
+        }
+        if (!w_ok && kind == 'w' && any_w && quant_type_get(t->type)) {
+            s_err(err, errlen, path, "tensor '%s': type %s, earlier layers' W are %s", t->name,
+                  quant_type_name(t->type), quant_type_name(m->w_type));
+            goto err;
+        }
+        if (!w_ok || t->n_dims != want_dims || t->dims[0] != d ||
             (want_dims == 2 && t->dims[1] != d)) {
             char want[48], got[96];
             if (kind == 'g')
@@ -194,9 +210,23 @@ int model_open(model_t *m, const char *path, char *err, size_t errlen)
                               (unsigned long long)t->dims[j]);
             if (k > 0 && (size_t)k < sizeof got)
                 snprintf(got + k, sizeof got - (size_t)k, "]");
-            s_err(err, errlen, path, "tensor '%s': want F32 ne=%s, got type %u ne=%s", t->name,
-                  want, t->type, got);
+            s_err(err, errlen, path, "tensor '%s': want %s ne=%s, got type %u ne=%s", t->name,
+                  kind == 'g' || !any_w ? "F32" : "F32 or a quant type", want, t->type, got);
             goto err;
+        }
+        if (kind == 'w') {
+            uint64_t nb = 0;
+            char why[160];
+            if (quant_tensor_bytes((quant_type)t->type, d, d, &nb, why, sizeof why) ||
+                nb != t->nbytes) {
+                s_err(err, errlen, path, "tensor '%s': %llu bytes, %s %llu x %llu needs %llu%s%s",
+                      t->name, (unsigned long long)t->nbytes, quant_type_name(t->type),
+                      (unsigned long long)d, (unsigned long long)d, (unsigned long long)nb,
+                      nb ? "" : ": ", nb ? "" : why);
+                goto err;
+            }
+            m->w_type = t->type;
+            m->w_bytes = nb;
         }
         if (kind == 'g')
             m->layers[l].g_off = t->offset;
@@ -219,6 +249,16 @@ err:
     gguf_close(&g);
     model_close(m);
     return -1;
+}
+
+int model_open(model_t *m, const char *path, char *err, size_t errlen)
+{
+    return s_open(m, path, 0, err, errlen);
+}
+
+int model_open_quant(model_t *m, const char *path, char *err, size_t errlen)
+{
+    return s_open(m, path, 1, err, errlen);
 }
 
 void model_close(model_t *m)

@@ -36,17 +36,24 @@ typedef struct {
     uint32_t dim;
     uint32_t alignment;    /* from the file (4096 for ours, 32 typical elsewhere) */
     uint64_t seed;
+    uint32_t w_type;       /* ggml type of every W (f32 as generated; `swarm quantize` makes
+                            * others, opened only by model_open_quant) */
+    uint64_t w_bytes;      /* bytes of one W of that type */
     model_layer *layers;   /* n_layers, owned */
 } model_t;
 
 /* Bytes of one layer's weights (W + g), not counting padding. */
 static inline uint64_t model_layer_bytes(const model_t *m)
 {
-    return (uint64_t)m->dim * m->dim * 4u + (uint64_t)m->dim * 4u;
+    return (m->w_bytes ? m->w_bytes : (uint64_t)m->dim * m->dim * 4u) + (uint64_t)m->dim * 4u;
 }
 
-/* Open and validate a model file (GGUF checks + our keys + tensor shapes/types). */
+/* Open and validate a model file (GGUF checks + our keys + tensor shapes/types): W and g f32,
+ * which is what the workers and the parity-gated arms compute on. */
 int model_open(model_t *m, const char *path, char *err, size_t errlen);
+/* The same, W in any type quant/ computes (the quantized arm's file); g stays f32 and every
+ * W has one type. */
+int model_open_quant(model_t *m, const char *path, char *err, size_t errlen);
 void model_close(model_t *m);
 
 /* A model path and what may happen when nothing is there. A path the user names is never
