@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "common/sec.h"
 #include "common/util.h"
@@ -43,6 +44,7 @@ void config_defaults(config_t *c)
     c->slowdown = 1;
     snprintf(c->profile, sizeof c->profile, "none");
     c->repeats = 5;
+    snprintf(c->quant_type, sizeof c->quant_type, "q8_0");
     const char *conds[] = { "reference", "ssd", "resident/none", "resident/lan", "resident/wifi",
                             "resident/wan" };
     c->n_conditions = 6;
@@ -125,8 +127,9 @@ static int s_conditions(config_t *c, const char *v, char *msg, size_t len)
             snprintf(msg, len, "more than %d conditions", CONFIG_MAX_CONDITIONS);
             return -1;
         }
-        if (strcmp(tok, "reference") && strcmp(tok, "ssd") && strncmp(tok, "resident/", 9)) {
-            snprintf(msg, len, "unknown condition '%s' (conditions: reference, ssd, "
+        if (strcmp(tok, "reference") && strcmp(tok, "ssd") && strcmp(tok, "quantized") &&
+            strncmp(tok, "resident/", 9)) {
+            snprintf(msg, len, "unknown condition '%s' (conditions: reference, ssd, quantized, "
                      "resident/PROFILE, resident/PROFILE+fault)", tok);
             return -1;
         }
@@ -186,6 +189,7 @@ static const char *const s_sections[][2] = {
     { "model", "path, generate, layers, dim, seed" },
     { "run", "steps, input_seed, threads" },
     { "ssd", "cap, queue_depth, chunk, overhead, io, buffers" },
+    { "quantized", "type" },
     { "swarm", "workers, inflight, cap, threads, host, heartbeat_ms, liveness, "
                "step_deadline_ms, respawn, plaintext, slowdown" },
     { "security", "key" },
@@ -250,6 +254,17 @@ static int s_apply(config_t *c, const char *sec, const char *key, const char *v,
             rc = 0;
         } else
             snprintf(why, sizeof why, "unknown buffers '%s' (buffers: huge or 4k)", v);
+    } else if (KEY("quantized", "type")) {
+        /* the types `swarm quantize` gives the dense model's W (the K types as themselves) */
+        static const char *const types[] = { "q8_0", "q6_K", "q5_K", "q4_K", "q4_0" };
+        for (size_t i = 0; i < sizeof types / sizeof types[0] && rc; i++)
+            if (!strcasecmp(v, types[i])) {
+                snprintf(c->quant_type, sizeof c->quant_type, "%s", types[i]);
+                rc = 0;
+            }
+        if (rc)
+            snprintf(why, sizeof why,
+                     "unknown type '%s' (type: q8_0, q6_K, q5_K, q4_K or q4_0)", v);
     } else if (KEY("swarm", "workers"))
         rc = s_u32(v, 1, CONFIG_MAX_WORKERS, &c->workers, why, sizeof why);
     else if (KEY("swarm", "inflight"))

@@ -50,6 +50,9 @@ typedef struct {
     int buffers_4k;           /* [ssd] buffers = 4k: read into 4 KiB pages, not huge pages */
     uint64_t overhead_bytes;  /* reserved in every cap for code, libs, BLAS, stacks */
 
+    /* [quantized] */
+    char quant_type[16];      /* W's type in the quantized arm's file (default "q8_0") */
+
     /* [swarm] */
     uint32_t workers;         /* local workers to spawn when none are listed */
     uint32_t inflight;        /* steps in the pipeline at once */

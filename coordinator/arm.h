@@ -1,4 +1,4 @@
-/* arm.h — the three arms behind `swarm run` and `swarm lab`: reference, ssd, resident. coordinator/
+/* arm.h — the arms behind `swarm run` and `swarm lab`: reference, ssd, resident, quantized. coordinator/
  *
  * Every arm runs the same steps on the same deterministic inputs and fills the same
  * run_result; arm_parity compares its outputs with the reference arm's, bit for bit.
@@ -50,6 +50,22 @@ void arm_install_signals(void);
 int arm_run_reference(arm_ctx *a, run_result *r, char *err, size_t errlen);
 int arm_run_ssd(arm_ctx *a, run_result *r, char *err, size_t errlen);
 int arm_run_resident(arm_ctx *a, run_result *r, char *err, size_t errlen);
+/* The quantized arm: a->model is the quantized file (arm_quant_open), every layer resident
+ * under [ssd] cap in one capped process; judged by arm_quality against a->ref_outputs. A
+ * model that does not fit the cap is refused before any step, with the figures. */
+int arm_run_quantized(arm_ctx *a, run_result *r, char *err, size_t errlen);
+/* 0 if every layer of m fits resident under cfg's [ssd] cap; -1 with the figures. */
+int arm_quant_fit(const config_t *cfg, const model_t *m, char *err, size_t errlen);
+
+/* arm_quant.c: the quantized file's path beside the f32 model ("m.gguf" -> "m.q8_0.gguf"). */
+void arm_quant_path(const char *f32_path, const char *type, char *out, size_t outlen);
+/* Open the quantized model of cfg's [quantized] type for f32, making it with swarm quantize
+ * first when missing if may_generate (else err names the command). 0 / -1. */
+int arm_quant_open(const config_t *cfg, const model_t *f32, int may_generate, model_t *qm,
+                   char *err, size_t errlen);
+/* Digest, and the quality gate instead of parity: max abs and relative error against
+ * ref_outputs, limits from the type's rounding (n/a without a reference). */
+void arm_quality(const arm_ctx *a, run_result *r);
 
 /* sha256 over outputs -> r->output_digest; parity gate and max_abs_diff vs ref_outputs. */
 void arm_parity(const arm_ctx *a, run_result *r);

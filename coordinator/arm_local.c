@@ -14,6 +14,7 @@
 #include "common/util.h"
 #include "coordinator/arm.h"
 #include "coordinator/gate.h"
+#include "quant/quant.h"
 
 volatile sig_atomic_t arm_stop;
 
@@ -111,7 +112,7 @@ static void s_device_fields(run_result *r, const devstat_dev *dv, const devstat_
 
 /* One process, layers [0, L) through an exec; capped when budget != 0. */
 static int s_run_single(arm_ctx *a, run_result *r, const exec_opts *o, int capped, char *err,
-                        size_t errlen)
+                        size_t errlen, int quality)
 {
     const model_t *m = a->model;
     uint32_t d = m->dim;
@@ -144,6 +145,8 @@ static int s_run_single(arm_ctx *a, run_result *r, const exec_opts *o, int cappe
         snprintf(err, errlen, "%s arm: %s", r->arm, why);
         goto out;
     }
+    /* quant's row products use the run's threads (the f32 path: OpenBLAS's, set above) */
+    exec_set_threads(e, (int)a->cfg->threads);
     const exec_plan *p = exec_get_plan(e);
     if (capped && p->working_set > a->cfg->cap_bytes) {
         snprintf(err, errlen, "%s arm: plan needs %llu bytes, over the cap", r->arm,
@@ -219,7 +222,10 @@ static int s_run_single(arm_ctx *a, run_result *r, const exec_opts *o, int cappe
     if (capped && cap.enforced && cap_failcnt(&cap))
         log_warn("%s: the cgroup hit its limit %llu times (reclaim under the cap)", r->arm,
                  (unsigned long long)cap_failcnt(&cap));
-    arm_parity(a, r);
+    if (quality)
+        arm_quality(a, r);
+    else
+        arm_parity(a, r);
     rc = 0;
 out:
     exec_free(&e);
@@ -232,7 +238,7 @@ int arm_run_reference(arm_ctx *a, run_result *r, char *err, size_t errlen)
 {
     exec_opts o = { .budget_bytes = 0, .queue_depth = 1, .chunk_bytes = a->cfg->chunk_bytes,
                     .verify_resident = 1, .buffered = a->cfg->buffered };
-    return s_run_single(a, r, &o, 0, err, errlen);
+    return s_run_single(a, r, &o, 0, err, errlen, 0);
 }
 
 int arm_run_ssd(arm_ctx *a, run_result *r, char *err, size_t errlen)
@@ -245,5 +251,43 @@ int arm_run_ssd(arm_ctx *a, run_result *r, char *err, size_t errlen)
                     .total_steps = a->steps,
                     .verify_resident = 1,
                     .buffers_4k = a->cfg->buffers_4k };
-    return s_run_single(a, r, &o, 1, err, errlen);
+    return s_run_single(a, r, &o, 1, err, errlen, 0);
+}
+
+static void s_quant_opts(const config_t *cfg, exec_opts *o)
+{
+    *o = (exec_opts){ .budget_bytes = cfg->cap_bytes,
+                      .queue_depth = 1,
+                      .chunk_bytes = cfg->chunk_bytes,
+                      .overhead_bytes = cfg->overhead_bytes,
+                      .resident_only = 1,
+                      .verify_resident = 1 };
+}
+
+int arm_quant_fit(const config_t *cfg, const model_t *m, char *err, size_t errlen)
+{
+    exec_opts o;
+    exec_plan p;
+    char why[512], b1[32], b2[32], b3[32];
+    s_quant_opts(cfg, &o);
+    if (!exec_plan_make(m, 0, m->n_layers, &o, &p, why, sizeof why))
+        return 0;
+    snprintf(err, errlen, "quantized arm: %u layers of %s (%s of weights) do not fit resident "
+             "under the cap %s with %s reserved: %s", m->n_layers, quant_type_name(m->w_type),
+             util_fmt_size((uint64_t)m->n_layers * model_layer_bytes(m), b1, sizeof b1),
+             util_fmt_size(cfg->cap_bytes, b2, sizeof b2),
+             util_fmt_size(cfg->overhead_bytes, b3, sizeof b3), why);
+    return -1;
+}
+
+int arm_run_quantized(arm_ctx *a, run_result *r, char *err, size_t errlen)
+{
+    exec_opts o;
+    const model_t *m = a->model;
+    if (arm_quant_fit(a->cfg, m, err, errlen))
+        return -1;
+    s_quant_opts(a->cfg, &o);
+    json_object_set_new(r->extra, "quant_weight_bytes",
+                        json_integer((json_int_t)((uint64_t)m->n_layers * model_layer_bytes(m))));
+    return s_run_single(a, r, &o, 1, err, errlen, 1);
 }

@@ -184,7 +184,7 @@ int cmd_keygen(int argc, char **argv)
 static void s_run_usage(void)
 {
     printf(
-        "usage: swarm run [CONFIG] --arm reference|ssd|resident [options]\n"
+        "usage: swarm run [CONFIG] --arm reference|ssd|resident|quantized [options]\n"
         "  Runs one arm for N steps, prints a table, appends one JSON object to --out.\n"
         "  --steps N            steps (default: [run] steps, 32)\n"
         "  --out FILE.jsonl     append the result here (default: none)\n"
@@ -313,7 +313,7 @@ int cmd_run(int argc, char **argv)
     };
     static config_t cfg;
     arm_ctx a = { 0 };
-    model_t m = { 0 };
+    model_t m = { 0 }, qm = { 0 };
     run_result r = { 0 }, ref = { 0 };
     const char *arm = NULL, *out = NULL, *dump_in = NULL, *dump_out = NULL, *profile = NULL;
     const char *model_flag = NULL;
@@ -394,11 +394,14 @@ int cmd_run(int argc, char **argv)
         }
     }
     if (!arm) {
-        fprintf(stderr, "swarm run: --arm is required (arms: reference, ssd, resident)\n");
+        fprintf(stderr, "swarm run: --arm is required (arms: reference, ssd, resident, "
+                "quantized)\n");
         return EXIT_USAGE;
     }
-    if (strcmp(arm, "reference") && strcmp(arm, "ssd") && strcmp(arm, "resident")) {
-        fprintf(stderr, "swarm run: unknown arm '%s' (arms: reference, ssd, resident)\n", arm);
+    if (strcmp(arm, "reference") && strcmp(arm, "ssd") && strcmp(arm, "resident") &&
+        strcmp(arm, "quantized")) {
+        fprintf(stderr, "swarm run: unknown arm '%s' (arms: reference, ssd, resident, "
+                "quantized)\n", arm);
         return EXIT_USAGE;
     }
     if (steps)
@@ -452,6 +455,14 @@ int cmd_run(int argc, char **argv)
             goto out;
         }
     }
+    if (!strcmp(arm, "quantized")) {
+        /* The quantized file (made if missing and allowed) and its fit, before the reference */
+        if (arm_quant_open(&cfg, &m, src.generate, &qm, err, sizeof err) ||
+            arm_quant_fit(&cfg, &qm, err, sizeof err)) {
+            log_error("%s", err);
+            goto out;
+        }
+    }
     if (parity && strcmp(arm, "reference")) {
         /* The parity reference runs first, in this process, uncapped. */
         a.outputs = refout;
@@ -465,12 +476,15 @@ int cmd_run(int argc, char **argv)
                  ref.steps_per_s);
     }
     a.outputs = outputs;
+    if (!strcmp(arm, "quantized"))
+        a.model = &qm;
     result_init(&r, arm, cfg.steps);
-    snprintf(r.model, sizeof r.model, "%s", m.path);
+    snprintf(r.model, sizeof r.model, "%s", a.model->path);
     snprintf(r.config, sizeof r.config, "%s", cfg.path[0] ? cfg.path : "(built-in defaults)");
     snprintf(r.profile, sizeof r.profile, "%s", a.profile.name[0] ? a.profile.name : "none");
     int arc = !strcmp(arm, "reference") ? arm_run_reference(&a, &r, err, sizeof err)
               : !strcmp(arm, "ssd")     ? arm_run_ssd(&a, &r, err, sizeof err)
+              : !strcmp(arm, "quantized") ? arm_run_quantized(&a, &r, err, sizeof err)
                                         : arm_run_resident(&a, &r, err, sizeof err);
     if (arc && arc != -EXIT_BUDGET) {
         log_error("%s", err);
@@ -496,6 +510,7 @@ out:
     free(inputs);
     free(outputs);
     free(refout);
+    model_close(&qm);
     model_close(&m);
     return rc;
 }

@@ -69,7 +69,7 @@ void result_void(run_result *r, gate_state *gate, const char *fmt, ...)
 int result_is_void(const run_result *r)
 {
     return r->gate_cache == GATE_VOID || r->gate_content == GATE_VOID ||
-           r->gate_parity == GATE_VOID;
+           r->gate_parity == GATE_VOID || r->gate_quality == GATE_VOID;
 }
 
 const char *result_gate_name(gate_state g)
@@ -111,6 +111,7 @@ json_t *result_to_json(const run_result *r)
     json_object_set_new(gates, "cache", json_string(result_gate_name(r->gate_cache)));
     json_object_set_new(gates, "content", json_string(result_gate_name(r->gate_content)));
     json_object_set_new(gates, "parity", json_string(result_gate_name(r->gate_parity)));
+    json_object_set_new(gates, "quality", json_string(result_gate_name(r->gate_quality)));
     json_object_set_new(o, "gates", gates);
     json_object_set_new(o, "void", json_boolean(result_is_void(r)));
     json_object_set_new(o, "void_reason", json_string(r->void_reason));
@@ -167,6 +168,14 @@ void result_print(const run_result *r)
     printf("%-16s gates: cache %s, content %s, parity %s  max_abs_diff %s  digest %.16s\n", "",
            result_gate_name(r->gate_cache), result_gate_name(r->gate_content),
            result_gate_name(r->gate_parity), b1, r->output_digest);
+    const json_t *qa = json_object_get(r->extra, "quality_max_abs_err");
+    const json_t *qr = json_object_get(r->extra, "quality_max_rel_err");
+    if (r->gate_quality != GATE_NA && qa && qr)
+        printf("%-16s quality %s: max abs err %.3g (limit %.3g), max rel err %.3g (limit %.3g)\n",
+               "", result_gate_name(r->gate_quality), json_number_value(qa),
+               json_number_value(json_object_get(r->extra, "quality_limit_abs")),
+               json_number_value(qr),
+               json_number_value(json_object_get(r->extra, "quality_limit_rel")));
     if (result_is_void(r))
         printf("%-16s VOID: %s\n", "", r->void_reason);
     fflush(stdout);

@@ -34,6 +34,7 @@ typedef struct {
     int has_max_abs_diff;
     double max_abs_diff;
     gate_state gate_cache, gate_content, gate_parity;
+    gate_state gate_quality;   /* the quantized arm's gate instead of parity (n/a elsewhere) */
     char void_reason[512];     /* why a gate failed ("" when none) */
     char model[1024];
     char config[1024];
