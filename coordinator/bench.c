@@ -78,6 +78,7 @@ int bench_layer_ms(const model_t *m, int threads, int reps, double *ms, char *er
     e = exec_new(m, 0, 1, &o, err, errlen);
     if (!e)
         goto out;
+    exec_set_threads(e, threads); /* a quantized W's row products (quant's pool) */
     util_step_input(1, 0, x, (int)d);
     exec_step(e, x, &st, err, errlen); /* warm */
     for (int i = 0; i < reps; i++) {

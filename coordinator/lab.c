@@ -53,6 +53,9 @@ static int s_parse_conditions(lab_t *L, char *err, size_t errlen)
         } else if (!strcmp(s, "ssd")) {
             c->arm = "ssd";
             c->kind = PREDICT_SSD;
+        } else if (!strcmp(s, "quantized")) {
+            c->arm = "quantized";
+            c->kind = PREDICT_QUANTIZED;
         } else if (!strcmp(s, "resident") || !strncmp(s, "resident/", 9)) {
             c->arm = "resident";
             c->kind = PREDICT_RESIDENT;
@@ -72,7 +75,7 @@ static int s_parse_conditions(lab_t *L, char *err, size_t errlen)
             }
         } else {
             snprintf(err, errlen, "[lab] conditions: unknown condition '%s' (conditions: "
-                     "reference, ssd, resident/PROFILE, resident/PROFILE+fault)", s);
+                     "reference, ssd, quantized, resident/PROFILE, resident/PROFILE+fault)", s);
             return -1;
         }
         if (!prof)
@@ -126,7 +129,8 @@ static int s_predict_all(lab_t *L, char *err, size_t errlen)
         lab_cond *c = &L->cond[i];
         double prof = isnan(c->profile_measured_ms) ? c->profile_configured_ms
                                                     : c->profile_measured_ms;
-        if (predict_condition(c->kind, &L->cfg, &L->m, &L->pm, prof, &c->pred, err, errlen))
+        const model_t *m = c->kind == PREDICT_QUANTIZED ? &L->qm : &L->m;
+        if (predict_condition(c->kind, &L->cfg, m, &L->pm, prof, &c->pred, err, errlen))
             return -1;
         printf("  %-16s %11.3f %11.4f %10.4f  %-8s %s\n", c->name, c->pred.steps_per_s,
                c->pred.step_ms, c->pred.ttfr_ms, c->pred.binding, c->pred.formula);
@@ -160,6 +164,10 @@ static void s_lab_fields(const lab_t *L, const lab_cond *c, uint32_t rep, run_re
     json_object_set_new(x, "layer_ms_worker", s_real(L->pm.layer_ms_worker));
     json_object_set_new(x, "verify_ms", s_real(L->pm.verify_ms));
     json_object_set_new(x, "hop_ms", s_real(L->pm.hop_ms));
+    if (L->has_quant) {
+        json_object_set_new(x, "quant_layer_ms", s_real(L->pm.quant_layer_ms));
+        json_object_set_new(x, "quant_gbps", s_real(L->pm.quant_gbps));
+    }
 }
 
 /* One run of one condition; its JSONL line is appended whatever happens. 0 ok, -1 failed. */
@@ -173,7 +181,7 @@ static int s_run_one(lab_t *L, const lab_cond *c, uint32_t rep, uint32_t idx, ui
 
     fprintf(stderr, "[%u/%u] %s repeat %u/%u ...\n", idx, total, c->name, rep, L->repeats);
     a.cfg = &L->cfg;
-    a.model = &L->m;
+    a.model = c->kind == PREDICT_QUANTIZED ? &L->qm : &L->m;
     a.steps = L->cfg.steps;
     a.inputs = L->inputs;
     a.profile = c->profile;
@@ -205,10 +213,11 @@ static int s_run_one(lab_t *L, const lab_cond *c, uint32_t rep, uint32_t idx, ui
     result_init(&r, c->arm, L->cfg.steps);
     snprintf(r.condition, sizeof r.condition, "%s", c->name);
     snprintf(r.profile, sizeof r.profile, "%s", c->profile.name[0] ? c->profile.name : "none");
-    snprintf(r.model, sizeof r.model, "%s", L->m.path);
+    snprintf(r.model, sizeof r.model, "%s", a.model->path);
     snprintf(r.config, sizeof r.config, "%s", L->cfg.path[0] ? L->cfg.path : "(built-in defaults)");
     arc = is_ref ? arm_run_reference(&a, &r, err, sizeof err)
         : !strcmp(c->arm, "ssd") ? arm_run_ssd(&a, &r, err, sizeof err)
+        : c->kind == PREDICT_QUANTIZED ? arm_run_quantized(&a, &r, err, sizeof err)
                                  : arm_run_resident(&a, &r, err, sizeof err);
     s_lab_fields(L, c, rep, &r);
     json_object_set_new(r.extra, "failed", json_boolean(arc != 0));
@@ -396,12 +405,26 @@ int cmd_lab(int argc, char **argv)
         goto out;
     }
     arm_make_inputs(&L->cfg, L->cfg.steps, L->m.dim, L->inputs);
+    for (uint32_t i = 0; i < L->n_cond && !L->has_quant; i++)
+        if (L->cond[i].kind == PREDICT_QUANTIZED) {
+            /* made (if missing and allowed) and checked against the cap before any figure */
+            if (arm_quant_open(&L->cfg, &L->m, src.generate, &L->qm, err, sizeof err) ||
+                arm_quant_fit(&L->cfg, &L->qm, err, sizeof err)) {
+                log_error("%s", err);
+                goto out;
+            }
+            L->has_quant = 1;
+        }
 
     printf("swarm lab: %s, model %s (%u layers x %u), %u steps, %u repeat%s, %u conditions -> %s\n",
            config, L->m.path, L->m.n_layers, L->m.dim, L->cfg.steps, L->repeats,
            L->repeats == 1 ? "" : "s", L->n_cond, L->dir);
     log_info("measuring the machine (disk, compute, hash, hop, profiles)");
     if (predict_measure_machine(&L->cfg, &L->m, &L->pm, err, sizeof err)) {
+        log_error("%s", err);
+        goto out;
+    }
+    if (L->has_quant && predict_measure_quant(&L->cfg, &L->qm, &L->pm, err, sizeof err)) {
         log_error("%s", err);
         goto out;
     }
@@ -428,6 +451,7 @@ out:
     free(L->inputs);
     free(L->outputs);
     free(L->refout);
+    model_close(&L->qm);
     model_close(&L->m);
     return rc;
 usage:

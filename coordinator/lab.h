@@ -16,7 +16,7 @@
 
 typedef struct {
     char name[64];             /* as in [lab] conditions, e.g. "resident/wan" */
-    const char *arm;           /* reference | ssd | resident */
+    const char *arm;           /* reference | ssd | resident | quantized */
     predict_kind kind;
     netem_profile profile;     /* resident: applied to each data link */
     int fault;                 /* "+fault": kill the middle worker a quarter of the way in */
@@ -27,6 +27,8 @@ typedef struct {
 typedef struct {
     config_t cfg;
     model_t m;
+    model_t qm;                /* the quantized file, when a condition is "quantized" */
+    int has_quant;
     predict_machine pm;
     lab_cond cond[CONFIG_MAX_CONDITIONS];
     uint32_t n_cond;

@@ -26,6 +26,9 @@ typedef struct {
     uint32_t fallback;         /* finished runs in which a worker was lost (failover) */
     char fallback_why[300];    /* the first such run's failover events */
     double *sps, *total, *ttfr, *p50, *setup, *ram, *ssd; /* (ok,) finished runs */
+    double *cg, *qabs, *qrel;  /* (ok,) cgroup peak; the quality gate's errors (quantized) */
+    double qlim_abs, qlim_rel; /* the quality gate's limits (the type's; the same every run) */
+    char qtype[16];
     double *st[S_MAX_STAGES];  /* (ok,) stage ms per step, by stage index */
     double *lat;               /* every step of every finished run (ms) */
     size_t n_lat;
@@ -95,7 +98,8 @@ static int s_read_results(const lab_t *L, s_agg *ag, char stages[S_MAX_STAGES][3
         s_stage_index(stages, n_stages, s_stage_order[i]);
     for (uint32_t i = 0; i < L->n_cond; i++) {
         s_agg *g = &ag[i];
-        double **v[] = { &g->sps, &g->total, &g->ttfr, &g->p50, &g->setup, &g->ram, &g->ssd };
+        double **v[] = { &g->sps, &g->total, &g->ttfr, &g->p50, &g->setup, &g->ram, &g->ssd,
+                         &g->cg, &g->qabs, &g->qrel };
         for (size_t k = 0; k < sizeof v / sizeof *v; k++)
             *v[k] = calloc(max + 64, sizeof(double));
         for (int k = 0; k < S_MAX_STAGES; k++)
@@ -157,6 +161,14 @@ static int s_read_results(const lab_t *L, s_agg *ag, char stages[S_MAX_STAGES][3
         g->setup[k] = s_num(o, "setup_ms");
         g->ram[k] = isfinite(agg_rss) ? agg_rss : s_num(o, "peak_rss_bytes");
         g->ssd[k] = s_num(o, "ssd_read_bytes");
+        g->cg[k] = s_num(o, "cgroup_peak_bytes");
+        g->qabs[k] = s_num(o, "quality_max_abs_err");
+        g->qrel[k] = s_num(o, "quality_max_rel_err");
+        g->qlim_abs = s_num(o, "quality_limit_abs");
+        g->qlim_rel = s_num(o, "quality_limit_rel");
+        if (json_is_string(json_object_get(o, "quant_type")))
+            snprintf(g->qtype, sizeof g->qtype, "%s",
+                     json_string_value(json_object_get(o, "quant_type")));
         const char *key;
         json_t *val;
         json_object_foreach(json_object_get(o, "stage_ms"), key, val) {
@@ -183,7 +195,8 @@ static int s_read_results(const lab_t *L, s_agg *ag, char stages[S_MAX_STAGES][3
 
 static void s_agg_free(s_agg *g)
 {
-    double *v[] = { g->sps, g->total, g->ttfr, g->p50, g->setup, g->ram, g->ssd, g->lat };
+    double *v[] = { g->sps, g->total, g->ttfr, g->p50, g->setup, g->ram, g->ssd, g->lat,
+                    g->cg, g->qabs, g->qrel };
     for (size_t k = 0; k < sizeof v / sizeof *v; k++)
         free(v[k]);
     for (int k = 0; k < S_MAX_STAGES; k++)
@@ -331,6 +344,52 @@ static void s_table_breakeven(FILE *f, const lab_t *L, s_agg *ag)
     else
         fprintf(f, "resident/lan ÷ ssd: n/a (needs finished ssd and resident/lan runs; the "
                    "article's Table 2 gives %.2f×).\n\n", S_ARTICLE_RATIO);
+}
+
+/* The quantized arm beside the SSD arm and the resident pipeline: speed, RAM, quality. */
+static void s_table_quantized(FILE *f, const lab_t *L, s_agg *ag)
+{
+    int ssd = -1, lan = -1, ref = -1, any = 0;
+    for (uint32_t i = 0; i < L->n_cond; i++) {
+        if (!strcmp(L->cond[i].name, "ssd") && ag[i].ok)
+            ssd = (int)i;
+        if (!strcmp(L->cond[i].name, "resident/lan") && ag[i].ok)
+            lan = (int)i;
+        if (L->cond[i].kind == PREDICT_REFERENCE && ag[i].ok && ref < 0)
+            ref = (int)i;
+    }
+    for (uint32_t i = 0; i < L->n_cond; i++) {
+        s_agg *g = &ag[i];
+        char b[9][64];
+        if (L->cond[i].kind != PREDICT_QUANTIZED)
+            continue;
+        if (!any++)
+            fprintf(f, "## Quantized arm (the whole model resident at a precision that fits "
+                       "the cap)\n\n| condition | type | weights | steps/s | ÷ ssd | ÷ "
+                       "resident/lan | ÷ reference | peak RSS | cgroup peak | max abs err "
+                       "(limit) | max rel err (limit) | gates |\n"
+                       "|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+        double sps = s_median(g->sps, g->ok);
+        fprintf(f, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s (%.3g) | %s (%.3g) | %s |\n",
+                L->cond[i].name, g->qtype[0] ? g->qtype : "—",
+                util_fmt_size((uint64_t)L->qm.n_layers * model_layer_bytes(&L->qm), b[0], 64),
+                s_fmt(sps, "%.2f", b[1], 64),
+                s_fmt(ssd >= 0 ? sps / s_median(ag[ssd].sps, ag[ssd].ok) : NAN, "%.2f×", b[2],
+                      64),
+                s_fmt(lan >= 0 ? sps / s_median(ag[lan].sps, ag[lan].ok) : NAN, "%.2f×", b[3],
+                      64),
+                s_fmt(ref >= 0 ? sps / s_median(ag[ref].sps, ag[ref].ok) : NAN, "%.2f×", b[4],
+                      64),
+                s_fmt_bytes(s_median(g->ram, g->ok), b[5], 64),
+                s_fmt_bytes(s_median(g->cg, g->ok), b[6], 64),
+                s_fmt(s_median(g->qabs, g->ok), "%.3g", b[7], 64), g->qlim_abs,
+                s_fmt(s_median(g->qrel, g->ok), "%.3g", b[8], 64), g->qlim_rel,
+                g->failed ? "FAILED" : g->voided ? "VOID" : g->ok ? "pass" : "—");
+    }
+    if (any)
+        fprintf(f, "\nIts outputs are not the reference's bits: the parity gate is n/a and the "
+                   "quality gate judges the error against the f32 reference on the same inputs "
+                   "(limits from the type's rounding, README \"The quantized arm\").\n\n");
 }
 
 static void s_table_rest(FILE *f, const lab_t *L, s_agg *ag)
@@ -580,6 +639,7 @@ int lab_report(const lab_t *L)
     s_table_results(f, L, ag);
     s_table_predictions(f, L, ag, stages, n_stages);
     s_table_breakeven(f, L, ag);
+    s_table_quantized(f, L, ag);
     s_table_failover(f, L, ag, lines);
     s_table_rest(f, L, ag);
     fprintf(f, "Files: results.jsonl (one object per run), steps_per_s.png, stages.png, "

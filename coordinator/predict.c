@@ -10,6 +10,9 @@
  *   resident   cycle = L * layer_ms(worker threads) + hops * (hop_ms + profile_ms), hops = W + 1
  *              step  = max(cycle / inflight, ceil(L / W) * layer_ms_w, L * layer_ms_w / min(cpus, W))
  *              (inflight 1: step = cycle; the other two bound a fuller pipeline)
+ *   quantized step = L x layer_bytes / quant_bw: every layer resident, the row products
+ *              bound by reading the quantized weights (quant_bw: one quantized layer timed
+ *              through the arm's own executor, bytes / median time)
  *   ttfr = one step for every arm: the model has no warm-up term.
  * The binding term is the largest of compute / disk / network inside the step.
  *
@@ -45,6 +48,7 @@
 #include "common/exec.h"
 #include "common/util.h"
 #include "coordinator/bench.h"
+#include "quant/quant.h"
 
 /* Tiny models read the whole file several times so the disk figure is not one syscall's worth:
  * at least this many bytes in all, at most S_DISK_MAX_PASSES passes. */
@@ -278,6 +282,23 @@ int predict_measure_machine(const config_t *cfg, const model_t *m, predict_machi
     return 0;
 }
 
+int predict_measure_quant(const config_t *cfg, const model_t *qm, predict_machine *pm,
+                          char *err, size_t errlen)
+{
+    char why[512];
+    int reps = s_layer_reps(qm);
+    if (bench_layer_ms(qm, (int)cfg->threads, reps, &pm->quant_layer_ms, why, sizeof why)) {
+        snprintf(err, errlen, "quantized compute figure: %s", why);
+        return -1;
+    }
+    pm->quant_layer_bytes = model_layer_bytes(qm);
+    pm->quant_gbps = pm->quant_layer_ms > 0
+                         ? (double)pm->quant_layer_bytes / (pm->quant_layer_ms * 1e6)
+                         : 0;
+    snprintf(pm->quant_type, sizeof pm->quant_type, "%s", quant_type_name(qm->w_type));
+    return 0;
+}
+
 void predict_print_machine(FILE *f, const predict_machine *pm)
 {
     char b1[32], b2[32];
@@ -304,6 +325,10 @@ void predict_print_machine(FILE *f, const predict_machine *pm)
                "%llu B, loopback, %d trips)\n",
             pm->hop_ms, pm->hop_rtt_ms, pm->hop_rtt_p99_ms, (unsigned long long)pm->hop_bytes,
             PREDICT_HOP_REPS);
+    if (pm->quant_layer_ms > 0)
+        fprintf(f, "  quant    %.4f ms per resident %s layer with %u thread%s (%.3f GB/s of "
+                   "weights)\n", pm->quant_layer_ms, pm->quant_type, pm->threads,
+                pm->threads == 1 ? "" : "s", pm->quant_gbps);
     fprintf(f, "  cpus     %ld online\n", pm->cpus);
 }
 
@@ -311,7 +336,10 @@ void predict_print_machine(FILE *f, const predict_machine *pm)
 
 static const char *s_kind_name(predict_kind k)
 {
-    return k == PREDICT_REFERENCE ? "reference" : k == PREDICT_SSD ? "ssd" : "resident";
+    return k == PREDICT_REFERENCE ? "reference"
+           : k == PREDICT_SSD     ? "ssd"
+           : k == PREDICT_QUANTIZED ? "quantized"
+                                  : "resident";
 }
 
 int predict_condition(predict_kind kind, const config_t *cfg, const model_t *m,
@@ -328,6 +356,18 @@ int predict_condition(predict_kind kind, const config_t *cfg, const model_t *m,
         p->step_ms = p->compute_ms;
         p->binding = "compute";
         snprintf(p->formula, sizeof p->formula, "%u x %.4f", m->n_layers, pm->layer_ms);
+    } else if (kind == PREDICT_QUANTIZED) {
+        double bytes = (double)m->n_layers * model_layer_bytes(m);
+        if (!(pm->quant_gbps > 0)) {
+            snprintf(err, errlen, "predict: no quantized bandwidth measured");
+            return -1;
+        }
+        p->n_resident = m->n_layers;
+        p->compute_ms = bytes / (pm->quant_gbps * 1e9) * 1e3;
+        p->step_ms = p->compute_ms;
+        p->binding = "compute";
+        snprintf(p->formula, sizeof p->formula, "%.1f MiB of %s / %.3f GB/s", bytes / 1048576.0,
+                 quant_type_name(m->w_type), pm->quant_gbps);
     } else if (kind == PREDICT_SSD) {
         /* The SSD arm's own plan: same options as arm_run_ssd. */
         exec_opts o = { .budget_bytes = cfg->cap_bytes, .queue_depth = cfg->queue_depth,

@@ -52,9 +52,20 @@ typedef struct {
     double hop_ms;             /* one way = hop_rtt_ms / 2 */
     uint64_t hop_bytes;
     long cpus;                 /* online CPUs (bounds resident throughput with inflight > 1) */
+    /* the quantized arm (predict_measure_quant; 0 when the lab has no such condition):
+     * bench_layer_ms on one resident layer of the quantized file, as bytes per second */
+    double quant_layer_ms;     /* with [run] threads, ms */
+    double quant_gbps;         /* one quantized layer's bytes / quant_layer_ms, 1e9 B/s */
+    uint64_t quant_layer_bytes;
+    char quant_type[16];
 } predict_machine;
 
-typedef enum { PREDICT_REFERENCE = 0, PREDICT_SSD = 1, PREDICT_RESIDENT = 2 } predict_kind;
+typedef enum {
+    PREDICT_REFERENCE = 0,
+    PREDICT_SSD = 1,
+    PREDICT_RESIDENT = 2,
+    PREDICT_QUANTIZED = 3,     /* m is the quantized file: step = weight bytes / quant_gbps */
+} predict_kind;
 
 typedef struct {
     predict_kind kind;
@@ -83,6 +94,10 @@ typedef struct {
  * the lab model: one disk pass of the file, ~30 layer runs, 200 round trips. 0 / -1. */
 int predict_measure_machine(const config_t *cfg, const model_t *m, predict_machine *pm,
                             char *err, size_t errlen);
+/* The quantized arm's figure: one resident layer of qm (the quantized file) through the same
+ * executor and row products the arm uses, median time and its bandwidth. 0 / -1. */
+int predict_measure_quant(const config_t *cfg, const model_t *qm, predict_machine *pm,
+                          char *err, size_t errlen);
 /* Bare ZeroMQ PUSH/PULL round trip of `bytes` on tcp://127.0.0.1 to an echo thread: median and
  * p99 over `reps` after PREDICT_HOP_WARMUP warm-up trips (ms). 0 / -1. */
 int predict_hop_rtt(size_t bytes, int reps, double *median_ms, double *p99_ms, char *err,
