@@ -60,7 +60,8 @@ int arm_quant_fit(const config_t *cfg, const model_t *m, char *err, size_t errle
 /* arm_quant.c: the quantized file's path beside the f32 model ("m.gguf" -> "m.q8_0.gguf"). */
 void arm_quant_path(const char *f32_path, const char *type, char *out, size_t outlen);
 /* Open the quantized model of cfg's [quantized] type for f32, making it with swarm quantize
- * first when missing if may_generate (else err names the command). 0 / -1. */
+ * first when missing if may_generate. 0; -2 missing and not to be made (err names the command
+ * that makes it: a usage error, as a missing model path is); -1 any other failure. */
 int arm_quant_open(const config_t *cfg, const model_t *f32, int may_generate, model_t *qm,
                    char *err, size_t errlen);
 /* Digest, and the quality gate instead of parity: max abs and relative error against

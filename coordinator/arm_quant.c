@@ -43,7 +43,7 @@ int arm_quant_open(const config_t *cfg, const model_t *f32, int may_generate, mo
             snprintf(err, errlen, "quantized model %s is missing and this run may not make it "
                      "(the f32 model is not one the config generates); make it with: "
                      "swarm quantize %s %s %s", path, f32->path, path, cfg->quant_type);
-            return -1;
+            return -2;
         }
         requant_stats rs = { 0 };
         uint64_t t0 = util_now_ns();

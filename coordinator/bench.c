@@ -63,6 +63,12 @@ int bench_disk_run(const model_t *m, const bench_disk_opts *bo, bench_disk_resul
 int bench_layer_ms(const model_t *m, int threads, int reps, double *ms, char *err,
                    size_t errlen)
 {
+    return bench_layers_ms(m, 1, threads, reps, ms, err, errlen);
+}
+
+int bench_layers_ms(const model_t *m, uint32_t n, int threads, int reps, double *ms, char *err,
+                    size_t errlen)
+{
     exec_opts o = { .budget_bytes = 0, .queue_depth = 1, .chunk_bytes = 4u << 20 };
     exec_stats st = { 0 };
     exec_t *e;
@@ -75,7 +81,9 @@ int bench_layer_ms(const model_t *m, int threads, int reps, double *ms, char *er
         goto out;
     }
     kernel_set_threads(threads);
-    e = exec_new(m, 0, 1, &o, err, errlen);
+    if (n < 1 || n > m->n_layers)
+        n = n < 1 ? 1 : m->n_layers;
+    e = exec_new(m, 0, n, &o, err, errlen);
     if (!e)
         goto out;
     exec_set_threads(e, threads); /* a quantized W's row products (quant's pool) */
@@ -88,7 +96,7 @@ int bench_layer_ms(const model_t *m, int threads, int reps, double *ms, char *er
         util_step_input(1, (uint64_t)i + 1, x, (int)d);
     }
     util_sort_doubles(v, (size_t)reps);
-    *ms = util_percentile(v, (size_t)reps, 50);
+    *ms = util_percentile(v, (size_t)reps, 50) / n;
     exec_free(&e);
     rc = 0;
 out:

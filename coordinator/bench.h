@@ -47,6 +47,11 @@ int bench_disk_run(const model_t *m, const bench_disk_opts *bo, bench_disk_resul
  * threads; loads layer 0 of m. */
 int bench_layer_ms(const model_t *m, int threads, int reps, double *ms, char *err,
                    size_t errlen);
+/* The same over layers [0, n) resident (n <= m's layers), a step through all of them timed:
+ * ms is the median step / n. With n layers larger than the last-level cache it is what a
+ * layer costs when its weights come from DRAM (one layer that fits the cache is faster). */
+int bench_layers_ms(const model_t *m, uint32_t n, int threads, int reps, double *ms, char *err,
+                   size_t errlen);
 
 /* Memory-bandwidth bound of one layer: median time to read d*d f32 (one thread, a plain
  * streaming read) beside the layer kernel's sgemv over the same bytes, and their ratio. */

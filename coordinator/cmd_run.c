@@ -457,8 +457,13 @@ int cmd_run(int argc, char **argv)
     }
     if (!strcmp(arm, "quantized")) {
         /* The quantized file (made if missing and allowed) and its fit, before the reference */
-        if (arm_quant_open(&cfg, &m, src.generate, &qm, err, sizeof err) ||
-            arm_quant_fit(&cfg, &qm, err, sizeof err)) {
+        int qrc = arm_quant_open(&cfg, &m, src.generate, &qm, err, sizeof err);
+        if (qrc == -2) {
+            fprintf(stderr, "swarm run: %s\n", err);
+            rc = EXIT_USAGE;
+            goto out;
+        }
+        if (qrc || arm_quant_fit(&cfg, &qm, err, sizeof err)) {
             log_error("%s", err);
             goto out;
         }

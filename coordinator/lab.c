@@ -167,6 +167,7 @@ static void s_lab_fields(const lab_t *L, const lab_cond *c, uint32_t rep, run_re
     if (L->has_quant) {
         json_object_set_new(x, "quant_layer_ms", s_real(L->pm.quant_layer_ms));
         json_object_set_new(x, "quant_gbps", s_real(L->pm.quant_gbps));
+        json_object_set_new(x, "quant_layers", json_integer(L->pm.quant_layers));
     }
 }
 
@@ -408,8 +409,13 @@ int cmd_lab(int argc, char **argv)
     for (uint32_t i = 0; i < L->n_cond && !L->has_quant; i++)
         if (L->cond[i].kind == PREDICT_QUANTIZED) {
             /* made (if missing and allowed) and checked against the cap before any figure */
-            if (arm_quant_open(&L->cfg, &L->m, src.generate, &L->qm, err, sizeof err) ||
-                arm_quant_fit(&L->cfg, &L->qm, err, sizeof err)) {
+            int qrc = arm_quant_open(&L->cfg, &L->m, src.generate, &L->qm, err, sizeof err);
+            if (qrc == -2) {
+                fprintf(stderr, "swarm lab: %s\n", err);
+                rc = EXIT_USAGE;
+                goto out;
+            }
+            if (qrc || arm_quant_fit(&L->cfg, &L->qm, err, sizeof err)) {
                 log_error("%s", err);
                 goto out;
             }

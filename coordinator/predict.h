@@ -53,8 +53,10 @@ typedef struct {
     uint64_t hop_bytes;
     long cpus;                 /* online CPUs (bounds resident throughput with inflight > 1) */
     /* the quantized arm (predict_measure_quant; 0 when the lab has no such condition):
-     * bench_layer_ms on one resident layer of the quantized file, as bytes per second */
-    double quant_layer_ms;     /* with [run] threads, ms */
+     * bench_layers_ms over quant_layers resident layers of the quantized file (at least 256
+     * MiB, so the weights come from DRAM as in the arm), as bytes per second */
+    double quant_layer_ms;     /* per layer, with [run] threads, ms */
+    uint32_t quant_layers;
     double quant_gbps;         /* one quantized layer's bytes / quant_layer_ms, 1e9 B/s */
     uint64_t quant_layer_bytes;
     char quant_type[16];
