@@ -296,10 +296,12 @@ int predict_measure_quant(const config_t *cfg, const model_t *qm, predict_machin
     uint32_t n = (uint32_t)((S_QUANT_MIN_BYTES + lb - 1) / lb);
     if (n > qm->n_layers)
         n = qm->n_layers;
-    /* about S_LAYER_BUDGET_MS of timed work, at least 5 steps */
-    int reps = s_layer_reps(qm) / (int)n;
-    if (reps < 5)
-        reps = 5;
+    /* About a second of timed work (a guessed 10 GB/s), 20..200 steps: on this shared
+     * 2-core machine 5 steps of 16 lab02 layers gave 1.75 GB/s where the arm ran at 7.9;
+     * 30 steps gave 6.5-8.2 GB/s beside an arm at 7.9. */
+    double guess_ms = (double)n * (double)lb / 10e9 * 1e3;
+    double r = guess_ms > 0 ? 1000.0 / guess_ms : 200;
+    int reps = r < 20 ? 20 : r > 200 ? 200 : (int)r;
     if (bench_layers_ms(qm, n, (int)cfg->threads, reps, &pm->quant_layer_ms, why,
                         sizeof why)) {
         snprintf(err, errlen, "quantized compute figure: %s", why);
