@@ -177,6 +177,9 @@ static void s_errors(void)
                    (const char *const[]){ "[ssd] bogus", "unknown key", NULL });
     s_expect_error("unknown_section.ini", "; c\n[model]\nlayers = 2\n[nope]\nx = 1\n", 5,
                    (const char *const[]){ "[nope] x", "unknown section", NULL });
+    s_expect_error("bad_qtype.ini", "[quantized]\n; the arm's W\ntype = q8_1\n", 3,
+                   (const char *const[]){ "[quantized] type", "unknown type 'q8_1'",
+                                          "q8_0, q6_K, q5_K, q4_K or q4_0", NULL });
     s_expect_error("bad_int.ini", "[run]\n\nsteps = abc\n", 3,
                    (const char *const[]){ "[run] steps", "'abc'", "integer", NULL });
     s_expect_error("bad_int2.ini", "[run]\nsteps = 12x\n", 2,
@@ -304,9 +307,10 @@ static void s_shipped(void)
           c.queue_depth, (unsigned long long)c.chunk_bytes);
     CHECK(c.workers == 3 && c.worker_cap_bytes == 600ull << 20 && c.inflight == 1,
           "lab02 swarm %u %llu %u", c.workers, (unsigned long long)c.worker_cap_bytes, c.inflight);
-    CHECK(c.repeats == 5 && c.n_conditions == 6 && !strcmp(c.conditions[1], "ssd") &&
-              !strcmp(c.conditions[5], "resident/wan"),
+    CHECK(c.repeats == 5 && c.n_conditions == 7 && !strcmp(c.conditions[1], "ssd") &&
+              !strcmp(c.conditions[2], "quantized") && !strcmp(c.conditions[6], "resident/wan"),
           "lab02 lab %u %u", c.repeats, c.n_conditions);
+    CHECK(!strcmp(c.quant_type, "q8_0"), "lab02 [quantized] type %s", c.quant_type);
 
     config_defaults(&c);
     CHECK(config_load(&c, "configs/tiny.ini", err, sizeof err) == 0, "tiny.ini: %s", err);
@@ -322,8 +326,8 @@ static void s_shipped(void)
  * error (or, for free-form strings, is taken), never "unknown key". */
 static void s_known_keys(void)
 {
-    static const char *const sections[] = { "model", "run", "ssd", "swarm", "security",
-                                             "netem", "lab" };
+    static const char *const sections[] = { "model", "run", "ssd", "quantized", "swarm",
+                                             "security", "netem", "lab" };
     for (size_t i = 0; i < sizeof sections / sizeof sections[0]; i++) {
         const char *known = config_known_keys(sections[i]);
         char list[512], *save = NULL;
