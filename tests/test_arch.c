@@ -9,6 +9,7 @@
 #include "common/model.h"
 #include "common/util.h"
 #include "quant/quant.h"
+#include "quant/requant.h"
 #include "tests/check.h"
 
 #include <fcntl.h>
@@ -139,6 +140,81 @@ static void s_test_dense(void)
     CHECK(c.weight_bytes == (uint64_t)d * d * 4 + d * 4 && c.kv_bytes_per_pos == 0 &&
               c.flops_per_pos == 2.0 * d * d, "dense cost");
     free(x), free(xs), free(xk), free(u), free(y);
+    arch_run_free(&r);
+    arch_model_close(&m);
+    gguf_close(&g);
+}
+
+/* ---------------------------------------------------------------- (a2) dense, quantized W */
+
+/* The lab model through `swarm quantize`: W's rows are quant_matvec's, the same bits whatever
+ * the row ranges (any start: no OpenBLAS alignment here) and thread count, equal to the layer
+ * computed by hand from kernel_prepare, quant_matvec and kernel_finish. model_open refuses the
+ * file (the f32 arms); model_open_quant takes it. */
+static void s_test_dense_quant(const char *type, quant_type qt)
+{
+    char src[600], path[600], err[512];
+    uint32_t d = 256, L = 2, P = 2;
+    snprintf(src, sizeof src, "%s", s_path("dq-f32.gguf"));
+    snprintf(path, sizeof path, "%s.gguf", s_path(type));
+    CHECK(model_gen(src, L, d, 9, 32, err, sizeof err) == 0, "%s", err);
+    requant_stats rs;
+    CHECK(requant_file(src, path, type, 1, 0, &rs, err, sizeof err) == 0, "%s", err);
+    model_t mm;
+    CHECK(model_open(&mm, path, err, sizeof err) == -1 && strstr(err, "--arm quantized"),
+          "model_open refuses a quantized W: %s", err);
+    CHECK(model_open_quant(&mm, path, err, sizeof err) == 0 && mm.w_type == (uint32_t)qt,
+          "model_open_quant %s: %s", type, err);
+    uint64_t wb = 0;
+    quant_tensor_bytes(qt, d, d, &wb, err, sizeof err);
+    CHECK(model_layer_bytes(&mm) == wb + d * 4, "%s layer bytes", type);
+    model_close(&mm);
+    gguf_file *g = gguf_open(path, err, sizeof err);
+    CHECK(g != NULL, "%s", err);
+    if (!g)
+        return;
+    arch_model m;
+    CHECK(arch_model_open(&m, g, err, sizeof err) == 0, "%s", err);
+    arch_run *r = arch_run_new(&m, P, err, sizeof err);
+    float *x = malloc(P * d * sizeof(float)), *xs = malloc(P * d * sizeof(float));
+    float *xh = malloc(P * d * sizeof(float)), *u = malloc(d * 4), *y = malloc(d * 4);
+    for (uint32_t p = 0; p < P; p++)
+        util_step_input(4, p, x + p * d, (int)d);
+    memcpy(xs, x, P * d * sizeof(float));
+    memcpy(xh, x, P * d * sizeof(float));
+    for (uint32_t l = 0; l < L; l++) {
+        const arch_layer *ly = &m.layers[l];
+        CHECK(ly->t[1].type == (uint32_t)qt && ly->t[0].type == QUANT_F32, "%s types", type);
+        float *gv = s_read(path, ly->t[0].off, ly->t[0].nbytes);
+        uint8_t *W = s_read(path, ly->t[1].off, ly->t[1].nbytes);
+        const void *data[2] = { gv, W };
+        uint64_t rb = ly->t[1].row_bytes;
+        arch_run_set_threads(r, 1);
+        CHECK(arch_layer_forward(r, l, data, NULL, x, P, 0, err, sizeof err) == 0, "%s", err);
+        /* row ranges of 6, 11, 16, ... (odd starts), two threads */
+        arch_run_set_threads(r, 2);
+        CHECK(arch_layer_begin(r, l, data, NULL, xs, P, 0, err, sizeof err) == 0, "%s", err);
+        CHECK(arch_layer_before(r, 1) == 0, "before");
+        for (uint64_t r0 = 0, step = 6; r0 < d; r0 += step, step += 5) {
+            uint64_t n = d - r0 < step ? d - r0 : step;
+            CHECK(arch_layer_rows(r, 1, r0, n, W + r0 * rb) == 0, "%s", arch_run_error(r));
+            if (d - r0 < step)
+                break;
+        }
+        CHECK(arch_layer_end(r) == 0, "end: %s", arch_run_error(r));
+        for (uint32_t p = 0; p < P; p++) {
+            kernel_prepare(gv, xh + p * d, u, d);
+            CHECK(quant_matvec(qt, d, d, W, u, y, 1, err, sizeof err) == 0, "%s", err);
+            kernel_finish(xh + p * d, y, d);
+        }
+        free(gv);
+        free(W);
+    }
+    CHECK(!memcmp(x, xh, P * d * sizeof(float)), "%s dense == prepare, quant_matvec, finish",
+          type);
+    CHECK(!memcmp(xs, xh, P * d * sizeof(float)), "%s dense by row ranges, 2 threads: same bits",
+          type);
+    free(x), free(xs), free(xh), free(u), free(y);
     arch_run_free(&r);
     arch_model_close(&m);
     gguf_close(&g);
@@ -761,6 +837,8 @@ int main(void)
     quant_isa isa = quant_isa_current();
     printf("test_arch: dot products on %s\n", quant_isa_name(isa));
     s_test_dense();
+    s_test_dense_quant("q8_0", QUANT_Q8_0);
+    s_test_dense_quant("q4_K", QUANT_Q4_K);
     s_test_reference();
     s_test_determinism();
     s_test_bad_files();
