@@ -284,7 +284,7 @@ int predict_measure_machine(const config_t *cfg, const model_t *m, predict_machi
 
 /* The quantized figure reads at least this many bytes of weights per timed step: a q8_0 layer
  * of the lab model (17 MiB) fits this machine's 32 MiB L3, and timed alone it ran at 14.9
- * GB/s where the arm, reading 408 MiB per step from DRAM, got 11.2 (-21%: a missed
+ * GB/s where the arm, reading 408 MiB per step from DRAM, got 11.8 (-21%: a missed
  * prediction). 256 MiB is 8 such caches. */
 #define S_QUANT_MIN_BYTES (256ull << 20)
 
@@ -298,7 +298,7 @@ int predict_measure_quant(const config_t *cfg, const model_t *qm, predict_machin
         n = qm->n_layers;
     /* About a second of timed work (a guessed 10 GB/s), 20..200 steps: on this shared
      * 2-core machine 5 steps of 16 lab02 layers gave 1.75 GB/s where the arm ran at 7.9;
-     * 30 steps gave 6.5-8.2 GB/s beside an arm at 7.9. */
+     * 30 steps gave 6.5-8.2 GB/s beside an arm at 8.3. */
     double guess_ms = (double)n * (double)lb / 10e9 * 1e3;
     double r = guess_ms > 0 ? 1000.0 / guess_ms : 200;
     int reps = r < 20 ? 20 : r > 200 ? 200 : (int)r;
