@@ -1,7 +1,8 @@
-/* arm.h — the arms behind `swarm run` and `swarm lab`: reference, ssd, resident, quantized. coordinator/
+/* arm.h — the arms behind `swarm run` and `swarm lab` (reference, ssd, resident, quantized). coordinator/
  *
  * Every arm runs the same steps on the same deterministic inputs and fills the same
- * run_result; arm_parity compares its outputs with the reference arm's, bit for bit.
+ * run_result; arm_parity compares its outputs with the reference arm's, bit for bit (the
+ * quantized arm's W is rounded: arm_quality compares them within the type's limits).
  */
 #ifndef SWARM_ARM_H
 #define SWARM_ARM_H
