@@ -151,8 +151,8 @@ int arch_layer_forward(arch_run *r, uint32_t layer, const void *const *data, arc
  * until the next begin ("" when none). */
 const char *arch_run_error(const arch_run *r);
 /* Threads the run's matrix products and attention use (1..QUANT_MAX_THREADS; default 1).
- * Results have the same bits for every count. The dense layer ignores it (OpenBLAS threads
- * are kernel_set_threads'). */
+ * Results have the same bits for every count. The dense layer uses it for a quantized W only
+ * (an f32 W is OpenBLAS's, threads from kernel_set_threads). */
 void arch_run_set_threads(arch_run *r, int nthreads);
 
 /* out = x / sqrt(mean(x^2) + eps) * w, the sum of squares in double, left to right (as

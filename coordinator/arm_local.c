@@ -173,7 +173,8 @@ static int s_run_single(arm_ctx *a, run_result *r, const exec_opts *o, int cappe
     json_object_set_new(r->extra, "ring_slots", json_integer(p->n_streamed ? p->ring_slots : 0));
     json_object_set_new(r->extra, "chunk_rows", json_integer(p->rows_per_chunk));
     json_object_set_new(r->extra, "chunk_bytes",
-                        json_integer((json_int_t)p->rows_per_chunk * d * 4));
+                        json_integer((json_int_t)(p->rows_per_chunk *
+                                                  (m->w_bytes ? m->w_bytes / d : d * 4ull))));
     json_object_set_new(r->extra, "io", json_string(p->n_streamed == 0 ? "resident"
                                                     : exec_is_direct(e) ? "direct"
                                                                         : "buffered"));
