@@ -27,7 +27,8 @@ static void s_usage(FILE *f)
             "  generate    text from a llama/qwen2 file: streamed, timed, digested\n"
             "  chat        an interactive chat with the file's chat template\n"
             "  perplexity  llama.cpp's perplexity of a text; KL against a base file\n"
-            "  serve       an OpenAI-compatible HTTP server and chat page over a model\n");
+            "  serve       an OpenAI-compatible HTTP server and chat page over a model\n"
+            "  plan        a real model's layers over workers by bytes (weights, KV, buffers)\n");
 }
 
 int main(int argc, char **argv)
@@ -67,6 +68,8 @@ int main(int argc, char **argv)
         return cmd_perplexity(argc - 1, argv + 1);
     if (!strcmp(c, "serve"))
         return serve_main(argc - 1, argv + 1);
+    if (!strcmp(c, "plan"))
+        return cmd_plan(argc - 1, argv + 1);
     if (!strcmp(c, "netem"))
         return netem_main(argc - 1, argv + 1);
     if (!strcmp(c, "-h") || !strcmp(c, "--help") || !strcmp(c, "help")) {
