@@ -23,6 +23,9 @@
  *              th     threads               uint   0..S_MAX_THREADS
  *              cap    cap_bytes             uint
  *              hl     header_bytes          uint   bytes before the first tensor
+ *              ctx    n_ctx                 uint   optional (0 = dense): positions per session
+ *              ns     sessions              uint   optional; >= 1 when ctx > 0
+ *              mb     max_batch             uint   optional; 1..PROTO_MAX_BATCH when ctx > 0
  *   ready      bl     bytes_loaded          uint
  *              rss    peak_rss_bytes        uint
  *              cg     cgroup_peak_bytes     uint
@@ -49,8 +52,10 @@
  *              ep     epoch                 uint
  *              hop    hop                   uint   0..PROTO_MAX_LAYERS
  *              sid    session               uint
- *              pos    pos                   uint
- *              x      x (and dim)           bin    4*dim bytes of little-endian f32, dim 1..PROTO_MAX_DIM
+ *              pos    pos                   uint   the first position
+ *              np     n_pos                 uint   optional (0 = 1): positions, 0..PROTO_MAX_BATCH
+ *              x      x (and dim)           bin    4*dim*np bytes of little-endian f32, dim
+ *                                                  1..PROTO_MAX_DIM per position
  *              tr     trace, n_trace        array  0..PROTO_MAX_TRACE entries, each an array of 6
  *                                                  uints [stage, wait, deser, compute, ser, send],
  *                                                  stage <= 0xffff
@@ -77,6 +82,8 @@
  *              seq    seq                   uint
  *              xh     hash                  uint   XXH3-64 of d
  *              d      data, len             bin    1..PROTO_MAX_CHUNK bytes
+ *   session_end sid   session               uint   >= 1
+ *              ep     epoch                 uint
  *
  * "uint" accepts any msgpack integer format holding a non-negative value (the packer writes
  * the shortest). Strings must fit their buffer with the NUL and hold no NUL; they are
@@ -156,6 +163,9 @@ static const s_field s_assign_f[] = {
     S_U(msg_assign, "th", threads, 0, S_MAX_THREADS),
     S_U64(msg_assign, "cap", cap_bytes),
     S_U64(msg_assign, "hl", header_bytes),
+    S_U32_OPT(msg_assign, "ctx", n_ctx),
+    S_U32_OPT(msg_assign, "ns", sessions),
+    {"mb", S_UINT, offsetof(msg_assign, max_batch), sizeof(uint32_t), 0, PROTO_MAX_BATCH, 1},
 };
 static const s_field s_ready_f[] = {
     S_U64(msg_ready, "bl", bytes_loaded),      S_U64(msg_ready, "rss", peak_rss_bytes),
@@ -189,6 +199,7 @@ static const s_field s_act_f[] = {
     S_U(msg_act, "hop", hop, 0, PROTO_MAX_LAYERS),
     S_U64(msg_act, "sid", session),
     S_U64(msg_act, "pos", pos),
+    {"np", S_UINT, offsetof(msg_act, n_pos), sizeof(uint32_t), 0, PROTO_MAX_BATCH, 1},
     S_SPECIAL(msg_act, "x", S_X, x),
     S_SPECIAL(msg_act, "tr", S_TRACE, trace),
 };
@@ -226,6 +237,10 @@ static const s_field s_chunk_f[] = {
     S_U64(msg_chunk, "xh", hash),
     S_SPECIAL(msg_chunk, "d", S_BIN, data),
 };
+static const s_field s_send_f[] = {
+    S_U(msg_session_end, "sid", session, 1, UINT64_MAX),
+    S_U64(msg_session_end, "ep", epoch),
+};
 
 typedef struct {
     const s_field *f;
@@ -239,6 +254,7 @@ static const s_table s_tables[MSG_TYPE_MAX_] = {
     [MSG_HEARTBEAT] = {s_hb_f, S_N(s_hb_f)},     [MSG_STATS] = {s_stats_f, S_N(s_stats_f)},
     [MSG_ERROR] = {s_error_f, S_N(s_error_f)},   [MSG_BYE] = {s_bye_f, S_N(s_bye_f)},
     [MSG_FETCH] = {s_fetch_f, S_N(s_fetch_f)},   [MSG_CHUNK] = {s_chunk_f, S_N(s_chunk_f)},
+    [MSG_SESSION_END] = {s_send_f, S_N(s_send_f)},
 };
 _Static_assert(S_N(s_assign_f) <= 64 && S_N(s_act_f) <= 64 && S_N(s_stats_f) <= 64,
                "the decoder tracks seen keys in a 64-bit mask");
@@ -250,6 +266,7 @@ const char *proto_type_name(uint32_t type)
         [MSG_ROUTE] = "route", [MSG_ACT] = "act",             [MSG_RESULT] = "result",
         [MSG_HEARTBEAT] = "heartbeat", [MSG_STATS] = "stats", [MSG_ERROR] = "error",
         [MSG_BYE] = "bye", [MSG_FETCH] = "fetch", [MSG_CHUNK] = "chunk",
+        [MSG_SESSION_END] = "session_end",
     };
     if (type == 0 || type >= MSG_TYPE_MAX_)
         return "unknown";
@@ -323,9 +340,9 @@ static int s_pack_value(msgpack_packer *pk, const s_field *f, const void *body)
     }
     case S_X: {
         const msg_act *a = body;
-        if (a->dim == 0 || a->dim > PROTO_MAX_DIM || !a->x)
+        if (a->dim == 0 || a->dim > PROTO_MAX_DIM || !a->x || a->n_pos > PROTO_MAX_BATCH)
             return -1;
-        size_t n = (size_t)a->dim * sizeof(float);
+        size_t n = (size_t)a->dim * (a->n_pos ? a->n_pos : 1) * sizeof(float);
         if (msgpack_pack_bin(pk, n) < 0)
             return -1;
         return msgpack_pack_bin_body(pk, a->x, n);
@@ -378,8 +395,18 @@ static int s_pack_fields(msgpack_packer *pk, const s_field *f, size_t nf, const 
     return 0;
 }
 
-/* Clear b and write {"v": PROTO_VERSION, "t": type, fields...}. */
-static int s_encode(proto_buf *b, uint32_t type, const void *body)
+size_t proto_frame_limit(uint32_t dim, uint32_t max_pos)
+{
+    if (dim > PROTO_MAX_DIM)
+        dim = PROTO_MAX_DIM;
+    if (max_pos > PROTO_MAX_BATCH)
+        max_pos = PROTO_MAX_BATCH;
+    size_t act = (size_t)dim * max_pos * sizeof(float) + PROTO_FRAME_HEADROOM;
+    return act > PROTO_MAX_FRAME ? act : PROTO_MAX_FRAME;
+}
+
+/* Clear b and write {"v": PROTO_VERSION, "t": type, fields...}, at most max_frame bytes. */
+static int s_encode_max(proto_buf *b, uint32_t type, const void *body, size_t max_frame)
 {
     if (!b || !body)
         return -1;
@@ -389,12 +416,17 @@ static int s_encode(proto_buf *b, uint32_t type, const void *body)
         msgpack_pack_uint64(&b->pk, PROTO_VERSION) < 0 || s_pack_str(&b->pk, "t", 1) < 0 ||
         msgpack_pack_uint64(&b->pk, type) < 0 || s_pack_fields(&b->pk, t->f, t->n, body) < 0)
         goto err;
-    if (b->sb.size > PROTO_MAX_FRAME)
+    if (b->sb.size > max_frame)
         goto err;
     return 0;
 err:
     b->sb.size = 0;
     return -1;
+}
+
+static int s_encode(proto_buf *b, uint32_t type, const void *body)
+{
+    return s_encode_max(b, type, body, PROTO_MAX_FRAME);
 }
 
 int proto_encode_hello(proto_buf *b, const msg_hello *m) { return s_encode(b, MSG_HELLO, m); }
@@ -406,6 +438,11 @@ int proto_encode_bye(proto_buf *b, const msg_bye *m) { return s_encode(b, MSG_BY
 int proto_encode_fetch(proto_buf *b, const msg_fetch *m) { return s_encode(b, MSG_FETCH, m); }
 int proto_encode_chunk(proto_buf *b, const msg_chunk *m) { return s_encode(b, MSG_CHUNK, m); }
 
+int proto_encode_session_end(proto_buf *b, const msg_session_end *m)
+{
+    return s_encode(b, MSG_SESSION_END, m);
+}
+
 int proto_encode_heartbeat(proto_buf *b, const msg_heartbeat *m)
 {
     return s_encode(b, MSG_HEARTBEAT, m);
@@ -415,14 +452,16 @@ int proto_encode_assign(proto_buf *b, const msg_assign *m)
 {
     if (!m || m->first >= m->last || m->last > m->n_layers || m->n_layers > PROTO_MAX_LAYERS)
         return -1;
+    if (m->n_ctx && (!m->sessions || !m->max_batch))
+        return -1;
     return s_encode(b, MSG_ASSIGN, m);
 }
 
 int proto_encode_act(proto_buf *b, uint32_t type, const msg_act *m)
 {
-    if (type != MSG_ACT && type != MSG_RESULT)
+    if ((type != MSG_ACT && type != MSG_RESULT) || !m)
         return -1;
-    return s_encode(b, type, m);
+    return s_encode_max(b, type, m, proto_frame_limit(m->dim, m->n_pos ? m->n_pos : 1));
 }
 
 /* ---- decoder: a cursor over the frame that checks every length before it reads ---- */
@@ -446,8 +485,9 @@ typedef struct {
     size_t errlen;
     const char *what;     /* message type name that prefixes errors */
     uint32_t expect_dim;  /* 0 = any */
+    uint32_t max_pos;     /* positions an act may carry */
     const uint8_t *x;     /* the activation's bytes in the frame, copied once all is valid */
-    uint32_t x_dim;
+    uint32_t x_dim;       /* act: floats in x (all positions); chunk: bytes */
     uint32_t n_ck;        /* checksums seen in an assign */
 } s_cur;
 
@@ -675,16 +715,13 @@ static int s_value(s_cur *c, const s_field *f, void *body, int depth)
     case S_X: {
         if (s_want(c, &t, K_BIN, f->key) < 0)
             return -1;
-        if (t.n % sizeof(float) != 0 || t.n == 0 || t.n > (uint64_t)PROTO_MAX_DIM * sizeof(float))
-            return s_fail(c, "'x' is %llu bytes, expected a multiple of 4 in 4..%u",
-                          (unsigned long long)t.n, PROTO_MAX_DIM * 4u);
-        uint32_t dim = (uint32_t)(t.n / sizeof(float));
-        if (c->expect_dim && dim != c->expect_dim)
-            return s_fail(c, "'x' is %llu bytes, expected %llu (dim %u)", (unsigned long long)t.n,
-                          (unsigned long long)c->expect_dim * sizeof(float), c->expect_dim);
+        uint64_t most = (uint64_t)PROTO_MAX_DIM * c->max_pos * sizeof(float);
+        if (t.n % sizeof(float) != 0 || t.n == 0 || t.n > most)
+            return s_fail(c, "'x' is %llu bytes, expected a multiple of 4 in 4..%llu",
+                          (unsigned long long)t.n, (unsigned long long)most);
+        /* dim is x's floats over the positions: known once "np" (any order) has been read */
         c->x = c->p + c->off;
-        c->x_dim = dim;
-        ((msg_act *)body)->dim = dim;
+        c->x_dim = (uint32_t)(t.n / sizeof(float));
         c->off += t.n;
         return 0;
     }
@@ -779,19 +816,56 @@ static int s_fixed_key(s_cur *c, char want, const char *pos, uint64_t *v)
     return s_uint(c, key, 0, UINT32_MAX, v);
 }
 
+/* An act's x against its positions: whole positions of one dim, as many as the caller allows. */
+static int s_act_x(s_cur *c, msg_act *a)
+{
+    uint32_t n = a->n_pos ? a->n_pos : 1;
+    if (n > c->max_pos)
+        return s_fail(c, "%u positions ('np'), at most %u expected", n, c->max_pos);
+    if (c->x_dim % n != 0)
+        return s_fail(c, "'x' is %llu bytes, not %u whole positions ('np')",
+                      (unsigned long long)c->x_dim * sizeof(float), n);
+    uint32_t dim = c->x_dim / n;
+    if (dim > PROTO_MAX_DIM)
+        return s_fail(c, "'x' is %llu bytes: %u floats a position, max %d",
+                      (unsigned long long)c->x_dim * sizeof(float), dim, PROTO_MAX_DIM);
+    if (c->expect_dim && dim != c->expect_dim) {
+        if (n == 1)
+            return s_fail(c, "'x' is %llu bytes, expected %llu (dim %u)",
+                          (unsigned long long)c->x_dim * sizeof(float),
+                          (unsigned long long)c->expect_dim * sizeof(float), c->expect_dim);
+        return s_fail(c, "'x' is %llu bytes, expected %llu (dim %u x %u positions)",
+                      (unsigned long long)c->x_dim * sizeof(float),
+                      (unsigned long long)c->expect_dim * n * sizeof(float), c->expect_dim, n);
+    }
+    a->dim = dim;
+    return 0;
+}
+
 int proto_decode(const void *frame, size_t len, uint32_t expect_dim, proto_msg *out, char *err,
                  size_t errlen)
 {
+    return proto_decode_n(frame, len, expect_dim, 1, out, err, errlen);
+}
+
+int proto_decode_n(const void *frame, size_t len, uint32_t expect_dim, uint32_t max_pos,
+                   proto_msg *out, char *err, size_t errlen)
+{
     s_cur c = {.p = frame, .len = len, .err = err, .errlen = errlen, .what = "frame",
-               .expect_dim = expect_dim};
+               .expect_dim = expect_dim, .max_pos = max_pos};
     s_tok t;
     uint64_t v = 0, type = 0;
     if (err && errlen)
         err[0] = '\0';
     if (!frame || !out)
         return s_fail(&c, "no frame");
-    if (len > PROTO_MAX_FRAME)
-        return s_fail(&c, "%zu bytes, max %u", len, PROTO_MAX_FRAME);
+    if (max_pos < 1 || max_pos > PROTO_MAX_BATCH)
+        return s_fail(&c, "max_pos %u, expected 1..%d", max_pos, PROTO_MAX_BATCH);
+    size_t limit = max_pos == 1 ? PROTO_MAX_FRAME
+                                : proto_frame_limit(expect_dim ? expect_dim : PROTO_MAX_DIM,
+                                                    max_pos);
+    if (len > limit)
+        return s_fail(&c, "%zu bytes, max %zu", len, limit);
     if (expect_dim > PROTO_MAX_DIM)
         return s_fail(&c, "expect_dim %u, max %d", expect_dim, PROTO_MAX_DIM);
     if (s_next(&c, &t) < 0)
@@ -832,7 +906,12 @@ int proto_decode(const void *frame, size_t len, uint32_t expect_dim, proto_msg *
         if (c.n_ck != a->last - a->first)
             return s_fail(&c, "'ck' has %u entries, expected %u (layers %u..%u)", c.n_ck,
                           a->last - a->first, a->first, a->last);
+        if (a->n_ctx && (!a->sessions || !a->max_batch))
+            return s_fail(&c, "a real model ('ctx' %u) needs 'ns' >= 1 and 'mb' >= 1 "
+                          "(got %u, %u)", a->n_ctx, a->sessions, a->max_batch);
     }
+    if ((type == MSG_ACT || type == MSG_RESULT) && s_act_x(&c, &out->u.act) < 0)
+        return -1;
     if (type == MSG_CHUNK && out->u.chunk.data)
         memcpy(out->u.chunk.data, c.x, c.x_dim);
     if ((type == MSG_ACT || type == MSG_RESULT) && out->u.act.x)
@@ -845,7 +924,8 @@ int proto_peek(const void *frame, size_t len, uint32_t *version, uint32_t *type)
     s_cur c = {.p = frame, .len = len, .what = "peek"};
     s_tok t;
     int have_v = 0, have_t = 0;
-    if (!frame || len > PROTO_MAX_FRAME || s_next(&c, &t) < 0 || t.kind != K_MAP)
+    if (!frame || len > proto_frame_limit(PROTO_MAX_DIM, PROTO_MAX_BATCH) || s_next(&c, &t) < 0 ||
+        t.kind != K_MAP)
         return -1;
     for (uint64_t i = 0; i < t.n && !(have_v && have_t); i++) {
         s_tok k;
@@ -868,4 +948,16 @@ int proto_peek(const void *frame, size_t len, uint32_t *version, uint32_t *type)
         }
     }
     return have_v && have_t ? 0 : -1;
+}
+
+int proto_assign_check(const msg_assign *a, const msg_hello *peer, char *err, size_t errlen)
+{
+    if (a->n_ctx && !(peer->caps & PROTO_CAP_LLM)) {
+        snprintf(err, errlen, "worker %s does not announce real-model support (caps 0x%x, "
+                 "PROTO_CAP_LLM 0x%x missing): cannot assign it layers %u..%u of %s with KV "
+                 "caches", peer->id, peer->caps, PROTO_CAP_LLM, a->first, a->last,
+                 a->model_path);
+        return -1;
+    }
+    return 0;
 }

@@ -8,7 +8,8 @@
  * docs/design.md): the frame must be at most PROTO_MAX_FRAME bytes, every container/str/bin
  * length is bounded by the bytes remaining before anything is allocated, each known key must
  * have the right type and a value in range, required keys must be present, the activation
- * length must equal 4*dim for the dimension the caller expects, and the whole frame must be
+ * length must equal 4*dim*n_pos for the dimension the caller expects and at most the
+ * positions it allows (proto_decode_n), and the whole frame must be
  * consumed (no trailing bytes). Unknown keys are skipped and keys added later are optional
  * (forward and backward compatibility within a version). A failing decode returns -1 with a
  * one-line reason in err and leaves the output untouched except for scratch fields.
@@ -33,6 +34,10 @@
 #define PROTO_MAX_PATH 1024           /* bytes in a model path (incl. NUL) */
 #define PROTO_KEY_LEN 41              /* Z85 CURVE key (40 chars) + NUL */
 #define PROTO_MAX_CHUNK (1u << 20)    /* bytes of model file in one chunk */
+#define PROTO_MAX_BATCH 4096          /* positions in one act (a prompt's batch) */
+/* Bytes an act frame may hold beside its x: the keys, a full trace (64 stages x 6 uints of at
+ * most 9 bytes: 3.5 KiB) and slack for keys a later version adds. */
+#define PROTO_FRAME_HEADROOM (64u << 10)
 
 /* Message types: values are pinned; never renumber, only append. */
 typedef enum {
@@ -48,9 +53,11 @@ typedef enum {
     MSG_BYE = 10,
     MSG_FETCH = 11,       /* worker -> coordinator: send me these bytes of the model file */
     MSG_CHUNK = 12,       /* coordinator -> worker: the bytes, with their hash */
-    MSG_TYPE_MAX_ = 13
+    MSG_SESSION_END = 13, /* coordinator -> every worker: free this session's KV caches */
+    MSG_TYPE_MAX_ = 14
 } msg_type;
-_Static_assert(MSG_HELLO == 1 && MSG_ACT == 5 && MSG_BYE == 10 && MSG_CHUNK == 12,
+_Static_assert(MSG_HELLO == 1 && MSG_ACT == 5 && MSG_BYE == 10 && MSG_CHUNK == 12 &&
+                   MSG_SESSION_END == 13,
                "wire enum values are pinned");
 
 /* Error codes carried by MSG_ERROR (pinned). */
@@ -69,6 +76,11 @@ _Static_assert(PERR_VERSION == 1 && PERR_INTERNAL == 7, "error codes are pinned"
 /* Capability bits in hello. */
 #define PROTO_CAP_RESIDENT 0x1u  /* can hold layers resident */
 #define PROTO_CAP_NETEM 0x2u     /* applies a link profile to its incoming data link */
+/* Runs a real model's layers (llama, qwen2) with a KV cache per session, acts of several
+ * positions and session ends. A worker without it is never assigned a real model: the act's
+ * "np" and the assign's "ctx"/"ns"/"mb" are optional keys an older worker would skip, so it
+ * would take a batch for one position (its x-length check refuses that) or keep no caches. */
+#define PROTO_CAP_LLM 0x4u
 
 typedef struct {
     char id[PROTO_MAX_STR];        /* worker id, e.g. "w0" */
@@ -90,6 +102,12 @@ typedef struct {
     uint32_t threads;              /* BLAS threads the worker should use */
     uint64_t cap_bytes;            /* the cap the coordinator planned with */
     uint64_t header_bytes;         /* file bytes before the first tensor (fetch starts there) */
+    /* A real model (optional keys, 0 for the dense lab model): the KV cache each of the
+     * worker's layers keeps per session, how many sessions at once, and the most positions
+     * one act carries (the worker sizes its frame limit and scratch from it). */
+    uint32_t n_ctx;                /* positions per session's cache; 0 = dense, no caches */
+    uint32_t sessions;             /* 1.. when n_ctx > 0 */
+    uint32_t max_batch;            /* 1..PROTO_MAX_BATCH when n_ctx > 0 */
 } msg_assign;
 
 typedef struct {
@@ -139,10 +157,12 @@ typedef struct {
     uint64_t step;                 /* step index */
     uint64_t epoch;                /* route epoch it was sent under */
     uint32_t hop;                  /* position in the route of the receiver */
-    uint64_t session;              /* reserved: transformer session id (0 = none) */
-    uint64_t pos;                  /* reserved: token position */
-    uint32_t dim;                  /* floats in x */
-    float *x;                      /* encode: source; decode: caller's buffer of >= dim floats */
+    uint64_t session;              /* a real model's session id (0 = none: the dense model) */
+    uint64_t pos;                  /* the first position x holds */
+    uint32_t n_pos;                /* positions in x (optional "np"; 0 and 1 both mean one) */
+    uint32_t dim;                  /* floats per position */
+    float *x;                      /* n_pos x dim floats, row-major. encode: source; decode:
+                                    * caller's buffer of >= dim x the positions it allows */
     uint32_t n_trace;
     msg_trace trace[PROTO_MAX_TRACE];
 } msg_act;                         /* MSG_ACT and MSG_RESULT share this body */
@@ -181,6 +201,12 @@ typedef struct {
     uint64_t bytes_in, bytes_out;  /* data-plane frame bytes */
 } msg_stats;
 
+/* The coordinator ends a session: every worker frees its KV caches for it. */
+typedef struct {
+    uint64_t session;              /* >= 1 */
+    uint64_t epoch;                /* route epoch it was sent under */
+} msg_session_end;
+
 typedef struct {
     uint32_t code;                 /* proto_err */
     char text[PROTO_MAX_STR];
@@ -206,6 +232,7 @@ typedef struct {
         msg_bye bye;
         msg_fetch fetch;
         msg_chunk chunk;           /* set u.chunk.data before every decode, like act.x */
+        msg_session_end send;
     } u;
 } proto_msg;
 
@@ -228,6 +255,16 @@ int proto_encode_error(proto_buf *b, const msg_error *m);
 int proto_encode_bye(proto_buf *b, const msg_bye *m);
 int proto_encode_fetch(proto_buf *b, const msg_fetch *m);
 int proto_encode_chunk(proto_buf *b, const msg_chunk *m);
+int proto_encode_session_end(proto_buf *b, const msg_session_end *m);
+
+/* The largest frame a peer must accept for acts of up to max_pos positions of dim floats:
+ * PROTO_MAX_FRAME, or the batch's bytes plus PROTO_FRAME_HEADROOM when larger. What the
+ * sockets' ZMQ_MAXMSGSIZE is set to, so the limit follows from the configured batch. */
+size_t proto_frame_limit(uint32_t dim, uint32_t max_pos);
+
+/* May this assignment go to the worker that said hello? 0, or -1 with err naming the worker
+ * when a real model (n_ctx > 0) would go to a worker without PROTO_CAP_LLM. */
+int proto_assign_check(const msg_assign *a, const msg_hello *peer, char *err, size_t errlen);
 
 /* Peek: version and type only, without full validation; -1 if not a map with v and t. */
 int proto_peek(const void *frame, size_t len, uint32_t *version, uint32_t *type);
@@ -240,6 +277,12 @@ int proto_peek(const void *frame, size_t len, uint32_t *version, uint32_t *type)
  * bytes, expected 16384"). */
 int proto_decode(const void *frame, size_t len, uint32_t expect_dim, proto_msg *out, char *err,
                  size_t errlen);
+/* The same, allowing acts of up to max_pos positions (1..PROTO_MAX_BATCH): the caller's x
+ * holds max_pos x expect_dim floats (x PROTO_MAX_DIM when expect_dim is 0), and a frame may be
+ * proto_frame_limit(expect_dim, max_pos) bytes. proto_decode is max_pos 1: an act of several
+ * positions is refused, naming its count. */
+int proto_decode_n(const void *frame, size_t len, uint32_t expect_dim, uint32_t max_pos,
+                   proto_msg *out, char *err, size_t errlen);
 
 const char *proto_type_name(uint32_t type);
 

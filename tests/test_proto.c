@@ -18,7 +18,7 @@
 #define T_MAX_ENT 32
 
 static uint8_t t_frame[T_MAX_FRAME]; /* scratch for mutated frames */
-static float t_x[PROTO_MAX_DIM], t_y[PROTO_MAX_DIM];
+static float t_x[PROTO_MAX_DIM * 64], t_y[PROTO_MAX_DIM * 64]; /* acts of up to 64 positions */
 static char t_err[512];
 static proto_msg t_in, t_out;
 
@@ -206,6 +206,9 @@ static void t_fill(uint32_t type, proto_msg *m, uint32_t dim, uint32_t n_trace)
         for (uint32_t i = 0; i < dim; i++)
             t_x[i] = (float)i;
         break;
+    case MSG_SESSION_END:
+        m->u.send = (msg_session_end){.session = 0xabcdef, .epoch = 4};
+        break;
     }
 }
 
@@ -224,6 +227,7 @@ static int t_encode(proto_buf *b, const proto_msg *m)
     case MSG_BYE: return proto_encode_bye(b, &m->u.bye);
     case MSG_FETCH: return proto_encode_fetch(b, &m->u.fetch);
     case MSG_CHUNK: return proto_encode_chunk(b, &m->u.chunk);
+    case MSG_SESSION_END: return proto_encode_session_end(b, &m->u.send);
     }
     return -1;
 }
@@ -240,6 +244,7 @@ static size_t t_body_size(uint32_t type)
     case MSG_ERROR: return sizeof(msg_error);
     case MSG_BYE: return sizeof(msg_bye);
     case MSG_FETCH: return sizeof(msg_fetch);
+    case MSG_SESSION_END: return sizeof(msg_session_end);
     }
     return 0;
 }
@@ -286,9 +291,9 @@ static int t_same(const proto_msg *a, const proto_msg *b)
     const msg_act *x = &a->u.act, *y = &b->u.act;
     if (x->req != y->req || x->step != y->step || x->epoch != y->epoch || x->hop != y->hop ||
         x->session != y->session || x->pos != y->pos || x->dim != y->dim ||
-        x->n_trace != y->n_trace)
+        x->n_pos != y->n_pos || x->n_trace != y->n_trace)
         return 0;
-    if (y->x && memcmp(x->x, y->x, x->dim * sizeof(float)) != 0)
+    if (y->x && memcmp(x->x, y->x, (size_t)x->dim * (x->n_pos ? x->n_pos : 1) * sizeof(float)))
         return 0;
     for (uint32_t i = 0; i < x->n_trace; i++) {
         const msg_trace *s = &x->trace[i], *t = &y->trace[i];
@@ -440,7 +445,10 @@ static void test_oversized(proto_buf *b)
     CHECK(t_decode(big, PROTO_MAX_FRAME + 1, 0) == -1 && strstr(t_err, "max"),
           "frame of max+1 bytes: %s", t_err);
     uint32_t v, t;
-    CHECK(proto_peek(big, PROTO_MAX_FRAME + 1, &v, &t) == -1, "peek of max+1 bytes");
+    /* peek reads v and t of anything up to the largest batch's frame (the worker routes a
+     * frame by its type before the decode that knows its limit) */
+    CHECK(proto_peek(big, PROTO_MAX_FRAME + 1, &v, &t) == 0 && t == MSG_ACT,
+          "peek of max+1 bytes");
     free(big);
 
     /* Headers that claim 4 GiB (or 4 G entries) where the frame has a few bytes left. */
@@ -529,9 +537,16 @@ static void test_keys(proto_buf *b)
             memcpy(m + i, e + i + 1, (n - i - 1) * sizeof(*e));
             len = t_join(m, n - 1);
             int rc = t_decode(t_frame, len, 0);
-            /* The heartbeat's progress keys came later: absent, they decode as zero. */
+            /* The heartbeat's progress keys came later: absent, they decode as zero. So did
+             * the real model's keys (an act's positions, an assign's caches). */
             int optional = type == MSG_HEARTBEAT && i >= 4;
-            if (optional)
+            int later = !strcmp(e[i].name, "np") ||
+                        (type == MSG_ASSIGN && (!strcmp(e[i].name, "ctx") ||
+                                                !strcmp(e[i].name, "ns") ||
+                                                !strcmp(e[i].name, "mb")));
+            if (later)
+                CHECK(rc == 0, "%s without optional '%s': rc %d, %s", tn, e[i].name, rc, t_err);
+            else if (optional)
                 CHECK(rc == 0 && t_out.u.hb.seq == 12 &&
                       (t_out.u.hb.busy_ns | t_out.u.hb.acts | t_out.u.hb.queued) ==
                           (i == 4 ? 77 | 5 : i == 5 ? 3000000000ull | 5 : 3000000000ull | 77),
@@ -905,6 +920,125 @@ static void test_garbage(proto_buf *b)
            8 + sizeof(special), outcome[0], outcome[1], outcome[2]);
 }
 
+/* Acts of several positions (a prompt's batch), session ends, the real-model assign and the
+ * capability it needs. */
+static void test_batch(proto_buf *b)
+{
+    /* 4 positions of 16: round trip where 4 are allowed; refused by a one-position decoder */
+    t_fill(MSG_ACT, &t_in, 16, 2);
+    t_in.u.act.n_pos = 4;
+    for (uint32_t i = 0; i < 64; i++)
+        t_x[i] = (float)i * 0.5f - 7.0f;
+    CHECK(t_encode(b, &t_in) == 0, "encode an act of 4 positions");
+    memset(&t_out, 0, sizeof(t_out));
+    t_out.u.act.x = t_y;
+    int rc = proto_decode_n(proto_buf_data(b), proto_buf_len(b), 16, 4, &t_out, t_err,
+                            sizeof t_err);
+    CHECK(rc == 0 && t_same(&t_in, &t_out) && t_out.u.act.dim == 16 && t_out.u.act.n_pos == 4,
+          "4 x 16 round trip: rc %d dim %u np %u %s", rc, t_out.u.act.dim, t_out.u.act.n_pos,
+          t_err);
+    rc = t_decode(proto_buf_data(b), proto_buf_len(b), 16);
+    CHECK(rc == -1 && strstr(t_err, "4 positions ('np'), at most 1 expected"),
+          "a one-position decoder refuses 4: rc %d %s", rc, t_err);
+    rc = proto_decode_n(proto_buf_data(b), proto_buf_len(b), 16, 3, &t_out, t_err, sizeof t_err);
+    CHECK(rc == -1 && strstr(t_err, "at most 3"), "max_pos 3 refuses 4: rc %d %s", rc, t_err);
+    rc = proto_decode_n(proto_buf_data(b), proto_buf_len(b), 32, 4, &t_out, t_err, sizeof t_err);
+    CHECK(rc == -1 && strstr(t_err, "(dim 32 x 4 positions)"), "4 x 16 where dim 32: rc %d %s",
+          rc, t_err);
+    rc = proto_decode_n(proto_buf_data(b), proto_buf_len(b), 0, 4, &t_out, t_err, sizeof t_err);
+    CHECK(rc == 0 && t_out.u.act.dim == 16, "any dim: rc %d dim %u", rc, t_out.u.act.dim);
+    /* np = 3 over 64 floats: not whole positions */
+    t_ent e[T_MAX_ENT];
+    size_t n = t_split(proto_buf_data(b), e);
+    static const uint8_t three[] = {0x03}, zero[] = {0x00}, big[] = {0xcd, 0x10, 0x01};
+    size_t j = t_find(e, n, "np");
+    e[j].v = three;
+    e[j].vn = 1;
+    size_t len = t_join(e, n);
+    rc = proto_decode_n(t_frame, len, 0, 4, &t_out, t_err, sizeof t_err);
+    CHECK(rc == -1 && strstr(t_err, "not 3 whole positions"), "np 3 over 64 floats: rc %d %s",
+          rc, t_err);
+    e[j].v = big; /* 4097 */
+    e[j].vn = sizeof big;
+    len = t_join(e, n);
+    rc = proto_decode_n(t_frame, len, 0, 4, &t_out, t_err, sizeof t_err);
+    CHECK(rc == -1 && strstr(t_err, "'np'"), "np 4097: rc %d %s", rc, t_err);
+    e[j].v = zero; /* 0 is one position: 64 floats of dim 64 */
+    e[j].vn = 1;
+    len = t_join(e, n);
+    rc = proto_decode_n(t_frame, len, 0, 4, &t_out, t_err, sizeof t_err);
+    CHECK(rc == 0 && t_out.u.act.dim == 64, "np 0: rc %d dim %u %s", rc, t_out.u.act.dim, t_err);
+    t_in.u.act.n_pos = PROTO_MAX_BATCH + 1;
+    CHECK(proto_encode_act(b, MSG_ACT, &t_in.u.act) == -1, "encode np max+1");
+
+    /* The frame limit follows from the batch: 64 positions of PROTO_MAX_DIM is 16 MiB of x,
+     * over PROTO_MAX_FRAME; a decoder allowing 64 takes it, one allowing 63 or 1 does not. */
+    CHECK(proto_frame_limit(4096, 64) == PROTO_MAX_FRAME &&
+              proto_frame_limit(PROTO_MAX_DIM, 64) ==
+                  (size_t)PROTO_MAX_DIM * 64 * 4 + PROTO_FRAME_HEADROOM,
+          "frame limits: %zu, %zu", proto_frame_limit(4096, 64),
+          proto_frame_limit(PROTO_MAX_DIM, 64));
+    t_fill(MSG_ACT, &t_in, PROTO_MAX_DIM, PROTO_MAX_TRACE);
+    t_in.u.act.n_pos = 64;
+    for (size_t i = 0; i < (size_t)PROTO_MAX_DIM * 64; i++)
+        t_x[i] = (float)(i % 1000);
+    CHECK(t_encode(b, &t_in) == 0 && proto_buf_len(b) > PROTO_MAX_FRAME &&
+              proto_buf_len(b) <= proto_frame_limit(PROTO_MAX_DIM, 64),
+          "encode 64 x %d: %zu bytes", PROTO_MAX_DIM, proto_buf_len(b));
+    memset(&t_out, 0, sizeof(t_out));
+    t_out.u.act.x = t_y;
+    rc = proto_decode_n(proto_buf_data(b), proto_buf_len(b), PROTO_MAX_DIM, 64, &t_out, t_err,
+                        sizeof t_err);
+    CHECK(rc == 0 && t_same(&t_in, &t_out), "64 x %d round trip: rc %d %s", PROTO_MAX_DIM, rc,
+          t_err);
+    rc = proto_decode_n(proto_buf_data(b), proto_buf_len(b), PROTO_MAX_DIM, 63, &t_out, t_err,
+                        sizeof t_err);
+    CHECK(rc == -1 && strstr(t_err, "max"), "a decoder of 63 refuses the frame: %s", t_err);
+    rc = t_decode(proto_buf_data(b), proto_buf_len(b), PROTO_MAX_DIM);
+    CHECK(rc == -1 && strstr(t_err, "max 16777216"), "proto_decode refuses it: %s", t_err);
+    rc = proto_decode_n(proto_buf_data(b), proto_buf_len(b), 0, PROTO_MAX_BATCH + 1, &t_out,
+                        t_err, sizeof t_err);
+    CHECK(rc == -1 && strstr(t_err, "max_pos"), "max_pos out of range: %s", t_err);
+
+    /* session end: session 0 is not a session */
+    t_fill(MSG_SESSION_END, &t_in, 0, 0);
+    t_in.u.send.session = 0;
+    CHECK(proto_encode_session_end(b, &t_in.u.send) == -1, "encode session_end of session 0");
+
+    /* the real-model assign: ctx needs ns and mb; a worker without PROTO_CAP_LLM is refused */
+    t_fill(MSG_ASSIGN, &t_in, 0, 0);
+    t_in.u.assign.n_ctx = 2048;
+    t_in.u.assign.sessions = 4;
+    t_in.u.assign.max_batch = 64;
+    CHECK(t_encode(b, &t_in) == 0 && t_decode(proto_buf_data(b), proto_buf_len(b), 0) == 0 &&
+              t_same(&t_in, &t_out) && t_out.u.assign.n_ctx == 2048,
+          "real-model assign round trip: %s", t_err);
+    n = t_split(proto_buf_data(b), e);
+    j = t_find(e, n, "ns");
+    e[j].v = zero;
+    e[j].vn = 1;
+    len = t_join(e, n);
+    CHECK(t_decode(t_frame, len, 0) == -1 && strstr(t_err, "'ns' >= 1"),
+          "ctx without sessions: %s", t_err);
+    t_in.u.assign.max_batch = 0;
+    CHECK(proto_encode_assign(b, &t_in.u.assign) == -1, "encode ctx without mb");
+    t_in.u.assign.max_batch = 64;
+    msg_hello h;
+    memset(&h, 0, sizeof h);
+    snprintf(h.id, sizeof h.id, "w2");
+    h.caps = PROTO_CAP_RESIDENT | PROTO_CAP_NETEM;
+    char why[512];
+    CHECK(proto_assign_check(&t_in.u.assign, &h, why, sizeof why) == -1 && strstr(why, "w2") &&
+              strstr(why, "real-model"),
+          "a real model to a worker without the bit: '%s'", why);
+    h.caps |= PROTO_CAP_LLM;
+    CHECK(proto_assign_check(&t_in.u.assign, &h, why, sizeof why) == 0, "with the bit");
+    h.caps = PROTO_CAP_RESIDENT;
+    t_in.u.assign.n_ctx = 0;
+    CHECK(proto_assign_check(&t_in.u.assign, &h, why, sizeof why) == 0,
+          "the dense model to an old worker");
+}
+
 static void test_speed(proto_buf *b)
 {
     const int iters = 20000;
@@ -941,6 +1075,12 @@ static int s_write_corpus(const char *dir)
             t_in.u.assign.first = 4;
             t_in.u.assign.last = 8;
         }
+        if (type == MSG_ASSIGN) /* a real model's: the optional keys set */
+            t_in.u.assign = (msg_assign){.n_ctx = 256, .sessions = 2, .max_batch = 4,
+                                         .model_path = "m.gguf", .n_layers = 8, .dim = 16,
+                                         .first = 4, .last = 8};
+        if (type == MSG_ACT) /* an act of 2 positions of 8 */
+            t_in.u.act.n_pos = 2;
         if (t_encode(b, &t_in) != 0)
             goto err;
         snprintf(path, sizeof(path), "%s/%s.msgpack", dir, proto_type_name(type));
@@ -1018,6 +1158,7 @@ int main(int argc, char **argv)
     test_keys(b);
     test_values(b);
     test_garbage(b);
+    test_batch(b);
     test_speed(b);
     test_regressions();
     proto_buf_free(&b);

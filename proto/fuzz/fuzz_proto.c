@@ -13,16 +13,16 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-static float s_x[PROTO_MAX_DIM];
+static float s_x[PROTO_MAX_DIM * 4]; /* acts of up to 4 positions */
 static proto_msg s_msg;
 
 /* A decode must return 0, -1 or -2, and give a NUL-terminated reason whenever it fails. */
-static void s_decode(const uint8_t *data, size_t size, uint32_t expect_dim)
+static void s_decode(const uint8_t *data, size_t size, uint32_t expect_dim, uint32_t max_pos)
 {
     char err[256];
     memset(&s_msg, 0, sizeof(s_msg));
     s_msg.u.act.x = s_x;
-    int rc = proto_decode(data, size, expect_dim, &s_msg, err, sizeof(err));
+    int rc = proto_decode_n(data, size, expect_dim, max_pos, &s_msg, err, sizeof(err));
     if (rc != 0 && rc != -1 && rc != -2)
         abort();
     if (rc != 0 && (err[0] == '\0' || strnlen(err, sizeof(err)) == sizeof(err)))
@@ -31,15 +31,18 @@ static void s_decode(const uint8_t *data, size_t size, uint32_t expect_dim)
         abort();
     if (rc == 0 && (s_msg.type == MSG_ACT || s_msg.type == MSG_RESULT) &&
         (s_msg.u.act.dim == 0 || s_msg.u.act.dim > PROTO_MAX_DIM ||
-         s_msg.u.act.n_trace > PROTO_MAX_TRACE || (expect_dim && s_msg.u.act.dim != expect_dim)))
+         s_msg.u.act.n_trace > PROTO_MAX_TRACE || (expect_dim && s_msg.u.act.dim != expect_dim) ||
+         (s_msg.u.act.n_pos > 1 && s_msg.u.act.n_pos > max_pos)))
         abort();
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     uint32_t v, t;
-    s_decode(data, size, 0);
-    s_decode(data, size, 16);
+    s_decode(data, size, 0, 1);
+    s_decode(data, size, 16, 1);
+    s_decode(data, size, 0, 4);
+    s_decode(data, size, 8, 4);
     (void)proto_peek(data, size, &v, &t);
     return 0;
 }
