@@ -214,20 +214,18 @@ uint64_t partition_layer_bytes(const arch_layer *l)
     return b;
 }
 
-/* A worker's buffers besides its layers and caches: the layer run's scratch for max_batch
- * positions (llama_run_init's ten (P, width) buffers, five vectors, one attention row of the
- * context per thread; the dense layer's two vectors) and one message in, one out, each
- * max_batch x dim f32 plus 4 KiB for the envelope. */
+uint64_t partition_llm_held(const arch_model *am, const partition_llm_opts *o)
+{
+    uint64_t th = o->threads ? o->threads : 1;
+    return (uint64_t)am->hp.dim * o->max_batch * 4 * 2 + 2 * 4096 + th * o->n_ctx * 4;
+}
+
+/* A worker's buffers besides its layers and caches: what the executor plans for a layer run
+ * of max_batch positions (arch_run_bytes and two alignment pads: its own fixed bytes), plus
+ * partition_llm_held. */
 static uint64_t s_buffers(const arch_model *am, const partition_llm_opts *o)
 {
-    const arch_hparams *hp = &am->hp;
-    uint64_t P = o->max_batch, d = hp->dim, kvd = (uint64_t)hp->n_head_kv * hp->head_dim,
-             ff = hp->n_ff, wide = d > ff ? d : ff, th = o->threads ? o->threads : 1;
-    uint64_t scratch = hp->id == ARCH_DENSE
-                           ? 2 * d * 4 + 2 * EXEC_ALIGN
-                           : 4 * (P * (5 * d + 2 * kvd + 2 * ff + wide) + 3 * d + 2 * kvd +
-                                  th * o->n_ctx);
-    return scratch + 2 * (P * d * 4 + 4096);
+    return arch_run_bytes(am, o->max_batch) + 2 * EXEC_ALIGN + partition_llm_held(am, o);
 }
 
 int partition_llm(const arch_model *am, const partition_llm_opts *o, uint32_t n_workers,

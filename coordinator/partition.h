@@ -57,6 +57,11 @@ typedef struct {
 int partition_llm(const arch_model *am, const partition_llm_opts *o, uint32_t n_workers,
                   const uint64_t *caps, partition_llm_plan *p, char *err, size_t errlen);
 
+/* What a worker holds under its cap beside the executor's plan (its exec_opts.held_bytes
+ * with the range's KV caches added): one message in and one out of max_batch x dim f32 with
+ * 4 KiB of envelope each, and one attention row of the context per thread. */
+uint64_t partition_llm_held(const arch_model *am, const partition_llm_opts *o);
+
 /* Bytes one layer takes resident: each tensor in its own EXEC_ALIGN-aligned buffer with the
  * aligned read's slack, the executor's rule for resident tensors. */
 uint64_t partition_layer_bytes(const arch_layer *l);

@@ -8,6 +8,7 @@
 
 #include "check.h"
 #include "common/exec.h"
+#include "common/exec_int.h"
 #include "coordinator/partition.h"
 
 /* Best largest stage over every contiguous cut of L layers into n non-empty stages, stage i
@@ -55,6 +56,8 @@ static void s_tensor(arch_tensor *t, uint64_t rows, uint64_t cols, uint64_t elem
     t->rows = rows;
     t->cols = cols;
     t->nbytes = rows * cols * elem_bytes;
+    t->row_bytes = cols * elem_bytes;
+    t->type = elem_bytes == 4 ? 0 : 1; /* ggml F32, F16 */
     t->is_matrix = rows > 1;
 }
 
@@ -192,6 +195,30 @@ int main(void)
                   p.head_bytes > p.layer_weight[0] / 2,
               "embedding at %s, head at %s (%llu B)", p.embedding_at, p.head_at,
               (unsigned long long)p.head_bytes);
+        /* The worker plans with the executor's own rule: a cap of exactly the plan's need
+         * holds the range resident, a byte less does not. */
+        CHECK(partition_layer_bytes(&layers[0]) == exec_arch_layer_bytes(&layers[0]),
+              "layer bytes: partition %llu, executor %llu",
+              (unsigned long long)partition_layer_bytes(&layers[0]),
+              (unsigned long long)exec_arch_layer_bytes(&layers[0]));
+        for (uint32_t i = 0; rc == 0 && i < 4; i++) {
+            exec_opts eo;
+            exec_plan ep;
+            uint64_t kv = 0;
+            for (uint32_t l = p.first[i]; l < p.last[i]; l++)
+                kv += p.layer_kv[l];
+            exec_opts_worker(&eo, p.need[i]);
+            eo.max_pos = o.max_batch;
+            eo.held_bytes = kv + partition_llm_held(&am, &o);
+            int ok = exec_plan_make_arch(&am, p.first[i], p.last[i], &eo, &ep, err, sizeof err);
+            CHECK(ok == 0 && ep.n_resident == p.last[i] - p.first[i] && ep.working_set <=
+                      p.need[i], "worker %u under its planned need: rc %d ws %llu need %llu %s",
+                  i, ok, (unsigned long long)ep.working_set, (unsigned long long)p.need[i],
+                  err);
+            eo.budget_bytes = p.need[i] - 1;
+            ok = exec_plan_make_arch(&am, p.first[i], p.last[i], &eo, &ep, err, sizeof err);
+            CHECK(ok == -1, "worker %u a byte under: rc %d", i, ok);
+        }
         uint64_t small_caps[4] = { 16ull << 20, 600ull << 20, 600ull << 20, 600ull << 20 };
         rc = partition_llm(&am, &o, 4, small_caps, &p, err, sizeof err);
         CHECK(rc == -1 && strstr(err, "worker 0's cap of 16.0 MiB holds no layer"),
