@@ -157,18 +157,23 @@ int main(void)
         static partition_llm_plan p;
         uint64_t caps[4] = { 600ull << 20, 600ull << 20, 600ull << 20, 600ull << 20 };
         int rc = partition_llm(&am, &o, 3, caps, &p, err, sizeof err);
-        /* 84 MiB of weights and 16 MiB of KV (4 x 2048 x 2 KiB) a layer: 22 need 2.1 GiB */
+        /* 84 MiB of weights and 16 MiB of KV (4 x 2048 x 2 KiB) a layer: 22 need 2.2 GiB */
         CHECK(rc == -1 && strstr(err, "short by") && strstr(err, "4 sessions x 2048 positions")
                   && strstr(err, "16.0 MiB KV") && strstr(err, "overhead"),
               "3 x 600 MiB: rc %d '%s'", rc, err);
+        printf("TinyLlama f16, 4 sessions x 2048, 3 x 600 MiB: %s\n", err);
         /* 4 x 583 MiB of budget hold 2.2 GiB in total, but 5 layers of 100 MiB a worker is
          * 20 of 22: no contiguous cut, and the error says so */
         rc = partition_llm(&am, &o, 4, caps, &p, err, sizeof err);
         CHECK(rc == -1 && strstr(err, "no contiguous split"),
               "4 x 600 MiB with 4 sessions of 2048: rc %d '%s'", rc, err);
+        printf("TinyLlama f16, 4 sessions x 2048, 4 x 600 MiB: %s\n", err);
         o.sessions = 1;
         rc = partition_llm(&am, &o, 4, caps, &p, err, sizeof err);
         CHECK(rc == 0, "4 x 600 MiB, one session: rc %d '%s'", rc, err);
+        for (uint32_t i = 0; rc == 0 && i < 4; i++)
+            printf("TinyLlama f16, 1 session x 2048, 4 x 600 MiB: worker %u layers [%u, %u) "
+                   "needs %.1f MiB\n", i, p.first[i], p.last[i], p.need[i] / 1048576.0);
         uint64_t at = 0;
         for (uint32_t i = 0; rc == 0 && i < 4; i++) {
             uint64_t need = p.overhead_bytes + p.buffer_bytes;
