@@ -19,22 +19,28 @@ sw g gen --arch llama --dim 64 --layers 6 --heads 4 --kv-heads 2 --ff 96 \
 # 3 equal workers: 2 layers each, every worker's need within its cap, KV = 4 x 256 x 256 B
 sw p3 plan "$T/m.gguf" --workers 3 --cap 64M --sessions 4 --ctx 256; expect_rc p3 0
 o="$T/p3.out"
-eq "p3 ranges" "$(jfield "$o" workers.0.last),$(jfield "$o" workers.1.last),$(jfield "$o" workers.2.last)" "2,4,6"
+ends="$(jfield "$o" workers.0.last),$(jfield "$o" workers.1.last),$(jfield "$o" workers.2.last)"
+eq "p3 ranges" "$ends" "2,4,6"
 eq "p3 embedding" "$(jfield "$o" embedding_at)" coordinator
 eq "p3 head" "$(jfield "$o" head_at)" coordinator
 eq "p3 kv per position" "$(jfield "$o" kv_bytes_per_pos_layer)" 256
 eq "p3 kv of worker 0" "$(jfield "$o" workers.0.kv_bytes)" $((2 * 4 * 256 * 256))
-python3 - "$o" <<'PY' && ok || bad "p3: a worker's need is not weights + KV + overhead + buffers within its cap"
+python3 - "$o" <<'PY' && ok || bad "p3: a need is not weights + KV + overhead + buffers, in cap"
 import json, sys
 p = json.loads(open(sys.argv[1]).read())
 for w in p["workers"]:
-    assert w["need_bytes"] == w["weight_bytes"] + w["kv_bytes"] + w["overhead_bytes"] + w["buffer_bytes"]
-    assert w["need_bytes"] <= w["cap_bytes"]
+    parts = w["weight_bytes"] + w["kv_bytes"] + w["overhead_bytes"] + w["buffer_bytes"]
+    assert w["need_bytes"] == parts and w["need_bytes"] <= w["cap_bytes"]
 PY
 
-# Uneven caps: the worker that barely clears its overhead and buffers gets one layer, the rest
-# share the others (a cap just above the 3-layer need of p3's numbers)
-need1=$(python3 -c "import json;p=json.load(open('$o'));w=p['workers'][0];print(w['overhead_bytes']+w['buffer_bytes']+(w['weight_bytes']+w['kv_bytes'])//2)")
+# Uneven caps: a worker whose cap is exactly one layer's need (overhead + buffers + one layer's
+# weights and KV, from p3's numbers) gets one layer, the others share the rest
+need1=$(python3 - "$o" <<'PY'
+import json, sys
+w = json.load(open(sys.argv[1]))["workers"][0]
+print(w["overhead_bytes"] + w["buffer_bytes"] + (w["weight_bytes"] + w["kv_bytes"]) // 2)
+PY
+)
 sw pu plan "$T/m.gguf" --caps "$need1,64M,64M" --sessions 4 --ctx 256; expect_rc pu 0
 eq "pu worker 0 holds one layer" "$(jfield "$T/pu.out" workers.0.last)" 1
 
