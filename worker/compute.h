@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "common/exec.h"
+#include "worker/slice.h"
 
 typedef struct compute compute_t;
 
@@ -30,6 +31,11 @@ void compute_free(compute_t **c);
 int compute_fd(const compute_t *c);
 /* Run exec_step(e, x) on the thread. -1 if a job is already running or collectable. */
 int compute_start(compute_t *c, exec_t *e, float *x, uint32_t dim);
+/* Run slice_step(s, session, pos0, n, x) on the thread: x is n x dim floats. A slowdown's
+ * extra passes run on a copy and rewrite the same cache rows with the same bits (rows are
+ * written by position), so the outcome is unchanged. -1 as compute_start. */
+int compute_start_slice(compute_t *c, slice_t *s, uint64_t session, uint32_t pos0, uint32_t n,
+                        float *x, uint32_t dim);
 /* 1 and the job's outcome if a finished job was waiting (0 ok, else err filled), 0 if none. */
 int compute_collect(compute_t *c, int *rc, exec_stats *st, uint64_t *compute_ns, char *err,
                     size_t errlen);

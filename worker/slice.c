@@ -60,7 +60,14 @@ static int s_slot_alloc(slice_t *s, s_slot *sl)
 
 slice_t *slice_new(const slice_opts *o, char *err, size_t errlen)
 {
+    int cap_short = 0;
+    return slice_new_ex(o, &cap_short, err, errlen);
+}
+
+slice_t *slice_new_ex(const slice_opts *o, int *cap_short, char *err, size_t errlen)
+{
     slice_t *s = calloc(1, sizeof *s);
+    *cap_short = 0;
     uint64_t *sums = NULL;
     char why[512];
     if (!s) {
@@ -110,6 +117,13 @@ slice_t *slice_new(const slice_opts *o, char *err, size_t errlen)
         snprintf(err, errlen, "%s", why);
         goto err;
     }
+    for (uint32_t l = o->first; o->expect_sums && l < o->last; l++)
+        if (sums[l] != o->expect_sums[l - o->first]) {
+            util_errf(err, errlen, o->path, "layer %u checksum %016llx differs from the "
+                      "coordinator's %016llx", l, (unsigned long long)sums[l],
+                      (unsigned long long)o->expect_sums[l - o->first]);
+            goto err;
+        }
     partition_llm_opts po = { .sessions = o->sessions, .n_ctx = o->n_ctx,
                               .max_batch = o->max_batch,
                               .threads = o->threads > 0 ? (uint32_t)o->threads : 1 };
@@ -121,6 +135,13 @@ slice_t *slice_new(const slice_opts *o, char *err, size_t errlen)
         arch_cost c;
         arch_layer_cost(&s->am, l, &c);
         eo.held_bytes += (uint64_t)o->sessions * o->n_ctx * c.kv_bytes_per_pos;
+    }
+    exec_plan plan;
+    if (o->cap_bytes &&
+        exec_plan_make_arch(&s->am, o->first, o->last, &eo, &plan, why, sizeof why)) {
+        *cap_short = 1;
+        snprintf(err, errlen, "%s", why);
+        goto err;
     }
     if (!(s->e = exec_new_arch(&s->am, o->path, sums, o->first, o->last, &eo, why, sizeof why))) {
         snprintf(err, errlen, "%s", why);
@@ -212,6 +233,7 @@ int slice_end(slice_t *s, uint64_t session)
 }
 
 uint32_t slice_dim(const slice_t *s) { return s->am.hp.dim; }
+uint64_t slice_loaded_bytes(const slice_t *s) { return exec_loaded_bytes(s->e); }
 uint64_t slice_kv_alloc_bytes(const slice_t *s) { return s->kv_alloc; }
 const exec_plan *slice_plan(const slice_t *s) { return exec_get_plan(s->e); }
 

@@ -31,6 +31,8 @@ typedef struct {
     uint32_t max_batch;           /* positions per step */
     uint64_t cap_bytes;           /* working-set cap (0 = none) */
     int threads;                  /* compute threads (same bits for any count) */
+    const uint64_t *expect_sums;  /* the coordinator's checksums of layers first..last-1, or
+                                   * NULL: a layer whose sum differs is refused */
 } slice_opts;
 
 typedef struct slice slice_t;
@@ -38,6 +40,10 @@ typedef struct slice slice_t;
 /* Open, plan under the cap, load and verify the range resident. NULL with err naming the
  * file, the range or the budget that is short and by how much. */
 slice_t *slice_new(const slice_opts *o, char *err, size_t errlen);
+/* The same; *cap_short is set to 1 when the refusal is the cap's (the plan does not fit). */
+slice_t *slice_new_ex(const slice_opts *o, int *cap_short, char *err, size_t errlen);
+/* Weight bytes loaded resident. */
+uint64_t slice_loaded_bytes(const slice_t *s);
 void slice_free(slice_t **s);
 /* Run the range over x (n x dim f32, row-major, in place) at positions pos0.. of session
  * (>= 1), taking a free slot for a new session. -1 with err naming the session when n is not

@@ -78,6 +78,8 @@ static void s_release(worker_t *w, const char *why)
     worker_fetch_stop(w, why);
     compute_wait(w->comp); /* an activation in progress is dropped: the route is gone */
     exec_free(&w->exec);
+    slice_free(&w->slice);
+    w->n_pend_end = 0;
     if (w->model_open)
         model_close(&w->model);
     w->model_open = 0;
@@ -105,11 +107,82 @@ static void s_on_hello(worker_t *w, const msg_hello *h)
 {
     (void)h;
     msg_hello me = { .cap_bytes = w->cap_bytes, .proto_version = PROTO_VERSION,
-                     .caps = PROTO_CAP_RESIDENT | PROTO_CAP_NETEM, .pid = (uint32_t)getpid() };
+                     .caps = PROTO_CAP_RESIDENT | PROTO_CAP_NETEM | PROTO_CAP_LLM,
+                     .pid = (uint32_t)getpid() };
     snprintf(me.id, sizeof me.id, "%s", w->id);
     snprintf(me.data_ep, sizeof me.data_ep, "%s", w->data_ep);
     snprintf(me.pubkey, sizeof me.pubkey, "%s", w->pub);
     if (proto_encode_hello(w->out, &me) == 0)
+        worker_send_ctl(w);
+}
+
+/* A real model's range: a slice with its sessions' caches, planned under the cap. */
+static void s_load_slice(worker_t *w, const msg_assign *a, const char *path, uint64_t t0)
+{
+    char err[1024];
+    msg_error e = { 0 };
+    int cap_short = 0;
+    uint64_t io0 = util_io_read_bytes();
+    compute_wait(w->comp); /* the thread borrows the slice: never free it under a job */
+    exec_free(&w->exec);
+    slice_free(&w->slice);
+    w->n_pend_end = 0;
+    if (w->model_open)
+        model_close(&w->model);
+    w->model_open = 0;
+    /* the pull socket takes frames up to PROTO_MAX_FRAME (set when it was bound) */
+    if (proto_frame_limit(a->dim, a->max_batch) > PROTO_MAX_FRAME) {
+        snprintf(err, sizeof err, "acts of %u x %u floats need frames of %zu bytes, over "
+                 "this worker's %u", a->max_batch, a->dim, proto_frame_limit(a->dim,
+                 a->max_batch), PROTO_MAX_FRAME);
+        e.code = PERR_CAP;
+        goto refuse;
+    }
+    slice_opts so = { .path = path, .first = a->first, .last = a->last, .n_ctx = a->n_ctx,
+                      .sessions = a->sessions, .max_batch = a->max_batch,
+                      .cap_bytes = w->cap_bytes, .threads = (int)(a->threads ? a->threads : 1),
+                      .expect_sums = a->checksums };
+    w->slice = slice_new_ex(&so, &cap_short, err, sizeof err);
+    if (!w->slice) {
+        e.code = cap_short ? PERR_CAP : PERR_MODEL;
+        goto refuse;
+    }
+    if (slice_dim(w->slice) != a->dim) {
+        snprintf(err, sizeof err, "%s: model differs from the coordinator's (dim %u vs %u)",
+                 a->model_path, slice_dim(w->slice), a->dim);
+        e.code = PERR_MODEL;
+        goto refuse;
+    }
+    w->first = a->first;
+    w->last = a->last;
+    w->dim = a->dim;
+    w->max_batch = a->max_batch;
+    free(w->x);
+    if (!(w->x = malloc(sizeof(float) * a->dim * a->max_batch))) {
+        snprintf(err, sizeof err, "out of memory");
+        e.code = PERR_INTERNAL;
+        goto refuse;
+    }
+    memset(&w->ready, 0, sizeof w->ready);
+    w->ready.bytes_loaded = slice_loaded_bytes(w->slice);
+    w->ready.load_ns = util_now_ns() - t0;
+    w->ready.read_bytes = util_io_read_bytes() - io0;
+    w->ready.peak_rss_bytes = util_vmhwm_bytes(0);
+    w->ready.cgroup_peak_bytes = cap_peak(&w->cap);
+    w->state = W_LOADED;
+    log_info("%s: loaded layers [%u, %u) of %s (%llu MiB), %u sessions x %u positions, in "
+             "%.1f ms", w->id, a->first, a->last, a->model_path,
+             (unsigned long long)(w->ready.bytes_loaded >> 20), a->sessions, a->n_ctx,
+             w->ready.load_ns / 1e6);
+    if (proto_encode_ready(w->out, &w->ready) == 0)
+        worker_send_ctl(w);
+    w->last_heard_ns = util_now_ns();
+    return;
+refuse:
+    log_error("%s: refusing assignment [%u, %u): %s", w->id, a->first, a->last, err);
+    slice_free(&w->slice);
+    snprintf(e.text, sizeof e.text, "%s: %s", w->id, err);
+    if (proto_encode_error(w->out, &e) == 0)
         worker_send_ctl(w);
 }
 
@@ -121,6 +194,10 @@ void worker_load_assign(worker_t *w, const msg_assign *a, const char *path, uint
     exec_plan plan;
     uint64_t io0 = util_io_read_bytes();
 
+    if (a->n_ctx) {
+        s_load_slice(w, a, path, t0);
+        return;
+    }
     /* The same assignment again (a coordinator re-adopting us after a freeze or a cut):
      * the layers are still resident and verified, so answer at once. */
     if (w->exec && w->model_open && !strcmp(w->model.path, path) &&
@@ -133,6 +210,9 @@ void worker_load_assign(worker_t *w, const msg_assign *a, const char *path, uint
     }
     compute_wait(w->comp); /* the thread borrows the exec: never free it under a job */
     exec_free(&w->exec);
+    slice_free(&w->slice);
+    w->n_pend_end = 0;
+    w->max_batch = 1;
     if (w->model_open)
         model_close(&w->model);
     w->model_open = 0;
@@ -218,6 +298,13 @@ static void s_on_assign(worker_t *w, const msg_assign *a)
         worker_load_assign(w, a, a->model_path, w->assign_t0);
         return;
     }
+    if (a->n_ctx) {
+        snprintf(err, sizeof err, "%s: no local copy, and a real model's weights are not "
+                 "fetched from the coordinator yet", a->model_path);
+        log_error("%s: %s", w->id, err);
+        s_send_error_to(w, w->peer, w->peer_len, PERR_MODEL, err);
+        return;
+    }
     if (worker_fetch_begin(w, a, err, sizeof err)) {
         log_error("%s: %s", w->id, err);
         s_send_error_to(w, w->peer, w->peer_len, PERR_MODEL, err);
@@ -272,6 +359,27 @@ static void s_on_route(worker_t *w, const msg_route *r)
     w->state = W_SERVING;
     log_info("%s: route epoch %llu: hop %u -> %s%s", w->id, (unsigned long long)r->epoch, r->hop,
              r->next_ep, r->last ? " (coordinator)" : "");
+}
+
+/* Free a session's caches now, or once the running activation is done (the compute thread
+ * borrows the slice). A worker without a slice has no sessions: nothing to free. */
+static void s_on_session_end(worker_t *w, uint64_t session)
+{
+    if (!w->slice)
+        return;
+    if (compute_busy(w->comp)) {
+        if (w->n_pend_end < WORKER_PEND_ENDS) {
+            w->pend_end[w->n_pend_end++] = session;
+            return;
+        }
+        compute_wait(w->comp); /* the activation is dropped; the coordinator replays it */
+    }
+    for (uint32_t i = 0; i < w->n_pend_end; i++)
+        slice_end(w->slice, w->pend_end[i]);
+    w->n_pend_end = 0;
+    if (slice_end(w->slice, session))
+        log_debug("%s: session %llu ended: its caches freed", w->id,
+                  (unsigned long long)session);
 }
 
 static int s_on_ctl(worker_t *w)
@@ -351,6 +459,7 @@ static int s_on_ctl(worker_t *w)
     case MSG_ASSIGN: s_on_assign(w, &w->msg->u.assign); break;
     case MSG_ROUTE: s_on_route(w, &w->msg->u.route); break;
     case MSG_CHUNK: worker_fetch_on_chunk(w, &w->msg->u.chunk); break;
+    case MSG_SESSION_END: s_on_session_end(w, w->msg->u.send.session); break;
     case MSG_HEARTBEAT: {
         /* Echoed with our progress: answered here, on the loop, whatever the compute thread
          * is doing, so silence means dead or frozen, never busy. */
@@ -391,7 +500,14 @@ static void s_serve_begin(worker_t *w, zmq_msg_t *m, uint64_t arrival_ns)
     msg_act *a = &w->amsg->u.act;
     w->amsg->u.chunk.data = NULL; /* an act's x is the only place bytes may land */
     a->x = w->x;
-    int rc = proto_decode(zmq_msg_data(m), zmq_msg_size(m), w->dim, w->amsg, err, sizeof err);
+    int rc = proto_decode_n(zmq_msg_data(m), zmq_msg_size(m), w->dim,
+                            w->slice ? w->max_batch : 1, w->amsg, err, sizeof err);
+    if (rc == 0 && w->slice && (!a->session || a->pos > UINT32_MAX)) {
+        snprintf(err, sizeof err, "session %llu at position %llu: a real model's act needs a "
+                 "session >= 1 and a position below 2^32", (unsigned long long)a->session,
+                 (unsigned long long)a->pos);
+        rc = -1;
+    }
     if (rc || w->amsg->type != MSG_ACT) {
         w->stats.bad_msgs++;
         if (worker_log_bad(w, WORKER_PLANE_DATA))
@@ -409,7 +525,10 @@ static void s_serve_begin(worker_t *w, zmq_msg_t *m, uint64_t arrival_ns)
     w->cur_arrival_ns = arrival_ns;
     w->cur_t0 = t0;
     w->cur_t1 = util_now_ns();
-    if (compute_start(w->comp, w->exec, w->x, w->dim))
+    int started = w->slice ? compute_start_slice(w->comp, w->slice, a->session, (uint32_t)a->pos,
+                                                 a->n_pos ? a->n_pos : 1, w->x, w->dim)
+                           : compute_start(w->comp, w->exec, w->x, w->dim);
+    if (started)
         log_error("%s: compute thread refused a job (busy): dropped", w->id);
 }
 
@@ -423,6 +542,9 @@ static void s_serve_end(worker_t *w)
     msg_act *a = &w->amsg->u.act;
     if (!compute_collect(w->comp, &rc, NULL, &compute_ns, err, sizeof err))
         return;
+    for (uint32_t i = 0; w->slice && i < w->n_pend_end; i++)
+        slice_end(w->slice, w->pend_end[i]);
+    w->n_pend_end = 0;
     if (rc) {
         log_error("%s: compute failed: %s", w->id, err);
         return;

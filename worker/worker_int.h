@@ -13,6 +13,7 @@
 #include "netem/netem.h"
 #include "proto/proto.h"
 #include "worker/compute.h"
+#include "worker/slice.h"
 
 /* A coordinator that sends nothing (its heartbeats are 100 ms apart by default) for this
  * long is gone; the worker releases its layers and waits for the next one. */
@@ -24,6 +25,9 @@
 #define WORKER_FETCH_WINDOW 4
 #define WORKER_SYNC_BYTES (16ull << 20)
 #define WORKER_MAX_RANGES (2 * PROTO_MAX_LAYERS + 1)
+/* Session ends that arrive while the compute thread runs an activation wait here (the thread
+ * borrows the slice); more than this and the loop waits for the activation instead. */
+#define WORKER_PEND_ENDS 64
 
 enum { W_WAITING = 0, W_LOADED = 1, W_SERVING = 2 };
 
@@ -45,6 +49,10 @@ typedef struct {
     model_t model;
     int model_open;
     exec_t *exec;
+    slice_t *slice;               /* a real model's range instead of exec (assign's ctx > 0) */
+    uint32_t max_batch;           /* positions per act (1 for the dense model) */
+    uint64_t pend_end[WORKER_PEND_ENDS];
+    uint32_t n_pend_end;
     uint32_t first, last, dim;
     msg_ready ready;
     /* route */
@@ -55,7 +63,8 @@ typedef struct {
     proto_buf *out;
     proto_msg *msg;               /* control messages (decoded on the loop) */
     proto_msg *amsg;              /* the activation being computed: its header and trace */
-    float *x;                     /* (dim,) its vector, owned by the compute thread meanwhile */
+    float *x;                     /* (max_batch x dim) its vectors, owned by the compute thread
+                                   * meanwhile */
     /* compute, off the loop so heartbeats are answered during any activation */
     compute_t *comp;
     uint32_t slowdown;            /* test knob: compute every activation this many times */
