@@ -30,12 +30,15 @@ struct llm_model {
     void *buf[3];                 /* tok_embd, out_norm, output (NULL when tied) */
     uint64_t held;                /* their aligned bytes */
     int n_sessions;
+    llm_layers_hook hook;         /* the resident arm's layers */
+    uint64_t next_session;
     uint64_t *sums;               /* per-layer checksums (arch/sums.h) */
     char sums_src[PATH_MAX + 64];
 };
 
 struct llm_session {
     llm_model *m;
+    uint64_t id;                  /* the resident arm's session id */
     uint32_t n_ctx, n_batch, n_past;
     int nthreads;
     arch_kv *kv;                  /* n_layers, over one allocation */
@@ -191,6 +194,14 @@ llm_model *llm_model_open_opts(const char *path, const llm_opts *o, char *err, s
     if (o)
         m->o = *o;
     m->arm = m->o.arm;
+    if (m->arm == LLM_ARM_RESIDENT) {
+        if (!m->o.hook || !m->o.hook->layers || !m->o.hook->end || !m->o.hook->max_batch) {
+            arch_err(err, errlen, path, "the resident arm needs its layers (a swarm)");
+            goto err;
+        }
+        m->hook = *m->o.hook;
+        m->o.hook = NULL;
+    }
     if (m->arm == LLM_ARM_SSD) {
         if (s_open_ssd(m, path, err, errlen))
             goto err;
@@ -201,8 +212,11 @@ llm_model *llm_model_open_opts(const char *path, const llm_opts *o, char *err, s
         goto err;
     }
     m->map_len = (size_t)m->g->file_size;
-    /* MAP_POPULATE: the reference arm holds every weight before the first token */
-    m->map = mmap(NULL, m->map_len, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+    /* MAP_POPULATE: the reference arm holds every weight before the first token; the
+     * resident arm reads only embedding rows, the norm and the head (its layers are the
+     * workers'), so only those pages come in */
+    m->map = mmap(NULL, m->map_len, PROT_READ,
+                  MAP_PRIVATE | (m->arm == LLM_ARM_RESIDENT ? 0 : MAP_POPULATE), fd, 0);
     if (m->map == MAP_FAILED) {
         m->map = NULL;
         arch_err(err, errlen, path, "mmap of %zu bytes: %s", m->map_len, strerror(errno));
@@ -357,17 +371,26 @@ llm_session *llm_session_new(llm_model *m, uint32_t n_ctx, uint32_t n_batch, cha
     }
     if (m->arm == LLM_ARM_SSD && n_batch > m->o.n_batch)
         n_batch = m->o.n_batch; /* the executor's run holds o.n_batch positions */
+    if (m->arm == LLM_ARM_RESIDENT && n_ctx > m->hook.n_ctx) {
+        arch_err(err, errlen, path, "context %u: the swarm's workers hold caches of %u "
+                 "positions", n_ctx, m->hook.n_ctx);
+        return NULL;
+    }
+    if (m->arm == LLM_ARM_RESIDENT && n_batch > m->hook.max_batch)
+        n_batch = m->hook.max_batch; /* a message carries at most max_batch positions */
     llm_session *s = calloc(1, sizeof *s);
     if (!s) {
         arch_err(err, errlen, path, "out of memory");
         return NULL;
     }
     s->m = m;
+    s->id = ++m->next_session;
     s->n_ctx = n_ctx;
     s->n_batch = n_batch;
     s->nthreads = 1;
     uint32_t kvd = hp->n_head_kv * hp->head_dim;
-    size_t per = (size_t)n_ctx * kvd; /* floats of K (or V) per layer */
+    /* floats of K (or V) per layer; the resident arm's caches are the workers' */
+    size_t per = m->arm == LLM_ARM_RESIDENT ? 1 : (size_t)n_ctx * kvd;
     char why[160];
     if (!(s->kv = calloc(hp->n_layers, sizeof *s->kv)) ||
         !(s->kv_mem = malloc(2 * per * hp->n_layers * sizeof(float))) ||
@@ -392,6 +415,8 @@ llm_session *llm_session_new(llm_model *m, uint32_t n_ctx, uint32_t n_batch, cha
         s->m->n_sessions++;
         return s;
     }
+    if (m->arm == LLM_ARM_RESIDENT)
+        return s;
     if (!(s->run = arch_run_new(&m->am, n_batch, err, errlen)))
         goto err;
     return s;
@@ -407,6 +432,8 @@ void llm_session_free(llm_session **sp)
     llm_session *s = *sp;
     if (s->m->arm == LLM_ARM_SSD && s->m->n_sessions && !s->run)
         s->m->n_sessions--;
+    if (s->m->arm == LLM_ARM_RESIDENT)
+        s->m->hook.end(s->m->hook.ctx, s->id);
     arch_run_free(&s->run);
     free(s->kv);
     free(s->kv_mem);
@@ -422,7 +449,7 @@ void llm_session_set_threads(llm_session *s, int nthreads)
     s->nthreads = nthreads < 1 ? 1 : nthreads;
     if (s->m->ex)
         exec_set_threads(s->m->ex, s->nthreads);
-    else
+    else if (s->run)
         arch_run_set_threads(s->run, s->nthreads);
 }
 
@@ -468,7 +495,10 @@ static int s_pass(llm_session *s, const int32_t *tokens, uint32_t n, float *logi
             return -1;
         }
     }
-    if (m->ex) {
+    if (m->arm == LLM_ARM_RESIDENT) {
+        if (m->hook.layers(m->hook.ctx, s->id, s->x, n, s->n_past, err, errlen))
+            return -1;
+    } else if (m->ex) {
         if (exec_step_n(m->ex, s->x, n, s->n_past, s->kv, &s->m->st, err, errlen))
             return -1;
     } else {

@@ -36,7 +36,21 @@
 typedef struct llm_model llm_model;
 typedef struct llm_session llm_session;
 
-typedef enum { LLM_ARM_REFERENCE = 0, LLM_ARM_SSD = 1 } llm_arm;
+typedef enum { LLM_ARM_REFERENCE = 0, LLM_ARM_SSD = 1, LLM_ARM_RESIDENT = 2 } llm_arm;
+
+/* The resident arm's layers live elsewhere (the swarm's workers): the runner keeps the
+ * embedding, the final norm and the head (mapped, not populated: only the rows a prompt uses
+ * and the head are read) and hands every pass's activations to layers(), which runs all
+ * layers over x (n x dim, in place) at positions pos0.. of session (ids from 1, one per
+ * llm_session); end() frees a session's caches wherever they are. */
+typedef struct {
+    int (*layers)(void *ctx, uint64_t session, float *x, uint32_t n, uint32_t pos0, char *err,
+                  size_t errlen);
+    void (*end)(void *ctx, uint64_t session);
+    void *ctx;
+    uint32_t max_batch;           /* positions one call may carry */
+    uint32_t n_ctx;               /* positions a session's caches hold */
+} llm_layers_hook;
 
 typedef struct {
     llm_arm arm;
@@ -50,6 +64,7 @@ typedef struct {
     uint32_t n_batch;             /* SSD: positions per pass planned for (0: 32) */
     int buffered;                 /* SSD: page-cache reads (labelled; the cache gate judges) */
     uint64_t total_steps;         /* SSD: stop read-ahead after this many passes (0: never) */
+    const llm_layers_hook *hook;  /* RESIDENT: where the layers run (copied; required) */
 } llm_opts;
 
 /* Open path: GGUF header, architecture (llama or qwen2: the dense lab model has no tokens),

@@ -6,11 +6,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/exitcode.h"
 #include "common/util.h"
 #include "coordinator/cmd.h"
 #include "coordinator/llm_cli.h"
+#include "coordinator/llm_swarm.h"
 #include "coordinator/result.h"
 #include "engine/engine.h"
 #include "engine/ppl.h"
@@ -25,7 +27,12 @@ static void s_usage(FILE *f)
             "  --prompt TEXT         the prompt (tokenized with the file's tokenizer)\n"
             "  --arm reference|ssd   where the weights live (default reference: resident;\n"
             "                        ssd: leading layers resident under --cap, the rest\n"
-            "                        streamed every pass, cache and content gates judged)\n"
+            "                        streamed every pass, cache and content gates judged;\n"
+            "                        resident: the layers in --workers spawned workers\n"
+            "                        (loopback), partitioned by bytes under --worker-cap,\n"
+            "                        checked against the reference arm on every run)\n"
+            "  --workers N           resident: workers to spawn (default 3)\n"
+            "  --worker-cap SIZE     resident: each worker's cap (default: none)\n"
             LLM_CLI_GEN_USAGE
             LLM_CLI_SSD_USAGE
             "  --ctx under --arm ssd defaults to the prompt's tokens + -n (the plan counts the\n"
@@ -99,6 +106,7 @@ int cmd_generate(int argc, char **argv)
 {
     const char *model = NULL, *prompt = NULL, *arm = "reference", *out = NULL, *kl_base = NULL;
     int parity = 0, ssd_flag = 0;
+    const char *workers_s = "3", *wcap_s = "0";
     llm_cli_gen_opts o;
     llm_cli_ssd_flags sf;
     char err[768];
@@ -120,6 +128,8 @@ int cmd_generate(int argc, char **argv)
             return EXIT_OK;
         } else if (!strcmp(f, "--parity")) {
             parity = 1;
+        } else if ((!strcmp(f, "--workers") || !strcmp(f, "--worker-cap")) && i + 1 < argc) {
+            *(!strcmp(f, "--workers") ? &workers_s : &wcap_s) = argv[++i];
         } else if ((!strcmp(f, "--prompt") || !strcmp(f, "--arm") || !strcmp(f, "--out") ||
                     !strcmp(f, "--kl-base")) && i + 1 < argc) {
             const char *v = argv[++i];
@@ -141,10 +151,26 @@ int cmd_generate(int argc, char **argv)
         s_usage(stderr);
         return EXIT_USAGE;
     }
-    if (strcmp(arm, "reference") && strcmp(arm, "ssd")) {
-        fprintf(stderr, "swarm generate: unknown arm '%s' (arms: reference, ssd)\n", arm);
+    int resident = !strcmp(arm, "resident");
+    uint32_t n_workers = 0;
+    uint64_t wcap = 0;
+    if (strcmp(arm, "reference") && strcmp(arm, "ssd") && !resident) {
+        fprintf(stderr, "swarm generate: unknown arm '%s' (arms: reference, ssd, resident)\n",
+                arm);
         return EXIT_USAGE;
     }
+    if (llm_cli_u32("--workers", workers_s, 1, 8, &n_workers, err, sizeof err) ||
+        util_parse_size(wcap_s, &wcap)) {
+        fprintf(stderr, "swarm generate: %s\n", n_workers ? "--worker-cap: not a size" : err);
+        return EXIT_USAGE;
+    }
+    if (resident && kl_base) {
+        fprintf(stderr, "swarm generate: --kl-base runs with --arm reference only\n");
+        return EXIT_USAGE;
+    }
+    /* the resident arm is checked against the reference arm on every run */
+    if (resident)
+        parity = 1;
     /* ssd_x is large (a run_result, paths): not for the stack */
     llm_ssd *x = calloc(1, sizeof *x);
     if (!x) {
@@ -173,6 +199,10 @@ int cmd_generate(int argc, char **argv)
     }
 
     int rc = EXIT_FAIL;
+    llm_swarm *sw = NULL;
+    llm_model *ref_m = NULL;
+    partition_llm_plan *plan = NULL; /* the resident arm's, kept for the result */
+    uint64_t acts = 0, wire = 0;
     llm_cli_model lm, base = { 0 }, ref = { 0 };
     int32_t *ids = NULL;
     size_t n_ids = 0;
@@ -209,6 +239,34 @@ int cmd_generate(int argc, char **argv)
     }
     double setup_ms = (double)(util_now_ns() - t_setup) / 1e6;
     const arch_model *am = llm_model_arch(lm.m);
+    /* am stays the reference arm's: the resident model is freed before the result */
+    if (resident) {
+        char self[4096];
+        ssize_t sl = readlink("/proc/self/exe", self, sizeof self - 1);
+        self[sl > 0 ? sl : 0] = 0;
+        llm_swarm_opts so = { .model = lm.path, .self_exe = self, .workers = n_workers,
+                              .cap_bytes = wcap, .sessions = 1, .n_ctx = n_ctx,
+                              .max_batch = o.n_batch, .threads = (int)o.threads };
+        if (!(sw = llm_swarm_new(&so, err, sizeof err))) {
+            fprintf(stderr, "swarm generate: resident arm: %s\n", err);
+            rc = EXIT_USAGE;
+            goto out;
+        }
+        const partition_llm_plan *pl = llm_swarm_plan(sw);
+        for (uint32_t i = 0; i < pl->n_workers; i++)
+            fprintf(stderr, "w%u: layers [%u, %u), %.1f MiB planned\n", i, pl->first[i],
+                    pl->last[i], pl->need[i] / 1048576.0);
+        llm_layers_hook h;
+        llm_swarm_hook(sw, &h);
+        llm_opts lo = { .arm = LLM_ARM_RESIDENT, .hook = &h };
+        llm_model *rm = llm_model_open_opts(lm.path, &lo, err, sizeof err);
+        if (!rm) {
+            fprintf(stderr, "swarm generate: resident arm: %s\n", err);
+            goto out;
+        }
+        ref_m = lm.m; /* the reference arm: the parity run's */
+        lm.m = rm;
+    }
     if (n_ids == 0) {
         fprintf(stderr, "swarm generate: the prompt is empty and no BOS is added (drop "
                         "--no-bos or give a prompt)\n");
@@ -229,6 +287,16 @@ int cmd_generate(int argc, char **argv)
     }
     putchar('\n');
     fflush(stdout);
+    if (sw) {
+        /* The swarm ends before the parity run: its workers drop a coordinator silent for
+         * 3 s, and the reference run is longer than that on a real model. */
+        if ((plan = malloc(sizeof *plan)))
+            *plan = *llm_swarm_plan(sw);
+        llm_swarm_counts(sw, &acts, &wire);
+        llm_model_free(&lm.m); /* its session ended in s_generate; the model before the swarm */
+        lm.m = ref_m;
+        llm_swarm_free(&sw);
+    }
     if (x->on) {
         llm_ssd_judge(x, lm.m);
         /* the parity reference maps the whole file: not under the SSD arm's cap */
@@ -326,6 +394,22 @@ int cmd_generate(int argc, char **argv)
                             json_string(result_gate_name(x->rr.gate_content)));
         json_object_set_new(j, "command", json_string("generate"));
         json_object_set_new(j, "arm", json_string(arm));
+        if (plan) {
+            json_t *ws = json_array();
+            for (uint32_t i = 0; i < plan->n_workers; i++) {
+                json_t *w = json_object();
+                json_object_set_new(w, "first", json_integer(plan->first[i]));
+                json_object_set_new(w, "last", json_integer(plan->last[i]));
+                json_object_set_new(w, "need_bytes", json_integer((json_int_t)plan->need[i]));
+                json_array_append_new(ws, w);
+            }
+            json_object_set_new(j, "workers", ws);
+            json_object_set_new(j, "embedding_at", json_string(plan->embedding_at));
+            json_object_set_new(j, "head_at", json_string(plan->head_at));
+            json_object_set_new(j, "worker_cap_bytes", json_integer((json_int_t)wcap));
+            json_object_set_new(j, "acts", json_integer((json_int_t)acts));
+            json_object_set_new(j, "wire_bytes", json_integer((json_int_t)wire));
+        }
         json_object_set_new(j, "model", json_string(lm.path));
         json_object_set_new(j, "architecture", json_string(am->hp.name));
         json_object_set_new(j, "tensor_types", s_tensor_types(am));
@@ -402,6 +486,12 @@ out:
     free(sink.ids);
     free(sink2.ids);
     llm_cli_close(&base);
+    if (sw) { /* a failure before the swarm ended */
+        llm_model_free(&lm.m);
+        lm.m = ref_m;
+        llm_swarm_free(&sw);
+    }
+    free(plan);
     llm_cli_close(&lm);
     quant_pool_shutdown();
     return rc;
