@@ -375,6 +375,23 @@ static void s_rope(const arch_model *m, float *v, uint32_t n_heads, uint32_t pos
     }
 }
 
+/* q . k in one fixed order: 8 interleaved partial sums (lane j takes i = j mod 8), then a fixed
+ * tree, then the tail. One running sum made this a chain of dependent adds, ~4 cycles each:
+ * after a 512-token prompt it cost ~26 ms of a q8_0 TinyLlama token (86 against 60 ms, 1
+ * thread, 2026-12-01); independent lanes let the compiler keep 8 in flight or vectorize. */
+static float s_dot8(const float *a, const float *b, uint32_t n)
+{
+    float l[8] = { 0 };
+    uint32_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (uint32_t j = 0; j < 8; j++)
+            l[j] += a[i + j] * b[i + j];
+    float s = ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7]));
+    for (; i < n; i++)
+        s += a[i] * b[i];
+    return s;
+}
+
 /* One (position, head) pair per index, threads taking every nthreads-th: each pair's loop
  * runs alone in a fixed order, so the bits do not depend on the split. */
 static void s_attn_task(void *arg, int tid, int nt)
@@ -392,10 +409,7 @@ static void s_attn_task(void *arg, int tid, int nt)
         float mx = -INFINITY;
         for (uint32_t t = 0; t < len; t++) {
             const float *k = r->kv->k + (size_t)t * kvd + (size_t)kh * hd;
-            float s = 0;
-            for (uint32_t i = 0; i < hd; i++)
-                s += q[i] * k[i];
-            w[t] = s * scale;
+            w[t] = s_dot8(q, k, hd) * scale;
             mx = w[t] > mx ? w[t] : mx;
         }
         float sum = 0;
