@@ -116,6 +116,24 @@ static void s_on_hello(worker_t *w, const msg_hello *h)
         worker_send_ctl(w);
 }
 
+/* Loaded: tell the coordinator. Loading blocked this loop, so the coordinator's silence is
+ * measured from now. */
+static void s_answer_ready(worker_t *w)
+{
+    if (proto_encode_ready(w->out, &w->ready) == 0)
+        worker_send_ctl(w);
+    w->last_heard_ns = util_now_ns();
+}
+
+/* Refused: say why, in the log and to the coordinator (e->code is set by the caller). */
+static void s_refuse(worker_t *w, const msg_assign *a, msg_error *e, const char *err)
+{
+    log_error("%s: refusing assignment [%u, %u): %s", w->id, a->first, a->last, err);
+    snprintf(e->text, sizeof e->text, "%s: %s", w->id, err);
+    if (proto_encode_error(w->out, e) == 0)
+        worker_send_ctl(w);
+}
+
 /* A real model's range: a slice with its sessions' caches, planned under the cap. */
 static void s_load_slice(worker_t *w, const msg_assign *a, const char *path, uint64_t t0)
 {
@@ -174,16 +192,11 @@ static void s_load_slice(worker_t *w, const msg_assign *a, const char *path, uin
              "%.1f ms", w->id, a->first, a->last, a->model_path,
              (unsigned long long)(w->ready.bytes_loaded >> 20), a->sessions, a->n_ctx,
              w->ready.load_ns / 1e6);
-    if (proto_encode_ready(w->out, &w->ready) == 0)
-        worker_send_ctl(w);
-    w->last_heard_ns = util_now_ns();
+    s_answer_ready(w);
     return;
 refuse:
-    log_error("%s: refusing assignment [%u, %u): %s", w->id, a->first, a->last, err);
     slice_free(&w->slice);
-    snprintf(e.text, sizeof e.text, "%s: %s", w->id, err);
-    if (proto_encode_error(w->out, &e) == 0)
-        worker_send_ctl(w);
+    s_refuse(w, a, &e, err);
 }
 
 void worker_load_assign(worker_t *w, const msg_assign *a, const char *path, uint64_t t0)
@@ -273,17 +286,11 @@ void worker_load_assign(worker_t *w, const msg_assign *a, const char *path, uint
     w->state = W_LOADED;
     log_info("%s: loaded layers [%u, %u) (%llu MiB) in %.1f ms", w->id, a->first, a->last,
              (unsigned long long)(w->ready.bytes_loaded >> 20), w->ready.load_ns / 1e6);
-    if (proto_encode_ready(w->out, &w->ready) == 0)
-        worker_send_ctl(w);
-    /* Loading blocked this loop; the coordinator's silence is measured from now. */
-    w->last_heard_ns = util_now_ns();
+    s_answer_ready(w);
     return;
 refuse:
-    log_error("%s: refusing assignment [%u, %u): %s", w->id, a->first, a->last, err);
     exec_free(&w->exec);
-    snprintf(e.text, sizeof e.text, "%s: %s", w->id, err);
-    if (proto_encode_error(w->out, &e) == 0)
-        worker_send_ctl(w);
+    s_refuse(w, a, &e, err);
 }
 
 static void s_on_assign(worker_t *w, const msg_assign *a)
