@@ -496,7 +496,7 @@ static int s_pass(llm_session *s, const int32_t *tokens, uint32_t n, float *logi
         }
     }
     if (m->arm == LLM_ARM_RESIDENT) {
-        if (m->hook.layers(m->hook.ctx, s->id, s->x, n, s->n_past, err, errlen))
+        if (m->hook.layers(m->hook.ctx, s->id, tokens, s->x, n, s->n_past, err, errlen))
             return -1;
     } else if (m->ex) {
         if (exec_step_n(m->ex, s->x, n, s->n_past, s->kv, &s->m->st, err, errlen))

@@ -44,8 +44,8 @@ typedef enum { LLM_ARM_REFERENCE = 0, LLM_ARM_SSD = 1, LLM_ARM_RESIDENT = 2 } ll
  * layers over x (n x dim, in place) at positions pos0.. of session (ids from 1, one per
  * llm_session); end() frees a session's caches wherever they are. */
 typedef struct {
-    int (*layers)(void *ctx, uint64_t session, float *x, uint32_t n, uint32_t pos0, char *err,
-                  size_t errlen);
+    int (*layers)(void *ctx, uint64_t session, const int32_t *tokens, float *x, uint32_t n,
+                  uint32_t pos0, char *err, size_t errlen);
     void (*end)(void *ctx, uint64_t session);
     void *ctx;
     uint32_t max_batch;           /* positions one call may carry */

@@ -33,6 +33,17 @@ static void s_usage(FILE *f)
             "                        checked against the reference arm on every run)\n"
             "  --workers N           resident: workers to spawn (default 3)\n"
             "  --worker-cap SIZE     resident: each worker's cap (default: none)\n"
+            "  --kill-worker wI@TOKEN, --stop-worker wI@TOKEN:SECONDS,\n"
+            "  --cut-link wI@TOKEN:SECONDS\n"
+            "                        resident: kill worker I, stop it, or cut its link to the\n"
+            "                        coordinator (both ways, both planes)\n"
+            "                        while the pass that draws generated token TOKEN (1 = the\n"
+            "                        first) is in flight; it is fenced, its layers move here,\n"
+            "                        every live session's caches are rebuilt, and the tokens\n"
+            "                        stay the reference arm's (the parity gate)\n"
+            "  --respawn             resident: start a fresh worker for a lost one's layers;\n"
+            "                        it is re-prefilled and the route moves back\n"
+            "  --worker-slowdown N   resident, a test knob: workers compute every pass N times\n"
             LLM_CLI_GEN_USAGE
             LLM_CLI_SSD_USAGE
             "  --ctx under --arm ssd defaults to the prompt's tokens + -n (the plan counts the\n"
@@ -102,11 +113,64 @@ static json_t *s_tensor_types(const arch_model *am)
     return o;
 }
 
+static json_t *s_num_or_null(double v)
+{
+    return v >= 0 ? json_real(v) : json_null();
+}
+
+/* The failovers of a resident run (fields: README, "generate"). */
+static json_t *s_failovers_json(const llm_failover *f, uint32_t n)
+{
+    json_t *a = json_array();
+    for (uint32_t k = 0; k < n; k++) {
+        json_t *o = json_object();
+        double deg_s = f[k].degraded_ms / 1e3;
+        json_object_set_new(o, "worker", json_string(f[k].worker));
+        json_object_set_new(o, "how", json_string(f[k].how));
+        json_object_set_new(o, "at_pos", json_integer(f[k].at_pos));
+        json_object_set_new(o, "detection_ms", s_num_or_null(f[k].detection_ms));
+        json_object_set_new(o, "sessions_replayed", json_integer(f[k].sessions_replayed));
+        json_object_set_new(o, "tokens_replayed",
+                            json_integer((json_int_t)f[k].tokens_replayed));
+        json_object_set_new(o, "rebuild_ms", json_real(f[k].rebuild_ms));
+        json_object_set_new(o, "degraded_tokens",
+                            json_integer((json_int_t)f[k].degraded_tokens));
+        json_object_set_new(o, "degraded_tok_s",
+                            s_num_or_null(deg_s > 0 ? f[k].degraded_tokens / deg_s : -1));
+        json_object_set_new(o, "rejoin_ms", s_num_or_null(f[k].rejoin_ms));
+        json_object_set_new(o, "reprefill_tokens",
+                            json_integer((json_int_t)f[k].reprefill_tokens));
+        json_object_set_new(o, "reprefill_ms", s_num_or_null(f[k].rejoin_ms >= 0
+                                                                 ? f[k].reprefill_ms : -1));
+        json_array_append_new(a, o);
+    }
+    return a;
+}
+
+static void s_failover_line(const llm_failover *f)
+{
+    double deg_s = f->degraded_ms / 1e3;
+    char det[48] = "a loss not injected here";
+    if (f->detection_ms >= 0)
+        snprintf(det, sizeof det, "detected %.1f ms after the fault", f->detection_ms);
+    fprintf(stderr, "failover %s (%s) at position %u: %s; %u sessions, %llu positions "
+                    "replayed, caches whole %.1f ms after the loss; %llu positions degraded at "
+                    "%.2f tok/s",
+            f->worker, f->how, f->at_pos, det, f->sessions_replayed, (unsigned long long)f->tokens_replayed, f->rebuild_ms,
+            (unsigned long long)f->degraded_tokens, deg_s > 0 ? f->degraded_tokens / deg_s : 0);
+    if (f->rejoin_ms >= 0)
+        fprintf(stderr, "; rejoined %.1f ms after the loss (%llu positions re-prefilled in "
+                        "%.1f ms)", f->rejoin_ms, (unsigned long long)f->reprefill_tokens,
+                f->reprefill_ms);
+    fputc('\n', stderr);
+}
+
 int cmd_generate(int argc, char **argv)
 {
     const char *model = NULL, *prompt = NULL, *arm = "reference", *out = NULL, *kl_base = NULL;
     int parity = 0, ssd_flag = 0;
     const char *workers_s = "3", *wcap_s = "0";
+    llm_swarm_opts rf = { .slowdown = 1 }; /* the resident flags: faults, respawn, slowdown */
     llm_cli_gen_opts o;
     llm_cli_ssd_flags sf;
     char err[768];
@@ -130,6 +194,28 @@ int cmd_generate(int argc, char **argv)
             parity = 1;
         } else if ((!strcmp(f, "--workers") || !strcmp(f, "--worker-cap")) && i + 1 < argc) {
             *(!strcmp(f, "--workers") ? &workers_s : &wcap_s) = argv[++i];
+        } else if (!strcmp(f, "--respawn")) {
+            rf.respawn = 1;
+        } else if (!strcmp(f, "--worker-slowdown") && i + 1 < argc) {
+            if (llm_cli_u32(f, argv[++i], 1, 64, &rf.slowdown, err, sizeof err)) {
+                fprintf(stderr, "swarm generate: %s\n", err);
+                return EXIT_USAGE;
+            }
+        } else if ((!strcmp(f, "--kill-worker") || !strcmp(f, "--stop-worker") ||
+                    !strcmp(f, "--cut-link")) && i + 1 < argc) {
+            llm_fault_kind k = !strcmp(f, "--kill-worker")   ? LLM_FAULT_KILL
+                               : !strcmp(f, "--stop-worker") ? LLM_FAULT_STOP : LLM_FAULT_CUT;
+            if (rf.n_faults == LLM_SWARM_MAX_FAULTS ||
+                llm_swarm_fault_parse(k, argv[++i], &rf.faults[rf.n_faults], err, sizeof err)) {
+                fprintf(stderr, "swarm generate: %s: %s\n", f,
+                        rf.n_faults == LLM_SWARM_MAX_FAULTS ? "too many faults" : err);
+                return EXIT_USAGE;
+            }
+            if (rf.faults[rf.n_faults].pos < 1) {
+                fprintf(stderr, "swarm generate: %s %s: tokens count from 1\n", f, argv[i]);
+                return EXIT_USAGE;
+            }
+            rf.n_faults++;
         } else if ((!strcmp(f, "--prompt") || !strcmp(f, "--arm") || !strcmp(f, "--out") ||
                     !strcmp(f, "--kl-base")) && i + 1 < argc) {
             const char *v = argv[++i];
@@ -162,6 +248,11 @@ int cmd_generate(int argc, char **argv)
     if (llm_cli_u32("--workers", workers_s, 1, 8, &n_workers, err, sizeof err) ||
         util_parse_size(wcap_s, &wcap)) {
         fprintf(stderr, "swarm generate: %s\n", n_workers ? "--worker-cap: not a size" : err);
+        return EXIT_USAGE;
+    }
+    if (!resident && (rf.n_faults || rf.respawn || rf.slowdown > 1)) {
+        fprintf(stderr, "swarm generate: --kill-worker, --stop-worker, --cut-link, --respawn "
+                        "and --worker-slowdown are the resident arm's (add --arm resident)\n");
         return EXIT_USAGE;
     }
     if (resident && kl_base) {
@@ -203,6 +294,8 @@ int cmd_generate(int argc, char **argv)
     llm_model *ref_m = NULL;
     partition_llm_plan *plan = NULL; /* the resident arm's, kept for the result */
     uint64_t acts = 0, wire = 0;
+    llm_failover *fos = NULL; /* the resident arm's failovers, kept for the result */
+    uint32_t n_fo = 0;
     llm_cli_model lm, base = { 0 }, ref = { 0 };
     int32_t *ids = NULL;
     size_t n_ids = 0;
@@ -244,9 +337,19 @@ int cmd_generate(int argc, char **argv)
         char self[4096];
         ssize_t sl = readlink("/proc/self/exe", self, sizeof self - 1);
         self[sl > 0 ? sl : 0] = 0;
-        llm_swarm_opts so = { .model = lm.path, .self_exe = self, .workers = n_workers,
-                              .cap_bytes = wcap, .sessions = 1, .n_ctx = n_ctx,
-                              .max_batch = o.n_batch, .threads = (int)o.threads };
+        llm_swarm_opts so = rf;
+        so.model = lm.path;
+        so.self_exe = self;
+        so.workers = n_workers;
+        so.cap_bytes = wcap;
+        so.sessions = 1;
+        so.n_ctx = n_ctx;
+        so.max_batch = o.n_batch;
+        so.threads = (int)o.threads;
+        /* generated token t is drawn from the pass over position n_ids + t - 2 (the first
+         * from the prompt's last position) */
+        for (uint32_t k = 0; k < so.n_faults; k++)
+            so.faults[k].pos = (uint32_t)n_ids + so.faults[k].pos - 2 + (so.faults[k].pos == 1);
         if (!(sw = llm_swarm_new(&so, err, sizeof err))) {
             fprintf(stderr, "swarm generate: resident arm: %s\n", err);
             rc = EXIT_USAGE;
@@ -293,6 +396,11 @@ int cmd_generate(int argc, char **argv)
         if ((plan = malloc(sizeof *plan)))
             *plan = *llm_swarm_plan(sw);
         llm_swarm_counts(sw, &acts, &wire);
+        const llm_failover *fo = llm_swarm_failovers(sw, &n_fo);
+        if (n_fo && (fos = malloc(n_fo * sizeof *fos)))
+            memcpy(fos, fo, n_fo * sizeof *fos);
+        for (uint32_t k = 0; fos && k < n_fo; k++)
+            s_failover_line(&fos[k]);
         llm_model_free(&lm.m); /* its session ended in s_generate; the model before the swarm */
         lm.m = ref_m;
         llm_swarm_free(&sw);
@@ -408,6 +516,7 @@ int cmd_generate(int argc, char **argv)
             json_object_set_new(j, "head_at", json_string(plan->head_at));
             json_object_set_new(j, "worker_cap_bytes", json_integer((json_int_t)wcap));
             json_object_set_new(j, "acts", json_integer((json_int_t)acts));
+            json_object_set_new(j, "failovers", s_failovers_json(fos, fos ? n_fo : 0));
             json_object_set_new(j, "wire_bytes", json_integer((json_int_t)wire));
         }
         json_object_set_new(j, "model", json_string(lm.path));
@@ -492,6 +601,7 @@ out:
         llm_swarm_free(&sw);
     }
     free(plan);
+    free(fos);
     llm_cli_close(&lm);
     quant_pool_shutdown();
     return rc;

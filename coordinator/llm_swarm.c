@@ -1,317 +1,406 @@
 /* llm_swarm.c — a real model's layers in spawned worker processes, behind the llm runner's
- * resident-arm hook. coordinator/
+ * resident-arm hook: the sessions' tokens, and what happens when a worker is lost (its
+ * layers here, the caches rebuilt, a respawned worker re-prefilled). The processes, the wire
+ * and the pass through the route are llm_pipe.c's. coordinator/
  *
- * One pass at a time: an act of n positions goes to the first worker, comes back from the
- * last as a result, and the call returns; the workers keep each session's KV caches. No
- * waits are guessed: a reply is awaited until it comes or a worker process is gone (checked
- * every S_POLL_MS). The workers drop a coordinator that is silent on the control plane for
- * 3 s (S_SILENT_MS), so while a result is awaited a heartbeat goes to each every S_HB_MS
- * (a long prompt pass on a loaded machine takes seconds); between passes the caller must
- * not pause longer than that (generate frees the swarm before its parity run).
+ * One pass at a time: an act of n positions goes through the units in order and the call
+ * returns with the last layer's output. The workers drop a coordinator that is silent on the
+ * control plane for 3 s (LS_SILENT_MS); heartbeats go out while anything is awaited, so
+ * between passes the caller must not pause longer than that (generate frees the swarm before
+ * its parity run).
  */
 #include "coordinator/llm_swarm.h"
 
 #include <errno.h>
-#include <signal.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 #include <zmq.h>
 
 #include "arch/sums.h"
-#include "common/gguf.h"
+#include "common/log.h"
 #include "common/util.h"
-#include "proto/proto.h"
+#include "coordinator/llm_swarm_int.h"
+#include "quant/quant.h"
 
-#define S_MAX_W 8
-#define S_POLL_MS 200
-#define S_HB_MS 100   /* the dense swarm's default heartbeat period */
-#define S_SILENT_MS 3000 /* a worker drops a coordinator silent this long (worker_int.h) */
-
-struct llm_swarm {
-    uint32_t n;
-    pid_t pid[S_MAX_W];
-    void *zctx, *ctl[S_MAX_W], *pull, *push;
-    char data_ep[S_MAX_W][PROTO_MAX_STR];
-    proto_buf *b;
-    proto_msg *m;
-    uint32_t dim, max_batch, n_ctx;
-    uint64_t req, epoch, last_hb_ns, acts, wire;
-    uint8_t *frame;
-    size_t frame_cap;
-    partition_llm_plan *plan;
-};
-
-static int s_send(llm_swarm *sw, void *sock)
+static double s_ms_since(uint64_t t0)
 {
-    sw->wire += proto_buf_len(sw->b);
-    return zmq_send(sock, proto_buf_data(sw->b), proto_buf_len(sw->b), 0) < 0 ? -1 : 0;
+    return (double)(util_now_ns() - t0) / 1e6;
 }
 
-/* A heartbeat to every worker when S_HB_MS have passed; echoes are drained as they come
- * (nothing waits for them: the workers answer on their loop whatever they compute). */
-static void s_heartbeat(llm_swarm *sw)
+/* Positions p0..p0+n-1 of a session's tokens as layer-0 input (the embedding rows, read from
+ * the file: a replay is rare, and the coordinator's runner maps them only where it reads). */
+static int s_embed(llm_swarm *sw, const int32_t *tok, uint32_t n, float *x, char *err,
+                   size_t errlen)
 {
-    uint64_t now = util_now_ns();
-    for (uint32_t i = 0; i < sw->n; i++)
-        while (zmq_recv(sw->ctl[i], sw->frame, sw->frame_cap, ZMQ_DONTWAIT) >= 0)
-            ;
-    if (now - sw->last_hb_ns < S_HB_MS * 1000000ull)
-        return;
-    sw->last_hb_ns = now;
-    msg_heartbeat hb = { .seq = now, .sent_ns = now };
-    for (uint32_t i = 0; i < sw->n; i++)
-        if (proto_encode_heartbeat(sw->b, &hb) == 0)
-            zmq_send(sw->ctl[i], proto_buf_data(sw->b), proto_buf_len(sw->b), ZMQ_DONTWAIT);
-}
-
-/* One frame from sock into sw->m (an act's x into x), awaited until it comes or a worker
- * is gone; heartbeats go on meanwhile once the workers are routed (hb). */
-static int s_recv_hb(llm_swarm *sw, void *sock, float *x, int hb, const char *what, char *err,
-                     size_t errlen)
-{
-    zmq_pollitem_t it = { sock, 0, ZMQ_POLLIN, 0 };
-    char why[256];
-    while (zmq_poll(&it, 1, hb ? S_HB_MS : S_POLL_MS) <= 0) {
-        if (hb)
-            s_heartbeat(sw);
-        for (uint32_t i = 0; i < sw->n; i++)
-            if (kill(sw->pid[i], 0)) {
-                snprintf(err, errlen, "worker w%u (pid %d) is gone while waiting for its %s",
-                         i, (int)sw->pid[i], what);
-                return -1;
-            }
-    }
-    int n = zmq_recv(sock, sw->frame, sw->frame_cap, 0);
-    memset(sw->m, 0, sizeof *sw->m);
-    sw->m->u.act.x = x;
-    if (n < 0 || (size_t)n > sw->frame_cap ||
-        proto_decode_n(sw->frame, (size_t)n, x ? sw->dim : 0, x ? sw->max_batch : 1, sw->m, why,
-                       sizeof why)) {
-        snprintf(err, errlen, "bad %s: %s", what, n < 0 ? "receive failed" : why);
+    const arch_tensor *t = &sw->am.tok_embd;
+    uint8_t *row = malloc(t->row_bytes);
+    char why[160];
+    if (!row) {
+        snprintf(err, errlen, "out of memory");
         return -1;
     }
-    sw->wire += (size_t)n;
+    for (uint32_t p = 0; p < n; p++) {
+        uint64_t off = t->off + (uint64_t)tok[p] * t->row_bytes;
+        if (pread(sw->fd, row, t->row_bytes, (off_t)off) != (ssize_t)t->row_bytes ||
+            quant_dequantize_row((quant_type)t->type, row, x + (size_t)p * sw->dim, sw->dim, why,
+                                 sizeof why)) {
+            util_errf(err, errlen, sw->model, "token_embd row %d: cannot read it", tok[p]);
+            free(row);
+            return -1;
+        }
+    }
+    free(row);
     return 0;
 }
 
-static int s_recv(llm_swarm *sw, void *sock, float *x, const char *what, char *err,
-                  size_t errlen)
+/* Every live session's cached positions through units 0..stop, in passes of max_batch. */
+static int s_replay(llm_swarm *sw, int stop, uint32_t *sessions, uint64_t *tokens, int *lost,
+                    char *how, size_t howlen, char *err, size_t errlen)
 {
-    return s_recv_hb(sw, sock, x, 0, what, err, errlen);
+    *sessions = 0;
+    *tokens = 0;
+    for (uint32_t k = 0; k < sw->o.sessions; k++) {
+        ls_session *s = &sw->ss[k];
+        if (!s->id || !s->cached)
+            continue;
+        for (uint32_t p = 0; p < s->cached; p += sw->max_batch) {
+            uint32_t nb = s->cached - p < sw->max_batch ? s->cached - p : sw->max_batch;
+            if (s_embed(sw, s->tok + p, nb, sw->rx, err, errlen))
+                return -1;
+            int rc = lp_run(sw, s->id, sw->rx, nb, p, stop, 1, lost, how, howlen, err, errlen);
+            if (rc)
+                return rc;
+            *tokens += nb;
+        }
+        (*sessions)++;
+    }
+    return LP_OK;
 }
 
-static int s_layers(void *ctx, uint64_t session, float *x, uint32_t n, uint32_t pos0, char *err,
-                    size_t errlen)
+static int s_any_cached(const llm_swarm *sw)
+{
+    for (uint32_t k = 0; k < sw->o.sessions; k++)
+        if (sw->ss[k].id && sw->ss[k].cached)
+            return 1;
+    return 0;
+}
+
+/* Worker i is lost: fence it, run its layers here under its cap, record the failover, and
+ * with respawn start a fresh process for them. */
+static int s_lose(llm_swarm *sw, uint32_t i, const char *how, uint32_t at_pos, char *err,
+                  size_t errlen)
+{
+    ls_worker *w = &sw->w[i];
+    uint64_t now = util_now_ns();
+    double det = w->fault_ns ? (double)(now - w->fault_ns) / 1e6 : -1;
+    char why[768];
+    w->fault_ns = 0;
+    lp_fence(sw, i);
+    sw->route_stop = -1;
+    log_warn("%s: lost (%s) at position %u; its layers [%u, %u) run here", w->id, how, at_pos,
+             w->first, w->last);
+    if (sw->n_fo < sizeof sw->fo / sizeof sw->fo[0]) {
+        llm_failover *f = &sw->fo[sw->n_fo];
+        memset(f, 0, sizeof *f);
+        memcpy(f->worker, w->id, sizeof f->worker); /* both char[8] */
+        snprintf(f->how, sizeof f->how, "%s", how);
+        f->at_pos = at_pos;
+        f->detection_ms = det;
+        f->rejoin_ms = -1;
+        f->lost_ns = now;
+        w->fo = (int)sw->n_fo++;
+    } else {
+        w->fo = -1;
+    }
+    if (!w->fb) { /* a worker lost while re-prefilled still has its copy here, current */
+        slice_opts so = { .path = sw->model, .first = w->first, .last = w->last,
+                          .n_ctx = sw->n_ctx, .sessions = sw->o.sessions,
+                          .max_batch = sw->max_batch, .cap_bytes = sw->o.cap_bytes,
+                          .threads = sw->o.threads, .expect_sums = sw->sums + w->first };
+        if (!(w->fb = slice_new(&so, why, sizeof why))) {
+            snprintf(err, errlen, "%s lost (%s) and its layers [%u, %u) cannot run here: %s",
+                     w->id, how, w->first, w->last, why);
+            return -1;
+        }
+        w->stale = s_any_cached(sw);
+    }
+    w->state = LW_LOST;
+    /* a worker that keeps dying is not respawned for ever: one record per attempt */
+    w->respawn_due = sw->o.respawn && w->fo >= 0;
+    return 0;
+}
+
+/* Rebuild stale copies (lowest unit first) and re-prefill ready rejoiners, handling losses
+ * on the way, until every unit's caches hold every live session. */
+static int s_settle(llm_swarm *sw, uint32_t at_pos, char *err, size_t errlen)
+{
+    char how[256];
+    for (;;) {
+        int lost = lp_poll(sw, how, sizeof how);
+        if (lost >= 0) {
+            if (s_lose(sw, (uint32_t)lost, how, at_pos, err, errlen))
+                return -1;
+            continue;
+        }
+        int u = -1, rejoin = 0;
+        for (uint32_t i = 0; i < sw->n && u < 0; i++)
+            if (sw->w[i].state != LW_LIVE && sw->w[i].stale)
+                u = (int)i;
+        for (uint32_t i = 0; i < sw->n && u < 0; i++)
+            if (sw->w[i].state == LW_READY)
+                u = (int)i, rejoin = 1;
+        if (u < 0) {
+            /* respawns last: the caches here come first (a spawn is a fork + exec) */
+            for (uint32_t i = 0; i < sw->n; i++)
+                if (sw->w[i].respawn_due) {
+                    sw->w[i].respawn_due = 0;
+                    if (lp_spawn(sw, i, how, sizeof how))
+                        log_warn("%s: respawn failed: %s", sw->w[i].id, how);
+                }
+            return 0;
+        }
+        ls_worker *w = &sw->w[u];
+        uint64_t t0 = util_now_ns();
+        uint32_t ns;
+        uint64_t nt;
+        if (rejoin) { /* its process takes the route for the replay; its copy stays till done */
+            w->state = LW_LIVE;
+            sw->route_stop = -1;
+        }
+        int rc = s_replay(sw, u, &ns, &nt, &lost, how, sizeof how, err, errlen);
+        if (rc < 0)
+            return -1;
+        if (rc == LP_LOST) {
+            if (rejoin && lost != u) {
+                w->state = LW_READY; /* not whole yet: replayed again once the loss is handled */
+                sw->route_stop = -1;
+            }
+            if (s_lose(sw, (uint32_t)lost, how, at_pos, err, errlen))
+                return -1;
+            continue;
+        }
+        llm_failover *f = w->fo >= 0 ? &sw->fo[w->fo] : NULL;
+        if (!rejoin) {
+            w->stale = 0;
+            if (f) {
+                f->sessions_replayed = ns;
+                f->tokens_replayed = nt;
+                f->rebuild_ms = (double)(util_now_ns() - f->lost_ns) / 1e6;
+            }
+            log_info("%s: caches rebuilt here: %u sessions, %llu positions in %.1f ms", w->id,
+                     ns, (unsigned long long)nt, s_ms_since(t0));
+            continue;
+        }
+        slice_free(&w->fb);
+        if (f) {
+            f->reprefill_tokens = nt;
+            f->reprefill_ms = s_ms_since(t0);
+            f->rejoin_ms = (double)(util_now_ns() - f->lost_ns) / 1e6;
+        }
+        w->fo = -1;
+        log_info("%s: rejoined: %u sessions re-prefilled (%llu positions) in %.1f ms", w->id, ns,
+                 (unsigned long long)nt, s_ms_since(t0));
+    }
+}
+
+static ls_session *s_session(llm_swarm *sw, uint64_t id)
+{
+    ls_session *free_slot = NULL;
+    for (uint32_t k = 0; k < sw->o.sessions; k++) {
+        if (sw->ss[k].id == id)
+            return &sw->ss[k];
+        if (!sw->ss[k].id && !free_slot)
+            free_slot = &sw->ss[k];
+    }
+    if (free_slot) {
+        free_slot->id = id;
+        free_slot->cached = 0;
+    }
+    return free_slot;
+}
+
+static int s_layers(void *ctx, uint64_t session, const int32_t *tokens, float *x, uint32_t n,
+                    uint32_t pos0, char *err, size_t errlen)
 {
     llm_swarm *sw = ctx;
-    s_heartbeat(sw);
-    msg_act a = { .req = ++sw->req, .step = sw->req, .epoch = sw->epoch, .hop = 0,
-                  .session = session, .pos = pos0, .n_pos = n, .dim = sw->dim, .x = x };
-    if (proto_encode_act(sw->b, MSG_ACT, &a) || s_send(sw, sw->push)) {
-        snprintf(err, errlen, "session %llu: cannot send %u positions to w0",
-                 (unsigned long long)session, n);
+    char how[256];
+    ls_session *s = s_session(sw, session);
+    if (!s) {
+        snprintf(err, errlen, "session %llu: all %u planned sessions are live",
+                 (unsigned long long)session, sw->o.sessions);
         return -1;
     }
-    if (s_recv_hb(sw, sw->pull, x, 1, "result", err, errlen))
-        return -1;
-    if (sw->m->type != MSG_RESULT || sw->m->u.act.req != sw->req || sw->m->u.act.n_pos != n) {
-        snprintf(err, errlen, "session %llu: a %s for request %llu (%u positions) where the "
-                 "result of %llu (%u) was due", (unsigned long long)session,
-                 proto_type_name(sw->m->type), (unsigned long long)sw->m->u.act.req,
-                 sw->m->u.act.n_pos, (unsigned long long)sw->req, n);
+    if (!n || n > sw->max_batch || (uint64_t)pos0 + n > sw->n_ctx || pos0 > s->cached) {
+        snprintf(err, errlen, "session %llu: %u positions from %u (batch <= %u, context %u, "
+                 "%u cached)", (unsigned long long)session, n, pos0, sw->max_batch, sw->n_ctx,
+                 s->cached);
         return -1;
     }
-    sw->acts++;
+    /* the positions before this pass are what a rebuild replays (a rewind drops the rest) */
+    memcpy(s->tok + pos0, tokens, n * sizeof *tokens);
+    s->cached = pos0;
+    if (s_settle(sw, pos0, err, errlen))
+        return -1;
+    size_t bytes = (size_t)n * sw->dim * sizeof(float);
+    memcpy(sw->xin, x, bytes);
+    for (;;) {
+        int lost;
+        uint64_t t0 = util_now_ns();
+        int rc = lp_run(sw, session, x, n, pos0, (int)sw->n - 1, 0, &lost, how, sizeof how,
+                        err, errlen);
+        if (rc < 0)
+            return -1;
+        if (rc == LP_OK) {
+            for (uint32_t i = 0; i < sw->n; i++)
+                if (sw->w[i].fo >= 0 && sw->w[i].state != LW_LIVE) {
+                    sw->fo[sw->w[i].fo].degraded_tokens += n;
+                    sw->fo[sw->w[i].fo].degraded_ms += s_ms_since(t0);
+                }
+            break;
+        }
+        /* the pass in flight is run again whole on the new route (the units it had passed
+         * rewrite the same rows with the same bits) */
+        if (s_lose(sw, (uint32_t)lost, how, pos0, err, errlen) ||
+            s_settle(sw, pos0, err, errlen))
+            return -1;
+        memcpy(x, sw->xin, bytes);
+    }
+    s->cached = pos0 + n;
     return 0;
 }
 
 static void s_end(void *ctx, uint64_t session)
 {
     llm_swarm *sw = ctx;
-    msg_session_end e = { .session = session, .epoch = sw->epoch };
+    lp_session_end(sw, session);
     for (uint32_t i = 0; i < sw->n; i++)
-        if (proto_encode_session_end(sw->b, &e) == 0)
-            s_send(sw, sw->ctl[i]);
+        if (sw->w[i].fb)
+            slice_end(sw->w[i].fb, session);
+    for (uint32_t k = 0; k < sw->o.sessions; k++)
+        if (sw->ss[k].id == session)
+            sw->ss[k].id = sw->ss[k].cached = 0;
 }
 
-/* fork + exec a worker on loopback; its control endpoint comes back on a pipe (the worker
- * either writes it or exits: no deadline to guess). */
-static int s_spawn(llm_swarm *sw, uint32_t i, const llm_swarm_opts *o, char *ep, size_t eplen,
-                   char *err, size_t errlen)
+int llm_swarm_fault_parse(llm_fault_kind kind, const char *s, llm_fault *f, char *err,
+                          size_t errlen)
 {
-    int fd[2];
-    char id[16], cap[32], rfd[16];
-    if (pipe(fd)) {
-        snprintf(err, errlen, "pipe: %s", strerror(errno));
+    unsigned w, pos;
+    double sec = 0;
+    int used = 0;
+    memset(f, 0, sizeof *f);
+    int ok = kind == LLM_FAULT_KILL
+                 ? sscanf(s, "w%u@%u%n", &w, &pos, &used) == 2
+                 : sscanf(s, "w%u@%u:%lf%n", &w, &pos, &sec, &used) == 3 && sec > 0 && sec < 3600;
+    if (!ok || s[used] || w >= LS_MAX_W) {
+        snprintf(err, errlen, "'%s': want %s", s, kind == LLM_FAULT_KILL ? "wI@TOKEN"
+                                                  : "wI@TOKEN:SECONDS (0 < SECONDS < 3600)");
         return -1;
     }
-    snprintf(id, sizeof id, "w%u", i);
-    snprintf(cap, sizeof cap, "%llu", (unsigned long long)o->cap_bytes);
-    snprintf(rfd, sizeof rfd, "%d", fd[1]);
-    pid_t pid = fork();
-    if (pid < 0) {
-        snprintf(err, errlen, "fork: %s", strerror(errno));
-        close(fd[0]);
-        close(fd[1]);
-        return -1;
-    }
-    if (pid == 0) {
-        close(fd[0]);
-        if (o->cap_bytes)
-            execl(o->self_exe, o->self_exe, "worker", "--listen", "tcp://127.0.0.1:*", "--id",
-                  id, "--cap", cap, "--once", "--report-fd", rfd, (char *)NULL);
-        else
-            execl(o->self_exe, o->self_exe, "worker", "--listen", "tcp://127.0.0.1:*", "--id",
-                  id, "--once", "--report-fd", rfd, (char *)NULL);
-        _exit(127);
-    }
-    close(fd[1]);
-    sw->pid[i] = pid;
-    size_t got = 0;
-    ssize_t r;
-    while (got + 1 < eplen && (r = read(fd[0], ep + got, eplen - got - 1)) > 0)
-        got += (size_t)r;
-    close(fd[0]);
-    ep[got] = 0;
-    char *nl = strchr(ep, '\n');
-    if (nl)
-        *nl = 0;
-    if (!got || strncmp(ep, "tcp://", 6)) {
-        snprintf(err, errlen, "worker %s (%s) did not start", id, o->self_exe);
-        return -1;
-    }
+    *f = (llm_fault){ .kind = kind, .worker = w, .pos = pos, .seconds = sec };
     return 0;
 }
 
 llm_swarm *llm_swarm_new(const llm_swarm_opts *o, char *err, size_t errlen)
 {
     llm_swarm *sw = calloc(1, sizeof *sw);
-    gguf_file *g = NULL;
-    arch_model am;
-    int am_open = 0, linger = 0;
-    uint64_t *sums = NULL, caps[S_MAX_W];
-    char ep[PROTO_MAX_STR], pull_ep[PROTO_MAX_STR], why[1024];
-    size_t len = sizeof pull_ep;
-    static msg_assign a;
-    memset(&am, 0, sizeof am);
+    uint64_t caps[LS_MAX_W];
+    char why[1024], how[256];
+    size_t len;
     if (!sw || !(sw->plan = calloc(1, sizeof *sw->plan)) || !(sw->b = proto_buf_new()) ||
-        !(sw->m = calloc(1, sizeof *sw->m))) {
+        !(sw->m = calloc(1, sizeof *sw->m)) || !(sw->assign = calloc(1, sizeof *sw->assign))) {
         snprintf(err, errlen, "out of memory");
         goto err;
     }
-    if (!o->workers || o->workers > S_MAX_W) {
-        snprintf(err, errlen, "%u workers: 1..%d", o->workers, S_MAX_W);
+    sw->fd = -1;
+    sw->o = *o;
+    snprintf(sw->model, sizeof sw->model, "%s", o->model);
+    snprintf(sw->self, sizeof sw->self, "%s", o->self_exe);
+    sw->o.model = sw->model;
+    sw->o.self_exe = sw->self;
+    if (!o->workers || o->workers > LS_MAX_W) {
+        snprintf(err, errlen, "%u workers: 1..%d", o->workers, LS_MAX_W);
         goto err;
     }
-    if (!(g = gguf_open(o->model, why, sizeof why)) || arch_model_open(&am, g, why, sizeof why)) {
+    for (uint32_t k = 0; k < o->n_faults; k++) {
+        if (o->faults[k].worker >= o->workers) {
+            snprintf(err, errlen, "a fault for w%u: the workers are w0..w%u",
+                     o->faults[k].worker, o->workers - 1);
+            goto err;
+        }
+        sw->faults[k].f = o->faults[k];
+    }
+    if (!(sw->g = gguf_open(o->model, why, sizeof why)) ||
+        arch_model_open(&sw->am, sw->g, why, sizeof why)) {
         snprintf(err, errlen, "%s", why);
         goto err;
     }
-    am_open = 1;
+    sw->am_open = 1;
+    if ((sw->fd = open(o->model, O_RDONLY | O_CLOEXEC)) < 0) {
+        util_errf(err, errlen, o->model, "%s", strerror(errno));
+        goto err;
+    }
     partition_llm_opts po = { .sessions = o->sessions, .n_ctx = o->n_ctx,
                               .max_batch = o->max_batch,
                               .threads = o->threads > 0 ? (uint32_t)o->threads : 1 };
     for (uint32_t i = 0; i < o->workers; i++)
         caps[i] = o->cap_bytes;
-    if (partition_llm(&am, &po, o->workers, caps, sw->plan, why, sizeof why)) {
+    if (partition_llm(&sw->am, &po, o->workers, caps, sw->plan, why, sizeof why)) {
         snprintf(err, errlen, "%s: %s", o->model, why);
         goto err;
     }
-    if (!(sums = calloc(am.hp.n_layers, sizeof *sums))) {
-        snprintf(err, errlen, "out of memory");
-        goto err;
-    }
-    sums_source src;
-    if (sums_get(&am, o->model, sums, &src, NULL, 0, why, sizeof why)) {
-        snprintf(err, errlen, "%s", why);
-        goto err;
-    }
-    sw->dim = am.hp.dim;
+    sw->n_layers = sw->am.hp.n_layers;
+    sw->dim = sw->am.hp.dim;
     sw->max_batch = o->max_batch;
     sw->n_ctx = o->n_ctx;
-    sw->epoch = 1;
+    sw->route_stop = -1;
     sw->frame_cap = proto_frame_limit(sw->dim, sw->max_batch);
-    if (!(sw->frame = malloc(sw->frame_cap))) {
+    size_t xb = (size_t)sw->max_batch * sw->dim * sizeof(float);
+    if (!(sw->sums = calloc(sw->n_layers, sizeof *sw->sums)) ||
+        !(sw->frame = malloc(sw->frame_cap)) || !(sw->rx = malloc(xb)) ||
+        !(sw->xin = malloc(xb)) || !(sw->ax = malloc(xb)) ||
+        !(sw->ss = calloc(o->sessions, sizeof *sw->ss))) {
         snprintf(err, errlen, "out of memory");
+        goto err;
+    }
+    for (uint32_t k = 0; k < o->sessions; k++)
+        if (!(sw->ss[k].tok = malloc((size_t)o->n_ctx * sizeof *sw->ss[k].tok))) {
+            snprintf(err, errlen, "out of memory");
+            goto err;
+        }
+    sums_source src;
+    if (sums_get(&sw->am, o->model, sw->sums, &src, NULL, 0, why, sizeof why)) {
+        snprintf(err, errlen, "%s", why);
         goto err;
     }
     sw->zctx = zmq_ctx_new();
     sw->pull = zmq_socket(sw->zctx, ZMQ_PULL);
-    sw->push = zmq_socket(sw->zctx, ZMQ_PUSH);
-    zmq_setsockopt(sw->push, ZMQ_LINGER, &linger, sizeof linger);
-    if (zmq_bind(sw->pull, "tcp://127.0.0.1:*")) {
+    len = sizeof sw->pull_ep;
+    if (zmq_bind(sw->pull, "tcp://127.0.0.1:*") ||
+        zmq_getsockopt(sw->pull, ZMQ_LAST_ENDPOINT, sw->pull_ep, &len)) {
         snprintf(err, errlen, "cannot bind the result socket: %s", zmq_strerror(errno));
         goto err;
     }
-    zmq_getsockopt(sw->pull, ZMQ_LAST_ENDPOINT, pull_ep, &len);
     for (uint32_t i = 0; i < o->workers; i++) {
+        ls_worker *w = &sw->w[i];
         sw->n = i + 1;
-        if (s_spawn(sw, i, o, ep, sizeof ep, err, errlen))
-            goto err;
-        sw->ctl[i] = zmq_socket(sw->zctx, ZMQ_DEALER);
-        zmq_setsockopt(sw->ctl[i], ZMQ_LINGER, &linger, sizeof linger);
-        zmq_connect(sw->ctl[i], ep);
-        msg_hello h = { .proto_version = PROTO_VERSION, .pid = (uint32_t)getpid() };
-        snprintf(h.id, sizeof h.id, "coordinator");
-        snprintf(h.data_ep, sizeof h.data_ep, "%s", pull_ep);
-        if (proto_encode_hello(sw->b, &h) || s_send(sw, sw->ctl[i]) ||
-            s_recv(sw, sw->ctl[i], NULL, "hello", err, errlen))
-            goto err;
-        if (sw->m->type != MSG_HELLO ||
-            proto_assign_check(&(msg_assign){ .n_ctx = o->n_ctx, .first = sw->plan->first[i],
-                                              .last = sw->plan->last[i] },
-                               &sw->m->u.hello, why, sizeof why)) {
-            snprintf(err, errlen, "w%u: %s", i, sw->m->type != MSG_HELLO ? "no hello" : why);
-            goto err;
-        }
-        snprintf(sw->data_ep[i], PROTO_MAX_STR, "%s", sw->m->u.hello.data_ep);
-        memset(&a, 0, sizeof a);
-        snprintf(a.model_path, sizeof a.model_path, "%s", o->model);
-        a.model_size = g->file_size;
-        a.n_layers = am.hp.n_layers;
-        a.dim = am.hp.dim;
-        a.first = sw->plan->first[i];
-        a.last = sw->plan->last[i];
-        for (uint32_t l = a.first; l < a.last; l++)
-            a.checksums[l - a.first] = sums[l];
-        a.threads = (uint32_t)(o->threads > 0 ? o->threads : 1);
-        a.cap_bytes = o->cap_bytes;
-        a.n_ctx = o->n_ctx;
-        a.sessions = o->sessions;
-        a.max_batch = o->max_batch;
-        if (proto_encode_assign(sw->b, &a) || s_send(sw, sw->ctl[i]) ||
-            s_recv(sw, sw->ctl[i], NULL, "ready", err, errlen))
-            goto err;
-        if (sw->m->type != MSG_READY) {
-            snprintf(err, errlen, "w%u refused layers [%u, %u): %s", i, a.first, a.last,
-                     sw->m->type == MSG_ERROR ? sw->m->u.error.text : "no ready");
-            goto err;
-        }
-    }
-    /* routes, each confirmed by a heartbeat's echo (the control plane is in order) */
-    for (uint32_t i = 0; i < sw->n; i++) {
-        msg_route r = { .epoch = sw->epoch, .hop = i, .last = i + 1 == sw->n };
-        snprintf(r.next_ep, sizeof r.next_ep, "%s", i + 1 < sw->n ? sw->data_ep[i + 1] : pull_ep);
-        msg_heartbeat hb = { .seq = i + 1, .sent_ns = util_now_ns() };
-        if (proto_encode_route(sw->b, &r) || s_send(sw, sw->ctl[i]) ||
-            proto_encode_heartbeat(sw->b, &hb) || s_send(sw, sw->ctl[i]) ||
-            s_recv(sw, sw->ctl[i], NULL, "heartbeat echo", err, errlen))
+        snprintf(w->id, sizeof w->id, "w%u", i);
+        w->routed_next = -2;
+        w->first = sw->plan->first[i];
+        w->last = sw->plan->last[i];
+        w->fo = -1;
+        if (lp_join_sync(sw, i, err, errlen))
             goto err;
     }
-    zmq_connect(sw->push, sw->data_ep[0]);
-    sw->last_hb_ns = util_now_ns();
-    free(sums);
-    arch_model_close(&am);
-    gguf_close(&g);
+    int lost = -1, rc = lp_route(sw, (int)sw->n - 1, &lost, how, sizeof how, err, errlen);
+    if (rc == LP_LOST)
+        snprintf(err, errlen, "w%d: %s while its route was set", lost, how);
+    if (rc)
+        goto err;
     return sw;
 err:
-    free(sums);
-    if (am_open)
-        arch_model_close(&am);
-    gguf_close(&g);
     llm_swarm_free(&sw);
     return NULL;
 }
@@ -321,34 +410,30 @@ void llm_swarm_free(llm_swarm **swp)
     if (!swp || !*swp)
         return;
     llm_swarm *sw = *swp;
-    /* a bye not delivered within the workers' silence bound is moot: by then a worker has
-     * released itself and (--once) exited; an unbounded linger would wait on a dead one */
-    int linger = S_SILENT_MS;
-    for (uint32_t i = 0; i < sw->n; i++) {
-        msg_bye bye = { .reason = "done" };
-        if (sw->ctl[i] && sw->b && proto_encode_bye(sw->b, &bye) == 0) {
-            zmq_setsockopt(sw->ctl[i], ZMQ_LINGER, &linger, sizeof linger);
-            s_send(sw, sw->ctl[i]);
-        }
-    }
-    for (uint32_t i = 0; i < sw->n; i++) {
-        if (sw->ctl[i])
-            zmq_close(sw->ctl[i]);
-        /* a worker told bye exits (--once); one that did not hear it is stopped */
-        if (sw->pid[i] > 0 && !sw->ctl[i])
-            kill(sw->pid[i], SIGTERM);
-        if (sw->pid[i] > 0)
-            waitpid(sw->pid[i], NULL, 0);
-    }
+    if (sw->b && sw->zctx)
+        lp_close_all(sw);
+    for (uint32_t i = 0; i < sw->n; i++)
+        slice_free(&sw->w[i].fb);
     if (sw->pull)
         zmq_close(sw->pull);
-    if (sw->push)
-        zmq_close(sw->push);
     if (sw->zctx)
         zmq_ctx_term(sw->zctx);
+    for (uint32_t k = 0; sw->ss && k < sw->o.sessions; k++)
+        free(sw->ss[k].tok);
+    free(sw->ss);
+    if (sw->am_open)
+        arch_model_close(&sw->am);
+    gguf_close(&sw->g);
+    if (sw->fd >= 0)
+        close(sw->fd);
     proto_buf_free(&sw->b);
     free(sw->m);
+    free(sw->assign);
     free(sw->frame);
+    free(sw->rx);
+    free(sw->xin);
+    free(sw->ax);
+    free(sw->sums);
     free(sw->plan);
     free(sw);
     *swp = NULL;
@@ -366,4 +451,10 @@ void llm_swarm_counts(const llm_swarm *sw, uint64_t *acts, uint64_t *wire_bytes)
 {
     *acts = sw->acts;
     *wire_bytes = sw->wire;
+}
+
+const llm_failover *llm_swarm_failovers(const llm_swarm *sw, uint32_t *n)
+{
+    *n = sw->n_fo;
+    return sw->fo;
 }

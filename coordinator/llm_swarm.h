@@ -1,6 +1,19 @@
 /* llm_swarm.h — a real model's layers in worker processes, for the resident arm of the llm
- * runner (arch/llm.h): spawn the workers, partition by bytes, assign, route, and run every
- * pass's activations through them. coordinator/ */
+ * runner (arch/llm.h): spawn the workers, partition by bytes, assign, route, run every pass's
+ * activations through them, and keep going when one is lost. coordinator/
+ *
+ * Failover with the caches: the coordinator keeps every live session's tokens. When a worker
+ * is lost (its process exited, or its control plane stopped answering heartbeats for
+ * liveness x heartbeat period: 500 ms), it is fenced (killed and reaped, so a frozen one
+ * can never deliver a late result), its layers open in the coordinator under its cap (what
+ * fits resident, the rest streamed), and every live session's KV cache for those layers is
+ * rebuilt by replaying that session's tokens through the layers up to them; the pass that
+ * was in flight then runs again on the new route. With respawn, a fresh worker for the same
+ * layers is started at once; when it is ready, every live session is replayed through it
+ * (re-prefill) before the route moves back and the local copy is freed. Positions are
+ * written by index (worker/slice.h), so a replay rewrites the caches it passes with the same
+ * bits: each session's tokens equal a healthy run's.
+ */
 #ifndef SWARM_LLM_SWARM_H
 #define SWARM_LLM_SWARM_H
 
@@ -10,14 +23,53 @@
 #include "arch/llm.h"
 #include "coordinator/partition.h"
 
+#define LLM_SWARM_MAX_FAULTS 8
+
+typedef enum { LLM_FAULT_KILL = 0, LLM_FAULT_STOP, LLM_FAULT_CUT } llm_fault_kind;
+
+/* A fault injected by the coordinator into one of its workers when the first pass that
+ * carries position pos is sent (while that pass is in flight): KILL sends SIGKILL, STOP
+ * sends SIGSTOP and SIGCONT after seconds, CUT drops everything between the coordinator
+ * and the worker for seconds (no heartbeat or act sent to it, nothing heard from it, its
+ * results lost). The coordinator then finds the loss the way it finds any:
+ * the process gone, or the heartbeats unanswered. */
+typedef struct {
+    llm_fault_kind kind;
+    uint32_t worker;
+    uint32_t pos;
+    double seconds;
+} llm_fault;
+
 typedef struct {
     const char *model;            /* the GGUF file (the workers read their local copy) */
     const char *self_exe;         /* the swarm binary the workers run */
     uint32_t workers;             /* 1..8, spawned on loopback */
-    uint64_t cap_bytes;           /* each worker's cap (0 = none) */
+    uint64_t cap_bytes;           /* each worker's cap (0 = none); a lost worker's layers run
+                                   * in the coordinator under the same cap */
     uint32_t sessions, n_ctx, max_batch;
     int threads;                  /* each worker's compute threads */
+    int respawn;                  /* start a fresh worker for a lost one's layers */
+    uint32_t slowdown;            /* test knob: workers compute every activation N times */
+    llm_fault faults[LLM_SWARM_MAX_FAULTS];
+    uint32_t n_faults;
 } llm_swarm_opts;
+
+/* One failover, as the result reports it. */
+typedef struct {
+    char worker[8];
+    char how[64];                 /* "killed by signal 9", "heartbeats stopped", ... */
+    uint32_t at_pos;              /* the first position of the pass in flight */
+    double detection_ms;          /* fault injected -> declared lost (< 0: not ours to time) */
+    uint32_t sessions_replayed;
+    uint64_t tokens_replayed;     /* positions replayed to rebuild the caches */
+    double rebuild_ms;            /* declared lost -> caches whole (layers opened + replay) */
+    uint64_t degraded_tokens;     /* positions run while its layers ran here */
+    double degraded_ms;
+    double rejoin_ms;             /* declared lost -> route moved back (< 0: did not) */
+    uint64_t reprefill_tokens;    /* positions replayed into the rejoined worker */
+    double reprefill_ms;
+    uint64_t lost_ns;
+} llm_failover;
 
 typedef struct llm_swarm llm_swarm;
 
@@ -31,5 +83,11 @@ void llm_swarm_hook(llm_swarm *sw, llm_layers_hook *h);
 const partition_llm_plan *llm_swarm_plan(const llm_swarm *sw);
 /* Activations sent and bytes on the wire (both directions) so far. */
 void llm_swarm_counts(const llm_swarm *sw, uint64_t *acts, uint64_t *wire_bytes);
+/* The failovers so far (valid while sw lives). */
+const llm_failover *llm_swarm_failovers(const llm_swarm *sw, uint32_t *n);
+/* Parse "wI@TOKEN" (kill) or "wI@TOKEN:SECONDS" (stop, cut) into f (pos = TOKEN: the caller
+ * maps generated tokens to positions). 0, or -1 with err naming the value. */
+int llm_swarm_fault_parse(llm_fault_kind kind, const char *s, llm_fault *f, char *err,
+                          size_t errlen);
 
 #endif

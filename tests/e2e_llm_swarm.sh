@@ -3,7 +3,9 @@
 # vocabulary, its layers in 2 and 3 spawned workers (partitioned by bytes), greedy and seeded
 # sampling: the same token ids and logits digests as the reference arm (the parity gate runs
 # on every resident run), the plan in the result (ranges, embedding and head with the
-# coordinator), a worker cap too small refused with its numbers, a bad arm named. tests/
+# coordinator), failover with the caches (killed, stopped, cut off, respawned, killed from
+# outside: the same tokens), a worker cap too small refused with its numbers, a bad arm named.
+# tests/
 # Env: SWARM_BIN, SWARM_TEST_TMP. Closes with "e2e_llm_swarm: N passed, N failed".
 set -u
 cd "$(dirname "$0")/.."
@@ -42,6 +44,87 @@ done
 # the prompt of 5 tokens in batches of 3 (2 acts) and 19 single positions after the first
 # token: 21 acts
 eq "acts" "$(jfield "$T/res_greedy_3.jsonl" acts)" 21
+
+# Failover with the caches: a worker killed, stopped, cut off, all three killed, killed and
+# respawned, killed from outside: every run's tokens and logits equal the reference arm's (the
+# parity gate and the digests), and each failover says what it replayed.
+fo_check() { # name, worker, how prefix, expect rejoin (1/0): the first failover record
+    python3 - "$T/$1.jsonl" "$2" "$3" "$4" <<'PY' || bad "$1: failover record"
+import json, sys
+r = json.loads([l for l in open(sys.argv[1]) if l.strip()][-1])
+fo = r.get("failovers") or []
+why = []
+if not fo: why.append("no failover")
+else:
+    f = fo[0]
+    if f["worker"] != sys.argv[2]: why.append("worker %s" % f["worker"])
+    if not f["how"].startswith(sys.argv[3]): why.append("how %s" % f["how"])
+    if f["sessions_replayed"] != 1 or f["tokens_replayed"] != f["at_pos"]:
+        why.append("replayed %s sessions, %s positions at %s" % (f["sessions_replayed"], f["tokens_replayed"], f["at_pos"]))
+    if not f["rebuild_ms"] > 0: why.append("rebuild_ms %s" % f["rebuild_ms"])
+    d = f["detection_ms"]
+    if sys.argv[3] != "killed by signal 9 (outside)" and not (isinstance(d, (int, float)) and 0 < d < 1000):
+        why.append("detection_ms %s" % d)
+    if (f["rejoin_ms"] is not None) != (sys.argv[4] == "1"): why.append("rejoin_ms %s" % f["rejoin_ms"])
+    if sys.argv[4] == "1" and not f["reprefill_tokens"] > f["at_pos"]: why.append("reprefill %s" % f["reprefill_tokens"])
+if why:
+    print("FAIL: %s: %s" % (sys.argv[1], "; ".join(why)), file=sys.stderr); sys.exit(1)
+PY
+}
+fo_run() { # name, fault args...: a greedy resident run with faults, against the reference
+    local n=$1; shift
+    sw $n generate "$T/m.gguf" --prompt "$P" -n 20 --temp 0 --batch 3 --arm resident \
+        --workers 3 --worker-cap 64M "$@" --out "$T/$n.jsonl"
+    expect_rc $n 0
+    has $n err "parity: pass (token ids and logits identical to the reference arm"
+    for k in ids_digest logits_digest tokens_out; do
+        eq "$n $k" "$(jfield "$T/$n.jsonl" $k)" "$(jfield "$T/ref_greedy.jsonl" $k)"
+    done
+}
+fo_run fo_kill --kill-worker w1@5; fo_check fo_kill w1 "killed by signal 9" 0 && ok
+has fo_kill err "failover w1 (killed by signal 9) at position 8"
+fo_run fo_respawn --kill-worker w1@5 --respawn; fo_check fo_respawn w1 "killed by signal 9" 1 && ok
+fo_run fo_stop --stop-worker w0@3:30; fo_check fo_stop w0 "heartbeats stopped" 0 && ok
+fo_run fo_cut --cut-link w2@2:30; fo_check fo_cut w2 "heartbeats stopped" 0 && ok
+fo_run fo_all --kill-worker w0@2 --kill-worker w1@4 --kill-worker w2@6
+eq "fo_all: three failovers" "$(jfield "$T/fo_all.jsonl" failovers.2.worker)" w2
+
+# Killed from outside, mid-generation: the coordinator is held (SIGSTOP) once the first token
+# is out, w1 is killed, the coordinator goes on. How long generating takes is measured first
+# (slowed workers, so the first token is not also the last on a fast machine).
+sw slow_ref generate "$T/m.gguf" --prompt "$P" -n 200 --temp 0 --batch 3 --arm resident \
+    --workers 3 --worker-slowdown 16 --out "$T/slow_ref.jsonl"
+expect_rc slow_ref 0
+"$SWARM_BIN" generate "$T/m.gguf" --prompt "$P" -n 200 --temp 0 --batch 3 --arm resident \
+    --workers 3 --worker-slowdown 16 --out "$T/fo_outside.jsonl" \
+    >"$T/fo_outside.out" 2>"$T/fo_outside.err" &
+gpid=$!
+held=0
+for ((i = 0; i < 2000; i++)); do # until the first token or the end (the end is a failure)
+    if [ -s "$T/fo_outside.out" ]; then kill -STOP $gpid && held=1; break; fi
+    kill -0 $gpid 2>/dev/null || break
+    sleep 0.01
+done
+w1=$(pgrep -P $gpid -f -- "--id w1" | head -1)
+if [ $held = 1 ] && [ -n "$w1" ]; then kill -9 "$w1"; ok; else bad "fo_outside: not held mid-generation (w1 '$w1')"; fi
+kill -CONT $gpid 2>/dev/null
+wait $gpid; rc=$?
+expect_rc fo_outside 0
+has fo_outside err "parity: pass (token ids and logits identical to the reference arm"
+eq "fo_outside ids" "$(jfield "$T/fo_outside.jsonl" ids_digest)" "$(jfield "$T/slow_ref.jsonl" ids_digest)"
+eq "fo_outside how" "$(jfield "$T/fo_outside.jsonl" failovers.0.how)" "killed by signal 9"
+eq "fo_outside not timed by us" "$(jfield "$T/fo_outside.jsonl" failovers.0.detection_ms)" null
+
+# faults named clearly
+sw fo_bad1 generate "$T/m.gguf" --prompt "$P" --arm resident --workers 3 --kill-worker w5@2
+expect_rc fo_bad1 2
+has fo_bad1 err "a fault for w5: the workers are w0..w2"
+sw fo_bad2 generate "$T/m.gguf" --prompt "$P" --arm resident --stop-worker w1@2
+expect_rc fo_bad2 2
+has fo_bad2 err "--stop-worker: 'w1@2': want wI@TOKEN:SECONDS"
+sw fo_bad3 generate "$T/m.gguf" --prompt "$P" --kill-worker w1@2
+expect_rc fo_bad3 2
+has fo_bad3 err "are the resident arm's (add --arm resident)"
 
 # a worker cap that cannot hold a layer beside the caches: refused before any worker starts
 sw small generate "$T/m.gguf" --prompt "$P" -n 4 --arm resident --workers 2 --worker-cap 16M

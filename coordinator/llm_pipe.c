@@ -1,0 +1,533 @@
+/* llm_pipe.c — the llm swarm's workers: their processes, control plane and routes, and one
+ * pass through the units in order (chains of LIVE workers on the wire, copies of lost
+ * workers' layers here). coordinator/
+ *
+ * Nothing waits on a guess: a reply is awaited until it comes, the worker's process is gone
+ * (waitpid, checked every LS_POLL_MS), or its control plane leaves heartbeats unanswered
+ * for LS_LIVENESS periods. The workers answer heartbeats on their loop whatever they compute
+ * (worker/compute.c), so silence means dead, frozen or cut off, never slow.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#include "common/log.h"
+#include "common/util.h"
+#include "coordinator/llm_swarm_int.h"
+
+#define LS_POLL_MS 20 /* how often a wait looks at the processes: a kill is seen this soon */
+
+static void s_send(llm_swarm *sw, void *sock)
+{
+    /* never blocks: a dead peer's queue is dropped with its socket when it is fenced */
+    if (zmq_send(sock, proto_buf_data(sw->b), proto_buf_len(sw->b), ZMQ_DONTWAIT) >= 0)
+        sw->wire += proto_buf_len(sw->b);
+}
+
+static void s_close(ls_worker *w)
+{
+    if (w->ctl)
+        zmq_close(w->ctl);
+    if (w->push)
+        zmq_close(w->push);
+    w->ctl = w->push = NULL;
+}
+
+void lp_fence(llm_swarm *sw, uint32_t i)
+{
+    ls_worker *w = &sw->w[i];
+    if (w->pid > 0) {
+        kill(w->pid, SIGKILL); /* works on a stopped process too */
+        waitpid(w->pid, NULL, 0);
+    }
+    w->pid = 0;
+    s_close(w);
+    w->cut_until_ns = w->cont_at_ns = w->unanswered_ns = 0;
+    /* every route is set again in a new epoch: an act the fenced worker forwarded before it
+     * went must be dropped by the others, not computed after the pass's rerun */
+    for (uint32_t k = 0; k < sw->n; k++)
+        sw->w[k].routed_next = -2;
+}
+
+int lp_spawn(llm_swarm *sw, uint32_t i, char *err, size_t errlen)
+{
+    ls_worker *w = &sw->w[i];
+    int fd[2], linger = 0;
+    char cap[32], rfd[16], slow[16], ep[PROTO_MAX_STR];
+    const char *argv[16];
+    int a = 0;
+    if (pipe(fd)) {
+        snprintf(err, errlen, "pipe: %s", strerror(errno));
+        return -1;
+    }
+    snprintf(cap, sizeof cap, "%llu", (unsigned long long)sw->o.cap_bytes);
+    snprintf(rfd, sizeof rfd, "%d", fd[1]);
+    snprintf(slow, sizeof slow, "%u", sw->o.slowdown);
+    argv[a++] = sw->self;
+    argv[a++] = "worker";
+    argv[a++] = "--listen";
+    argv[a++] = "tcp://127.0.0.1:*";
+    argv[a++] = "--id";
+    argv[a++] = w->id;
+    argv[a++] = "--once";
+    argv[a++] = "--report-fd";
+    argv[a++] = rfd;
+    if (sw->o.cap_bytes) {
+        argv[a++] = "--cap";
+        argv[a++] = cap;
+    }
+    if (sw->o.slowdown > 1) {
+        argv[a++] = "--slowdown";
+        argv[a++] = slow;
+    }
+    argv[a] = NULL;
+    pid_t pid = fork();
+    if (pid < 0) {
+        snprintf(err, errlen, "fork: %s", strerror(errno));
+        close(fd[0]);
+        close(fd[1]);
+        return -1;
+    }
+    if (pid == 0) {
+        close(fd[0]);
+        execv(sw->self, (char *const *)argv);
+        _exit(127);
+    }
+    close(fd[1]);
+    w->pid = pid;
+    /* the worker writes its endpoint and closes the pipe, or exits: no deadline to guess */
+    size_t got = 0;
+    ssize_t r;
+    while (got + 1 < sizeof ep && (r = read(fd[0], ep + got, sizeof ep - got - 1)) > 0)
+        got += (size_t)r;
+    close(fd[0]);
+    ep[got] = 0;
+    char *nl = strchr(ep, '\n');
+    if (nl)
+        *nl = 0;
+    if (!got || strncmp(ep, "tcp://", 6)) {
+        snprintf(err, errlen, "worker %s (%s) did not start", w->id, sw->self);
+        lp_fence(sw, i);
+        return -1;
+    }
+    w->ctl = zmq_socket(sw->zctx, ZMQ_DEALER);
+    zmq_setsockopt(w->ctl, ZMQ_LINGER, &linger, sizeof linger);
+    if (zmq_connect(w->ctl, ep)) {
+        snprintf(err, errlen, "worker %s: cannot connect to %s: %s", w->id, ep,
+                 zmq_strerror(errno));
+        lp_fence(sw, i);
+        return -1;
+    }
+    msg_hello h = { .proto_version = PROTO_VERSION, .pid = (uint32_t)getpid() };
+    snprintf(h.id, sizeof h.id, "coordinator");
+    snprintf(h.data_ep, sizeof h.data_ep, "%s", sw->pull_ep);
+    if (proto_encode_hello(sw->b, &h) == 0)
+        s_send(sw, w->ctl);
+    w->state = LW_JOIN_HELLO;
+    w->routed_next = -2;
+    w->unanswered_ns = w->echo_seq = w->route_seq = 0;
+    w->why[0] = 0;
+    return 0;
+}
+
+/* A joining worker failed: its process goes, its layers stay here. */
+static void s_join_failed(llm_swarm *sw, uint32_t i)
+{
+    log_warn("%s: did not rejoin: %s", sw->w[i].id, sw->w[i].why);
+    lp_fence(sw, i);
+    sw->w[i].state = LW_LOST;
+}
+
+static void s_on_hello(llm_swarm *sw, uint32_t i, const msg_hello *h)
+{
+    ls_worker *w = &sw->w[i];
+    msg_assign *a = sw->assign;
+    char why[256];
+    if (proto_assign_check(&(msg_assign){ .n_ctx = sw->n_ctx, .first = w->first,
+                                          .last = w->last }, h, why, sizeof why)) {
+        snprintf(w->why, sizeof w->why, "%s", why);
+        s_join_failed(sw, i);
+        return;
+    }
+    snprintf(w->data_ep, sizeof w->data_ep, "%s", h->data_ep);
+    memset(a, 0, sizeof *a);
+    snprintf(a->model_path, sizeof a->model_path, "%s", sw->model);
+    a->model_size = sw->g->file_size;
+    a->n_layers = sw->n_layers;
+    a->dim = sw->dim;
+    a->first = w->first;
+    a->last = w->last;
+    for (uint32_t l = a->first; l < a->last; l++)
+        a->checksums[l - a->first] = sw->sums[l];
+    a->threads = (uint32_t)(sw->o.threads > 0 ? sw->o.threads : 1);
+    a->cap_bytes = sw->o.cap_bytes;
+    a->n_ctx = sw->n_ctx;
+    a->sessions = sw->o.sessions;
+    a->max_batch = sw->max_batch;
+    if (proto_encode_assign(sw->b, a) == 0)
+        s_send(sw, w->ctl);
+    w->state = LW_JOIN_LOAD;
+}
+
+/* One control message from worker i (already known not to be over a cut link). 1 when it
+ * says the worker cannot serve (an error from a LIVE worker): how is filled. */
+static int s_on_ctl(llm_swarm *sw, uint32_t i, size_t n, char *how, size_t howlen)
+{
+    ls_worker *w = &sw->w[i];
+    char why[256];
+    int linger = 0;
+    memset(sw->m, 0, sizeof *sw->m);
+    if (proto_decode_n(sw->frame, n, 0, 1, sw->m, why, sizeof why)) {
+        log_warn("%s: bad control message (%zu bytes): %s", w->id, n, why);
+        return 0;
+    }
+    sw->wire += n;
+    w->unanswered_ns = 0; /* it spoke */
+    switch (sw->m->type) {
+    case MSG_HEARTBEAT:
+        w->echo_seq = sw->m->u.hb.seq;
+        break;
+    case MSG_HELLO:
+        if (w->state == LW_JOIN_HELLO)
+            s_on_hello(sw, i, &sw->m->u.hello);
+        break;
+    case MSG_READY:
+        if (w->state != LW_JOIN_LOAD)
+            break;
+        w->push = zmq_socket(sw->zctx, ZMQ_PUSH);
+        zmq_setsockopt(w->push, ZMQ_LINGER, &linger, sizeof linger);
+        if (zmq_connect(w->push, w->data_ep)) {
+            snprintf(w->why, sizeof w->why, "cannot connect to its data endpoint %s: %s",
+                     w->data_ep, zmq_strerror(errno));
+            s_join_failed(sw, i);
+            break;
+        }
+        w->state = LW_READY;
+        break;
+    case MSG_ERROR:
+        if (w->state == LW_LIVE) {
+            snprintf(how, howlen, "said: %s", sw->m->u.error.text);
+            return 1;
+        }
+        snprintf(w->why, sizeof w->why, "refused layers [%u, %u): %s", w->first, w->last,
+                 sw->m->u.error.text);
+        s_join_failed(sw, i);
+        break;
+    default:
+        break;
+    }
+    return 0;
+}
+
+static void s_exit_how(int st, char *how, size_t howlen)
+{
+    if (WIFSIGNALED(st))
+        snprintf(how, howlen, "killed by signal %d", WTERMSIG(st));
+    else
+        snprintf(how, howlen, "exited with status %d", WEXITSTATUS(st));
+}
+
+int lp_poll(llm_swarm *sw, char *how, size_t howlen)
+{
+    uint64_t now = util_now_ns(), window = (uint64_t)LS_LIVENESS * LS_HB_MS * 1000000ull;
+    int hb_due = now - sw->last_hb_ns >= LS_HB_MS * 1000000ull;
+    if (hb_due)
+        sw->last_hb_ns = now;
+    for (uint32_t i = 0; i < sw->n; i++) {
+        ls_worker *w = &sw->w[i];
+        if (w->cont_at_ns && now >= w->cont_at_ns) {
+            if (w->pid > 0)
+                kill(w->pid, SIGCONT);
+            w->cont_at_ns = 0;
+        }
+        if (w->cut_until_ns && now >= w->cut_until_ns)
+            w->cut_until_ns = 0;
+        int n;
+        while (w->ctl && (n = zmq_recv(w->ctl, sw->frame, sw->frame_cap, ZMQ_DONTWAIT)) >= 0) {
+            if (w->cut_until_ns || (size_t)n > sw->frame_cap)
+                continue; /* nothing is heard over a cut link */
+            if (s_on_ctl(sw, i, (size_t)n, how, howlen))
+                return (int)i;
+        }
+        int st;
+        if (w->pid > 0 && waitpid(w->pid, &st, WNOHANG) == w->pid) {
+            w->pid = 0;
+            if (w->state == LW_LIVE) {
+                s_exit_how(st, how, howlen);
+                return (int)i;
+            }
+            s_exit_how(st, w->why, sizeof w->why);
+            s_join_failed(sw, i);
+            continue;
+        }
+        if (hb_due && w->ctl && w->pid > 0) {
+            msg_heartbeat hb = { .seq = ++sw->hb_seq, .sent_ns = now };
+            if (!w->cut_until_ns && proto_encode_heartbeat(sw->b, &hb) == 0)
+                s_send(sw, w->ctl);
+            if (!w->unanswered_ns)
+                w->unanswered_ns = now;
+        }
+        if (w->state == LW_LIVE && w->unanswered_ns && now - w->unanswered_ns > window) {
+            snprintf(how, howlen, "heartbeats stopped (%.0f ms unanswered)",
+                     (double)(now - w->unanswered_ns) / 1e6);
+            return (int)i;
+        }
+    }
+    return -1;
+}
+
+/* Wait up to LS_POLL_MS for anything on the control sockets or the result socket. */
+static void s_wait(llm_swarm *sw, int with_pull)
+{
+    zmq_pollitem_t it[LS_MAX_W + 1];
+    int k = 0;
+    for (uint32_t i = 0; i < sw->n; i++)
+        if (sw->w[i].ctl)
+            it[k++] = (zmq_pollitem_t){ sw->w[i].ctl, 0, ZMQ_POLLIN, 0 };
+    if (with_pull)
+        it[k++] = (zmq_pollitem_t){ sw->pull, 0, ZMQ_POLLIN, 0 };
+    zmq_poll(it, k, LS_POLL_MS);
+}
+
+int lp_join_sync(llm_swarm *sw, uint32_t i, char *err, size_t errlen)
+{
+    char how[256];
+    if (lp_spawn(sw, i, err, errlen))
+        return -1;
+    for (;;) {
+        int l = lp_poll(sw, how, sizeof how);
+        if (l >= 0) {
+            snprintf(err, errlen, "%s: %s", sw->w[l].id, how);
+            return -1;
+        }
+        if (sw->w[i].state == LW_READY) {
+            sw->w[i].state = LW_LIVE;
+            return 0;
+        }
+        if (sw->w[i].state == LW_LOST) {
+            snprintf(err, errlen, "%s: %s", sw->w[i].id, sw->w[i].why);
+            return -1;
+        }
+        s_wait(sw, 0);
+    }
+}
+
+/* Where worker i's output goes for a pass through units 0..stop: the next worker, or -1 the
+ * coordinator. */
+static int s_next(const llm_swarm *sw, uint32_t i, int stop)
+{
+    return (int)i < stop && i + 1 < sw->n && sw->w[i + 1].state == LW_LIVE ? (int)i + 1 : -1;
+}
+
+int lp_route(llm_swarm *sw, int stop, int *lost, char *how, size_t howlen, char *err,
+             size_t errlen)
+{
+    int same = 1;
+    for (uint32_t i = 0; i < sw->n; i++)
+        if (sw->w[i].state == LW_LIVE && sw->w[i].routed_next != s_next(sw, i, stop))
+            same = 0;
+    if (same) { /* the routes in force already end where these would */
+        sw->route_stop = stop;
+        return LP_OK;
+    }
+    sw->epoch++;
+    for (uint32_t i = 0; i < sw->n; i++) {
+        ls_worker *w = &sw->w[i];
+        if (w->state != LW_LIVE)
+            continue;
+        int on = s_next(sw, i, stop) >= 0;
+        w->routed_next = s_next(sw, i, stop);
+        msg_route r = { .epoch = sw->epoch, .hop = i, .last = !on };
+        snprintf(r.next_ep, sizeof r.next_ep, "%s", on ? sw->w[i + 1].data_ep : sw->pull_ep);
+        msg_heartbeat hb = { .seq = ++sw->hb_seq, .sent_ns = util_now_ns() };
+        if (proto_encode_route(sw->b, &r)) {
+            snprintf(err, errlen, "%s: cannot encode its route", w->id);
+            return -1;
+        }
+        s_send(sw, w->ctl);
+        if (proto_encode_heartbeat(sw->b, &hb) == 0)
+            s_send(sw, w->ctl);
+        w->route_seq = hb.seq;
+        if (!w->unanswered_ns)
+            w->unanswered_ns = hb.sent_ns;
+    }
+    /* the echo of the heartbeat sent after a route says the route is in force */
+    for (;;) {
+        int l = lp_poll(sw, how, howlen);
+        if (l >= 0) {
+            *lost = l;
+            sw->route_stop = -1;
+            for (uint32_t i = 0; i < sw->n; i++)
+                sw->w[i].routed_next = -2; /* not known to be in force */
+            return LP_LOST;
+        }
+        int all = 1;
+        for (uint32_t i = 0; i < sw->n; i++)
+            if (sw->w[i].state == LW_LIVE && sw->w[i].echo_seq < sw->w[i].route_seq)
+                all = 0;
+        if (all)
+            break;
+        s_wait(sw, 0);
+    }
+    sw->route_stop = stop;
+    return LP_OK;
+}
+
+static void s_fire(llm_swarm *sw, uint32_t pos0, uint32_t n)
+{
+    uint64_t now = util_now_ns();
+    for (uint32_t k = 0; k < sw->o.n_faults; k++) {
+        ls_fault *f = &sw->faults[k];
+        if (f->fired || f->f.pos < pos0 || f->f.pos >= pos0 + n)
+            continue;
+        f->fired = 1;
+        ls_worker *w = &sw->w[f->f.worker];
+        if (w->state != LW_LIVE || w->pid <= 0) {
+            log_warn("%s: fault at position %u not injected: its layers already run here",
+                     w->id, f->f.pos);
+            continue;
+        }
+        w->fault_ns = now;
+        uint64_t dur = (uint64_t)(f->f.seconds * 1e9);
+        switch (f->f.kind) {
+        case LLM_FAULT_KILL:
+            log_info("%s: killing it (position %u)", w->id, f->f.pos);
+            kill(w->pid, SIGKILL);
+            break;
+        case LLM_FAULT_STOP:
+            log_info("%s: stopping it for %.2f s (position %u)", w->id, f->f.seconds, f->f.pos);
+            kill(w->pid, SIGSTOP);
+            w->cont_at_ns = now + dur;
+            break;
+        case LLM_FAULT_CUT:
+            log_info("%s: cutting its control link for %.2f s (position %u)", w->id,
+                     f->f.seconds, f->f.pos);
+            w->cut_until_ns = now + dur;
+            if (!w->unanswered_ns)
+                w->unanswered_ns = now;
+            break;
+        }
+    }
+}
+
+/* The result of request req (n positions) into x, or a loss. */
+static int s_await(llm_swarm *sw, float *x, uint32_t n, int *lost, char *how, size_t howlen,
+                   char *err, size_t errlen)
+{
+    char why[256];
+    for (;;) {
+        int got;
+        while ((got = zmq_recv(sw->pull, sw->frame, sw->frame_cap, ZMQ_DONTWAIT)) >= 0) {
+            memset(sw->m, 0, sizeof *sw->m);
+            sw->m->u.act.x = sw->ax; /* not x: a stale result must not touch it */
+            if ((size_t)got > sw->frame_cap ||
+                proto_decode_n(sw->frame, (size_t)got, sw->dim, sw->max_batch, sw->m, why,
+                               sizeof why)) {
+                log_warn("bad message on the result socket (%d bytes): %s", got,
+                         (size_t)got > sw->frame_cap ? "too long" : why);
+                continue;
+            }
+            sw->wire += (size_t)got;
+            msg_act *a = &sw->m->u.act;
+            if (a->hop >= 1 && a->hop <= sw->n && sw->w[a->hop - 1].cut_until_ns)
+                continue; /* from a worker whose link is cut: lost on the way */
+            if (sw->m->type != MSG_RESULT || a->epoch != sw->epoch || a->req != sw->req) {
+                sw->stale_results++; /* an old epoch's, replayed since */
+                continue;
+            }
+            if (a->n_pos != n) {
+                snprintf(err, errlen, "the result of request %llu carries %u positions, %u "
+                         "were sent", (unsigned long long)sw->req, a->n_pos, n);
+                return -1;
+            }
+            memcpy(x, sw->ax, (size_t)n * sw->dim * sizeof(float));
+            return LP_OK;
+        }
+        int l = lp_poll(sw, how, howlen);
+        if (l >= 0) {
+            *lost = l;
+            return LP_LOST;
+        }
+        s_wait(sw, 1);
+    }
+}
+
+int lp_run(llm_swarm *sw, uint64_t session, float *x, uint32_t n, uint32_t pos0, int stop,
+           int replay, int *lost, char *how, size_t howlen, char *err, size_t errlen)
+{
+    if (sw->route_stop != stop) {
+        int rc = lp_route(sw, stop, lost, how, howlen, err, errlen);
+        if (rc)
+            return rc;
+    }
+    for (int u = 0; u <= stop;) {
+        ls_worker *w = &sw->w[u];
+        if (w->state != LW_LIVE) {
+            if (slice_step(w->fb, session, pos0, n, x, err, errlen))
+                return -1;
+            u++;
+            continue;
+        }
+        int k = u;
+        while (k < stop && (uint32_t)k + 1 < sw->n && sw->w[k + 1].state == LW_LIVE)
+            k++;
+        msg_act a = { .req = ++sw->req, .step = sw->req, .epoch = sw->epoch, .hop = (uint32_t)u,
+                      .session = session, .pos = pos0, .n_pos = n, .dim = sw->dim, .x = x };
+        if (proto_encode_act(sw->b, MSG_ACT, &a)) {
+            snprintf(err, errlen, "session %llu: cannot encode %u positions",
+                     (unsigned long long)session, n);
+            return -1;
+        }
+        if (!w->cut_until_ns) /* over a cut link the act is lost; the wait finds the cut */
+            s_send(sw, w->push);
+        if (!replay)
+            s_fire(sw, pos0, n);
+        int rc = s_await(sw, x, n, lost, how, howlen, err, errlen);
+        if (rc)
+            return rc;
+        sw->acts++;
+        u = k + 1;
+    }
+    return LP_OK;
+}
+
+void lp_session_end(llm_swarm *sw, uint64_t session)
+{
+    msg_session_end e = { .session = session, .epoch = sw->epoch };
+    for (uint32_t i = 0; i < sw->n; i++)
+        if (sw->w[i].state == LW_LIVE && proto_encode_session_end(sw->b, &e) == 0)
+            s_send(sw, sw->w[i].ctl);
+}
+
+void lp_close_all(llm_swarm *sw)
+{
+    /* a bye not delivered within the workers' silence bound is moot: by then a worker has
+     * released itself and (--once) exited; an unbounded linger would wait on a dead one */
+    int linger = LS_SILENT_MS;
+    for (uint32_t i = 0; i < sw->n; i++) {
+        ls_worker *w = &sw->w[i];
+        msg_bye bye = { .reason = "done" };
+        if (w->pid > 0 && w->cont_at_ns)
+            kill(w->pid, SIGCONT); /* a stopped worker hears its bye */
+        if (w->ctl && w->pid > 0 && proto_encode_bye(sw->b, &bye) == 0) {
+            zmq_setsockopt(w->ctl, ZMQ_LINGER, &linger, sizeof linger);
+            zmq_send(w->ctl, proto_buf_data(sw->b), proto_buf_len(sw->b), ZMQ_DONTWAIT);
+        }
+    }
+    for (uint32_t i = 0; i < sw->n; i++) {
+        ls_worker *w = &sw->w[i];
+        int heard = w->ctl != NULL;
+        s_close(w);
+        /* a worker told bye exits (--once); one that did not hear it is stopped */
+        if (w->pid > 0 && !heard)
+            kill(w->pid, SIGTERM);
+        if (w->pid > 0)
+            waitpid(w->pid, NULL, 0);
+        w->pid = 0;
+    }
+}

@@ -1,0 +1,114 @@
+/* llm_swarm_int.h — the llm swarm's state, shared by llm_swarm.c (sessions, failover policy)
+ * and llm_pipe.c (the worker processes, the wire, the pass through the route): llm_swarm.c
+ * calls llm_pipe.c, never the other way. Not an API. coordinator/ */
+#ifndef SWARM_LLM_SWARM_INT_H
+#define SWARM_LLM_SWARM_INT_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "arch/arch.h"
+#include "common/gguf.h"
+#include "coordinator/llm_swarm.h"
+#include "proto/proto.h"
+#include "worker/slice.h"
+
+#define LS_MAX_W 8
+#define LS_HB_MS 100        /* heartbeat period: the dense swarm's default */
+#define LS_LIVENESS 5       /* unanswered heartbeat periods before a worker is lost */
+#define LS_SILENT_MS 3000   /* a worker drops a coordinator silent this long (worker_int.h) */
+
+/* A worker's layers are served by its process (LIVE) or, after a loss, by a copy in the
+ * coordinator (every other state) while a respawned process says hello and loads (JOIN_*)
+ * and until every live session has been replayed into it (READY). */
+enum { LW_LIVE = 0, LW_LOST, LW_JOIN_HELLO, LW_JOIN_LOAD, LW_READY };
+
+typedef struct {
+    char id[8];
+    pid_t pid;                    /* 0: no process (lost, or not yet respawned) */
+    void *ctl, *push;
+    char data_ep[PROTO_MAX_STR];
+    uint32_t first, last;
+    int state;
+    slice_t *fb;                  /* its layers here, while it is not LIVE */
+    int stale;                    /* fb's caches lack the live sessions (rebuild due) */
+    uint64_t unanswered_ns;       /* first heartbeat sent since it last spoke (0: none) */
+    uint64_t cut_until_ns, cont_at_ns, fault_ns;
+    uint64_t route_seq, echo_seq; /* the heartbeat confirming its route; the last echoed */
+    char why[256];                /* why a start or rejoin failed */
+    int fo;                       /* its open failover record (-1: none) */
+    int respawn_due;              /* start a fresh process once the caches are whole */
+    int routed_next;              /* its route in force: next worker, -1 the coordinator,
+                                   * -2 none */
+} ls_worker;
+
+typedef struct {
+    uint64_t id;                  /* 0: free slot */
+    int32_t *tok;                 /* n_ctx: the tokens at each position */
+    uint32_t cached;              /* positions 0..cached-1 are in every cache */
+} ls_session;
+
+typedef struct {
+    llm_fault f;
+    int fired;
+} ls_fault;
+
+struct llm_swarm {
+    llm_swarm_opts o;
+    char model[4096], self[4096];
+    uint32_t n;
+    ls_worker w[LS_MAX_W];
+    void *zctx, *pull;
+    char pull_ep[PROTO_MAX_STR];
+    proto_buf *b;
+    proto_msg *m;
+    msg_assign *assign;           /* scratch (its checksum array is large) */
+    uint32_t dim, max_batch, n_ctx, n_layers;
+    uint64_t req, epoch, last_hb_ns, acts, wire, stale_results;
+    uint8_t *frame;
+    size_t frame_cap;
+    partition_llm_plan *plan;
+    uint64_t *sums;               /* every layer's checksum (the workers verify theirs) */
+    gguf_file *g;
+    arch_model am;                /* for the embedding rows a replay needs */
+    int am_open;
+    float *rx;                    /* max_batch x dim: a replay's activations */
+    float *xin;                   /* max_batch x dim: a pass's input, kept for a rerun */
+    float *ax;                    /* max_batch x dim: a result, before it is known ours */
+    int fd;                       /* the model file, for the embedding rows */
+    uint64_t hb_seq;
+    int route_stop;               /* the unit the routes end after (-1: none in force) */
+    ls_session *ss;
+    ls_fault faults[LLM_SWARM_MAX_FAULTS];
+    llm_failover fo[LS_MAX_W * 4];
+    uint32_t n_fo;
+};
+
+/* llm_pipe.c */
+enum { LP_OK = 0, LP_LOST = 1 };
+/* fork + exec worker i and connect its control socket; hello sent (state JOIN_HELLO). */
+int lp_spawn(llm_swarm *sw, uint32_t i, char *err, size_t errlen);
+/* Setup: hello answered, assign sent, ready awaited; the worker is LIVE. */
+int lp_join_sync(llm_swarm *sw, uint32_t i, char *err, size_t errlen);
+/* Heartbeats when due, every control message drained, the faults due released (SIGCONT, a
+ * cut healed), a joining worker moved on (hello -> assign -> READY). Returns the index of a
+ * LIVE worker found lost (how filled), or -1. */
+int lp_poll(llm_swarm *sw, char *how, size_t howlen);
+/* Routes for the LIVE workers in a new epoch, every chain ending at the coordinator after
+ * unit stop or before a unit that runs here; each confirmed by a heartbeat's echo.
+ * LP_OK, LP_LOST (*lost, how), or -1 with err. */
+int lp_route(llm_swarm *sw, int stop, int *lost, char *how, size_t howlen, char *err,
+             size_t errlen);
+/* Run units 0..stop over x (n positions of session from pos0), remote chains and local
+ * copies in order; faults due at these positions fire after the first send unless replay.
+ * LP_OK, LP_LOST (*lost, how), or -1 with err. */
+int lp_run(llm_swarm *sw, uint64_t session, float *x, uint32_t n, uint32_t pos0, int stop,
+           int replay, int *lost, char *how, size_t howlen, char *err, size_t errlen);
+/* Kill and reap worker i's process, close its sockets (pid 0 after). */
+void lp_fence(llm_swarm *sw, uint32_t i);
+/* Bye to every worker with a process, wait for each to exit. */
+void lp_close_all(llm_swarm *sw);
+/* A session's end to every LIVE worker. */
+void lp_session_end(llm_swarm *sw, uint64_t session);
+
+#endif
