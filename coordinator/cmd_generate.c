@@ -3,6 +3,7 @@
  * coordinator/ */
 #include <inttypes.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,6 +45,11 @@ static void s_usage(FILE *f)
             "  --respawn             resident: start a fresh worker for a lost one's layers;\n"
             "                        it is re-prefilled and the route moves back\n"
             "  --worker-slowdown N   resident, a test knob: workers compute every pass N times\n"
+            "  --sessions K          K generations at once (reference or resident arm), each on\n"
+            "                        its own thread and KV cache, session k seeded seed + k;\n"
+            "                        the text shown is session 0's; per-session latency and\n"
+            "                        the aggregate tokens/s are reported, every session's\n"
+            "                        tokens checked by the parity gate\n"
             LLM_CLI_GEN_USAGE
             LLM_CLI_SSD_USAGE
             "  --ctx under --arm ssd defaults to the prompt's tokens + -n (the plan counts the\n"
@@ -87,6 +93,48 @@ static int s_generate(llm_cli_model *lm, const int32_t *prompt, uint32_t n_promp
     int rc = engine_generate(e, &q, st, err, errlen);
     engine_free(&e);
     return rc;
+}
+
+/* Sessions 1..K-1 of --sessions K: each on its own thread and engine over the same model
+ * (llm.h: sessions may run on different threads), seeded seed + k, printing nothing. */
+typedef struct {
+    llm_cli_model *lm;
+    const int32_t *prompt;
+    uint32_t n_prompt, n_ctx;
+    llm_cli_gen_opts o;
+    s_sink sink;
+    engine_stats st;
+    char err[512];
+    int rc, started;
+    pthread_t th;
+} s_extra;
+
+static void *s_extra_main(void *arg)
+{
+    s_extra *e = arg;
+    e->rc = s_generate(e->lm, e->prompt, e->n_prompt, &e->o, e->n_ctx, e->o.n_batch,
+                       (int)e->o.threads, &e->sink, &e->st, e->err, sizeof e->err);
+    return NULL;
+}
+
+static json_t *s_session_json(const engine_stats *st, uint64_t seed)
+{
+    char h[17];
+    json_t *o = json_object();
+    json_object_set_new(o, "seed", json_integer((json_int_t)seed));
+    json_object_set_new(o, "tokens_out", json_integer(st->n_gen));
+    snprintf(h, sizeof h, "%016" PRIx64, st->ids_digest);
+    json_object_set_new(o, "ids_digest", json_string(h));
+    snprintf(h, sizeof h, "%016" PRIx64, st->logits_digest);
+    json_object_set_new(o, "logits_digest", json_string(h));
+    json_object_set_new(o, "ttft_ms", json_real(st->ttft_ms));
+    json_object_set_new(o, "itl_ms_p50", isfinite(st->itl_ms_p50) ? json_real(st->itl_ms_p50)
+                                                                  : json_null());
+    json_object_set_new(o, "itl_ms_p95", isfinite(st->itl_ms_p95) ? json_real(st->itl_ms_p95)
+                                                                  : json_null());
+    json_object_set_new(o, "gen_tok_s", isfinite(st->gen_tok_s) ? json_real(st->gen_tok_s)
+                                                                : json_null());
+    return o;
 }
 
 static void s_hex(uint64_t v, char out[17])
@@ -169,7 +217,7 @@ int cmd_generate(int argc, char **argv)
 {
     const char *model = NULL, *prompt = NULL, *arm = "reference", *out = NULL, *kl_base = NULL;
     int parity = 0, ssd_flag = 0;
-    const char *workers_s = "3", *wcap_s = "0";
+    const char *workers_s = "3", *wcap_s = "0", *sessions_s = "1";
     llm_swarm_opts rf = { .slowdown = 1 }; /* the resident flags: faults, respawn, slowdown */
     llm_cli_gen_opts o;
     llm_cli_ssd_flags sf;
@@ -194,6 +242,8 @@ int cmd_generate(int argc, char **argv)
             parity = 1;
         } else if ((!strcmp(f, "--workers") || !strcmp(f, "--worker-cap")) && i + 1 < argc) {
             *(!strcmp(f, "--workers") ? &workers_s : &wcap_s) = argv[++i];
+        } else if (!strcmp(f, "--sessions") && i + 1 < argc) {
+            sessions_s = argv[++i];
         } else if (!strcmp(f, "--respawn")) {
             rf.respawn = 1;
         } else if (!strcmp(f, "--worker-slowdown") && i + 1 < argc) {
@@ -255,6 +305,16 @@ int cmd_generate(int argc, char **argv)
                         "and --worker-slowdown are the resident arm's (add --arm resident)\n");
         return EXIT_USAGE;
     }
+    uint32_t n_sess = 1;
+    if (llm_cli_u32("--sessions", sessions_s, 1, 64, &n_sess, err, sizeof err)) {
+        fprintf(stderr, "swarm generate: %s\n", err);
+        return EXIT_USAGE;
+    }
+    if (n_sess > 1 && (!strcmp(arm, "ssd") || kl_base)) {
+        fprintf(stderr, "swarm generate: --sessions runs on the reference and resident arms, "
+                        "without --kl-base (the SSD arm holds one session at a time)\n");
+        return EXIT_USAGE;
+    }
     if (resident && kl_base) {
         fprintf(stderr, "swarm generate: --kl-base runs with --arm reference only\n");
         return EXIT_USAGE;
@@ -295,6 +355,7 @@ int cmd_generate(int argc, char **argv)
     partition_llm_plan *plan = NULL; /* the resident arm's, kept for the result */
     uint64_t acts = 0, wire = 0;
     llm_failover *fos = NULL; /* the resident arm's failovers, kept for the result */
+    s_extra *extra = NULL;    /* sessions 1.. of --sessions */
     uint32_t n_fo = 0;
     llm_cli_model lm, base = { 0 }, ref = { 0 };
     int32_t *ids = NULL;
@@ -342,7 +403,7 @@ int cmd_generate(int argc, char **argv)
         so.self_exe = self;
         so.workers = n_workers;
         so.cap_bytes = wcap;
-        so.sessions = 1;
+        so.sessions = n_sess;
         so.n_ctx = n_ctx;
         so.max_batch = o.n_batch;
         so.threads = (int)o.threads;
@@ -383,13 +444,51 @@ int cmd_generate(int argc, char **argv)
         goto out;
     }
     engine_stats st, st2;
-    if (s_generate(&lm, ids, (uint32_t)n_ids, &o, n_ctx, o.n_batch, (int)o.threads, &sink, &st,
-                   err, sizeof err)) {
+    if (n_sess > 1 && !(extra = calloc(n_sess - 1, sizeof *extra))) {
+        fprintf(stderr, "swarm generate: out of memory\n");
+        goto out;
+    }
+    uint64_t t_gen = util_now_ns();
+    for (uint32_t k = 1; k < n_sess; k++) {
+        s_extra *e = &extra[k - 1];
+        *e = (s_extra){ .lm = &lm, .prompt = ids, .n_prompt = (uint32_t)n_ids, .n_ctx = n_ctx,
+                        .o = o, .sink = { .cap = o.n_predict } };
+        e->o.so.seed = o.so.seed + k;
+        if (!(e->sink.ids = malloc(o.n_predict * sizeof *e->sink.ids)) ||
+            pthread_create(&e->th, NULL, s_extra_main, e)) {
+            fprintf(stderr, "swarm generate: cannot start session %u\n", k);
+            goto out;
+        }
+        e->started = 1;
+    }
+    int grc = s_generate(&lm, ids, (uint32_t)n_ids, &o, n_ctx, o.n_batch, (int)o.threads,
+                         &sink, &st, err, sizeof err);
+    for (uint32_t k = 1; k < n_sess; k++) {
+        pthread_join(extra[k - 1].th, NULL);
+        extra[k - 1].started = 0;
+        if (!grc && extra[k - 1].rc) {
+            snprintf(err, sizeof err, "session %u: %s", k, extra[k - 1].err);
+            grc = -1;
+        }
+    }
+    double gen_wall_ms = (double)(util_now_ns() - t_gen) / 1e6;
+    if (grc) {
         fprintf(stderr, "\nswarm generate: %s\n", err);
         goto out;
     }
     putchar('\n');
     fflush(stdout);
+    uint64_t all_gen = st.n_gen;
+    for (uint32_t k = 1; k < n_sess; k++) {
+        const engine_stats *q = &extra[k - 1].st;
+        all_gen += q->n_gen;
+        fprintf(stderr, "session %u: generated %u: ttft %.2f ms, %.2f tok/s, itl p50 %.2f p95 "
+                        "%.2f ms\n", k, q->n_gen, q->ttft_ms, q->gen_tok_s, q->itl_ms_p50,
+                q->itl_ms_p95);
+    }
+    double agg_tok_s = gen_wall_ms > 0 ? all_gen / (gen_wall_ms / 1e3) : 0;
+    fprintf(stderr, "%u session%s: %llu tokens generated in %.1f ms: %.2f tok/s aggregate\n",
+            n_sess, n_sess > 1 ? "s" : "", (unsigned long long)all_gen, gen_wall_ms, agg_tok_s);
     if (sw) {
         /* The swarm ends before the parity run: its workers drop a coordinator silent for
          * 3 s, and the reference run is longer than that on a real model. */
@@ -438,15 +537,42 @@ int cmd_generate(int argc, char **argv)
         }
         int same = st2.ids_digest == st.ids_digest && st2.logits_digest == st.logits_digest &&
                    st2.n_gen == st.n_gen;
+        /* every other session against the reference with its seed (greedy: the same run) */
+        for (uint32_t k = 1; same && k < n_sess; k++) {
+            engine_stats st3 = st2;
+            const engine_stats *q = &extra[k - 1].st;
+            if (o.so.temperature > 0) {
+                llm_cli_gen_opts ok = o;
+                ok.so.seed = o.so.seed + k;
+                sink2.n_ids = 0;
+                if (s_generate(pm, ids, (uint32_t)n_ids, &ok, n_ctx, 1, 1, &sink2, &st3, err,
+                               sizeof err)) {
+                    fprintf(stderr, "swarm generate: parity run, session %u: %s\n", k, err);
+                    goto out;
+                }
+            }
+            if (st3.ids_digest != q->ids_digest || st3.logits_digest != q->logits_digest ||
+                st3.n_gen != q->n_gen) {
+                same = 0;
+                snprintf(void_reason, sizeof void_reason, "parity: session %u: %u tokens ids "
+                         "%016" PRIx64 " logits %016" PRIx64 " vs reference arm (1 thread, "
+                         "batch 1) %u tokens ids %016" PRIx64 " logits %016" PRIx64, k,
+                         q->n_gen, q->ids_digest, q->logits_digest, st3.n_gen, st3.ids_digest,
+                         st3.logits_digest);
+            }
+        }
         gate_parity = same ? GATE_PASS : GATE_VOID;
-        if (!same)
+        if (!same && !void_reason[0])
             snprintf(void_reason, sizeof void_reason, "parity: %u tokens ids %016" PRIx64
                      " logits %016" PRIx64 " vs reference arm (1 thread, batch 1) %u tokens ids "
                      "%016" PRIx64 " logits %016" PRIx64, st.n_gen, st.ids_digest,
                      st.logits_digest, st2.n_gen, st2.ids_digest, st2.logits_digest);
         fprintf(stderr, "parity: %s%s%s\n", result_gate_name(gate_parity),
-                same ? " (token ids and logits identical to the reference arm, 1 thread, "
-                       "batch 1)" : ": ",
+                same ? n_sess > 1 ? " (every session's token ids and logits identical to "
+                                    "the reference arm, 1 thread, batch 1)"
+                                  : " (token ids and logits identical to the reference arm, 1 "
+                                    "thread, batch 1)"
+                     : ": ",
                 void_reason);
     }
     ppl_result kl;
@@ -527,6 +653,14 @@ int cmd_generate(int argc, char **argv)
         json_object_set_new(j, "threads", json_integer(o.threads));
         json_object_set_new(j, "sampling", smp);
         json_object_set_new(j, "stop", stops);
+        json_t *per = json_array();
+        json_array_append_new(per, s_session_json(&st, o.so.seed));
+        for (uint32_t k = 1; k < n_sess; k++)
+            json_array_append_new(per, s_session_json(&extra[k - 1].st, o.so.seed + k));
+        json_object_set_new(j, "sessions", json_integer(n_sess));
+        json_object_set_new(j, "per_session", per);
+        json_object_set_new(j, "gen_wall_ms", json_real(gen_wall_ms));
+        json_object_set_new(j, "aggregate_gen_tok_s", json_real(agg_tok_s));
         json_object_set_new(j, "tokens_in", json_integer(st.n_prompt));
         json_object_set_new(j, "tokens_out", json_integer(st.n_gen));
         json_object_set_new(j, "finish_reason", json_string(engine_finish_name(st.finish)));
@@ -594,6 +728,12 @@ out:
     free(ids);
     free(sink.ids);
     free(sink2.ids);
+    for (uint32_t k = 1; extra && k < n_sess; k++) {
+        if (extra[k - 1].started)
+            pthread_join(extra[k - 1].th, NULL);
+        free(extra[k - 1].sink.ids);
+    }
+    free(extra);
     llm_cli_close(&base);
     if (sw) { /* a failure before the swarm ended */
         llm_model_free(&lm.m);

@@ -294,6 +294,12 @@ static void s_wait(llm_swarm *sw, int with_pull)
     zmq_poll(it, k, LS_POLL_MS);
 }
 
+void lp_wait_results(llm_swarm *sw)
+{
+    zmq_pollitem_t it = { sw->pull, 0, ZMQ_POLLIN, 0 };
+    zmq_poll(&it, 1, LS_POLL_MS);
+}
+
 int lp_join_sync(llm_swarm *sw, uint32_t i, char *err, size_t errlen)
 {
     char how[256];
@@ -415,83 +421,160 @@ static void s_fire(llm_swarm *sw, uint32_t pos0, uint32_t n)
     }
 }
 
-/* The result of request req (n positions) into x, or a loss. */
-static int s_await(llm_swarm *sw, float *x, uint32_t n, int *lost, char *how, size_t howlen,
-                   char *err, size_t errlen)
+static void s_unlink(llm_swarm *sw, ls_pass *p)
+{
+    for (ls_pass **pp = &sw->inflight; *pp; pp = &(*pp)->next)
+        if (*pp == p) {
+            *pp = p->next;
+            sw->n_inflight--;
+            return;
+        }
+}
+
+/* Run p's units from p->unit: local ones here, up to the next remote chain, which is sent.
+ * LP_OK (sent or done), LP_LOST (a route could not be set), -1 (p failed). */
+static int s_advance(llm_swarm *sw, ls_pass *p, int *lost, char *how, size_t howlen)
+{
+    while (p->unit <= p->stop) {
+        ls_worker *w = &sw->w[p->unit];
+        if (w->state != LW_LIVE) {
+            if (slice_step(w->fb, p->session, p->pos0, p->n, p->x, p->err, sizeof p->err))
+                goto fail;
+            p->unit++;
+            continue;
+        }
+        /* Routes change only with nothing else in flight: every main pass has the same stop,
+         * and replays (other stops) run only while settling. */
+        if (sw->route_stop != p->stop) {
+            int rc = lp_route(sw, p->stop, lost, how, howlen, p->err, sizeof p->err);
+            if (rc == LP_LOST) {
+                s_unlink(sw, p);
+                return LP_LOST;
+            }
+            if (rc)
+                goto fail;
+        }
+        int k = p->unit;
+        while (k < p->stop && (uint32_t)k + 1 < sw->n && sw->w[k + 1].state == LW_LIVE)
+            k++;
+        msg_act a = { .req = ++sw->req, .step = sw->req, .epoch = sw->epoch,
+                      .hop = (uint32_t)p->unit, .session = p->session, .pos = p->pos0,
+                      .n_pos = p->n, .dim = sw->dim, .x = p->x };
+        if (proto_encode_act(sw->b, MSG_ACT, &a)) {
+            snprintf(p->err, sizeof p->err, "session %llu: cannot encode %u positions",
+                     (unsigned long long)p->session, p->n);
+            goto fail;
+        }
+        if (!w->cut_until_ns) /* over a cut link the act is lost; the wait finds the cut */
+            s_send(sw, w->push);
+        if (!p->replay)
+            s_fire(sw, p->pos0, p->n);
+        p->req = a.req;
+        p->unit = k + 1;
+        return LP_OK;
+    }
+    p->state = LP_DONE;
+    /* at once, not when its owner wakes: a rebuild that runs first must replay these too */
+    if (p->cached)
+        *p->cached = p->pos0 + p->n;
+    s_unlink(sw, p);
+    return LP_OK;
+fail:
+    p->state = LP_FAIL;
+    s_unlink(sw, p);
+    return -1;
+}
+
+int lp_start(llm_swarm *sw, ls_pass *p, int *lost, char *how, size_t howlen)
+{
+    p->state = LP_RUN;
+    p->unit = 0;
+    p->req = 0;
+    p->err[0] = 0;
+    p->next = sw->inflight;
+    sw->inflight = p;
+    sw->n_inflight++;
+    return s_advance(sw, p, lost, how, howlen);
+}
+
+int lp_collect(llm_swarm *sw, char *how, size_t howlen)
 {
     char why[256];
-    for (;;) {
-        int got;
-        while ((got = zmq_recv(sw->pull, sw->frame, sw->frame_cap, ZMQ_DONTWAIT)) >= 0) {
-            memset(sw->m, 0, sizeof *sw->m);
-            sw->m->u.act.x = sw->ax; /* not x: a stale result must not touch it */
-            if ((size_t)got > sw->frame_cap ||
-                proto_decode_n(sw->frame, (size_t)got, sw->dim, sw->max_batch, sw->m, why,
-                               sizeof why)) {
-                log_warn("bad message on the result socket (%d bytes): %s", got,
-                         (size_t)got > sw->frame_cap ? "too long" : why);
-                continue;
-            }
-            sw->wire += (size_t)got;
-            msg_act *a = &sw->m->u.act;
-            if (a->hop >= 1 && a->hop <= sw->n && sw->w[a->hop - 1].cut_until_ns)
-                continue; /* from a worker whose link is cut: lost on the way */
-            if (sw->m->type != MSG_RESULT || a->epoch != sw->epoch || a->req != sw->req) {
-                sw->stale_results++; /* an old epoch's, replayed since */
-                continue;
-            }
-            if (a->n_pos != n) {
-                snprintf(err, errlen, "the result of request %llu carries %u positions, %u "
-                         "were sent", (unsigned long long)sw->req, a->n_pos, n);
-                return -1;
-            }
-            memcpy(x, sw->ax, (size_t)n * sw->dim * sizeof(float));
-            return LP_OK;
+    int got;
+    while ((got = zmq_recv(sw->pull, sw->frame, sw->frame_cap, ZMQ_DONTWAIT)) >= 0) {
+        memset(sw->m, 0, sizeof *sw->m);
+        sw->m->u.act.x = sw->ax; /* not a pass's x: a stale result must not touch it */
+        if ((size_t)got > sw->frame_cap ||
+            proto_decode_n(sw->frame, (size_t)got, sw->dim, sw->max_batch, sw->m, why,
+                           sizeof why)) {
+            log_warn("bad message on the result socket (%d bytes): %s", got,
+                     (size_t)got > sw->frame_cap ? "too long" : why);
+            continue;
         }
-        int l = lp_poll(sw, how, howlen);
-        if (l >= 0) {
-            *lost = l;
-            return LP_LOST;
+        sw->wire += (size_t)got;
+        msg_act *a = &sw->m->u.act;
+        if (a->hop >= 1 && a->hop <= sw->n && sw->w[a->hop - 1].cut_until_ns)
+            continue; /* from a worker whose link is cut: lost on the way */
+        ls_pass *p = sw->inflight;
+        while (p && !(p->req && p->req == a->req))
+            p = p->next;
+        if (sw->m->type != MSG_RESULT || a->epoch != sw->epoch || !p) {
+            sw->stale_results++; /* an old epoch's, replayed since */
+            continue;
         }
-        s_wait(sw, 1);
+        sw->acts++;
+        p->req = 0;
+        if (a->n_pos != p->n) {
+            snprintf(p->err, sizeof p->err, "the result of request %llu carries %u positions, "
+                     "%u were sent", (unsigned long long)a->req, a->n_pos, p->n);
+            p->state = LP_FAIL;
+            s_unlink(sw, p);
+            continue;
+        }
+        memcpy(p->x, sw->ax, (size_t)p->n * sw->dim * sizeof(float));
+        int lost;
+        if (s_advance(sw, p, &lost, how, howlen) == LP_LOST) {
+            p->state = LP_RERUN;
+            return lost;
+        }
     }
+    return -1;
+}
+
+void lp_abort_all(llm_swarm *sw, int state, const char *why)
+{
+    for (ls_pass *p = sw->inflight; p; p = p->next) {
+        p->state = state;
+        if (why)
+            snprintf(p->err, sizeof p->err, "%s", why);
+    }
+    sw->inflight = NULL;
+    sw->n_inflight = 0;
 }
 
 int lp_run(llm_swarm *sw, uint64_t session, float *x, uint32_t n, uint32_t pos0, int stop,
            int replay, int *lost, char *how, size_t howlen, char *err, size_t errlen)
 {
-    if (sw->route_stop != stop) {
-        int rc = lp_route(sw, stop, lost, how, howlen, err, errlen);
-        if (rc)
-            return rc;
+    ls_pass p = { .session = session, .x = x, .n = n, .pos0 = pos0, .stop = stop,
+                  .replay = replay };
+    int rc = lp_start(sw, &p, lost, how, howlen);
+    while (rc == LP_OK && p.state == LP_RUN) {
+        int l = lp_collect(sw, how, howlen);
+        if (l < 0 && p.state == LP_RUN)
+            l = lp_poll(sw, how, howlen);
+        if (l >= 0) {
+            lp_abort_all(sw, LP_RERUN, NULL);
+            *lost = l;
+            return LP_LOST;
+        }
+        if (p.state == LP_RUN)
+            s_wait(sw, 1);
     }
-    for (int u = 0; u <= stop;) {
-        ls_worker *w = &sw->w[u];
-        if (w->state != LW_LIVE) {
-            if (slice_step(w->fb, session, pos0, n, x, err, errlen))
-                return -1;
-            u++;
-            continue;
-        }
-        int k = u;
-        while (k < stop && (uint32_t)k + 1 < sw->n && sw->w[k + 1].state == LW_LIVE)
-            k++;
-        msg_act a = { .req = ++sw->req, .step = sw->req, .epoch = sw->epoch, .hop = (uint32_t)u,
-                      .session = session, .pos = pos0, .n_pos = n, .dim = sw->dim, .x = x };
-        if (proto_encode_act(sw->b, MSG_ACT, &a)) {
-            snprintf(err, errlen, "session %llu: cannot encode %u positions",
-                     (unsigned long long)session, n);
-            return -1;
-        }
-        if (!w->cut_until_ns) /* over a cut link the act is lost; the wait finds the cut */
-            s_send(sw, w->push);
-        if (!replay)
-            s_fire(sw, pos0, n);
-        int rc = s_await(sw, x, n, lost, how, howlen, err, errlen);
-        if (rc)
-            return rc;
-        sw->acts++;
-        u = k + 1;
+    if (rc == LP_LOST)
+        return LP_LOST;
+    if (p.state == LP_FAIL) {
+        snprintf(err, errlen, "%s", p.err);
+        return -1;
     }
     return LP_OK;
 }

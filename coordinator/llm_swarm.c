@@ -13,6 +13,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -222,10 +223,77 @@ static ls_session *s_session(llm_swarm *sw, uint64_t id)
     return free_slot;
 }
 
-static int s_layers(void *ctx, uint64_t session, const int32_t *tokens, float *x, uint32_t n,
-                    uint32_t pos0, char *err, size_t errlen)
+static int s_settle_due(const llm_swarm *sw)
 {
-    llm_swarm *sw = ctx;
+    for (uint32_t i = 0; i < sw->n; i++)
+        if ((sw->w[i].state != LW_LIVE && sw->w[i].stale) || sw->w[i].state == LW_READY ||
+            sw->w[i].respawn_due)
+            return 1;
+    return 0;
+}
+
+/* A failover or a rejoin, under mu with nothing in flight and no poller: a failure here
+ * fails every pass from now on (sw->fatal). */
+static void s_settle_locked(llm_swarm *sw, int lost, const char *how, uint32_t at_pos)
+{
+    char err[768];
+    if (sw->fatal[0])
+        return;
+    if ((lost >= 0 && sw->w[lost].state == LW_LIVE &&
+         s_lose(sw, (uint32_t)lost, how, at_pos, err, sizeof err)) ||
+        s_settle(sw, at_pos, err, sizeof err)) {
+        snprintf(sw->fatal, sizeof sw->fatal, "%s", err);
+        log_error("%s", err);
+    }
+}
+
+/* Make progress for the passes in flight: be the poller (wait for results without mu, then
+ * move every pass on, look at the workers, handle a loss), or sleep until the poller is
+ * done. Under mu. */
+static void s_pump(llm_swarm *sw, uint32_t at_pos)
+{
+    char how[256];
+    if (sw->polling) {
+        pthread_cond_wait(&sw->cv, &sw->mu);
+        return;
+    }
+    sw->polling = 1;
+    pthread_mutex_unlock(&sw->mu);
+    lp_wait_results(sw);
+    pthread_mutex_lock(&sw->mu);
+    sw->polling = 0;
+    int lost = lp_collect(sw, how, sizeof how);
+    if (lost < 0)
+        lost = lp_poll(sw, how, sizeof how);
+    if (lost >= 0) {
+        /* every pass in flight runs again, whole, once the caches are rebuilt */
+        lp_abort_all(sw, LP_RERUN, NULL);
+        sw->settling = 1;
+        s_settle_locked(sw, lost, how, at_pos);
+        sw->settling = 0;
+    }
+    pthread_cond_broadcast(&sw->cv);
+}
+
+/* Before a pass: no settle in progress; one due (a rejoiner ready, a copy stale) is done
+ * now, once what is in flight has drained. Under mu. */
+static void s_gate(llm_swarm *sw, uint32_t at_pos)
+{
+    while (sw->settling)
+        pthread_cond_wait(&sw->cv, &sw->mu);
+    if (!s_settle_due(sw))
+        return;
+    sw->settling = 1;
+    while (sw->n_inflight || sw->polling)
+        s_pump(sw, at_pos);
+    s_settle_locked(sw, -1, NULL, at_pos);
+    sw->settling = 0;
+    pthread_cond_broadcast(&sw->cv);
+}
+
+static int s_layers_locked(llm_swarm *sw, uint64_t session, const int32_t *tokens, float *x,
+                           uint32_t n, uint32_t pos0, char *err, size_t errlen)
+{
     char how[256];
     ls_session *s = s_session(sw, session);
     if (!s) {
@@ -242,39 +310,63 @@ static int s_layers(void *ctx, uint64_t session, const int32_t *tokens, float *x
     /* the positions before this pass are what a rebuild replays (a rewind drops the rest) */
     memcpy(s->tok + pos0, tokens, n * sizeof *tokens);
     s->cached = pos0;
-    if (s_settle(sw, pos0, err, errlen))
-        return -1;
     size_t bytes = (size_t)n * sw->dim * sizeof(float);
-    memcpy(sw->xin, x, bytes);
+    memcpy(s->xin, x, bytes);
+    ls_pass p = { .session = session, .x = x, .n = n, .pos0 = pos0, .stop = (int)sw->n - 1,
+                  .cached = &s->cached };
     for (;;) {
-        int lost;
-        uint64_t t0 = util_now_ns();
-        int rc = lp_run(sw, session, x, n, pos0, (int)sw->n - 1, 0, &lost, how, sizeof how,
-                        err, errlen);
-        if (rc < 0)
+        s_gate(sw, pos0);
+        if (sw->fatal[0]) {
+            snprintf(err, errlen, "%s", sw->fatal);
             return -1;
-        if (rc == LP_OK) {
-            for (uint32_t i = 0; i < sw->n; i++)
-                if (sw->w[i].fo >= 0 && sw->w[i].state != LW_LIVE) {
-                    sw->fo[sw->w[i].fo].degraded_tokens += n;
-                    sw->fo[sw->w[i].fo].degraded_ms += s_ms_since(t0);
-                }
-            break;
         }
-        /* the pass in flight is run again whole on the new route (the units it had passed
-         * rewrite the same rows with the same bits) */
-        if (s_lose(sw, (uint32_t)lost, how, pos0, err, errlen) ||
-            s_settle(sw, pos0, err, errlen))
+        int lost;
+        int rc = lp_start(sw, &p, &lost, how, sizeof how);
+        if (rc == LP_LOST) {
+            p.state = LP_RERUN;
+            while (sw->polling) /* the result socket is the poller's until it is back */
+                pthread_cond_wait(&sw->cv, &sw->mu);
+            lp_abort_all(sw, LP_RERUN, NULL);
+            sw->settling = 1;
+            s_settle_locked(sw, lost, how, pos0);
+            sw->settling = 0;
+            pthread_cond_broadcast(&sw->cv);
+        }
+        while (p.state == LP_RUN)
+            s_pump(sw, pos0);
+        if (p.state == LP_DONE)
+            break;
+        if (p.state == LP_FAIL) {
+            snprintf(err, errlen, "%s", sw->fatal[0] ? sw->fatal : p.err);
             return -1;
-        memcpy(x, sw->xin, bytes);
+        }
+        /* LP_RERUN: the units it had passed rewrite the same rows with the same bits */
+        memcpy(x, s->xin, bytes);
     }
-    s->cached = pos0 + n;
+    uint64_t now = util_now_ns();
+    for (uint32_t i = 0; i < sw->n; i++)
+        if (sw->w[i].fo >= 0 && sw->w[i].state != LW_LIVE) {
+            llm_failover *f = &sw->fo[sw->w[i].fo];
+            f->degraded_tokens += n;
+            f->degraded_ms = (double)(now - f->lost_ns) / 1e6 - f->rebuild_ms;
+        }
     return 0;
+}
+
+static int s_layers(void *ctx, uint64_t session, const int32_t *tokens, float *x, uint32_t n,
+                    uint32_t pos0, char *err, size_t errlen)
+{
+    llm_swarm *sw = ctx;
+    pthread_mutex_lock(&sw->mu);
+    int rc = s_layers_locked(sw, session, tokens, x, n, pos0, err, errlen);
+    pthread_mutex_unlock(&sw->mu);
+    return rc;
 }
 
 static void s_end(void *ctx, uint64_t session)
 {
     llm_swarm *sw = ctx;
+    pthread_mutex_lock(&sw->mu);
     lp_session_end(sw, session);
     for (uint32_t i = 0; i < sw->n; i++)
         if (sw->w[i].fb)
@@ -282,6 +374,7 @@ static void s_end(void *ctx, uint64_t session)
     for (uint32_t k = 0; k < sw->o.sessions; k++)
         if (sw->ss[k].id == session)
             sw->ss[k].id = sw->ss[k].cached = 0;
+    pthread_mutex_unlock(&sw->mu);
 }
 
 int llm_swarm_fault_parse(llm_fault_kind kind, const char *s, llm_fault *f, char *err,
@@ -315,6 +408,9 @@ llm_swarm *llm_swarm_new(const llm_swarm_opts *o, char *err, size_t errlen)
         goto err;
     }
     sw->fd = -1;
+    pthread_mutex_init(&sw->mu, NULL);
+    pthread_cond_init(&sw->cv, NULL);
+    sw->mu_init = 1;
     sw->o = *o;
     snprintf(sw->model, sizeof sw->model, "%s", o->model);
     snprintf(sw->self, sizeof sw->self, "%s", o->self_exe);
@@ -360,13 +456,14 @@ llm_swarm *llm_swarm_new(const llm_swarm_opts *o, char *err, size_t errlen)
     size_t xb = (size_t)sw->max_batch * sw->dim * sizeof(float);
     if (!(sw->sums = calloc(sw->n_layers, sizeof *sw->sums)) ||
         !(sw->frame = malloc(sw->frame_cap)) || !(sw->rx = malloc(xb)) ||
-        !(sw->xin = malloc(xb)) || !(sw->ax = malloc(xb)) ||
+        !(sw->ax = malloc(xb)) ||
         !(sw->ss = calloc(o->sessions, sizeof *sw->ss))) {
         snprintf(err, errlen, "out of memory");
         goto err;
     }
     for (uint32_t k = 0; k < o->sessions; k++)
-        if (!(sw->ss[k].tok = malloc((size_t)o->n_ctx * sizeof *sw->ss[k].tok))) {
+        if (!(sw->ss[k].tok = malloc((size_t)o->n_ctx * sizeof *sw->ss[k].tok)) ||
+            !(sw->ss[k].xin = malloc(xb))) {
             snprintf(err, errlen, "out of memory");
             goto err;
         }
@@ -418,20 +515,25 @@ void llm_swarm_free(llm_swarm **swp)
         zmq_close(sw->pull);
     if (sw->zctx)
         zmq_ctx_term(sw->zctx);
-    for (uint32_t k = 0; sw->ss && k < sw->o.sessions; k++)
+    for (uint32_t k = 0; sw->ss && k < sw->o.sessions; k++) {
         free(sw->ss[k].tok);
+        free(sw->ss[k].xin);
+    }
     free(sw->ss);
     if (sw->am_open)
         arch_model_close(&sw->am);
     gguf_close(&sw->g);
     if (sw->fd >= 0)
         close(sw->fd);
+    if (sw->mu_init) {
+        pthread_mutex_destroy(&sw->mu);
+        pthread_cond_destroy(&sw->cv);
+    }
     proto_buf_free(&sw->b);
     free(sw->m);
     free(sw->assign);
     free(sw->frame);
     free(sw->rx);
-    free(sw->xin);
     free(sw->ax);
     free(sw->sums);
     free(sw->plan);
@@ -447,14 +549,18 @@ void llm_swarm_hook(llm_swarm *sw, llm_layers_hook *h)
 
 const partition_llm_plan *llm_swarm_plan(const llm_swarm *sw) { return sw->plan; }
 
-void llm_swarm_counts(const llm_swarm *sw, uint64_t *acts, uint64_t *wire_bytes)
+void llm_swarm_counts(llm_swarm *sw, uint64_t *acts, uint64_t *wire_bytes)
 {
+    pthread_mutex_lock(&sw->mu);
     *acts = sw->acts;
     *wire_bytes = sw->wire;
+    pthread_mutex_unlock(&sw->mu);
 }
 
-const llm_failover *llm_swarm_failovers(const llm_swarm *sw, uint32_t *n)
+const llm_failover *llm_swarm_failovers(llm_swarm *sw, uint32_t *n)
 {
+    pthread_mutex_lock(&sw->mu);
     *n = sw->n_fo;
+    pthread_mutex_unlock(&sw->mu);
     return sw->fo;
 }

@@ -78,13 +78,15 @@ typedef struct llm_swarm llm_swarm;
 llm_swarm *llm_swarm_new(const llm_swarm_opts *o, char *err, size_t errlen);
 /* Say bye to every worker and wait for it to exit. */
 void llm_swarm_free(llm_swarm **sw);
-/* The hook the llm runner's resident arm calls (valid while sw lives). */
+/* The hook the llm runner's resident arm calls (valid while sw lives). Its calls may come
+ * from several threads at once, one session each: their passes are in flight together,
+ * which is what fills the pipeline. */
 void llm_swarm_hook(llm_swarm *sw, llm_layers_hook *h);
 const partition_llm_plan *llm_swarm_plan(const llm_swarm *sw);
 /* Activations sent and bytes on the wire (both directions) so far. */
-void llm_swarm_counts(const llm_swarm *sw, uint64_t *acts, uint64_t *wire_bytes);
-/* The failovers so far (valid while sw lives). */
-const llm_failover *llm_swarm_failovers(const llm_swarm *sw, uint32_t *n);
+void llm_swarm_counts(llm_swarm *sw, uint64_t *acts, uint64_t *wire_bytes);
+/* The failovers so far (valid while sw lives; read them once no pass is running). */
+const llm_failover *llm_swarm_failovers(llm_swarm *sw, uint32_t *n);
 /* Parse "wI@TOKEN" (kill) or "wI@TOKEN:SECONDS" (stop, cut) into f (pos = TOKEN: the caller
  * maps generated tokens to positions). 0, or -1 with err naming the value. */
 int llm_swarm_fault_parse(llm_fault_kind kind, const char *s, llm_fault *f, char *err,

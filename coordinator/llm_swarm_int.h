@@ -4,6 +4,7 @@
 #ifndef SWARM_LLM_SWARM_INT_H
 #define SWARM_LLM_SWARM_INT_H
 
+#include <pthread.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -46,12 +47,29 @@ typedef struct {
     uint64_t id;                  /* 0: free slot */
     int32_t *tok;                 /* n_ctx: the tokens at each position */
     uint32_t cached;              /* positions 0..cached-1 are in every cache */
+    float *xin;                   /* max_batch x dim: its pass's input, kept for a rerun */
 } ls_session;
 
 typedef struct {
     llm_fault f;
     int fired;
 } ls_fault;
+
+/* A pass in flight: one session's n positions through units 0..stop. Its owner waits on it
+ * (llm_swarm.c); whoever collects its result moves it on (llm_pipe.c). */
+enum { LP_RUN = 0, LP_DONE, LP_RERUN, LP_FAIL };
+typedef struct ls_pass {
+    uint64_t session;
+    float *x;
+    uint32_t n, pos0;
+    int stop, replay;
+    int unit;                     /* the next unit to run once the awaited result is in */
+    uint64_t req;                 /* the act awaited (0: none) */
+    int state;
+    uint32_t *cached;             /* set to pos0 + n when it is done (NULL: replays) */
+    char err[512];
+    struct ls_pass *next;
+} ls_pass;
 
 struct llm_swarm {
     llm_swarm_opts o;
@@ -73,7 +91,6 @@ struct llm_swarm {
     arch_model am;                /* for the embedding rows a replay needs */
     int am_open;
     float *rx;                    /* max_batch x dim: a replay's activations */
-    float *xin;                   /* max_batch x dim: a pass's input, kept for a rerun */
     float *ax;                    /* max_batch x dim: a result, before it is known ours */
     int fd;                       /* the model file, for the embedding rows */
     uint64_t hb_seq;
@@ -82,6 +99,17 @@ struct llm_swarm {
     ls_fault faults[LLM_SWARM_MAX_FAULTS];
     llm_failover fo[LS_MAX_W * 4];
     uint32_t n_fo;
+    /* Several sessions' passes at once, one caller thread each (llm.h: a model's sessions
+     * may run on different threads). Everything here is under mu. The result socket is read
+     * by one thread at a time, the poller, which waits on it without mu (nothing else
+     * touches that socket); the control sockets are used only under mu. A failover or a
+     * rejoin runs with nothing in flight and no poller (settling stops new passes). */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int mu_init, polling, settling;
+    ls_pass *inflight;
+    uint32_t n_inflight;
+    char fatal[768];              /* a failover that could not be done: every pass fails */
 };
 
 /* llm_pipe.c */
@@ -99,9 +127,21 @@ int lp_poll(llm_swarm *sw, char *how, size_t howlen);
  * LP_OK, LP_LOST (*lost, how), or -1 with err. */
 int lp_route(llm_swarm *sw, int stop, int *lost, char *how, size_t howlen, char *err,
              size_t errlen);
-/* Run units 0..stop over x (n positions of session from pos0), remote chains and local
- * copies in order; faults due at these positions fire after the first send unless replay.
- * LP_OK, LP_LOST (*lost, how), or -1 with err. */
+/* Put p (session, x, n, pos0, stop, replay set) in flight: local units run at once, the
+ * first remote chain is sent (faults due at its positions fire then, unless replay); p is
+ * LP_DONE when no unit was remote. LP_OK, LP_LOST (*lost, how: p is not in flight), or -1
+ * (p->err, LP_FAIL). */
+int lp_start(llm_swarm *sw, ls_pass *p, int *lost, char *how, size_t howlen);
+/* Every result waiting on the result socket into its pass, each moved on (its next units
+ * run or sent; LP_DONE at the end; LP_FAIL with err). A worker found lost on the way: its
+ * index (how filled); else -1. */
+int lp_collect(llm_swarm *sw, char *how, size_t howlen);
+/* Wait up to LS_POLL_MS for a result (the poller, without mu: only the result socket). */
+void lp_wait_results(llm_swarm *sw);
+/* Every pass in flight to state (LP_RERUN after a loss, LP_FAIL with why), none left. */
+void lp_abort_all(llm_swarm *sw, int state, const char *why);
+/* A pass to the end with nothing else in flight (replays): lp_start, then the result socket
+ * read here. LP_OK, LP_LOST (*lost, how), or -1 with err. */
 int lp_run(llm_swarm *sw, uint64_t session, float *x, uint32_t n, uint32_t pos0, int stop,
            int replay, int *lost, char *how, size_t howlen, char *err, size_t errlen);
 /* Kill and reap worker i's process, close its sockets (pid 0 after). */

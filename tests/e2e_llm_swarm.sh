@@ -115,6 +115,34 @@ eq "fo_outside ids" "$(jfield "$T/fo_outside.jsonl" ids_digest)" "$(jfield "$T/s
 eq "fo_outside how" "$(jfield "$T/fo_outside.jsonl" failovers.0.how)" "killed by signal 9"
 eq "fo_outside not timed by us" "$(jfield "$T/fo_outside.jsonl" failovers.0.detection_ms)" null
 
+# Several sessions in flight (--sessions 3, one thread and KV cache each, session k seeded
+# seed + k): every session's tokens are the reference's (greedy: all the same as the single
+# run); with w1 killed mid-way and respawned, every live session is replayed both ways.
+sw multi generate "$T/m.gguf" --prompt "$P" -n 20 --temp 0 --batch 3 --arm resident \
+    --workers 3 --sessions 3 --out "$T/multi.jsonl"
+expect_rc multi 0
+has multi err "parity: pass (every session's token ids and logits identical to the reference"
+for k in 0 1 2; do
+    eq "multi session $k ids" "$(jfield "$T/multi.jsonl" per_session.$k.ids_digest)" \
+        "$(jfield "$T/ref_greedy.jsonl" ids_digest)"
+done
+eq "multi sessions" "$(jfield "$T/multi.jsonl" sessions)" 3
+sw multi_fo generate "$T/m.gguf" --prompt "$P" -n 20 --temp 0.8 --seed 3 --batch 3 \
+    --arm resident --workers 3 --sessions 3 --kill-worker w1@5 --respawn --out "$T/multi_fo.jsonl"
+expect_rc multi_fo 0
+has multi_fo err "parity: pass (every session's token ids and logits identical to the reference"
+eq "multi_fo session 0 ids" "$(jfield "$T/multi_fo.jsonl" per_session.0.ids_digest)" \
+    "$(jfield "$T/ref_seeded.jsonl" ids_digest)"
+eq "multi_fo sessions replayed" "$(jfield "$T/multi_fo.jsonl" failovers.0.sessions_replayed)" 3
+python3 - "$T/multi_fo.jsonl" <<'PY' && ok || bad "multi_fo: rejoin"
+import json, sys
+f = json.loads(open(sys.argv[1]).read().splitlines()[-1])["failovers"][0]
+sys.exit(0 if f["rejoin_ms"] is not None and f["reprefill_tokens"] >= f["tokens_replayed"] else 1)
+PY
+sw multi_ssd generate "$T/m.gguf" --prompt "$P" --arm ssd --sessions 2
+expect_rc multi_ssd 2
+has multi_ssd err "--sessions runs on the reference and resident arms"
+
 # faults named clearly
 sw fo_bad1 generate "$T/m.gguf" --prompt "$P" --arm resident --workers 3 --kill-worker w5@2
 expect_rc fo_bad1 2

@@ -553,7 +553,13 @@ static void s_serve_end(worker_t *w)
         slice_end(w->slice, w->pend_end[i]);
     w->n_pend_end = 0;
     if (rc) {
+        /* said, not just logged: the coordinator awaits this act's result and would
+         * otherwise wait on a worker that answers every heartbeat */
+        char text[PROTO_MAX_STR];
         log_error("%s: compute failed: %s", w->id, err);
+        snprintf(text, sizeof text, "act req %llu: %s", (unsigned long long)a->req, err);
+        if (w->state == W_SERVING)
+            s_send_error_to(w, w->peer, w->peer_len, PERR_STATE, text);
         return;
     }
     if (w->state != W_SERVING || a->epoch != w->route.epoch || a->hop != w->route.hop) {
