@@ -175,7 +175,8 @@ static json_t *s_failovers_json(const llm_failover *f, uint32_t n)
         double deg_s = f[k].degraded_ms / 1e3;
         json_object_set_new(o, "worker", json_string(f[k].worker));
         json_object_set_new(o, "how", json_string(f[k].how));
-        json_object_set_new(o, "at_pos", json_integer(f[k].at_pos));
+        json_object_set_new(o, "at_pos", f[k].at_pos == LLM_NO_POS ? json_null()
+                                                                   : json_integer(f[k].at_pos));
         json_object_set_new(o, "detection_ms", s_num_or_null(f[k].detection_ms));
         json_object_set_new(o, "sessions_replayed", json_integer(f[k].sessions_replayed));
         json_object_set_new(o, "tokens_replayed",
@@ -201,10 +202,13 @@ static void s_failover_line(const llm_failover *f)
     char det[48] = "a loss not injected here";
     if (f->detection_ms >= 0)
         snprintf(det, sizeof det, "detected %.1f ms after the fault", f->detection_ms);
-    fprintf(stderr, "failover %s (%s) at position %u: %s; %u sessions, %llu positions "
+    char at[32] = "between passes";
+    if (f->at_pos != LLM_NO_POS)
+        snprintf(at, sizeof at, "at position %u", f->at_pos);
+    fprintf(stderr, "failover %s (%s) %s: %s; %u sessions, %llu positions "
                     "replayed, caches whole %.1f ms after the loss; %llu positions degraded at "
                     "%.2f tok/s",
-            f->worker, f->how, f->at_pos, det, f->sessions_replayed, (unsigned long long)f->tokens_replayed, f->rebuild_ms,
+            f->worker, f->how, at, det, f->sessions_replayed, (unsigned long long)f->tokens_replayed, f->rebuild_ms,
             (unsigned long long)f->degraded_tokens, deg_s > 0 ? f->degraded_tokens / deg_s : 0);
     if (f->rejoin_ms >= 0)
         fprintf(stderr, "; rejoined %.1f ms after the loss (%llu positions re-prefilled in "

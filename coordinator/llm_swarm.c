@@ -99,6 +99,8 @@ static int s_lose(llm_swarm *sw, uint32_t i, const char *how, uint32_t at_pos, c
     double det = w->fault_ns ? (double)(now - w->fault_ns) / 1e6 : -1;
     char why[768];
     w->fault_ns = 0;
+    w->since_ns = now;
+    snprintf(w->last_how, sizeof w->last_how, "%s", how);
     lp_fence(sw, i);
     sw->route_stop = -1;
     log_warn("%s: lost (%s) at position %u; its layers [%u, %u) run here", w->id, how, at_pos,
@@ -196,6 +198,7 @@ static int s_settle(llm_swarm *sw, uint32_t at_pos, char *err, size_t errlen)
             continue;
         }
         slice_free(&w->fb);
+        w->since_ns = util_now_ns();
         if (f) {
             f->reprefill_tokens = nt;
             f->reprefill_ms = s_ms_since(t0);
@@ -266,7 +269,11 @@ static void s_pump(llm_swarm *sw, uint32_t at_pos)
     if (lost < 0)
         lost = lp_poll(sw, how, sizeof how);
     if (lost >= 0) {
-        /* every pass in flight runs again, whole, once the caches are rebuilt */
+        /* every pass in flight runs again, whole, once the caches are rebuilt; the record
+         * names the lowest position in flight (the monitor has none of its own) */
+        for (const ls_pass *p = sw->inflight; p; p = p->next)
+            if (p->pos0 < at_pos)
+                at_pos = p->pos0;
         lp_abort_all(sw, LP_RERUN, NULL);
         sw->settling = 1;
         s_settle_locked(sw, lost, how, at_pos);
@@ -375,6 +382,50 @@ static void s_end(void *ctx, uint64_t session)
         if (sw->ss[k].id == session)
             sw->ss[k].id = sw->ss[k].cached = 0;
     pthread_mutex_unlock(&sw->mu);
+}
+
+static void *s_monitor(void *arg)
+{
+    llm_swarm *sw = arg;
+    pthread_mutex_lock(&sw->mu);
+    while (!sw->quit) {
+        if (sw->settling) {
+            pthread_cond_wait(&sw->cv, &sw->mu);
+        } else if (!sw->n_inflight && !sw->polling && s_settle_due(sw)) {
+            sw->settling = 1;
+            s_settle_locked(sw, -1, NULL, LLM_NO_POS);
+            sw->settling = 0;
+            pthread_cond_broadcast(&sw->cv);
+        } else {
+            s_pump(sw, LLM_NO_POS);
+        }
+    }
+    pthread_mutex_unlock(&sw->mu);
+    return NULL;
+}
+
+uint32_t llm_swarm_status(llm_swarm *sw, llm_worker_status *out, uint32_t max,
+                          uint32_t *failovers)
+{
+    pthread_mutex_lock(&sw->mu);
+    uint64_t now = util_now_ns();
+    for (uint32_t i = 0; i < sw->n && i < max; i++) {
+        const ls_worker *w = &sw->w[i];
+        llm_worker_status *o = &out[i];
+        memcpy(o->id, w->id, sizeof o->id);
+        o->first = w->first;
+        o->last = w->last;
+        o->live = w->state == LW_LIVE;
+        o->state = w->state == LW_LIVE   ? "serving"
+                   : w->state == LW_LOST ? "lost: its layers run in the coordinator"
+                                         : "rejoining";
+        o->since_s = (double)(now - w->since_ns) / 1e9;
+        memcpy(o->last_how, w->last_how, sizeof o->last_how);
+    }
+    *failovers = sw->n_fo;
+    uint32_t n = sw->n;
+    pthread_mutex_unlock(&sw->mu);
+    return n;
 }
 
 int llm_swarm_fault_parse(llm_fault_kind kind, const char *s, llm_fault *f, char *err,
@@ -496,6 +547,13 @@ llm_swarm *llm_swarm_new(const llm_swarm_opts *o, char *err, size_t errlen)
         snprintf(err, errlen, "w%d: %s while its route was set", lost, how);
     if (rc)
         goto err;
+    for (uint32_t i = 0; i < sw->n; i++)
+        sw->w[i].since_ns = util_now_ns();
+    if (pthread_create(&sw->monitor, NULL, s_monitor, sw)) {
+        snprintf(err, errlen, "cannot start the swarm's monitor thread");
+        goto err;
+    }
+    sw->monitor_on = 1;
     return sw;
 err:
     llm_swarm_free(&sw);
@@ -507,6 +565,13 @@ void llm_swarm_free(llm_swarm **swp)
     if (!swp || !*swp)
         return;
     llm_swarm *sw = *swp;
+    if (sw->monitor_on) {
+        pthread_mutex_lock(&sw->mu);
+        sw->quit = 1;
+        pthread_cond_broadcast(&sw->cv);
+        pthread_mutex_unlock(&sw->mu);
+        pthread_join(sw->monitor, NULL);
+    }
     if (sw->b && sw->zctx)
         lp_close_all(sw);
     for (uint32_t i = 0; i < sw->n; i++)

@@ -58,7 +58,8 @@ typedef struct {
 typedef struct {
     char worker[8];
     char how[64];                 /* "killed by signal 9", "heartbeats stopped", ... */
-    uint32_t at_pos;              /* the first position of the pass in flight */
+    uint32_t at_pos;              /* the first position of the pass in flight (LLM_NO_POS:
+                                   * found between passes) */
     double detection_ms;          /* fault injected -> declared lost (< 0: not ours to time) */
     uint32_t sessions_replayed;
     uint64_t tokens_replayed;     /* positions replayed to rebuild the caches */
@@ -70,6 +71,19 @@ typedef struct {
     double reprefill_ms;
     uint64_t lost_ns;
 } llm_failover;
+
+#define LLM_NO_POS UINT32_MAX     /* a failover found between passes: no pass in flight */
+
+/* A worker as a health check shows it. */
+typedef struct {
+    char id[8];
+    uint32_t first, last;         /* its layers */
+    int live;                     /* 1: its process serves them */
+    const char *state;            /* "serving", "lost: its layers run in the coordinator",
+                                   * "rejoining" (a fresh process loading or re-prefilled) */
+    double since_s;               /* in this state for so long */
+    char last_how[64];            /* why it was last lost ("" never) */
+} llm_worker_status;
 
 typedef struct llm_swarm llm_swarm;
 
@@ -87,6 +101,9 @@ const partition_llm_plan *llm_swarm_plan(const llm_swarm *sw);
 void llm_swarm_counts(llm_swarm *sw, uint64_t *acts, uint64_t *wire_bytes);
 /* The failovers so far (valid while sw lives; read them once no pass is running). */
 const llm_failover *llm_swarm_failovers(llm_swarm *sw, uint32_t *n);
+/* Every worker's state (up to max), how many there are; *failovers: losses so far. */
+uint32_t llm_swarm_status(llm_swarm *sw, llm_worker_status *out, uint32_t max,
+                          uint32_t *failovers);
 /* Parse "wI@TOKEN" (kill) or "wI@TOKEN:SECONDS" (stop, cut) into f (pos = TOKEN: the caller
  * maps generated tokens to positions). 0, or -1 with err naming the value. */
 int llm_swarm_fault_parse(llm_fault_kind kind, const char *s, llm_fault *f, char *err,

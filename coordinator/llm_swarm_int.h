@@ -37,6 +37,8 @@ typedef struct {
     uint64_t cut_until_ns, cont_at_ns, fault_ns;
     uint64_t route_seq, echo_seq; /* the heartbeat confirming its route; the last echoed */
     char why[256];                /* why a start or rejoin failed */
+    uint64_t since_ns;            /* when its state last changed (LIVE, or lost) */
+    char last_how[64];            /* why it was last lost ("" never) */
     int fo;                       /* its open failover record (-1: none) */
     int respawn_due;              /* start a fresh process once the caches are whole */
     int routed_next;              /* its route in force: next worker, -1 the coordinator,
@@ -110,6 +112,12 @@ struct llm_swarm {
     ls_pass *inflight;
     uint32_t n_inflight;
     char fatal[768];              /* a failover that could not be done: every pass fails */
+    /* The monitor: between passes (a server waits for requests for minutes) someone must
+     * still send heartbeats (a worker drops a coordinator silent for 3 s), find a lost
+     * worker (a health check must not say ok over a dead one) and take a ready rejoiner
+     * back. It pumps like any waiting caller (llm_swarm.c). */
+    pthread_t monitor;
+    int monitor_on, quit;
 };
 
 /* llm_pipe.c */
