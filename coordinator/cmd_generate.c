@@ -42,6 +42,8 @@ static void s_usage(FILE *f)
             "                        first) is in flight; it is fenced, its layers move here,\n"
             "                        every live session's caches are rebuilt, and the tokens\n"
             "                        stay the reference arm's (the parity gate)\n"
+            "  --profile NAME        resident: emulate every data link (none, lan: RTT 0.4 ms,\n"
+            "                        wifi: 4.5 ms with jitter, wan: 60 ms); workers + 1 hops\n"
             "  --respawn             resident: start a fresh worker for a lost one's layers;\n"
             "                        it is re-prefilled and the route moves back\n"
             "  --worker-slowdown N   resident, a test knob: workers compute every pass N times\n"
@@ -246,6 +248,12 @@ int cmd_generate(int argc, char **argv)
             parity = 1;
         } else if ((!strcmp(f, "--workers") || !strcmp(f, "--worker-cap")) && i + 1 < argc) {
             *(!strcmp(f, "--workers") ? &workers_s : &wcap_s) = argv[++i];
+        } else if (!strcmp(f, "--profile") && i + 1 < argc) {
+            if (netem_profile_builtin(argv[++i], &rf.profile)) {
+                fprintf(stderr, "swarm generate: unknown profile '%s' (profiles: none, lan, "
+                                "wifi, wan)\n", argv[i]);
+                return EXIT_USAGE;
+            }
         } else if (!strcmp(f, "--sessions") && i + 1 < argc) {
             sessions_s = argv[++i];
         } else if (!strcmp(f, "--respawn")) {
@@ -304,9 +312,11 @@ int cmd_generate(int argc, char **argv)
         fprintf(stderr, "swarm generate: %s\n", n_workers ? "--worker-cap: not a size" : err);
         return EXIT_USAGE;
     }
-    if (!resident && (rf.n_faults || rf.respawn || rf.slowdown > 1)) {
-        fprintf(stderr, "swarm generate: --kill-worker, --stop-worker, --cut-link, --respawn "
-                        "and --worker-slowdown are the resident arm's (add --arm resident)\n");
+    if (!resident && (rf.n_faults || rf.respawn || rf.slowdown > 1 ||
+                      !netem_profile_is_none(&rf.profile))) {
+        fprintf(stderr, "swarm generate: --kill-worker, --stop-worker, --cut-link, --respawn, "
+                        "--profile and --worker-slowdown are the resident arm's (add --arm "
+                        "resident)\n");
         return EXIT_USAGE;
     }
     uint32_t n_sess = 1;
@@ -411,6 +421,7 @@ int cmd_generate(int argc, char **argv)
         so.n_ctx = n_ctx;
         so.max_batch = o.n_batch;
         so.threads = (int)o.threads;
+        so.seed = o.so.seed;
         /* generated token t is drawn from the pass over position n_ids + t - 2 (the first
          * from the prompt's last position) */
         for (uint32_t k = 0; k < so.n_faults; k++)
@@ -647,6 +658,8 @@ int cmd_generate(int argc, char **argv)
             json_object_set_new(j, "worker_cap_bytes", json_integer((json_int_t)wcap));
             json_object_set_new(j, "acts", json_integer((json_int_t)acts));
             json_object_set_new(j, "failovers", s_failovers_json(fos, fos ? n_fo : 0));
+            json_object_set_new(j, "profile", json_string(netem_profile_is_none(&rf.profile)
+                                                              ? "none" : rf.profile.name));
             json_object_set_new(j, "wire_bytes", json_integer((json_int_t)wire));
         }
         json_object_set_new(j, "model", json_string(lm.path));

@@ -18,6 +18,7 @@
 
 #include "common/log.h"
 #include "common/util.h"
+#include "coordinator/arm.h"
 #include "coordinator/llm_swarm_int.h"
 
 #define LS_POLL_MS 20 /* how often a wait looks at the processes: a kill is seen this soon */
@@ -281,6 +282,16 @@ int lp_poll(llm_swarm *sw, char *how, size_t howlen)
     return -1;
 }
 
+/* ms to wait at most: LS_POLL_MS, or less when a held result is due sooner. */
+static long s_wait_ms(const llm_swarm *sw)
+{
+    uint64_t next = sw->rq ? netem_queue_next(sw->rq) : 0, now = util_now_ns();
+    if (!next)
+        return LS_POLL_MS;
+    return next <= now ? 0 : (long)((next - now) / 1000000 < LS_POLL_MS
+                                        ? (next - now + 999999) / 1000000 : LS_POLL_MS);
+}
+
 /* Wait up to LS_POLL_MS for anything on the control sockets or the result socket. */
 static void s_wait(llm_swarm *sw, int with_pull)
 {
@@ -291,13 +302,13 @@ static void s_wait(llm_swarm *sw, int with_pull)
             it[k++] = (zmq_pollitem_t){ sw->w[i].ctl, 0, ZMQ_POLLIN, 0 };
     if (with_pull)
         it[k++] = (zmq_pollitem_t){ sw->pull, 0, ZMQ_POLLIN, 0 };
-    zmq_poll(it, k, LS_POLL_MS);
+    zmq_poll(it, k, with_pull ? s_wait_ms(sw) : LS_POLL_MS);
 }
 
 void lp_wait_results(llm_swarm *sw)
 {
     zmq_pollitem_t it = { sw->pull, 0, ZMQ_POLLIN, 0 };
-    zmq_poll(&it, 1, LS_POLL_MS);
+    zmq_poll(&it, 1, s_wait_ms(sw));
 }
 
 int lp_join_sync(llm_swarm *sw, uint32_t i, char *err, size_t errlen)
@@ -349,6 +360,8 @@ int lp_route(llm_swarm *sw, int stop, int *lost, char *how, size_t howlen, char 
         int on = s_next(sw, i, stop) >= 0;
         w->routed_next = s_next(sw, i, stop);
         msg_route r = { .epoch = sw->epoch, .hop = i, .last = !on };
+        if (sw->shaper) /* the worker holds each act for its incoming link */
+            arm_link_of(&sw->o.profile, sw->o.seed * 131 + i * 7 + sw->epoch, &r.link);
         snprintf(r.next_ep, sizeof r.next_ep, "%s", on ? sw->w[i + 1].data_ep : sw->pull_ep);
         msg_heartbeat hb = { .seq = ++sw->hb_seq, .sent_ns = util_now_ns() };
         if (proto_encode_route(sw->b, &r)) {
@@ -497,48 +510,68 @@ int lp_start(llm_swarm *sw, ls_pass *p, int *lost, char *how, size_t howlen)
     return s_advance(sw, p, lost, how, howlen);
 }
 
-int lp_collect(llm_swarm *sw, char *how, size_t howlen)
+/* One result frame: into its pass, which moves on. A worker found lost on the way: its
+ * index; else -1. */
+static int s_on_result(llm_swarm *sw, const void *frame, size_t got, char *how, size_t howlen)
 {
     char why[256];
-    int got;
-    while ((got = zmq_recv(sw->pull, sw->frame, sw->frame_cap, ZMQ_DONTWAIT)) >= 0) {
-        memset(sw->m, 0, sizeof *sw->m);
-        sw->m->u.act.x = sw->ax; /* not a pass's x: a stale result must not touch it */
-        if ((size_t)got > sw->frame_cap ||
-            proto_decode_n(sw->frame, (size_t)got, sw->dim, sw->max_batch, sw->m, why,
-                           sizeof why)) {
-            log_warn("bad message on the result socket (%d bytes): %s", got,
-                     (size_t)got > sw->frame_cap ? "too long" : why);
-            continue;
-        }
-        sw->wire += (size_t)got;
-        msg_act *a = &sw->m->u.act;
-        if (a->hop >= 1 && a->hop <= sw->n && sw->w[a->hop - 1].cut_until_ns)
-            continue; /* from a worker whose link is cut: lost on the way */
-        ls_pass *p = sw->inflight;
-        while (p && !(p->req && p->req == a->req))
-            p = p->next;
-        if (sw->m->type != MSG_RESULT || a->epoch != sw->epoch || !p) {
-            sw->stale_results++; /* an old epoch's, replayed since */
-            continue;
-        }
-        sw->acts++;
-        p->req = 0;
-        if (a->n_pos != p->n) {
-            snprintf(p->err, sizeof p->err, "the result of request %llu carries %u positions, "
-                     "%u were sent", (unsigned long long)a->req, a->n_pos, p->n);
-            p->state = LP_FAIL;
-            s_unlink(sw, p);
-            continue;
-        }
-        memcpy(p->x, sw->ax, (size_t)p->n * sw->dim * sizeof(float));
-        int lost;
-        if (s_advance(sw, p, &lost, how, howlen) == LP_LOST) {
-            p->state = LP_RERUN;
-            return lost;
-        }
+    memset(sw->m, 0, sizeof *sw->m);
+    sw->m->u.act.x = sw->ax; /* not a pass's x: a stale result must not touch it */
+    if (got > sw->frame_cap ||
+        proto_decode_n(frame, got, sw->dim, sw->max_batch, sw->m, why, sizeof why)) {
+        log_warn("bad message on the result socket (%zu bytes): %s", got,
+                 got > sw->frame_cap ? "too long" : why);
+        return -1;
+    }
+    sw->wire += got;
+    msg_act *a = &sw->m->u.act;
+    if (a->hop >= 1 && a->hop <= sw->n && sw->w[a->hop - 1].cut_until_ns)
+        return -1; /* from a worker whose link is cut: lost on the way */
+    ls_pass *p = sw->inflight;
+    while (p && !(p->req && p->req == a->req))
+        p = p->next;
+    if (sw->m->type != MSG_RESULT || a->epoch != sw->epoch || !p) {
+        sw->stale_results++; /* an old epoch's, replayed since */
+        return -1;
+    }
+    sw->acts++;
+    p->req = 0;
+    if (a->n_pos != p->n) {
+        snprintf(p->err, sizeof p->err, "the result of request %llu carries %u positions, %u "
+                 "were sent", (unsigned long long)a->req, a->n_pos, p->n);
+        p->state = LP_FAIL;
+        s_unlink(sw, p);
+        return -1;
+    }
+    memcpy(p->x, sw->ax, (size_t)p->n * sw->dim * sizeof(float));
+    int lost;
+    if (s_advance(sw, p, &lost, how, howlen) == LP_LOST) {
+        p->state = LP_RERUN;
+        return lost;
     }
     return -1;
+}
+
+int lp_collect(llm_swarm *sw, char *how, size_t howlen)
+{
+    zmq_msg_t m;
+    uint64_t arrival;
+    int lost = -1;
+    zmq_msg_init(&m);
+    while (lost < 0 && zmq_msg_recv(&m, sw->pull, ZMQ_DONTWAIT) >= 0) {
+        if (sw->shaper) { /* the link into the coordinator holds it until its release */
+            uint64_t now = util_now_ns();
+            if (netem_queue_push(sw->rq, &m, netem_release_at(sw->shaper, now,
+                                                              zmq_msg_size(&m)), now))
+                log_warn("result link queue full: a result dropped");
+            continue;
+        }
+        lost = s_on_result(sw, zmq_msg_data(&m), zmq_msg_size(&m), how, howlen);
+    }
+    while (lost < 0 && sw->rq && netem_queue_pop_due(sw->rq, util_now_ns(), &m, &arrival))
+        lost = s_on_result(sw, zmq_msg_data(&m), zmq_msg_size(&m), how, howlen);
+    zmq_msg_close(&m);
+    return lost;
 }
 
 void lp_abort_all(llm_swarm *sw, int state, const char *why)

@@ -103,8 +103,11 @@ static int s_lose(llm_swarm *sw, uint32_t i, const char *how, uint32_t at_pos, c
     snprintf(w->last_how, sizeof w->last_how, "%s", how);
     lp_fence(sw, i);
     sw->route_stop = -1;
-    log_warn("%s: lost (%s) at position %u; its layers [%u, %u) run here", w->id, how, at_pos,
-             w->first, w->last);
+    char at[32] = "between passes";
+    if (at_pos != LLM_NO_POS)
+        snprintf(at, sizeof at, "at position %u", at_pos);
+    log_warn("%s: lost (%s) %s; its layers [%u, %u) run here", w->id, how, at, w->first,
+             w->last);
     if (sw->n_fo < sizeof sw->fo / sizeof sw->fo[0]) {
         llm_failover *f = &sw->fo[sw->n_fo];
         memset(f, 0, sizeof *f);
@@ -523,6 +526,13 @@ llm_swarm *llm_swarm_new(const llm_swarm_opts *o, char *err, size_t errlen)
         snprintf(err, errlen, "%s", why);
         goto err;
     }
+    if (!netem_profile_is_none(&o->profile)) {
+        if (!(sw->shaper = netem_shaper_new(&o->profile, o->seed * 977 + 3)) ||
+            !(sw->rq = netem_queue_new(256))) {
+            snprintf(err, errlen, "out of memory");
+            goto err;
+        }
+    }
     sw->zctx = zmq_ctx_new();
     sw->pull = zmq_socket(sw->zctx, ZMQ_PULL);
     len = sizeof sw->pull_ep;
@@ -576,6 +586,8 @@ void llm_swarm_free(llm_swarm **swp)
         lp_close_all(sw);
     for (uint32_t i = 0; i < sw->n; i++)
         slice_free(&sw->w[i].fb);
+    netem_queue_free(&sw->rq); /* holds zmq messages: before the context ends */
+    netem_shaper_free(&sw->shaper);
     if (sw->pull)
         zmq_close(sw->pull);
     if (sw->zctx)

@@ -22,6 +22,7 @@
 
 #include "arch/llm.h"
 #include "coordinator/partition.h"
+#include "netem/netem.h"
 
 #define LLM_SWARM_MAX_FAULTS 8
 
@@ -52,6 +53,10 @@ typedef struct {
     uint32_t slowdown;            /* test knob: workers compute every activation N times */
     llm_fault faults[LLM_SWARM_MAX_FAULTS];
     uint32_t n_faults;
+    netem_profile profile;        /* every data link's emulated delay, jitter, loss and rate
+                                   * (zero: none): each worker holds what comes in, the
+                                   * coordinator holds the results; hops = workers + 1 */
+    uint64_t seed;                /* the links' random draws */
 } llm_swarm_opts;
 
 /* One failover, as the result reports it. */

@@ -118,6 +118,8 @@ struct llm_swarm {
      * back. It pumps like any waiting caller (llm_swarm.c). */
     pthread_t monitor;
     int monitor_on, quit;
+    netem_shaper *shaper;         /* the results' link into the coordinator (NULL: none) */
+    netem_queue *rq;              /* results held by that link until their release */
 };
 
 /* llm_pipe.c */

@@ -156,7 +156,7 @@ void swarm_send_assign(swarm_t *c, swarm_peer *p)
     p->state = P_LOADING;
 }
 
-void swarm_link_of(const netem_profile *pr, uint64_t seed, msg_link *l)
+void arm_link_of(const netem_profile *pr, uint64_t seed, msg_link *l)
 {
     memset(l, 0, sizeof *l);
     l->delay_ns = pr->delay_ns;

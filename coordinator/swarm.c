@@ -77,7 +77,7 @@ static void s_route_peer(swarm_t *c, uint32_t i)
         snprintf(rt.prev_key, sizeof rt.prev_key, "%s", c->p[i - 1].pub);
     else
         snprintf(rt.prev_key, sizeof rt.prev_key, "%s", c->pub);
-    swarm_link_of(&c->a->profile, c->cfg->input_seed * 131 + i * 7 + c->epoch, &rt.link);
+    arm_link_of(&c->a->profile, c->cfg->input_seed * 131 + i * 7 + c->epoch, &rt.link);
     if (proto_encode_route(c->out, &rt) == 0)
         swarm_ctl_send(c, p);
     swarm_send_heartbeat(c, p);

@@ -122,7 +122,6 @@ int swarm_ctl_send(swarm_t *c, swarm_peer *p);  /* c->out to p (nothing over a c
 void swarm_send_hello(swarm_t *c, swarm_peer *p);
 void swarm_send_assign(swarm_t *c, swarm_peer *p);
 void swarm_send_heartbeat(swarm_t *c, swarm_peer *p);
-void swarm_link_of(const netem_profile *pr, uint64_t seed, msg_link *l);
 int swarm_spawn(swarm_t *c, swarm_peer *p, char *err, size_t errlen); /* fork+exec a worker */
 void swarm_reap(swarm_t *c, swarm_peer *p, int kill_it);  /* waitpid; remove its cgroup */
 int swarm_setup(swarm_t *c, char *err, size_t errlen);    /* workers ready, routes in force */

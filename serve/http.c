@@ -183,12 +183,35 @@ static enum MHD_Result s_health(serve *srv, struct MHD_Connection *c)
     uint32_t a = 0, q = 0;
     if (srv->sched)
         sched_counts(srv->sched, &a, &q);
-    /* "degraded" (a lost worker's layers in fallback) is the resident arm's (issue 12); a
-     * single-process arm is either serving or not, and has no workers to list. */
-    json_t *j = json_pack("{s:s,s:s,s:s,s:i,s:i,s:i,s:i,s:[]}", "status", s_state_name(st),
-                          "arm", srv->arm, "model", srv->model_id, "slots", (int)srv->n_slots,
+    /* A single-process arm is serving or not and has no workers to list; the resident arm
+     * lists each worker, and says "degraded" (still 200: every request is served) while a
+     * lost worker's layers run in the coordinator, naming it and since when. */
+    const char *status = s_state_name(st);
+    json_t *ws = json_array(), *deg = NULL;
+    if (srv->swarm) {
+        llm_worker_status w[8];
+        uint32_t fo = 0, nw = llm_swarm_status(srv->swarm, w, 8, &fo);
+        for (uint32_t i = 0; i < nw && i < 8; i++) {
+            char layers[32];
+            snprintf(layers, sizeof layers, "%u-%u", w[i].first, w[i].last);
+            json_array_append_new(ws, json_pack("{s:s,s:s,s:s,s:b,s:f,s:s}", "id", w[i].id,
+                                                "layers", layers, "state", w[i].state, "live",
+                                                w[i].live, "since_s", w[i].since_s, "last_lost",
+                                                w[i].last_how));
+            if (!w[i].live && !deg)
+                deg = json_pack("{s:s,s:f}", "worker", w[i].id, "since_s", w[i].since_s);
+        }
+        if (deg && st == STATE_SERVING)
+            status = "degraded";
+    }
+    json_t *j = json_pack("{s:s,s:s,s:s,s:i,s:i,s:i,s:i,s:o}", "status", status, "arm",
+                          srv->arm, "model", srv->model_id, "slots", (int)srv->n_slots,
                           "active", (int)a, "queued", (int)q, "n_ctx", (int)srv->n_ctx,
-                          "workers");
+                          "workers", ws);
+    if (j && deg)
+        json_object_set_new(j, "degraded", deg);
+    else
+        json_decref(deg);
     return s_json(srv, c, EP_HEALTH, st == STATE_SERVING ? 200 : 503, j, NULL, NULL);
 }
 
@@ -284,7 +307,7 @@ static enum MHD_Result s_access(void *cls, struct MHD_Connection *c, const char 
         uint32_t a = 0, q = 0;
         if (srv->sched)
             sched_counts(srv->sched, &a, &q);
-        char *t = metrics_render(srv->metrics, a, q, srv->n_slots, srv->arm, st);
+        char *t = metrics_render(srv->metrics, a, q, srv->n_slots, srv->arm, st, srv->swarm);
         if (!t)
             return MHD_NO;
         enum MHD_Result rc = s_send(srv, c, EP_METRICS, 200, "text/plain; version=0.0.4", t,

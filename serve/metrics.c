@@ -126,7 +126,7 @@ static void s_hist_out(FILE *f, const char *name, const char *help, const s_hist
 }
 
 char *metrics_render(serve_metrics *m, uint32_t active, uint32_t queued, uint32_t slots,
-                     const char *arm, int state)
+                     const char *arm, int state, llm_swarm *swarm)
 {
     char *buf = NULL;
     size_t len = 0;
@@ -176,8 +176,21 @@ char *metrics_render(serve_metrics *m, uint32_t active, uint32_t queued, uint32_
                "# HELP swarm_serve_up 0 loading, 1 serving, 2 draining.\n"
                "# TYPE swarm_serve_up gauge\nswarm_serve_up{arm=\"%s\"} %d\n",
             active, queued, slots, arm, state);
-    /* Per-worker state and failovers belong to the resident arm (issue 12): a single-process
-     * arm has no workers, so none are listed. */
+    /* Per-worker state and failovers belong to the resident arm: a single-process arm has
+     * no workers, so none are listed. */
+    if (swarm) {
+        llm_worker_status ws[8];
+        uint32_t fo = 0, nw = llm_swarm_status(swarm, ws, 8, &fo);
+        fprintf(f, "# HELP swarm_serve_worker_up 1 while the worker's process serves its layers, "
+                   "0 while they run in the coordinator.\n# TYPE swarm_serve_worker_up gauge\n");
+        for (uint32_t i = 0; i < nw && i < 8; i++)
+            fprintf(f, "swarm_serve_worker_up{worker=\"%s\",layers=\"%u-%u\"} %d\n", ws[i].id,
+                    ws[i].first, ws[i].last, ws[i].live);
+        fprintf(f, "# HELP swarm_serve_failovers_total Workers lost since start (their layers "
+                   "moved to the coordinator, every live session's caches rebuilt).\n"
+                   "# TYPE swarm_serve_failovers_total counter\nswarm_serve_failovers_total %u\n",
+                fo);
+    }
     fclose(f);
     return buf;
 }

@@ -39,11 +39,19 @@ static void s_usage(FILE *f)
         "  /health, /metrics, and a chat page at /.\n"
         "  --listen HOST:PORT     address (default 127.0.0.1:8080; port 0 = any free port)\n"
         "  --port-file F          write the bound port to F once listening\n"
-        "  --arm reference|ssd    the arm (default reference; resident is not served yet).\n"
+        "  --arm reference|ssd|resident  the arm (default reference).\n"
         "                         ssd: leading layers resident under --cap, the rest streamed\n"
         "                         every pass (O_DIRECT); one session at a time (--parallel 1)\n"
         "  --cap SIZE             ssd: the working-set cap (default 600M; a memory cgroup where\n"
         "                         one can be made, else planned only)\n"
+        "                         resident: the layers in --workers spawned workers (loopback),\n"
+        "                         partitioned by bytes; every slot is a session in flight\n"
+        "  --workers N            resident: workers to spawn (default 3)\n"
+        "  --worker-cap SIZE      resident: each worker's cap (default: none)\n"
+        "  --no-respawn           resident: a lost worker's layers stay in the coordinator\n"
+        "                         (default: a fresh worker is started, re-prefilled and\n"
+        "                         routed back; /health says degraded meanwhile)\n"
+        "  --worker-slowdown N    resident, a test knob: workers compute every pass N times\n"
         "  --ctx N                context per session (default min(2048, the model's))\n"
         "  --parallel K           sessions generating at once, each with its KV cache (default 4)\n"
         "  --queue Q              requests waiting beyond those (default 16); more get 429\n"
@@ -152,7 +160,10 @@ int serve_main(int argc, char **argv)
                *tmpl = NULL;
     char *key = NULL;
     unsigned long ctx = 0, timeout = 10, grace = 10, v;
-    int no_auth = 0, rc = EXIT_USAGE, parallel_set = 0, cap_set = 0, ssd;
+    int no_auth = 0, rc = EXIT_USAGE, parallel_set = 0, cap_set = 0, ssd, resident;
+    int no_respawn = 0, wcap_set = 0;
+    uint32_t n_workers = 3, slowdown = 1;
+    uint64_t wcap = 0;
     uint64_t cap_bytes = 600ull << 20;
     cap_t cap = { 0 };
     struct MHD_Daemon *d = NULL;
@@ -165,7 +176,8 @@ int serve_main(int argc, char **argv)
         { "threads", 1, 0, 't' }, { "api-key", 1, 0, 'K' },   { "api-key-file", 1, 0, 'F' },
         { "no-auth", 0, 0, 'N' }, { "chat-template", 1, 0, 'T' }, { "timeout", 1, 0, 'o' },
         { "max-body", 1, 0, 'b' }, { "grace", 1, 0, 'g' },    { "help", 0, 0, 'h' },
-        { "cap", 1, 0, 'C' },
+        { "cap", 1, 0, 'C' },     { "workers", 1, 0, 'W' },   { "worker-cap", 1, 0, 'X' },
+        { "no-respawn", 0, 0, 'R' }, { "worker-slowdown", 1, 0, 'S' },
         { 0, 0, 0, 0 } };
     int o;
     optind = 1;
@@ -182,6 +194,17 @@ int serve_main(int argc, char **argv)
                       return EXIT_USAGE;
                   }
                   cap_set = 1; break;
+        case 'W': if (s_uint("--workers", optarg, 1, 8, &v)) return EXIT_USAGE;
+                  n_workers = (uint32_t)v; break;
+        case 'X': if (util_parse_size(optarg, &wcap)) {
+                      fprintf(stderr, "swarm serve: --worker-cap '%s': not a size (800M, ...)\n",
+                              optarg);
+                      return EXIT_USAGE;
+                  }
+                  wcap_set = 1; break;
+        case 'R': no_respawn = 1; break;
+        case 'S': if (s_uint("--worker-slowdown", optarg, 1, 64, &v)) return EXIT_USAGE;
+                  slowdown = (uint32_t)v; break;
         case 'q': if (s_uint("--queue", optarg, 0, 65536, &v)) return EXIT_USAGE;
                   srv.n_queue = (uint32_t)v; break;
         case 't': if (s_uint("--threads", optarg, 1, 64, &v)) return EXIT_USAGE;
@@ -204,12 +227,18 @@ int serve_main(int argc, char **argv)
         goto out;
     }
     srv.model_path = argv[optind];
-    if (strcmp(srv.arm, "reference") && strcmp(srv.arm, "ssd")) {
-        fprintf(stderr, "swarm serve: arm '%s' cannot serve yet (arms: reference, ssd; resident "
-                "waits for issue 12)\n", srv.arm);
+    if (strcmp(srv.arm, "reference") && strcmp(srv.arm, "ssd") && strcmp(srv.arm, "resident")) {
+        fprintf(stderr, "swarm serve: unknown arm '%s' (arms: reference, ssd, resident)\n",
+                srv.arm);
         goto out;
     }
     ssd = !strcmp(srv.arm, "ssd");
+    resident = !strcmp(srv.arm, "resident");
+    if (!resident && (wcap_set || no_respawn || slowdown > 1)) {
+        fprintf(stderr, "swarm serve: --worker-cap, --no-respawn and --worker-slowdown are the "
+                "resident arm's (add --arm resident)\n");
+        goto out;
+    }
     if (ssd && parallel_set && srv.n_slots > 1) {
         /* the SSD arm's plan holds one session's KV cache under the cap (arch/llm.h) */
         fprintf(stderr, "swarm serve: --parallel %u: the SSD arm runs one session at a time "
@@ -309,6 +338,32 @@ int serve_main(int argc, char **argv)
         cap_enter(&cap, cap_bytes, "serve", 0);
         cap_describe(&cap, cap_mode, sizeof cap_mode);
         srv.model = llm_model_open_opts(srv.model_path, &lo, err, sizeof err);
+    } else if (resident) {
+        /* the workers' caches are planned for every slot's context before any starts */
+        if (s_train_ctx(srv.model_path, &train, err, sizeof err)) {
+            fprintf(stderr, "swarm serve: %s\n", err);
+            goto out;
+        }
+        srv.n_ctx = ctx ? (uint32_t)ctx : train < 2048 ? train : 2048;
+        char self[4096];
+        ssize_t sl = readlink("/proc/self/exe", self, sizeof self - 1);
+        self[sl > 0 ? sl : 0] = 0;
+        llm_swarm_opts so = { .model = srv.model_path, .self_exe = self, .workers = n_workers,
+                              .cap_bytes = wcap, .sessions = srv.n_slots, .n_ctx = srv.n_ctx,
+                              .max_batch = srv.n_ctx < 64 ? srv.n_ctx : 64, .threads = 1,
+                              .respawn = !no_respawn, .slowdown = slowdown };
+        if (!(srv.swarm = llm_swarm_new(&so, err, sizeof err))) {
+            fprintf(stderr, "swarm serve: resident arm: %s\n", err);
+            goto out;
+        }
+        const partition_llm_plan *pl = llm_swarm_plan(srv.swarm);
+        for (uint32_t i = 0; i < pl->n_workers; i++)
+            fprintf(stderr, "serve: w%u: layers [%u, %u), %.1f MiB planned\n", i, pl->first[i],
+                    pl->last[i], pl->need[i] / 1048576.0);
+        llm_layers_hook h;
+        llm_swarm_hook(srv.swarm, &h);
+        llm_opts lo = { .arm = LLM_ARM_RESIDENT, .hook = &h };
+        srv.model = llm_model_open_opts(srv.model_path, &lo, err, sizeof err);
     } else {
         srv.model = llm_model_open(srv.model_path, err, sizeof err);
     }
@@ -373,6 +428,7 @@ out:
     sched_free(&srv.sched);
     tokenizer_free(&srv.tok);
     llm_model_free(&srv.model);
+    llm_swarm_free(&srv.swarm); /* after the model: its sessions end on the workers */
     cap_leave(&cap);
     metrics_free(&srv.metrics);
     free(key);

@@ -22,6 +22,7 @@
 #include <stdint.h>
 
 #include "arch/llm.h"
+#include "coordinator/llm_swarm.h"
 #include "engine/engine.h"
 #include "sample/sample.h"
 #include "tokenizer/tokenizer.h"
@@ -140,7 +141,7 @@ void metrics_ttft(serve_metrics *m, double s);
 void metrics_itl(serve_metrics *m, double s);
 /* Prometheus text exposition (malloc'd). */
 char *metrics_render(serve_metrics *m, uint32_t active, uint32_t queued, uint32_t slots,
-                     const char *arm, int state);
+                     const char *arm, int state, llm_swarm *swarm);
 
 /* ---- page.c: the chat page, built into the binary ---- */
 const char *page_html(size_t *len);
@@ -160,6 +161,7 @@ struct serve {
     char chat_template[64];       /* "" if none: chat requests then get a clear 400 */
     /* resources */
     llm_model *model;
+    llm_swarm *swarm;             /* the resident arm's workers (NULL otherwise) */
     tokenizer *tok;
     serve_sched *sched;
     serve_metrics *metrics;

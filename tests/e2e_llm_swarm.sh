@@ -143,6 +143,20 @@ sw multi_ssd generate "$T/m.gguf" --prompt "$P" --arm ssd --sessions 2
 expect_rc multi_ssd 2
 has multi_ssd err "--sessions runs on the reference and resident arms"
 
+# An emulated WAN on every data link (RTT 60 ms: 30 ms each way, workers + 1 = 4 hops): the
+# same tokens, and every token waits at least the 4 one-way delays (a lower bound: the
+# emulation only adds).
+sw wan generate "$T/m.gguf" --prompt "$P" -n 8 --temp 0 --batch 3 --arm resident --workers 3 \
+    --profile wan --out "$T/wan.jsonl"
+expect_rc wan 0
+eq "wan ids" "$(jfield "$T/wan.jsonl" ids_digest)" "$(jfield "$T/ref_greedy.jsonl" ids_digest)"
+eq "wan profile" "$(jfield "$T/wan.jsonl" profile)" wan
+python3 -c 'import json,sys; r=json.loads(open(sys.argv[1]).read().splitlines()[-1]); sys.exit(0 if r["itl_ms_p50"] >= 120 else 1)' \
+    "$T/wan.jsonl" && ok || bad "wan: itl p50 $(jfield "$T/wan.jsonl" itl_ms_p50) ms < 4 x 30 ms"
+sw badprof generate "$T/m.gguf" --prompt "$P" --arm resident --profile moon
+expect_rc badprof 2
+has badprof err "unknown profile 'moon' (profiles: none, lan, wifi, wan)"
+
 # faults named clearly
 sw fo_bad1 generate "$T/m.gguf" --prompt "$P" --arm resident --workers 3 --kill-worker w5@2
 expect_rc fo_bad1 2

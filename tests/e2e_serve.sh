@@ -1,7 +1,8 @@
 #!/bin/bash
 # e2e_serve.sh — swarm serve on loopback (ephemeral ports) over a random-weight model: every
 # endpoint streamed and not, the bad-input table, slow clients, 16 concurrent streams, a client
-# that hangs up, 429, the chat page in headless Chromium, SIGTERM. tests/
+# that hangs up, 429, the chat page in headless Chromium, the resident arm (a worker killed
+# mid-stream, degraded health, a respawned worker back), SIGTERM. tests/
 # Env: SWARM_BIN (bin/swarm), SWARM_TEST_TMP (scratch). Closes with "e2e_serve: N passed, N failed".
 set -u
 cd "$(dirname "$0")/.."
@@ -30,7 +31,10 @@ sw gen gen --arch llama --dim 64 --layers 2 --heads 4 --kv-heads 2 --ff 128 \
 
 # flags: off loopback needs a key; arms that cannot serve yet say so
 sw offlo serve "$T/tiny.gguf" --listen 0.0.0.0:0; expect_rc offlo 2; has offlo err "--api-key"
-sw badarm serve "$T/tiny.gguf" --arm resident; expect_rc badarm 2; has badarm err "issue 12"
+sw badarm serve "$T/tiny.gguf" --arm swarm; expect_rc badarm 2
+has badarm err "unknown arm 'swarm' (arms: reference, ssd, resident)"
+sw badwcap serve "$T/tiny.gguf" --worker-cap 64M; expect_rc badwcap 2
+has badwcap err "are the resident arm's (add --arm resident)"
 sw badtmpl serve "$T/tiny.gguf" --listen 127.0.0.1:0 --chat-template jinja2; expect_rc badtmpl 2
 sw nomodel serve "$T/none.gguf" --listen 127.0.0.1:0; expect_rc nomodel 2
 
@@ -86,6 +90,81 @@ if [ -x /usr/lib/chromium/chromium ] || command -v chromium >/dev/null; then
 else
     bad "chromium is not installed (make deps installs it)"
 fi
+
+# The resident arm: the model's 2 layers in 2 spawned workers, 2 sessions in flight. Greedy = swarm
+# generate's text; a worker killed from outside mid-stream (the server is held with SIGSTOP
+# once the first token is out, so the kill lands mid-stream on any machine; the workers are
+# slowed so the first token is not also the last): the stream completes with the healthy
+# text, /health says degraded naming w1, /metrics shows it down and one failover. A second
+# server (respawn, the default): w1 killed while idle is found by the monitor, respawned and
+# re-admitted: /health comes back to ok.
+start res --arm resident --workers 2 --ctx 256 --parallel 2 --no-respawn --worker-slowdown 8
+# shellcheck disable=SC2154
+curl -s "http://127.0.0.1:$res_port/v1/completions" \
+    -d '{"prompt":"Once upon a time","max_tokens":24,"temperature":0}' >"$T/res_g.json"
+eq "resident: greedy = swarm generate" "$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))
+    ["choices"][0]["text"])' "$T/res_g.json")" "$(cat "$T/gref.out")"
+curl -s "http://127.0.0.1:$res_port/health" >"$T/res_h0.json"
+eq "resident: health ok" "$(jfield "$T/res_h0.json" status)" ok
+eq "resident: 2 workers listed" "$(jfield "$T/res_h0.json" workers.1.id)" w1
+curl -s "http://127.0.0.1:$res_port/v1/completions" \
+    -d '{"prompt":"The","max_tokens":160,"temperature":0}' >"$T/res_long.json"
+curl -sN "http://127.0.0.1:$res_port/v1/completions" \
+    -d '{"prompt":"The","max_tokens":160,"temperature":0,"stream":true}' >"$T/res_kill.sse" &
+cpid=$!
+held=0
+for ((i = 0; i < 3000; i++)); do
+    if grep -q '"text"' "$T/res_kill.sse" 2>/dev/null; then kill -STOP "$res_pid" && held=1; break; fi
+    kill -0 $cpid 2>/dev/null || break
+    sleep 0.01
+done
+w1=$(pgrep -P "$res_pid" -f -- "--id w1" | head -1)
+if [ $held = 1 ] && [ -n "$w1" ]; then kill -9 "$w1"; ok; else bad "resident: not held mid-stream (w1 '$w1')"; fi
+kill -CONT "$res_pid"
+wait $cpid
+python3 - "$T/res_kill.sse" "$T/res_long.json" <<'PY' && ok || bad "resident: the stream after the kill differs from the healthy text"
+import json, sys
+text = ""
+for line in open(sys.argv[1]):
+    if line.startswith("data: {"):
+        c = json.loads(line[6:])["choices"]
+        if c: text += c[0].get("text", "")
+want = json.load(open(sys.argv[2]))["choices"][0]["text"]
+if text != want:
+    print("got %r\nwant %r" % (text[:200], want[:200]), file=sys.stderr); sys.exit(1)
+PY
+eq "resident: stream completed" "$(tail -c 200 "$T/res_kill.sse" | grep -c 'data: \[DONE\]')" 1
+curl -s "http://127.0.0.1:$res_port/health" >"$T/res_h1.json"
+eq "resident: health degraded" "$(jfield "$T/res_h1.json" status)" degraded
+eq "resident: degraded names w1" "$(jfield "$T/res_h1.json" degraded.worker)" w1
+eq "resident: w1 not live" "$(jfield "$T/res_h1.json" workers.1.live)" False
+curl -s "http://127.0.0.1:$res_port/metrics" >"$T/res.metrics"
+grep -q '^swarm_serve_worker_up{worker="w1",.*} 0$' "$T/res.metrics" && ok || bad "resident: metrics w1 up 0"
+grep -q '^swarm_serve_failovers_total 1$' "$T/res.metrics" && ok || bad "resident: failovers_total 1"
+kill -TERM "$res_pid"; if wait "$res_pid"; then rc=0; else rc=$?; fi
+eq "resident: SIGTERM exit 0" "$rc" 0
+
+start res2 --arm resident --workers 2 --ctx 256 --parallel 2
+# shellcheck disable=SC2154
+w1=$(pgrep -P "$res2_pid" -f -- "--id w1" | head -1)
+[ -n "$w1" ] && kill -9 "$w1"
+back=0
+for ((i = 0; i < 600; i++)); do # the monitor finds it, a fresh w1 loads and is routed back
+    curl -s "http://127.0.0.1:$res2_port/metrics" >"$T/res2.metrics"
+    grep -q '^swarm_serve_failovers_total 1$' "$T/res2.metrics" &&
+        grep -q '^swarm_serve_worker_up{worker="w1",.*} 1$' "$T/res2.metrics" && { back=1; break; }
+    sleep 0.05
+done
+eq "resident: w1 killed while idle is respawned and back" "$back" 1
+curl -s "http://127.0.0.1:$res2_port/health" >"$T/res2_h.json"
+eq "resident: health ok again" "$(jfield "$T/res2_h.json" status)" ok
+eq "resident: w1's last loss" "$(jfield "$T/res2_h.json" workers.1.last_lost)" "killed by signal 9"
+curl -s "http://127.0.0.1:$res2_port/v1/completions" \
+    -d '{"prompt":"Once upon a time","max_tokens":24,"temperature":0}' >"$T/res2_g.json"
+eq "resident: greedy after the rejoin" "$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))
+    ["choices"][0]["text"])' "$T/res2_g.json")" "$(cat "$T/gref.out")"
+kill -TERM "$res2_pid"; if wait "$res2_pid"; then rc=0; else rc=$?; fi
+eq "resident (respawned): SIGTERM exit 0" "$rc" 0
 
 start busy --ctx 2048 --parallel 1 --queue 1 --grace 0
 # shellcheck disable=SC2154
