@@ -146,7 +146,7 @@ has multi_ssd err "--sessions runs on the reference and resident arms"
 # An emulated WAN on every data link (RTT 60 ms: 30 ms each way, workers + 1 = 4 hops): the
 # same tokens, and every token waits at least the 4 one-way delays (a lower bound: the
 # emulation only adds).
-sw wan generate "$T/m.gguf" --prompt "$P" -n 8 --temp 0 --batch 3 --arm resident --workers 3 \
+sw wan generate "$T/m.gguf" --prompt "$P" -n 20 --temp 0 --batch 3 --arm resident --workers 3 \
     --profile wan --out "$T/wan.jsonl"
 expect_rc wan 0
 eq "wan ids" "$(jfield "$T/wan.jsonl" ids_digest)" "$(jfield "$T/ref_greedy.jsonl" ids_digest)"
