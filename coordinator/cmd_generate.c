@@ -365,7 +365,6 @@ int cmd_generate(int argc, char **argv)
 
     int rc = EXIT_FAIL;
     llm_swarm *sw = NULL;
-    llm_model *ref_m = NULL;
     partition_llm_plan *plan = NULL; /* the resident arm's, kept for the result */
     uint64_t acts = 0, wire = 0;
     llm_failover *fos = NULL; /* the resident arm's failovers, kept for the result */
@@ -377,15 +376,24 @@ int cmd_generate(int argc, char **argv)
     s_sink sink = { .print = 1 }, sink2 = { 0 };
     json_t *j = NULL;
     uint64_t io0 = util_io_read_bytes(), t_setup = util_now_ns();
-    if (x->on ? llm_cli_open_tok(&lm, model, err, sizeof err)
-              : llm_cli_open(&lm, model, err, sizeof err)) {
+    /* the resident and SSD arms open the tokenizer alone: the weights are the arm's (the
+     * parity run maps the reference afterwards) */
+    if (x->on || resident ? llm_cli_open_tok(&lm, model, err, sizeof err)
+                          : llm_cli_open(&lm, model, err, sizeof err)) {
         fprintf(stderr, "swarm generate: %s\n", err);
         free(x);
         return EXIT_FAIL;
     }
     uint32_t n_ctx = 0;
     unsigned flags = o.no_bos ? 0 : TOKENIZER_ADD_SPECIAL;
-    if ((!x->on && llm_cli_ctx(&o, lm.m, &n_ctx, err, sizeof err)) ||
+    if (resident && o.n_ctx > lm.n_ctx_train) {
+        fprintf(stderr, "swarm generate: --ctx %u: %s was trained for %u positions at most\n",
+                o.n_ctx, lm.path, lm.n_ctx_train);
+        goto out;
+    }
+    if (resident) /* as llm_cli_ctx: the file's context, at most 4096 */
+        n_ctx = o.n_ctx ? o.n_ctx : lm.n_ctx_train < 4096 ? lm.n_ctx_train : 4096;
+    if ((!x->on && !resident && llm_cli_ctx(&o, lm.m, &n_ctx, err, sizeof err)) ||
         tokenizer_encode(lm.t, prompt, strlen(prompt), flags, &ids, &n_ids, err, sizeof err)) {
         fprintf(stderr, "swarm generate: %s\n", err);
         goto out;
@@ -405,9 +413,6 @@ int cmd_generate(int argc, char **argv)
             goto out;
         }
     }
-    double setup_ms = (double)(util_now_ns() - t_setup) / 1e6;
-    const arch_model *am = llm_model_arch(lm.m);
-    /* am stays the reference arm's: the resident model is freed before the result */
     if (resident) {
         char self[4096];
         ssize_t sl = readlink("/proc/self/exe", self, sizeof self - 1);
@@ -443,9 +448,10 @@ int cmd_generate(int argc, char **argv)
             fprintf(stderr, "swarm generate: resident arm: %s\n", err);
             goto out;
         }
-        ref_m = lm.m; /* the reference arm: the parity run's */
-        lm.m = rm;
+        lm.m = rm; /* held past the swarm (its hook is not called once no session lives) */
     }
+    double setup_ms = (double)(util_now_ns() - t_setup) / 1e6;
+    const arch_model *am = llm_model_arch(lm.m);
     if (n_ids == 0) {
         fprintf(stderr, "swarm generate: the prompt is empty and no BOS is added (drop "
                         "--no-bos or give a prompt)\n");
@@ -504,9 +510,12 @@ int cmd_generate(int argc, char **argv)
     double agg_tok_s = gen_wall_ms > 0 ? all_gen / (gen_wall_ms / 1e3) : 0;
     fprintf(stderr, "%u session%s: %llu tokens generated in %.1f ms: %.2f tok/s aggregate\n",
             n_sess, n_sess > 1 ? "s" : "", (unsigned long long)all_gen, gen_wall_ms, agg_tok_s);
+    uint64_t coord_rss = util_vmhwm_bytes(0), workers_rss = 0;
     if (sw) {
-        /* The swarm ends before the parity run: its workers drop a coordinator silent for
-         * 3 s, and the reference run is longer than that on a real model. */
+        /* The swarm ends before the parity run: the workers' memory is not the parity
+         * reference's to sit beside. Peaks first: the coordinator's before it maps the
+         * reference, the workers' before they exit. */
+        workers_rss = llm_swarm_workers_rss(sw);
         if ((plan = malloc(sizeof *plan)))
             *plan = *llm_swarm_plan(sw);
         llm_swarm_counts(sw, &acts, &wire);
@@ -515,8 +524,6 @@ int cmd_generate(int argc, char **argv)
             memcpy(fos, fo, n_fo * sizeof *fos);
         for (uint32_t k = 0; fos && k < n_fo; k++)
             s_failover_line(&fos[k]);
-        llm_model_free(&lm.m); /* its session ended in s_generate; the model before the swarm */
-        lm.m = ref_m;
         llm_swarm_free(&sw);
     }
     if (x->on) {
@@ -537,7 +544,7 @@ int cmd_generate(int argc, char **argv)
          * position per pass (arch.h's determinism says neither may change a bit), and under
          * --arm ssd the arm itself. */
         llm_cli_model *pm = &lm;
-        if (x->on) {
+        if (x->on || resident) {
             ref.t = lm.t; /* borrowed: ref.m alone is freed */
             if (!(ref.m = llm_model_open(lm.path, err, sizeof err))) {
                 fprintf(stderr, "swarm generate: parity reference: %s\n", err);
@@ -697,8 +704,15 @@ int cmd_generate(int argc, char **argv)
         json_object_set_new(j, "weight_bytes",
                             json_integer((json_int_t)llm_model_weight_bytes(lm.m)));
         json_object_set_new(j, "pass_bytes", json_integer((json_int_t)llm_model_pass_bytes(lm.m)));
-        json_object_set_new(j, "peak_rss_bytes",
-                            json_integer((json_int_t)(x->on ? x->peak_rss : util_vmhwm_bytes(0))));
+        /* one process's peak, or under the resident arm the coordinator's (before the
+         * parity run) and its workers' (live ones, read before they exit) */
+        uint64_t own = x->on ? x->peak_rss : resident ? coord_rss : util_vmhwm_bytes(0);
+        json_object_set_new(j, "peak_rss_bytes", json_integer((json_int_t)own));
+        if (resident) {
+            json_object_set_new(j, "workers_peak_rss_bytes", json_integer((json_int_t)workers_rss));
+        }
+        json_object_set_new(j, "aggregate_peak_rss_bytes",
+                            json_integer((json_int_t)(own + workers_rss)));
         json_object_set_new(j, "cap_bytes", json_integer((json_int_t)(x->on ? x->lo.cap_bytes
                                                                              : 0)));
         /* ssd: storage reads during the generation (what the cache gate judged); reference:
@@ -752,9 +766,8 @@ out:
     }
     free(extra);
     llm_cli_close(&base);
-    if (sw) { /* a failure before the swarm ended */
+    if (sw) { /* a failure before the swarm ended: the model's sessions end on it first */
         llm_model_free(&lm.m);
-        lm.m = ref_m;
         llm_swarm_free(&sw);
     }
     free(plan);

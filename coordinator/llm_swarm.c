@@ -407,6 +407,17 @@ static void *s_monitor(void *arg)
     return NULL;
 }
 
+uint64_t llm_swarm_workers_rss(llm_swarm *sw)
+{
+    uint64_t sum = 0;
+    pthread_mutex_lock(&sw->mu);
+    for (uint32_t i = 0; i < sw->n; i++)
+        if (sw->w[i].pid > 0)
+            sum += util_vmhwm_bytes((int)sw->w[i].pid);
+    pthread_mutex_unlock(&sw->mu);
+    return sum;
+}
+
 uint32_t llm_swarm_status(llm_swarm *sw, llm_worker_status *out, uint32_t max,
                           uint32_t *failovers)
 {

@@ -106,6 +106,8 @@ const partition_llm_plan *llm_swarm_plan(const llm_swarm *sw);
 void llm_swarm_counts(llm_swarm *sw, uint64_t *acts, uint64_t *wire_bytes);
 /* The failovers so far (valid while sw lives; read them once no pass is running). */
 const llm_failover *llm_swarm_failovers(llm_swarm *sw, uint32_t *n);
+/* The peak resident set (VmHWM) of every worker process alive now, summed. */
+uint64_t llm_swarm_workers_rss(llm_swarm *sw);
 /* Every worker's state (up to max), how many there are; *failovers: losses so far. */
 uint32_t llm_swarm_status(llm_swarm *sw, llm_worker_status *out, uint32_t max,
                           uint32_t *failovers);
