@@ -5,31 +5,26 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "arch/sums.h"
 #include "common/exec.h"
+#include "common/gguf.h"
 #include "common/kernel.h"
 #include "common/util.h"
 #include "coordinator/gate.h"
 
-int bench_disk_run(const model_t *m, const bench_disk_opts *bo, bench_disk_result *out,
-                   char *err, size_t errlen)
+/* The reader's streaming (io_only: read and discard), passes times over, timed beside the
+ * device's own view: the body of bench_disk_run and bench_disk_run_gguf. Frees e. */
+static int s_disk_passes(exec_t *e, const char *path, uint32_t first, uint64_t chunk_bytes,
+                         const bench_disk_opts *bo, bench_disk_result *out, char *err,
+                         size_t errlen)
 {
-    exec_opts o = { .queue_depth = bo->queue_depth, .chunk_bytes = bo->chunk_bytes,
-                    .stream_all = 1, .io_only = 1, .total_steps = bo->passes, .budget_bytes = 1,
-                    .buffers_4k = bo->buffers_4k, .ring_slots = bo->ring_slots };
-    uint32_t first = bo->first, passes = bo->passes;
+    uint32_t passes = bo->passes;
     exec_stats st = { 0 };
-    exec_t *e;
     devstat_dev dv;
     devstat_sample d0 = { 0 }, d1 = { 0 };
     float dummy = 0;
-    memset(out, 0, sizeof *out);
-    if (first >= m->n_layers)
-        first = 0;
-    e = exec_new(m, first, m->n_layers, &o, err, errlen);
-    if (!e)
-        return -1;
     snprintf(out->io_buffers, sizeof out->io_buffers, "%s", exec_io_buffers(e));
-    out->has_device = devstat_find(m->path, &dv, out->device_error, sizeof out->device_error) == 0 &&
+    out->has_device = devstat_find(path, &dv, out->device_error, sizeof out->device_error) == 0 &&
                       devstat_read(&dv, &d0, out->device_error, sizeof out->device_error) == 0;
     uint64_t io0 = util_io_read_bytes(), t0 = util_now_ns();
     for (uint32_t p = 0; p < passes; p++) {
@@ -50,7 +45,7 @@ int bench_disk_run(const model_t *m, const bench_disk_opts *bo, bench_disk_resul
     out->queue_depth = bo->queue_depth;
     out->ring_slots = exec_get_plan(e)->ring_slots;
     out->first_layer = first;
-    out->chunk_bytes = (uint64_t)exec_get_plan(e)->rows_per_chunk * m->dim * 4;
+    out->chunk_bytes = chunk_bytes;
     out->bytes = st.streamed_bytes;
     out->read_bytes = util_io_read_bytes() - io0;
     out->seconds = (t1 - t0) / 1e9;
@@ -58,6 +53,59 @@ int bench_disk_run(const model_t *m, const bench_disk_opts *bo, bench_disk_resul
     out->cache_pass = gate_cache_ok(out->read_bytes, out->bytes);
     exec_free(&e);
     return 0;
+}
+
+static exec_opts s_disk_opts(const bench_disk_opts *bo)
+{
+    return (exec_opts){ .queue_depth = bo->queue_depth, .chunk_bytes = bo->chunk_bytes,
+                        .stream_all = 1, .io_only = 1, .total_steps = bo->passes,
+                        .budget_bytes = 1, .buffers_4k = bo->buffers_4k,
+                        .ring_slots = bo->ring_slots, .max_pos = 1 };
+}
+
+int bench_disk_run(const model_t *m, const bench_disk_opts *bo, bench_disk_result *out,
+                   char *err, size_t errlen)
+{
+    exec_opts o = s_disk_opts(bo);
+    uint32_t first = bo->first;
+    memset(out, 0, sizeof *out);
+    if (first >= m->n_layers)
+        first = 0;
+    exec_t *e = exec_new(m, first, m->n_layers, &o, err, errlen);
+    if (!e)
+        return -1;
+    return s_disk_passes(e, m->path, first,
+                         (uint64_t)exec_get_plan(e)->rows_per_chunk * m->dim * 4, bo, out, err,
+                         errlen);
+}
+
+int bench_disk_run_gguf(const char *path, const bench_disk_opts *bo, bench_disk_result *out,
+                        char *err, size_t errlen)
+{
+    exec_opts o = s_disk_opts(bo);
+    gguf_file *g = gguf_open(path, err, errlen);
+    arch_model am;
+    uint64_t *sums = NULL;
+    sums_source src;
+    int rc = -1;
+    memset(out, 0, sizeof *out);
+    if (!g)
+        return -1;
+    if (arch_model_open(&am, g, err, errlen))
+        goto out;
+    uint32_t first = bo->first < am.hp.n_layers ? bo->first : 0;
+    if (!(sums = calloc(am.hp.n_layers, sizeof *sums))) {
+        snprintf(err, errlen, "out of memory");
+    } else if (sums_get(&am, path, sums, &src, NULL, 0, err, errlen) == 0) {
+        exec_t *e = exec_new_arch(&am, path, sums, first, am.hp.n_layers, &o, err, errlen);
+        if (e) /* chunks are whole rows, whose bytes differ by tensor: the target is reported */
+            rc = s_disk_passes(e, path, first, bo->chunk_bytes, bo, out, err, errlen);
+    }
+    free(sums);
+    arch_model_close(&am);
+out:
+    gguf_close(&g);
+    return rc;
 }
 
 int bench_layer_ms(const model_t *m, int threads, int reps, double *ms, char *err,

@@ -43,6 +43,11 @@ typedef struct {
 int bench_disk_run(const model_t *m, const bench_disk_opts *bo, bench_disk_result *out,
                    char *err, size_t errlen);
 
+/* The same for a real model's file (GGUF, any supported architecture): its layers [first, L)
+ * streamed through the SSD arm's reader; chunk_bytes in the result is the target (chunks are
+ * whole rows, whose bytes differ between tensors). */
+int bench_disk_run_gguf(const char *path, const bench_disk_opts *bo, bench_disk_result *out,
+                        char *err, size_t errlen);
 /* Per-layer compute time of a resident layer (median of reps, ms) with `threads` BLAS
  * threads; loads layer 0 of m. */
 int bench_layer_ms(const model_t *m, int threads, int reps, double *ms, char *err,

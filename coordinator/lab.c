@@ -26,6 +26,7 @@
 #include "coordinator/arm.h"
 #include "coordinator/cmd.h"
 #include "coordinator/lab.h"
+#include "coordinator/lab_llm.h"
 #include "coordinator/predict.h"
 
 /* ---------------------------------------------------------------- small helpers */
@@ -329,6 +330,12 @@ int cmd_lab(int argc, char **argv)
     char err[1024];
 
     log_set_role("lab");
+    /* a config with an [llm] section is the lab for text generation (lab_llm.c) */
+    for (int i = 1; i < argc; i++)
+        if (argv[i][0] != '-' && (i == 1 || argv[i - 1][0] != '-' || strchr(argv[i - 1], '=') ||
+                                  !strcmp(argv[i - 1], "--quick")) &&
+            lab_llm_wants(argv[i]))
+            return lab_llm_main(argc, argv);
     arm_install_signals();
     memset(L, 0, sizeof *L);
     config_defaults(&L->cfg);

@@ -1,0 +1,94 @@
+#!/bin/bash
+# e2e_lab_llm.sh — `swarm lab CONFIG` with an [llm] section: the lab for text generation on a
+# tiny random llama (generated from the config when missing), every condition once per repeat
+# as a `swarm generate` with its gates, predictions printed before the first run, table.md
+# with the ratios against the SSD arm, the plot; bad configs named. tests/
+# Env: SWARM_BIN, SWARM_TEST_TMP. Closes with "e2e_lab_llm: N passed, N failed".
+set -u
+cd "$(dirname "$0")/.."
+: "${SWARM_BIN:=$PWD/bin/swarm}" "${SWARM_TEST_TMP:=$PWD/tests/tmp}"
+T="$SWARM_TEST_TMP/e2e_lab_llm"
+rm -rf "$T" && mkdir -p "$T"
+pass=0; fail=0
+. tests/lib.sh
+
+cat >"$T/lab.ini" <<INI
+[llm]
+model = $T/models/m.gguf
+generate = 1
+vocab = tests/fixtures/tok/llama-spm.gguf.gz
+dim = 64
+layers = 6
+heads = 4
+kv_heads = 2
+ff = 96
+ctx_train = 256
+type = q8_0
+seed = 9
+tokens = 12
+ctx = 128
+batch = 8
+cap = 40M
+workers = 3
+[lab]
+repeats = 2
+conditions = reference, ssd, resident/none, resident/lan
+out = $T/results
+INI
+sw lab lab "$T/lab.ini" --out "$T/run"
+expect_rc lab 0
+has lab err "is missing: generating a random llama of 6 layers x 64"
+check_order() { # the last prediction line comes before the first finished run
+    local p r
+    p=$(grep -n "predicted resident/lan" "$T/lab.err" | head -1 | cut -d: -f1)
+    r=$(grep -n "repeat 1: done" "$T/lab.err" | head -1 | cut -d: -f1)
+    [ -n "$p" ] && [ -n "$r" ] && [ "$p" -lt "$r" ]
+}
+check_order && ok || bad "lab: predictions are not all printed before the first run"
+has lab err "machine: reference"
+eq "8 runs recorded" "$(grep -c '"condition"' "$T/run/results.jsonl")" 8
+python3 - "$T/run/results.jsonl" <<'PY' && ok || bad "lab: a run's gates"
+import json, sys
+why = []
+for line in open(sys.argv[1]):
+    o = json.loads(line)
+    r, c = o["result"], o["condition"]
+    if not r: why.append("%s r%s failed" % (c, o["repeat"])); continue
+    g = r["gates"]
+    if c.startswith("resident") and g["parity"] != "pass": why.append(c + " parity " + g["parity"])
+    # this model fits the cap whole: nothing streamed, so no cache gate to judge (n/a)
+    if c == "ssd" and (g["cache"] not in ("pass", "n/a") or g["content"] != "pass"):
+        why.append("ssd gates %s" % g)
+    if r["void"]: why.append(c + " void")
+    if not o["predicted_ms_per_token"] > 0: why.append(c + " no prediction")
+if why:
+    print("FAIL: " + "; ".join(why), file=sys.stderr); sys.exit(1)
+PY
+for c in reference ssd resident/none resident/lan; do
+    grep -q "^| $c | 2 / 0 |" "$T/run/table.md" && ok || bad "table.md: $c row with 2 runs"
+done
+has lab out "- resident/lan / ssd: **"
+has lab out "the article's dense lab: 13.70x"
+if command -v gnuplot >/dev/null; then
+    [ -s "$T/run/gen_tok_s.png" ] && ok || bad "no gen_tok_s.png"
+fi
+# the model is not generated again; a config error names file, line and key
+sw lab2 lab "$T/lab.ini" --quick --out "$T/run2"
+expect_rc lab2 0
+grep -q "generating" "$T/lab2.err" && bad "lab2: generated the model again" || ok
+printf '[llm]\nmodel = %s/models/m.gguf\ntokenz = 3\n[lab]\nconditions = reference\n' "$T" >"$T/bad.ini"
+sw badkey lab "$T/bad.ini"
+expect_rc badkey 2
+has badkey err "$T/bad.ini:3: unknown key 'tokenz' in [llm]"
+printf '[llm]\nmodel = %s/none.gguf\n[lab]\nconditions = reference\n' "$T" >"$T/nogen.ini"
+sw nogen lab "$T/nogen.ini"
+expect_rc nogen 2
+has nogen err "set [llm] generate = 1 in $T/nogen.ini"
+[ ! -e "$T/none.gguf" ] && ok || bad "nogen: a model was made"
+printf '[llm]\nmodel = %s/models/m.gguf\n[lab]\nconditions = reference, resident/moon\n' "$T" >"$T/badc.ini"
+sw badc lab "$T/badc.ini"
+expect_rc badc 2
+has badc err "condition 'resident/moon': unknown profile"
+
+echo "e2e_lab_llm: $pass passed, $fail failed"
+[ "$fail" = 0 ]
