@@ -510,7 +510,7 @@ int cmd_generate(int argc, char **argv)
     double agg_tok_s = gen_wall_ms > 0 ? all_gen / (gen_wall_ms / 1e3) : 0;
     fprintf(stderr, "%u session%s: %llu tokens generated in %.1f ms: %.2f tok/s aggregate\n",
             n_sess, n_sess > 1 ? "s" : "", (unsigned long long)all_gen, gen_wall_ms, agg_tok_s);
-    uint64_t coord_rss = util_vmhwm_bytes(0), workers_rss = 0;
+    uint64_t coord_rss = util_vmhwm_bytes(0), workers_rss = 0, io_gen = util_io_read_bytes();
     if (sw) {
         /* The swarm ends before the parity run: the workers' memory is not the parity
          * reference's to sit beside. Peaks first: the coordinator's before it maps the
@@ -716,10 +716,12 @@ int cmd_generate(int argc, char **argv)
         json_object_set_new(j, "cap_bytes", json_integer((json_int_t)(x->on ? x->lo.cap_bytes
                                                                              : 0)));
         /* ssd: storage reads during the generation (what the cache gate judged); reference:
-         * since the command began (the mapping's faults, when the file was not cached) */
+         * since the command began (the mapping's faults, when the file was not cached);
+         * resident: the coordinator's until the generation ended (not the parity run's) */
         json_object_set_new(j, "ssd_read_bytes",
                             json_integer((json_int_t)(x->on ? x->io1 - x->io0
-                                                            : util_io_read_bytes() - io0)));
+                                                      : resident ? io_gen - io0
+                                                                 : util_io_read_bytes() - io0)));
         if (x->on)
             llm_ssd_json(j, x, lm.m);
         else

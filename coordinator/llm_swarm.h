@@ -11,7 +11,7 @@
  * was in flight then runs again on the new route. With respawn, a fresh worker for the same
  * layers is started at once; when it is ready, every live session is replayed through it
  * (re-prefill) before the route moves back and the local copy is freed. Positions are
- * written by index (worker/slice.h), so a replay rewrites the caches it passes with the same
+ * written by index (arch/slice.h), so a replay rewrites the caches it passes with the same
  * bits: each session's tokens equal a healthy run's.
  */
 #ifndef SWARM_LLM_SWARM_H

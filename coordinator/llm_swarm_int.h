@@ -12,7 +12,7 @@
 #include "common/gguf.h"
 #include "coordinator/llm_swarm.h"
 #include "proto/proto.h"
-#include "worker/slice.h"
+#include "arch/slice.h"
 
 #define LS_MAX_W 8
 #define LS_HB_MS 100        /* heartbeat period: the dense swarm's default */

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "arch/slice.h"
 #include "common/exec.h"
 #include "common/util.h"
 
@@ -216,8 +217,7 @@ uint64_t partition_layer_bytes(const arch_layer *l)
 
 uint64_t partition_llm_held(const arch_model *am, const partition_llm_opts *o)
 {
-    uint64_t th = o->threads ? o->threads : 1;
-    return (uint64_t)am->hp.dim * o->max_batch * 4 * 2 + 2 * 4096 + th * o->n_ctx * 4;
+    return slice_held_bytes(am, o->max_batch, o->n_ctx, o->threads);
 }
 
 /* A worker's buffers besides its layers and caches: what the executor plans for a layer run

@@ -144,7 +144,7 @@ grep -q '^swarm_serve_failovers_total 1$' "$T/res.metrics" && ok || bad "residen
 kill -TERM "$res_pid"; if wait "$res_pid"; then rc=0; else rc=$?; fi
 eq "resident: SIGTERM exit 0" "$rc" 0
 
-start res2 --arm resident --workers 2 --ctx 256 --parallel 2
+start res2 --arm resident --workers 2 --ctx 256 --parallel 2 --chat-template chatml
 # shellcheck disable=SC2154
 w1=$(pgrep -P "$res2_pid" -f -- "--id w1" | head -1)
 [ -n "$w1" ] && kill -9 "$w1"
@@ -163,6 +163,13 @@ curl -s "http://127.0.0.1:$res2_port/v1/completions" \
     -d '{"prompt":"Once upon a time","max_tokens":24,"temperature":0}' >"$T/res2_g.json"
 eq "resident: greedy after the rejoin" "$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))
     ["choices"][0]["text"])' "$T/res2_g.json")" "$(cat "$T/gref.out")"
+# the page shows the swarm's workers (one row each) and still streams a reply
+if [ -x /usr/lib/chromium/chromium ] || command -v chromium >/dev/null; then
+    # shellcheck disable=SC2154
+    if timeout 120 python3 tests/serve_page.py "http://127.0.0.1:$res2_port/" "$T/page_res.png" 60 \
+        "" 2 >"$T/page_res.txt" 2>&1; then ok
+    else bad "chat page (resident) in Chromium: $(tail -1 "$T/page_res.txt")"; fi
+fi
 kill -TERM "$res2_pid"; if wait "$res2_pid"; then rc=0; else rc=$?; fi
 eq "resident (respawned): SIGTERM exit 0" "$rc" 0
 

@@ -11,6 +11,7 @@ import base64, json, os, shutil, subprocess, sys, tempfile, time
 
 url, shot, deadline_s = sys.argv[1], sys.argv[2], float(sys.argv[3])
 api_key = sys.argv[4] if len(sys.argv) > 4 else ""
+want_workers = int(sys.argv[5]) if len(sys.argv) > 5 else 0  # rows in the page's workers table
 end = time.monotonic() + deadline_s
 # The binary itself: Debian's /usr/bin/chromium wrapper is a shell script that adds flags.
 exe = next((p for p in ("/usr/lib/chromium/chromium", shutil.which("chromium") or "")
@@ -93,7 +94,7 @@ try:
         f.write(base64.b64decode(png))
     ok = (facts["reply"] and not facts["reply"].startswith("[error]") and facts["updates"] >= 2
           and facts["ttft"].endswith(" ms") and facts["tps"] not in ("", "–")
-          and facts["workers_rows"] == 0)
+          and facts["workers_rows"] == want_workers)
 except Exception as e:  # a timeout or a closed pipe: reported, never hung
     facts["error"] = repr(e)
 finally:

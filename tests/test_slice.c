@@ -1,4 +1,4 @@
-/* test_slice.c — a worker's range of a real model (worker/slice.c) against one process: a
+/* test_slice.c — a worker's range of a real model (arch/slice.c) against one process: a
  * q8_0 llama model cut in two slices gives the bits of every layer run in one process, for
  * two sessions interleaved, batches of several positions and single positions, a replay from
  * 0 (what a failover does) and a session that ends and whose slot is taken again; refusals
@@ -14,7 +14,7 @@
 #include "common/util.h"
 #include "quant/quant.h"
 #include "tests/check.h"
-#include "worker/slice.h"
+#include "arch/slice.h"
 
 #define S_LAYERS 4
 #define S_DIM 64

@@ -17,7 +17,7 @@
 #include <stdint.h>
 
 #include "common/exec.h"
-#include "worker/slice.h"
+#include "arch/slice.h"
 
 typedef struct compute compute_t;
 

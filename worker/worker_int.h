@@ -13,7 +13,7 @@
 #include "netem/netem.h"
 #include "proto/proto.h"
 #include "worker/compute.h"
-#include "worker/slice.h"
+#include "arch/slice.h"
 
 /* A coordinator that sends nothing (its heartbeats are 100 ms apart by default) for this
  * long is gone; the worker releases its layers and waits for the next one. */

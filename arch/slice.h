@@ -1,11 +1,12 @@
 /* slice.h — a worker's range of a real model: its layers resident through the executor, a KV
  * cache per (session, layer), batches of positions, a session's caches freed when it ends.
- * worker/
+ * The workers' code, and the coordinator's when it runs a lost worker's layers itself.
+ * arch/
  *
  * Every byte is planned before anything is loaded: the range's weights, the layer run for
  * max_batch positions, and as held bytes the KV caches of every session slot (sessions x
  * n_ctx positions x each layer's K and V in f32), the messages and the attention rows
- * (partition_llm_held): the rule the coordinator's partitioner prices with, so a range it
+ * (slice_held_bytes): the rule the coordinator's partitioner prices with, so a range it
  * assigns under a cap is a range the worker accepts, and a cap that cannot hold it is refused
  * with the executor's numbers. The caches of a slot are allocated when a session first uses
  * it and freed when the session ends (or the slice is freed).
@@ -21,6 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "arch/arch.h"
 #include "common/exec.h"
 
 typedef struct {
@@ -36,6 +38,12 @@ typedef struct {
 } slice_opts;
 
 typedef struct slice slice_t;
+
+/* Bytes a range holds beside its layers and KV caches: one message in and one out of
+ * max_batch x dim f32 with 4 KiB of envelope each, and one attention row of n_ctx per compute
+ * thread. The partitioner prices a worker with the same rule (coordinator/partition.c). */
+uint64_t slice_held_bytes(const arch_model *am, uint32_t max_batch, uint32_t n_ctx,
+                          uint32_t threads);
 
 /* Open, plan under the cap, load and verify the range resident. NULL with err naming the
  * file, the range or the budget that is short and by how much. */

@@ -1,6 +1,6 @@
 /* slice.c — a worker's range of a real model: resident layers through the executor, KV caches
- * per (session, layer) in slots, freed on session end. worker/ */
-#include "worker/slice.h"
+ * per (session, layer) in slots, freed on session end. arch/ */
+#include "arch/slice.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,7 +10,6 @@
 #include "arch/sums.h"
 #include "common/gguf.h"
 #include "common/util.h"
-#include "coordinator/partition.h"
 
 typedef struct {
     uint64_t session;             /* 0 = free */
@@ -56,6 +55,13 @@ static int s_slot_alloc(slice_t *s, s_slot *sl)
             return -1;
     }
     return 0;
+}
+
+uint64_t slice_held_bytes(const arch_model *am, uint32_t max_batch, uint32_t n_ctx,
+                          uint32_t threads)
+{
+    uint64_t th = threads ? threads : 1;
+    return (uint64_t)am->hp.dim * max_batch * 4 * 2 + 2 * 4096 + th * n_ctx * 4;
 }
 
 slice_t *slice_new(const slice_opts *o, char *err, size_t errlen)
@@ -124,13 +130,11 @@ slice_t *slice_new_ex(const slice_opts *o, int *cap_short, char *err, size_t err
                       (unsigned long long)o->expect_sums[l - o->first]);
             goto err;
         }
-    partition_llm_opts po = { .sessions = o->sessions, .n_ctx = o->n_ctx,
-                              .max_batch = o->max_batch,
-                              .threads = o->threads > 0 ? (uint32_t)o->threads : 1 };
     exec_opts eo;
     exec_opts_worker(&eo, o->cap_bytes);
     eo.max_pos = o->max_batch;
-    eo.held_bytes = partition_llm_held(&s->am, &po);
+    eo.held_bytes = slice_held_bytes(&s->am, o->max_batch, o->n_ctx,
+                                     o->threads > 0 ? (uint32_t)o->threads : 1);
     for (uint32_t l = o->first; l < o->last; l++) {
         arch_cost c;
         arch_layer_cost(&s->am, l, &c);
