@@ -169,6 +169,24 @@ int lab_llm_wants(const char *path)
     return ini_parse(path, s_has_llm, &yes) >= 0 && yes;
 }
 
+static int s_load(ll_cfg *c, const char *path);
+
+int lab_llm_model_path(const char *config, char *path, size_t len, char *err, size_t errlen)
+{
+    ll_cfg *c = malloc(sizeof *c); /* several PATH_MAX strings: not for a caller's stack */
+    if (!c) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    int rc = s_load(c, config);
+    if (rc == 0)
+        snprintf(path, len, "%s", c->model);
+    else
+        snprintf(err, errlen, "%s: cannot take the model from it (see above)", config);
+    free(c);
+    return rc;
+}
+
 static int s_load(ll_cfg *c, const char *path)
 {
     memset(c, 0, sizeof *c);

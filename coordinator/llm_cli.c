@@ -11,6 +11,7 @@
 #include "common/gguf.h"
 #include "common/util.h"
 #include "coordinator/gate.h"
+#include "coordinator/lab_llm.h"
 #include "quant/quant.h"
 
 static int s_ends_with(const char *s, const char *suffix)
@@ -24,6 +25,8 @@ static int s_resolve(llm_cli_model *lm, const char *arg, char *err, size_t errle
 {
     if (s_ends_with(arg, ".gguf")) {
         snprintf(lm->path, sizeof lm->path, "%s", arg);
+    } else if (lab_llm_wants(arg)) { /* a text-lab config: its [llm] model */
+        return lab_llm_model_path(arg, lm->path, sizeof lm->path, err, errlen);
     } else {
         /* config_t holds several PATH_MAX paths: too big for a command's stack frame. */
         config_t *c = malloc(sizeof *c);
@@ -44,6 +47,20 @@ static int s_resolve(llm_cli_model *lm, const char *arg, char *err, size_t errle
         }
     }
     return 0;
+}
+
+int llm_cli_resolve(const char *arg, char *path, size_t len, char *err, size_t errlen)
+{
+    llm_cli_model *lm = calloc(1, sizeof *lm);
+    if (!lm) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    int rc = s_resolve(lm, arg, err, errlen);
+    if (rc == 0)
+        snprintf(path, len, "%s", lm->path);
+    free(lm);
+    return rc;
 }
 
 int llm_cli_open(llm_cli_model *lm, const char *arg, char *err, size_t errlen)

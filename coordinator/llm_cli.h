@@ -33,6 +33,9 @@ void llm_cli_close(llm_cli_model *lm);
  * context), so the tokenizer comes first, from the file's header alone (no weight is read),
  * and the model after, under o. */
 int llm_cli_open_tok(llm_cli_model *lm, const char *arg, char *err, size_t errlen);
+/* The model file an argument names: a .gguf itself, a text-lab config's [llm] model, or a
+ * dense config's [model] path. 0, or -1 with err. */
+int llm_cli_resolve(const char *arg, char *path, size_t len, char *err, size_t errlen);
 int llm_cli_open_model(llm_cli_model *lm, const llm_opts *o, char *err, size_t errlen);
 
 /* --arm ssd's knobs. A knob not given on the command line comes from a CONFIG's [ssd] section

@@ -7,6 +7,7 @@
  */
 #include <errno.h>
 #include <getopt.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +22,7 @@
 #include "common/exitcode.h"
 #include "common/gguf.h"
 #include "common/util.h"
+#include "coordinator/llm_cli.h"
 #include "serve/serve.h"
 #include "serve/serve_int.h"
 
@@ -34,7 +36,7 @@ double serve_now(void)
 static void s_usage(FILE *f)
 {
     fprintf(f,
-        "usage: swarm serve MODEL.gguf [options]\n"
+        "usage: swarm serve MODEL.gguf|CONFIG [options]\n"
         "  An OpenAI-compatible HTTP server: /v1/models, /v1/chat/completions, /v1/completions,\n"
         "  /health, /metrics, and a chat page at /.\n"
         "  --listen HOST:PORT     address (default 127.0.0.1:8080; port 0 = any free port)\n"
@@ -226,7 +228,14 @@ int serve_main(int argc, char **argv)
         s_usage(stderr);
         goto out;
     }
-    srv.model_path = argv[optind];
+    /* a model file, or a config naming one ([llm] model of a text-lab config) */
+    static char model_buf[PATH_MAX];
+    char rerr[512];
+    if (llm_cli_resolve(argv[optind], model_buf, sizeof model_buf, rerr, sizeof rerr)) {
+        fprintf(stderr, "swarm serve: %s\n", rerr);
+        goto out;
+    }
+    srv.model_path = model_buf;
     if (strcmp(srv.arm, "reference") && strcmp(srv.arm, "ssd") && strcmp(srv.arm, "resident")) {
         fprintf(stderr, "swarm serve: unknown arm '%s' (arms: reference, ssd, resident)\n",
                 srv.arm);

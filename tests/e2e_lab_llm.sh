@@ -72,6 +72,20 @@ has lab out "the article's dense lab: 13.70x"
 if command -v gnuplot >/dev/null; then
     [ -s "$T/run/gen_tok_s.png" ] && ok || bad "no gen_tok_s.png"
 fi
+# the config names its model for the other commands too: generate and serve take it
+sw gcfg generate "$T/lab.ini" --prompt "Once upon a time" -n 6 --temp 0
+expect_rc gcfg 0
+sw gfile generate "$T/models/m.gguf" --prompt "Once upon a time" -n 6 --temp 0
+eq "generate CONFIG = generate FILE" "$(cat "$T/gcfg.out")" "$(cat "$T/gfile.out")"
+"$SWARM_BIN" serve "$T/lab.ini" --listen 127.0.0.1:0 --port-file "$T/srv.port" \
+    >"$T/srv.out" 2>"$T/srv.err" &
+spid=$!
+if wait_for "$T/srv.err" "serve: ready" 30; then
+    eq "serve CONFIG: the model's id" "$(curl -s "http://127.0.0.1:$(cat "$T/srv.port")/v1/models" |
+        python3 -c 'import json,sys; print(json.load(sys.stdin)["data"][0]["id"])')" m
+else bad "serve CONFIG did not start"; fi
+kill -TERM $spid; wait $spid
+
 # the model is not generated again; a config error names file, line and key
 sw lab2 lab "$T/lab.ini" --quick --out "$T/run2"
 expect_rc lab2 0

@@ -145,7 +145,7 @@ int main(void)
     metrics_itl(m, 0.0005);
     metrics_itl(m, 20);
     metrics_tokens(m, 5, 3);
-    char *t = metrics_render(m, 2, 1, 4, "reference", STATE_SERVING);
+    char *t = metrics_render(m, 2, 1, 4, "reference", STATE_SERVING, NULL);
     CHECK(t && strstr(t, "swarm_serve_requests_total{endpoint=\"/v1/chat/completions\","
                          "status=\"429\"} 1\n"), "requests by endpoint and status");
     CHECK(t && strstr(t, "swarm_serve_ttft_seconds_bucket{le=\"0.0025\"} 0\n") &&
