@@ -203,8 +203,10 @@ static int s_on_ctl(llm_swarm *sw, uint32_t i, size_t n, char *how, size_t howle
         w->push = zmq_socket(sw->zctx, ZMQ_PUSH);
         zmq_setsockopt(w->push, ZMQ_LINGER, &linger, sizeof linger);
         if (zmq_connect(w->push, w->data_ep)) {
-            snprintf(w->why, sizeof w->why, "cannot connect to its data endpoint %s: %s",
-                     w->data_ep, zmq_strerror(errno));
+            char ep[PROTO_MAX_STR]; /* a copy: w->why and w->data_ep share *sw */
+            snprintf(ep, sizeof ep, "%s", w->data_ep);
+            snprintf(w->why, sizeof w->why, "cannot connect to its data endpoint %s: %s", ep,
+                     zmq_strerror(errno));
             s_join_failed(sw, i);
             break;
         }
