@@ -253,6 +253,23 @@ static void s_settle_locked(llm_swarm *sw, int lost, const char *how, uint32_t a
     }
 }
 
+/* A failover now (lost >= 0) or a settle that is due (lost < 0), under mu with no poller:
+ * every pass in flight is marked to run again, whole, once the caches are rebuilt (the
+ * record names the lowest position in flight when the caller has none). settling is kept
+ * as it was: a settle already waiting for the pipeline to drain stays in force. */
+static void s_failover_now(llm_swarm *sw, int lost, const char *how, uint32_t at_pos)
+{
+    for (const ls_pass *p = sw->inflight; p; p = p->next)
+        if (p->pos0 < at_pos)
+            at_pos = p->pos0;
+    lp_abort_all(sw, LP_RERUN, NULL);
+    int was = sw->settling;
+    sw->settling = 1;
+    s_settle_locked(sw, lost, how, at_pos);
+    sw->settling = was;
+    pthread_cond_broadcast(&sw->cv);
+}
+
 /* Make progress for the passes in flight: be the poller (wait for results without mu, then
  * move every pass on, look at the workers, handle a loss), or sleep until the poller is
  * done. Under mu. */
@@ -271,17 +288,8 @@ static void s_pump(llm_swarm *sw, uint32_t at_pos)
     int lost = lp_collect(sw, how, sizeof how);
     if (lost < 0)
         lost = lp_poll(sw, how, sizeof how);
-    if (lost >= 0) {
-        /* every pass in flight runs again, whole, once the caches are rebuilt; the record
-         * names the lowest position in flight (the monitor has none of its own) */
-        for (const ls_pass *p = sw->inflight; p; p = p->next)
-            if (p->pos0 < at_pos)
-                at_pos = p->pos0;
-        lp_abort_all(sw, LP_RERUN, NULL);
-        sw->settling = 1;
-        s_settle_locked(sw, lost, how, at_pos);
-        sw->settling = 0;
-    }
+    if (lost >= 0)
+        s_failover_now(sw, lost, how, at_pos);
     pthread_cond_broadcast(&sw->cv);
 }
 
@@ -293,7 +301,7 @@ static void s_gate(llm_swarm *sw, uint32_t at_pos)
         pthread_cond_wait(&sw->cv, &sw->mu);
     if (!s_settle_due(sw))
         return;
-    sw->settling = 1;
+    sw->settling = 1; /* no new pass starts while what is in flight drains */
     while (sw->n_inflight || sw->polling)
         s_pump(sw, at_pos);
     s_settle_locked(sw, -1, NULL, at_pos);
@@ -336,11 +344,7 @@ static int s_layers_locked(llm_swarm *sw, uint64_t session, const int32_t *token
             p.state = LP_RERUN;
             while (sw->polling) /* the result socket is the poller's until it is back */
                 pthread_cond_wait(&sw->cv, &sw->mu);
-            lp_abort_all(sw, LP_RERUN, NULL);
-            sw->settling = 1;
-            s_settle_locked(sw, lost, how, pos0);
-            sw->settling = 0;
-            pthread_cond_broadcast(&sw->cv);
+            s_failover_now(sw, lost, how, pos0);
         }
         while (p.state == LP_RUN)
             s_pump(sw, pos0);
@@ -395,10 +399,7 @@ static void *s_monitor(void *arg)
         if (sw->settling) {
             pthread_cond_wait(&sw->cv, &sw->mu);
         } else if (!sw->n_inflight && !sw->polling && s_settle_due(sw)) {
-            sw->settling = 1;
-            s_settle_locked(sw, -1, NULL, LLM_NO_POS);
-            sw->settling = 0;
-            pthread_cond_broadcast(&sw->cv);
+            s_failover_now(sw, -1, NULL, LLM_NO_POS);
         } else {
             s_pump(sw, LLM_NO_POS);
         }
