@@ -368,6 +368,9 @@ int cmd_generate(int argc, char **argv)
     partition_llm_plan *plan = NULL; /* the resident arm's, kept for the result */
     uint64_t acts = 0, wire = 0;
     llm_failover *fos = NULL; /* the resident arm's failovers, kept for the result */
+    llm_worker_status wst[8]; /* the resident arm's workers, as they ended */
+    uint32_t n_wst = 0, n_fo_st = 0;
+    const char *transport = "loopback"; /* spawned workers; listed: plaintext or curve */
     s_extra *extra = NULL;    /* sessions 1.. of --sessions */
     uint32_t n_fo = 0;
     llm_cli_model lm, base = { 0 }, ref = { 0 };
@@ -427,6 +430,14 @@ int cmd_generate(int argc, char **argv)
         so.max_batch = o.n_batch;
         so.threads = (int)o.threads;
         so.seed = o.so.seed;
+        /* a config that lists workers: those, at their endpoints, not spawned ones */
+        if (llm_cli_hosts(model, &so, err, sizeof err)) {
+            fprintf(stderr, "swarm generate: resident arm: %s\n", err);
+            rc = EXIT_USAGE;
+            goto out;
+        }
+        if (so.n_hosts)
+            transport = so.key_pub[0] ? "curve" : "plaintext";
         /* generated token t is drawn from the pass over position n_ids + t - 2 (the first
          * from the prompt's last position) */
         for (uint32_t k = 0; k < so.n_faults; k++)
@@ -437,9 +448,12 @@ int cmd_generate(int argc, char **argv)
             goto out;
         }
         const partition_llm_plan *pl = llm_swarm_plan(sw);
+        n_wst = llm_swarm_status(sw, wst, 8, &n_fo_st);
         for (uint32_t i = 0; i < pl->n_workers; i++)
-            fprintf(stderr, "w%u: layers [%u, %u), %.1f MiB planned\n", i, pl->first[i],
-                    pl->last[i], pl->need[i] / 1048576.0);
+            fprintf(stderr, "%s%s%s: layers [%u, %u), %.1f MiB planned%s\n",
+                    i < n_wst ? wst[i].id : "w", i < n_wst && wst[i].endpoint[0] ? " at " : "",
+                    i < n_wst ? wst[i].endpoint : "", pl->first[i], pl->last[i],
+                    pl->need[i] / 1048576.0, so.n_hosts && so.key_pub[0] ? " (CURVE)" : "");
         llm_layers_hook h;
         llm_swarm_hook(sw, &h);
         llm_opts lo = { .arm = LLM_ARM_RESIDENT, .hook = &h };
@@ -516,6 +530,7 @@ int cmd_generate(int argc, char **argv)
          * reference's to sit beside. Peaks first: the coordinator's before it maps the
          * reference, the workers' before they exit. */
         workers_rss = llm_swarm_workers_rss(sw);
+        n_wst = llm_swarm_status(sw, wst, 8, &n_fo_st);
         if ((plan = malloc(sizeof *plan)))
             *plan = *llm_swarm_plan(sw);
         llm_swarm_counts(sw, &acts, &wire);
@@ -657,10 +672,25 @@ int cmd_generate(int argc, char **argv)
                 json_object_set_new(w, "first", json_integer(plan->first[i]));
                 json_object_set_new(w, "last", json_integer(plan->last[i]));
                 json_object_set_new(w, "need_bytes", json_integer((json_int_t)plan->need[i]));
+                if (i < n_wst) {
+                    const llm_worker_status *ws1 = &wst[i];
+                    json_object_set_new(w, "id", json_string(ws1->id));
+                    json_object_set_new(w, "endpoint", ws1->endpoint[0]
+                                                           ? json_string(ws1->endpoint)
+                                                           : json_null());
+                    json_object_set_new(w, "state", json_string(ws1->state));
+                    json_object_set_new(w, "load_ms", json_real(ws1->load_ms));
+                    json_object_set_new(w, "fetched_bytes",
+                                        json_integer((json_int_t)ws1->fetched_bytes));
+                    json_object_set_new(w, "resumed_bytes",
+                                        json_integer((json_int_t)ws1->resumed_bytes));
+                    json_object_set_new(w, "fetch_ms", json_real(ws1->fetch_ms));
+                }
                 json_array_append_new(ws, w);
             }
             json_object_set_new(j, "workers", ws);
             json_object_set_new(j, "embedding_at", json_string(plan->embedding_at));
+            json_object_set_new(j, "transport", json_string(transport));
             json_object_set_new(j, "head_at", json_string(plan->head_at));
             json_object_set_new(j, "worker_cap_bytes", json_integer((json_int_t)wcap));
             json_object_set_new(j, "acts", json_integer((json_int_t)acts));

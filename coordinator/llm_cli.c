@@ -9,6 +9,7 @@
 
 #include "common/config.h"
 #include "common/gguf.h"
+#include "common/sec.h"
 #include "common/util.h"
 #include "coordinator/gate.h"
 #include "coordinator/lab_llm.h"
@@ -60,6 +61,81 @@ int llm_cli_resolve(const char *arg, char *path, size_t len, char *err, size_t e
     if (rc == 0)
         snprintf(path, len, "%s", lm->path);
     free(lm);
+    return rc;
+}
+
+int llm_cli_hosts(const char *arg, llm_swarm_opts *so, char *err, size_t errlen)
+{
+    so->n_hosts = 0;
+    so->key_pub[0] = so->key_secret[0] = so->bind_host[0] = 0;
+    if (s_ends_with(arg, ".gguf") || lab_llm_wants(arg))
+        return 0;
+    config_t *c = malloc(sizeof *c); /* several PATH_MAX paths: not for a stack frame */
+    int rc = -1;
+    if (!c) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    config_defaults(c);
+    if (config_load(c, arg, err, errlen))
+        goto out;
+    if (!c->n_workers) {
+        rc = 0;
+        goto out;
+    }
+    if (c->n_workers > sizeof so->hosts / sizeof so->hosts[0]) {
+        snprintf(err, errlen, "%s lists %u workers; the llm swarm takes at most %zu", arg,
+                 c->n_workers, sizeof so->hosts / sizeof so->hosts[0]);
+        goto out;
+    }
+    if (c->key[0] &&
+        sec_load_key(c->key, so->key_pub, so->key_secret, err, errlen))
+        goto out;
+    for (uint32_t i = 0; i < c->n_workers; i++) {
+        const config_worker *cw = &c->worker[i];
+        llm_swarm_host *h = &so->hosts[i];
+        char why[512];
+        if (strlen(cw->name) >= sizeof h->id) {
+            snprintf(err, errlen, "%s: [worker.%s]: a name of at most %zu characters", arg,
+                     cw->name, sizeof h->id - 1);
+            goto out;
+        }
+        snprintf(h->id, sizeof h->id, "%s", cw->name);
+        snprintf(h->endpoint, sizeof h->endpoint, "%s", cw->endpoint);
+        h->cap_bytes = cw->cap_bytes ? cw->cap_bytes : c->worker_cap_bytes;
+        h->pub[0] = 0;
+        if (!cw->endpoint[0]) {
+            snprintf(err, errlen, "%s: [worker.%s] has no endpoint", arg, cw->name);
+            goto out;
+        }
+        if (cw->public_key[0] && sec_parse_pub(cw->public_key, h->pub, why, sizeof why)) {
+            snprintf(err, errlen, "%s: [worker.%s] public_key: %s", arg, cw->name, why);
+            goto out;
+        }
+        if (so->key_pub[0] && !h->pub[0]) {
+            snprintf(err, errlen, "%s: [security] key is set but [worker.%s] has no "
+                     "public_key: every link must be CURVE", arg, cw->name);
+            goto out;
+        }
+        if (h->pub[0] && !so->key_pub[0]) {
+            snprintf(err, errlen, "%s: [worker.%s] has a public_key but [security] key is not "
+                     "set: the coordinator needs its own key pair", arg, cw->name);
+            goto out;
+        }
+        if (!h->pub[0] && !c->plaintext && !sec_endpoint_is_local(h->endpoint)) {
+            snprintf(err, errlen, "%s: [worker.%s] %s is not loopback: refusing plaintext (set "
+                     "[security] key and public_key, or [swarm] plaintext = 1)", arg, cw->name,
+                     h->endpoint);
+            goto out;
+        }
+    }
+    so->n_hosts = c->n_workers;
+    snprintf(so->bind_host, sizeof so->bind_host, "%s", c->host);
+    rc = 0;
+out:
+    if (rc)
+        so->key_pub[0] = so->key_secret[0] = 0;
+    free(c);
     return rc;
 }
 

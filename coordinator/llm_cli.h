@@ -13,6 +13,7 @@
 #include "arch/llm.h"
 #include "common/cap.h"
 #include "common/devstat.h"
+#include "coordinator/llm_swarm.h"
 #include "coordinator/result.h"
 #include "engine/engine.h"
 #include "sample/sample.h"
@@ -36,6 +37,12 @@ int llm_cli_open_tok(llm_cli_model *lm, const char *arg, char *err, size_t errle
 /* The model file an argument names: a .gguf itself, a text-lab config's [llm] model, or a
  * dense config's [model] path. 0, or -1 with err. */
 int llm_cli_resolve(const char *arg, char *path, size_t len, char *err, size_t errlen);
+/* A config's listed workers for the resident arm: its [worker.NAME] sections (endpoint,
+ * cap, public_key), [swarm] host (where results come back) and plaintext, [security] key,
+ * checked the way `swarm run` checks them (CURVE on every link or on none; plaintext off
+ * loopback only when the config says so). so->n_hosts 0 when arg is a .gguf, a text-lab
+ * config or lists none. 0, or -1 with err naming the file and section. */
+int llm_cli_hosts(const char *arg, llm_swarm_opts *so, char *err, size_t errlen);
 int llm_cli_open_model(llm_cli_model *lm, const llm_opts *o, char *err, size_t errlen);
 
 /* --arm ssd's knobs. A knob not given on the command line comes from a CONFIG's [ssd] section

@@ -14,14 +14,22 @@
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <xxhash.h>
 #include <zmq.h>
 
 #include "common/log.h"
+#include "common/sec.h"
 #include "common/util.h"
 #include "coordinator/arm.h"
 #include "coordinator/llm_swarm_int.h"
 
 #define LS_POLL_MS 20 /* how often a wait looks at the processes: a kill is seen this soon */
+/* A listed worker has this long to answer the first hello (the dense swarm's bound: a
+ * connection and a CURVE handshake take milliseconds; a host that is down never answers). */
+#define LS_HELLO_MS 10000
+#define S_EV_REFUSED                                                                    \
+    (ZMQ_EVENT_HANDSHAKE_FAILED_AUTH | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |            \
+     ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL)
 
 static void s_send(llm_swarm *sw, void *sock)
 {
@@ -32,6 +40,11 @@ static void s_send(llm_swarm *sw, void *sock)
 
 static void s_close(ls_worker *w)
 {
+    if (w->mon)
+        zmq_close(w->mon);
+    w->mon = NULL;
+    if (w->ctl && w->remote)
+        zmq_socket_monitor(w->ctl, NULL, 0);
     if (w->ctl)
         zmq_close(w->ctl);
     if (w->push)
@@ -39,9 +52,19 @@ static void s_close(ls_worker *w)
     w->ctl = w->push = NULL;
 }
 
+/* Is there a worker at the other end to talk to: a spawned process, or a listed worker's
+ * connection? */
+static int s_attached(const ls_worker *w)
+{
+    return w->ctl && (w->pid > 0 || w->remote);
+}
+
 void lp_fence(llm_swarm *sw, uint32_t i)
 {
     ls_worker *w = &sw->w[i];
+    /* A listed worker cannot be killed from here: its connection goes, and the new epoch
+     * makes anything it still sends stale (a frozen one that wakes is dropped by every
+     * hop; it forgets us after its own silence bound, WORKER_COORD_TIMEOUT_MS). */
     if (w->pid > 0) {
         kill(w->pid, SIGKILL); /* works on a stopped process too */
         waitpid(w->pid, NULL, 0);
@@ -55,10 +78,92 @@ void lp_fence(llm_swarm *sw, uint32_t i)
         sw->w[k].routed_next = -2;
 }
 
+static void s_send_hello(llm_swarm *sw, ls_worker *w)
+{
+    msg_hello h = { .proto_version = PROTO_VERSION, .pid = (uint32_t)getpid() };
+    snprintf(h.id, sizeof h.id, "coordinator");
+    snprintf(h.data_ep, sizeof h.data_ep, "%s", sw->pull_ep);
+    if (proto_encode_hello(sw->b, &h) == 0)
+        s_send(sw, w->ctl);
+    w->state = LW_JOIN_HELLO;
+    w->routed_next = -2;
+    w->unanswered_ns = w->echo_seq = w->route_seq = 0;
+    w->why[0] = 0;
+}
+
+/* A listed worker: its control socket, CURVE when it has a key. One routing id for this
+ * coordinator's life, so a worker that lost us for a while (a cut, a freeze) knows us when
+ * we say hello again; its ROUTER hands the id over to the new connection. */
+static int s_connect_remote(llm_swarm *sw, uint32_t i, char *err, size_t errlen)
+{
+    ls_worker *w = &sw->w[i];
+    int linger = 0;
+    char rid[64];
+    s_close(w);
+    w->ctl = zmq_socket(sw->zctx, ZMQ_DEALER);
+    if (!w->ctl) {
+        snprintf(err, errlen, "%s: no socket: %s", w->id, zmq_strerror(errno));
+        return -1;
+    }
+    zmq_setsockopt(w->ctl, ZMQ_LINGER, &linger, sizeof linger);
+    snprintf(rid, sizeof rid, "llm-coord-%d", (int)getpid());
+    zmq_setsockopt(w->ctl, ZMQ_ROUTING_ID, rid, strlen(rid));
+    if (w->pub[0] && sec_client(w->ctl, sw->o.key_pub, sw->o.key_secret, w->pub)) {
+        snprintf(err, errlen, "%s: cannot enable CURVE: %s", w->id, zmq_strerror(errno));
+        return -1;
+    }
+    /* A worker that is loading cannot answer heartbeats; the kernel still says when its
+     * process dies (the connection drops), which this monitor reports. */
+    char mon[64];
+    snprintf(mon, sizeof mon, "inproc://llm-mon-%u-%u", i, ++w->mon_gen);
+    if (zmq_socket_monitor(w->ctl, mon, ZMQ_EVENT_DISCONNECTED | S_EV_REFUSED) == 0 &&
+        (w->mon = zmq_socket(sw->zctx, ZMQ_PAIR)) != NULL) {
+        zmq_setsockopt(w->mon, ZMQ_LINGER, &linger, sizeof linger);
+        if (zmq_connect(w->mon, mon)) {
+            zmq_close(w->mon);
+            w->mon = NULL;
+        }
+    }
+    if (zmq_connect(w->ctl, w->ctl_ep)) {
+        snprintf(err, errlen, "%s: cannot connect to %s: %s", w->id, w->ctl_ep,
+                 zmq_strerror(errno));
+        return -1;
+    }
+    s_send_hello(sw, w);
+    return 0;
+}
+
+/* Did a listed worker's control connection drop (1), or its CURVE handshake fail (2: a
+ * key it does not accept, or not ours), since we last looked? */
+static int s_dropped(ls_worker *w)
+{
+    int dropped = 0;
+    zmq_msg_t m;
+    if (!w->mon)
+        return 0;
+    zmq_msg_init(&m);
+    while (zmq_msg_recv(&m, w->mon, ZMQ_DONTWAIT) >= 0) {
+        if (zmq_msg_size(&m) >= 2) {
+            uint16_t ev;
+            memcpy(&ev, zmq_msg_data(&m), sizeof ev);
+            if (ev & S_EV_REFUSED)
+                dropped = 2;
+            else if (ev == ZMQ_EVENT_DISCONNECTED && !dropped)
+                dropped = 1;
+        }
+        if (zmq_msg_more(&m)) /* the endpoint frame */
+            zmq_msg_recv(&m, w->mon, ZMQ_DONTWAIT);
+    }
+    zmq_msg_close(&m);
+    return dropped;
+}
+
 int lp_spawn(llm_swarm *sw, uint32_t i, char *err, size_t errlen)
 {
     ls_worker *w = &sw->w[i];
     int fd[2], linger = 0;
+    if (w->remote)
+        return s_connect_remote(sw, i, err, errlen);
     char cap[32], rfd[16], slow[16], ep[PROTO_MAX_STR];
     const char *argv[16];
     int a = 0;
@@ -124,24 +229,22 @@ int lp_spawn(llm_swarm *sw, uint32_t i, char *err, size_t errlen)
         lp_fence(sw, i);
         return -1;
     }
-    msg_hello h = { .proto_version = PROTO_VERSION, .pid = (uint32_t)getpid() };
-    snprintf(h.id, sizeof h.id, "coordinator");
-    snprintf(h.data_ep, sizeof h.data_ep, "%s", sw->pull_ep);
-    if (proto_encode_hello(sw->b, &h) == 0)
-        s_send(sw, w->ctl);
-    w->state = LW_JOIN_HELLO;
-    w->routed_next = -2;
-    w->unanswered_ns = w->echo_seq = w->route_seq = 0;
-    w->why[0] = 0;
+    s_send_hello(sw, w);
     return 0;
 }
 
-/* A joining worker failed: its process goes, its layers stay here. */
+/* A joining worker failed: its process goes, its layers stay here. A listed one is asked
+ * again after LS_RETRY_MS (a host that restarts its worker, a coordinator it still served). */
 static void s_join_failed(llm_swarm *sw, uint32_t i)
 {
-    log_warn("%s: did not rejoin: %s", sw->w[i].id, sw->w[i].why);
+    ls_worker *w = &sw->w[i];
+    log_warn("%s: did not %s: %s", w->id, w->fb ? "rejoin" : "join", w->why);
     lp_fence(sw, i);
-    sw->w[i].state = LW_LOST;
+    w->state = LW_LOST;
+    if (w->remote && sw->o.respawn && w->fb) {
+        w->respawn_due = 1;
+        w->retry_ns = util_now_ns() + LS_RETRY_MS * 1000000ull;
+    }
 }
 
 static void s_on_hello(llm_swarm *sw, uint32_t i, const msg_hello *h)
@@ -155,6 +258,13 @@ static void s_on_hello(llm_swarm *sw, uint32_t i, const msg_hello *h)
         s_join_failed(sw, i);
         return;
     }
+    if (w->pub[0] && strcmp(h->pubkey, w->pub)) {
+        snprintf(why, sizeof why, "presented key %.12s..., the config says %.12s...",
+                 h->pubkey, w->pub);
+        snprintf(w->why, sizeof w->why, "%s", why); /* a copy: w and h share *sw */
+        s_join_failed(sw, i);
+        return;
+    }
     snprintf(w->data_ep, sizeof w->data_ep, "%s", h->data_ep);
     memset(a, 0, sizeof *a);
     snprintf(a->model_path, sizeof a->model_path, "%s", sw->model);
@@ -165,6 +275,7 @@ static void s_on_hello(llm_swarm *sw, uint32_t i, const msg_hello *h)
     a->last = w->last;
     for (uint32_t l = a->first; l < a->last; l++)
         a->checksums[l - a->first] = sw->sums[l];
+    a->header_bytes = sw->g->data_offset; /* a fetch starts with the header, then its layers */
     a->threads = (uint32_t)(sw->o.threads > 0 ? sw->o.threads : 1);
     a->cap_bytes = sw->o.cap_bytes;
     a->n_ctx = sw->n_ctx;
@@ -173,6 +284,34 @@ static void s_on_hello(llm_swarm *sw, uint32_t i, const msg_hello *h)
     if (proto_encode_assign(sw->b, a) == 0)
         s_send(sw, w->ctl);
     w->state = LW_JOIN_LOAD;
+}
+
+/* Weight distribution: bytes of the model file for a worker that has no copy, while its
+ * assignment loads. Any range inside the file (its header, then its layers' tensors, as
+ * worker/fetch.c asks), bounded and checked; a chunk carries its hash. */
+static void s_on_fetch(llm_swarm *sw, uint32_t i, const msg_fetch *f)
+{
+    ls_worker *w = &sw->w[i];
+    uint64_t size = sw->g->file_size;
+    if (w->state != LW_JOIN_LOAD || f->off > size || f->len > size - f->off ||
+        f->len > PROTO_MAX_CHUNK) {
+        log_warn("%s asked for bytes [%llu, +%u) %s: ignored", w->id,
+                 (unsigned long long)f->off, f->len,
+                 w->state != LW_JOIN_LOAD ? "while not loading" : "outside the model");
+        return;
+    }
+    ssize_t n = pread(sw->fd, sw->chunk, f->len, (off_t)f->off);
+    if (n != (ssize_t)f->len) {
+        log_error("cannot read %s for %s: %s", sw->model, w->id,
+                  n < 0 ? strerror(errno) : "short read");
+        return;
+    }
+    msg_chunk ch = { .off = f->off, .seq = f->seq, .hash = XXH3_64bits(sw->chunk, f->len),
+                     .len = f->len, .data = sw->chunk };
+    if (proto_encode_chunk(sw->b, &ch) == 0) {
+        s_send(sw, w->ctl);
+        sw->served_bytes += f->len;
+    }
 }
 
 /* One control message from worker i (already known not to be over a cut link). 1 when it
@@ -200,8 +339,15 @@ static int s_on_ctl(llm_swarm *sw, uint32_t i, size_t n, char *how, size_t howle
     case MSG_READY:
         if (w->state != LW_JOIN_LOAD)
             break;
+        w->ready = sw->m->u.ready;
         w->push = zmq_socket(sw->zctx, ZMQ_PUSH);
         zmq_setsockopt(w->push, ZMQ_LINGER, &linger, sizeof linger);
+        if (w->pub[0] && sec_client(w->push, sw->o.key_pub, sw->o.key_secret, w->pub)) {
+            snprintf(w->why, sizeof w->why, "cannot enable CURVE on its data link: %s",
+                     zmq_strerror(errno));
+            s_join_failed(sw, i);
+            break;
+        }
         if (zmq_connect(w->push, w->data_ep)) {
             char ep[PROTO_MAX_STR]; /* a copy: w->why and w->data_ep share *sw */
             snprintf(ep, sizeof ep, "%s", w->data_ep);
@@ -211,6 +357,9 @@ static int s_on_ctl(llm_swarm *sw, uint32_t i, size_t n, char *how, size_t howle
             break;
         }
         w->state = LW_READY;
+        break;
+    case MSG_FETCH:
+        s_on_fetch(sw, i, &sw->m->u.fetch);
         break;
     case MSG_ERROR:
         if (w->state == LW_LIVE) {
@@ -257,6 +406,17 @@ int lp_poll(llm_swarm *sw, char *how, size_t howlen)
             if (s_on_ctl(sw, i, (size_t)n, how, howlen))
                 return (int)i;
         }
+        int drop;
+        if (w->remote && w->state != LW_LIVE && w->state != LW_LOST && (drop = s_dropped(w))) {
+            if (drop == 2)
+                snprintf(w->why, sizeof w->why, "%s refused the CURVE handshake (it does not "
+                         "accept our key, or its key is not the config's)", w->ctl_ep);
+            else
+                snprintf(w->why, sizeof w->why, "its connection dropped while it %s",
+                         w->state == LW_JOIN_LOAD ? "loaded" : "joined");
+            s_join_failed(sw, i);
+            continue;
+        }
         int st;
         if (w->pid > 0 && waitpid(w->pid, &st, WNOHANG) == w->pid) {
             w->pid = 0;
@@ -268,7 +428,7 @@ int lp_poll(llm_swarm *sw, char *how, size_t howlen)
             s_join_failed(sw, i);
             continue;
         }
-        if (hb_due && w->ctl && w->pid > 0) {
+        if (hb_due && s_attached(w) && w->state != LW_JOIN_HELLO) {
             msg_heartbeat hb = { .seq = ++sw->hb_seq, .sent_ns = now };
             if (!w->cut_until_ns && proto_encode_heartbeat(sw->b, &hb) == 0)
                 s_send(sw, w->ctl);
@@ -313,27 +473,39 @@ void lp_wait_results(llm_swarm *sw)
     zmq_poll(&it, 1, s_wait_ms(sw));
 }
 
-int lp_join_sync(llm_swarm *sw, uint32_t i, char *err, size_t errlen)
+int lp_join_all(llm_swarm *sw, char *err, size_t errlen)
 {
     char how[256];
-    if (lp_spawn(sw, i, err, errlen))
-        return -1;
+    uint64_t t0 = util_now_ns();
+    for (uint32_t i = 0; i < sw->n; i++)
+        if (lp_spawn(sw, i, err, errlen))
+            return -1;
     for (;;) {
-        int l = lp_poll(sw, how, sizeof how);
+        int l = lp_poll(sw, how, sizeof how), all = 1;
         if (l >= 0) {
             snprintf(err, errlen, "%s: %s", sw->w[l].id, how);
             return -1;
         }
-        if (sw->w[i].state == LW_READY) {
-            sw->w[i].state = LW_LIVE;
-            return 0;
+        for (uint32_t i = 0; i < sw->n; i++) {
+            if (sw->w[i].state == LW_LOST) {
+                snprintf(err, errlen, "%s: %s", sw->w[i].id, sw->w[i].why);
+                return -1;
+            }
+            if (sw->w[i].remote && sw->w[i].state == LW_JOIN_HELLO &&
+                util_now_ns() - t0 > LS_HELLO_MS * 1000000ull) {
+                snprintf(err, errlen, "%s at %s: no answer to hello in %d s (is its worker "
+                         "running there?)", sw->w[i].id, sw->w[i].ctl_ep, LS_HELLO_MS / 1000);
+                return -1;
+            }
+            all &= sw->w[i].state == LW_READY;
         }
-        if (sw->w[i].state == LW_LOST) {
-            snprintf(err, errlen, "%s: %s", sw->w[i].id, sw->w[i].why);
-            return -1;
-        }
+        if (all)
+            break;
         s_wait(sw, 0);
     }
+    for (uint32_t i = 0; i < sw->n; i++)
+        sw->w[i].state = LW_LIVE;
+    return 0;
 }
 
 /* Where worker i's output goes for a pass through units 0..stop: the next worker, or -1 the
@@ -365,6 +537,11 @@ int lp_route(llm_swarm *sw, int stop, int *lost, char *how, size_t howlen, char 
         if (sw->shaper) /* the worker holds each act for its incoming link */
             arm_link_of(&sw->o.profile, sw->o.seed * 131 + i * 7 + sw->epoch, &r.link);
         snprintf(r.next_ep, sizeof r.next_ep, "%s", on ? sw->w[i + 1].data_ep : sw->pull_ep);
+        /* CURVE: the key of whoever it sends to; its data socket takes the previous live
+         * worker's key beside ours (acts after a unit run here come from us) */
+        snprintf(r.next_key, sizeof r.next_key, "%s", on ? sw->w[i + 1].pub : sw->o.key_pub);
+        snprintf(r.prev_key, sizeof r.prev_key, "%s",
+                 i > 0 && sw->w[i - 1].state == LW_LIVE ? sw->w[i - 1].pub : sw->o.key_pub);
         msg_heartbeat hb = { .seq = ++sw->hb_seq, .sent_ns = util_now_ns() };
         if (proto_encode_route(sw->b, &r)) {
             snprintf(err, errlen, "%s: cannot encode its route", w->id);
@@ -408,7 +585,7 @@ static void s_fire(llm_swarm *sw, uint32_t pos0, uint32_t n)
             continue;
         f->fired = 1;
         ls_worker *w = &sw->w[f->f.worker];
-        if (w->state != LW_LIVE || w->pid <= 0) {
+        if (w->state != LW_LIVE || !s_attached(w)) {
             log_warn("%s: fault at position %u not injected: its layers already run here",
                      w->id, f->f.pos);
             continue;
@@ -632,7 +809,7 @@ void lp_close_all(llm_swarm *sw)
         msg_bye bye = { .reason = "done" };
         if (w->pid > 0 && w->cont_at_ns)
             kill(w->pid, SIGCONT); /* a stopped worker hears its bye */
-        if (w->ctl && w->pid > 0 && proto_encode_bye(sw->b, &bye) == 0) {
+        if (s_attached(w) && w->state != LW_JOIN_HELLO && proto_encode_bye(sw->b, &bye) == 0) {
             zmq_setsockopt(w->ctl, ZMQ_LINGER, &linger, sizeof linger);
             zmq_send(w->ctl, proto_buf_data(sw->b), proto_buf_len(sw->b), ZMQ_DONTWAIT);
         }

@@ -22,6 +22,7 @@
 
 #include "arch/sums.h"
 #include "common/log.h"
+#include "common/sec.h"
 #include "common/util.h"
 #include "coordinator/llm_swarm_int.h"
 #include "quant/quant.h"
@@ -124,7 +125,7 @@ static int s_lose(llm_swarm *sw, uint32_t i, const char *how, uint32_t at_pos, c
     if (!w->fb) { /* a worker lost while re-prefilled still has its copy here, current */
         slice_opts so = { .path = sw->model, .first = w->first, .last = w->last,
                           .n_ctx = sw->n_ctx, .sessions = sw->o.sessions,
-                          .max_batch = sw->max_batch, .cap_bytes = sw->o.cap_bytes,
+                          .max_batch = sw->max_batch, .cap_bytes = w->cap_bytes,
                           .threads = sw->o.threads, .expect_sums = sw->sums + w->first };
         if (!(w->fb = slice_new(&so, why, sizeof why))) {
             snprintf(err, errlen, "%s lost (%s) and its layers [%u, %u) cannot run here: %s",
@@ -136,6 +137,7 @@ static int s_lose(llm_swarm *sw, uint32_t i, const char *how, uint32_t at_pos, c
     w->state = LW_LOST;
     /* a worker that keeps dying is not respawned for ever: one record per attempt */
     w->respawn_due = sw->o.respawn && w->fo >= 0;
+    w->retry_ns = 0;
     return 0;
 }
 
@@ -161,7 +163,7 @@ static int s_settle(llm_swarm *sw, uint32_t at_pos, char *err, size_t errlen)
         if (u < 0) {
             /* respawns last: the caches here come first (a spawn is a fork + exec) */
             for (uint32_t i = 0; i < sw->n; i++)
-                if (sw->w[i].respawn_due) {
+                if (sw->w[i].respawn_due && util_now_ns() >= sw->w[i].retry_ns) {
                     sw->w[i].respawn_due = 0;
                     if (lp_spawn(sw, i, how, sizeof how))
                         log_warn("%s: respawn failed: %s", sw->w[i].id, how);
@@ -233,7 +235,7 @@ static int s_settle_due(const llm_swarm *sw)
 {
     for (uint32_t i = 0; i < sw->n; i++)
         if ((sw->w[i].state != LW_LIVE && sw->w[i].stale) || sw->w[i].state == LW_READY ||
-            sw->w[i].respawn_due)
+            (sw->w[i].respawn_due && util_now_ns() >= sw->w[i].retry_ns))
             return 1;
     return 0;
 }
@@ -415,6 +417,8 @@ uint64_t llm_swarm_workers_rss(llm_swarm *sw)
     for (uint32_t i = 0; i < sw->n; i++)
         if (sw->w[i].pid > 0)
             sum += util_vmhwm_bytes((int)sw->w[i].pid);
+        else if (sw->w[i].remote && sw->w[i].state == LW_LIVE)
+            sum += sw->w[i].ready.peak_rss_bytes; /* another host's: as it reported at load */
     pthread_mutex_unlock(&sw->mu);
     return sum;
 }
@@ -428,12 +432,19 @@ uint32_t llm_swarm_status(llm_swarm *sw, llm_worker_status *out, uint32_t max,
         const ls_worker *w = &sw->w[i];
         llm_worker_status *o = &out[i];
         memcpy(o->id, w->id, sizeof o->id);
+        snprintf(o->endpoint, sizeof o->endpoint, "%s", w->remote ? w->ctl_ep : "");
+        o->fetched_bytes = w->ready.fetched_bytes;
+        o->resumed_bytes = w->ready.resumed_bytes;
+        o->fetch_ms = (double)w->ready.fetch_ns / 1e6;
+        o->load_ms = (double)w->ready.load_ns / 1e6;
         o->first = w->first;
         o->last = w->last;
         o->live = w->state == LW_LIVE;
         o->state = w->state == LW_LIVE   ? "serving"
                    : w->state == LW_LOST ? "lost: its layers run in the coordinator"
-                                         : "rejoining";
+                   : w->remote && w->state == LW_JOIN_HELLO
+                       ? "lost: its layers run in the coordinator (asked to rejoin)"
+                       : "rejoining";
         o->since_s = (double)(now - w->since_ns) / 1e9;
         memcpy(o->last_how, w->last_how, sizeof o->last_how);
     }
@@ -482,14 +493,24 @@ llm_swarm *llm_swarm_new(const llm_swarm_opts *o, char *err, size_t errlen)
     snprintf(sw->self, sizeof sw->self, "%s", o->self_exe);
     sw->o.model = sw->model;
     sw->o.self_exe = sw->self;
-    if (!o->workers || o->workers > LS_MAX_W) {
-        snprintf(err, errlen, "%u workers: 1..%d", o->workers, LS_MAX_W);
+    if (o->n_hosts)
+        sw->o.workers = o->n_hosts;
+    if (!sw->o.workers || sw->o.workers > LS_MAX_W) {
+        snprintf(err, errlen, "%u workers: 1..%d", sw->o.workers, LS_MAX_W);
         goto err;
     }
     for (uint32_t k = 0; k < o->n_faults; k++) {
-        if (o->faults[k].worker >= o->workers) {
+        if (o->faults[k].worker >= sw->o.workers) {
             snprintf(err, errlen, "a fault for w%u: the workers are w0..w%u",
-                     o->faults[k].worker, o->workers - 1);
+                     o->faults[k].worker, sw->o.workers - 1);
+            goto err;
+        }
+        if (o->n_hosts && o->faults[k].kind != LLM_FAULT_CUT) {
+            snprintf(err, errlen, "w%u is %s at %s, a process on its own host: the coordinator "
+                     "cannot %s it (--cut-link can; kill it there to test a loss)",
+                     o->faults[k].worker, o->hosts[o->faults[k].worker].id,
+                     o->hosts[o->faults[k].worker].endpoint,
+                     o->faults[k].kind == LLM_FAULT_KILL ? "kill" : "stop");
             goto err;
         }
         sw->faults[k].f = o->faults[k];
@@ -507,9 +528,10 @@ llm_swarm *llm_swarm_new(const llm_swarm_opts *o, char *err, size_t errlen)
     partition_llm_opts po = { .sessions = o->sessions, .n_ctx = o->n_ctx,
                               .max_batch = o->max_batch,
                               .threads = o->threads > 0 ? (uint32_t)o->threads : 1 };
-    for (uint32_t i = 0; i < o->workers; i++)
-        caps[i] = o->cap_bytes;
-    if (partition_llm(&sw->am, &po, o->workers, caps, sw->plan, why, sizeof why)) {
+    for (uint32_t i = 0; i < sw->o.workers; i++)
+        caps[i] = i < o->n_hosts && o->hosts[i].cap_bytes ? o->hosts[i].cap_bytes
+                                                           : o->cap_bytes;
+    if (partition_llm(&sw->am, &po, sw->o.workers, caps, sw->plan, why, sizeof why)) {
         snprintf(err, errlen, "%s: %s", o->model, why);
         goto err;
     }
@@ -522,7 +544,7 @@ llm_swarm *llm_swarm_new(const llm_swarm_opts *o, char *err, size_t errlen)
     size_t xb = (size_t)sw->max_batch * sw->dim * sizeof(float);
     if (!(sw->sums = calloc(sw->n_layers, sizeof *sw->sums)) ||
         !(sw->frame = malloc(sw->frame_cap)) || !(sw->rx = malloc(xb)) ||
-        !(sw->ax = malloc(xb)) ||
+        !(sw->ax = malloc(xb)) || !(sw->chunk = malloc(PROTO_MAX_CHUNK)) ||
         !(sw->ss = calloc(o->sessions, sizeof *sw->ss))) {
         snprintf(err, errlen, "out of memory");
         goto err;
@@ -546,24 +568,45 @@ llm_swarm *llm_swarm_new(const llm_swarm_opts *o, char *err, size_t errlen)
         }
     }
     sw->zctx = zmq_ctx_new();
+    /* CURVE: the result socket is a server that takes the listed workers' keys (ZAP) */
+    if (o->key_pub[0] && !(sw->sec = sec_zap_start(sw->zctx, "coord", err, errlen)))
+        goto err;
     sw->pull = zmq_socket(sw->zctx, ZMQ_PULL);
-    len = sizeof sw->pull_ep;
-    if (zmq_bind(sw->pull, "tcp://127.0.0.1:*") ||
-        zmq_getsockopt(sw->pull, ZMQ_LAST_ENDPOINT, sw->pull_ep, &len)) {
-        snprintf(err, errlen, "cannot bind the result socket: %s", zmq_strerror(errno));
+    if (sw->sec && sec_server(sw->pull, o->key_secret)) {
+        snprintf(err, errlen, "cannot enable CURVE on the result socket: %s",
+                 zmq_strerror(errno));
         goto err;
     }
-    for (uint32_t i = 0; i < o->workers; i++) {
+    for (uint32_t i = 0; sw->sec && i < o->n_hosts; i++)
+        sec_allow(sw->sec, o->hosts[i].pub);
+    char bind[128];
+    snprintf(bind, sizeof bind, "tcp://%s:*", o->bind_host[0] ? o->bind_host : "127.0.0.1");
+    len = sizeof sw->pull_ep;
+    if (zmq_bind(sw->pull, bind) ||
+        zmq_getsockopt(sw->pull, ZMQ_LAST_ENDPOINT, sw->pull_ep, &len)) {
+        snprintf(err, errlen, "cannot bind the result socket at %s: %s", bind,
+                 zmq_strerror(errno));
+        goto err;
+    }
+    for (uint32_t i = 0; i < sw->o.workers; i++) {
         ls_worker *w = &sw->w[i];
-        sw->n = i + 1;
         snprintf(w->id, sizeof w->id, "w%u", i);
+        w->cap_bytes = caps[i];
+        if (i < o->n_hosts) {
+            const llm_swarm_host *h = &o->hosts[i];
+            w->remote = 1;
+            snprintf(w->id, sizeof w->id, "%s", h->id);
+            snprintf(w->ctl_ep, sizeof w->ctl_ep, "%s", h->endpoint);
+            snprintf(w->pub, sizeof w->pub, "%s", h->pub);
+        }
         w->routed_next = -2;
         w->first = sw->plan->first[i];
         w->last = sw->plan->last[i];
         w->fo = -1;
-        if (lp_join_sync(sw, i, err, errlen))
-            goto err;
     }
+    sw->n = sw->o.workers;
+    if (lp_join_all(sw, err, errlen))
+        goto err;
     int lost = -1, rc = lp_route(sw, (int)sw->n - 1, &lost, how, sizeof how, err, errlen);
     if (rc == LP_LOST)
         snprintf(err, errlen, "w%d: %s while its route was set", lost, how);
@@ -604,6 +647,8 @@ void llm_swarm_free(llm_swarm **swp)
         zmq_close(sw->pull);
     if (sw->zctx)
         zmq_ctx_term(sw->zctx);
+    sec_zap_stop(&sw->sec);
+    free(sw->chunk);
     for (uint32_t k = 0; sw->ss && k < sw->o.sessions; k++) {
         free(sw->ss[k].tok);
         free(sw->ss[k].xin);

@@ -41,15 +41,35 @@ typedef struct {
     double seconds;
 } llm_fault;
 
+#define LLM_SWARM_ID_MAX 32       /* a worker's name, NUL included */
+
+/* A worker already running somewhere (`swarm worker --listen ...` on another host, or in a
+ * test host's namespace), listed in a config's [worker.NAME] sections. The coordinator
+ * connects to it instead of spawning one; it reads its layers from its own copy of the file
+ * or, without one (or started with --fetch), takes exactly its layers' tensors from the
+ * coordinator, resumably, verified against the coordinator's checksums. */
+typedef struct {
+    char id[LLM_SWARM_ID_MAX];    /* NAME */
+    char endpoint[256];           /* its control endpoint, tcp://HOST:PORT */
+    char pub[41];                 /* its CURVE public key (Z85), "" for plaintext */
+    uint64_t cap_bytes;           /* its cap (0: the swarm's cap_bytes) */
+} llm_swarm_host;
+
 typedef struct {
     const char *model;            /* the GGUF file (the workers read their local copy) */
     const char *self_exe;         /* the swarm binary the workers run */
-    uint32_t workers;             /* 1..8, spawned on loopback */
+    uint32_t workers;             /* 1..8, spawned on loopback (n_hosts set: ignored) */
+    llm_swarm_host hosts[8];      /* listed workers instead of spawned ones */
+    uint32_t n_hosts;
+    char key_pub[41], key_secret[41]; /* the coordinator's CURVE key pair ("": plaintext);
+                                   * set when any host has a key (every link is then CURVE) */
+    char bind_host[64];           /* where the result socket binds ("": 127.0.0.1) */
     uint64_t cap_bytes;           /* each worker's cap (0 = none); a lost worker's layers run
                                    * in the coordinator under the same cap */
     uint32_t sessions, n_ctx, max_batch;
     int threads;                  /* each worker's compute threads */
-    int respawn;                  /* start a fresh worker for a lost one's layers */
+    int respawn;                  /* start a fresh worker for a lost one's layers (a listed
+                                   * one: say hello to it again until it answers) */
     uint32_t slowdown;            /* test knob: workers compute every activation N times */
     llm_fault faults[LLM_SWARM_MAX_FAULTS];
     uint32_t n_faults;
@@ -61,7 +81,7 @@ typedef struct {
 
 /* One failover, as the result reports it. */
 typedef struct {
-    char worker[8];
+    char worker[LLM_SWARM_ID_MAX];
     char how[64];                 /* "killed by signal 9", "heartbeats stopped", ... */
     uint32_t at_pos;              /* the first position of the pass in flight (LLM_NO_POS:
                                    * found between passes) */
@@ -81,8 +101,12 @@ typedef struct {
 
 /* A worker as a health check shows it. */
 typedef struct {
-    char id[8];
+    char id[LLM_SWARM_ID_MAX];
+    char endpoint[256];           /* a listed worker's control endpoint ("" spawned) */
     uint32_t first, last;         /* its layers */
+    uint64_t fetched_bytes, resumed_bytes; /* its layers' bytes taken from the coordinator
+                                   * at its last load, and those already in its cache */
+    double fetch_ms, load_ms;     /* that load's transfer, and assign -> ready */
     int live;                     /* 1: its process serves them */
     const char *state;            /* "serving", "lost: its layers run in the coordinator",
                                    * "rejoining" (a fresh process loading or re-prefilled) */

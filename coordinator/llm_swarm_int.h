@@ -10,6 +10,7 @@
 
 #include "arch/arch.h"
 #include "common/gguf.h"
+#include "common/sec.h"
 #include "coordinator/llm_swarm.h"
 #include "proto/proto.h"
 #include "arch/slice.h"
@@ -18,6 +19,7 @@
 #define LS_HB_MS 100        /* heartbeat period: the dense swarm's default */
 #define LS_LIVENESS 5       /* unanswered heartbeat periods before a worker is lost */
 #define LS_SILENT_MS 3000   /* a worker drops a coordinator silent this long (worker_int.h) */
+#define LS_RETRY_MS 1000    /* a lost listed worker is said hello to again this often */
 
 /* A worker's layers are served by its process (LIVE) or, after a loss, by a copy in the
  * coordinator (every other state) while a respawned process says hello and loads (JOIN_*)
@@ -25,8 +27,16 @@
 enum { LW_LIVE = 0, LW_LOST, LW_JOIN_HELLO, LW_JOIN_LOAD, LW_READY };
 
 typedef struct {
-    char id[8];
+    char id[LLM_SWARM_ID_MAX];
     pid_t pid;                    /* 0: no process (lost, or not yet respawned) */
+    int remote;                   /* a listed worker: connected to, never spawned or killed */
+    char ctl_ep[256];             /* its control endpoint (remote) */
+    char pub[41];                 /* its CURVE key (remote; "" plaintext) */
+    uint64_t cap_bytes;           /* its cap: its layers run here under it after a loss */
+    uint64_t retry_ns;            /* remote, lost: when to say hello to it again */
+    msg_ready ready;              /* its last load, as it reported it */
+    void *mon;                    /* remote: its control connection's monitor (drops) */
+    uint32_t mon_gen;
     void *ctl, *push;
     char data_ep[PROTO_MAX_STR];
     uint32_t first, last;
@@ -94,7 +104,10 @@ struct llm_swarm {
     int am_open;
     float *rx;                    /* max_batch x dim: a replay's activations */
     float *ax;                    /* max_batch x dim: a result, before it is known ours */
-    int fd;                       /* the model file, for the embedding rows */
+    int fd;                       /* the model file: embedding rows, workers' fetches */
+    uint8_t *chunk;               /* PROTO_MAX_CHUNK: a fetched range, read from fd */
+    sec_t *sec;                   /* the ZAP handler when the links are CURVE */
+    uint64_t served_bytes;        /* model bytes sent to fetching workers */
     uint64_t hb_seq;
     int route_stop;               /* the unit the routes end after (-1: none in force) */
     ls_session *ss;
@@ -126,8 +139,10 @@ struct llm_swarm {
 enum { LP_OK = 0, LP_LOST = 1 };
 /* fork + exec worker i and connect its control socket; hello sent (state JOIN_HELLO). */
 int lp_spawn(llm_swarm *sw, uint32_t i, char *err, size_t errlen);
-/* Setup: hello answered, assign sent, ready awaited; the worker is LIVE. */
-int lp_join_sync(llm_swarm *sw, uint32_t i, char *err, size_t errlen);
+/* Setup: every worker spawned (or connected to), hello answered, assign sent, ready
+ * awaited, all at once (listed workers fetch their layers side by side); all LIVE, or -1
+ * with err naming the first that failed. */
+int lp_join_all(llm_swarm *sw, char *err, size_t errlen);
 /* Heartbeats when due, every control message drained, the faults due released (SIGCONT, a
  * cut healed), a joining worker moved on (hello -> assign -> READY). Returns the index of a
  * LIVE worker found lost (how filled), or -1. */

@@ -12,6 +12,8 @@
 #   experiments/hosts.sh down                remove everything (idempotent; safe after a crash)
 #   experiments/hosts.sh run N [options] -- CMD...
 #                                            up, run CMD (with SWARM_HOSTS_INI set), always down
+#   experiments/hosts.sh restart I           stop host I's worker if it runs, start it again with
+#                                            the options of `up` (a host that comes back)
 #   experiments/hosts.sh status              what exists now
 # options:
 #   --dir DIR            state: hosts.ini, worker logs hI.log, caches hI/cache, pids
@@ -130,8 +132,8 @@ s_keys() { # N: make missing key pairs in CURVE_DIR
     done
 }
 
-s_worker() { # I: start hI's worker inside its namespace, wait until it listens
-    local i=$1 ns=$NS_PREFIX$1 id=h$1 args=()
+s_worker() { # I [append]: start hI's worker inside its namespace, wait until it listens
+    local i=$1 ns=$NS_PREFIX$1 id=h$1 args=() from=0
     args=(--listen "tcp://$NET.$((i + 1)):$PORT" --id "$id" --cap "$CAP" --cache "$DIR/$id/cache")
     if [ -n "$CURVE_DIR" ]; then
         args+=(--key "$CURVE_DIR/$id.key" --allow "$CURVE_DIR/coord.pub")
@@ -145,11 +147,16 @@ s_worker() { # I: start hI's worker inside its namespace, wait until it listens
     local enter=(ip netns exec "$ns")
     command -v nsenter >/dev/null && enter=(nsenter "--net=/var/run/netns/$ns")
     # shellcheck disable=SC2086 # WARGS is a list of words on purpose
-    "${enter[@]}" "$BIN" worker "${args[@]}" $WARGS >"$DIR/$id.log" 2>&1 &
+    if [ "${2:-}" = append ]; then # a restart: its log goes on; only new lines count
+        from=$(wc -l <"$DIR/$id.log" 2>/dev/null || echo 0)
+        "${enter[@]}" "$BIN" worker "${args[@]}" $WARGS >>"$DIR/$id.log" 2>&1 &
+    else
+        "${enter[@]}" "$BIN" worker "${args[@]}" $WARGS >"$DIR/$id.log" 2>&1 &
+    fi
     echo $! >"$DIR/$id.pid"
     local t
     for t in $(seq 100); do # a fresh worker listens within ~50 ms; allow 5 s on a busy machine
-        grep -q "listening on" "$DIR/$id.log" && return 0
+        tail -n +"$((from + 1))" "$DIR/$id.log" | grep -q "listening on" && return 0
         kill -0 "$(cat "$DIR/$id.pid")" 2>/dev/null || break
         sleep 0.05
     done
@@ -191,6 +198,9 @@ cmd_up() { # N
     [ -n "$CURVE_DIR" ] && s_keys "$n"
     for i in $(seq "$n"); do s_worker "$i"; done
     s_write_ini "$n"
+    # what `restart` needs to start a worker the same way
+    printf 'BIN=%q CAP=%q CURVE_DIR=%q FETCH=%q WARGS=%q\n' "$BIN" "$CAP" "$CURVE_DIR" "$FETCH" \
+        "$WARGS" >"$DIR/up.opts"
     trap - EXIT INT TERM
     say "$n hosts up: ${NS_PREFIX}1..$n on $BRIDGE ($NET.1), $( [ -n "$CURVE_DIR" ] && echo curve || echo plaintext); config: $DIR/hosts.ini"
 }
@@ -213,6 +223,22 @@ cmd_run() { # N -- CMD...
     return $rc
 }
 
+cmd_restart() { # I
+    local i=$1 pid
+    [[ $i =~ ^[0-9]+$ ]] && ip netns list | grep -q "^$NS_PREFIX$i\b" || die "no host $i (up first)"
+    [ -f "$DIR/up.opts" ] || die "no $DIR/up.opts: hosts not started by this script's up"
+    # shellcheck disable=SC1091 # written by cmd_up
+    . "$DIR/up.opts"
+    if [ -f "$DIR/h$i.pid" ] && pid=$(cat "$DIR/h$i.pid") && kill -0 "$pid" 2>/dev/null; then
+        kill -TERM "$pid"
+        local t
+        for t in $(seq 20); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+        kill -KILL "$pid" 2>/dev/null || true
+    fi
+    s_worker "$i" append
+    say "h$i restarted (pid $(cat "$DIR/h$i.pid"))"
+}
+
 cmd_status() {
     echo "namespaces: $(s_namespaces | tr '\n' ' ')"
     ip -br addr show "$BRIDGE" 2>/dev/null || echo "bridge: none"
@@ -228,7 +254,7 @@ cmd_status() {
 [ $# -ge 1 ] || usage
 verb=$1; shift
 n=""
-if [ "$verb" = up ] || [ "$verb" = run ]; then
+if [ "$verb" = up ] || [ "$verb" = run ] || [ "$verb" = restart ]; then
     [ $# -ge 1 ] || usage
     n=$1; shift
 fi
@@ -251,7 +277,8 @@ case $verb in
 up) cmd_up "$n" ;;
 down) cmd_down ;;
 run) cmd_run "$n" "$@" ;;
+restart) cmd_restart "$n" ;;
 status) cmd_status ;;
 -h|--help|help) usage ;;
-*) die "unknown command '$verb' (up, down, run, status)" ;;
+*) die "unknown command '$verb' (up, down, run, restart, status)" ;;
 esac

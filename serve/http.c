@@ -194,7 +194,9 @@ static enum MHD_Result s_health(serve *srv, struct MHD_Connection *c)
         for (uint32_t i = 0; i < nw && i < 8; i++) {
             char layers[32];
             snprintf(layers, sizeof layers, "%u-%u", w[i].first, w[i].last);
-            json_array_append_new(ws, json_pack("{s:s,s:s,s:s,s:b,s:f,s:s}", "id", w[i].id,
+            json_array_append_new(ws, json_pack("{s:s,s:s?,s:s,s:s,s:b,s:f,s:s}", "id",
+                                                w[i].id, "endpoint",
+                                                w[i].endpoint[0] ? w[i].endpoint : NULL,
                                                 "layers", layers, "state", w[i].state, "live",
                                                 w[i].live, "since_s", w[i].since_s, "last_lost",
                                                 w[i].last_how));

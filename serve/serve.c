@@ -361,13 +361,21 @@ int serve_main(int argc, char **argv)
                               .cap_bytes = wcap, .sessions = srv.n_slots, .n_ctx = srv.n_ctx,
                               .max_batch = srv.n_ctx < 64 ? srv.n_ctx : 64, .threads = 1,
                               .respawn = !no_respawn, .slowdown = slowdown };
+        /* a config that lists workers: those, at their endpoints, not spawned ones */
+        if (llm_cli_hosts(argv[optind], &so, err, sizeof err)) {
+            fprintf(stderr, "swarm serve: resident arm: %s\n", err);
+            goto out;
+        }
         if (!(srv.swarm = llm_swarm_new(&so, err, sizeof err))) {
             fprintf(stderr, "swarm serve: resident arm: %s\n", err);
             goto out;
         }
         const partition_llm_plan *pl = llm_swarm_plan(srv.swarm);
-        for (uint32_t i = 0; i < pl->n_workers; i++)
-            fprintf(stderr, "serve: w%u: layers [%u, %u), %.1f MiB planned\n", i, pl->first[i],
+        llm_worker_status ws[8];
+        uint32_t nfo, nws = llm_swarm_status(srv.swarm, ws, 8, &nfo);
+        for (uint32_t i = 0; i < pl->n_workers && i < nws; i++)
+            fprintf(stderr, "serve: %s%s%s: layers [%u, %u), %.1f MiB planned\n", ws[i].id,
+                    ws[i].endpoint[0] ? " at " : "", ws[i].endpoint, pl->first[i],
                     pl->last[i], pl->need[i] / 1048576.0);
         llm_layers_hook h;
         llm_swarm_hook(srv.swarm, &h);

@@ -8,6 +8,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include "common/gguf.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "worker/worker_int.h"
@@ -53,11 +54,89 @@ static void s_fetch_sync(worker_t *w)
     w->since_sync = 0;
 }
 
-/* Once the header is here: the byte ranges of g and W for every layer of the range. */
+/* A real model's ranges: every tensor of blocks [first, last) (named "blk.N.*" by GGUF
+ * convention) and rope_freqs.weight (llama3's frequency divisors, read when the layers are
+ * opened), in file order, neighbours merged (a layer's tensors are adjacent in published
+ * files: one range per layer range, the alignment padding between them included). Nothing
+ * else: a worker holding layers 8..15 of an 8 GB model takes its share and the header. */
+static int s_cmp_off(const void *a, const void *b)
+{
+    const gguf_tensor *x = *(const gguf_tensor *const *)a, *y = *(const gguf_tensor *const *)b;
+    return x->offset < y->offset ? -1 : x->offset > y->offset;
+}
+
+static int s_expand_llm(worker_t *w, const gguf_file *g, char *err, size_t errlen)
+{
+    const gguf_tensor **t = malloc(g->n_tensors * sizeof *t + 1);
+    uint64_t n = 0;
+    if (!t) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    for (uint64_t i = 0; i < g->n_tensors; i++) {
+        const char *name = g->tensors[i].name;
+        char *end;
+        if (!strcmp(name, "rope_freqs.weight")) {
+            t[n++] = &g->tensors[i];
+            continue;
+        }
+        if (strncmp(name, "blk.", 4))
+            continue;
+        unsigned long l = strtoul(name + 4, &end, 10);
+        if (end != name + 4 && *end == '.' && l >= w->pend->first && l < w->pend->last)
+            t[n++] = &g->tensors[i];
+    }
+    qsort(t, n, sizeof *t, s_cmp_off);
+    for (uint64_t i = 0; i < n; i++) {
+        uint64_t off = t[i]->offset, len = t[i]->nbytes;
+        uint32_t k = w->n_ranges;
+        if (k > 1 && off <= w->r_off[k - 1] + w->r_len[k - 1] + g->alignment) {
+            uint64_t end = off + len > w->r_off[k - 1] + w->r_len[k - 1]
+                               ? off + len : w->r_off[k - 1] + w->r_len[k - 1];
+            w->s_total += end - (w->r_off[k - 1] + w->r_len[k - 1]);
+            w->r_len[k - 1] = end - w->r_off[k - 1];
+            continue;
+        }
+        if (k == WORKER_MAX_RANGES) {
+            snprintf(err, errlen, "layers [%u, %u) lie in more than %d separate byte ranges",
+                     w->pend->first, w->pend->last, WORKER_MAX_RANGES - 1);
+            free(t);
+            return -1;
+        }
+        w->r_off[k] = off;
+        w->r_len[k] = len;
+        w->n_ranges++;
+        w->s_total += len;
+    }
+    free(t);
+    return 0;
+}
+
+/* Once the header is here: the byte ranges of the assigned layers (the dense model's g and W
+ * of each; a real model's tensors, s_expand_llm). */
 static int s_fetch_expand(worker_t *w, char *err, size_t errlen)
 {
-    model_t m = { 0 };
     fdatasync(w->fetch_fd);
+    if (w->pend->n_ctx) {
+        char why[512];
+        gguf_file *g = gguf_open(w->fetch_path, why, sizeof why);
+        if (!g) {
+            snprintf(err, errlen, "fetched header: %s", why);
+            return -1;
+        }
+        int rc = 0;
+        if (g->file_size != w->pend->model_size) {
+            snprintf(err, errlen, "fetched header does not describe the assigned model");
+            rc = -1;
+        }
+        if (!rc)
+            rc = s_expand_llm(w, g, err, errlen);
+        gguf_close(&g);
+        if (!rc)
+            w->ranges_full = 1;
+        return rc;
+    }
+    model_t m = { 0 };
     if (model_open(&m, w->fetch_path, err, errlen))
         return -1;
     if (m.file_size != w->pend->model_size || m.n_layers != w->pend->n_layers ||

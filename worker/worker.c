@@ -184,6 +184,9 @@ static void s_load_slice(worker_t *w, const msg_assign *a, const char *path, uin
     memset(&w->ready, 0, sizeof w->ready);
     w->ready.bytes_loaded = slice_loaded_bytes(w->slice);
     w->ready.load_ns = util_now_ns() - t0;
+    w->ready.fetched_bytes = w->fetched;
+    w->ready.fetch_ns = w->fetched ? w->fetch_t0 : 0;
+    w->ready.resumed_bytes = w->resumed;
     w->ready.read_bytes = util_io_read_bytes() - io0;
     w->ready.peak_rss_bytes = util_vmhwm_bytes(0);
     w->ready.cgroup_peak_bytes = cap_peak(&w->cap);
@@ -303,13 +306,6 @@ static void s_on_assign(worker_t *w, const msg_assign *a)
      * as it loads); otherwise, or with --fetch, the bytes come from the coordinator. */
     if (!w->force_fetch && stat(a->model_path, &st) == 0) {
         worker_load_assign(w, a, a->model_path, w->assign_t0);
-        return;
-    }
-    if (a->n_ctx) {
-        snprintf(err, sizeof err, "%s: no local copy, and a real model's weights are not "
-                 "fetched from the coordinator yet", a->model_path);
-        log_error("%s: %s", w->id, err);
-        s_send_error_to(w, w->peer, w->peer_len, PERR_MODEL, err);
         return;
     }
     if (worker_fetch_begin(w, a, err, sizeof err)) {
