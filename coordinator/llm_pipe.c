@@ -366,8 +366,13 @@ static int s_on_ctl(llm_swarm *sw, uint32_t i, size_t n, char *how, size_t howle
             snprintf(how, howlen, "said: %s", sw->m->u.error.text);
             return 1;
         }
-        snprintf(w->why, sizeof w->why, "refused layers [%u, %u): %s", w->first, w->last,
-                 sw->m->u.error.text);
+        if (sw->m->u.error.code == PERR_STATE) /* it released us: a cut longer than its
+                                                * silence bound (WORKER_COORD_TIMEOUT_MS) */
+            snprintf(w->why, sizeof w->why, "it no longer knows this coordinator (silent too "
+                     "long for it: a cut or a freeze): %s", sw->m->u.error.text);
+        else
+            snprintf(w->why, sizeof w->why, "refused layers [%u, %u): %s", w->first, w->last,
+                     sw->m->u.error.text);
         s_join_failed(sw, i);
         break;
     default:
