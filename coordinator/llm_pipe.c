@@ -413,9 +413,11 @@ int lp_poll(llm_swarm *sw, char *how, size_t howlen)
         }
         int drop;
         if (w->remote && w->state != LW_LIVE && w->state != LW_LOST && (drop = s_dropped(w))) {
+            char ep[sizeof w->ctl_ep]; /* a copy: w->why and w->ctl_ep share *sw */
+            snprintf(ep, sizeof ep, "%s", w->ctl_ep);
             if (drop == 2)
                 snprintf(w->why, sizeof w->why, "%s refused the CURVE handshake (it does not "
-                         "accept our key, or its key is not the config's)", w->ctl_ep);
+                         "accept our key, or its key is not the config's)", ep);
             else
                 snprintf(w->why, sizeof w->why, "its connection dropped while it %s",
                          w->state == LW_JOIN_LOAD ? "loaded" : "joined");
