@@ -131,6 +131,7 @@ float quant_dot_q8_0_avx2(uint64_t n, const void *wv, const void *act)
     float a[QUANT_LANES];
     uint64_t b = 0;
     for (; b + QUANT_QB_GROUP <= nb; b += QUANT_QB_GROUP) {
+        quant_prefetch(x + b, QUANT_QB_GROUP * sizeof *x);
         const uint16_t dw[4] = { x[b].d, x[b + 1].d, x[b + 2].d, x[b + 3].d };
         const __m128 d4 = s_scales4(dw, y.d + b);
         const int8_t *yq = y.qs + b * QUANT_QK;
@@ -193,6 +194,7 @@ float quant_dot_q4_0_avx2(uint64_t n, const void *wv, const void *act)
     float a[QUANT_LANES];
     uint64_t b = 0;
     for (; b + QUANT_QB_GROUP <= nb; b += QUANT_QB_GROUP) {
+        quant_prefetch(x + b, QUANT_QB_GROUP * sizeof *x);
         const uint16_t dw[4] = { x[b].d, x[b + 1].d, x[b + 2].d, x[b + 3].d };
         const __m256 d4 = _mm256_castps128_ps256(s_scales4(dw, y.d + b));
         const __m256 d01 = _mm256_permutevar8x32_ps(d4, _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1));

@@ -176,6 +176,7 @@ float quant_dot_q8_0_avx512(uint64_t n, const void *wv, const void *act)
     float a[QUANT_LANES];
     uint64_t b = 0;
     for (; b + QUANT_QB_GROUP <= nb; b += QUANT_QB_GROUP) {
+        quant_prefetch(x + b, QUANT_QB_GROUP * sizeof *x);
         s_scales4(s_dw4_q8(x + b), y.d + b, &d01, &d23);
         z0 = _mm512_fmadd_ps(s_q8_quads2(x + b, y.qs + b * 32, y.bias128 + b * 8), d01, z0);
         z1 = _mm512_fmadd_ps(s_q8_quads2(x + b + 2, y.qs + b * 32 + 64, y.bias128 + b * 8 + 16),
@@ -200,6 +201,7 @@ float quant_dot_q4_0_avx512(uint64_t n, const void *wv, const void *act)
     float a[QUANT_LANES];
     uint64_t b = 0;
     for (; b + QUANT_QB_GROUP <= nb; b += QUANT_QB_GROUP) {
+        quant_prefetch(x + b, QUANT_QB_GROUP * sizeof *x);
         const __m128i h = s_dw4_q4(x + b);
         const __m512 d4 = _mm512_castps128_ps512(_mm_mul_ps(_mm_cvtph_ps(h),
                                                             _mm_loadu_ps(y.d + b)));

@@ -125,6 +125,7 @@ static inline __attribute__((always_inline)) float s_dot(quant_type t, uint64_t 
                                    _mm256_setzero_ps() };
     /* four super-blocks per pass (the last pass may have fewer), so acc[g] is a register */
     for (uint64_t b = 0; b < nb; b += QUANT_QB_GROUP) {
+        quant_prefetch(p, (unsigned)(QUANT_QB_GROUP * bb));
         for (uint64_t g = 0; g < QUANT_QB_GROUP && b + g < nb; g++, p += bb) {
             __m256i s;
             __m256 m = _mm256_setzero_ps();

@@ -132,13 +132,7 @@ static inline __attribute__((always_inline)) __m256i s_q6(const quant_block_q6_K
     return _mm256_sub_epi32(s_fold(s), off);
 }
 
-/* Each group of four super-blocks asks for the bytes 2 KiB ahead (past a row's end: the next
- * row, which matvec reads next). Streaming from DRAM on one thread (bench-quant 5632 x 2048,
- * alternating runs, load average 5 from other work, so only roughly): median ratio to the
- * read bound q4_K 0.50 -> 0.54, q5_K 0.47 -> 0.57, q6_K 0.70 -> 0.71. In cache, where the
- * prefetches are wasted, it costs 2-5% (best of 2000 2048-value rows: q4_K 65 -> 68 ns,
- * q6_K 68 -> 70 ns); products of real models stream. */
-#define S_PREFETCH 2048
+/* Each group of four super-blocks asks for the bytes QUANT_PREFETCH ahead (quant_int.h). */
 
 static inline __attribute__((always_inline)) float s_dot(quant_type t, uint64_t n,
                                                          const void *w, const void *act)
@@ -154,8 +148,7 @@ static inline __attribute__((always_inline)) float s_dot(quant_type t, uint64_t 
     uint64_t b = 0;
     /* four super-blocks per pass, so each accumulator is a register */
     for (; b + QUANT_QB_GROUP <= nb; b += QUANT_QB_GROUP) {
-        for (size_t o = 0; o < QUANT_QB_GROUP * bb; o += 64)
-            _mm_prefetch((const char *)p + S_PREFETCH + o, _MM_HINT_T0);
+        quant_prefetch(p, (unsigned)(QUANT_QB_GROUP * bb));
 #pragma GCC unroll 4
         for (int g = 0; g < QUANT_QB_GROUP; g++, p += bb) {
             __m256i s;
