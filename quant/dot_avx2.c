@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "quant/quant_int.h"
+#include "quant/reduce_avx.h"
 
 /* Exact widening of one IEEE half (F16C). */
 static inline float s_h2f(uint16_t h)
@@ -40,7 +41,7 @@ float quant_dot_f32_avx2(uint64_t n, const void *wv, const void *act)
     }
     s_store4(a, a0, a1, a2, a3);
     quant_tail_f32(w, x, i, n, a);
-    return quant_reduce32(a);
+    return quant_reduce32_avx(a);
 }
 
 static inline __m256 s_f16x8(const uint16_t *p)
@@ -63,7 +64,7 @@ float quant_dot_f16_avx2(uint64_t n, const void *wv, const void *act)
     }
     s_store4(a, a0, a1, a2, a3);
     quant_tail_f16(w, x, i, n, a);
-    return quant_reduce32(a);
+    return quant_reduce32_avx(a);
 }
 
 /* bf16 is the top half of an f32: widen to 32 bits and shift left 16 (exact). */
@@ -88,7 +89,7 @@ float quant_dot_bf16_avx2(uint64_t n, const void *wv, const void *act)
     }
     s_store4(a, a0, a1, a2, a3);
     quant_tail_bf16(w, x, i, n, a);
-    return quant_reduce32(a);
+    return quant_reduce32_avx(a);
 }
 
 /* Eight exact int32 sums of 4 products each (quad q = bytes 4q..4q+3) of two vectors of 32
@@ -147,7 +148,7 @@ float quant_dot_q8_0_avx2(uint64_t n, const void *wv, const void *act)
         _mm256_storeu_ps(lane, _mm256_fmadd_ps(s_q8_quads(x + b, y.qs + b * QUANT_QK), d,
                                                _mm256_loadu_ps(lane)));
     }
-    return quant_reduce32(a);
+    return quant_reduce32_avx(a);
 }
 
 /* Q4_0 (quant.h's lanes for it): two blocks' 16 nibble bytes side by side; masked, the low
@@ -215,7 +216,7 @@ float quant_dot_q4_0_avx2(uint64_t n, const void *wv, const void *act)
     s_store4(a, a0, a1, a2, a3);
     for (; b < nb; b++)
         s_q4_tail(a, x + b, b, nb % QUANT_QB_GROUP, &y);
-    return quant_reduce32(a);
+    return quant_reduce32_avx(a);
 }
 
 /* ---------------------------------------------------------------- activation quantization */

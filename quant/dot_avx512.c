@@ -11,6 +11,7 @@
 #include <immintrin.h>
 
 #include "quant/quant_int.h"
+#include "quant/reduce_avx.h"
 
 static inline void s_store2(float *a, __m512 z0, __m512 z1)
 {
@@ -30,7 +31,7 @@ float quant_dot_f32_avx512(uint64_t n, const void *wv, const void *act)
     }
     s_store2(a, z0, z1);
     quant_tail_f32(w, x, i, n, a);
-    return quant_reduce32(a);
+    return quant_reduce32_avx(a);
 }
 
 static inline __m512 s_f16x16(const uint16_t *p)
@@ -51,7 +52,7 @@ float quant_dot_f16_avx512(uint64_t n, const void *wv, const void *act)
     }
     s_store2(a, z0, z1);
     quant_tail_f16(w, x, i, n, a);
-    return quant_reduce32(a);
+    return quant_reduce32_avx(a);
 }
 
 static inline __m512 s_bf16x16(const uint16_t *p)
@@ -73,7 +74,7 @@ float quant_dot_bf16_avx512(uint64_t n, const void *wv, const void *act)
     }
     s_store2(a, z0, z1);
     quant_tail_bf16(w, x, i, n, a);
-    return quant_reduce32(a);
+    return quant_reduce32_avx(a);
 }
 
 /* The scale products d_w * d_x of blocks b..b+3 (4 f32 multiplies, as the scalar code does
@@ -200,7 +201,7 @@ float quant_dot_q8_0_avx512(uint64_t n, const void *wv, const void *act)
                                             _mm256_set1_epi8((char)0x80));
         s_tail(a, b, xu, &y, y.bias128, x[b].d);
     }
-    return quant_reduce32(a);
+    return quant_reduce32_avx(a);
 }
 
 float quant_dot_q4_0_avx512(uint64_t n, const void *wv, const void *act)
@@ -225,7 +226,7 @@ float quant_dot_q4_0_avx512(uint64_t n, const void *wv, const void *act)
     s_store2(a, z0, z1);
     for (; b < nb; b++)
         s_q4_tail(a, x + b, b, nb % QUANT_QB_GROUP, &y);
-    return quant_reduce32(a);
+    return quant_reduce32_avx(a);
 }
 
 /* ---------------------------------------------------------------- tiles: 2 rows x 4 positions */
@@ -277,7 +278,7 @@ s_tile_float(int kind, uint64_t n, const void *const *w, const void *const *act,
                 quant_tail_f16(w[r], x[p], i, n, a);
             else
                 quant_tail_bf16(w[r], x[p], i, n, a);
-            out[r * QUANT_TILE_POS + p] = quant_reduce32(a);
+            out[r * QUANT_TILE_POS + p] = quant_reduce32_avx(a);
         }
     }
 }
@@ -342,7 +343,7 @@ void quant_tile_q8_0_avx512(uint64_t n, const void *const *w, const void *const 
                     _mm256_loadu_si256((const __m256i *)xr[r][t].qs), _mm256_set1_epi8((char)0x80));
                 s_tail(a, t, xu, &y[p], y[p].bias128, xr[r][t].d);
             }
-            out[r * QUANT_TILE_POS + p] = quant_reduce32(a);
+            out[r * QUANT_TILE_POS + p] = quant_reduce32_avx(a);
         }
     }
 }
@@ -393,7 +394,7 @@ void quant_tile_q4_0_avx512(uint64_t n, const void *const *w, const void *const 
             s_store2(a, c[r][p][0], c[r][p][1]);
             for (uint64_t t = b; t < nb; t++)
                 s_q4_tail(a, xr[r] + t, t, nb % QUANT_QB_GROUP, &y[p]);
-            out[r * QUANT_TILE_POS + p] = quant_reduce32(a);
+            out[r * QUANT_TILE_POS + p] = quant_reduce32_avx(a);
         }
     }
 }

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "quant/quant_int.h"
+#include "quant/reduce_avx.h"
 
 /* Word index vectors for vpermw: which scale each int16 pair product is multiplied by. */
 /* words 0..15 take entry c, 16..31 entry c + 2 (chunks c and c + 2 of a pair-ordered load) */
@@ -194,7 +195,7 @@ static inline __attribute__((always_inline)) float s_dot(quant_type t, uint64_t 
     float a[QUANT_LANES];
     for (int g = 0; g < QUANT_QB_GROUP; g++)
         _mm256_storeu_ps(a + 8 * g, acc[g]);
-    return quant_reduce32(a);
+    return quant_reduce32_avx(a);
 }
 
 float quant_dot_q4_K_avx512(uint64_t n, const void *w, const void *act)
@@ -325,7 +326,7 @@ s_tile(quant_type t, uint64_t n, const void *const *w, const void *const *act, f
     }
     for (int r = 0; r < QUANT_TILE_ROWS; r++)
         for (int p = 0; p < QUANT_TILE_POS; p++)
-            out[r * QUANT_TILE_POS + p] = quant_reduce32(a[r][p]);
+            out[r * QUANT_TILE_POS + p] = quant_reduce32_avx(a[r][p]);
 }
 
 void quant_tile_q4_K_avx512(uint64_t n, const void *const *w, const void *const *act, float *out)
