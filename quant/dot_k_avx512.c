@@ -133,8 +133,32 @@ static inline __attribute__((always_inline)) __m256i s_q6(const quant_block_q6_K
     return _mm256_sub_epi32(s_fold(s), off);
 }
 
-/* Each group of four super-blocks asks for the bytes QUANT_PREFETCH ahead (quant_int.h). */
+/* One super-block into its accumulator: its 8 integer lanes with one fma by d_w * d_x, then
+ * (Q4_K, Q5_K) the min terms with one by -(dmin_w * d_x), written as fnmadd by dmin_w * d_x
+ * (negating a product is exact, so the bits are fmaf(m, -dm, lane)'s). Q4_K/Q5_K's d and
+ * dmin are one 32-bit load, converted and scaled together. */
+static inline __attribute__((always_inline)) __m256
+s_acc(quant_type t, const uint8_t *p, const quant_block_q8_K *y, const int8_t *yp, __m256 acc)
+{
+    if (t == QUANT_Q6_K) {
+        const quant_block_q6_K *x = (const quant_block_q6_K *)p;
+        const __m256i s = s_q6(x, y);
+        return _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(_cvtsh_ss(x->d) * y->d),
+                               acc);
+    }
+    __m256i mi;
+    const __m256i s = s_q45(p, t == QUANT_Q5_K, y, yp, &mi);
+    uint32_t dd;
+    memcpy(&dd, p, 4); /* d, dmin */
+    const __m256 d2 = _mm256_castps128_ps256(
+        _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi32_si128((int)dd)), _mm_set1_ps(y->d)));
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_permutexvar_ps(_mm256_setzero_si256(), d2),
+                          acc);
+    return _mm256_fnmadd_ps(_mm256_cvtepi32_ps(mi),
+                            _mm256_permutexvar_ps(_mm256_set1_epi32(1), d2), acc);
+}
 
+/* Each group of four super-blocks asks for the bytes QUANT_PREFETCH ahead (quant_int.h). */
 static inline __attribute__((always_inline)) float s_dot(quant_type t, uint64_t n,
                                                          const void *w, const void *act)
 {
@@ -151,47 +175,11 @@ static inline __attribute__((always_inline)) float s_dot(quant_type t, uint64_t 
     for (; b + QUANT_QB_GROUP <= nb; b += QUANT_QB_GROUP) {
         quant_prefetch(p, (unsigned)(QUANT_QB_GROUP * bb));
 #pragma GCC unroll 4
-        for (int g = 0; g < QUANT_QB_GROUP; g++, p += bb) {
-            __m256i s;
-            __m256 m = _mm256_setzero_ps();
-            float d, dm = 0;
-            if (t == QUANT_Q6_K) {
-                const quant_block_q6_K *x = (const quant_block_q6_K *)p;
-                s = s_q6(x, &y[b + g]);
-                d = _cvtsh_ss(x->d) * y[b + g].d;
-            } else {
-                const quant_block_q4_K *x = (const quant_block_q4_K *)p;
-                __m256i mi;
-                s = s_q45(p, t == QUANT_Q5_K, &y[b + g], yp + (b + g) * QUANT_QK_K, &mi);
-                d = _cvtsh_ss(x->d) * y[b + g].d;
-                dm = -(_cvtsh_ss(x->dmin) * y[b + g].d);
-                m = _mm256_cvtepi32_ps(mi);
-            }
-            acc[g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(d), acc[g]);
-            if (t != QUANT_Q6_K)
-                acc[g] = _mm256_fmadd_ps(m, _mm256_set1_ps(dm), acc[g]);
-        }
+        for (int g = 0; g < QUANT_QB_GROUP; g++, p += bb)
+            acc[g] = s_acc(t, p, &y[b + g], yp + (b + g) * QUANT_QK_K, acc[g]);
     }
-    for (int g = 0; b < nb; b++, g++, p += bb) {
-        __m256i s;
-        __m256 m = _mm256_setzero_ps();
-        float d, dm = 0;
-        if (t == QUANT_Q6_K) {
-            const quant_block_q6_K *x = (const quant_block_q6_K *)p;
-            s = s_q6(x, &y[b]);
-            d = _cvtsh_ss(x->d) * y[b].d;
-        } else {
-            const quant_block_q4_K *x = (const quant_block_q4_K *)p;
-            __m256i mi;
-            s = s_q45(p, t == QUANT_Q5_K, &y[b], yp + b * QUANT_QK_K, &mi);
-            d = _cvtsh_ss(x->d) * y[b].d;
-            dm = -(_cvtsh_ss(x->dmin) * y[b].d);
-            m = _mm256_cvtepi32_ps(mi);
-        }
-        acc[g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(d), acc[g]);
-        if (t != QUANT_Q6_K)
-            acc[g] = _mm256_fmadd_ps(m, _mm256_set1_ps(dm), acc[g]);
-    }
+    for (int g = 0; b < nb; b++, g++, p += bb)
+        acc[g] = s_acc(t, p, &y[b], yp + b * QUANT_QK_K, acc[g]);
     float a[QUANT_LANES];
     for (int g = 0; g < QUANT_QB_GROUP; g++)
         _mm256_storeu_ps(a + 8 * g, acc[g]);
