@@ -32,22 +32,10 @@ static inline __m512i s_idx_q6(int c)
                                              1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0));
 }
 
-/* ggml's ggml_vec_dot_q4_K_q8_K unpacking of the 6-bit scales (kmask1..3): bytes 0..7 the
- * scales, 8..15 the mins. */
-static inline void s_unpack(const uint8_t *scales, uint32_t utmp[4])
-{
-    const uint32_t kmask1 = 0x3f3f3f3f, kmask2 = 0x0f0f0f0f, kmask3 = 0x03030303;
-    memcpy(utmp, scales, 12);
-    utmp[3] = ((utmp[2] >> 4) & kmask2) | (((utmp[1] >> 6) & kmask3) << 4);
-    const uint32_t uaux = utmp[1] & kmask1;
-    utmp[1] = (utmp[2] & kmask2) | (((utmp[0] >> 6) & kmask3) << 4);
-    utmp[2] = uaux;
-    utmp[0] &= kmask1;
-}
-
-/* The same unpacking in one 128-bit vector, bytes 0..7 the scales and 8..15 the mins, for the
- * row kernel: the scalar form's 21 integer operations and 7 moves between the integer and
- * vector registers per super-block made q4_K and q5_K rows 9-11% slower in cache (512 x 2048,
+/* The 6-bit scales and mins of Q4_K/Q5_K (quant.h; kquant.c's quant_k_scales) unpacked in one
+ * 128-bit vector, bytes 0..7 the scales and 8..15 the mins: the scalar form (ggml's kmask
+ * words), its 21 integer operations and 7 moves between the integer and vector registers per
+ * super-block, made q4_K and q5_K rows 9-11% slower in cache (512 x 2048,
  * 1 thread, alternating runs, 2026-12-01). With S the 12 bytes (a 16-byte load: the block
  * goes on past them):
  *   j < 4:  sc_j = S[j] & 63,                        m_j = S[j + 4] & 63;
@@ -275,12 +263,9 @@ s_tile(quant_type t, uint64_t n, const void *const *w, const void *const *act, f
                 const quant_block_q4_K *x4 = (const quant_block_q4_K *)x;
                 const quant_block_q5_K *x5 = (const quant_block_q5_K *)x;
                 const uint8_t *qs = t == QUANT_Q5_K ? x5->qs : x4->qs;
-                uint32_t utmp[4];
-                s_unpack(x4->scales, utmp);
-                const __m128i mv = _mm_loadl_epi64((const __m128i *)((const uint8_t *)utmp + 8));
-                m16 = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(mv, mv));
-                const __m512i s512 = _mm512_castsi128_si512(
-                    _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)utmp)));
+                const __m128i scm = s_unpack_v(x4->scales);
+                m16 = _mm256_cvtepu8_epi16(_mm_unpackhi_epi8(scm, scm));
+                const __m512i s512 = _mm512_castsi128_si512(_mm_cvtepu8_epi16(scm));
                 __m512i qh = _mm512_setzero_si512();
                 if (t == QUANT_Q5_K)
                     qh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)x5->qh));
