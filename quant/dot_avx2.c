@@ -34,6 +34,7 @@ float quant_dot_f32_avx2(uint64_t n, const void *wv, const void *act)
     float a[QUANT_LANES];
     uint64_t i = 0;
     for (; i + QUANT_LANES <= n; i += QUANT_LANES) {
+        quant_prefetch(w + i, QUANT_LANES * 4);
         a0 = _mm256_fmadd_ps(_mm256_loadu_ps(w + i), _mm256_loadu_ps(x + i), a0);
         a1 = _mm256_fmadd_ps(_mm256_loadu_ps(w + i + 8), _mm256_loadu_ps(x + i + 8), a1);
         a2 = _mm256_fmadd_ps(_mm256_loadu_ps(w + i + 16), _mm256_loadu_ps(x + i + 16), a2);
@@ -57,6 +58,7 @@ float quant_dot_f16_avx2(uint64_t n, const void *wv, const void *act)
     float a[QUANT_LANES];
     uint64_t i = 0;
     for (; i + QUANT_LANES <= n; i += QUANT_LANES) {
+        quant_prefetch(w + i, QUANT_LANES * 2);
         a0 = _mm256_fmadd_ps(s_f16x8(w + i), _mm256_loadu_ps(x + i), a0);
         a1 = _mm256_fmadd_ps(s_f16x8(w + i + 8), _mm256_loadu_ps(x + i + 8), a1);
         a2 = _mm256_fmadd_ps(s_f16x8(w + i + 16), _mm256_loadu_ps(x + i + 16), a2);
@@ -82,6 +84,7 @@ float quant_dot_bf16_avx2(uint64_t n, const void *wv, const void *act)
     float a[QUANT_LANES];
     uint64_t i = 0;
     for (; i + QUANT_LANES <= n; i += QUANT_LANES) {
+        quant_prefetch(w + i, QUANT_LANES * 2);
         a0 = _mm256_fmadd_ps(s_bf16x8(w + i), _mm256_loadu_ps(x + i), a0);
         a1 = _mm256_fmadd_ps(s_bf16x8(w + i + 8), _mm256_loadu_ps(x + i + 8), a1);
         a2 = _mm256_fmadd_ps(s_bf16x8(w + i + 16), _mm256_loadu_ps(x + i + 16), a2);

@@ -26,6 +26,7 @@ float quant_dot_f32_avx512(uint64_t n, const void *wv, const void *act)
     float a[QUANT_LANES];
     uint64_t i = 0;
     for (; i + QUANT_LANES <= n; i += QUANT_LANES) {
+        quant_prefetch(w + i, QUANT_LANES * 4);
         z0 = _mm512_fmadd_ps(_mm512_loadu_ps(w + i), _mm512_loadu_ps(x + i), z0);
         z1 = _mm512_fmadd_ps(_mm512_loadu_ps(w + i + 16), _mm512_loadu_ps(x + i + 16), z1);
     }
@@ -47,6 +48,7 @@ float quant_dot_f16_avx512(uint64_t n, const void *wv, const void *act)
     float a[QUANT_LANES];
     uint64_t i = 0;
     for (; i + QUANT_LANES <= n; i += QUANT_LANES) {
+        quant_prefetch(w + i, QUANT_LANES * 2);
         z0 = _mm512_fmadd_ps(s_f16x16(w + i), _mm512_loadu_ps(x + i), z0);
         z1 = _mm512_fmadd_ps(s_f16x16(w + i + 16), _mm512_loadu_ps(x + i + 16), z1);
     }
@@ -69,6 +71,7 @@ float quant_dot_bf16_avx512(uint64_t n, const void *wv, const void *act)
     float a[QUANT_LANES];
     uint64_t i = 0;
     for (; i + QUANT_LANES <= n; i += QUANT_LANES) {
+        quant_prefetch(w + i, QUANT_LANES * 2);
         z0 = _mm512_fmadd_ps(s_bf16x16(w + i), _mm512_loadu_ps(x + i), z0);
         z1 = _mm512_fmadd_ps(s_bf16x16(w + i + 16), _mm512_loadu_ps(x + i + 16), z1);
     }
