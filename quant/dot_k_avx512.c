@@ -35,11 +35,13 @@ static inline __m512i s_idx_q6(int c)
 /* The 6-bit scales and mins of Q4_K/Q5_K (quant.h; kquant.c's quant_k_scales) unpacked in one
  * 128-bit vector, bytes 0..7 the scales and 8..15 the mins: the scalar form (ggml's kmask
  * words), its 21 integer operations and 7 moves between the integer and vector registers per
- * super-block, made q4_K and q5_K rows 9-11% slower in cache (512 x 2048,
- * 1 thread, alternating runs, 2026-12-01). With S the 12 bytes (a 16-byte load: the block
- * goes on past them):
- *   j < 4:  sc_j = S[j] & 63,                        m_j = S[j + 4] & 63;
- *   j >= 4: sc_j = (S[j + 4] & 15) | (S[j - 4] >> 6) << 4, m_j = (S[j + 4] >> 4) | (S[j] >> 6) << 4.
+ * super-block, made q4_K and q5_K rows 9-11% slower in cache (512 x 2048, 1 thread,
+ * alternating runs, 2026-12-01). With S the 12 bytes (a 16-byte load: the block goes on past
+ * them):
+ *   j < 4:  sc_j = S[j] & 63,
+ *           m_j  = S[j + 4] & 63;
+ *   j >= 4: sc_j = (S[j + 4] & 15) | (S[j - 4] >> 6) << 4,
+ *           m_j  = (S[j + 4] >> 4) | (S[j] >> 6) << 4.
  * One byte shuffle gathers the low parts' sources, a masked word shift moves the m_j (j >= 4)
  * nibbles down, one mask keeps 6 or 4 bits; a second shuffle gathers the top-bit sources. */
 static inline __m128i s_unpack_v(const uint8_t *scales)
