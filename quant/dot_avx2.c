@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "quant/quant_int.h"
+#include "quant/reduce_avx.h"
 
 /* Exact widening of one IEEE half (F16C). */
 static inline float s_h2f(uint16_t h)
@@ -33,6 +34,7 @@ float quant_dot_f32_avx2(uint64_t n, const void *wv, const void *act)
     float a[QUANT_LANES];
     uint64_t i = 0;
     for (; i + QUANT_LANES <= n; i += QUANT_LANES) {
+        quant_prefetch(w + i, QUANT_LANES * 4);
         a0 = _mm256_fmadd_ps(_mm256_loadu_ps(w + i), _mm256_loadu_ps(x + i), a0);
         a1 = _mm256_fmadd_ps(_mm256_loadu_ps(w + i + 8), _mm256_loadu_ps(x + i + 8), a1);
         a2 = _mm256_fmadd_ps(_mm256_loadu_ps(w + i + 16), _mm256_loadu_ps(x + i + 16), a2);
@@ -40,7 +42,7 @@ float quant_dot_f32_avx2(uint64_t n, const void *wv, const void *act)
     }
     s_store4(a, a0, a1, a2, a3);
     quant_tail_f32(w, x, i, n, a);
-    return quant_reduce32(a);
+    return quant_reduce32_avx(a);
 }
 
 static inline __m256 s_f16x8(const uint16_t *p)
@@ -56,6 +58,7 @@ float quant_dot_f16_avx2(uint64_t n, const void *wv, const void *act)
     float a[QUANT_LANES];
     uint64_t i = 0;
     for (; i + QUANT_LANES <= n; i += QUANT_LANES) {
+        quant_prefetch(w + i, QUANT_LANES * 2);
         a0 = _mm256_fmadd_ps(s_f16x8(w + i), _mm256_loadu_ps(x + i), a0);
         a1 = _mm256_fmadd_ps(s_f16x8(w + i + 8), _mm256_loadu_ps(x + i + 8), a1);
         a2 = _mm256_fmadd_ps(s_f16x8(w + i + 16), _mm256_loadu_ps(x + i + 16), a2);
@@ -63,7 +66,7 @@ float quant_dot_f16_avx2(uint64_t n, const void *wv, const void *act)
     }
     s_store4(a, a0, a1, a2, a3);
     quant_tail_f16(w, x, i, n, a);
-    return quant_reduce32(a);
+    return quant_reduce32_avx(a);
 }
 
 /* bf16 is the top half of an f32: widen to 32 bits and shift left 16 (exact). */
@@ -81,6 +84,7 @@ float quant_dot_bf16_avx2(uint64_t n, const void *wv, const void *act)
     float a[QUANT_LANES];
     uint64_t i = 0;
     for (; i + QUANT_LANES <= n; i += QUANT_LANES) {
+        quant_prefetch(w + i, QUANT_LANES * 2);
         a0 = _mm256_fmadd_ps(s_bf16x8(w + i), _mm256_loadu_ps(x + i), a0);
         a1 = _mm256_fmadd_ps(s_bf16x8(w + i + 8), _mm256_loadu_ps(x + i + 8), a1);
         a2 = _mm256_fmadd_ps(s_bf16x8(w + i + 16), _mm256_loadu_ps(x + i + 16), a2);
@@ -88,7 +92,7 @@ float quant_dot_bf16_avx2(uint64_t n, const void *wv, const void *act)
     }
     s_store4(a, a0, a1, a2, a3);
     quant_tail_bf16(w, x, i, n, a);
-    return quant_reduce32(a);
+    return quant_reduce32_avx(a);
 }
 
 /* Eight exact int32 sums of 4 products each (quad q = bytes 4q..4q+3) of two vectors of 32
@@ -131,6 +135,7 @@ float quant_dot_q8_0_avx2(uint64_t n, const void *wv, const void *act)
     float a[QUANT_LANES];
     uint64_t b = 0;
     for (; b + QUANT_QB_GROUP <= nb; b += QUANT_QB_GROUP) {
+        quant_prefetch(x + b, QUANT_QB_GROUP * sizeof *x);
         const uint16_t dw[4] = { x[b].d, x[b + 1].d, x[b + 2].d, x[b + 3].d };
         const __m128 d4 = s_scales4(dw, y.d + b);
         const int8_t *yq = y.qs + b * QUANT_QK;
@@ -146,7 +151,7 @@ float quant_dot_q8_0_avx2(uint64_t n, const void *wv, const void *act)
         _mm256_storeu_ps(lane, _mm256_fmadd_ps(s_q8_quads(x + b, y.qs + b * QUANT_QK), d,
                                                _mm256_loadu_ps(lane)));
     }
-    return quant_reduce32(a);
+    return quant_reduce32_avx(a);
 }
 
 /* Q4_0 (quant.h's lanes for it): two blocks' 16 nibble bytes side by side; masked, the low
@@ -193,6 +198,7 @@ float quant_dot_q4_0_avx2(uint64_t n, const void *wv, const void *act)
     float a[QUANT_LANES];
     uint64_t b = 0;
     for (; b + QUANT_QB_GROUP <= nb; b += QUANT_QB_GROUP) {
+        quant_prefetch(x + b, QUANT_QB_GROUP * sizeof *x);
         const uint16_t dw[4] = { x[b].d, x[b + 1].d, x[b + 2].d, x[b + 3].d };
         const __m256 d4 = _mm256_castps128_ps256(s_scales4(dw, y.d + b));
         const __m256 d01 = _mm256_permutevar8x32_ps(d4, _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1));
@@ -213,7 +219,7 @@ float quant_dot_q4_0_avx2(uint64_t n, const void *wv, const void *act)
     s_store4(a, a0, a1, a2, a3);
     for (; b < nb; b++)
         s_q4_tail(a, x + b, b, nb % QUANT_QB_GROUP, &y);
-    return quant_reduce32(a);
+    return quant_reduce32_avx(a);
 }
 
 /* ---------------------------------------------------------------- activation quantization */

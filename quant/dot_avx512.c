@@ -11,6 +11,7 @@
 #include <immintrin.h>
 
 #include "quant/quant_int.h"
+#include "quant/reduce_avx.h"
 
 static inline void s_store2(float *a, __m512 z0, __m512 z1)
 {
@@ -25,12 +26,13 @@ float quant_dot_f32_avx512(uint64_t n, const void *wv, const void *act)
     float a[QUANT_LANES];
     uint64_t i = 0;
     for (; i + QUANT_LANES <= n; i += QUANT_LANES) {
+        quant_prefetch(w + i, QUANT_LANES * 4);
         z0 = _mm512_fmadd_ps(_mm512_loadu_ps(w + i), _mm512_loadu_ps(x + i), z0);
         z1 = _mm512_fmadd_ps(_mm512_loadu_ps(w + i + 16), _mm512_loadu_ps(x + i + 16), z1);
     }
     s_store2(a, z0, z1);
     quant_tail_f32(w, x, i, n, a);
-    return quant_reduce32(a);
+    return quant_reduce32_avx(a);
 }
 
 static inline __m512 s_f16x16(const uint16_t *p)
@@ -46,12 +48,13 @@ float quant_dot_f16_avx512(uint64_t n, const void *wv, const void *act)
     float a[QUANT_LANES];
     uint64_t i = 0;
     for (; i + QUANT_LANES <= n; i += QUANT_LANES) {
+        quant_prefetch(w + i, QUANT_LANES * 2);
         z0 = _mm512_fmadd_ps(s_f16x16(w + i), _mm512_loadu_ps(x + i), z0);
         z1 = _mm512_fmadd_ps(s_f16x16(w + i + 16), _mm512_loadu_ps(x + i + 16), z1);
     }
     s_store2(a, z0, z1);
     quant_tail_f16(w, x, i, n, a);
-    return quant_reduce32(a);
+    return quant_reduce32_avx(a);
 }
 
 static inline __m512 s_bf16x16(const uint16_t *p)
@@ -68,12 +71,13 @@ float quant_dot_bf16_avx512(uint64_t n, const void *wv, const void *act)
     float a[QUANT_LANES];
     uint64_t i = 0;
     for (; i + QUANT_LANES <= n; i += QUANT_LANES) {
+        quant_prefetch(w + i, QUANT_LANES * 2);
         z0 = _mm512_fmadd_ps(s_bf16x16(w + i), _mm512_loadu_ps(x + i), z0);
         z1 = _mm512_fmadd_ps(s_bf16x16(w + i + 16), _mm512_loadu_ps(x + i + 16), z1);
     }
     s_store2(a, z0, z1);
     quant_tail_bf16(w, x, i, n, a);
-    return quant_reduce32(a);
+    return quant_reduce32_avx(a);
 }
 
 /* The scale products d_w * d_x of blocks b..b+3 (4 f32 multiplies, as the scalar code does
@@ -86,14 +90,24 @@ static inline void s_scales4(__m128i h, const float *dx, __m512 *d01, __m512 *d2
     *d23 = _mm512_permutexvar_ps(_mm512_add_epi32(i01, _mm512_set1_epi32(2)), d);
 }
 
-/* Four blocks' f16 scales in one vector, by four scalar loads: picking them out of 64-byte
- * loads of the blocks with one word permute (vpermw / vpermt2w) was slower where it counts,
- * streaming from DRAM: Q8_0 at 0.69-0.74 of the read bound against 0.83-0.86 this way, Q4_0
- * 0.54-0.59 against 0.58-0.70 (bench-quant, 5632 x 2048, 1 thread, alternating runs,
- * 2026-12-01). */
+/* Four blocks' f16 scales in one vector, by four scalar loads (Q8_0, and Q4_0's tiles): for
+ * Q8_0 (136-byte groups, so two loads and a vpermt2w) the permute was slower streaming from
+ * DRAM (0.69-0.74 of the read bound against 0.83-0.86, 2026-12-01, before the prefetch). */
 static inline __m128i s_dw4_q4(const quant_block_q4_0 *x)
 {
     return _mm_setr_epi16((short)x[0].d, (short)x[1].d, (short)x[2].d, (short)x[3].d, 0, 0, 0, 0);
+}
+
+/* Q4_0's four scales from one 64-byte load of the group (72 bytes: the load stays inside it)
+ * and one word permute (words 0, 9, 18, 27), where the scalar loads cost ~8 shuffle-port uops
+ * (vpinsrw, vmovd, vpunpck): with the broadcast loads below, a Q4_0 row in cache is 8-13%
+ * faster (1 thread, 512 x 2048, alternating runs in one process, 2026-12-01: 16.9-18.3 GB/s
+ * against 15.6-16.2); streaming from DRAM, with the prefetch, both are at the read bound. */
+static inline __m128i s_dw4_q4_perm(const quant_block_q4_0 *x)
+{
+    const __m512i ix = _mm512_setr_epi32(9 << 16 | 0, 27 << 16 | 18, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+                                         0, 0, 0, 0);
+    return _mm512_castsi512_si128(_mm512_permutexvar_epi16(ix, _mm512_loadu_si512(x)));
 }
 
 static inline __m128i s_dw4_q8(const quant_block_q8_0 *x)
@@ -117,17 +131,19 @@ static inline __m512 s_q8_quads2(const quant_block_q8_0 *x, const int8_t *yq, co
                                                   _mm512_loadu_si512(yq)));
 }
 
-/* Four Q4_0 blocks' quads (quant.h's lanes for Q4_0): their 16 nibble bytes side by side;
+/* Four Q4_0 blocks' quads (quant.h's lanes for Q4_0): their 16 nibble bytes side by side
+ * (a broadcast load is a load, with no shuffle uop, and a masked merge runs on either vector
+ * port, where vinserti32x4 needs the one shuffle port);
  * masked, the low nibbles are the four blocks' elements 0..15 (lanes 0..15 after vpdpbusd),
  * shifted and masked the high ones 16..31 (lanes 16..31) — the order of the activation's
  * grouped copy qs4, one 64-byte load each. Accumulators start at -8 * the quad sums. */
 static inline void s_q4_quads4(const quant_block_q4_0 *x, const int8_t *q, const int32_t *b8,
                                __m512 *lo, __m512 *hi)
 {
-    __m512i v = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)x[0].qs));
-    v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)x[1].qs), 1);
-    v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)x[2].qs), 2);
-    v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)x[3].qs), 3);
+    __m512i v = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)x[0].qs));
+    v = _mm512_mask_broadcast_i32x4(v, 0x00F0, _mm_loadu_si128((const __m128i *)x[1].qs));
+    v = _mm512_mask_broadcast_i32x4(v, 0x0F00, _mm_loadu_si128((const __m128i *)x[2].qs));
+    v = _mm512_mask_broadcast_i32x4(v, 0xF000, _mm_loadu_si128((const __m128i *)x[3].qs));
     const __m512i m = _mm512_set1_epi8(0x0F);
     *lo = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_loadu_si512(b8), _mm512_and_si512(v, m),
                                                  _mm512_loadu_si512(q)));
@@ -176,6 +192,7 @@ float quant_dot_q8_0_avx512(uint64_t n, const void *wv, const void *act)
     float a[QUANT_LANES];
     uint64_t b = 0;
     for (; b + QUANT_QB_GROUP <= nb; b += QUANT_QB_GROUP) {
+        quant_prefetch(x + b, QUANT_QB_GROUP * sizeof *x);
         s_scales4(s_dw4_q8(x + b), y.d + b, &d01, &d23);
         z0 = _mm512_fmadd_ps(s_q8_quads2(x + b, y.qs + b * 32, y.bias128 + b * 8), d01, z0);
         z1 = _mm512_fmadd_ps(s_q8_quads2(x + b + 2, y.qs + b * 32 + 64, y.bias128 + b * 8 + 16),
@@ -187,7 +204,7 @@ float quant_dot_q8_0_avx512(uint64_t n, const void *wv, const void *act)
                                             _mm256_set1_epi8((char)0x80));
         s_tail(a, b, xu, &y, y.bias128, x[b].d);
     }
-    return quant_reduce32(a);
+    return quant_reduce32_avx(a);
 }
 
 float quant_dot_q4_0_avx512(uint64_t n, const void *wv, const void *act)
@@ -200,7 +217,8 @@ float quant_dot_q4_0_avx512(uint64_t n, const void *wv, const void *act)
     float a[QUANT_LANES];
     uint64_t b = 0;
     for (; b + QUANT_QB_GROUP <= nb; b += QUANT_QB_GROUP) {
-        const __m128i h = s_dw4_q4(x + b);
+        quant_prefetch(x + b, QUANT_QB_GROUP * sizeof *x);
+        const __m128i h = s_dw4_q4_perm(x + b);
         const __m512 d4 = _mm512_castps128_ps512(_mm_mul_ps(_mm_cvtph_ps(h),
                                                             _mm_loadu_ps(y.d + b)));
         const __m512 d = _mm512_permutexvar_ps(idx, d4);
@@ -211,7 +229,7 @@ float quant_dot_q4_0_avx512(uint64_t n, const void *wv, const void *act)
     s_store2(a, z0, z1);
     for (; b < nb; b++)
         s_q4_tail(a, x + b, b, nb % QUANT_QB_GROUP, &y);
-    return quant_reduce32(a);
+    return quant_reduce32_avx(a);
 }
 
 /* ---------------------------------------------------------------- tiles: 2 rows x 4 positions */
@@ -263,7 +281,7 @@ s_tile_float(int kind, uint64_t n, const void *const *w, const void *const *act,
                 quant_tail_f16(w[r], x[p], i, n, a);
             else
                 quant_tail_bf16(w[r], x[p], i, n, a);
-            out[r * QUANT_TILE_POS + p] = quant_reduce32(a);
+            out[r * QUANT_TILE_POS + p] = quant_reduce32_avx(a);
         }
     }
 }
@@ -328,7 +346,7 @@ void quant_tile_q8_0_avx512(uint64_t n, const void *const *w, const void *const 
                     _mm256_loadu_si256((const __m256i *)xr[r][t].qs), _mm256_set1_epi8((char)0x80));
                 s_tail(a, t, xu, &y[p], y[p].bias128, xr[r][t].d);
             }
-            out[r * QUANT_TILE_POS + p] = quant_reduce32(a);
+            out[r * QUANT_TILE_POS + p] = quant_reduce32_avx(a);
         }
     }
 }
@@ -379,7 +397,7 @@ void quant_tile_q4_0_avx512(uint64_t n, const void *const *w, const void *const 
             s_store2(a, c[r][p][0], c[r][p][1]);
             for (uint64_t t = b; t < nb; t++)
                 s_q4_tail(a, xr[r] + t, t, nb % QUANT_QB_GROUP, &y[p]);
-            out[r * QUANT_TILE_POS + p] = quant_reduce32(a);
+            out[r * QUANT_TILE_POS + p] = quant_reduce32_avx(a);
         }
     }
 }

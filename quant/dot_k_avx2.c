@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "quant/quant_int.h"
+#include "quant/reduce_avx.h"
 
 /* ggml's unpacking of block_q4_K.scales (its ggml_vec_dot_q4_K_q8_K: kmask1..3): bytes 0..7
  * the 8 scales, 8..15 the 8 mins — the values get_scale_min_k4 gives (tests check). */
@@ -125,6 +126,7 @@ static inline __attribute__((always_inline)) float s_dot(quant_type t, uint64_t 
                                    _mm256_setzero_ps() };
     /* four super-blocks per pass (the last pass may have fewer), so acc[g] is a register */
     for (uint64_t b = 0; b < nb; b += QUANT_QB_GROUP) {
+        quant_prefetch(p, (unsigned)(QUANT_QB_GROUP * bb));
         for (uint64_t g = 0; g < QUANT_QB_GROUP && b + g < nb; g++, p += bb) {
             __m256i s;
             __m256 m = _mm256_setzero_ps();
@@ -149,7 +151,7 @@ static inline __attribute__((always_inline)) float s_dot(quant_type t, uint64_t 
     float a[QUANT_LANES];
     for (int g = 0; g < QUANT_QB_GROUP; g++)
         _mm256_storeu_ps(a + 8 * g, acc[g]);
-    return quant_reduce32(a);
+    return quant_reduce32_avx(a);
 }
 
 float quant_dot_q4_K_avx2(uint64_t n, const void *w, const void *act)

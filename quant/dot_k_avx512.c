@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "quant/quant_int.h"
+#include "quant/reduce_avx.h"
 
 /* Word index vectors for vpermw: which scale each int16 pair product is multiplied by. */
 /* words 0..15 take entry c, 16..31 entry c + 2 (chunks c and c + 2 of a pair-ordered load) */
@@ -31,24 +32,36 @@ static inline __m512i s_idx_q6(int c)
                                              1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0));
 }
 
-/* ggml's ggml_vec_dot_q4_K_q8_K unpacking of the 6-bit scales (kmask1..3): bytes 0..7 the
- * scales, 8..15 the mins. */
-static inline void s_unpack(const uint8_t *scales, uint32_t utmp[4])
+/* The 6-bit scales and mins of Q4_K/Q5_K (quant.h; kquant.c's quant_k_scales) unpacked in one
+ * 128-bit vector, bytes 0..7 the scales and 8..15 the mins: the scalar form (ggml's kmask
+ * words), its 21 integer operations and 7 moves between the integer and vector registers per
+ * super-block, made q4_K and q5_K rows 9-11% slower in cache (512 x 2048, 1 thread,
+ * alternating runs, 2026-12-01). With S the 12 bytes (a 16-byte load: the block goes on past
+ * them):
+ *   j < 4:  sc_j = S[j] & 63,
+ *           m_j  = S[j + 4] & 63;
+ *   j >= 4: sc_j = (S[j + 4] & 15) | (S[j - 4] >> 6) << 4,
+ *           m_j  = (S[j + 4] >> 4) | (S[j] >> 6) << 4.
+ * One byte shuffle gathers the low parts' sources, a masked word shift moves the m_j (j >= 4)
+ * nibbles down, one mask keeps 6 or 4 bits; a second shuffle gathers the top-bit sources. */
+static inline __m128i s_unpack_v(const uint8_t *scales)
 {
-    const uint32_t kmask1 = 0x3f3f3f3f, kmask2 = 0x0f0f0f0f, kmask3 = 0x03030303;
-    memcpy(utmp, scales, 12);
-    utmp[3] = ((utmp[2] >> 4) & kmask2) | (((utmp[1] >> 6) & kmask3) << 4);
-    const uint32_t uaux = utmp[1] & kmask1;
-    utmp[1] = (utmp[2] & kmask2) | (((utmp[0] >> 6) & kmask3) << 4);
-    utmp[2] = uaux;
-    utmp[0] &= kmask1;
+    const __m128i S = _mm_loadu_si128((const __m128i *)scales);
+    const __m128i a = _mm_shuffle_epi8(S, _mm_setr_epi8(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 8,
+                                                        9, 10, 11));
+    const __m128i lo = _mm_and_si128(_mm_mask_srli_epi16(a, 0xC0, a, 4),
+                                     _mm_setr_epi8(63, 63, 63, 63, 15, 15, 15, 15, 63, 63, 63, 63,
+                                                   15, 15, 15, 15));
+    const __m128i b = _mm_shuffle_epi8(S, _mm_setr_epi8(-1, -1, -1, -1, 0, 1, 2, 3, -1, -1, -1,
+                                                        -1, 4, 5, 6, 7));
+    return _mm_or_si128(lo, _mm_and_si128(_mm_srli_epi16(b, 2), _mm_set1_epi8(0x30)));
 }
 
-/* mins[c] = m_c * (bsums[2c] + bsums[2c+1]): one vpmaddwd against each min repeated twice. */
-static inline __m256i s_mins(const uint8_t *m8, const int16_t *bsums)
+/* mins[c] = m_c * (bsums[2c] + bsums[2c+1]): one vpmaddwd against each min repeated twice
+ * (m: the mins in bytes 8..15). */
+static inline __m256i s_mins(__m128i m, const int16_t *bsums)
 {
-    const __m128i m = _mm_loadl_epi64((const __m128i *)m8);
-    const __m256i mm = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m, m));
+    const __m256i mm = _mm256_cvtepu8_epi16(_mm_unpackhi_epi8(m, m));
     return _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)bsums), mm);
 }
 
@@ -66,11 +79,9 @@ s_q45(const void *blk, int q5, const quant_block_q8_K *y, const int8_t *yp, __m2
     const quant_block_q4_K *x4 = blk;
     const quant_block_q5_K *x5 = blk;
     const uint8_t *qs = q5 ? x5->qs : x4->qs;
-    uint32_t utmp[4];
-    s_unpack(x4->scales, utmp);
-    *mins = s_mins((const uint8_t *)utmp + 8, y->bsums);
-    const __m512i sc = _mm512_castsi128_si512(
-        _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)utmp)));
+    const __m128i scm = s_unpack_v(x4->scales);
+    *mins = s_mins(scm, y->bsums);
+    const __m512i sc = _mm512_castsi128_si512(_mm_cvtepu8_epi16(scm));
     const __m512i m4 = _mm512_set1_epi8(0x0F);
     __m512i s = _mm512_setzero_si512(), qh = _mm512_setzero_si512();
     if (q5)
@@ -99,7 +110,7 @@ s_q45(const void *blk, int q5, const quant_block_q8_K *y, const int8_t *yp, __m2
 static inline __attribute__((always_inline)) __m256i s_q6(const quant_block_q6_K *x,
                                                          const quant_block_q8_K *y)
 {
-    const __m512i m4 = _mm512_set1_epi8(0x0F), m2 = _mm512_set1_epi8(3);
+    const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
     const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)x->scales));
     const __m512i sc = _mm512_castsi256_si512(sc16);
     /* the offset per lane (kquant.c): 32 (sc[2k] bsums[2k] + sc[2k+1] bsums[2k+1]) */
@@ -114,15 +125,18 @@ static inline __attribute__((always_inline)) __m256i s_q6(const quant_block_q6_K
 #pragma GCC unroll 2
         for (int pr = 0; pr < 2; pr++) {
             /* chunks 4n + 2pr, 4n + 2pr + 1: low nibbles (pr 0) or high (pr 1) of ql, high
-             * bits at 4pr and 4pr + 2 of qh */
-            const __m512i lo = pr ? _mm512_and_si512(_mm512_srli_epi16(l, 4), m4)
-                                  : _mm512_and_si512(l, m4);
+             * bits at 4pr and 4pr + 2 of qh, brought to bits 4..5 by one variable word shift
+             * (left 4 and 2 for pr 0, right 0 and 2 for pr 1; bits crossing into the next
+             * byte are masked off) and merged with one vpternlog ((lo & 15) | hb): two
+             * operations fewer per 64 values than shift, mask, shift, mask, or — the q6_K
+             * row 9-13% faster in cache (512 x 2048, 1 thread, 2026-12-01) */
+            const __m512i src = pr ? _mm512_srli_epi16(l, 4) : l;
             const __m512i sh = _mm512_mask_blend_epi16(0xFFFF0000u,
-                                                       _mm512_set1_epi16((short)(4 * pr)),
-                                                       _mm512_set1_epi16((short)(4 * pr + 2)));
-            const __m512i hb = _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(h, sh), m2),
-                                                 4);
-            const __m512i q = _mm512_or_si512(lo, hb);
+                                                       _mm512_set1_epi16((short)(pr ? 0 : 4)),
+                                                       _mm512_set1_epi16(2));
+            const __m512i hb = _mm512_and_si512(
+                pr ? _mm512_srlv_epi16(h, sh) : _mm512_sllv_epi16(h, sh), m30);
+            const __m512i q = _mm512_ternarylogic_epi32(src, m4, hb, 0xEA);
             const int c = 4 * n + 2 * pr;
             const __m512i yv = _mm512_loadu_si512(y->qs + 32 * c);
             const __m512i p = _mm512_maddubs_epi16(q, yv);
@@ -132,14 +146,32 @@ static inline __attribute__((always_inline)) __m256i s_q6(const quant_block_q6_K
     return _mm256_sub_epi32(s_fold(s), off);
 }
 
-/* Each group of four super-blocks asks for the bytes 2 KiB ahead (past a row's end: the next
- * row, which matvec reads next). Streaming from DRAM on one thread (bench-quant 5632 x 2048,
- * alternating runs, load average 5 from other work, so only roughly): median ratio to the
- * read bound q4_K 0.50 -> 0.54, q5_K 0.47 -> 0.57, q6_K 0.70 -> 0.71. In cache, where the
- * prefetches are wasted, it costs 2-5% (best of 2000 2048-value rows: q4_K 65 -> 68 ns,
- * q6_K 68 -> 70 ns); products of real models stream. */
-#define S_PREFETCH 2048
+/* One super-block into its accumulator: its 8 integer lanes with one fma by d_w * d_x, then
+ * (Q4_K, Q5_K) the min terms with one by -(dmin_w * d_x), written as fnmadd by dmin_w * d_x
+ * (negating a product is exact, so the bits are fmaf(m, -dm, lane)'s). Q4_K/Q5_K's d and
+ * dmin are one 32-bit load, converted and scaled together. */
+static inline __attribute__((always_inline)) __m256
+s_acc(quant_type t, const uint8_t *p, const quant_block_q8_K *y, const int8_t *yp, __m256 acc)
+{
+    if (t == QUANT_Q6_K) {
+        const quant_block_q6_K *x = (const quant_block_q6_K *)p;
+        const __m256i s = s_q6(x, y);
+        return _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(_cvtsh_ss(x->d) * y->d),
+                               acc);
+    }
+    __m256i mi;
+    const __m256i s = s_q45(p, t == QUANT_Q5_K, y, yp, &mi);
+    uint32_t dd;
+    memcpy(&dd, p, 4); /* d, dmin */
+    const __m256 d2 = _mm256_castps128_ps256(
+        _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi32_si128((int)dd)), _mm_set1_ps(y->d)));
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_permutexvar_ps(_mm256_setzero_si256(), d2),
+                          acc);
+    return _mm256_fnmadd_ps(_mm256_cvtepi32_ps(mi),
+                            _mm256_permutexvar_ps(_mm256_set1_epi32(1), d2), acc);
+}
 
+/* Each group of four super-blocks asks for the bytes QUANT_PREFETCH ahead (quant_int.h). */
 static inline __attribute__((always_inline)) float s_dot(quant_type t, uint64_t n,
                                                          const void *w, const void *act)
 {
@@ -154,54 +186,17 @@ static inline __attribute__((always_inline)) float s_dot(quant_type t, uint64_t 
     uint64_t b = 0;
     /* four super-blocks per pass, so each accumulator is a register */
     for (; b + QUANT_QB_GROUP <= nb; b += QUANT_QB_GROUP) {
-        for (size_t o = 0; o < QUANT_QB_GROUP * bb; o += 64)
-            _mm_prefetch((const char *)p + S_PREFETCH + o, _MM_HINT_T0);
+        quant_prefetch(p, (unsigned)(QUANT_QB_GROUP * bb));
 #pragma GCC unroll 4
-        for (int g = 0; g < QUANT_QB_GROUP; g++, p += bb) {
-            __m256i s;
-            __m256 m = _mm256_setzero_ps();
-            float d, dm = 0;
-            if (t == QUANT_Q6_K) {
-                const quant_block_q6_K *x = (const quant_block_q6_K *)p;
-                s = s_q6(x, &y[b + g]);
-                d = _cvtsh_ss(x->d) * y[b + g].d;
-            } else {
-                const quant_block_q4_K *x = (const quant_block_q4_K *)p;
-                __m256i mi;
-                s = s_q45(p, t == QUANT_Q5_K, &y[b + g], yp + (b + g) * QUANT_QK_K, &mi);
-                d = _cvtsh_ss(x->d) * y[b + g].d;
-                dm = -(_cvtsh_ss(x->dmin) * y[b + g].d);
-                m = _mm256_cvtepi32_ps(mi);
-            }
-            acc[g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(d), acc[g]);
-            if (t != QUANT_Q6_K)
-                acc[g] = _mm256_fmadd_ps(m, _mm256_set1_ps(dm), acc[g]);
-        }
+        for (int g = 0; g < QUANT_QB_GROUP; g++, p += bb)
+            acc[g] = s_acc(t, p, &y[b + g], yp + (b + g) * QUANT_QK_K, acc[g]);
     }
-    for (int g = 0; b < nb; b++, g++, p += bb) {
-        __m256i s;
-        __m256 m = _mm256_setzero_ps();
-        float d, dm = 0;
-        if (t == QUANT_Q6_K) {
-            const quant_block_q6_K *x = (const quant_block_q6_K *)p;
-            s = s_q6(x, &y[b]);
-            d = _cvtsh_ss(x->d) * y[b].d;
-        } else {
-            const quant_block_q4_K *x = (const quant_block_q4_K *)p;
-            __m256i mi;
-            s = s_q45(p, t == QUANT_Q5_K, &y[b], yp + b * QUANT_QK_K, &mi);
-            d = _cvtsh_ss(x->d) * y[b].d;
-            dm = -(_cvtsh_ss(x->dmin) * y[b].d);
-            m = _mm256_cvtepi32_ps(mi);
-        }
-        acc[g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(d), acc[g]);
-        if (t != QUANT_Q6_K)
-            acc[g] = _mm256_fmadd_ps(m, _mm256_set1_ps(dm), acc[g]);
-    }
+    for (int g = 0; b < nb; b++, g++, p += bb)
+        acc[g] = s_acc(t, p, &y[b], yp + b * QUANT_QK_K, acc[g]);
     float a[QUANT_LANES];
     for (int g = 0; g < QUANT_QB_GROUP; g++)
         _mm256_storeu_ps(a + 8 * g, acc[g]);
-    return quant_reduce32(a);
+    return quant_reduce32_avx(a);
 }
 
 float quant_dot_q4_K_avx512(uint64_t n, const void *w, const void *act)
@@ -273,12 +268,9 @@ s_tile(quant_type t, uint64_t n, const void *const *w, const void *const *act, f
                 const quant_block_q4_K *x4 = (const quant_block_q4_K *)x;
                 const quant_block_q5_K *x5 = (const quant_block_q5_K *)x;
                 const uint8_t *qs = t == QUANT_Q5_K ? x5->qs : x4->qs;
-                uint32_t utmp[4];
-                s_unpack(x4->scales, utmp);
-                const __m128i mv = _mm_loadl_epi64((const __m128i *)((const uint8_t *)utmp + 8));
-                m16 = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(mv, mv));
-                const __m512i s512 = _mm512_castsi128_si512(
-                    _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)utmp)));
+                const __m128i scm = s_unpack_v(x4->scales);
+                m16 = _mm256_cvtepu8_epi16(_mm_unpackhi_epi8(scm, scm));
+                const __m512i s512 = _mm512_castsi128_si512(_mm_cvtepu8_epi16(scm));
                 __m512i qh = _mm512_setzero_si512();
                 if (t == QUANT_Q5_K)
                     qh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)x5->qh));
@@ -332,7 +324,7 @@ s_tile(quant_type t, uint64_t n, const void *const *w, const void *const *act, f
     }
     for (int r = 0; r < QUANT_TILE_ROWS; r++)
         for (int p = 0; p < QUANT_TILE_POS; p++)
-            out[r * QUANT_TILE_POS + p] = quant_reduce32(a[r][p]);
+            out[r * QUANT_TILE_POS + p] = quant_reduce32_avx(a[r][p]);
 }
 
 void quant_tile_q4_K_avx512(uint64_t n, const void *const *w, const void *const *act, float *out)
