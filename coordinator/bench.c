@@ -10,6 +10,7 @@
 #include "common/gguf.h"
 #include "common/kernel.h"
 #include "common/util.h"
+#include "quant/quant.h"
 #include "coordinator/gate.h"
 
 /* The reader's streaming (io_only: read and discard), passes times over, timed beside the
@@ -153,19 +154,6 @@ out:
     return rc;
 }
 
-/* Four independent XOR chains so the loop is bound by loads, not by one dependency chain. */
-static uint64_t s_read_all(const uint64_t *p, size_t n)
-{
-    uint64_t a0 = 0, a1 = 0, a2 = 0, a3 = 0;
-    for (size_t i = 0; i + 3 < n; i += 4) {
-        a0 ^= p[i];
-        a1 ^= p[i + 1];
-        a2 ^= p[i + 2];
-        a3 ^= p[i + 3];
-    }
-    return a0 ^ a1 ^ a2 ^ a3;
-}
-
 int bench_mem(uint32_t dim, int reps, double *read_ms, double *sgemv_ms, char *err,
               size_t errlen)
 {
@@ -185,7 +173,7 @@ int bench_mem(uint32_t dim, int reps, double *read_ms, double *sgemv_ms, char *e
     kernel_set_threads(1);
     for (int r = 0; r < reps; r++) {
         uint64_t t = util_now_ns();
-        sink ^= s_read_all((const uint64_t *)W, n / 2);
+        sink ^= quant_read_stream(W, n * 4 / 64 * 64);
         tr[r] = (util_now_ns() - t) / 1e6;
         t = util_now_ns();
         kernel_rows(W, u, y, 0, dim, dim);

@@ -24,12 +24,8 @@ static void s_read_task(void *arg, int i, int n)
 {
     s_read_arg *a = arg;
     uint64_t lines = a->n / 64, lo = lines * (uint64_t)i / (uint64_t)n,
-             hi = lines * (uint64_t)(i + 1) / (uint64_t)n, s[8] = { 0 };
-    const uint64_t *w = (const uint64_t *)(const void *)a->p;
-    for (uint64_t k = lo; k < hi; k++)
-        for (int j = 0; j < 8; j++)
-            s[j] += w[k * 8 + j];
-    a->sums[i] = s[0] + s[1] + s[2] + s[3] + s[4] + s[5] + s[6] + s[7];
+             hi = lines * (uint64_t)(i + 1) / (uint64_t)n;
+    a->sums[i] = quant_read_stream((const uint8_t *)a->p + lo * 64, (hi - lo) * 64);
 }
 
 static int s_cmp(const void *a, const void *b)

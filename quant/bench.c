@@ -6,19 +6,18 @@
 #include <string.h>
 
 #include "common/util.h"
+#include "quant/quant_int.h"
 
-/* Four independent XOR chains so the loop is bound by loads, not by one dependency chain
- * (the read coordinator/bench.c's bench-mem times). */
-static uint64_t s_read_all(const uint64_t *p, size_t n)
+uint64_t quant_read_stream(const void *p, uint64_t bytes)
 {
-    uint64_t a0 = 0, a1 = 0, a2 = 0, a3 = 0;
-    for (size_t i = 0; i + 3 < n; i += 4) {
-        a0 ^= p[i];
-        a1 ^= p[i + 1];
-        a2 ^= p[i + 2];
-        a3 ^= p[i + 3];
+    const uint64_t *w = p;
+    uint64_t s[8] = { 0 };
+    for (uint64_t k = 0; k < bytes / 64; k++) {
+        quant_prefetch(w + k * 8, 64);
+        for (int j = 0; j < 8; j++)
+            s[j] ^= w[k * 8 + j];
     }
-    return a0 ^ a1 ^ a2 ^ a3;
+    return s[0] ^ s[1] ^ s[2] ^ s[3] ^ s[4] ^ s[5] ^ s[6] ^ s[7];
 }
 
 typedef struct {
@@ -33,7 +32,7 @@ static void s_read_task(void *p, int i, int n)
     s_read_job *j = p;
     uint64_t lines = j->bytes / 64;
     uint64_t l0 = lines * (uint64_t)i / (uint64_t)n, l1 = lines * (uint64_t)(i + 1) / (uint64_t)n;
-    j->sink[i] ^= s_read_all((const uint64_t *)(j->base + l0 * 64), (size_t)(l1 - l0) * 8);
+    j->sink[i] ^= quant_read_stream(j->base + l0 * 64, (l1 - l0) * 64);
 }
 
 static int s_cmp(const void *a, const void *b)

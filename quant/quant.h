@@ -210,6 +210,13 @@ typedef float (*quant_dot_fn)(uint64_t n, const void *w_row, const void *act);
 quant_isa quant_isa_best(void);
 const char *quant_isa_name(quant_isa isa);
 /* Parse "scalar" | "avx2" | "avx512". 0 / -1. */
+/* Read every 64-byte line of [p, p + bytes) (bytes a multiple of 64) the way the row kernels
+ * stream weights: each line asked for QUANT_PREFETCH bytes ahead (quant_int.h), 8 independent
+ * lanes, nothing computed but an XOR to keep the loads. The memory-read bound of every
+ * benchmark (bench-mem, bench-quant, bench-llm): a plain load loop read 5.5-7.6 GB/s on one
+ * thread here while the prefetching kernels streamed up to 12.8 (2026-12-01), so it was no
+ * bound. Returns the XOR (keep it, or the loop may go). */
+uint64_t quant_read_stream(const void *p, uint64_t bytes);
 int quant_isa_parse(const char *s, quant_isa *out);
 /* The implementation of t's dot product for isa; NULL if this CPU cannot run it. */
 quant_dot_fn quant_dot_get(quant_type t, quant_isa isa);
