@@ -398,19 +398,57 @@ static float s_dot8(const float *a, const float *b, uint32_t n)
  * contracts nothing), so the bits are the scalar code's on any machine; picked once by cpuid.
  * The baseline x86-64 build ran both one float at a time: attention was 32% of a q8_0
  * TinyLlama run with a 512-token prompt and 24 generated (perf, 2 threads, 2026-12-01). */
-__attribute__((target("avx"))) static float s_dot8_avx(const float *a, const float *b,
-                                                        uint32_t n)
+
+/* s_dot8's tree on the 8 lanes of v: ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)). */
+__attribute__((target("avx"))) static inline float s_tree8(__m256 v)
 {
-    __m256 acc = _mm256_setzero_ps();
-    uint32_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i)));
-    float l[8];
-    _mm256_storeu_ps(l, acc);
-    float s = ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7]));
-    for (; i < n; i++)
-        s += a[i] * b[i];
-    return s;
+    __m128 a = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    __m128 b = _mm_add_ps(a, _mm_movehl_ps(a, a)); /* (l0+l4)+(l2+l6), (l1+l5)+(l3+l7) */
+    return _mm_cvtss_f32(_mm_add_ss(b, _mm_shuffle_ps(b, b, 1)));
+}
+
+/* w[t] = s_dot8(q, k_t, hd) * scale for t < len, k_t = k + t * stride. Four keys at a time:
+ * each key's sum is still one chain in s_dot8's order, but four chains run side by side (one
+ * chain waited 4 cycles an add: 32 a 64-wide head, 360k heads x keys a TinyLlama token at
+ * 512 positions). */
+__attribute__((target("avx"))) static void s_scores_avx(const float *q, const float *k,
+                                                        size_t stride, uint32_t len,
+                                                        uint32_t hd, float scale, float *w)
+{
+    uint32_t t = 0, h8 = hd / 8 * 8;
+    for (; t + 4 <= len; t += 4) {
+        const float *k0 = k + (size_t)t * stride, *k1 = k0 + stride, *k2 = k1 + stride,
+                    *k3 = k2 + stride;
+        __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+        for (uint32_t i = 0; i < h8; i += 8) {
+            __m256 qv = _mm256_loadu_ps(q + i);
+            a0 = _mm256_add_ps(a0, _mm256_mul_ps(qv, _mm256_loadu_ps(k0 + i)));
+            a1 = _mm256_add_ps(a1, _mm256_mul_ps(qv, _mm256_loadu_ps(k1 + i)));
+            a2 = _mm256_add_ps(a2, _mm256_mul_ps(qv, _mm256_loadu_ps(k2 + i)));
+            a3 = _mm256_add_ps(a3, _mm256_mul_ps(qv, _mm256_loadu_ps(k3 + i)));
+        }
+        float s0 = s_tree8(a0), s1 = s_tree8(a1), s2 = s_tree8(a2), s3 = s_tree8(a3);
+        for (uint32_t i = h8; i < hd; i++) {
+            s0 += q[i] * k0[i];
+            s1 += q[i] * k1[i];
+            s2 += q[i] * k2[i];
+            s3 += q[i] * k3[i];
+        }
+        w[t] = s0 * scale;
+        w[t + 1] = s1 * scale;
+        w[t + 2] = s2 * scale;
+        w[t + 3] = s3 * scale;
+    }
+    for (; t < len; t++) {
+        const float *kt = k + (size_t)t * stride;
+        __m256 a = _mm256_setzero_ps();
+        for (uint32_t i = 0; i < h8; i += 8)
+            a = _mm256_add_ps(a, _mm256_mul_ps(_mm256_loadu_ps(q + i), _mm256_loadu_ps(kt + i)));
+        float s0 = s_tree8(a);
+        for (uint32_t i = h8; i < hd; i++)
+            s0 += q[i] * kt[i];
+        w[t] = s0 * scale;
+    }
 }
 
 /* out[0..hd) = sum over t of (w[t] * inv) * v_t, t in order, each element starting from 0.
@@ -427,13 +465,27 @@ static void s_wsum(float *out, const float *w, float inv, const float *v, size_t
     }
 }
 
-/* Blocks of 32 elements kept in 4 registers over every t (the scalar loop stored each
- * element back after every t). */
+/* Blocks of 64 elements in 8 registers over every t: 8 independent chains keep the adder
+ * busy (4 chains waited on its latency; the scalar loop stored every element back after
+ * every t). */
 __attribute__((target("avx"))) static void s_wsum_avx(float *out, const float *w, float inv,
                                                       const float *v, size_t stride,
                                                       uint32_t len, uint32_t hd)
 {
     uint32_t i0 = 0;
+    for (; i0 + 64 <= hd; i0 += 64) {
+        __m256 o[8];
+        for (int j = 0; j < 8; j++)
+            o[j] = _mm256_setzero_ps();
+        for (uint32_t t = 0; t < len; t++) {
+            const float *vt = v + (size_t)t * stride + i0;
+            __m256 a = _mm256_set1_ps(w[t] * inv);
+            for (int j = 0; j < 8; j++)
+                o[j] = _mm256_add_ps(o[j], _mm256_mul_ps(a, _mm256_loadu_ps(vt + 8 * j)));
+        }
+        for (int j = 0; j < 8; j++)
+            _mm256_storeu_ps(out + i0 + 8 * j, o[j]);
+    }
     for (; i0 + 32 <= hd; i0 += 32) {
         __m256 o0 = _mm256_setzero_ps(), o1 = o0, o2 = o0, o3 = o0;
         for (uint32_t t = 0; t < len; t++) {
@@ -477,9 +529,12 @@ static void s_attn_task(void *arg, int tid, int nt)
         uint32_t len = r->pos0 + p + 1; /* causal: cache positions 0 .. pos */
         const float *q = r->q + (size_t)p * hp->dim + (size_t)h * hd;
         float mx = -INFINITY;
+        if (avx)
+            s_scores_avx(q, r->kv->k + (size_t)kh * hd, kvd, len, hd, scale, w);
         for (uint32_t t = 0; t < len; t++) {
             const float *k = r->kv->k + (size_t)t * kvd + (size_t)kh * hd;
-            w[t] = (avx ? s_dot8_avx(q, k, hd) : s_dot8(q, k, hd)) * scale;
+            if (!avx)
+                w[t] = s_dot8(q, k, hd) * scale;
             mx = w[t] > mx ? w[t] : mx;
         }
         float sum = 0;
