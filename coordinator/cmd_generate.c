@@ -531,6 +531,12 @@ int cmd_generate(int argc, char **argv)
          * reference, the workers' before they exit. */
         workers_rss = llm_swarm_workers_rss(sw);
         n_wst = llm_swarm_status(sw, wst, 8, &n_fo_st);
+        for (uint32_t i = 0; i < n_wst; i++)
+            if (wst[i].acts)
+                fprintf(stderr, "%s: %llu acts: compute %.2f ms an act, waiting %.3f, "
+                        "(de)serialising and sending %.3f\n", wst[i].id,
+                        (unsigned long long)wst[i].acts, wst[i].compute_ms / wst[i].acts,
+                        wst[i].wait_ms / wst[i].acts, wst[i].io_ms / wst[i].acts);
         if ((plan = malloc(sizeof *plan)))
             *plan = *llm_swarm_plan(sw);
         llm_swarm_counts(sw, &acts, &wire);
@@ -685,6 +691,10 @@ int cmd_generate(int argc, char **argv)
                     json_object_set_new(w, "resumed_bytes",
                                         json_integer((json_int_t)ws1->resumed_bytes));
                     json_object_set_new(w, "fetch_ms", json_real(ws1->fetch_ms));
+                    json_object_set_new(w, "acts", json_integer((json_int_t)ws1->acts));
+                    json_object_set_new(w, "wait_ms", json_real(ws1->wait_ms));
+                    json_object_set_new(w, "compute_ms", json_real(ws1->compute_ms));
+                    json_object_set_new(w, "io_ms", json_real(ws1->io_ms));
                 }
                 json_array_append_new(ws, w);
             }

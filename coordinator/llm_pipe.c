@@ -722,6 +722,16 @@ static int s_on_result(llm_swarm *sw, const void *frame, size_t got, char *how, 
     }
     sw->acts++;
     p->req = 0;
+    for (uint32_t k = 0; k < a->n_trace && k < PROTO_MAX_TRACE; k++) {
+        const msg_trace *t = &a->trace[k];
+        if (t->stage >= sw->n)
+            continue;
+        ls_worker *tw = &sw->w[t->stage];
+        tw->tr_acts++;
+        tw->tr_wait_ns += t->wait_ns;
+        tw->tr_compute_ns += t->compute_ns;
+        tw->tr_io_ns += t->deser_ns + t->ser_ns + t->send_ns;
+    }
     if (a->n_pos != p->n) {
         snprintf(p->err, sizeof p->err, "the result of request %llu carries %u positions, %u "
                  "were sent", (unsigned long long)a->req, a->n_pos, p->n);

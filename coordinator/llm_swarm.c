@@ -437,6 +437,10 @@ uint32_t llm_swarm_status(llm_swarm *sw, llm_worker_status *out, uint32_t max,
         o->resumed_bytes = w->ready.resumed_bytes;
         o->fetch_ms = (double)w->ready.fetch_ns / 1e6;
         o->load_ms = (double)w->ready.load_ns / 1e6;
+        o->acts = w->tr_acts;
+        o->wait_ms = (double)w->tr_wait_ns / 1e6;
+        o->compute_ms = (double)w->tr_compute_ns / 1e6;
+        o->io_ms = (double)w->tr_io_ns / 1e6;
         o->first = w->first;
         o->last = w->last;
         o->live = w->state == LW_LIVE;

@@ -107,6 +107,9 @@ typedef struct {
     uint64_t fetched_bytes, resumed_bytes; /* its layers' bytes taken from the coordinator
                                    * at its last load, and those already in its cache */
     double fetch_ms, load_ms;     /* that load's transfer, and assign -> ready */
+    uint64_t acts;                /* activations it computed (from the results' traces) */
+    double wait_ms, compute_ms, io_ms; /* their totals: queued or held by link emulation;
+                                   * its layers; deserialise + serialise + send */
     int live;                     /* 1: its process serves them */
     const char *state;            /* "serving", "lost: its layers run in the coordinator",
                                    * "rejoining" (a fresh process loading or re-prefilled) */

@@ -35,6 +35,9 @@ typedef struct {
     uint64_t cap_bytes;           /* its cap: its layers run here under it after a loss */
     uint64_t retry_ns;            /* remote, lost: when to say hello to it again */
     msg_ready ready;              /* its last load, as it reported it */
+    uint64_t tr_acts, tr_wait_ns, tr_compute_ns, tr_io_ns; /* its stages, from the traces
+                                   * of the results it took part in (io: deserialise +
+                                   * serialise + send) */
     void *mon;                    /* remote: its control connection's monitor (drops) */
     uint32_t mon_gen;
     void *ctl, *push;
