@@ -142,6 +142,31 @@ PY
 eq "d: h2 serves again" "$(J fo workers.1.state)" serving
 check_log h2 "h2: loaded layers \[2, 4)"
 
+# ---- serve: the same CURVE hosts behind the OpenAI API; h3 killed on its host ---------------
+"$SWARM_BIN" serve "$T/curve.ini" --arm resident --listen 127.0.0.1:0 --port-file "$T/serve.port" \
+    >"$T/serve.out" 2>"$T/serve.err" &
+sp=$!; bg+=("$sp")
+health() { curl -s "http://127.0.0.1:$(cat "$T/serve.port" 2>/dev/null)/health" >"$T/health.json" 2>/dev/null; }
+complete() { # name: a greedy completion of 8 tokens into $T/NAME.json
+    curl -s "http://127.0.0.1:$(cat "$T/serve.port")/v1/completions" \
+        -d "{\"prompt\": \"$P\", \"max_tokens\": 8, \"temperature\": 0}" >"$T/$1.json"
+}
+hj() { python3 -c "import json,sys; o=json.load(open(sys.argv[1])); print($2)" "$T/$1.json" 2>/dev/null || echo MISSING; }
+for _ in $(seq $((bound * 20))); do health && [ "$(hj health 'o["status"]')" = ok ] && break; sleep 0.05; done
+eq "serve: healthy on the hosts" "$(hj health 'o["status"]')" ok
+eq "serve: h2 listed at its host" "$(hj health 'o["workers"][1]["endpoint"]')" tcp://198.18.0.3:7000
+complete c1
+eq "serve: 8 tokens" "$(hj c1 'o["usage"]["completion_tokens"]')" 8
+kill -KILL "$(cat "$HD/h3.pid")"
+for _ in $(seq $((bound * 20))); do health && [ "$(hj health 'o["status"]')" = degraded ] && break; sleep 0.05; done
+eq "serve: degraded once h3 is gone" "$(hj health 'o["status"]')" degraded
+eq "serve: h3 named" "$(hj health 'o["degraded"]["worker"]')" h3
+complete c2
+eq "serve: the same completion with h3's layers here" "$(hj c2 'o["choices"][0]["text"]')" \
+    "$(hj c1 'o["choices"][0]["text"]')"
+kill -TERM "$sp"; wait "$sp"
+"$HOSTS" restart 3 --dir "$HD" >/dev/null 2>&1 || bad "serve: h3 did not restart"
+
 # ---- e: a transfer cut mid-way, then resumed -----------------------------------------------
 # 6 layers of 45 MB (f32, dim 1024): 90 MB per worker over CURVE, progress made durable every
 # 16 MiB. h1's link is cut once its progress file appears, for longer than its 3 s
