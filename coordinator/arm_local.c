@@ -24,9 +24,12 @@ static void s_on_signal(int sig)
     arm_stop = 1;
 }
 
+/* SA_RESETHAND: the first INT or TERM asks for a clean stop; a second one ends the process at
+ * once (a run stuck where it cannot look at arm_stop still goes). sigaction also replaces the
+ * SIG_IGN a non-interactive shell gives a background job for INT. */
 void arm_install_signals(void)
 {
-    struct sigaction sa = { .sa_handler = s_on_signal };
+    struct sigaction sa = { .sa_handler = s_on_signal, .sa_flags = SA_RESETHAND };
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);

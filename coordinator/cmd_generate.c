@@ -11,6 +11,7 @@
 
 #include "common/exitcode.h"
 #include "common/util.h"
+#include "coordinator/arm.h"
 #include "coordinator/cmd.h"
 #include "coordinator/llm_cli.h"
 #include "coordinator/llm_swarm.h"
@@ -78,7 +79,7 @@ static int s_on_token(void *user, const engine_token *t)
         fwrite(t->text, 1, t->len, stdout);
         fflush(stdout);
     }
-    return 0;
+    return arm_stop != 0; /* INT or TERM: every session finishes "cancelled" */
 }
 
 /* One generation on a fresh engine. */
@@ -363,6 +364,7 @@ int cmd_generate(int argc, char **argv)
         return EXIT_USAGE;
     }
 
+    arm_install_signals(); /* INT/TERM: stop at the next token or join step, write no result */
     int rc = EXIT_FAIL;
     llm_swarm *sw = NULL;
     partition_llm_plan *plan = NULL; /* the resident arm's, kept for the result */
@@ -509,6 +511,11 @@ int cmd_generate(int argc, char **argv)
     double gen_wall_ms = (double)(util_now_ns() - t_gen) / 1e6;
     if (grc) {
         fprintf(stderr, "\nswarm generate: %s\n", err);
+        goto out;
+    }
+    if (arm_stop) { /* cut short: no gate can judge it, so nothing is written */
+        fprintf(stderr, "\nswarm generate: interrupted after %u generated tokens; no result "
+                        "written\n", st.n_gen);
         goto out;
     }
     putchar('\n');

@@ -493,6 +493,10 @@ int lp_join_all(llm_swarm *sw, char *err, size_t errlen)
             snprintf(err, errlen, "%s: %s", sw->w[l].id, how);
             return -1;
         }
+        if (arm_stop) {
+            snprintf(err, errlen, "interrupted while the workers joined");
+            return -1;
+        }
         for (uint32_t i = 0; i < sw->n; i++) {
             if (sw->w[i].state == LW_LOST) {
                 snprintf(err, errlen, "%s: %s", sw->w[i].id, sw->w[i].why);

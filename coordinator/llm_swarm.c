@@ -612,9 +612,11 @@ llm_swarm *llm_swarm_new(const llm_swarm_opts *o, char *err, size_t errlen)
     if (lp_join_all(sw, err, errlen))
         goto err;
     int lost = -1, rc = lp_route(sw, (int)sw->n - 1, &lost, how, sizeof how, err, errlen);
-    if (rc == LP_LOST)
-        snprintf(err, errlen, "w%d: %s while its route was set", lost, how);
-    if (rc)
+    /* a worker lost between joining and its first route is lost like any other: its layers
+     * run here (no session holds a cache yet) and, with respawn, it is asked back */
+    if (rc == LP_LOST && s_lose(sw, (uint32_t)lost, how, LLM_NO_POS, err, errlen))
+        goto err;
+    if (rc < 0)
         goto err;
     for (uint32_t i = 0; i < sw->n; i++)
         sw->w[i].since_ns = util_now_ns();

@@ -115,6 +115,28 @@ eq "fo_outside ids" "$(jfield "$T/fo_outside.jsonl" ids_digest)" "$(jfield "$T/s
 eq "fo_outside how" "$(jfield "$T/fo_outside.jsonl" failovers.0.how)" "killed by signal 9"
 eq "fo_outside not timed by us" "$(jfield "$T/fo_outside.jsonl" failovers.0.detection_ms)" null
 
+# SIGINT mid-generation (as Ctrl-C, or an operator's kill -INT on a background run: a
+# non-interactive shell starts those with INT ignored) stops at the next token: a clean exit
+# that says so, no result (no gate judged it), and the spawned workers gone with it. Bounded by
+# the slowed run above, which is the whole of the same generation.
+bound=$(python3 -c "print(max(10, int(2 * $(jfield "$T/slow_ref.jsonl" gen_wall_ms) / 1000) + 5))")
+"$SWARM_BIN" generate "$T/m.gguf" --prompt "$P" -n 200 --temp 0 --batch 3 --arm resident \
+    --workers 3 --worker-slowdown 16 --out "$T/int.jsonl" >"$T/int.out" 2>"$T/int.err" &
+gpid=$!
+for ((i = 0; i < bound * 20; i++)); do [ -s "$T/int.out" ] && break; sleep 0.05; done
+wpids=$(pgrep -P $gpid -f -- "worker" | tr '\n' ' ')
+kill -INT $gpid
+reap $gpid int "$bound"
+expect_rc int 1
+has int err "interrupted after"
+if [ ! -e "$T/int.jsonl" ]; then ok; else bad "int: an interrupted run wrote a result"; fi
+left=""
+for w in $wpids; do
+    for ((i = 0; i < bound * 20; i++)); do kill -0 "$w" 2>/dev/null || break; sleep 0.05; done
+    kill -0 "$w" 2>/dev/null && left="$left $w"
+done
+if [ -n "$wpids" ] && [ -z "$left" ]; then ok; else bad "int: workers '$wpids', still running '$left'"; fi
+
 # Several sessions in flight (--sessions 3, one thread and KV cache each, session k seeded
 # seed + k): every session's tokens are the reference's (greedy: all the same as the single
 # run); with w1 killed mid-way and respawned, every live session is replayed both ways.

@@ -3,8 +3,34 @@
 ok()  { pass=$((pass + 1)); }
 bad() { fail=$((fail + 1)); echo "FAIL: $*" >&2; }
 sw() { # name, args...: stdout/stderr into $T/NAME.{out,err}; sets $rc
+    # With $SW_LIMIT (seconds, a hang guard a script derives from a run it timed) a command
+    # that outlives it is ended (rc 124) and its threads' stacks land in $T/NAME.err.
     local name=$1; shift
-    if "$SWARM_BIN" "$@" >"$T/$name.out" 2>"$T/$name.err"; then rc=0; else rc=$?; fi
+    if [ -z "${SW_LIMIT:-}" ]; then
+        if "$SWARM_BIN" "$@" >"$T/$name.out" 2>"$T/$name.err"; then rc=0; else rc=$?; fi
+        return
+    fi
+    "$SWARM_BIN" "$@" >"$T/$name.out" 2>"$T/$name.err" &
+    reap $! "$name" "$SW_LIMIT"
+}
+reap() { # pid, name, seconds: wait for a background swarm, at most that long; sets $rc
+    # Past the bound it is a hang: its stacks (gdb, where installed) go to $T/NAME.err for the
+    # log, then TERM, then KILL; rc is 124 like timeout(1).
+    local pid=$1 i
+    for ((i = 0; i < $3 * 20; i++)); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
+    if kill -0 "$pid" 2>/dev/null; then
+        echo "HANG: $2 (pid $pid) still running after $3 s" >&2
+        command -v gdb >/dev/null &&
+            timeout 60 gdb -batch -p "$pid" -ex "thread apply all bt" 2>&1 |
+            grep -E '^(Thread|#)' >>"$T/$2.err"
+        kill -TERM "$pid" 2>/dev/null
+        for ((i = 0; i < 40; i++)); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
+        kill -KILL "$pid" 2>/dev/null
+        wait "$pid" 2>/dev/null
+        rc=124
+        return
+    fi
+    if wait "$pid"; then rc=0; else rc=$?; fi
 }
 jfield() { # file, dotted key: a field of the last JSON object ("MISSING" if absent)
     python3 - "$1" "$2" <<'EOF'
