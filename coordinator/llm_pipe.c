@@ -20,6 +20,7 @@
 #include "common/log.h"
 #include "common/sec.h"
 #include "common/util.h"
+#include "common/zmon.h"
 #include "coordinator/arm.h"
 #include "coordinator/llm_swarm_int.h"
 
@@ -40,11 +41,7 @@ static void s_send(llm_swarm *sw, void *sock)
 
 static void s_close(ls_worker *w)
 {
-    if (w->mon)
-        zmq_close(w->mon);
-    w->mon = NULL;
-    if (w->ctl && w->remote)
-        zmq_socket_monitor(w->ctl, NULL, 0);
+    zmon_close(&w->mon, w->remote ? w->ctl : NULL);
     if (w->ctl)
         zmq_close(w->ctl);
     if (w->push)
@@ -114,16 +111,8 @@ static int s_connect_remote(llm_swarm *sw, uint32_t i, char *err, size_t errlen)
     }
     /* A worker that is loading cannot answer heartbeats; the kernel still says when its
      * process dies (the connection drops), which this monitor reports. */
-    char mon[64];
-    snprintf(mon, sizeof mon, "inproc://llm-mon-%u-%u", i, ++w->mon_gen);
-    if (zmq_socket_monitor(w->ctl, mon, ZMQ_EVENT_DISCONNECTED | S_EV_REFUSED) == 0 &&
-        (w->mon = zmq_socket(sw->zctx, ZMQ_PAIR)) != NULL) {
-        zmq_setsockopt(w->mon, ZMQ_LINGER, &linger, sizeof linger);
-        if (zmq_connect(w->mon, mon)) {
-            zmq_close(w->mon);
-            w->mon = NULL;
-        }
-    }
+    w->mon = zmon_open(sw->zctx, w->ctl, "llm-mon", i, ++w->mon_gen,
+                       ZMQ_EVENT_DISCONNECTED | S_EV_REFUSED);
     if (zmq_connect(w->ctl, w->ctl_ep)) {
         snprintf(err, errlen, "%s: cannot connect to %s: %s", w->id, w->ctl_ep,
                  zmq_strerror(errno));
@@ -137,25 +126,8 @@ static int s_connect_remote(llm_swarm *sw, uint32_t i, char *err, size_t errlen)
  * key it does not accept, or not ours), since we last looked? */
 static int s_dropped(ls_worker *w)
 {
-    int dropped = 0;
-    zmq_msg_t m;
-    if (!w->mon)
-        return 0;
-    zmq_msg_init(&m);
-    while (zmq_msg_recv(&m, w->mon, ZMQ_DONTWAIT) >= 0) {
-        if (zmq_msg_size(&m) >= 2) {
-            uint16_t ev;
-            memcpy(&ev, zmq_msg_data(&m), sizeof ev);
-            if (ev & S_EV_REFUSED)
-                dropped = 2;
-            else if (ev == ZMQ_EVENT_DISCONNECTED && !dropped)
-                dropped = 1;
-        }
-        if (zmq_msg_more(&m)) /* the endpoint frame */
-            zmq_msg_recv(&m, w->mon, ZMQ_DONTWAIT);
-    }
-    zmq_msg_close(&m);
-    return dropped;
+    int ev = zmon_drain(w->mon);
+    return ev & S_EV_REFUSED ? 2 : ev & ZMQ_EVENT_DISCONNECTED ? 1 : 0;
 }
 
 int lp_spawn(llm_swarm *sw, uint32_t i, char *err, size_t errlen)
@@ -308,10 +280,8 @@ static void s_on_fetch(llm_swarm *sw, uint32_t i, const msg_fetch *f)
     }
     msg_chunk ch = { .off = f->off, .seq = f->seq, .hash = XXH3_64bits(sw->chunk, f->len),
                      .len = f->len, .data = sw->chunk };
-    if (proto_encode_chunk(sw->b, &ch) == 0) {
+    if (proto_encode_chunk(sw->b, &ch) == 0) /* the worker counts what it got (fetched_bytes) */
         s_send(sw, w->ctl);
-        sw->served_bytes += f->len;
-    }
 }
 
 /* One control message from worker i (already known not to be over a cut link). 1 when it

@@ -110,7 +110,6 @@ struct llm_swarm {
     int fd;                       /* the model file: embedding rows, workers' fetches */
     uint8_t *chunk;               /* PROTO_MAX_CHUNK: a fetched range, read from fd */
     sec_t *sec;                   /* the ZAP handler when the links are CURVE */
-    uint64_t served_bytes;        /* model bytes sent to fetching workers */
     uint64_t hb_seq;
     int route_stop;               /* the unit the routes end after (-1: none in force) */
     ls_session *ss;

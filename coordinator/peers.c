@@ -19,6 +19,7 @@
 #include "common/log.h"
 #include "common/sec.h"
 #include "common/util.h"
+#include "common/zmon.h"
 #include "coordinator/arm.h"
 #include "coordinator/partition.h"
 #include "proto/proto.h"
@@ -48,12 +49,8 @@ int swarm_ctl_send(swarm_t *c, swarm_peer *p)
 /* Close the control socket and its monitor. */
 void swarm_close_ctl(swarm_peer *p)
 {
-    if (p->mon) {
-        zmq_close(p->mon);
-        p->mon = NULL;
-    }
+    zmon_close(&p->mon, p->dealer);
     if (p->dealer) {
-        zmq_socket_monitor(p->dealer, NULL, 0);
         zmq_close(p->dealer);
         p->dealer = NULL;
     }
@@ -63,40 +60,14 @@ void swarm_close_ctl(swarm_peer *p)
  * process dies (the TCP connection drops), which the control socket's monitor reports. */
 static void s_monitor_ctl(swarm_t *c, swarm_peer *p, uint32_t idx)
 {
-    char addr[64];
-    int linger = 0;
-    snprintf(addr, sizeof addr, "inproc://swarm-mon-%u-%u", idx, ++p->mon_gen);
-    if (zmq_socket_monitor(p->dealer, addr, ZMQ_EVENT_DISCONNECTED))
-        return;
-    p->mon = zmq_socket(c->ctx, ZMQ_PAIR);
-    if (p->mon) {
-        zmq_setsockopt(p->mon, ZMQ_LINGER, &linger, sizeof linger);
-        if (zmq_connect(p->mon, addr)) {
-            zmq_close(p->mon);
-            p->mon = NULL;
-        }
-    }
+    p->mon = zmon_open(c->ctx, p->dealer, "swarm-mon", idx, ++p->mon_gen,
+                       ZMQ_EVENT_DISCONNECTED);
 }
 
 /* Did the control connection drop since we last looked? */
 int swarm_ctl_dropped(swarm_peer *p)
 {
-    int dropped = 0;
-    zmq_msg_t m;
-    if (!p->mon)
-        return 0;
-    zmq_msg_init(&m);
-    while (zmq_msg_recv(&m, p->mon, ZMQ_DONTWAIT) >= 0) {
-        if (zmq_msg_size(&m) >= 2) {
-            uint16_t ev;
-            memcpy(&ev, zmq_msg_data(&m), sizeof ev);
-            dropped |= ev == ZMQ_EVENT_DISCONNECTED;
-        }
-        if (zmq_msg_more(&m)) /* the endpoint frame */
-            zmq_msg_recv(&m, p->mon, ZMQ_DONTWAIT);
-    }
-    zmq_msg_close(&m);
-    return dropped;
+    return (zmon_drain(p->mon) & ZMQ_EVENT_DISCONNECTED) != 0;
 }
 
 int swarm_connect_ctl(swarm_t *c, swarm_peer *p)
