@@ -638,10 +638,13 @@ static int s_advance(llm_swarm *sw, ls_pass *p, int *lost, char *how, size_t how
                      (unsigned long long)p->session, p->n);
             goto fail;
         }
-        if (!w->cut_until_ns) /* over a cut link the act is lost; the wait finds the cut */
-            s_send(sw, w->push);
+        /* A fault for these positions lands before the act leaves, so it meets the act
+         * wherever the scheduler runs the workers: sent first, on one shared core the act
+         * could pass through the whole chain before the kill was issued. */
         if (!p->replay)
             s_fire(sw, p->pos0, p->n);
+        if (!w->cut_until_ns) /* over a cut link the act is lost; the wait finds the cut */
+            s_send(sw, w->push);
         p->req = a.req;
         p->unit = k + 1;
         return LP_OK;
