@@ -373,6 +373,7 @@ int cmd_generate(int argc, char **argv)
     llm_worker_status wst[8]; /* the resident arm's workers, as they ended */
     uint32_t n_wst = 0, n_fo_st = 0;
     const char *transport = "loopback"; /* spawned workers; listed: plaintext or curve */
+    int shared_core = -1;     /* the core coordinator and workers share (llm_swarm_cpu) */
     s_extra *extra = NULL;    /* sessions 1.. of --sessions */
     uint32_t n_fo = 0;
     llm_cli_model lm, base = { 0 }, ref = { 0 };
@@ -450,6 +451,7 @@ int cmd_generate(int argc, char **argv)
             goto out;
         }
         const partition_llm_plan *pl = llm_swarm_plan(sw);
+        shared_core = llm_swarm_cpu(sw);
         n_wst = llm_swarm_status(sw, wst, 8, &n_fo_st);
         for (uint32_t i = 0; i < pl->n_workers; i++)
             fprintf(stderr, "%s%s%s: layers [%u, %u), %.1f MiB planned%s\n",
@@ -708,6 +710,8 @@ int cmd_generate(int argc, char **argv)
             json_object_set_new(j, "workers", ws);
             json_object_set_new(j, "embedding_at", json_string(plan->embedding_at));
             json_object_set_new(j, "transport", json_string(transport));
+            json_object_set_new(j, "shared_core", shared_core >= 0
+                                                      ? json_integer(shared_core) : json_null());
             json_object_set_new(j, "head_at", json_string(plan->head_at));
             json_object_set_new(j, "worker_cap_bytes", json_integer((json_int_t)wcap));
             json_object_set_new(j, "acts", json_integer((json_int_t)acts));

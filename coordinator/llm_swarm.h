@@ -129,6 +129,9 @@ void llm_swarm_free(llm_swarm **sw);
  * which is what fills the pipeline. */
 void llm_swarm_hook(llm_swarm *sw, llm_layers_hook *h);
 const partition_llm_plan *llm_swarm_plan(const llm_swarm *sw);
+/* The core the coordinator and its spawned workers share (one session, one thread each: see
+ * llm_swarm.c), or -1 where they are left to the scheduler. */
+int llm_swarm_cpu(const llm_swarm *sw);
 /* Activations sent and bytes on the wire (both directions) so far. */
 void llm_swarm_counts(llm_swarm *sw, uint64_t *acts, uint64_t *wire_bytes);
 /* The failovers so far (valid while sw lives; read them once no pass is running). */

@@ -5,6 +5,7 @@
 #define SWARM_LLM_SWARM_INT_H
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -133,6 +134,8 @@ struct llm_swarm {
      * back. It pumps like any waiting caller (llm_swarm.c). */
     pthread_t monitor;
     int monitor_on, quit;
+    int cpu;                      /* the shared core (s_colocate), or -1 */
+    cpu_set_t cpus0;              /* the caller's cores before, given back at the end */
     netem_shaper *shaper;         /* the results' link into the coordinator (NULL: none) */
     netem_queue *rq;              /* results held by that link until their release */
 };

@@ -36,6 +36,8 @@ for mode in greedy seeded; do
             eq "$n $k" "$(jfield "$T/$n.jsonl" $k)" "$(jfield "$T/ref_$mode.jsonl" $k)"
         done
         eq "$n arm" "$(jfield "$T/$n.jsonl" arm)" resident
+        # one session, one thread: coordinator and workers keep to one core (llm_swarm.c)
+        case $(jfield "$T/$n.jsonl" shared_core) in [0-9]*) ok ;; *) bad "$n: shared_core '$(jfield "$T/$n.jsonl" shared_core)'" ;; esac
         eq "$n embedding" "$(jfield "$T/$n.jsonl" embedding_at)" coordinator
         eq "$n head" "$(jfield "$T/$n.jsonl" head_at)" coordinator
         eq "$n last worker's range ends at 6" "$(jfield "$T/$n.jsonl" workers.$((nw - 1)).last)" 6
@@ -149,6 +151,7 @@ for k in 0 1 2; do
         "$(jfield "$T/ref_greedy.jsonl" ids_digest)"
 done
 eq "multi sessions" "$(jfield "$T/multi.jsonl" sessions)" 3
+eq "multi: several sessions want every core" "$(jfield "$T/multi.jsonl" shared_core)" null
 sw multi_fo generate "$T/m.gguf" --prompt "$P" -n 20 --temp 0.8 --seed 3 --batch 3 \
     --arm resident --workers 3 --sessions 3 --kill-worker w1@5 --respawn --out "$T/multi_fo.jsonl"
 expect_rc multi_fo 0
