@@ -28,10 +28,11 @@ ALL_CFLAGS = -std=c11 -D_GNU_SOURCE $(CFLAGS) $(SANITIZE) -Wall -Wextra -Wshadow
              -DSWARM_GIT_REV=\"$(GIT_REV)\" $(PKG_CFLAGS) -MMD -MP
 LDLIBS   = $(PKG_LIBS) -lpthread -lm
 
-MAIN_SRC = coordinator/main.c
-# Every folder of one concept goes into the library (tokenizer/, quant/, arch/, sample/, chat/
-# and engine/ are the real-model concepts; serve/ the HTTP server).
-SRC_DIRS = common proto netem coordinator worker tokenizer quant arch sample chat engine serve
+MAIN_SRC = cli/main.c
+# The layers, lowest first (docs/design.md "Layout"): a folder includes only from itself and
+# the folders before it in this list; tests/include_order.sh checks every #include against it.
+LAYERS   = base gguf quant proto netem arch runtime text dist serve lab cli
+SRC_DIRS = $(LAYERS)
 LIB_SRC  = $(filter-out $(MAIN_SRC) %.bpf.c,$(wildcard $(SRC_DIRS:%=%/*.c)))
 LIB_OBJ  = $(LIB_SRC:%.c=$(BUILD)/%.o)
 BPF_SRC  = $(wildcard netem/*.bpf.c)

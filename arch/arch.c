@@ -9,7 +9,7 @@
 
 #include "arch/arch_int.h"
 #include "quant/quant.h"
-#include "common/util.h"
+#include "base/util.h"
 
 void arch_err(char *err, size_t errlen, const char *path, const char *fmt, ...)
 {

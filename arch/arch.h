@@ -1,7 +1,7 @@
 /* arch.h — a model architecture: its hyper-parameters, a layer's tensors, what a layer costs,
  * and how a layer runs over a batch of positions for one session. arch/
  *
- * Every arm runs layers through this interface: the executor (common/exec.c) asks the
+ * Every arm runs layers through this interface: the executor (runtime/exec.c) asks the
  * architecture which tensors a layer has and in which order they are consumed, streams or
  * keeps them resident, and drives the layer with them. The lab's dense layer is one
  * architecture ("swarm-dense", arch/dense.c); "llama" and "qwen2" are others (arch/llama.c).
@@ -38,7 +38,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "common/gguf.h"
+#include "gguf/gguf.h"
 
 #define ARCH_MAX_LAYER_TENSORS 16
 #define ARCH_ROW_ALIGN 4          /* row ranges start on multiples of this (OpenBLAS, dense) */

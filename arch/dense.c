@@ -5,7 +5,7 @@
  * quant_matvec's (activations in the type's activation form, quant/quant.h), and the f32 path
  * below is untouched.
  * Tensors in consumption order: blk.N.g (the vector, d f32), then blk.N.w (d x d f32). The
- * hooks are common/kernel.c's three steps, unchanged, so a layer run through this interface
+ * hooks are arch/kernel.c's three steps, unchanged, so a layer run through this interface
  * has exactly kernel_layer's bits: before(w) = kernel_prepare, rows = kernel_rows (one sgemv
  * per row range, ranges starting on multiples of ARCH_ROW_ALIGN as OpenBLAS needs for
  * identical bits), end = kernel_finish. Positions are independent: each is its own vector.
@@ -14,8 +14,8 @@
 #include <stdlib.h>
 
 #include "arch/arch_int.h"
-#include "common/kernel.h"
-#include "common/model.h"
+#include "arch/kernel.h"
+#include "arch/model.h"
 #include "quant/quant.h"
 
 _Static_assert(ARCH_ROW_ALIGN == KERNEL_ROW_ALIGN, "row ranges follow the kernel's alignment");

@@ -18,8 +18,8 @@
 #include <unistd.h>
 
 #include "arch/arch_int.h"
-#include "common/gguf.h"
-#include "common/util.h"
+#include "gguf/gguf.h"
+#include "base/util.h"
 #include "quant/quant.h"
 
 /* uniform on (-a, a) with a = 0.02 sqrt(3): standard deviation 0.02, as initialisers use */

@@ -12,7 +12,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
-#include "common/log.h"
+#include "base/log.h"
 
 #define S_VERSION 1
 #define S_BUF (4u << 20)          /* read size while hashing: large sequential reads */

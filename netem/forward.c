@@ -1,8 +1,8 @@
 /* forward.c — `swarm netem`: the shaping forwarder, the loopback selftest, kernel link control. netem/ */
 #include "netem/netem.h"
 
-#include "common/log.h"
-#include "common/util.h"
+#include "base/log.h"
+#include "base/util.h"
 #include "proto/proto.h"
 
 #include <errno.h>

@@ -1,7 +1,7 @@
 /* kernel.c — libbpf control of netem/link.bpf.c on a tc clsact hook: attach, set, stats, probe. netem/ */
 #include "netem/netem.h"
 
-#include "common/log.h"
+#include "base/log.h"
 #include "link.skel.h"
 
 #include <bpf/bpf.h>

@@ -1,7 +1,7 @@
 /* shaper.c — release-time arithmetic for one link direction, and the FIFO of held zmq messages. netem/ */
 #include "netem/netem.h"
 
-#include "common/util.h"
+#include "base/util.h"
 
 #include <math.h>
 #include <stdlib.h>

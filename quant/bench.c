@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/util.h"
+#include "base/util.h"
 #include "quant/quant_int.h"
 
 uint64_t quant_read_stream(const void *p, uint64_t bytes)

@@ -30,7 +30,7 @@
 #define XXH_STATIC_LINKING_ONLY
 #include <xxhash.h>
 
-#include "common/gguf.h"
+#include "gguf/gguf.h"
 #include "quant/quant.h"
 
 typedef enum { S_PURE, S_Q4_K_M, S_Q4_K_S, S_Q5_K_M } s_kind;

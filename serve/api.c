@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "chat/chat.h"
+#include "text/chat.h"
 #include "serve/serve_int.h"
 
 json_t *api_error(const char *message, const char *type, const char *param, const char *code)

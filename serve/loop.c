@@ -2,7 +2,7 @@
  * engine reports turned into a stream chunk (or kept for the whole response). serve/
  *
  * Generation itself (prefill, sampling, stop strings held back across tokens, end of
- * generation, cancellation) is engine/'s: this file only translates. The client's hang-up
+ * generation, cancellation) is text/engine.c's: this file only translates. The client's hang-up
  * reaches the engine two ways: job->cancel is its cancel flag (read between prefill batches and
  * tokens), and the token callback returns "stop" once it is set.
  */

@@ -1,7 +1,7 @@
 /* sched.c — K generation slots over one model, a bounded FIFO in front of them, and the jobs
  * that connect a request to its client. serve/
  *
- * Each slot is a thread with its own engine (engine/: an llm session, KV cache of n_ctx
+ * Each slot is a thread with its own engine (text/engine.c: an llm session, KV cache of n_ctx
  * positions, allocated once at start: K x llm_session_kv_bytes is the server's KV memory,
  * reported at start). A job is taken in arrival order; the engine is reset after every job, so
  * a cancelled request leaves nothing behind and its cache is free for the next one at once

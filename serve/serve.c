@@ -17,12 +17,12 @@
 
 #include <microhttpd.h>
 
-#include "chat/chat.h"
-#include "common/cap.h"
-#include "common/exitcode.h"
-#include "common/gguf.h"
-#include "common/util.h"
-#include "coordinator/llm_cli.h"
+#include "text/chat.h"
+#include "base/cap.h"
+#include "base/exitcode.h"
+#include "gguf/gguf.h"
+#include "base/util.h"
+#include "dist/llm_cli.h"
 #include "serve/serve.h"
 #include "serve/serve_int.h"
 

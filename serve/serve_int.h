@@ -21,11 +21,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "arch/llm.h"
-#include "coordinator/llm_swarm.h"
-#include "engine/engine.h"
-#include "sample/sample.h"
-#include "tokenizer/tokenizer.h"
+#include "runtime/llm.h"
+#include "dist/llm_swarm.h"
+#include "text/engine.h"
+#include "text/sample.h"
+#include "text/tokenizer.h"
 
 #define SERVE_MAX_STOP 4          /* OpenAI's limit on stop strings */
 #define SERVE_MAX_STOP_LEN 256    /* bytes of one stop string */

@@ -1,5 +1,5 @@
 /* test_chat.c — chat templates: detection from real templates, llama.cpp's exact renderings, the Jinja cross-check, bad input. tests/ */
-#include "chat/chat.h"
+#include "text/chat.h"
 #include "tests/check.h"
 
 #include <jansson.h>

@@ -1,6 +1,6 @@
 /* test_config.c — INI config: defaults, a good file, errors naming file:line and key, --set, profiles. tests/ */
-#include "common/config.h"
-#include "common/sec.h"
+#include "dist/config.h"
+#include "base/sec.h"
 #include "tests/check.h"
 
 #include <errno.h>

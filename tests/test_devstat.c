@@ -1,5 +1,5 @@
 /* test_devstat.c — a file's block device found through st_dev, request counters read and differenced, tmpfs refused clearly. tests/ */
-#include "common/devstat.h"
+#include "base/devstat.h"
 #include "tests/check.h"
 
 #include <errno.h>

@@ -1,8 +1,8 @@
 /* test_exec.c — the layer executor: streamed == resident bit for bit, the plan, budgets, content gate, read-ahead bound. tests/ */
-#include "common/exec.h"
-#include "common/kernel.h"
-#include "common/model.h"
-#include "common/util.h"
+#include "runtime/exec.h"
+#include "arch/kernel.h"
+#include "arch/model.h"
+#include "base/util.h"
 #include "tests/check.h"
 
 #include <errno.h>

@@ -1,5 +1,5 @@
 /* test_gate.c — the cache and content gates: the 1% boundary both ways, n/a, and what voids content. tests/ */
-#include "coordinator/gate.h"
+#include "runtime/gate.h"
 #include "tests/check.h"
 
 #include <string.h>

@@ -8,13 +8,13 @@
 #include <string.h>
 
 #include "arch/gen.h"
-#include "arch/llm.h"
-#include "common/util.h"
-#include "engine/engine.h"
-#include "engine/ppl.h"
+#include "runtime/llm.h"
+#include "base/util.h"
+#include "text/engine.h"
+#include "text/ppl.h"
 #include "quant/quant.h"
 #include "tests/check.h"
-#include "tokenizer/tokenizer.h"
+#include "text/tokenizer.h"
 
 static char s_dir[2048], s_vocab[2300], s_model[2300], s_model16[2300];
 

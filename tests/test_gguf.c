@@ -1,6 +1,6 @@
 /* test_gguf.c — GGUF reader/writer and lab model: round trips, a corruption table, truncation and byte-flip fuzz. tests/ */
-#include "common/gguf.h"
-#include "common/model.h"
+#include "gguf/gguf.h"
+#include "arch/model.h"
 #include "tests/check.h"
 
 #include <errno.h>

@@ -1,5 +1,5 @@
 /* test_iobuf.c — O_DIRECT buffer kinds: huge pages when the machine gives them, a reported 4 KiB fallback otherwise. tests/ */
-#include "common/iobuf.h"
+#include "base/iobuf.h"
 #include "tests/check.h"
 
 #include <stdint.h>

@@ -1,7 +1,7 @@
 /* test_kernel.c — the layer kernel: BLAS vs a plain double loop, chunked rows bit-identical to the whole matrix. tests/ */
-#include "common/kernel.h"
-#include "common/model.h"
-#include "common/util.h"
+#include "arch/kernel.h"
+#include "arch/model.h"
+#include "base/util.h"
 #include "tests/check.h"
 
 #include <math.h>

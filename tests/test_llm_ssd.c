@@ -2,10 +2,10 @@
  * arm while streaming (several chunks per matrix, odd row counts), the cache and content
  * gates, a corrupted streamed byte, the per-layer checksum cache, a cap too small. tests/ */
 #include "arch/gen.h"
-#include "arch/llm.h"
+#include "runtime/llm.h"
 #include "arch/sums.h"
-#include "common/exec.h"
-#include "common/util.h"
+#include "runtime/exec.h"
+#include "base/util.h"
 #include "quant/quant.h"
 #include "tests/check.h"
 

@@ -1,7 +1,7 @@
 /* test_netem.c — netem/: profiles, shaper arithmetic, queue, loopback accuracy, forwarder cut, BPF link. tests/ */
 #include "netem/netem.h"
 
-#include "common/util.h"
+#include "base/util.h"
 #include "tests/check.h"
 
 #include <arpa/inet.h>

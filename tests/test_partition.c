@@ -3,7 +3,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "coordinator/partition.h"
+#include "dist/partition.h"
 
 /* The invariants every successful plan must keep: contiguous, covering, >= 1 layer each, within
  * each worker's cap. Returns the largest stage (0 when an invariant fails). */

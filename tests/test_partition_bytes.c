@@ -7,9 +7,9 @@
 #include <string.h>
 
 #include "check.h"
-#include "common/exec.h"
-#include "common/exec_int.h"
-#include "coordinator/partition.h"
+#include "runtime/exec.h"
+#include "runtime/exec_int.h"
+#include "dist/partition.h"
 
 /* Best largest stage over every contiguous cut of L layers into n non-empty stages, stage i
  * within budget[i]; UINT64_MAX when none fits. */

@@ -4,7 +4,7 @@
  * each key can be dropped, duplicated, retyped or replaced. `test_proto --corpus DIR` writes
  * one valid frame per message type as the fuzzer's seed corpus.
  */
-#include "common/util.h"
+#include "base/util.h"
 #include "proto/proto.h"
 #include "tests/check.h"
 

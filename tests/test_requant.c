@@ -14,8 +14,8 @@
 #define XXH_STATIC_LINKING_ONLY
 #include <xxhash.h>
 
-#include "common/gguf.h"
-#include "common/model.h"
+#include "gguf/gguf.h"
+#include "arch/model.h"
 #include "quant/quant.h"
 #include "quant/requant.h"
 #include "tests/check.h"

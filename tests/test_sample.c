@@ -1,6 +1,6 @@
 /* test_sample.c — the sampler: greedy, fixed-seed sequences vs a Python reference, draw statistics, filters, penalties, logprobs, bad input. tests/ */
-#include "sample/sample.h"
-#include "common/util.h"
+#include "text/sample.h"
+#include "base/util.h"
 #include "tests/check.h"
 
 #include <math.h>
@@ -187,8 +187,8 @@ static void s_ref_logits(float *l, uint32_t n, uint32_t step)
     }
 }
 
-/* Fixed seed -> fixed ids: the three scenarios of sample/sample_ref.py, an independent Python
- * reference (`python3 sample/sample_ref.py` printed the expected ids below). */
+/* Fixed seed -> fixed ids: the three scenarios of text/sample_ref.py, an independent Python
+ * reference (`python3 text/sample_ref.py` printed the expected ids below). */
 static void s_test_sequence(void)
 {
     static const struct {

@@ -10,11 +10,11 @@
 
 #include "arch/arch.h"
 #include "arch/gen.h"
-#include "arch/llm.h"
-#include "common/util.h"
+#include "runtime/llm.h"
+#include "base/util.h"
 #include "quant/quant.h"
 #include "tests/check.h"
-#include "arch/slice.h"
+#include "runtime/slice.h"
 
 #define S_LAYERS 4
 #define S_DIM 64

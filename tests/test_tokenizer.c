@@ -4,9 +4,9 @@
  * by tests/fixtures/make_vocab_fixtures.sh with llama.cpp itself (node-llama-cpp's prebuilt
  * binary), so this test needs neither node nor the network.
  */
-#include "common/gguf.h"
+#include "gguf/gguf.h"
 #include "tests/check.h"
-#include "tokenizer/tokenizer.h"
+#include "text/tokenizer.h"
 
 #include <errno.h>
 #include <fcntl.h>

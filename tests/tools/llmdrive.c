@@ -22,9 +22,9 @@
 #include <zmq.h>
 
 #include "arch/arch.h"
-#include "arch/llm.h"
+#include "runtime/llm.h"
 #include "arch/sums.h"
-#include "common/util.h"
+#include "base/util.h"
 #include "proto/proto.h"
 
 #define D_MAX_W 8 /* s_pid's size */

@@ -1,0 +1,14 @@
+/* exitcode.h — the process exit codes every subcommand and the worker share. base/
+ *
+ * Scripts and the lab tell these apart (README.md, "Exit codes"), so the values are pinned.
+ */
+#ifndef SWARM_EXITCODE_H
+#define SWARM_EXITCODE_H
+
+#define EXIT_OK 0
+#define EXIT_FAIL 1        /* error before or during the run */
+#define EXIT_USAGE 2       /* bad flags or config */
+#define EXIT_VOID 3        /* the run finished but a gate marked it void */
+#define EXIT_BUDGET 4      /* fallback impossible: a lost worker's range exceeds the budget */
+
+#endif

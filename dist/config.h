@@ -1,0 +1,102 @@
+/* config.h — swarm's INI configuration (libinih): defaults, file, and --set overrides. dist/
+ *
+ * Every key is known here; an unknown section or key, or a bad value, is an error that names
+ * the file, the line and the key ("configs/x.ini:12: [ssd] queue_depth: '0' must be 1..256").
+ * Relative paths (model) are resolved against the current directory.
+ */
+#ifndef SWARM_CONFIG_H
+#define SWARM_CONFIG_H
+
+#include <limits.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "arch/model.h"
+#include "netem/netem.h"
+
+#define CONFIG_MAX_WORKERS 64
+#define CONFIG_MAX_PROFILES 16
+#define CONFIG_MAX_CONDITIONS 16
+
+typedef struct {
+    char name[64];            /* [worker.NAME] */
+    char endpoint[256];       /* control endpoint, e.g. tcp://198.18.0.2:7000 */
+    uint64_t cap_bytes;
+    char public_key[PATH_MAX];/* CURVE key: "z85:" + 40 Z85 chars, or a .pub path (checked
+                               * when loaded); "" = plaintext */
+} config_worker;
+
+typedef struct {
+    char path[PATH_MAX];      /* the config file ("" = built-in defaults) */
+
+    /* [model] */
+    char model[PATH_MAX];     /* GGUF file */
+    int generate;             /* 1: generate [model] path when missing (never by default) */
+    uint32_t layers, dim;     /* what generate (and the `swarm gen` hint) makes */
+    uint64_t seed;
+    int set_model_path;       /* model.path / model.generate came from --set, not the file: */
+    int set_generate;         /*   generate covers a command-line path only when both did */
+
+    /* [run] */
+    uint32_t steps;           /* steps per run (default 32) */
+    uint64_t input_seed;      /* deterministic inputs per step */
+    uint32_t threads;         /* BLAS threads in single-process arms */
+
+    /* [ssd] */
+    uint64_t cap_bytes;       /* working-set cap of capped processes (default 600 MiB) */
+    uint32_t queue_depth;     /* O_DIRECT reads in flight */
+    uint64_t chunk_bytes;     /* bytes per read (rounded down to whole 4-row blocks) */
+    int buffered;             /* 1: buffered reads (labelled; cache gate decides) */
+    int buffers_4k;           /* [ssd] buffers = 4k: read into 4 KiB pages, not huge pages */
+    uint64_t overhead_bytes;  /* reserved in every cap for code, libs, BLAS, stacks */
+
+    /* [quantized] */
+    char quant_type[16];      /* W's type in the quantized arm's file (default "q8_0") */
+
+    /* [swarm] */
+    uint32_t workers;         /* local workers to spawn when none are listed */
+    uint32_t inflight;        /* steps in the pipeline at once */
+    uint64_t worker_cap_bytes;
+    uint32_t worker_threads;  /* BLAS threads per worker */
+    char host[64];            /* where local workers listen */
+    uint32_t heartbeat_ms;    /* control-plane heartbeat interval */
+    uint32_t liveness;        /* missed heartbeats before a worker is declared lost */
+    uint32_t step_deadline_ms;/* a step not back by then marks its segment suspect */
+    int plaintext;            /* allow plaintext on non-loopback links */
+    int respawn;              /* respawn a lost local worker (it then rejoins) */
+    uint32_t slowdown;        /* test knob: spawned workers compute each activation N times */
+    uint32_t n_workers;       /* listed [worker.NAME] sections */
+    config_worker worker[CONFIG_MAX_WORKERS];
+
+    /* [security] */
+    char key[PATH_MAX];       /* the coordinator's CURVE key pair file ("" = plaintext) */
+
+    /* [netem] */
+    char profile[NETEM_NAME_MAX]; /* default profile for `run` */
+    uint32_t n_profiles;          /* custom [profile.NAME] sections */
+    netem_profile profiles[CONFIG_MAX_PROFILES];
+
+    /* [lab] */
+    uint32_t repeats;
+    uint32_t n_conditions;
+    char conditions[CONFIG_MAX_CONDITIONS][64]; /* "ssd", "resident/lan", ... */
+    char lab_out[PATH_MAX];   /* results root (default "results") */
+} config_t;
+
+void config_defaults(config_t *c);
+/* Load path on top of the current values (call config_defaults first). 0 / -1. */
+int config_load(config_t *c, const char *path, char *err, size_t errlen);
+/* Apply "section.key=value" (from --set). 0 / -1. */
+int config_set(config_t *c, const char *assignment, char *err, size_t errlen);
+/* The model source for a run: the config's [model] path, generated when missing only if
+ * [model] generate = 1 covers it. model_flag (--model FILE, or NULL) wins and is never
+ * generated; a path from --set model.path is generated only with --set model.generate=1 too.
+ * src->path points into c or at model_flag. */
+void config_model_source(const config_t *c, const char *model_flag, model_source *src);
+/* The keys a fixed section ("ssd") accepts, comma-separated; NULL for an unknown section. */
+const char *config_known_keys(const char *section);
+/* Resolve a profile by name: custom sections first, then built-ins. 0 / -1. */
+int config_profile(const config_t *c, const char *name, netem_profile *out, char *err,
+                   size_t errlen);
+
+#endif

@@ -1,0 +1,153 @@
+/* llm_cli.h — what generate, chat and perplexity share: a model named by file or config,
+ * opened with its tokenizer; strict number flags; the SSD arm around a run (the plan checked
+ * against the cap from the header, the memory cgroup, the counters, the cache and content
+ * gates by gate.c's rules, the result's SSD fields). dist/ */
+#ifndef SWARM_LLM_CLI_H
+#define SWARM_LLM_CLI_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "runtime/llm.h"
+#include "base/cap.h"
+#include "base/devstat.h"
+#include "dist/llm_swarm.h"
+#include "runtime/result.h"
+#include "text/engine.h"
+#include "text/sample.h"
+#include "text/tokenizer.h"
+
+typedef struct {
+    char path[4096];              /* the GGUF file */
+    llm_model *m;
+    tokenizer *t;
+    uint32_t n_ctx_train;         /* the file's context_length (llm_cli_open_tok) */
+} llm_cli_model;
+
+/* arg is a .gguf file or a config whose [model] path names one. Opens both the model and its
+ * tokenizer. 0, or -1 with err naming the file and problem. */
+int llm_cli_open(llm_cli_model *lm, const char *arg, char *err, size_t errlen);
+void llm_cli_close(llm_cli_model *lm);
+/* The SSD arm's two steps: its plan is sized for the session (the prompt's tokens decide the
+ * context), so the tokenizer comes first, from the file's header alone (no weight is read),
+ * and the model after, under o. */
+int llm_cli_open_tok(llm_cli_model *lm, const char *arg, char *err, size_t errlen);
+/* The model file an argument names: a .gguf itself, a text-lab config's [llm] model, or a
+ * dense config's [model] path. 0, or -1 with err. */
+int llm_cli_resolve(const char *arg, char *path, size_t len, char *err, size_t errlen);
+/* A config's listed workers for the resident arm: its [worker.NAME] sections (endpoint,
+ * cap, public_key), [swarm] host (where results come back) and plaintext, [security] key,
+ * checked the way `swarm run` checks them (CURVE on every link or on none; plaintext off
+ * loopback only when the config says so). so->n_hosts 0 when arg is a .gguf, a text-lab
+ * config or lists none. 0, or -1 with err naming the file and section. */
+int llm_cli_hosts(const char *arg, llm_swarm_opts *so, char *err, size_t errlen);
+int llm_cli_open_model(llm_cli_model *lm, const llm_opts *o, char *err, size_t errlen);
+
+/* --arm ssd's knobs. A knob not given on the command line comes from a CONFIG's [ssd] section
+ * when the model is named by one, else from the config defaults (cap 600M, queue_depth 8,
+ * chunk 4M, overhead 32M, direct reads); *from says which ("configs/x.ini [ssd]" or
+ * "defaults"). */
+typedef struct {
+    uint64_t cap_bytes, chunk_bytes;  /* 0: not given */
+    uint32_t queue_depth;             /* 0: not given */
+    int buffered;                     /* -1: not given */
+} llm_cli_ssd_flags;
+
+#define LLM_CLI_SSD_USAGE                                                                     \
+    "  --cap SIZE            SSD arm: the working-set cap (a memory cgroup where one can be\n" \
+    "                        made, else planned only: cap_mode says which)\n"                 \
+    "  --queue-depth N       SSD arm: reads in flight    --chunk SIZE  bytes per read\n"       \
+    "  --buffered            SSD arm: read through the page cache (labelled; the cache gate\n" \
+    "                        judges)\n"                                                        \
+    "                        Not given: the CONFIG's [ssd] section when MODEL is a config,\n" \
+    "                        else cap 600M, queue depth 8, chunk 4M, overhead 32M, direct\n"
+
+void llm_cli_ssd_init(llm_cli_ssd_flags *f);
+/* argv[*i] one of --cap, --queue-depth, --chunk, --buffered? 1 / 0 / -1 with err. */
+int llm_cli_ssd_flag(llm_cli_ssd_flags *f, int argc, char **argv, int *i, char *err,
+                     size_t errlen);
+/* The SSD arm's llm_opts for model argument arg (n_ctx, n_batch left to the caller). */
+int llm_cli_ssd_opts(const llm_cli_ssd_flags *f, const char *arg, llm_opts *o, char *from,
+                     size_t fromlen, char *err, size_t errlen);
+
+/* Whole-string number parsing for flag values: -1 with err naming the flag on junk, a sign
+ * where none belongs, or a value out of [lo, hi]. */
+int llm_cli_u32(const char *flag, const char *s, uint32_t lo, uint32_t hi, uint32_t *out,
+                char *err, size_t errlen);
+int llm_cli_f32(const char *flag, const char *s, float lo, float hi, float *out, char *err,
+                size_t errlen);
+int llm_cli_u64(const char *flag, const char *s, uint64_t *out, char *err, size_t errlen);
+
+/* The options generate and chat share. */
+typedef struct {
+    sampler_opts so;              /* llama.cpp's defaults until a flag changes them */
+    uint32_t n_predict;           /* -n: tokens to generate at most */
+    uint32_t n_ctx;               /* --ctx: 0 = the model's context_length, at most 4096 */
+    uint32_t n_batch;             /* --batch: prompt positions per pass */
+    uint32_t threads;             /* --threads */
+    const char *stops[ENGINE_MAX_STOP];
+    uint32_t n_stop;              /* --stop, repeatable */
+    int no_bos;                   /* --no-bos */
+} llm_cli_gen_opts;
+
+#define LLM_CLI_GEN_USAGE                                                                     \
+    "  -n N                  tokens to generate at most (default 64)\n"                       \
+    "  --ctx N               context positions (default: the model's, at most 4096)\n"        \
+    "  --batch N             prompt positions per forward pass (default 64)\n"                \
+    "  --threads T           threads (default 1; results are identical for any count)\n"      \
+    "  --temp T              temperature, 0 = greedy (default 0.8)\n"                         \
+    "  --top-k K             (default 40; 0 = off)   --top-p P  (default 0.95; 1 = off)\n"    \
+    "  --min-p M             (default 0.05; 0 = off) --repeat-penalty R (default 1 = off)\n"  \
+    "  --seed S              the sampler's seed (default 0)\n"                                \
+    "  --stop STR            stop when STR is generated (not printed); repeatable, up to 8\n" \
+    "  --no-bos              do not add BOS even where the file says to\n"
+
+void llm_cli_gen_defaults(llm_cli_gen_opts *o);
+/* argv[*i] one of the shared flags? 1 (consumed, *i moved past its value), 0 (not one of
+ * them), -1 with err (a bad or missing value). */
+int llm_cli_gen_flag(llm_cli_gen_opts *o, int argc, char **argv, int *i, char *err,
+                     size_t errlen);
+/* The context to use: --ctx, or the model's (at most 4096); err when --ctx exceeds it. */
+int llm_cli_ctx(const llm_cli_gen_opts *o, const llm_model *m, uint32_t *n_ctx, char *err,
+                size_t errlen);
+
+/* The whole file in a NUL-terminated buffer (caller frees). NULL with err. */
+char *llm_cli_read_file(const char *path, size_t *len, char *err, size_t errlen);
+
+/* ---- the SSD arm around a command's run (generate, perplexity) ---- */
+
+/* What the SSD arm measured around a run: the plan, the gates, the device. */
+typedef struct {
+    int on;
+    const char *tag;              /* the command, in the cgroup's name */
+    llm_opts lo;
+    char from[4200];              /* where the knobs came from */
+    cap_t cap;
+    char cap_mode[96];
+    devstat_dev dv;
+    devstat_sample d0;
+    int has_dev;
+    char dverr[256];
+    exec_stats s0, s1;
+    uint64_t io0, io1;
+    uint64_t cgroup_peak;         /* taken before the group is left (0: advisory) */
+    uint64_t peak_rss;            /* VmHWM after the SSD run, before any parity reference */
+    run_result rr;                /* gate_cache, gate_content, void_reason (gate.c's rules) */
+} llm_ssd;
+
+/* x->lo and x->from set (llm_cli_ssd_opts), lm opened by llm_cli_open_tok: checks the plan
+ * for n_ctx / n_batch from the header (a cap too small: -1 with every term, nothing joined),
+ * joins a cgroup of x->lo.cap_bytes (or labels the cap advisory), opens lm->m under the SSD
+ * arm, prints the plan, and takes the counters the gates start from. 0 / -1 with err. */
+int llm_ssd_open(llm_ssd *x, llm_cli_model *lm, uint32_t n_ctx, uint32_t n_batch, char *err,
+                 size_t errlen);
+/* After the run: drain, the counters again, x->rr's cache and content gates (printed). */
+void llm_ssd_judge(llm_ssd *x, llm_model *m);
+/* Leave the cgroup (before anything that is not the SSD arm's runs). Safe twice. */
+void llm_ssd_leave(llm_ssd *x);
+/* The SSD fields of a result object. */
+void llm_ssd_json(json_t *j, const llm_ssd *x, const llm_model *m);
+
+#endif

@@ -1,0 +1,822 @@
+/* llm_pipe.c — the llm swarm's workers: their processes, control plane and routes, and one
+ * pass through the units in order (chains of LIVE workers on the wire, copies of lost
+ * workers' layers here). dist/
+ *
+ * Nothing waits on a guess: a reply is awaited until it comes, the worker's process is gone
+ * (waitpid, checked every LS_POLL_MS), or its control plane leaves heartbeats unanswered
+ * for LS_LIVENESS periods. The workers answer heartbeats on their loop whatever they compute
+ * (dist/compute.c), so silence means dead, frozen or cut off, never slow.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <xxhash.h>
+#include <zmq.h>
+
+#include "base/log.h"
+#include "base/sec.h"
+#include "base/util.h"
+#include "base/zmon.h"
+#include "dist/arm.h"
+#include "dist/llm_swarm_int.h"
+
+#define LS_POLL_MS 20 /* how often a wait looks at the processes: a kill is seen this soon */
+/* A listed worker has this long to answer the first hello (the dense swarm's bound: a
+ * connection and a CURVE handshake take milliseconds; a host that is down never answers). */
+#define LS_HELLO_MS 10000
+#define S_EV_REFUSED                                                                    \
+    (ZMQ_EVENT_HANDSHAKE_FAILED_AUTH | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |            \
+     ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL)
+
+static void s_send(llm_swarm *sw, void *sock)
+{
+    /* never blocks: a dead peer's queue is dropped with its socket when it is fenced */
+    if (zmq_send(sock, proto_buf_data(sw->b), proto_buf_len(sw->b), ZMQ_DONTWAIT) >= 0)
+        sw->wire += proto_buf_len(sw->b);
+}
+
+static void s_close(ls_worker *w)
+{
+    zmon_close(&w->mon, w->remote ? w->ctl : NULL);
+    if (w->ctl)
+        zmq_close(w->ctl);
+    if (w->push)
+        zmq_close(w->push);
+    w->ctl = w->push = NULL;
+}
+
+/* Is there a worker at the other end to talk to: a spawned process, or a listed worker's
+ * connection? */
+static int s_attached(const ls_worker *w)
+{
+    return w->ctl && (w->pid > 0 || w->remote);
+}
+
+void lp_fence(llm_swarm *sw, uint32_t i)
+{
+    ls_worker *w = &sw->w[i];
+    /* A listed worker cannot be killed from here: its connection goes, and the new epoch
+     * makes anything it still sends stale (a frozen one that wakes is dropped by every
+     * hop; it forgets us after its own silence bound, WORKER_COORD_TIMEOUT_MS). */
+    if (w->pid > 0) {
+        kill(w->pid, SIGKILL); /* works on a stopped process too */
+        waitpid(w->pid, NULL, 0);
+    }
+    w->pid = 0;
+    s_close(w);
+    w->cut_until_ns = w->cont_at_ns = w->unanswered_ns = 0;
+    /* every route is set again in a new epoch: an act the fenced worker forwarded before it
+     * went must be dropped by the others, not computed after the pass's rerun */
+    for (uint32_t k = 0; k < sw->n; k++)
+        sw->w[k].routed_next = -2;
+}
+
+static void s_send_hello(llm_swarm *sw, ls_worker *w)
+{
+    msg_hello h = { .proto_version = PROTO_VERSION, .pid = (uint32_t)getpid() };
+    snprintf(h.id, sizeof h.id, "coordinator");
+    snprintf(h.data_ep, sizeof h.data_ep, "%s", sw->pull_ep);
+    if (proto_encode_hello(sw->b, &h) == 0)
+        s_send(sw, w->ctl);
+    w->state = LW_JOIN_HELLO;
+    w->routed_next = -2;
+    w->unanswered_ns = w->echo_seq = w->route_seq = 0;
+    w->why[0] = 0;
+}
+
+/* A listed worker: its control socket, CURVE when it has a key. One routing id for this
+ * coordinator's life, so a worker that lost us for a while (a cut, a freeze) knows us when
+ * we say hello again; its ROUTER hands the id over to the new connection. */
+static int s_connect_remote(llm_swarm *sw, uint32_t i, char *err, size_t errlen)
+{
+    ls_worker *w = &sw->w[i];
+    int linger = 0;
+    char rid[64];
+    s_close(w);
+    w->ctl = zmq_socket(sw->zctx, ZMQ_DEALER);
+    if (!w->ctl) {
+        snprintf(err, errlen, "%s: no socket: %s", w->id, zmq_strerror(errno));
+        return -1;
+    }
+    zmq_setsockopt(w->ctl, ZMQ_LINGER, &linger, sizeof linger);
+    snprintf(rid, sizeof rid, "llm-coord-%d", (int)getpid());
+    zmq_setsockopt(w->ctl, ZMQ_ROUTING_ID, rid, strlen(rid));
+    if (w->pub[0] && sec_client(w->ctl, sw->o.key_pub, sw->o.key_secret, w->pub)) {
+        snprintf(err, errlen, "%s: cannot enable CURVE: %s", w->id, zmq_strerror(errno));
+        return -1;
+    }
+    /* A worker that is loading cannot answer heartbeats; the kernel still says when its
+     * process dies (the connection drops), which this monitor reports. */
+    w->mon = zmon_open(sw->zctx, w->ctl, "llm-mon", i, ++w->mon_gen,
+                       ZMQ_EVENT_DISCONNECTED | S_EV_REFUSED);
+    if (zmq_connect(w->ctl, w->ctl_ep)) {
+        snprintf(err, errlen, "%s: cannot connect to %s: %s", w->id, w->ctl_ep,
+                 zmq_strerror(errno));
+        return -1;
+    }
+    s_send_hello(sw, w);
+    return 0;
+}
+
+/* Did a listed worker's control connection drop (1), or its CURVE handshake fail (2: a
+ * key it does not accept, or not ours), since we last looked? */
+static int s_dropped(ls_worker *w)
+{
+    int ev = zmon_drain(w->mon);
+    return ev & S_EV_REFUSED ? 2 : ev & ZMQ_EVENT_DISCONNECTED ? 1 : 0;
+}
+
+int lp_spawn(llm_swarm *sw, uint32_t i, char *err, size_t errlen)
+{
+    ls_worker *w = &sw->w[i];
+    int fd[2], linger = 0;
+    if (w->remote)
+        return s_connect_remote(sw, i, err, errlen);
+    char cap[32], rfd[16], slow[16], ep[PROTO_MAX_STR];
+    const char *argv[16];
+    int a = 0;
+    if (pipe(fd)) {
+        snprintf(err, errlen, "pipe: %s", strerror(errno));
+        return -1;
+    }
+    snprintf(cap, sizeof cap, "%llu", (unsigned long long)sw->o.cap_bytes);
+    snprintf(rfd, sizeof rfd, "%d", fd[1]);
+    snprintf(slow, sizeof slow, "%u", sw->o.slowdown);
+    argv[a++] = sw->self;
+    argv[a++] = "worker";
+    argv[a++] = "--listen";
+    argv[a++] = "tcp://127.0.0.1:*";
+    argv[a++] = "--id";
+    argv[a++] = w->id;
+    argv[a++] = "--once";
+    argv[a++] = "--report-fd";
+    argv[a++] = rfd;
+    if (sw->o.cap_bytes) {
+        argv[a++] = "--cap";
+        argv[a++] = cap;
+    }
+    if (sw->o.slowdown > 1) {
+        argv[a++] = "--slowdown";
+        argv[a++] = slow;
+    }
+    argv[a] = NULL;
+    pid_t pid = fork();
+    if (pid < 0) {
+        snprintf(err, errlen, "fork: %s", strerror(errno));
+        close(fd[0]);
+        close(fd[1]);
+        return -1;
+    }
+    if (pid == 0) {
+        close(fd[0]);
+        execv(sw->self, (char *const *)argv);
+        _exit(127);
+    }
+    close(fd[1]);
+    w->pid = pid;
+    /* the worker writes its endpoint and closes the pipe, or exits: no deadline to guess */
+    size_t got = 0;
+    ssize_t r;
+    while (got + 1 < sizeof ep && (r = read(fd[0], ep + got, sizeof ep - got - 1)) > 0)
+        got += (size_t)r;
+    close(fd[0]);
+    ep[got] = 0;
+    char *nl = strchr(ep, '\n');
+    if (nl)
+        *nl = 0;
+    if (!got || strncmp(ep, "tcp://", 6)) {
+        snprintf(err, errlen, "worker %s (%s) did not start", w->id, sw->self);
+        lp_fence(sw, i);
+        return -1;
+    }
+    w->ctl = zmq_socket(sw->zctx, ZMQ_DEALER);
+    zmq_setsockopt(w->ctl, ZMQ_LINGER, &linger, sizeof linger);
+    if (zmq_connect(w->ctl, ep)) {
+        snprintf(err, errlen, "worker %s: cannot connect to %s: %s", w->id, ep,
+                 zmq_strerror(errno));
+        lp_fence(sw, i);
+        return -1;
+    }
+    s_send_hello(sw, w);
+    return 0;
+}
+
+/* A joining worker failed: its process goes, its layers stay here. A listed one is asked
+ * again after LS_RETRY_MS (a host that restarts its worker, a coordinator it still served). */
+static void s_join_failed(llm_swarm *sw, uint32_t i)
+{
+    ls_worker *w = &sw->w[i];
+    log_warn("%s: did not %s: %s", w->id, w->fb ? "rejoin" : "join", w->why);
+    lp_fence(sw, i);
+    w->state = LW_LOST;
+    if (w->remote && sw->o.respawn && w->fb) {
+        w->respawn_due = 1;
+        w->retry_ns = util_now_ns() + LS_RETRY_MS * 1000000ull;
+    }
+}
+
+static void s_on_hello(llm_swarm *sw, uint32_t i, const msg_hello *h)
+{
+    ls_worker *w = &sw->w[i];
+    msg_assign *a = sw->assign;
+    char why[256];
+    if (proto_assign_check(&(msg_assign){ .n_ctx = sw->n_ctx, .first = w->first,
+                                          .last = w->last }, h, why, sizeof why)) {
+        snprintf(w->why, sizeof w->why, "%s", why);
+        s_join_failed(sw, i);
+        return;
+    }
+    if (w->pub[0] && strcmp(h->pubkey, w->pub)) {
+        snprintf(why, sizeof why, "presented key %.12s..., the config says %.12s...",
+                 h->pubkey, w->pub);
+        snprintf(w->why, sizeof w->why, "%s", why); /* a copy: w and h share *sw */
+        s_join_failed(sw, i);
+        return;
+    }
+    snprintf(w->data_ep, sizeof w->data_ep, "%s", h->data_ep);
+    memset(a, 0, sizeof *a);
+    snprintf(a->model_path, sizeof a->model_path, "%s", sw->model);
+    a->model_size = sw->g->file_size;
+    a->n_layers = sw->n_layers;
+    a->dim = sw->dim;
+    a->first = w->first;
+    a->last = w->last;
+    for (uint32_t l = a->first; l < a->last; l++)
+        a->checksums[l - a->first] = sw->sums[l];
+    a->header_bytes = sw->g->data_offset; /* a fetch starts with the header, then its layers */
+    a->threads = (uint32_t)(sw->o.threads > 0 ? sw->o.threads : 1);
+    a->cap_bytes = sw->o.cap_bytes;
+    a->n_ctx = sw->n_ctx;
+    a->sessions = sw->o.sessions;
+    a->max_batch = sw->max_batch;
+    if (proto_encode_assign(sw->b, a) == 0)
+        s_send(sw, w->ctl);
+    w->state = LW_JOIN_LOAD;
+}
+
+/* Weight distribution: bytes of the model file for a worker that has no copy, while its
+ * assignment loads. Any range inside the file (its header, then its layers' tensors, as
+ * dist/fetch.c asks), bounded and checked; a chunk carries its hash. */
+static void s_on_fetch(llm_swarm *sw, uint32_t i, const msg_fetch *f)
+{
+    ls_worker *w = &sw->w[i];
+    uint64_t size = sw->g->file_size;
+    if (w->state != LW_JOIN_LOAD || f->off > size || f->len > size - f->off ||
+        f->len > PROTO_MAX_CHUNK) {
+        log_warn("%s asked for bytes [%llu, +%u) %s: ignored", w->id,
+                 (unsigned long long)f->off, f->len,
+                 w->state != LW_JOIN_LOAD ? "while not loading" : "outside the model");
+        return;
+    }
+    ssize_t n = pread(sw->fd, sw->chunk, f->len, (off_t)f->off);
+    if (n != (ssize_t)f->len) {
+        log_error("cannot read %s for %s: %s", sw->model, w->id,
+                  n < 0 ? strerror(errno) : "short read");
+        return;
+    }
+    msg_chunk ch = { .off = f->off, .seq = f->seq, .hash = XXH3_64bits(sw->chunk, f->len),
+                     .len = f->len, .data = sw->chunk };
+    if (proto_encode_chunk(sw->b, &ch) == 0) /* the worker counts what it got (fetched_bytes) */
+        s_send(sw, w->ctl);
+}
+
+/* One control message from worker i (already known not to be over a cut link). 1 when it
+ * says the worker cannot serve (an error from a LIVE worker): how is filled. */
+static int s_on_ctl(llm_swarm *sw, uint32_t i, size_t n, char *how, size_t howlen)
+{
+    ls_worker *w = &sw->w[i];
+    char why[256];
+    int linger = 0;
+    memset(sw->m, 0, sizeof *sw->m);
+    if (proto_decode_n(sw->frame, n, 0, 1, sw->m, why, sizeof why)) {
+        log_warn("%s: bad control message (%zu bytes): %s", w->id, n, why);
+        return 0;
+    }
+    sw->wire += n;
+    w->unanswered_ns = 0; /* it spoke */
+    switch (sw->m->type) {
+    case MSG_HEARTBEAT:
+        w->echo_seq = sw->m->u.hb.seq;
+        break;
+    case MSG_HELLO:
+        if (w->state == LW_JOIN_HELLO)
+            s_on_hello(sw, i, &sw->m->u.hello);
+        break;
+    case MSG_READY:
+        if (w->state != LW_JOIN_LOAD)
+            break;
+        w->ready = sw->m->u.ready;
+        w->push = zmq_socket(sw->zctx, ZMQ_PUSH);
+        zmq_setsockopt(w->push, ZMQ_LINGER, &linger, sizeof linger);
+        if (w->pub[0] && sec_client(w->push, sw->o.key_pub, sw->o.key_secret, w->pub)) {
+            snprintf(w->why, sizeof w->why, "cannot enable CURVE on its data link: %s",
+                     zmq_strerror(errno));
+            s_join_failed(sw, i);
+            break;
+        }
+        if (zmq_connect(w->push, w->data_ep)) {
+            char ep[PROTO_MAX_STR]; /* a copy: w->why and w->data_ep share *sw */
+            snprintf(ep, sizeof ep, "%s", w->data_ep);
+            snprintf(w->why, sizeof w->why, "cannot connect to its data endpoint %s: %s", ep,
+                     zmq_strerror(errno));
+            s_join_failed(sw, i);
+            break;
+        }
+        w->state = LW_READY;
+        break;
+    case MSG_FETCH:
+        s_on_fetch(sw, i, &sw->m->u.fetch);
+        break;
+    case MSG_ERROR:
+        if (w->state == LW_LIVE) {
+            snprintf(how, howlen, "said: %s", sw->m->u.error.text);
+            return 1;
+        }
+        if (sw->m->u.error.code == PERR_STATE) /* it released us: a cut longer than its
+                                                * silence bound (WORKER_COORD_TIMEOUT_MS) */
+            snprintf(w->why, sizeof w->why, "it no longer knows this coordinator (silent too "
+                     "long for it: a cut or a freeze): %s", sw->m->u.error.text);
+        else
+            snprintf(w->why, sizeof w->why, "refused layers [%u, %u): %s", w->first, w->last,
+                     sw->m->u.error.text);
+        s_join_failed(sw, i);
+        break;
+    default:
+        break;
+    }
+    return 0;
+}
+
+static void s_exit_how(int st, char *how, size_t howlen)
+{
+    if (WIFSIGNALED(st))
+        snprintf(how, howlen, "killed by signal %d", WTERMSIG(st));
+    else
+        snprintf(how, howlen, "exited with status %d", WEXITSTATUS(st));
+}
+
+int lp_poll(llm_swarm *sw, char *how, size_t howlen)
+{
+    uint64_t now = util_now_ns(), window = (uint64_t)LS_LIVENESS * LS_HB_MS * 1000000ull;
+    int hb_due = now - sw->last_hb_ns >= LS_HB_MS * 1000000ull;
+    if (hb_due)
+        sw->last_hb_ns = now;
+    for (uint32_t i = 0; i < sw->n; i++) {
+        ls_worker *w = &sw->w[i];
+        if (w->cont_at_ns && now >= w->cont_at_ns) {
+            if (w->pid > 0)
+                kill(w->pid, SIGCONT);
+            w->cont_at_ns = 0;
+        }
+        if (w->cut_until_ns && now >= w->cut_until_ns)
+            w->cut_until_ns = 0;
+        int n;
+        while (w->ctl && (n = zmq_recv(w->ctl, sw->frame, sw->frame_cap, ZMQ_DONTWAIT)) >= 0) {
+            if (w->cut_until_ns || (size_t)n > sw->frame_cap)
+                continue; /* nothing is heard over a cut link */
+            if (s_on_ctl(sw, i, (size_t)n, how, howlen))
+                return (int)i;
+        }
+        int drop;
+        if (w->remote && w->state != LW_LIVE && w->state != LW_LOST && (drop = s_dropped(w))) {
+            char ep[sizeof w->ctl_ep]; /* a copy: w->why and w->ctl_ep share *sw */
+            snprintf(ep, sizeof ep, "%s", w->ctl_ep);
+            if (drop == 2)
+                snprintf(w->why, sizeof w->why, "%s refused the CURVE handshake (it does not "
+                         "accept our key, or its key is not the config's)", ep);
+            else
+                snprintf(w->why, sizeof w->why, "its connection dropped while it %s",
+                         w->state == LW_JOIN_LOAD ? "loaded" : "joined");
+            s_join_failed(sw, i);
+            continue;
+        }
+        int st;
+        if (w->pid > 0 && waitpid(w->pid, &st, WNOHANG) == w->pid) {
+            w->pid = 0;
+            if (w->state == LW_LIVE) {
+                s_exit_how(st, how, howlen);
+                return (int)i;
+            }
+            s_exit_how(st, w->why, sizeof w->why);
+            s_join_failed(sw, i);
+            continue;
+        }
+        if (hb_due && s_attached(w) && w->state != LW_JOIN_HELLO) {
+            msg_heartbeat hb = { .seq = ++sw->hb_seq, .sent_ns = now };
+            if (!w->cut_until_ns && proto_encode_heartbeat(sw->b, &hb) == 0)
+                s_send(sw, w->ctl);
+            if (!w->unanswered_ns)
+                w->unanswered_ns = now;
+        }
+        if (w->state == LW_LIVE && w->unanswered_ns && now - w->unanswered_ns > window) {
+            snprintf(how, howlen, "heartbeats stopped (%.0f ms unanswered)",
+                     (double)(now - w->unanswered_ns) / 1e6);
+            return (int)i;
+        }
+    }
+    return -1;
+}
+
+/* ms to wait at most: LS_POLL_MS, or less when a held result is due sooner. */
+static long s_wait_ms(const llm_swarm *sw)
+{
+    uint64_t next = sw->rq ? netem_queue_next(sw->rq) : 0, now = util_now_ns();
+    if (!next)
+        return LS_POLL_MS;
+    return next <= now ? 0 : (long)((next - now) / 1000000 < LS_POLL_MS
+                                        ? (next - now + 999999) / 1000000 : LS_POLL_MS);
+}
+
+/* Wait up to LS_POLL_MS for anything on the control sockets or the result socket. */
+static void s_wait(llm_swarm *sw, int with_pull)
+{
+    zmq_pollitem_t it[LS_MAX_W + 1];
+    int k = 0;
+    for (uint32_t i = 0; i < sw->n; i++)
+        if (sw->w[i].ctl)
+            it[k++] = (zmq_pollitem_t){ sw->w[i].ctl, 0, ZMQ_POLLIN, 0 };
+    if (with_pull)
+        it[k++] = (zmq_pollitem_t){ sw->pull, 0, ZMQ_POLLIN, 0 };
+    zmq_poll(it, k, with_pull ? s_wait_ms(sw) : LS_POLL_MS);
+}
+
+void lp_wait_results(llm_swarm *sw)
+{
+    zmq_pollitem_t it = { sw->pull, 0, ZMQ_POLLIN, 0 };
+    zmq_poll(&it, 1, s_wait_ms(sw));
+}
+
+int lp_join_all(llm_swarm *sw, char *err, size_t errlen)
+{
+    char how[256];
+    uint64_t t0 = util_now_ns();
+    for (uint32_t i = 0; i < sw->n; i++)
+        if (lp_spawn(sw, i, err, errlen))
+            return -1;
+    for (;;) {
+        int l = lp_poll(sw, how, sizeof how), all = 1;
+        if (l >= 0) {
+            snprintf(err, errlen, "%s: %s", sw->w[l].id, how);
+            return -1;
+        }
+        if (arm_stop) {
+            snprintf(err, errlen, "interrupted while the workers joined");
+            return -1;
+        }
+        for (uint32_t i = 0; i < sw->n; i++) {
+            if (sw->w[i].state == LW_LOST) {
+                snprintf(err, errlen, "%s: %s", sw->w[i].id, sw->w[i].why);
+                return -1;
+            }
+            if (sw->w[i].remote && sw->w[i].state == LW_JOIN_HELLO &&
+                util_now_ns() - t0 > LS_HELLO_MS * 1000000ull) {
+                snprintf(err, errlen, "%s at %s: no answer to hello in %d s (is its worker "
+                         "running there?)", sw->w[i].id, sw->w[i].ctl_ep, LS_HELLO_MS / 1000);
+                return -1;
+            }
+            all &= sw->w[i].state == LW_READY;
+        }
+        if (all)
+            break;
+        s_wait(sw, 0);
+    }
+    for (uint32_t i = 0; i < sw->n; i++)
+        sw->w[i].state = LW_LIVE;
+    return 0;
+}
+
+/* Where worker i's output goes for a pass through units 0..stop: the next worker, or -1 the
+ * coordinator. */
+static int s_next(const llm_swarm *sw, uint32_t i, int stop)
+{
+    return (int)i < stop && i + 1 < sw->n && sw->w[i + 1].state == LW_LIVE ? (int)i + 1 : -1;
+}
+
+int lp_route(llm_swarm *sw, int stop, int *lost, char *how, size_t howlen, char *err,
+             size_t errlen)
+{
+    int same = 1;
+    for (uint32_t i = 0; i < sw->n; i++)
+        if (sw->w[i].state == LW_LIVE && sw->w[i].routed_next != s_next(sw, i, stop))
+            same = 0;
+    if (same) { /* the routes in force already end where these would */
+        sw->route_stop = stop;
+        return LP_OK;
+    }
+    sw->epoch++;
+    for (uint32_t i = 0; i < sw->n; i++) {
+        ls_worker *w = &sw->w[i];
+        if (w->state != LW_LIVE)
+            continue;
+        int on = s_next(sw, i, stop) >= 0;
+        w->routed_next = s_next(sw, i, stop);
+        msg_route r = { .epoch = sw->epoch, .hop = i, .last = !on };
+        if (sw->shaper) /* the worker holds each act for its incoming link */
+            arm_link_of(&sw->o.profile, sw->o.seed * 131 + i * 7 + sw->epoch, &r.link);
+        snprintf(r.next_ep, sizeof r.next_ep, "%s", on ? sw->w[i + 1].data_ep : sw->pull_ep);
+        /* CURVE: the key of whoever it sends to; its data socket takes the previous live
+         * worker's key beside ours (acts after a unit run here come from us) */
+        snprintf(r.next_key, sizeof r.next_key, "%s", on ? sw->w[i + 1].pub : sw->o.key_pub);
+        snprintf(r.prev_key, sizeof r.prev_key, "%s",
+                 i > 0 && sw->w[i - 1].state == LW_LIVE ? sw->w[i - 1].pub : sw->o.key_pub);
+        msg_heartbeat hb = { .seq = ++sw->hb_seq, .sent_ns = util_now_ns() };
+        if (proto_encode_route(sw->b, &r)) {
+            snprintf(err, errlen, "%s: cannot encode its route", w->id);
+            return -1;
+        }
+        s_send(sw, w->ctl);
+        if (proto_encode_heartbeat(sw->b, &hb) == 0)
+            s_send(sw, w->ctl);
+        w->route_seq = hb.seq;
+        if (!w->unanswered_ns)
+            w->unanswered_ns = hb.sent_ns;
+    }
+    /* the echo of the heartbeat sent after a route says the route is in force */
+    for (;;) {
+        int l = lp_poll(sw, how, howlen);
+        if (l >= 0) {
+            *lost = l;
+            sw->route_stop = -1;
+            for (uint32_t i = 0; i < sw->n; i++)
+                sw->w[i].routed_next = -2; /* not known to be in force */
+            return LP_LOST;
+        }
+        int all = 1;
+        for (uint32_t i = 0; i < sw->n; i++)
+            if (sw->w[i].state == LW_LIVE && sw->w[i].echo_seq < sw->w[i].route_seq)
+                all = 0;
+        if (all)
+            break;
+        s_wait(sw, 0);
+    }
+    sw->route_stop = stop;
+    return LP_OK;
+}
+
+static void s_fire(llm_swarm *sw, uint32_t pos0, uint32_t n)
+{
+    uint64_t now = util_now_ns();
+    for (uint32_t k = 0; k < sw->o.n_faults; k++) {
+        ls_fault *f = &sw->faults[k];
+        if (f->fired || f->f.pos < pos0 || f->f.pos >= pos0 + n)
+            continue;
+        f->fired = 1;
+        ls_worker *w = &sw->w[f->f.worker];
+        if (w->state != LW_LIVE || !s_attached(w)) {
+            log_warn("%s: fault at position %u not injected: its layers already run here",
+                     w->id, f->f.pos);
+            continue;
+        }
+        w->fault_ns = now;
+        uint64_t dur = (uint64_t)(f->f.seconds * 1e9);
+        switch (f->f.kind) {
+        case LLM_FAULT_KILL:
+            log_info("%s: killing it (position %u)", w->id, f->f.pos);
+            kill(w->pid, SIGKILL);
+            break;
+        case LLM_FAULT_STOP:
+            log_info("%s: stopping it for %.2f s (position %u)", w->id, f->f.seconds, f->f.pos);
+            kill(w->pid, SIGSTOP);
+            w->cont_at_ns = now + dur;
+            break;
+        case LLM_FAULT_CUT:
+            log_info("%s: cutting its control link for %.2f s (position %u)", w->id,
+                     f->f.seconds, f->f.pos);
+            w->cut_until_ns = now + dur;
+            if (!w->unanswered_ns)
+                w->unanswered_ns = now;
+            break;
+        }
+    }
+}
+
+static void s_unlink(llm_swarm *sw, ls_pass *p)
+{
+    for (ls_pass **pp = &sw->inflight; *pp; pp = &(*pp)->next)
+        if (*pp == p) {
+            *pp = p->next;
+            sw->n_inflight--;
+            return;
+        }
+}
+
+/* Run p's units from p->unit: local ones here, up to the next remote chain, which is sent.
+ * LP_OK (sent or done), LP_LOST (a route could not be set), -1 (p failed). */
+static int s_advance(llm_swarm *sw, ls_pass *p, int *lost, char *how, size_t howlen)
+{
+    while (p->unit <= p->stop) {
+        ls_worker *w = &sw->w[p->unit];
+        if (w->state != LW_LIVE) {
+            if (slice_step(w->fb, p->session, p->pos0, p->n, p->x, p->err, sizeof p->err))
+                goto fail;
+            p->unit++;
+            continue;
+        }
+        /* Routes change only with nothing else in flight: every main pass has the same stop,
+         * and replays (other stops) run only while settling. */
+        if (sw->route_stop != p->stop) {
+            int rc = lp_route(sw, p->stop, lost, how, howlen, p->err, sizeof p->err);
+            if (rc == LP_LOST) {
+                s_unlink(sw, p);
+                return LP_LOST;
+            }
+            if (rc)
+                goto fail;
+        }
+        int k = p->unit;
+        while (k < p->stop && (uint32_t)k + 1 < sw->n && sw->w[k + 1].state == LW_LIVE)
+            k++;
+        msg_act a = { .req = ++sw->req, .step = sw->req, .epoch = sw->epoch,
+                      .hop = (uint32_t)p->unit, .session = p->session, .pos = p->pos0,
+                      .n_pos = p->n, .dim = sw->dim, .x = p->x };
+        if (proto_encode_act(sw->b, MSG_ACT, &a)) {
+            snprintf(p->err, sizeof p->err, "session %llu: cannot encode %u positions",
+                     (unsigned long long)p->session, p->n);
+            goto fail;
+        }
+        /* A fault for these positions lands before the act leaves, so it meets the act
+         * wherever the scheduler runs the workers: sent first, on one shared core the act
+         * could pass through the whole chain before the kill was issued. */
+        if (!p->replay)
+            s_fire(sw, p->pos0, p->n);
+        if (!w->cut_until_ns) /* over a cut link the act is lost; the wait finds the cut */
+            s_send(sw, w->push);
+        p->req = a.req;
+        p->unit = k + 1;
+        return LP_OK;
+    }
+    p->state = LP_DONE;
+    /* at once, not when its owner wakes: a rebuild that runs first must replay these too */
+    if (p->cached)
+        *p->cached = p->pos0 + p->n;
+    s_unlink(sw, p);
+    return LP_OK;
+fail:
+    p->state = LP_FAIL;
+    s_unlink(sw, p);
+    return -1;
+}
+
+int lp_start(llm_swarm *sw, ls_pass *p, int *lost, char *how, size_t howlen)
+{
+    p->state = LP_RUN;
+    p->unit = 0;
+    p->req = 0;
+    p->err[0] = 0;
+    p->next = sw->inflight;
+    sw->inflight = p;
+    sw->n_inflight++;
+    return s_advance(sw, p, lost, how, howlen);
+}
+
+/* One result frame: into its pass, which moves on. A worker found lost on the way: its
+ * index; else -1. */
+static int s_on_result(llm_swarm *sw, const void *frame, size_t got, char *how, size_t howlen)
+{
+    char why[256];
+    memset(sw->m, 0, sizeof *sw->m);
+    sw->m->u.act.x = sw->ax; /* not a pass's x: a stale result must not touch it */
+    if (got > sw->frame_cap ||
+        proto_decode_n(frame, got, sw->dim, sw->max_batch, sw->m, why, sizeof why)) {
+        log_warn("bad message on the result socket (%zu bytes): %s", got,
+                 got > sw->frame_cap ? "too long" : why);
+        return -1;
+    }
+    sw->wire += got;
+    msg_act *a = &sw->m->u.act;
+    if (a->hop >= 1 && a->hop <= sw->n && sw->w[a->hop - 1].cut_until_ns)
+        return -1; /* from a worker whose link is cut: lost on the way */
+    ls_pass *p = sw->inflight;
+    while (p && !(p->req && p->req == a->req))
+        p = p->next;
+    if (sw->m->type != MSG_RESULT || a->epoch != sw->epoch || !p) {
+        sw->stale_results++; /* an old epoch's, replayed since */
+        return -1;
+    }
+    sw->acts++;
+    p->req = 0;
+    for (uint32_t k = 0; k < a->n_trace && k < PROTO_MAX_TRACE; k++) {
+        const msg_trace *t = &a->trace[k];
+        if (t->stage >= sw->n)
+            continue;
+        ls_worker *tw = &sw->w[t->stage];
+        tw->tr_acts++;
+        tw->tr_wait_ns += t->wait_ns;
+        tw->tr_compute_ns += t->compute_ns;
+        tw->tr_io_ns += t->deser_ns + t->ser_ns + t->send_ns;
+    }
+    if (a->n_pos != p->n) {
+        snprintf(p->err, sizeof p->err, "the result of request %llu carries %u positions, %u "
+                 "were sent", (unsigned long long)a->req, a->n_pos, p->n);
+        p->state = LP_FAIL;
+        s_unlink(sw, p);
+        return -1;
+    }
+    memcpy(p->x, sw->ax, (size_t)p->n * sw->dim * sizeof(float));
+    int lost;
+    if (s_advance(sw, p, &lost, how, howlen) == LP_LOST) {
+        p->state = LP_RERUN;
+        return lost;
+    }
+    return -1;
+}
+
+int lp_collect(llm_swarm *sw, char *how, size_t howlen)
+{
+    zmq_msg_t m;
+    uint64_t arrival;
+    int lost = -1;
+    zmq_msg_init(&m);
+    while (lost < 0 && zmq_msg_recv(&m, sw->pull, ZMQ_DONTWAIT) >= 0) {
+        if (sw->shaper) { /* the link into the coordinator holds it until its release */
+            uint64_t now = util_now_ns();
+            if (netem_queue_push(sw->rq, &m, netem_release_at(sw->shaper, now,
+                                                              zmq_msg_size(&m)), now))
+                log_warn("result link queue full: a result dropped");
+            continue;
+        }
+        lost = s_on_result(sw, zmq_msg_data(&m), zmq_msg_size(&m), how, howlen);
+    }
+    while (lost < 0 && sw->rq && netem_queue_pop_due(sw->rq, util_now_ns(), &m, &arrival))
+        lost = s_on_result(sw, zmq_msg_data(&m), zmq_msg_size(&m), how, howlen);
+    zmq_msg_close(&m);
+    return lost;
+}
+
+void lp_abort_all(llm_swarm *sw, int state, const char *why)
+{
+    for (ls_pass *p = sw->inflight; p; p = p->next) {
+        p->state = state;
+        if (why)
+            snprintf(p->err, sizeof p->err, "%s", why);
+    }
+    sw->inflight = NULL;
+    sw->n_inflight = 0;
+}
+
+int lp_run(llm_swarm *sw, uint64_t session, float *x, uint32_t n, uint32_t pos0, int stop,
+           int replay, int *lost, char *how, size_t howlen, char *err, size_t errlen)
+{
+    ls_pass p = { .session = session, .x = x, .n = n, .pos0 = pos0, .stop = stop,
+                  .replay = replay };
+    int rc = lp_start(sw, &p, lost, how, howlen);
+    while (rc == LP_OK && p.state == LP_RUN) {
+        int l = lp_collect(sw, how, howlen);
+        if (l < 0 && p.state == LP_RUN)
+            l = lp_poll(sw, how, howlen);
+        if (l >= 0) {
+            lp_abort_all(sw, LP_RERUN, NULL);
+            *lost = l;
+            return LP_LOST;
+        }
+        if (p.state == LP_RUN)
+            s_wait(sw, 1);
+    }
+    if (rc == LP_LOST)
+        return LP_LOST;
+    if (p.state == LP_FAIL) {
+        snprintf(err, errlen, "%s", p.err);
+        return -1;
+    }
+    return LP_OK;
+}
+
+void lp_session_end(llm_swarm *sw, uint64_t session)
+{
+    msg_session_end e = { .session = session, .epoch = sw->epoch };
+    for (uint32_t i = 0; i < sw->n; i++)
+        if (sw->w[i].state == LW_LIVE && proto_encode_session_end(sw->b, &e) == 0)
+            s_send(sw, sw->w[i].ctl);
+}
+
+void lp_close_all(llm_swarm *sw)
+{
+    /* a bye not delivered within the workers' silence bound is moot: by then a worker has
+     * released itself and (--once) exited; an unbounded linger would wait on a dead one */
+    int linger = LS_SILENT_MS;
+    for (uint32_t i = 0; i < sw->n; i++) {
+        ls_worker *w = &sw->w[i];
+        msg_bye bye = { .reason = "done" };
+        if (w->pid > 0 && w->cont_at_ns)
+            kill(w->pid, SIGCONT); /* a stopped worker hears its bye */
+        if (s_attached(w) && w->state != LW_JOIN_HELLO && proto_encode_bye(sw->b, &bye) == 0) {
+            zmq_setsockopt(w->ctl, ZMQ_LINGER, &linger, sizeof linger);
+            zmq_send(w->ctl, proto_buf_data(sw->b), proto_buf_len(sw->b), ZMQ_DONTWAIT);
+        }
+    }
+    for (uint32_t i = 0; i < sw->n; i++) {
+        ls_worker *w = &sw->w[i];
+        int heard = w->ctl != NULL;
+        s_close(w);
+        /* a worker told bye exits (--once); one that did not hear it is stopped */
+        if (w->pid > 0 && !heard)
+            kill(w->pid, SIGTERM);
+        if (w->pid > 0)
+            waitpid(w->pid, NULL, 0);
+        w->pid = 0;
+    }
+}

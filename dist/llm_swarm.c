@@ -1,0 +1,738 @@
+/* llm_swarm.c — a real model's layers in spawned worker processes, behind the llm runner's
+ * resident-arm hook: the sessions' tokens, and what happens when a worker is lost (its
+ * layers here, the caches rebuilt, a respawned worker re-prefilled). The processes, the wire
+ * and the pass through the route are llm_pipe.c's. dist/
+ *
+ * One pass at a time: an act of n positions goes through the units in order and the call
+ * returns with the last layer's output. The workers drop a coordinator that is silent on the
+ * control plane for 3 s (LS_SILENT_MS); heartbeats go out while anything is awaited, so
+ * between passes the caller must not pause longer than that (generate frees the swarm before
+ * its parity run).
+ */
+#include "dist/llm_swarm.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#include "arch/sums.h"
+#include "base/log.h"
+#include "base/sec.h"
+#include "base/util.h"
+#include "dist/llm_swarm_int.h"
+#include "quant/quant.h"
+
+static double s_ms_since(uint64_t t0)
+{
+    return (double)(util_now_ns() - t0) / 1e6;
+}
+
+/* Positions p0..p0+n-1 of a session's tokens as layer-0 input (the embedding rows, read from
+ * the file: a replay is rare, and the coordinator's runner maps them only where it reads). */
+static int s_embed(llm_swarm *sw, const int32_t *tok, uint32_t n, float *x, char *err,
+                   size_t errlen)
+{
+    const arch_tensor *t = &sw->am.tok_embd;
+    uint8_t *row = malloc(t->row_bytes);
+    char why[160];
+    if (!row) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    for (uint32_t p = 0; p < n; p++) {
+        uint64_t off = t->off + (uint64_t)tok[p] * t->row_bytes;
+        if (pread(sw->fd, row, t->row_bytes, (off_t)off) != (ssize_t)t->row_bytes ||
+            quant_dequantize_row((quant_type)t->type, row, x + (size_t)p * sw->dim, sw->dim, why,
+                                 sizeof why)) {
+            util_errf(err, errlen, sw->model, "token_embd row %d: cannot read it", tok[p]);
+            free(row);
+            return -1;
+        }
+    }
+    free(row);
+    return 0;
+}
+
+/* Every live session's cached positions through units 0..stop, in passes of max_batch. */
+static int s_replay(llm_swarm *sw, int stop, uint32_t *sessions, uint64_t *tokens, int *lost,
+                    char *how, size_t howlen, char *err, size_t errlen)
+{
+    *sessions = 0;
+    *tokens = 0;
+    for (uint32_t k = 0; k < sw->o.sessions; k++) {
+        ls_session *s = &sw->ss[k];
+        if (!s->id || !s->cached)
+            continue;
+        for (uint32_t p = 0; p < s->cached; p += sw->max_batch) {
+            uint32_t nb = s->cached - p < sw->max_batch ? s->cached - p : sw->max_batch;
+            if (s_embed(sw, s->tok + p, nb, sw->rx, err, errlen))
+                return -1;
+            int rc = lp_run(sw, s->id, sw->rx, nb, p, stop, 1, lost, how, howlen, err, errlen);
+            if (rc)
+                return rc;
+            *tokens += nb;
+        }
+        (*sessions)++;
+    }
+    return LP_OK;
+}
+
+static int s_any_cached(const llm_swarm *sw)
+{
+    for (uint32_t k = 0; k < sw->o.sessions; k++)
+        if (sw->ss[k].id && sw->ss[k].cached)
+            return 1;
+    return 0;
+}
+
+/* Worker i is lost: fence it, run its layers here under its cap, record the failover, and
+ * with respawn start a fresh process for them. */
+static int s_lose(llm_swarm *sw, uint32_t i, const char *how, uint32_t at_pos, char *err,
+                  size_t errlen)
+{
+    ls_worker *w = &sw->w[i];
+    uint64_t now = util_now_ns();
+    double det = w->fault_ns ? (double)(now - w->fault_ns) / 1e6 : -1;
+    char why[768];
+    w->fault_ns = 0;
+    w->since_ns = now;
+    snprintf(w->last_how, sizeof w->last_how, "%s", how);
+    lp_fence(sw, i);
+    sw->route_stop = -1;
+    char at[32] = "between passes";
+    if (at_pos != LLM_NO_POS)
+        snprintf(at, sizeof at, "at position %u", at_pos);
+    log_warn("%s: lost (%s) %s; its layers [%u, %u) run here", w->id, how, at, w->first,
+             w->last);
+    if (sw->n_fo < sizeof sw->fo / sizeof sw->fo[0]) {
+        llm_failover *f = &sw->fo[sw->n_fo];
+        memset(f, 0, sizeof *f);
+        memcpy(f->worker, w->id, sizeof f->worker); /* both char[8] */
+        snprintf(f->how, sizeof f->how, "%s", how);
+        f->at_pos = at_pos;
+        f->detection_ms = det;
+        f->rejoin_ms = -1;
+        f->lost_ns = now;
+        w->fo = (int)sw->n_fo++;
+    } else {
+        w->fo = -1;
+    }
+    if (!w->fb) { /* a worker lost while re-prefilled still has its copy here, current */
+        slice_opts so = { .path = sw->model, .first = w->first, .last = w->last,
+                          .n_ctx = sw->n_ctx, .sessions = sw->o.sessions,
+                          .max_batch = sw->max_batch, .cap_bytes = w->cap_bytes,
+                          .threads = sw->o.threads, .expect_sums = sw->sums + w->first };
+        if (!(w->fb = slice_new(&so, why, sizeof why))) {
+            snprintf(err, errlen, "%s lost (%s) and its layers [%u, %u) cannot run here: %s",
+                     w->id, how, w->first, w->last, why);
+            return -1;
+        }
+        w->stale = s_any_cached(sw);
+    }
+    w->state = LW_LOST;
+    /* a worker that keeps dying is not respawned for ever: one record per attempt */
+    w->respawn_due = sw->o.respawn && w->fo >= 0;
+    w->retry_ns = 0;
+    return 0;
+}
+
+/* Rebuild stale copies (lowest unit first) and re-prefill ready rejoiners, handling losses
+ * on the way, until every unit's caches hold every live session. */
+static int s_settle(llm_swarm *sw, uint32_t at_pos, char *err, size_t errlen)
+{
+    char how[256];
+    for (;;) {
+        int lost = lp_poll(sw, how, sizeof how);
+        if (lost >= 0) {
+            if (s_lose(sw, (uint32_t)lost, how, at_pos, err, errlen))
+                return -1;
+            continue;
+        }
+        int u = -1, rejoin = 0;
+        for (uint32_t i = 0; i < sw->n && u < 0; i++)
+            if (sw->w[i].state != LW_LIVE && sw->w[i].stale)
+                u = (int)i;
+        for (uint32_t i = 0; i < sw->n && u < 0; i++)
+            if (sw->w[i].state == LW_READY)
+                u = (int)i, rejoin = 1;
+        if (u < 0) {
+            /* respawns last: the caches here come first (a spawn is a fork + exec) */
+            for (uint32_t i = 0; i < sw->n; i++)
+                if (sw->w[i].respawn_due && util_now_ns() >= sw->w[i].retry_ns) {
+                    sw->w[i].respawn_due = 0;
+                    if (lp_spawn(sw, i, how, sizeof how))
+                        log_warn("%s: respawn failed: %s", sw->w[i].id, how);
+                }
+            return 0;
+        }
+        ls_worker *w = &sw->w[u];
+        uint64_t t0 = util_now_ns();
+        uint32_t ns;
+        uint64_t nt;
+        if (rejoin) { /* its process takes the route for the replay; its copy stays till done */
+            w->state = LW_LIVE;
+            sw->route_stop = -1;
+        }
+        int rc = s_replay(sw, u, &ns, &nt, &lost, how, sizeof how, err, errlen);
+        if (rc < 0)
+            return -1;
+        if (rc == LP_LOST) {
+            if (rejoin && lost != u) {
+                w->state = LW_READY; /* not whole yet: replayed again once the loss is handled */
+                sw->route_stop = -1;
+            }
+            if (s_lose(sw, (uint32_t)lost, how, at_pos, err, errlen))
+                return -1;
+            continue;
+        }
+        llm_failover *f = w->fo >= 0 ? &sw->fo[w->fo] : NULL;
+        if (!rejoin) {
+            w->stale = 0;
+            if (f) {
+                f->sessions_replayed = ns;
+                f->tokens_replayed = nt;
+                f->rebuild_ms = (double)(util_now_ns() - f->lost_ns) / 1e6;
+            }
+            log_info("%s: caches rebuilt here: %u sessions, %llu positions in %.1f ms", w->id,
+                     ns, (unsigned long long)nt, s_ms_since(t0));
+            continue;
+        }
+        slice_free(&w->fb);
+        w->since_ns = util_now_ns();
+        if (f) {
+            f->reprefill_tokens = nt;
+            f->reprefill_ms = s_ms_since(t0);
+            f->rejoin_ms = (double)(util_now_ns() - f->lost_ns) / 1e6;
+        }
+        w->fo = -1;
+        log_info("%s: rejoined: %u sessions re-prefilled (%llu positions) in %.1f ms", w->id, ns,
+                 (unsigned long long)nt, s_ms_since(t0));
+    }
+}
+
+static ls_session *s_session(llm_swarm *sw, uint64_t id)
+{
+    ls_session *free_slot = NULL;
+    for (uint32_t k = 0; k < sw->o.sessions; k++) {
+        if (sw->ss[k].id == id)
+            return &sw->ss[k];
+        if (!sw->ss[k].id && !free_slot)
+            free_slot = &sw->ss[k];
+    }
+    if (free_slot) {
+        free_slot->id = id;
+        free_slot->cached = 0;
+    }
+    return free_slot;
+}
+
+static int s_settle_due(const llm_swarm *sw)
+{
+    for (uint32_t i = 0; i < sw->n; i++)
+        if ((sw->w[i].state != LW_LIVE && sw->w[i].stale) || sw->w[i].state == LW_READY ||
+            (sw->w[i].respawn_due && util_now_ns() >= sw->w[i].retry_ns))
+            return 1;
+    return 0;
+}
+
+/* A failover or a rejoin, under mu with nothing in flight and no poller: a failure here
+ * fails every pass from now on (sw->fatal). */
+static void s_settle_locked(llm_swarm *sw, int lost, const char *how, uint32_t at_pos)
+{
+    char err[768];
+    if (sw->fatal[0])
+        return;
+    if ((lost >= 0 && sw->w[lost].state == LW_LIVE &&
+         s_lose(sw, (uint32_t)lost, how, at_pos, err, sizeof err)) ||
+        s_settle(sw, at_pos, err, sizeof err)) {
+        snprintf(sw->fatal, sizeof sw->fatal, "%s", err);
+        log_error("%s", err);
+    }
+}
+
+/* A failover now (lost >= 0) or a settle that is due (lost < 0), under mu with no poller:
+ * every pass in flight is marked to run again, whole, once the caches are rebuilt (the
+ * record names the lowest position in flight when the caller has none). settling is kept
+ * as it was: a settle already waiting for the pipeline to drain stays in force. */
+static void s_failover_now(llm_swarm *sw, int lost, const char *how, uint32_t at_pos)
+{
+    for (const ls_pass *p = sw->inflight; p; p = p->next)
+        if (p->pos0 < at_pos)
+            at_pos = p->pos0;
+    lp_abort_all(sw, LP_RERUN, NULL);
+    int was = sw->settling;
+    sw->settling = 1;
+    s_settle_locked(sw, lost, how, at_pos);
+    sw->settling = was;
+    pthread_cond_broadcast(&sw->cv);
+}
+
+/* Make progress for the passes in flight: be the poller (wait for results without mu, then
+ * move every pass on, look at the workers, handle a loss), or sleep until the poller is
+ * done. Under mu. */
+static void s_pump(llm_swarm *sw, uint32_t at_pos)
+{
+    char how[256];
+    if (sw->polling) {
+        pthread_cond_wait(&sw->cv, &sw->mu);
+        return;
+    }
+    sw->polling = 1;
+    pthread_mutex_unlock(&sw->mu);
+    lp_wait_results(sw);
+    pthread_mutex_lock(&sw->mu);
+    sw->polling = 0;
+    int lost = lp_collect(sw, how, sizeof how);
+    if (lost < 0)
+        lost = lp_poll(sw, how, sizeof how);
+    if (lost >= 0)
+        s_failover_now(sw, lost, how, at_pos);
+    pthread_cond_broadcast(&sw->cv);
+}
+
+/* Before a pass: no settle in progress; one due (a rejoiner ready, a copy stale) is done
+ * now, once what is in flight has drained. Under mu. */
+static void s_gate(llm_swarm *sw, uint32_t at_pos)
+{
+    while (sw->settling)
+        pthread_cond_wait(&sw->cv, &sw->mu);
+    if (!s_settle_due(sw))
+        return;
+    sw->settling = 1; /* no new pass starts while what is in flight drains */
+    while (sw->n_inflight || sw->polling)
+        s_pump(sw, at_pos);
+    s_settle_locked(sw, -1, NULL, at_pos);
+    sw->settling = 0;
+    pthread_cond_broadcast(&sw->cv);
+}
+
+static int s_layers_locked(llm_swarm *sw, uint64_t session, const int32_t *tokens, float *x,
+                           uint32_t n, uint32_t pos0, char *err, size_t errlen)
+{
+    char how[256];
+    ls_session *s = s_session(sw, session);
+    if (!s) {
+        snprintf(err, errlen, "session %llu: all %u planned sessions are live",
+                 (unsigned long long)session, sw->o.sessions);
+        return -1;
+    }
+    if (!n || n > sw->max_batch || (uint64_t)pos0 + n > sw->n_ctx || pos0 > s->cached) {
+        snprintf(err, errlen, "session %llu: %u positions from %u (batch <= %u, context %u, "
+                 "%u cached)", (unsigned long long)session, n, pos0, sw->max_batch, sw->n_ctx,
+                 s->cached);
+        return -1;
+    }
+    /* the positions before this pass are what a rebuild replays (a rewind drops the rest) */
+    memcpy(s->tok + pos0, tokens, n * sizeof *tokens);
+    s->cached = pos0;
+    size_t bytes = (size_t)n * sw->dim * sizeof(float);
+    memcpy(s->xin, x, bytes);
+    ls_pass p = { .session = session, .x = x, .n = n, .pos0 = pos0, .stop = (int)sw->n - 1,
+                  .cached = &s->cached };
+    for (;;) {
+        s_gate(sw, pos0);
+        if (sw->fatal[0]) {
+            snprintf(err, errlen, "%s", sw->fatal);
+            return -1;
+        }
+        int lost;
+        int rc = lp_start(sw, &p, &lost, how, sizeof how);
+        if (rc == LP_LOST) {
+            p.state = LP_RERUN;
+            while (sw->polling) /* the result socket is the poller's until it is back */
+                pthread_cond_wait(&sw->cv, &sw->mu);
+            s_failover_now(sw, lost, how, pos0);
+        }
+        while (p.state == LP_RUN)
+            s_pump(sw, pos0);
+        if (p.state == LP_DONE)
+            break;
+        if (p.state == LP_FAIL) {
+            snprintf(err, errlen, "%s", sw->fatal[0] ? sw->fatal : p.err);
+            return -1;
+        }
+        /* LP_RERUN: the units it had passed rewrite the same rows with the same bits */
+        memcpy(x, s->xin, bytes);
+    }
+    uint64_t now = util_now_ns();
+    for (uint32_t i = 0; i < sw->n; i++)
+        if (sw->w[i].fo >= 0 && sw->w[i].state != LW_LIVE) {
+            llm_failover *f = &sw->fo[sw->w[i].fo];
+            f->degraded_tokens += n;
+            f->degraded_ms = (double)(now - f->lost_ns) / 1e6 - f->rebuild_ms;
+        }
+    return 0;
+}
+
+static int s_layers(void *ctx, uint64_t session, const int32_t *tokens, float *x, uint32_t n,
+                    uint32_t pos0, char *err, size_t errlen)
+{
+    llm_swarm *sw = ctx;
+    pthread_mutex_lock(&sw->mu);
+    int rc = s_layers_locked(sw, session, tokens, x, n, pos0, err, errlen);
+    pthread_mutex_unlock(&sw->mu);
+    return rc;
+}
+
+static void s_end(void *ctx, uint64_t session)
+{
+    llm_swarm *sw = ctx;
+    pthread_mutex_lock(&sw->mu);
+    lp_session_end(sw, session);
+    for (uint32_t i = 0; i < sw->n; i++)
+        if (sw->w[i].fb)
+            slice_end(sw->w[i].fb, session);
+    for (uint32_t k = 0; k < sw->o.sessions; k++)
+        if (sw->ss[k].id == session)
+            sw->ss[k].id = sw->ss[k].cached = 0;
+    pthread_mutex_unlock(&sw->mu);
+}
+
+static void *s_monitor(void *arg)
+{
+    llm_swarm *sw = arg;
+    pthread_mutex_lock(&sw->mu);
+    while (!sw->quit) {
+        if (sw->settling) {
+            pthread_cond_wait(&sw->cv, &sw->mu);
+        } else if (!sw->n_inflight && !sw->polling && s_settle_due(sw)) {
+            s_failover_now(sw, -1, NULL, LLM_NO_POS);
+        } else {
+            s_pump(sw, LLM_NO_POS);
+        }
+    }
+    pthread_mutex_unlock(&sw->mu);
+    return NULL;
+}
+
+uint64_t llm_swarm_workers_rss(llm_swarm *sw)
+{
+    uint64_t sum = 0;
+    pthread_mutex_lock(&sw->mu);
+    for (uint32_t i = 0; i < sw->n; i++)
+        if (sw->w[i].pid > 0)
+            sum += util_vmhwm_bytes((int)sw->w[i].pid);
+        else if (sw->w[i].remote && sw->w[i].state == LW_LIVE)
+            sum += sw->w[i].ready.peak_rss_bytes; /* another host's: as it reported at load */
+    pthread_mutex_unlock(&sw->mu);
+    return sum;
+}
+
+uint32_t llm_swarm_status(llm_swarm *sw, llm_worker_status *out, uint32_t max,
+                          uint32_t *failovers)
+{
+    pthread_mutex_lock(&sw->mu);
+    uint64_t now = util_now_ns();
+    for (uint32_t i = 0; i < sw->n && i < max; i++) {
+        const ls_worker *w = &sw->w[i];
+        llm_worker_status *o = &out[i];
+        memcpy(o->id, w->id, sizeof o->id);
+        snprintf(o->endpoint, sizeof o->endpoint, "%s", w->remote ? w->ctl_ep : "");
+        o->fetched_bytes = w->ready.fetched_bytes;
+        o->resumed_bytes = w->ready.resumed_bytes;
+        o->fetch_ms = (double)w->ready.fetch_ns / 1e6;
+        o->load_ms = (double)w->ready.load_ns / 1e6;
+        o->acts = w->tr_acts;
+        o->wait_ms = (double)w->tr_wait_ns / 1e6;
+        o->compute_ms = (double)w->tr_compute_ns / 1e6;
+        o->io_ms = (double)w->tr_io_ns / 1e6;
+        o->first = w->first;
+        o->last = w->last;
+        o->live = w->state == LW_LIVE;
+        o->state = w->state == LW_LIVE   ? "serving"
+                   : w->state == LW_LOST ? "lost: its layers run in the coordinator"
+                   : w->remote && w->state == LW_JOIN_HELLO
+                       ? "lost: its layers run in the coordinator (asked to rejoin)"
+                       : "rejoining";
+        o->since_s = (double)(now - w->since_ns) / 1e9;
+        memcpy(o->last_how, w->last_how, sizeof o->last_how);
+    }
+    *failovers = sw->n_fo;
+    uint32_t n = sw->n;
+    pthread_mutex_unlock(&sw->mu);
+    return n;
+}
+
+int llm_swarm_fault_parse(llm_fault_kind kind, const char *s, llm_fault *f, char *err,
+                          size_t errlen)
+{
+    unsigned w, pos;
+    double sec = 0;
+    int used = 0;
+    memset(f, 0, sizeof *f);
+    int ok = kind == LLM_FAULT_KILL
+                 ? sscanf(s, "w%u@%u%n", &w, &pos, &used) == 2
+                 : sscanf(s, "w%u@%u:%lf%n", &w, &pos, &sec, &used) == 3 && sec > 0 && sec < 3600;
+    if (!ok || s[used] || w >= LS_MAX_W) {
+        snprintf(err, errlen, "'%s': want %s", s, kind == LLM_FAULT_KILL ? "wI@TOKEN"
+                                                  : "wI@TOKEN:SECONDS (0 < SECONDS < 3600)");
+        return -1;
+    }
+    *f = (llm_fault){ .kind = kind, .worker = w, .pos = pos, .seconds = sec };
+    return 0;
+}
+
+/* One session with one thread a worker runs one stage of the pipeline at a time: each hop
+ * hands the token to the next process and sleeps. Spread over the cores, every hop wakes a
+ * process on an idle core (on a VM, a halted vCPU the host must schedule again); on the core
+ * the coordinator is on, the next stage starts where the last one ended. So the coordinator's
+ * thread (and every thread and worker it starts from now: the ZeroMQ I/O threads, the
+ * monitor, the spawned and respawned workers inherit it) keeps to its current core. Measured
+ * on this 2-vCPU VM, TinyLlama-shaped F16, 128 tokens, alternating runs (2026-12-01): spread
+ * 5.12 tok/s, one core 5.30, the reference 5.46 (means of 4-5). Listed workers run elsewhere,
+ * and several sessions or threads want every core: then nothing is pinned. */
+static int s_colocate(const llm_swarm_opts *o, cpu_set_t *was)
+{
+    cpu_set_t one;
+    int cpu = sched_getcpu();
+    if (o->n_hosts || o->sessions > 1 || o->threads > 1 || cpu < 0 ||
+        sched_getaffinity(0, sizeof *was, was))
+        return -1;
+    CPU_ZERO(&one);
+    CPU_SET(cpu, &one);
+    if (sched_setaffinity(0, sizeof one, &one))
+        return -1;
+    log_info("one session, one thread: the coordinator and its workers share core %d", cpu);
+    return cpu;
+}
+
+llm_swarm *llm_swarm_new(const llm_swarm_opts *o, char *err, size_t errlen)
+{
+    llm_swarm *sw = calloc(1, sizeof *sw);
+    uint64_t caps[LS_MAX_W];
+    char why[1024], how[256];
+    size_t len;
+    if (sw)
+        sw->cpu = -1; /* nothing pinned yet: llm_swarm_free gives back nothing */
+    if (!sw || !(sw->plan = calloc(1, sizeof *sw->plan)) || !(sw->b = proto_buf_new()) ||
+        !(sw->m = calloc(1, sizeof *sw->m)) || !(sw->assign = calloc(1, sizeof *sw->assign))) {
+        snprintf(err, errlen, "out of memory");
+        goto err;
+    }
+    sw->fd = -1;
+    pthread_mutex_init(&sw->mu, NULL);
+    pthread_cond_init(&sw->cv, NULL);
+    sw->mu_init = 1;
+    sw->o = *o;
+    snprintf(sw->model, sizeof sw->model, "%s", o->model);
+    snprintf(sw->self, sizeof sw->self, "%s", o->self_exe);
+    sw->o.model = sw->model;
+    sw->o.self_exe = sw->self;
+    if (o->n_hosts)
+        sw->o.workers = o->n_hosts;
+    if (!sw->o.workers || sw->o.workers > LS_MAX_W) {
+        snprintf(err, errlen, "%u workers: 1..%d", sw->o.workers, LS_MAX_W);
+        goto err;
+    }
+    for (uint32_t k = 0; k < o->n_faults; k++) {
+        if (o->faults[k].worker >= sw->o.workers) {
+            snprintf(err, errlen, "a fault for w%u: the workers are w0..w%u",
+                     o->faults[k].worker, sw->o.workers - 1);
+            goto err;
+        }
+        if (o->n_hosts && o->faults[k].kind != LLM_FAULT_CUT) {
+            snprintf(err, errlen, "w%u is %s at %s, a process on its own host: the coordinator "
+                     "cannot %s it (--cut-link can; kill it there to test a loss)",
+                     o->faults[k].worker, o->hosts[o->faults[k].worker].id,
+                     o->hosts[o->faults[k].worker].endpoint,
+                     o->faults[k].kind == LLM_FAULT_KILL ? "kill" : "stop");
+            goto err;
+        }
+        sw->faults[k].f = o->faults[k];
+    }
+    if (!(sw->g = gguf_open(o->model, why, sizeof why)) ||
+        arch_model_open(&sw->am, sw->g, why, sizeof why)) {
+        snprintf(err, errlen, "%s", why);
+        goto err;
+    }
+    sw->am_open = 1;
+    if ((sw->fd = open(o->model, O_RDONLY | O_CLOEXEC)) < 0) {
+        util_errf(err, errlen, o->model, "%s", strerror(errno));
+        goto err;
+    }
+    partition_llm_opts po = { .sessions = o->sessions, .n_ctx = o->n_ctx,
+                              .max_batch = o->max_batch,
+                              .threads = o->threads > 0 ? (uint32_t)o->threads : 1 };
+    for (uint32_t i = 0; i < sw->o.workers; i++)
+        caps[i] = i < o->n_hosts && o->hosts[i].cap_bytes ? o->hosts[i].cap_bytes
+                                                           : o->cap_bytes;
+    if (partition_llm(&sw->am, &po, sw->o.workers, caps, sw->plan, why, sizeof why)) {
+        snprintf(err, errlen, "%s: %s", o->model, why);
+        goto err;
+    }
+    sw->n_layers = sw->am.hp.n_layers;
+    sw->dim = sw->am.hp.dim;
+    sw->max_batch = o->max_batch;
+    sw->n_ctx = o->n_ctx;
+    sw->route_stop = -1;
+    sw->frame_cap = proto_frame_limit(sw->dim, sw->max_batch);
+    size_t xb = (size_t)sw->max_batch * sw->dim * sizeof(float);
+    if (!(sw->sums = calloc(sw->n_layers, sizeof *sw->sums)) ||
+        !(sw->frame = malloc(sw->frame_cap)) || !(sw->rx = malloc(xb)) ||
+        !(sw->ax = malloc(xb)) || !(sw->chunk = malloc(PROTO_MAX_CHUNK)) ||
+        !(sw->ss = calloc(o->sessions, sizeof *sw->ss))) {
+        snprintf(err, errlen, "out of memory");
+        goto err;
+    }
+    for (uint32_t k = 0; k < o->sessions; k++)
+        if (!(sw->ss[k].tok = malloc((size_t)o->n_ctx * sizeof *sw->ss[k].tok)) ||
+            !(sw->ss[k].xin = malloc(xb))) {
+            snprintf(err, errlen, "out of memory");
+            goto err;
+        }
+    sums_source src;
+    if (sums_get(&sw->am, o->model, sw->sums, &src, NULL, 0, why, sizeof why)) {
+        snprintf(err, errlen, "%s", why);
+        goto err;
+    }
+    if (!netem_profile_is_none(&o->profile)) {
+        if (!(sw->shaper = netem_shaper_new(&o->profile, o->seed * 977 + 3)) ||
+            !(sw->rq = netem_queue_new(256))) {
+            snprintf(err, errlen, "out of memory");
+            goto err;
+        }
+    }
+    sw->cpu = s_colocate(o, &sw->cpus0);
+    sw->zctx = zmq_ctx_new();
+    /* CURVE: the result socket is a server that takes the listed workers' keys (ZAP) */
+    if (o->key_pub[0] && !(sw->sec = sec_zap_start(sw->zctx, "coord", err, errlen)))
+        goto err;
+    sw->pull = zmq_socket(sw->zctx, ZMQ_PULL);
+    if (sw->sec && sec_server(sw->pull, o->key_secret)) {
+        snprintf(err, errlen, "cannot enable CURVE on the result socket: %s",
+                 zmq_strerror(errno));
+        goto err;
+    }
+    for (uint32_t i = 0; sw->sec && i < o->n_hosts; i++)
+        sec_allow(sw->sec, o->hosts[i].pub);
+    char bind[128];
+    snprintf(bind, sizeof bind, "tcp://%s:*", o->bind_host[0] ? o->bind_host : "127.0.0.1");
+    len = sizeof sw->pull_ep;
+    if (zmq_bind(sw->pull, bind) ||
+        zmq_getsockopt(sw->pull, ZMQ_LAST_ENDPOINT, sw->pull_ep, &len)) {
+        snprintf(err, errlen, "cannot bind the result socket at %s: %s", bind,
+                 zmq_strerror(errno));
+        goto err;
+    }
+    for (uint32_t i = 0; i < sw->o.workers; i++) {
+        ls_worker *w = &sw->w[i];
+        snprintf(w->id, sizeof w->id, "w%u", i);
+        w->cap_bytes = caps[i];
+        if (i < o->n_hosts) {
+            const llm_swarm_host *h = &o->hosts[i];
+            w->remote = 1;
+            snprintf(w->id, sizeof w->id, "%s", h->id);
+            snprintf(w->ctl_ep, sizeof w->ctl_ep, "%s", h->endpoint);
+            snprintf(w->pub, sizeof w->pub, "%s", h->pub);
+        }
+        w->routed_next = -2;
+        w->first = sw->plan->first[i];
+        w->last = sw->plan->last[i];
+        w->fo = -1;
+    }
+    sw->n = sw->o.workers;
+    if (lp_join_all(sw, err, errlen))
+        goto err;
+    int lost = -1, rc = lp_route(sw, (int)sw->n - 1, &lost, how, sizeof how, err, errlen);
+    /* a worker lost between joining and its first route is lost like any other: its layers
+     * run here (no session holds a cache yet) and, with respawn, it is asked back */
+    if (rc == LP_LOST && s_lose(sw, (uint32_t)lost, how, LLM_NO_POS, err, errlen))
+        goto err;
+    if (rc < 0)
+        goto err;
+    for (uint32_t i = 0; i < sw->n; i++)
+        sw->w[i].since_ns = util_now_ns();
+    if (pthread_create(&sw->monitor, NULL, s_monitor, sw)) {
+        snprintf(err, errlen, "cannot start the swarm's monitor thread");
+        goto err;
+    }
+    sw->monitor_on = 1;
+    return sw;
+err:
+    llm_swarm_free(&sw);
+    return NULL;
+}
+
+void llm_swarm_free(llm_swarm **swp)
+{
+    if (!swp || !*swp)
+        return;
+    llm_swarm *sw = *swp;
+    if (sw->monitor_on) {
+        pthread_mutex_lock(&sw->mu);
+        sw->quit = 1;
+        pthread_cond_broadcast(&sw->cv);
+        pthread_mutex_unlock(&sw->mu);
+        pthread_join(sw->monitor, NULL);
+    }
+    if (sw->b && sw->zctx)
+        lp_close_all(sw);
+    for (uint32_t i = 0; i < sw->n; i++)
+        slice_free(&sw->w[i].fb);
+    netem_queue_free(&sw->rq); /* holds zmq messages: before the context ends */
+    netem_shaper_free(&sw->shaper);
+    if (sw->pull)
+        zmq_close(sw->pull);
+    if (sw->zctx)
+        zmq_ctx_term(sw->zctx);
+    sec_zap_stop(&sw->sec);
+    free(sw->chunk);
+    for (uint32_t k = 0; sw->ss && k < sw->o.sessions; k++) {
+        free(sw->ss[k].tok);
+        free(sw->ss[k].xin);
+    }
+    free(sw->ss);
+    if (sw->am_open)
+        arch_model_close(&sw->am);
+    gguf_close(&sw->g);
+    if (sw->fd >= 0)
+        close(sw->fd);
+    if (sw->mu_init) {
+        pthread_mutex_destroy(&sw->mu);
+        pthread_cond_destroy(&sw->cv);
+    }
+    proto_buf_free(&sw->b);
+    free(sw->m);
+    free(sw->assign);
+    free(sw->frame);
+    free(sw->rx);
+    free(sw->ax);
+    free(sw->sums);
+    free(sw->plan);
+    if (sw->cpu >= 0) /* the caller's thread gets its cores back */
+        sched_setaffinity(0, sizeof sw->cpus0, &sw->cpus0);
+    free(sw);
+    *swp = NULL;
+}
+
+void llm_swarm_hook(llm_swarm *sw, llm_layers_hook *h)
+{
+    *h = (llm_layers_hook){ .layers = s_layers, .end = s_end, .ctx = sw,
+                            .max_batch = sw->max_batch, .n_ctx = sw->n_ctx };
+}
+
+const partition_llm_plan *llm_swarm_plan(const llm_swarm *sw) { return sw->plan; }
+
+int llm_swarm_cpu(const llm_swarm *sw) { return sw->cpu; }
+
+void llm_swarm_counts(llm_swarm *sw, uint64_t *acts, uint64_t *wire_bytes)
+{
+    pthread_mutex_lock(&sw->mu);
+    *acts = sw->acts;
+    *wire_bytes = sw->wire;
+    pthread_mutex_unlock(&sw->mu);
+}
+
+const llm_failover *llm_swarm_failovers(llm_swarm *sw, uint32_t *n)
+{
+    pthread_mutex_lock(&sw->mu);
+    *n = sw->n_fo;
+    pthread_mutex_unlock(&sw->mu);
+    return sw->fo;
+}

@@ -1,0 +1,149 @@
+/* llm_swarm.h — a real model's layers in worker processes, for the resident arm of the llm
+ * runner (arch/llm.h): spawn the workers, partition by bytes, assign, route, run every pass's
+ * activations through them, and keep going when one is lost. dist/
+ *
+ * Failover with the caches: the coordinator keeps every live session's tokens. When a worker
+ * is lost (its process exited, or its control plane stopped answering heartbeats for
+ * liveness x heartbeat period: 500 ms), it is fenced (killed and reaped, so a frozen one
+ * can never deliver a late result), its layers open in the coordinator under its cap (what
+ * fits resident, the rest streamed), and every live session's KV cache for those layers is
+ * rebuilt by replaying that session's tokens through the layers up to them; the pass that
+ * was in flight then runs again on the new route. With respawn, a fresh worker for the same
+ * layers is started at once; when it is ready, every live session is replayed through it
+ * (re-prefill) before the route moves back and the local copy is freed. Positions are
+ * written by index (arch/slice.h), so a replay rewrites the caches it passes with the same
+ * bits: each session's tokens equal a healthy run's.
+ */
+#ifndef SWARM_LLM_SWARM_H
+#define SWARM_LLM_SWARM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "runtime/llm.h"
+#include "dist/partition.h"
+#include "netem/netem.h"
+
+#define LLM_SWARM_MAX_FAULTS 8
+
+typedef enum { LLM_FAULT_KILL = 0, LLM_FAULT_STOP, LLM_FAULT_CUT } llm_fault_kind;
+
+/* A fault injected by the coordinator into one of its workers when the first pass that
+ * carries position pos is sent (while that pass is in flight): KILL sends SIGKILL, STOP
+ * sends SIGSTOP and SIGCONT after seconds, CUT drops everything between the coordinator
+ * and the worker for seconds (no heartbeat or act sent to it, nothing heard from it, its
+ * results lost). The coordinator then finds the loss the way it finds any:
+ * the process gone, or the heartbeats unanswered. */
+typedef struct {
+    llm_fault_kind kind;
+    uint32_t worker;
+    uint32_t pos;
+    double seconds;
+} llm_fault;
+
+#define LLM_SWARM_ID_MAX 32       /* a worker's name, NUL included */
+
+/* A worker already running somewhere (`swarm worker --listen ...` on another host, or in a
+ * test host's namespace), listed in a config's [worker.NAME] sections. The coordinator
+ * connects to it instead of spawning one; it reads its layers from its own copy of the file
+ * or, without one (or started with --fetch), takes exactly its layers' tensors from the
+ * coordinator, resumably, verified against the coordinator's checksums. */
+typedef struct {
+    char id[LLM_SWARM_ID_MAX];    /* NAME */
+    char endpoint[256];           /* its control endpoint, tcp://HOST:PORT */
+    char pub[41];                 /* its CURVE public key (Z85), "" for plaintext */
+    uint64_t cap_bytes;           /* its cap (0: the swarm's cap_bytes) */
+} llm_swarm_host;
+
+typedef struct {
+    const char *model;            /* the GGUF file (the workers read their local copy) */
+    const char *self_exe;         /* the swarm binary the workers run */
+    uint32_t workers;             /* 1..8, spawned on loopback (n_hosts set: ignored) */
+    llm_swarm_host hosts[8];      /* listed workers instead of spawned ones */
+    uint32_t n_hosts;
+    char key_pub[41], key_secret[41]; /* the coordinator's CURVE key pair ("": plaintext);
+                                   * set when any host has a key (every link is then CURVE) */
+    char bind_host[64];           /* where the result socket binds ("": 127.0.0.1) */
+    uint64_t cap_bytes;           /* each worker's cap (0 = none); a lost worker's layers run
+                                   * in the coordinator under the same cap */
+    uint32_t sessions, n_ctx, max_batch;
+    int threads;                  /* each worker's compute threads */
+    int respawn;                  /* start a fresh worker for a lost one's layers (a listed
+                                   * one: say hello to it again until it answers) */
+    uint32_t slowdown;            /* test knob: workers compute every activation N times */
+    llm_fault faults[LLM_SWARM_MAX_FAULTS];
+    uint32_t n_faults;
+    netem_profile profile;        /* every data link's emulated delay, jitter, loss and rate
+                                   * (zero: none): each worker holds what comes in, the
+                                   * coordinator holds the results; hops = workers + 1 */
+    uint64_t seed;                /* the links' random draws */
+} llm_swarm_opts;
+
+/* One failover, as the result reports it. */
+typedef struct {
+    char worker[LLM_SWARM_ID_MAX];
+    char how[64];                 /* "killed by signal 9", "heartbeats stopped", ... */
+    uint32_t at_pos;              /* the first position of the pass in flight (LLM_NO_POS:
+                                   * found between passes) */
+    double detection_ms;          /* fault injected -> declared lost (< 0: not ours to time) */
+    uint32_t sessions_replayed;
+    uint64_t tokens_replayed;     /* positions replayed to rebuild the caches */
+    double rebuild_ms;            /* declared lost -> caches whole (layers opened + replay) */
+    uint64_t degraded_tokens;     /* positions run while its layers ran here */
+    double degraded_ms;
+    double rejoin_ms;             /* declared lost -> route moved back (< 0: did not) */
+    uint64_t reprefill_tokens;    /* positions replayed into the rejoined worker */
+    double reprefill_ms;
+    uint64_t lost_ns;
+} llm_failover;
+
+#define LLM_NO_POS UINT32_MAX     /* a failover found between passes: no pass in flight */
+
+/* A worker as a health check shows it. */
+typedef struct {
+    char id[LLM_SWARM_ID_MAX];
+    char endpoint[256];           /* a listed worker's control endpoint ("" spawned) */
+    uint32_t first, last;         /* its layers */
+    uint64_t fetched_bytes, resumed_bytes; /* its layers' bytes taken from the coordinator
+                                   * at its last load, and those already in its cache */
+    double fetch_ms, load_ms;     /* that load's transfer, and assign -> ready */
+    uint64_t acts;                /* activations it computed (from the results' traces) */
+    double wait_ms, compute_ms, io_ms; /* their totals: queued or held by link emulation;
+                                   * its layers; deserialise + serialise + send */
+    int live;                     /* 1: its process serves them */
+    const char *state;            /* "serving", "lost: its layers run in the coordinator",
+                                   * "rejoining" (a fresh process loading or re-prefilled) */
+    double since_s;               /* in this state for so long */
+    char last_how[64];            /* why it was last lost ("" never) */
+} llm_worker_status;
+
+typedef struct llm_swarm llm_swarm;
+
+/* Spawn, plan (partition_llm), assign and route. NULL with err: the plan's refusal with its
+ * numbers, or the worker that refused or failed, named. */
+llm_swarm *llm_swarm_new(const llm_swarm_opts *o, char *err, size_t errlen);
+/* Say bye to every worker and wait for it to exit. */
+void llm_swarm_free(llm_swarm **sw);
+/* The hook the llm runner's resident arm calls (valid while sw lives). Its calls may come
+ * from several threads at once, one session each: their passes are in flight together,
+ * which is what fills the pipeline. */
+void llm_swarm_hook(llm_swarm *sw, llm_layers_hook *h);
+const partition_llm_plan *llm_swarm_plan(const llm_swarm *sw);
+/* The core the coordinator and its spawned workers share (one session, one thread each: see
+ * llm_swarm.c), or -1 where they are left to the scheduler. */
+int llm_swarm_cpu(const llm_swarm *sw);
+/* Activations sent and bytes on the wire (both directions) so far. */
+void llm_swarm_counts(llm_swarm *sw, uint64_t *acts, uint64_t *wire_bytes);
+/* The failovers so far (valid while sw lives; read them once no pass is running). */
+const llm_failover *llm_swarm_failovers(llm_swarm *sw, uint32_t *n);
+/* The peak resident set (VmHWM) of every worker process alive now, summed. */
+uint64_t llm_swarm_workers_rss(llm_swarm *sw);
+/* Every worker's state (up to max), how many there are; *failovers: losses so far. */
+uint32_t llm_swarm_status(llm_swarm *sw, llm_worker_status *out, uint32_t max,
+                          uint32_t *failovers);
+/* Parse "wI@TOKEN" (kill) or "wI@TOKEN:SECONDS" (stop, cut) into f (pos = TOKEN: the caller
+ * maps generated tokens to positions). 0, or -1 with err naming the value. */
+int llm_swarm_fault_parse(llm_fault_kind kind, const char *s, llm_fault *f, char *err,
+                          size_t errlen);
+
+#endif

@@ -1,0 +1,184 @@
+/* llm_swarm_int.h — the llm swarm's state, shared by llm_swarm.c (sessions, failover policy)
+ * and llm_pipe.c (the worker processes, the wire, the pass through the route): llm_swarm.c
+ * calls llm_pipe.c, never the other way. Not an API. dist/ */
+#ifndef SWARM_LLM_SWARM_INT_H
+#define SWARM_LLM_SWARM_INT_H
+
+#include <pthread.h>
+#include <sched.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "arch/arch.h"
+#include "gguf/gguf.h"
+#include "base/sec.h"
+#include "dist/llm_swarm.h"
+#include "proto/proto.h"
+#include "runtime/slice.h"
+
+#define LS_MAX_W 8
+#define LS_HB_MS 100        /* heartbeat period: the dense swarm's default */
+#define LS_LIVENESS 5       /* unanswered heartbeat periods before a worker is lost */
+#define LS_SILENT_MS 3000   /* a worker drops a coordinator silent this long (worker_int.h) */
+#define LS_RETRY_MS 1000    /* a lost listed worker is said hello to again this often */
+
+/* A worker's layers are served by its process (LIVE) or, after a loss, by a copy in the
+ * coordinator (every other state) while a respawned process says hello and loads (JOIN_*)
+ * and until every live session has been replayed into it (READY). */
+enum { LW_LIVE = 0, LW_LOST, LW_JOIN_HELLO, LW_JOIN_LOAD, LW_READY };
+
+typedef struct {
+    char id[LLM_SWARM_ID_MAX];
+    pid_t pid;                    /* 0: no process (lost, or not yet respawned) */
+    int remote;                   /* a listed worker: connected to, never spawned or killed */
+    char ctl_ep[256];             /* its control endpoint (remote) */
+    char pub[41];                 /* its CURVE key (remote; "" plaintext) */
+    uint64_t cap_bytes;           /* its cap: its layers run here under it after a loss */
+    uint64_t retry_ns;            /* remote, lost: when to say hello to it again */
+    msg_ready ready;              /* its last load, as it reported it */
+    uint64_t tr_acts, tr_wait_ns, tr_compute_ns, tr_io_ns; /* its stages, from the traces
+                                   * of the results it took part in (io: deserialise +
+                                   * serialise + send) */
+    void *mon;                    /* remote: its control connection's monitor (drops) */
+    uint32_t mon_gen;
+    void *ctl, *push;
+    char data_ep[PROTO_MAX_STR];
+    uint32_t first, last;
+    int state;
+    slice_t *fb;                  /* its layers here, while it is not LIVE */
+    int stale;                    /* fb's caches lack the live sessions (rebuild due) */
+    uint64_t unanswered_ns;       /* first heartbeat sent since it last spoke (0: none) */
+    uint64_t cut_until_ns, cont_at_ns, fault_ns;
+    uint64_t route_seq, echo_seq; /* the heartbeat confirming its route; the last echoed */
+    char why[256];                /* why a start or rejoin failed */
+    uint64_t since_ns;            /* when its state last changed (LIVE, or lost) */
+    char last_how[64];            /* why it was last lost ("" never) */
+    int fo;                       /* its open failover record (-1: none) */
+    int respawn_due;              /* start a fresh process once the caches are whole */
+    int routed_next;              /* its route in force: next worker, -1 the coordinator,
+                                   * -2 none */
+} ls_worker;
+
+typedef struct {
+    uint64_t id;                  /* 0: free slot */
+    int32_t *tok;                 /* n_ctx: the tokens at each position */
+    uint32_t cached;              /* positions 0..cached-1 are in every cache */
+    float *xin;                   /* max_batch x dim: its pass's input, kept for a rerun */
+} ls_session;
+
+typedef struct {
+    llm_fault f;
+    int fired;
+} ls_fault;
+
+/* A pass in flight: one session's n positions through units 0..stop. Its owner waits on it
+ * (llm_swarm.c); whoever collects its result moves it on (llm_pipe.c). */
+enum { LP_RUN = 0, LP_DONE, LP_RERUN, LP_FAIL };
+typedef struct ls_pass {
+    uint64_t session;
+    float *x;
+    uint32_t n, pos0;
+    int stop, replay;
+    int unit;                     /* the next unit to run once the awaited result is in */
+    uint64_t req;                 /* the act awaited (0: none) */
+    int state;
+    uint32_t *cached;             /* set to pos0 + n when it is done (NULL: replays) */
+    char err[512];
+    struct ls_pass *next;
+} ls_pass;
+
+struct llm_swarm {
+    llm_swarm_opts o;
+    char model[4096], self[4096];
+    uint32_t n;
+    ls_worker w[LS_MAX_W];
+    void *zctx, *pull;
+    char pull_ep[PROTO_MAX_STR];
+    proto_buf *b;
+    proto_msg *m;
+    msg_assign *assign;           /* scratch (its checksum array is large) */
+    uint32_t dim, max_batch, n_ctx, n_layers;
+    uint64_t req, epoch, last_hb_ns, acts, wire, stale_results;
+    uint8_t *frame;
+    size_t frame_cap;
+    partition_llm_plan *plan;
+    uint64_t *sums;               /* every layer's checksum (the workers verify theirs) */
+    gguf_file *g;
+    arch_model am;                /* for the embedding rows a replay needs */
+    int am_open;
+    float *rx;                    /* max_batch x dim: a replay's activations */
+    float *ax;                    /* max_batch x dim: a result, before it is known ours */
+    int fd;                       /* the model file: embedding rows, workers' fetches */
+    uint8_t *chunk;               /* PROTO_MAX_CHUNK: a fetched range, read from fd */
+    sec_t *sec;                   /* the ZAP handler when the links are CURVE */
+    uint64_t hb_seq;
+    int route_stop;               /* the unit the routes end after (-1: none in force) */
+    ls_session *ss;
+    ls_fault faults[LLM_SWARM_MAX_FAULTS];
+    llm_failover fo[LS_MAX_W * 4];
+    uint32_t n_fo;
+    /* Several sessions' passes at once, one caller thread each (llm.h: a model's sessions
+     * may run on different threads). Everything here is under mu. The result socket is read
+     * by one thread at a time, the poller, which waits on it without mu (nothing else
+     * touches that socket); the control sockets are used only under mu. A failover or a
+     * rejoin runs with nothing in flight and no poller (settling stops new passes). */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int mu_init, polling, settling;
+    ls_pass *inflight;
+    uint32_t n_inflight;
+    char fatal[768];              /* a failover that could not be done: every pass fails */
+    /* The monitor: between passes (a server waits for requests for minutes) someone must
+     * still send heartbeats (a worker drops a coordinator silent for 3 s), find a lost
+     * worker (a health check must not say ok over a dead one) and take a ready rejoiner
+     * back. It pumps like any waiting caller (llm_swarm.c). */
+    pthread_t monitor;
+    int monitor_on, quit;
+    int cpu;                      /* the shared core (s_colocate), or -1 */
+    cpu_set_t cpus0;              /* the caller's cores before, given back at the end */
+    netem_shaper *shaper;         /* the results' link into the coordinator (NULL: none) */
+    netem_queue *rq;              /* results held by that link until their release */
+};
+
+/* llm_pipe.c */
+enum { LP_OK = 0, LP_LOST = 1 };
+/* fork + exec worker i and connect its control socket; hello sent (state JOIN_HELLO). */
+int lp_spawn(llm_swarm *sw, uint32_t i, char *err, size_t errlen);
+/* Setup: every worker spawned (or connected to), hello answered, assign sent, ready
+ * awaited, all at once (listed workers fetch their layers side by side); all LIVE, or -1
+ * with err naming the first that failed. */
+int lp_join_all(llm_swarm *sw, char *err, size_t errlen);
+/* Heartbeats when due, every control message drained, the faults due released (SIGCONT, a
+ * cut healed), a joining worker moved on (hello -> assign -> READY). Returns the index of a
+ * LIVE worker found lost (how filled), or -1. */
+int lp_poll(llm_swarm *sw, char *how, size_t howlen);
+/* Routes for the LIVE workers in a new epoch, every chain ending at the coordinator after
+ * unit stop or before a unit that runs here; each confirmed by a heartbeat's echo.
+ * LP_OK, LP_LOST (*lost, how), or -1 with err. */
+int lp_route(llm_swarm *sw, int stop, int *lost, char *how, size_t howlen, char *err,
+             size_t errlen);
+/* Put p (session, x, n, pos0, stop, replay set) in flight: local units run at once, the
+ * first remote chain is sent (faults due at its positions fire then, unless replay); p is
+ * LP_DONE when no unit was remote. LP_OK, LP_LOST (*lost, how: p is not in flight), or -1
+ * (p->err, LP_FAIL). */
+int lp_start(llm_swarm *sw, ls_pass *p, int *lost, char *how, size_t howlen);
+/* Every result waiting on the result socket into its pass, each moved on (its next units
+ * run or sent; LP_DONE at the end; LP_FAIL with err). A worker found lost on the way: its
+ * index (how filled); else -1. */
+int lp_collect(llm_swarm *sw, char *how, size_t howlen);
+/* Wait up to LS_POLL_MS for a result (the poller, without mu: only the result socket). */
+void lp_wait_results(llm_swarm *sw);
+/* Every pass in flight to state (LP_RERUN after a loss, LP_FAIL with why), none left. */
+void lp_abort_all(llm_swarm *sw, int state, const char *why);
+/* A pass to the end with nothing else in flight (replays): lp_start, then the result socket
+ * read here. LP_OK, LP_LOST (*lost, how), or -1 with err. */
+int lp_run(llm_swarm *sw, uint64_t session, float *x, uint32_t n, uint32_t pos0, int stop,
+           int replay, int *lost, char *how, size_t howlen, char *err, size_t errlen);
+/* Kill and reap worker i's process, close its sockets (pid 0 after). */
+void lp_fence(llm_swarm *sw, uint32_t i);
+/* Bye to every worker with a process, wait for each to exit. */
+void lp_close_all(llm_swarm *sw);
+/* A session's end to every LIVE worker. */
+void lp_session_end(llm_swarm *sw, uint64_t session);
+
+#endif

@@ -1,0 +1,195 @@
+/* bench.c — disk bandwidth in the SSD arm's pattern and resident-layer compute time. lab/ */
+#include "lab/bench.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "arch/sums.h"
+#include "runtime/exec.h"
+#include "gguf/gguf.h"
+#include "arch/kernel.h"
+#include "base/util.h"
+#include "quant/quant.h"
+#include "runtime/gate.h"
+
+/* The reader's streaming (io_only: read and discard), passes times over, timed beside the
+ * device's own view: the body of bench_disk_run and bench_disk_run_gguf. Frees e. */
+static int s_disk_passes(exec_t *e, const char *path, uint32_t first, uint64_t chunk_bytes,
+                         const bench_disk_opts *bo, bench_disk_result *out, char *err,
+                         size_t errlen)
+{
+    uint32_t passes = bo->passes;
+    exec_stats st = { 0 };
+    devstat_dev dv;
+    devstat_sample d0 = { 0 }, d1 = { 0 };
+    float dummy = 0;
+    snprintf(out->io_buffers, sizeof out->io_buffers, "%s", exec_io_buffers(e));
+    out->has_device = devstat_find(path, &dv, out->device_error, sizeof out->device_error) == 0 &&
+                      devstat_read(&dv, &d0, out->device_error, sizeof out->device_error) == 0;
+    uint64_t io0 = util_io_read_bytes(), t0 = util_now_ns();
+    for (uint32_t p = 0; p < passes; p++) {
+        if (exec_step(e, &dummy, &st, err, errlen)) {
+            exec_free(&e);
+            return -1;
+        }
+    }
+    exec_drain(e);
+    uint64_t t1 = util_now_ns();
+    if (out->has_device &&
+        devstat_read(&dv, &d1, out->device_error, sizeof out->device_error) == 0) {
+        devstat_diff(&d0, &d1, &out->dev);
+        snprintf(out->device, sizeof out->device, "%s", dv.name);
+    } else {
+        out->has_device = 0;
+    }
+    out->queue_depth = bo->queue_depth;
+    out->ring_slots = exec_get_plan(e)->ring_slots;
+    out->first_layer = first;
+    out->chunk_bytes = chunk_bytes;
+    out->bytes = st.streamed_bytes;
+    out->read_bytes = util_io_read_bytes() - io0;
+    out->seconds = (t1 - t0) / 1e9;
+    out->gbps = out->seconds > 0 ? out->bytes / out->seconds / 1e9 : 0;
+    out->cache_pass = gate_cache_ok(out->read_bytes, out->bytes);
+    exec_free(&e);
+    return 0;
+}
+
+static exec_opts s_disk_opts(const bench_disk_opts *bo)
+{
+    return (exec_opts){ .queue_depth = bo->queue_depth, .chunk_bytes = bo->chunk_bytes,
+                        .stream_all = 1, .io_only = 1, .total_steps = bo->passes,
+                        .budget_bytes = 1, .buffers_4k = bo->buffers_4k,
+                        .ring_slots = bo->ring_slots, .max_pos = 1 };
+}
+
+int bench_disk_run(const model_t *m, const bench_disk_opts *bo, bench_disk_result *out,
+                   char *err, size_t errlen)
+{
+    exec_opts o = s_disk_opts(bo);
+    uint32_t first = bo->first;
+    memset(out, 0, sizeof *out);
+    if (first >= m->n_layers)
+        first = 0;
+    exec_t *e = exec_new(m, first, m->n_layers, &o, err, errlen);
+    if (!e)
+        return -1;
+    return s_disk_passes(e, m->path, first,
+                         (uint64_t)exec_get_plan(e)->rows_per_chunk * m->dim * 4, bo, out, err,
+                         errlen);
+}
+
+int bench_disk_run_gguf(const char *path, const bench_disk_opts *bo, bench_disk_result *out,
+                        char *err, size_t errlen)
+{
+    exec_opts o = s_disk_opts(bo);
+    gguf_file *g = gguf_open(path, err, errlen);
+    arch_model am;
+    uint64_t *sums = NULL;
+    sums_source src;
+    int rc = -1;
+    memset(out, 0, sizeof *out);
+    if (!g)
+        return -1;
+    if (arch_model_open(&am, g, err, errlen))
+        goto out;
+    uint32_t first = bo->first < am.hp.n_layers ? bo->first : 0;
+    if (!(sums = calloc(am.hp.n_layers, sizeof *sums))) {
+        snprintf(err, errlen, "out of memory");
+    } else if (sums_get(&am, path, sums, &src, NULL, 0, err, errlen) == 0) {
+        exec_t *e = exec_new_arch(&am, path, sums, first, am.hp.n_layers, &o, err, errlen);
+        if (e) /* chunks are whole rows, whose bytes differ by tensor: the target is reported */
+            rc = s_disk_passes(e, path, first, bo->chunk_bytes, bo, out, err, errlen);
+    }
+    free(sums);
+    arch_model_close(&am);
+out:
+    gguf_close(&g);
+    return rc;
+}
+
+int bench_layer_ms(const model_t *m, int threads, int reps, double *ms, char *err,
+                   size_t errlen)
+{
+    return bench_layers_ms(m, 1, threads, reps, ms, err, errlen);
+}
+
+int bench_layers_ms(const model_t *m, uint32_t n, int threads, int reps, double *ms, char *err,
+                    size_t errlen)
+{
+    exec_opts o = { .budget_bytes = 0, .queue_depth = 1, .chunk_bytes = 4u << 20 };
+    exec_stats st = { 0 };
+    exec_t *e;
+    uint32_t d = m->dim;
+    float *x = malloc(sizeof(float) * d);
+    double *v = malloc(sizeof(double) * (size_t)reps);
+    int rc = -1;
+    if (!x || !v) {
+        snprintf(err, errlen, "out of memory");
+        goto out;
+    }
+    kernel_set_threads(threads);
+    if (n < 1 || n > m->n_layers)
+        n = n < 1 ? 1 : m->n_layers;
+    e = exec_new(m, 0, n, &o, err, errlen);
+    if (!e)
+        goto out;
+    exec_set_threads(e, threads); /* a quantized W's row products (quant's pool) */
+    util_step_input(1, 0, x, (int)d);
+    exec_step(e, x, &st, err, errlen); /* warm */
+    for (int i = 0; i < reps; i++) {
+        uint64_t t = util_now_ns();
+        exec_step(e, x, &st, err, errlen);
+        v[i] = (util_now_ns() - t) / 1e6;
+        util_step_input(1, (uint64_t)i + 1, x, (int)d);
+    }
+    util_sort_doubles(v, (size_t)reps);
+    *ms = util_percentile(v, (size_t)reps, 50) / n;
+    exec_free(&e);
+    rc = 0;
+out:
+    free(x);
+    free(v);
+    return rc;
+}
+
+int bench_mem(uint32_t dim, int reps, double *read_ms, double *sgemv_ms, char *err,
+              size_t errlen)
+{
+    uint64_t n = (uint64_t)dim * dim;
+    float *W = NULL, *u = malloc(sizeof(float) * dim), *y = malloc(sizeof(float) * dim);
+    double *tr = malloc(sizeof(double) * (size_t)reps), *ts = malloc(sizeof(double) * (size_t)reps);
+    volatile uint64_t sink = 0;
+    int rc = -1;
+    if (posix_memalign((void **)&W, 4096, n * 4) || !u || !y || !tr || !ts) {
+        snprintf(err, errlen, "out of memory for a %u x %u layer", dim, dim);
+        goto out;
+    }
+    for (uint64_t i = 0; i < n; i++)
+        W[i] = (float)(i % 1000) * 1e-3f;
+    for (uint32_t i = 0; i < dim; i++)
+        u[i] = 1e-3f * (float)i;
+    kernel_set_threads(1);
+    for (int r = 0; r < reps; r++) {
+        uint64_t t = util_now_ns();
+        sink ^= quant_read_stream(W, n * 4 / 64 * 64);
+        tr[r] = (util_now_ns() - t) / 1e6;
+        t = util_now_ns();
+        kernel_rows(W, u, y, 0, dim, dim);
+        ts[r] = (util_now_ns() - t) / 1e6;
+    }
+    util_sort_doubles(tr, (size_t)reps);
+    util_sort_doubles(ts, (size_t)reps);
+    *read_ms = util_percentile(tr, (size_t)reps, 50);
+    *sgemv_ms = util_percentile(ts, (size_t)reps, 50);
+    rc = 0;
+out:
+    (void)sink;
+    free(W);
+    free(u);
+    free(y);
+    free(tr);
+    free(ts);
+    return rc;
+}

@@ -1,0 +1,66 @@
+/* bench.h — machine figures the cost model is fed with: disk bandwidth, layer compute, hop latency. lab/ */
+#ifndef SWARM_BENCH_H
+#define SWARM_BENCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/devstat.h"
+#include "arch/model.h"
+
+typedef struct {
+    uint32_t queue_depth;
+    uint32_t ring_slots;       /* chunk buffers in the ring */
+    uint32_t first_layer;      /* streamed layers [first_layer, L) */
+    uint64_t chunk_bytes;
+    uint64_t bytes;            /* requested */
+    uint64_t read_bytes;       /* storage reads seen in /proc/self/io */
+    double seconds;
+    double gbps;               /* 1e9 bytes per second */
+    int cache_pass;            /* read_bytes within 1% of bytes */
+    char io_buffers[200];      /* what backed the read buffers (exec_io_buffers) */
+    /* The block device's own view of the same interval (device-wide: other readers count) */
+    int has_device;            /* 0: no block device (device_error says why) */
+    char device[160];          /* devstat_dev.name */
+    char device_error[256];
+    devstat_delta dev;         /* requests, bytes, average request size, busy time */
+} bench_disk_result;
+
+/* Stream layers [first, L) with the SSD arm's reader (O_DIRECT, io_uring, chunk, depth, ring)
+ * without computing, `passes` times over. first = the SSD arm's resident count gives its
+ * exact access pattern: the same bytes, read over and over (which matters here: the host
+ * under this VM's disk caches a region that is re-read, not a longer sequential scan).
+ * The read buffers are the arm's own kind (huge pages unless buffers_4k: exec.h). */
+typedef struct {
+    uint32_t first;            /* streamed layers [first, L) */
+    uint64_t chunk_bytes;
+    uint32_t queue_depth;
+    uint32_t passes;
+    uint32_t ring_slots;       /* the SSD arm's plan's (0: queue_depth + 1) */
+    int buffers_4k;            /* 1: 4 KiB-page buffers (the arm's [ssd] buffers = 4k) */
+} bench_disk_opts;
+
+int bench_disk_run(const model_t *m, const bench_disk_opts *bo, bench_disk_result *out,
+                   char *err, size_t errlen);
+
+/* The same for a real model's file (GGUF, any supported architecture): its layers [first, L)
+ * streamed through the SSD arm's reader; chunk_bytes in the result is the target (chunks are
+ * whole rows, whose bytes differ between tensors). */
+int bench_disk_run_gguf(const char *path, const bench_disk_opts *bo, bench_disk_result *out,
+                        char *err, size_t errlen);
+/* Per-layer compute time of a resident layer (median of reps, ms) with `threads` BLAS
+ * threads; loads layer 0 of m. */
+int bench_layer_ms(const model_t *m, int threads, int reps, double *ms, char *err,
+                   size_t errlen);
+/* The same over layers [0, n) resident (n <= m's layers), a step through all of them timed:
+ * ms is the median step / n. With n layers larger than the last-level cache it is what a
+ * layer costs when its weights come from DRAM (one layer that fits the cache is faster). */
+int bench_layers_ms(const model_t *m, uint32_t n, int threads, int reps, double *ms, char *err,
+                   size_t errlen);
+
+/* Memory-bandwidth bound of one layer: median time to read d*d f32 (one thread, a plain
+ * streaming read) beside the layer kernel's sgemv over the same bytes, and their ratio. */
+int bench_mem(uint32_t dim, int reps, double *read_ms, double *sgemv_ms, char *err,
+              size_t errlen);
+
+#endif

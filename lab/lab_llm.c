@@ -1,0 +1,592 @@
+/* lab_llm.c — the lab for text generation: `swarm lab configs/llm.ini`. lab/
+ *
+ * The dense lab's question asked of a real model: does the resident pipeline's advantage
+ * over SSD streaming hold when the work is generating tokens? Order as in the dense lab
+ * (docs/design.md, "Measurement rules and gates"): the machine is measured (a short
+ * reference run for the per-token compute, the SSD arm's reader on the streamed layers for
+ * the disk), every condition is predicted and the predictions printed, and only then does
+ * anything run. Each condition x repeat is one `swarm generate` process (its own memory, its
+ * own cgroup under --arm ssd, its own gates: parity against the reference arm on every
+ * resident run, the cache and content gates on every SSD run); its result object is
+ * wrapped with the condition and the prediction into results.jsonl, and table.md and the
+ * plot are built from that file alone.
+ */
+#include "lab/lab_llm.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <ini.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "arch/arch.h"
+#include "runtime/llm.h"
+#include "base/exitcode.h"
+#include "gguf/gguf.h"
+#include "base/log.h"
+#include "base/util.h"
+#include "lab/bench.h"
+#include "dist/config_llm.h"
+#include "dist/llm_cli.h"
+#include "dist/partition.h"
+#include "netem/netem.h"
+
+#define LL_ARTICLE_RATIO 13.70 /* the article's resident/lan over ssd, dense model */
+
+typedef config_llm ll_cfg;
+#define LL_MAX_COND CONFIG_LLM_MAX_COND
+
+typedef struct {
+    char name[32];
+    const char *arm;              /* reference | ssd | resident */
+    netem_profile prof;
+    double pred_ms;               /* predicted ms per generated token */
+} ll_cond;
+
+typedef struct {
+    ll_cfg c;
+    ll_cond cond[LL_MAX_COND];
+    char self[PATH_MAX], dir[PATH_MAX];
+    uint32_t workers;             /* resident: the fewest the cap allows, or the config's */
+    double ref_ms;                /* calibration: the reference's ITL p50 */
+    double disk_gbps;             /* the SSD arm's reader on its streamed layers */
+    uint64_t pass_bytes, streamed_bytes;
+    uint32_t n_resident, n_layers;
+} ll_lab;
+
+/* ---------------------------------------------------------------- children */
+
+/* Run argv (argv[0] the program) with stdout to /dev/null and stderr to log; its exit code,
+ * or -1 when it could not start. */
+static int s_run(char *const argv[], const char *log)
+{
+    pid_t pid = fork();
+    if (pid < 0)
+        return -1;
+    if (pid == 0) {
+        int fo = open("/dev/null", O_WRONLY), fe = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (fo >= 0)
+            dup2(fo, 1);
+        if (fe >= 0)
+            dup2(fe, 2);
+        execv(argv[0], argv);
+        _exit(127);
+    }
+    int st;
+    if (waitpid(pid, &st, 0) < 0)
+        return -1;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* The last JSON object of a JSONL file (NULL when there is none). */
+static json_t *s_last(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    char *line = NULL, *last = NULL;
+    size_t cap = 0;
+    if (!f)
+        return NULL;
+    while (getline(&line, &cap, f) > 0)
+        if (line[0] == '{') {
+            free(last);
+            last = strdup(line);
+        }
+    free(line);
+    fclose(f);
+    json_t *j = last ? json_loads(last, 0, NULL) : NULL;
+    free(last);
+    return j;
+}
+
+/* `swarm generate` for one condition; its result object (NULL: failed, log says why). */
+static json_t *s_generate(ll_lab *L, const ll_cond *cd, uint32_t tokens, const char *tag,
+                          int *rc)
+{
+    char n[16], ctx[16], batch[16], thr[16], cap[32], w[16], out[PATH_MAX + 64],
+        log[PATH_MAX + 64], slug[32];
+    const char *argv[40];
+    int a = 0;
+    snprintf(slug, sizeof slug, "%s", cd->name);
+    for (char *p = slug; *p; p++)
+        if (*p == '/')
+            *p = '-';
+    snprintf(n, sizeof n, "%u", tokens);
+    snprintf(ctx, sizeof ctx, "%u", L->c.ctx);
+    snprintf(batch, sizeof batch, "%u", L->c.batch);
+    snprintf(thr, sizeof thr, "%u", L->c.threads);
+    snprintf(cap, sizeof cap, "%llu", (unsigned long long)L->c.cap);
+    snprintf(w, sizeof w, "%u", L->workers);
+    snprintf(out, sizeof out, "%s/runs/%s-%s.jsonl", L->dir, slug, tag);
+    snprintf(log, sizeof log, "%s/logs/%s-%s.err", L->dir, slug, tag);
+    unlink(out);
+    const char *base[] = { L->self, "generate", L->c.model, "--prompt", L->c.prompt, "-n", n,
+                           "--temp", "0", "--ctx", ctx, "--batch", batch, "--threads", thr,
+                           "--out", out, "--arm", cd->arm };
+    for (size_t i = 0; i < sizeof base / sizeof base[0]; i++)
+        argv[a++] = base[i];
+    if (!strcmp(cd->arm, "ssd")) {
+        argv[a++] = "--cap";
+        argv[a++] = cap;
+    } else if (!strcmp(cd->arm, "resident")) {
+        argv[a++] = "--workers";
+        argv[a++] = w;
+        argv[a++] = "--worker-cap";
+        argv[a++] = cap;
+        argv[a++] = "--profile";
+        argv[a++] = netem_profile_is_none(&cd->prof) ? "none" : cd->prof.name;
+    }
+    argv[a] = NULL;
+    *rc = s_run((char *const *)argv, log);
+    return *rc == 0 || *rc == EXIT_VOID ? s_last(out) : NULL;
+}
+
+/* ---------------------------------------------------------------- setup */
+
+static int s_make_model(ll_lab *L)
+{
+    struct stat sb;
+    if (stat(L->c.model, &sb) == 0)
+        return 0;
+    if (!L->c.generate) {
+        log_error("%s: missing; `swarm gen --arch llama ... -o %s` makes one, or set [llm] "
+                  "generate = 1 in %s", L->c.model, L->c.model, L->c.path);
+        return EXIT_USAGE;
+    }
+    char dir[PATH_MAX], vocab[PATH_MAX + 16], cmd[3 * PATH_MAX];
+    snprintf(dir, sizeof dir, "%s", L->c.model);
+    char *slash = strrchr(dir, '/');
+    if (slash) {
+        *slash = 0;
+        if (util_mkdir_p(dir)) {
+            log_error("%s: cannot create: %s", dir, strerror(errno));
+            return -1;
+        }
+    }
+    /* the vocabulary is a GGUF's; a .gz one (the test fixture) is unpacked beside the model */
+    snprintf(vocab, sizeof vocab, "%s", L->c.vocab);
+    size_t vl = strlen(vocab);
+    if (vl > 3 && !strcmp(vocab + vl - 3, ".gz")) {
+        snprintf(vocab, sizeof vocab, "%s.vocab.gguf", L->c.model);
+        snprintf(cmd, sizeof cmd, "gzip -dc '%s' > '%s'", L->c.vocab, vocab);
+        if (strchr(L->c.vocab, '\'') || strchr(vocab, '\'') || system(cmd)) {
+            log_error("%s: cannot unpack into %s", L->c.vocab, vocab);
+            return -1;
+        }
+    }
+    char d[16], l[16], h[16], kv[16], ff[16], ct[16], sd[16];
+    snprintf(d, sizeof d, "%u", L->c.dim);
+    snprintf(l, sizeof l, "%u", L->c.layers);
+    snprintf(h, sizeof h, "%u", L->c.heads);
+    snprintf(kv, sizeof kv, "%u", L->c.kv_heads);
+    snprintf(ff, sizeof ff, "%u", L->c.ff);
+    snprintf(ct, sizeof ct, "%u", L->c.ctx_train);
+    snprintf(sd, sizeof sd, "%u", L->c.seed);
+    const char *argv[] = { L->self, "gen", "--arch", "llama", "--dim", d, "--layers", l,
+                           "--heads", h, "--kv-heads", kv, "--ff", ff, "--ctx", ct, "--seed", sd,
+                           "--type", L->c.type, "--vocab-from", vocab, "-o", L->c.model, NULL };
+    log_info("%s is missing: generating a random llama of %s layers x %s (%s, seed %s)",
+             L->c.model, l, d, L->c.type, sd);
+    char glog[PATH_MAX + 16];
+    snprintf(glog, sizeof glog, "%s/logs/gen.err", L->dir);
+    int rc = s_run((char *const *)argv, glog);
+    if (vocab[0] && strcmp(vocab, L->c.vocab))
+        unlink(vocab);
+    if (rc) {
+        log_error("generating %s failed (exit %d): see %s", L->c.model, rc, glog);
+        return -1;
+    }
+    return 0;
+}
+
+static int s_conditions(ll_lab *L)
+{
+    for (uint32_t i = 0; i < L->c.n_cond; i++) {
+        ll_cond *cd = &L->cond[i];
+        const char *s = L->c.cond[i];
+        memset(cd, 0, sizeof *cd);
+        memcpy(cd->name, s, sizeof cd->name); /* both char[32], s terminated */
+        netem_profile_builtin("none", &cd->prof);
+        if (!strcmp(s, "reference") || !strcmp(s, "ssd")) {
+            cd->arm = !strcmp(s, "ssd") ? "ssd" : "reference";
+        } else if (!strcmp(s, "resident") || !strncmp(s, "resident/", 9)) {
+            cd->arm = "resident";
+            if (s[8] == '/' && netem_profile_builtin(s + 9, &cd->prof)) {
+                log_error("%s: condition '%s': unknown profile (profiles: none, lan, wifi, "
+                          "wan)", L->c.path, s);
+                return -1;
+            }
+        } else if (!strcmp(s, "quantized")) {
+            log_error("%s: condition 'quantized': a real model's quantized arm is its "
+                      "quantized file (swarm quantize MODEL -t q8_0) given as [llm] model in a "
+                      "lab of its own", L->c.path);
+            return -1;
+        } else {
+            log_error("%s: unknown condition '%s' (conditions: reference, ssd, resident, "
+                      "resident/none, resident/lan, resident/wifi, resident/wan)", L->c.path, s);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* The fewest workers whose caps hold the model (partition_llm), or the config's count. */
+static int s_workers(ll_lab *L)
+{
+    char err[1024];
+    gguf_file *g = gguf_open(L->c.model, err, sizeof err);
+    arch_model am;
+    int rc = -1;
+    if (!g) {
+        log_error("%s", err);
+        return -1;
+    }
+    if (arch_model_open(&am, g, err, sizeof err)) {
+        log_error("%s", err);
+        gguf_close(&g);
+        return -1;
+    }
+    L->n_layers = am.hp.n_layers;
+    partition_llm_opts po = { .sessions = 1, .n_ctx = L->c.ctx, .max_batch = L->c.batch,
+                              .threads = L->c.threads };
+    partition_llm_plan plan;
+    uint64_t caps[8];
+    for (uint32_t n = L->c.workers ? L->c.workers : 1; n <= 8; n++) {
+        for (uint32_t i = 0; i < n; i++)
+            caps[i] = L->c.cap;
+        if (partition_llm(&am, &po, n, caps, &plan, err, sizeof err) == 0) {
+            L->workers = n;
+            rc = 0;
+            break;
+        }
+        if (L->c.workers)
+            break;
+    }
+    if (rc)
+        log_error("%s: no plan under %.0f MiB per worker: %s", L->c.model,
+                  L->c.cap / 1048576.0, err);
+    arch_model_close(&am);
+    gguf_close(&g);
+    return rc;
+}
+
+/* Machine figures, then every prediction, printed before any condition runs. */
+static int s_predict(ll_lab *L)
+{
+    char err[1024];
+    int rc;
+    ll_cond ref = { .arm = "reference" };
+    snprintf(ref.name, sizeof ref.name, "calibration");
+    json_t *r = s_generate(L, &ref, 8, "cal", &rc);
+    json_t *itl = r ? json_object_get(r, "itl_ms_p50") : NULL;
+    if (!itl || !json_is_number(itl)) {
+        log_error("calibration (reference, 8 tokens) failed (exit %d): see %s/logs", rc, L->dir);
+        json_decref(r);
+        return -1;
+    }
+    L->ref_ms = json_number_value(itl);
+    json_decref(r);
+    exec_plan p;
+    llm_opts lo;
+    llm_cli_ssd_flags sf;
+    char from[256];
+    /* the SSD arm's options exactly as `swarm generate --arm ssd --cap CAP` makes them */
+    llm_cli_ssd_init(&sf);
+    sf.cap_bytes = L->c.cap;
+    if (llm_cli_ssd_opts(&sf, L->c.model, &lo, from, sizeof from, err, sizeof err)) {
+        log_error("the SSD arm's options: %s", err);
+        return -1;
+    }
+    lo.n_ctx = L->c.ctx;
+    lo.n_batch = L->c.batch;
+    if (llm_ssd_plan(L->c.model, &lo, &p, err, sizeof err)) {
+        log_error("the SSD arm's plan: %s", err);
+        return -1;
+    }
+    L->n_resident = p.n_resident;
+    L->streamed_bytes = p.streamed_per_step;
+    L->pass_bytes = p.resident_bytes + p.streamed_per_step;
+    bench_disk_opts bo = { .first = p.n_resident, .chunk_bytes = lo.chunk_bytes,
+                           .queue_depth = lo.queue_depth, .passes = 2,
+                           .ring_slots = p.ring_slots };
+    bench_disk_result d;
+    if (p.n_streamed && bench_disk_run_gguf(L->c.model, &bo, &d, err, sizeof err) == 0)
+        L->disk_gbps = d.gbps;
+    else
+        L->disk_gbps = NAN;
+    log_info("machine: reference %.1f ms a token (%u threads); SSD plan %u of %u layers "
+             "resident, %.1f MiB streamed a token; disk %.2f GB/s (the arm's reader and ring)",
+             L->ref_ms, L->c.threads, p.n_resident, L->n_layers,
+             L->streamed_bytes / 1048576.0, L->disk_gbps);
+    /* A token reads every layer once: the reference's time is the memory's. The SSD arm
+     * computes its resident share at that pace and the rest as fast as the disk gives it
+     * (reads overlap compute); the resident arm adds one one-way link delay per hop. */
+    double frac = L->pass_bytes ? (double)L->streamed_bytes / (double)L->pass_bytes : 0;
+    for (uint32_t i = 0; i < L->c.n_cond; i++) {
+        ll_cond *cd = &L->cond[i];
+        if (!strcmp(cd->arm, "reference"))
+            cd->pred_ms = L->ref_ms;
+        else if (!strcmp(cd->arm, "ssd"))
+            cd->pred_ms = L->ref_ms * (1 - frac) +
+                          fmax(L->ref_ms * frac, L->streamed_bytes / (L->disk_gbps * 1e6));
+        else
+            cd->pred_ms = L->ref_ms + (L->workers + 1) * (double)cd->prof.delay_ns / 1e6;
+        log_info("predicted %-16s %8.1f ms a token, %7.2f tokens/s", cd->name, cd->pred_ms,
+                 1000.0 / cd->pred_ms);
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------- report */
+
+static double s_num(json_t *o, const char *k)
+{
+    json_t *v = json_object_get(o, k);
+    return json_is_number(v) ? json_number_value(v) : NAN;
+}
+
+static int s_cmp(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Median, min and max of the finite values among v[0..n). */
+static void s_stats(double *v, size_t n, double *med, double *mn, double *mx)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (isfinite(v[i]))
+            v[k++] = v[i];
+    qsort(v, k, sizeof *v, s_cmp);
+    *med = k ? (k % 2 ? v[k / 2] : (v[k / 2 - 1] + v[k / 2]) / 2) : NAN;
+    *mn = k ? v[0] : NAN;
+    *mx = k ? v[k - 1] : NAN;
+}
+
+static void s_plot(const ll_lab *L, const double *med, const double *mn, const double *mx)
+{
+    char path[PATH_MAX + 32];
+    FILE *f;
+    snprintf(path, sizeof path, "%s/gen_tok_s.dat", L->dir);
+    if (!(f = fopen(path, "w")))
+        return;
+    fprintf(f, "# index condition median min max predicted (generated tokens/s)\n");
+    for (uint32_t i = 0; i < L->c.n_cond; i++)
+        fprintf(f, "%u %s %g %g %g %g\n", i, L->cond[i].name, med[i], mn[i], mx[i],
+                1000.0 / L->cond[i].pred_ms);
+    fclose(f);
+    snprintf(path, sizeof path, "%s/plots.gp", L->dir);
+    if (!(f = fopen(path, "w")))
+        return;
+    fprintf(f, "# plots.gp — written by `swarm lab` (text generation)\n"
+               "set terminal pngcairo size 960,560 noenhanced font \",10\"\n"
+               "set datafile missing \"nan\"\nset grid ytics\nset key outside right top\n"
+               "set xtics rotate by -25\nset style fill solid 0.6 border -1\nset boxwidth 0.6\n"
+               "set output \"gen_tok_s.png\"\nset logscale y\n"
+               "set title \"generated tokens/s (median of %u; bars: min-max; x: predicted)\"\n"
+               "set ylabel \"tokens/s (log)\"\n"
+               "plot \"gen_tok_s.dat\" using 1:3:xtic(2) with boxes title \"measured\", \\\n"
+               "     \"\" using 1:3:4:5 with yerrorbars lc rgb \"black\" pt 0 title \"min-max\", \\\n"
+               "     \"\" using 1:6 with points pt 2 ps 2 lc rgb \"red\" title \"predicted\"\n",
+            L->c.repeats);
+    fclose(f);
+    char cmd[PATH_MAX + 64];
+    snprintf(cmd, sizeof cmd, "cd '%s' && gnuplot plots.gp 1>&2", L->dir);
+    if (strchr(L->dir, '\'') || system(cmd))
+        log_warn("plots: gnuplot failed or is missing; the data and plots.gp are in %s", L->dir);
+}
+
+/* table.md from results.jsonl alone. */
+static int s_report(ll_lab *L)
+{
+    char path[PATH_MAX + 32];
+    snprintf(path, sizeof path, "%s/results.jsonl", L->dir);
+    FILE *in = fopen(path, "r");
+    if (!in)
+        return -1;
+    enum { K_TOK, K_TTFT, K_P50, K_P95, K_PROMPT, K_RAM, K_SSD, K_N };
+    static double v[LL_MAX_COND][K_N][128];
+    uint32_t n[LL_MAX_COND] = { 0 }, bad[LL_MAX_COND] = { 0 };
+    char *line = NULL;
+    size_t cap = 0;
+    while (getline(&line, &cap, in) > 0) {
+        json_t *o = json_loads(line, 0, NULL);
+        const char *cn = o ? json_string_value(json_object_get(o, "condition")) : NULL;
+        json_t *r = o ? json_object_get(o, "result") : NULL;
+        for (uint32_t i = 0; cn && i < L->c.n_cond; i++) {
+            if (strcmp(cn, L->cond[i].name))
+                continue;
+            if (!json_is_object(r) || json_is_true(json_object_get(r, "void")) || n[i] >= 128) {
+                bad[i]++;
+                break;
+            }
+            const char *keys[K_N] = { "gen_tok_s", "ttft_ms", "itl_ms_p50", "itl_ms_p95",
+                                      "prompt_tok_s", "aggregate_peak_rss_bytes",
+                                      "ssd_read_bytes" };
+            for (int k = 0; k < K_N; k++)
+                v[i][k][n[i]] = s_num(r, keys[k]);
+            n[i]++;
+        }
+        json_decref(o);
+    }
+    free(line);
+    fclose(in);
+    snprintf(path, sizeof path, "%s/table.md", L->dir);
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return -1;
+    fprintf(f, "# swarm lab: text generation\n\n%s, %u generated tokens a run (greedy), "
+               "context %u, batch %u, %u thread(s); cap %.0f MiB a process; resident: %u "
+               "workers; %u repeat(s). Medians (min-max); predicted before any run.\n\n",
+            L->c.model, L->c.tokens, L->c.ctx, L->c.batch, L->c.threads, L->c.cap / 1048576.0,
+            L->workers, L->c.repeats);
+    fprintf(f, "| condition | runs ok / void or failed | gen tok/s | predicted | error | TTFT "
+               "ms | ITL p50 ms | ITL p95 ms | prompt tok/s | RAM MiB (all processes) | SSD "
+               "read MiB |\n|---|---|---|---|---|---|---|---|---|---|---|\n");
+    double med[LL_MAX_COND], mn[LL_MAX_COND], mx[LL_MAX_COND], ssd = NAN;
+    for (uint32_t i = 0; i < L->c.n_cond; i++) {
+        double m[K_N], lo, hi;
+        for (int k = 0; k < K_N; k++)
+            s_stats(v[i][k], n[i], &m[k], k == K_TOK ? &mn[i] : &lo, k == K_TOK ? &mx[i] : &hi);
+        med[i] = m[K_TOK];
+        double pred = 1000.0 / L->cond[i].pred_ms;
+        fprintf(f, "| %s | %u / %u | %.2f (%.2f-%.2f) | %.2f | %+.0f%% | %.0f | %.1f | %.1f | "
+                   "%.1f | %.0f | %.0f |\n", L->cond[i].name, n[i], bad[i], m[K_TOK], mn[i],
+                mx[i], pred, (m[K_TOK] / pred - 1) * 100, m[K_TTFT], m[K_P50], m[K_P95],
+                m[K_PROMPT], m[K_RAM] / 1048576.0, m[K_SSD] / 1048576.0);
+        if (!strcmp(L->cond[i].arm, "ssd"))
+            ssd = m[K_TOK];
+    }
+    fprintf(f, "\n## Does the resident pipeline's advantage over SSD streaming hold?\n\n");
+    for (uint32_t i = 0; i < L->c.n_cond; i++) {
+        if (strcmp(L->cond[i].arm, "resident") || !isfinite(ssd) || !isfinite(med[i]))
+            continue;
+        double q = med[i] / ssd;
+        fprintf(f, "- %s / ssd: **%.2fx** generated tokens/s (%s)%s\n", L->cond[i].name, q,
+                q > 1 ? "the resident pipeline is ahead" : "SSD streaming is ahead",
+                strstr(L->cond[i].name, "/lan") ? "; the article's dense lab: 13.70x" : "");
+    }
+    if (!isfinite(ssd))
+        fprintf(f, "- no finished ssd run: no ratio\n");
+    fprintf(f, "\nGates: every resident run checked its token ids and logits against the "
+               "reference arm (parity), every SSD run its cache and content gates; a run that "
+               "failed one counts under void and is left out of the figures. The article's "
+               "%.2fx is the dense model's resident/lan over ssd steps/s.\n", LL_ARTICLE_RATIO);
+    fclose(f);
+    s_plot(L, med, mn, mx);
+    snprintf(path, sizeof path, "%s/table.md", L->dir);
+    FILE *t = fopen(path, "r");
+    int ch;
+    while (t && (ch = fgetc(t)) != EOF)
+        fputc(ch, stdout);
+    if (t)
+        fclose(t);
+    return 0;
+}
+
+/* ---------------------------------------------------------------- main */
+
+int lab_llm_main(int argc, char **argv)
+{
+    static ll_lab lab;
+    ll_lab *L = &lab;
+    static const struct option opts[] = { { "quick", no_argument, 0, 'q' },
+                                          { "out", required_argument, 0, 'o' },
+                                          { "repeats", required_argument, 0, 'r' },
+                                          { 0, 0, 0, 0 } };
+    const char *out = NULL, *config = NULL;
+    int quick = 0, c;
+    uint32_t repeats = 0;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        switch (c) {
+        case 'q': quick = 1; break;
+        case 'o': out = optarg; break;
+        case 'r': repeats = (uint32_t)strtoul(optarg, NULL, 10); break;
+        default:
+            fprintf(stderr, "usage: swarm lab CONFIG.ini [--quick] [--repeats N] [--out DIR]\n");
+            return EXIT_USAGE;
+        }
+    }
+    if (optind != argc - 1) {
+        fprintf(stderr, "usage: swarm lab CONFIG.ini [--quick] [--repeats N] [--out DIR]\n");
+        return EXIT_USAGE;
+    }
+    config = argv[optind];
+    memset(L, 0, sizeof *L);
+    if (config_llm_load(&L->c, config))
+        return EXIT_USAGE;
+    if (quick) { /* a look, not a measurement: one short repeat */
+        L->c.tokens = 8;
+        L->c.repeats = 1;
+    }
+    if (repeats)
+        L->c.repeats = repeats;
+    if (s_conditions(L))
+        return EXIT_USAGE;
+    ssize_t sl = readlink("/proc/self/exe", L->self, sizeof L->self - 1);
+    L->self[sl > 0 ? sl : 0] = 0;
+    if (out) {
+        snprintf(L->dir, sizeof L->dir, "%s", out);
+    } else {
+        char stamp[32];
+        time_t now = time(NULL);
+        strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", localtime(&now));
+        snprintf(L->dir, sizeof L->dir, "%s/llm-%s", L->c.out, stamp);
+    }
+    char sub[PATH_MAX + 16];
+    snprintf(sub, sizeof sub, "%s/logs", L->dir);
+    if (util_mkdir_p(sub) || (snprintf(sub, sizeof sub, "%s/runs", L->dir), util_mkdir_p(sub))) {
+        log_error("%s: cannot create: %s", sub, strerror(errno));
+        return EXIT_FAIL;
+    }
+    int mrc = s_make_model(L);
+    if (mrc)
+        return mrc > 0 ? mrc : EXIT_FAIL;
+    if (s_workers(L) || s_predict(L))
+        return EXIT_FAIL;
+    char path[PATH_MAX + 32];
+    snprintf(path, sizeof path, "%s/results.jsonl", L->dir);
+    log_info("%u condition(s) x %u repeat(s), %u tokens each, into %s", L->c.n_cond,
+             L->c.repeats, L->c.tokens, L->dir);
+    int failed = 0;
+    for (uint32_t r = 0; r < L->c.repeats; r++)
+        for (uint32_t i = 0; i < L->c.n_cond; i++) {
+            char tag[16];
+            int rc;
+            snprintf(tag, sizeof tag, "r%u", r + 1);
+            json_t *res = s_generate(L, &L->cond[i], L->c.tokens, tag, &rc);
+            json_t *o = json_object();
+            json_object_set_new(o, "condition", json_string(L->cond[i].name));
+            json_object_set_new(o, "repeat", json_integer(r + 1));
+            json_object_set_new(o, "predicted_ms_per_token", json_real(L->cond[i].pred_ms));
+            json_object_set_new(o, "exit_code", json_integer(rc));
+            json_object_set_new(o, "result", res ? res : json_null());
+            if (!res)
+                failed++;
+            char *s = json_dumps(o, JSON_COMPACT);
+            FILE *f = fopen(path, "a");
+            if (s && f)
+                fprintf(f, "%s\n", s);
+            if (f)
+                fclose(f);
+            free(s);
+            json_decref(o);
+            log_info("%s repeat %u: %s", L->cond[i].name, r + 1,
+                     res ? "done" : "failed (see its log under logs/)");
+        }
+    if (s_report(L))
+        log_warn("cannot write %s/table.md", L->dir);
+    log_info("results in %s (%d failed run%s)", L->dir, failed, failed == 1 ? "" : "s");
+    return failed ? EXIT_FAIL : EXIT_OK;
+}

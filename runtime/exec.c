@@ -1,0 +1,717 @@
+/* exec.c — layer range executor: resident layers + O_DIRECT/io_uring streamed layers. runtime/ */
+#include "runtime/exec.h"
+#include "runtime/exec_int.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/magic.h>
+#include <sys/vfs.h>
+#include <liburing.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "base/iobuf.h"
+#include "base/log.h"
+#include "base/util.h"
+
+enum { S_FREE = 0, S_INFLIGHT = 1, S_DONE = 2 };
+
+#define S_HASHER_STACK (256u << 10)    /* stack for the hasher thread (static TLS lives there too) */
+#define S_HASHER_MIN_CHUNK (1u << 20) /* smaller chunks are hashed inline (s_hasher_wanted) */
+
+typedef struct {
+    uint8_t *buf;              /* EXEC_ALIGN-aligned, cap bytes */
+    uint64_t cap;
+    uint64_t aoff, alen;       /* aligned superset read */
+    uint32_t skip;             /* first wanted byte = buf + skip */
+    uint64_t want;             /* wanted bytes */
+    int state;
+    int32_t res;               /* bytes read or -errno */
+    uint64_t seq;
+} s_slot;
+
+struct exec {
+    const arch_model *am;      /* borrowed, or own_am */
+    arch_model own_am;         /* the lab model's layers (exec_new) */
+    char *path;                /* owned */
+    uint64_t *sums;            /* (n_layers of am) per-layer checksums, owned */
+    uint32_t first, last;
+    exec_opts o;
+    exec_plan plan;
+    int fd;
+    int direct;
+    arch_run *run;             /* the layer hooks' scratch, for up to max_pos positions */
+    /* resident layers: [0, n_resident) relative to first, ARCH_MAX_LAYER_TENSORS each */
+    void **res_mem;
+    const void **res_data;
+    uint64_t loaded_bytes;
+    /* streaming: one step's chunks, and the vectors of the layer being streamed */
+    exec_chunk *sched;
+    uint8_t *stage;
+    const void *stage_ptr[ARCH_MAX_LAYER_TENSORS];
+    /* the step being streamed (s_stream_step) */
+    float *x;
+    uint32_t n, pos0;
+    arch_kv *kv;
+    /* streaming ring: every slot's buffer lies in one huge-page-backed mapping (iobuf.h) */
+    iobuf ring_mem;
+    s_slot *slots;
+    uint32_t nslots, inflight;
+    struct io_uring ring;
+    int uring_ok;
+    uint64_t submit_seq, consume_seq, seq_limit;
+    uint64_t chunks_per_step;
+    /* content-gate hasher thread (s_hash_main): hashes chunk seqs [hashed, posted) in order */
+    pthread_t hasher;
+    int hasher_ok;             /* 0: hashed inline by s_hash_post */
+    int sync_ok;               /* mu and cv initialised */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;         /* posted moved, hashed moved, or stop */
+    uint64_t posted;           /* chunks handed to the hasher (mu) */
+    _Atomic uint64_t hashed;   /* chunks it has finished reading: their slots may be reused */
+    int stop;                  /* (mu) */
+    uint64_t h_layers, h_fail, h_fail_logged, h_ns; /* (mu) results since the last collect */
+    /* (mu) failures to log, by the caller's thread in s_hash_collect: a log line from the
+     * hasher made ASan's stdio interceptors allocate inside a 2 MiB memory cgroup (OOM kill) */
+    uint32_t h_bad_n, h_bad_layer[3];
+    uint64_t h_bad_hash[3];
+    XXH3_state_t *xx;          /* the hasher's own */
+};
+
+void *exec_read_aligned(int fd, uint64_t off, uint64_t len, const void **data, char *err,
+                        size_t errlen)
+{
+    uint64_t a0 = off / EXEC_ALIGN * EXEC_ALIGN;
+    uint64_t a1 = exec_round_up(off + len, EXEC_ALIGN);
+    uint64_t got = 0;
+    void *buf = NULL;
+    if (posix_memalign(&buf, EXEC_ALIGN, a1 - a0)) {
+        snprintf(err, errlen, "out of memory for a %llu-byte read", (unsigned long long)(a1 - a0));
+        return NULL;
+    }
+    while (got < off + len - a0) {
+        ssize_t n = pread(fd, (uint8_t *)buf + got, a1 - a0 - got, (off_t)(a0 + got));
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            snprintf(err, errlen, "read at offset %llu failed: %s",
+                     (unsigned long long)(a0 + got), n < 0 ? strerror(errno) : "end of file");
+            free(buf);
+            return NULL;
+        }
+        got += (uint64_t)n;
+    }
+    *data = (uint8_t *)buf + (off - a0);
+    return buf;
+}
+
+static int s_open(exec_t *e, char *err, size_t errlen)
+{
+    if (!e->o.buffered) {
+        struct statfs sf;
+        e->fd = open(e->path, O_RDONLY | O_DIRECT | O_CLOEXEC);
+        /* tmpfs accepts O_DIRECT since Linux 6.6, but its "disk" is the page cache: no SSD
+         * figure can come from it either way. */
+        if (e->fd >= 0 && fstatfs(e->fd, &sf) == 0 && sf.f_type == TMPFS_MAGIC &&
+            e->plan.n_streamed) {
+            close(e->fd);
+            e->fd = -1;
+            errno = EINVAL;
+        } else if (e->fd >= 0) {
+            e->direct = 1;
+            return 0;
+        }
+        if (errno == EINVAL) {
+            snprintf(err, errlen,
+                     "%s: the filesystem refuses O_DIRECT (tmpfs?): streamed reads would be "
+                     "served from the page cache, so no SSD figure can be reported; move the "
+                     "model to a disk, or pass --buffered to measure buffered reads "
+                     "(labelled as such)",
+                     e->path);
+            return -1;
+        }
+    } else {
+        e->fd = open(e->path, O_RDONLY | O_CLOEXEC);
+        if (e->fd >= 0)
+            return 0;
+    }
+    snprintf(err, errlen, "%s: cannot open: %s", e->path, strerror(errno));
+    return -1;
+}
+
+static int s_load_resident(exec_t *e, char *err, size_t errlen)
+{
+    uint32_t n = e->plan.n_resident;
+    char why[256];
+    size_t slots = (size_t)(n ? n : 1) * ARCH_MAX_LAYER_TENSORS;
+    e->res_mem = calloc(slots, sizeof(void *));
+    e->res_data = calloc(slots, sizeof(void *));
+    if (!e->res_mem || !e->res_data) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t l = e->first + i;
+        const arch_layer *L = &e->am->layers[l];
+        XXH3_state_t *xx = e->o.verify_resident ? XXH3_createState() : NULL;
+        if (xx)
+            XXH3_64bits_reset(xx);
+        for (uint32_t t = 0; t < L->n_tensors; t++) {
+            size_t k = (size_t)i * ARCH_MAX_LAYER_TENSORS + t;
+            e->res_mem[k] = exec_read_aligned(e->fd, L->t[t].off, L->t[t].nbytes,
+                                              &e->res_data[k], why, sizeof why);
+            if (!e->res_mem[k]) {
+                XXH3_freeState(xx);
+                snprintf(err, errlen, "%s: layer %u (%s): %s", e->path, l, L->t[t].name, why);
+                return -1;
+            }
+            e->loaded_bytes += L->t[t].nbytes;
+            if (xx)
+                XXH3_64bits_update(xx, e->res_data[k], L->t[t].nbytes);
+        }
+        if (e->o.verify_resident) {
+            if (!xx) {
+                snprintf(err, errlen, "out of memory");
+                return -1;
+            }
+            uint64_t h = XXH3_64bits_digest(xx);
+            XXH3_freeState(xx);
+            if (h != e->sums[l]) {
+                snprintf(err, errlen,
+                         "%s: layer %u checksum mismatch (file bytes hash to %016llx, expected "
+                         "%016llx): the file is corrupt",
+                         e->path, l, (unsigned long long)h, (unsigned long long)e->sums[l]);
+                return -1;
+            }
+        }
+    }
+    return 0;
+}
+
+/* Streamed chunk `seq` of the schedule. */
+static const exec_chunk *s_chunk_of(const exec_t *e, uint64_t seq)
+{
+    return &e->sched[seq % e->plan.chunks_per_step];
+}
+
+static void s_submit_more(exec_t *e, exec_stats *st)
+{
+    int queued = 0;
+    /* A slot is free again once its chunk is both computed and hashed. */
+    uint64_t done = e->consume_seq, hashed = atomic_load(&e->hashed);
+    if (hashed < done)
+        done = hashed;
+    while (e->inflight < e->o.queue_depth && e->submit_seq < done + e->nslots &&
+           (!e->seq_limit || e->submit_seq < e->seq_limit)) {
+        s_slot *s = &e->slots[e->submit_seq % e->nslots];
+        if (s->state != S_FREE)
+            break;
+        const exec_chunk *ch = s_chunk_of(e, e->submit_seq);
+        uint64_t off = ch->off, len = ch->len;
+        s->aoff = off / EXEC_ALIGN * EXEC_ALIGN;
+        s->alen = exec_round_up(off + len, EXEC_ALIGN) - s->aoff;
+        s->skip = (uint32_t)(off - s->aoff);
+        s->want = len;
+        s->seq = e->submit_seq;
+        s->res = 0;
+        if (e->uring_ok) {
+            struct io_uring_sqe *sqe = io_uring_get_sqe(&e->ring);
+            if (!sqe)
+                break;
+            io_uring_prep_read(sqe, e->fd, s->buf, (unsigned)s->alen, s->aoff);
+            io_uring_sqe_set_data64(sqe, e->submit_seq % e->nslots);
+            queued++;
+            s->state = S_INFLIGHT;
+            e->inflight++;
+        } else {
+            /* Logged fallback: synchronous read, no overlap with compute. */
+            ssize_t n;
+            do
+                n = pread(e->fd, s->buf, s->alen, (off_t)s->aoff);
+            while (n < 0 && errno == EINTR);
+            s->res = n < 0 ? -errno : (int32_t)n;
+            s->state = S_DONE;
+        }
+        st->streamed_bytes += s->alen;
+        e->submit_seq++;
+    }
+    if (queued)
+        io_uring_submit(&e->ring);
+}
+
+static void s_reap(exec_t *e, int wait)
+{
+    struct io_uring_cqe *cqe;
+    int rc;
+    for (;;) {
+        rc = wait ? io_uring_wait_cqe(&e->ring, &cqe) : io_uring_peek_cqe(&e->ring, &cqe);
+        if (rc == -EINTR)
+            continue;
+        if (rc < 0 || !cqe)
+            return;
+        s_slot *s = &e->slots[io_uring_cqe_get_data64(cqe)];
+        s->res = cqe->res;
+        s->state = S_DONE;
+        e->inflight--;
+        io_uring_cqe_seen(&e->ring, cqe);
+        wait = 0;
+    }
+}
+
+/* ---------------------------------------------------------------- content-gate hasher
+ * Hashing a streamed layer costs about as much CPU as computing it (XXH3-64 over 64 MiB:
+ * ≈4.7 ms against ≈3 ms of sgemv, 2026-12-01), and done inline it sat between a chunk's
+ * arrival and the resubmission of its slot: the disk waited on the hash (the SSD arm streamed
+ * at ≈2.1 GB/s where the same reads alone ran at ≈2.4). A thread of its own hashes chunk k
+ * while the step computes chunk k and the disk reads k+1..; a slot is reused only once both
+ * are done with it, and a step returns only when its layers are hashed, so the content gate
+ * still judges every step before its result is used. */
+
+/* Hash chunk seq (its read has completed) and record a finished layer's verdict; then its
+ * slot may be reused. On the hasher thread, or inline when there is none. */
+static void s_hash_one(exec_t *e, uint64_t seq)
+{
+    const s_slot *s = &e->slots[seq % e->nslots];
+    const exec_chunk *ch = s_chunk_of(e, seq);
+    uint32_t layer = ch->layer;
+    uint64_t t = util_now_ns(), h = 0;
+    int last = ch->last;
+    if (ch->first)
+        XXH3_64bits_reset(e->xx);
+    XXH3_64bits_update(e->xx, s->buf + s->skip, s->want);
+    if (last)
+        h = XXH3_64bits_digest(e->xx);
+    t = util_now_ns() - t;
+    pthread_mutex_lock(&e->mu);
+    e->h_ns += t;
+    if (last) {
+        e->h_layers++;
+        if (h != e->sums[layer] && (e->h_fail++, e->h_fail_logged++ < 3)) {
+            e->h_bad_layer[e->h_bad_n] = layer;
+            e->h_bad_hash[e->h_bad_n++] = h;
+        }
+    }
+    atomic_store(&e->hashed, seq + 1);
+    pthread_cond_broadcast(&e->cv);
+    pthread_mutex_unlock(&e->mu);
+}
+
+static void *s_hash_main(void *arg)
+{
+    exec_t *e = arg;
+    uint64_t seq = atomic_load(&e->hashed);
+    pthread_mutex_lock(&e->mu);
+    for (;;) {
+        while (!e->stop && seq == e->posted)
+            pthread_cond_wait(&e->cv, &e->mu);
+        if (seq == e->posted) /* stop, and nothing left to hash */
+            break;
+        pthread_mutex_unlock(&e->mu);
+        s_hash_one(e, seq++);
+        pthread_mutex_lock(&e->mu);
+    }
+    pthread_mutex_unlock(&e->mu);
+    return NULL;
+}
+
+static void s_hash_post(exec_t *e)
+{
+    if (!e->hasher_ok) {
+        s_hash_one(e, e->posted++);
+        return;
+    }
+    pthread_mutex_lock(&e->mu);
+    e->posted++;
+    pthread_cond_broadcast(&e->cv);
+    pthread_mutex_unlock(&e->mu);
+}
+
+/* Block until the hasher has finished chunk seq - 1; the time counts as verify_wait. */
+static void s_hash_wait(exec_t *e, uint64_t seq, exec_stats *st)
+{
+    if (atomic_load(&e->hashed) >= seq)
+        return;
+    uint64_t t = util_now_ns();
+    pthread_mutex_lock(&e->mu);
+    while (atomic_load(&e->hashed) < seq)
+        pthread_cond_wait(&e->cv, &e->mu);
+    pthread_mutex_unlock(&e->mu);
+    st->verify_wait_ns += util_now_ns() - t;
+}
+
+/* Move the hasher's results into the caller's stats (after s_hash_wait for the step). */
+static void s_hash_collect(exec_t *e, exec_stats *st)
+{
+    pthread_mutex_lock(&e->mu);
+    st->layers_streamed += e->h_layers;
+    st->content_fail += e->h_fail;
+    st->verify_ns += e->h_ns;
+    e->h_layers = e->h_fail = e->h_ns = 0;
+    for (uint32_t i = 0; i < e->h_bad_n; i++)
+        log_error("%s: content gate: streamed layer %u hashes to %016llx, expected %016llx",
+                  e->path, e->h_bad_layer[i], (unsigned long long)e->h_bad_hash[i],
+                  (unsigned long long)e->sums[e->h_bad_layer[i]]);
+    e->h_bad_n = 0;
+    pthread_mutex_unlock(&e->mu);
+}
+
+/* A hasher thread pays off when a chunk's hash (≈0.3 ms for 4 MiB here) dwarfs the futex
+ * wake-up that hands the chunk over (≈10 µs), and only with a second CPU to run on. Below
+ * S_HASHER_MIN_CHUNK the hash is cheaper inline. */
+static int s_hasher_wanted(const exec_t *e)
+{
+    if (e->o.hasher != EXEC_HASH_AUTO)
+        return e->o.hasher == EXEC_HASH_THREAD;
+    return e->plan.slot_bytes - 2 * EXEC_ALIGN >= S_HASHER_MIN_CHUNK &&
+           sysconf(_SC_NPROCESSORS_ONLN) >= 2;
+}
+
+static int s_ring_init(exec_t *e, char *err, size_t errlen)
+{
+    e->nslots = e->plan.ring_slots;
+    e->slots = calloc(e->nslots, sizeof *e->slots);
+    if (!e->slots)
+        goto oom;
+    uint64_t cap = e->plan.slot_bytes, nch = 0;
+    e->sched = exec_schedule(e->am, &e->plan, e->first, e->last, e->o.chunk_bytes, &nch);
+    if (!e->sched || nch != e->plan.chunks_per_step ||
+        (e->plan.stage_bytes && !(e->stage = aligned_alloc(64, e->plan.stage_bytes))))
+        goto oom;
+    /* One mapping for the ring, exactly the plan's ring_bytes (nslots x cap, cap a multiple
+     * of 4096 so every slot stays O_DIRECT-aligned): transparent huge pages under the memory
+     * cap cost no more than 4 KiB pages would, since only the tail under 2 MiB is left in
+     * small pages. hugetlb pages come from the reserved pool, which the memory cgroup does not
+     * charge; the plan counts the ring all the same, so the cap is never exceeded either way. */
+    if (iobuf_alloc(&e->ring_mem, (uint64_t)e->nslots * cap, e->o.buffers_4k, err, errlen))
+        return -1;
+    for (uint32_t i = 0; i < e->nslots; i++) {
+        e->slots[i].buf = e->ring_mem.p + (uint64_t)i * cap;
+        e->slots[i].cap = cap;
+    }
+    if (e->ring_mem.kind == IOBUF_4K && !e->o.buffers_4k && e->ring_mem.len >= IOBUF_HUGE)
+        log_warn("%s: streaming ring in %s: large reads may reach the device split into "
+                 "smaller requests", e->path, e->ring_mem.desc);
+    e->chunks_per_step = e->plan.chunks_per_step;
+    e->seq_limit = e->o.total_steps ? e->o.total_steps * e->chunks_per_step : 0;
+    int rc = io_uring_queue_init(e->o.queue_depth < 8 ? 8 : e->o.queue_depth, &e->ring, 0);
+    if (rc == 0)
+        e->uring_ok = 1;
+    else
+        log_warn("io_uring unavailable (%s): falling back to synchronous pread, reads will "
+                 "not overlap compute", strerror(-rc));
+    e->xx = XXH3_createState();
+    if (!e->xx)
+        goto oom;
+    if (pthread_mutex_init(&e->mu, NULL) || pthread_cond_init(&e->cv, NULL)) {
+        snprintf(err, errlen, "cannot set up the content-gate hasher");
+        return -1;
+    }
+    e->sync_ok = 1;
+    if (!s_hasher_wanted(e))
+        return 0;
+    /* A small stack: the hasher needs a few KiB, and the memory cap counts what a thread
+     * touches (AddressSanitizer maps and clears shadow for the whole stack: 1 MiB for the
+     * default 8 MiB stack, which alone overran the tests' 2 MiB cap). */
+    pthread_attr_t at;
+    if (pthread_attr_init(&at) == 0) {
+        pthread_attr_setstacksize(&at, S_HASHER_STACK);
+        e->hasher_ok = pthread_create(&e->hasher, &at, s_hash_main, e) == 0;
+        pthread_attr_destroy(&at);
+    }
+    if (!e->hasher_ok) /* a libc whose static TLS outgrows the small stack */
+        e->hasher_ok = pthread_create(&e->hasher, NULL, s_hash_main, e) == 0;
+    if (!e->hasher_ok)
+        log_warn("cannot start a hasher thread: the content gate hashes inline, on the step's "
+                 "time");
+    return 0;
+oom:
+    snprintf(err, errlen, "out of memory for the streaming ring");
+    return -1;
+}
+
+static exec_t *s_new(exec_t *e, const uint64_t *sums, uint32_t first, uint32_t last,
+                     const exec_opts *o, char *err, size_t errlen)
+{
+    e->first = first;
+    e->last = last;
+    e->o = *o;
+    e->fd = -1;
+    if (e->o.queue_depth < 1)
+        e->o.queue_depth = 1;
+    if (e->o.max_pos < 1)
+        e->o.max_pos = 1;
+    if (exec_plan_arch(e->am, e->path, first, last, &e->o, &e->plan, err, errlen))
+        goto err;
+    if (!(e->sums = malloc(e->am->hp.n_layers * sizeof *e->sums))) {
+        snprintf(err, errlen, "out of memory");
+        goto err;
+    }
+    memcpy(e->sums, sums, e->am->hp.n_layers * sizeof *e->sums);
+    if (s_open(e, err, errlen))
+        goto err;
+    if (!(e->run = arch_run_new(e->am, e->o.max_pos, err, errlen)))
+        goto err;
+    if (s_load_resident(e, err, errlen))
+        goto err;
+    if (e->plan.n_streamed && s_ring_init(e, err, errlen))
+        goto err;
+    return e;
+err:
+    exec_free(&e);
+    return NULL;
+}
+
+exec_t *exec_new(const model_t *m, uint32_t first, uint32_t last, const exec_opts *o,
+                 char *err, size_t errlen)
+{
+    exec_t *e = calloc(1, sizeof *e);
+    uint64_t *sums = calloc(m->n_layers ? m->n_layers : 1, sizeof *sums);
+    if (!e || !sums || !(e->path = strdup(m->path))) {
+        snprintf(err, errlen, "out of memory");
+        free(sums);
+        exec_free(&e);
+        return NULL;
+    }
+    e->fd = -1;
+    if (exec_dense_arch(m, &e->own_am, err, errlen)) {
+        free(sums);
+        exec_free(&e);
+        return NULL;
+    }
+    e->am = &e->own_am;
+    for (uint32_t l = 0; l < m->n_layers; l++)
+        sums[l] = m->layers[l].checksum;
+    e = s_new(e, sums, first, last, o, err, errlen);
+    free(sums);
+    return e;
+}
+
+exec_t *exec_new_arch(const arch_model *am, const char *path, const uint64_t *sums,
+                      uint32_t first, uint32_t last, const exec_opts *o, char *err,
+                      size_t errlen)
+{
+    exec_t *e = calloc(1, sizeof *e);
+    if (!e || !(e->path = strdup(path))) {
+        snprintf(err, errlen, "out of memory");
+        free(e);
+        return NULL;
+    }
+    e->fd = -1;
+    e->am = am;
+    return s_new(e, sums, first, last, o, err, errlen);
+}
+
+void exec_set_threads(exec_t *e, int nthreads)
+{
+    arch_run_set_threads(e->run, nthreads);
+}
+
+const exec_plan *exec_get_plan(const exec_t *e)
+{
+    return &e->plan;
+}
+
+uint64_t exec_loaded_bytes(const exec_t *e)
+{
+    return e->loaded_bytes;
+}
+
+int exec_is_direct(const exec_t *e)
+{
+    return e->direct;
+}
+
+int exec_uses_uring(const exec_t *e)
+{
+    return e->uring_ok;
+}
+
+const char *exec_io_buffers(const exec_t *e)
+{
+    return e->ring_mem.p ? e->ring_mem.desc : "none (nothing streamed)";
+}
+
+/* Feed one arrived chunk to the layer hooks: a vector goes to the stage (the layer begins
+ * after its last vector); a matrix's first range prepares its input, its rows are computed,
+ * and the layer's last chunk ends it. */
+static int s_compute(exec_t *e, const exec_chunk *ch, const void *data, char *err,
+                     size_t errlen)
+{
+    const arch_layer *L = &e->am->layers[ch->layer];
+    const arch_tensor *T = &L->t[ch->tensor];
+    if (!T->is_matrix) {
+        uint64_t at = 0;
+        for (uint32_t i = 0; i < ch->tensor; i++)
+            at += exec_round_up(L->t[i].nbytes, 64);
+        memcpy(e->stage + at, data, T->nbytes);
+        e->stage_ptr[ch->tensor] = e->stage + at;
+        if (ch->tensor + 1 == L->n_vectors &&
+            arch_layer_begin(e->run, ch->layer, e->stage_ptr,
+                             e->kv ? &e->kv[ch->layer - e->first] : NULL, e->x, e->n, e->pos0,
+                             err, errlen))
+            return -1;
+        return 0;
+    }
+    if (ch->r0 == 0 && L->n_vectors == 0 && ch->tensor == 0 &&
+        arch_layer_begin(e->run, ch->layer, NULL, e->kv ? &e->kv[ch->layer - e->first] : NULL,
+                         e->x, e->n, e->pos0, err, errlen))
+        return -1;
+    if ((ch->r0 == 0 && arch_layer_before(e->run, ch->tensor)) ||
+        arch_layer_rows(e->run, ch->tensor, ch->r0, ch->nrows, data) ||
+        (ch->last && arch_layer_end(e->run))) {
+        snprintf(err, errlen, "%s: %s", e->path, arch_run_error(e->run));
+        return -1;
+    }
+    return 0;
+}
+
+/* Consume streamed chunks for one step in order, computing as they arrive; the hasher
+ * thread hashes each one beside the compute. */
+static int s_stream_step(exec_t *e, exec_stats *st, char *err, size_t errlen)
+{
+    uint64_t end = e->consume_seq + e->chunks_per_step;
+    uint64_t t;
+    int rc = 0;
+    while (e->consume_seq < end) {
+        /* Count reads that finished while we computed, so their depth is refilled now. */
+        if (e->uring_ok)
+            s_reap(e, 0);
+        s_submit_more(e, st);
+        s_slot *s = &e->slots[e->consume_seq % e->nslots];
+        if (s->state == S_FREE && e->consume_seq + 1 >= e->nslots) {
+            /* Not even submitted: its slot's previous chunk is still being hashed. */
+            s_hash_wait(e, e->consume_seq + 1 - e->nslots, st);
+            s_submit_more(e, st);
+        }
+        if (s->state != S_DONE) {
+            t = util_now_ns();
+            while (s->state != S_DONE)
+                s_reap(e, 1);
+            st->wait_ns += util_now_ns() - t;
+        }
+        const exec_chunk *ch = s_chunk_of(e, e->consume_seq);
+        if (s->res < 0 || (uint64_t)s->res < s->skip + s->want) {
+            snprintf(err, errlen, "%s: layer %u %s rows %llu..+%llu: %s", e->path, ch->layer,
+                     e->am->layers[ch->layer].t[ch->tensor].name, (unsigned long long)ch->r0,
+                     (unsigned long long)ch->nrows,
+                     s->res < 0 ? strerror(-s->res) : "short read");
+            rc = -1;
+            break;
+        }
+        s_hash_post(e);
+        if (!e->o.io_only) {
+            t = util_now_ns();
+            rc = s_compute(e, ch, s->buf + s->skip, err, errlen);
+            st->compute_ns += util_now_ns() - t;
+            if (rc) {
+                s->state = S_FREE;
+                e->consume_seq++;
+                break;
+            }
+        }
+        s->state = S_FREE; /* computed; s_submit_more also waits for the hasher to pass it */
+        e->consume_seq++;
+    }
+    s_hash_wait(e, e->consume_seq, st);
+    s_hash_collect(e, st);
+    if (rc == 0)
+        s_submit_more(e, st);
+    return rc;
+}
+
+int exec_step(exec_t *e, float *x, exec_stats *st, char *err, size_t errlen)
+{
+    return exec_step_n(e, x, 1, 0, NULL, st, err, errlen);
+}
+
+int exec_step_n(exec_t *e, float *x, uint32_t n, uint32_t pos0, arch_kv *kv, exec_stats *st,
+                char *err, size_t errlen)
+{
+    uint64_t t;
+    if (n < 1 || n > e->o.max_pos) {
+        snprintf(err, errlen, "%s: a step of %u positions (the executor holds 1..%u)", e->path,
+                 n, e->o.max_pos);
+        return -1;
+    }
+    if (e->plan.n_streamed)
+        s_submit_more(e, st); /* start the disk before computing the resident layers */
+    if (!e->o.io_only) {
+        t = util_now_ns();
+        for (uint32_t i = 0; i < e->plan.n_resident; i++) {
+            uint32_t l = e->first + i;
+            if (arch_layer_forward(e->run, l, e->res_data + (size_t)i * ARCH_MAX_LAYER_TENSORS,
+                                   kv ? &kv[i] : NULL, x, n, pos0, err, errlen))
+                return -1;
+            /* Keep queue_depth reads in flight while the resident layers compute (≈3 ms each
+             * here): the ring has more free slots than the depth, and refilling only after
+             * the last resident layer left the disk idle for part of it. */
+            if (e->plan.n_streamed && e->uring_ok) {
+                s_reap(e, 0);
+                s_submit_more(e, st);
+            }
+        }
+        st->compute_ns += util_now_ns() - t;
+    }
+    if (e->plan.n_streamed) {
+        st->layers_due += e->plan.n_streamed;
+        e->x = x;
+        e->n = n;
+        e->pos0 = pos0;
+        e->kv = kv;
+        return s_stream_step(e, st, err, errlen);
+    }
+    return 0;
+}
+
+void exec_drain(exec_t *e)
+{
+    if (!e || !e->uring_ok)
+        return;
+    while (e->inflight)
+        s_reap(e, 1);
+}
+
+void exec_free(exec_t **pe)
+{
+    exec_t *e = *pe;
+    if (!e)
+        return;
+    exec_drain(e);
+    if (e->hasher_ok) {
+        pthread_mutex_lock(&e->mu);
+        e->stop = 1;
+        pthread_cond_broadcast(&e->cv);
+        pthread_mutex_unlock(&e->mu);
+        pthread_join(e->hasher, NULL);
+    }
+    if (e->sync_ok) {
+        pthread_cond_destroy(&e->cv);
+        pthread_mutex_destroy(&e->mu);
+    }
+    if (e->uring_ok)
+        io_uring_queue_exit(&e->ring);
+    iobuf_free(&e->ring_mem);
+    free(e->slots);
+    for (size_t i = 0; e->res_mem && i < (size_t)e->plan.n_resident * ARCH_MAX_LAYER_TENSORS;
+         i++)
+        free(e->res_mem[i]);
+    free(e->res_mem);
+    free(e->res_data);
+    free(e->sched);
+    free(e->stage);
+    arch_run_free(&e->run);
+    arch_model_close(&e->own_am);
+    free(e->sums);
+    free(e->path);
+    if (e->xx)
+        XXH3_freeState(e->xx);
+    if (e->fd >= 0)
+        close(e->fd);
+    free(e);
+    *pe = NULL;
+}

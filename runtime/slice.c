@@ -1,0 +1,257 @@
+/* slice.c — a worker's range of a real model: resident layers through the executor, KV caches
+ * per (session, layer) in slots, freed on session end. runtime/ */
+#include "runtime/slice.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "arch/arch.h"
+#include "arch/sums.h"
+#include "gguf/gguf.h"
+#include "base/util.h"
+
+typedef struct {
+    uint64_t session;             /* 0 = free */
+    uint32_t cached;              /* positions 0 .. cached-1 are written */
+    arch_kv *kv;                  /* one per layer of the range, NULL until first used */
+} s_slot;
+
+struct slice {
+    gguf_file *g;
+    arch_model am;
+    int am_open;
+    exec_t *e;
+    uint32_t first, last, n_ctx, max_batch, n_slots, kv_dim;
+    s_slot *slots;
+    uint64_t kv_alloc;
+};
+
+static void s_slot_free(slice_t *s, s_slot *sl)
+{
+    if (sl->kv) {
+        for (uint32_t l = 0; l < s->last - s->first; l++) {
+            free(sl->kv[l].k);
+            free(sl->kv[l].v);
+        }
+        free(sl->kv);
+        s->kv_alloc -= 2ull * (s->last - s->first) * s->n_ctx * s->kv_dim * sizeof(float);
+    }
+    memset(sl, 0, sizeof *sl);
+}
+
+static int s_slot_alloc(slice_t *s, s_slot *sl)
+{
+    uint32_t nl = s->last - s->first;
+    size_t each = (size_t)s->n_ctx * s->kv_dim;
+    if (!(sl->kv = calloc(nl, sizeof *sl->kv)))
+        return -1;
+    s->kv_alloc += 2ull * nl * each * sizeof(float);
+    for (uint32_t l = 0; l < nl; l++) {
+        sl->kv[l] = (arch_kv){ .n_ctx = s->n_ctx, .kv_dim = s->kv_dim };
+        /* malloc, not calloc: a row is read only after a step wrote it (no gaps) */
+        if (!(sl->kv[l].k = malloc(each * sizeof(float))) ||
+            !(sl->kv[l].v = malloc(each * sizeof(float))))
+            return -1;
+    }
+    return 0;
+}
+
+uint64_t slice_held_bytes(const arch_model *am, uint32_t max_batch, uint32_t n_ctx,
+                          uint32_t threads)
+{
+    uint64_t th = threads ? threads : 1;
+    return (uint64_t)am->hp.dim * max_batch * 4 * 2 + 2 * 4096 + th * n_ctx * 4;
+}
+
+slice_t *slice_new(const slice_opts *o, char *err, size_t errlen)
+{
+    int cap_short = 0;
+    return slice_new_ex(o, &cap_short, err, errlen);
+}
+
+slice_t *slice_new_ex(const slice_opts *o, int *cap_short, char *err, size_t errlen)
+{
+    slice_t *s = calloc(1, sizeof *s);
+    *cap_short = 0;
+    uint64_t *sums = NULL;
+    char why[512];
+    if (!s) {
+        util_errf(err, errlen, o->path, "out of memory");
+        return NULL;
+    }
+    if (!(s->g = gguf_open(o->path, why, sizeof why))) {
+        snprintf(err, errlen, "%s", why);
+        goto err;
+    }
+    if (arch_model_open(&s->am, s->g, why, sizeof why)) {
+        snprintf(err, errlen, "%s", why);
+        goto err;
+    }
+    s->am_open = 1;
+    const arch_hparams *hp = &s->am.hp;
+    if (hp->id == ARCH_DENSE) {
+        util_errf(err, errlen, o->path, "the dense lab model has no sessions (its workers run "
+                  "the dense path)");
+        goto err;
+    }
+    if (o->first >= o->last || o->last > hp->n_layers) {
+        util_errf(err, errlen, o->path, "layers [%u, %u) do not fit its %u", o->first,
+                  o->last, hp->n_layers);
+        goto err;
+    }
+    if (!o->n_ctx || (hp->n_ctx_train && o->n_ctx > hp->n_ctx_train) || !o->sessions ||
+        !o->max_batch) {
+        util_errf(err, errlen, o->path, "context %u (model: %u), %u sessions, batch %u: each "
+                  "must be >= 1, the context at most the model's", o->n_ctx, hp->n_ctx_train,
+                  o->sessions, o->max_batch);
+        goto err;
+    }
+    s->first = o->first;
+    s->last = o->last;
+    s->n_ctx = o->n_ctx;
+    s->max_batch = o->max_batch;
+    s->n_slots = o->sessions;
+    s->kv_dim = hp->n_head_kv * hp->head_dim;
+    if (!(s->slots = calloc(s->n_slots, sizeof *s->slots)) ||
+        !(sums = calloc(hp->n_layers, sizeof *sums))) {
+        util_errf(err, errlen, o->path, "out of memory for %u session slots", o->sessions);
+        goto err;
+    }
+    /* The coordinator's checksums are the ones the bytes must match: the executor hashes
+     * each resident layer as it loads it and each streamed one as it arrives, so nothing
+     * here reads the rest of the file (a worker's fetched copy holds only its layers). */
+    if (o->expect_sums) {
+        for (uint32_t l = o->first; l < o->last; l++)
+            sums[l] = o->expect_sums[l - o->first];
+    } else {
+        sums_source src;
+        if (sums_get(&s->am, o->path, sums, &src, NULL, 0, why, sizeof why)) {
+            snprintf(err, errlen, "%s", why);
+            goto err;
+        }
+    }
+    exec_opts eo;
+    exec_opts_worker(&eo, o->cap_bytes);
+    eo.max_pos = o->max_batch;
+    eo.held_bytes = slice_held_bytes(&s->am, o->max_batch, o->n_ctx,
+                                     o->threads > 0 ? (uint32_t)o->threads : 1);
+    for (uint32_t l = o->first; l < o->last; l++) {
+        arch_cost c;
+        arch_layer_cost(&s->am, l, &c);
+        eo.held_bytes += (uint64_t)o->sessions * o->n_ctx * c.kv_bytes_per_pos;
+    }
+    exec_plan plan;
+    if (o->cap_bytes &&
+        exec_plan_make_arch(&s->am, o->first, o->last, &eo, &plan, why, sizeof why)) {
+        *cap_short = 1;
+        snprintf(err, errlen, "%s", why);
+        goto err;
+    }
+    if (!(s->e = exec_new_arch(&s->am, o->path, sums, o->first, o->last, &eo, why, sizeof why))) {
+        snprintf(err, errlen, "%s", why);
+        goto err;
+    }
+    if (o->threads > 1)
+        exec_set_threads(s->e, o->threads);
+    free(sums);
+    return s;
+err:
+    free(sums);
+    slice_free(&s);
+    return NULL;
+}
+
+void slice_free(slice_t **sp)
+{
+    if (!sp || !*sp)
+        return;
+    slice_t *s = *sp;
+    for (uint32_t i = 0; s->slots && i < s->n_slots; i++)
+        s_slot_free(s, &s->slots[i]);
+    free(s->slots);
+    exec_free(&s->e);
+    if (s->am_open)
+        arch_model_close(&s->am);
+    gguf_close(&s->g);
+    free(s);
+    *sp = NULL;
+}
+
+static s_slot *s_find(const slice_t *s, uint64_t session)
+{
+    for (uint32_t i = 0; i < s->n_slots; i++)
+        if (s->slots[i].session == session)
+            return &s->slots[i];
+    return NULL;
+}
+
+int slice_step(slice_t *s, uint64_t session, uint32_t pos0, uint32_t n, float *x, char *err,
+               size_t errlen)
+{
+    char what[64];
+    exec_stats st;
+    snprintf(what, sizeof what, "session %llu", (unsigned long long)session);
+    if (!session || !n || n > s->max_batch) {
+        util_errf(err, errlen, what, "%u positions (1..%u), session id >= 1", n, s->max_batch);
+        return -1;
+    }
+    if ((uint64_t)pos0 + n > s->n_ctx) {
+        util_errf(err, errlen, what, "positions %u..%u pass the context of %u", pos0,
+                  pos0 + n - 1, s->n_ctx);
+        return -1;
+    }
+    s_slot *sl = s_find(s, session);
+    if (!sl) {
+        if (!(sl = s_find(s, 0))) {
+            util_errf(err, errlen, what, "all %u session slots hold live sessions (a session "
+                      "end frees one)", s->n_slots);
+            return -1;
+        }
+        if (s_slot_alloc(s, sl)) {
+            s_slot_free(s, sl);
+            util_errf(err, errlen, what, "out of memory for its KV caches");
+            return -1;
+        }
+        sl->session = session;
+    }
+    if (pos0 > sl->cached) {
+        util_errf(err, errlen, what, "positions from %u, but only 0..%d are cached", pos0,
+                  (int)sl->cached - 1);
+        return -1;
+    }
+    memset(&st, 0, sizeof st);
+    if (exec_step_n(s->e, x, n, pos0, sl->kv, &st, err, errlen))
+        return -1;
+    /* a step from pos0 makes rows past pos0+n stale: they were computed over other tokens */
+    sl->cached = pos0 + n;
+    return 0;
+}
+
+int slice_end(slice_t *s, uint64_t session)
+{
+    s_slot *sl = session ? s_find(s, session) : NULL;
+    if (!sl)
+        return 0;
+    s_slot_free(s, sl);
+    return 1;
+}
+
+uint32_t slice_dim(const slice_t *s) { return s->am.hp.dim; }
+uint64_t slice_loaded_bytes(const slice_t *s) { return exec_loaded_bytes(s->e); }
+uint64_t slice_kv_alloc_bytes(const slice_t *s) { return s->kv_alloc; }
+const exec_plan *slice_plan(const slice_t *s) { return exec_get_plan(s->e); }
+
+uint32_t slice_live(const slice_t *s)
+{
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < s->n_slots; i++)
+        n += s->slots[i].session != 0;
+    return n;
+}
+
+uint32_t slice_cached(const slice_t *s, uint64_t session)
+{
+    const s_slot *sl = session ? s_find(s, session) : NULL;
+    return sl ? sl->cached : 0;
+}

@@ -1,0 +1,363 @@
+/* engine.c — a request run on one session: prefill in batches, a token at a time after, stop
+ * strings held back across tokens, timings and digests. text/ */
+#include "text/engine.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define XXH_STATIC_LINKING_ONLY /* XXH3_state_t inside the engine: no allocation per request */
+#include <xxhash.h>
+
+#include "base/util.h"
+
+struct engine {
+    llm_model *m;
+    const tokenizer *t;
+    llm_session *s;
+    uint32_t n_ctx, n_batch, n_vocab;
+    int32_t *hist;                /* the ids in the KV cache, in order (n_hist of them) */
+    uint32_t n_hist;
+    float *logits;                /* n_vocab: the last position's */
+    double *itl, *itl_sorted;     /* n_ctx each */
+    uint32_t n_itl;
+    char *pend;                   /* decoded text not yet released (a stop string may start) */
+    size_t pend_len, pend_cap;
+    tokenizer_decoder dec;
+    XXH3_state_t ids_h, logits_h;
+};
+
+engine *engine_new(llm_model *m, const tokenizer *t, uint32_t n_ctx, uint32_t n_batch,
+                   int nthreads, char *err, size_t errlen)
+{
+    engine *e = calloc(1, sizeof *e);
+    if (!e) {
+        util_errf(err, errlen, "engine", "out of memory");
+        return NULL;
+    }
+    e->m = m;
+    e->t = t;
+    e->n_vocab = llm_model_arch(m)->hp.n_vocab;
+    if (tokenizer_n_vocab(t) < 1 || (uint32_t)tokenizer_n_vocab(t) > e->n_vocab) {
+        /* The tokenizer may be shorter than the head (padded vocabularies), never longer: an
+         * id it produces must have a row in token_embd. */
+        util_errf(err, errlen, llm_model_gguf(m)->path,
+                  "the tokenizer has %d tokens but token_embd only %u rows", tokenizer_n_vocab(t), e->n_vocab);
+        goto err;
+    }
+    if (!(e->s = llm_session_new(m, n_ctx, n_batch, err, errlen)))
+        goto err;
+    llm_session_set_threads(e->s, nthreads);
+    e->n_ctx = n_ctx;
+    e->n_batch = n_batch;
+    /* The longest piece bounds what one token adds to the held text and to the decoder's
+     * buffer; sizing both for it here is what keeps the token loop free of allocation. */
+    size_t maxpiece = 0;
+    for (int32_t id = 0; id < tokenizer_n_vocab(t); id++) {
+        size_t pl = 0;
+        tokenizer_piece(t, id, 0, &pl);
+        maxpiece = pl > maxpiece ? pl : maxpiece;
+    }
+    e->pend_cap = ENGINE_MAX_STOP_LEN + maxpiece + 8;
+    tokenizer_decoder_init(&e->dec, t, 0);
+    e->dec.cap = maxpiece + 8;
+    e->hist = malloc((size_t)n_ctx * sizeof *e->hist);
+    e->logits = malloc((size_t)e->n_vocab * sizeof *e->logits);
+    e->itl = malloc((size_t)n_ctx * sizeof *e->itl);
+    e->itl_sorted = malloc((size_t)n_ctx * sizeof *e->itl_sorted);
+    e->pend = malloc(e->pend_cap);
+    e->dec.buf = malloc(e->dec.cap);
+    if (!e->hist || !e->logits || !e->itl || !e->itl_sorted || !e->pend || !e->dec.buf) {
+        util_errf(err, errlen, "engine", "out of memory for a context of %u", n_ctx);
+        goto err;
+    }
+    return e;
+err:
+    engine_free(&e);
+    return NULL;
+}
+
+void engine_free(engine **ep)
+{
+    if (!ep || !*ep)
+        return;
+    engine *e = *ep;
+    llm_session_free(&e->s);
+    tokenizer_decoder_free(&e->dec);
+    free(e->hist);
+    free(e->logits);
+    free(e->itl);
+    free(e->itl_sorted);
+    free(e->pend);
+    free(e);
+    *ep = NULL;
+}
+
+uint32_t engine_n_ctx(const engine *e)
+{
+    return e->n_ctx;
+}
+
+llm_session *engine_session(engine *e)
+{
+    return e->s;
+}
+
+void engine_reset(engine *e)
+{
+    llm_session_reset(e->s);
+    e->n_hist = 0;
+}
+
+const double *engine_itl_ms(const engine *e)
+{
+    return e->itl;
+}
+
+const char *engine_finish_name(engine_finish f)
+{
+    static const char *const names[] = { "none", "stop", "length", "eog", "cancelled", "error" };
+    return (unsigned)f < sizeof names / sizeof names[0] ? names[f] : "?";
+}
+
+static int s_check(const engine *e, const engine_request *q, char *err, size_t errlen)
+{
+    const char *path = llm_model_gguf(e->m)->path;
+    if (!q->prompt || q->n_prompt == 0) {
+        util_errf(err, errlen, path, "an empty prompt (at least one token, e.g. BOS)");
+        return -1;
+    }
+    if (q->max_tokens == 0) {
+        util_errf(err, errlen, "max_tokens", "must be at least 1");
+        return -1;
+    }
+    if ((uint64_t)q->n_prompt + q->max_tokens > e->n_ctx) {
+        util_errf(err, errlen, path,
+                  "the prompt's %u tokens + max_tokens %u = %llu positions exceed the context "
+                  "of %u (ask for a larger context or fewer tokens)", q->n_prompt,
+              q->max_tokens, (unsigned long long)q->n_prompt + q->max_tokens, e->n_ctx);
+        return -1;
+    }
+    for (uint32_t i = 0; i < q->n_prompt; i++)
+        if (q->prompt[i] < 0 || (uint32_t)q->prompt[i] >= e->n_vocab) {
+            util_errf(err, errlen, path, "prompt token %u: id %d outside the vocabulary (0..%u)",
+                      i, q->prompt[i], e->n_vocab - 1);
+            return -1;
+        }
+    if (q->n_stop > ENGINE_MAX_STOP || (q->n_stop && !q->stop)) {
+        util_errf(err, errlen, "stop", "%u strings: at most %d", q->n_stop, ENGINE_MAX_STOP);
+        return -1;
+    }
+    for (uint32_t i = 0; i < q->n_stop; i++) {
+        size_t l = q->stop[i] ? strlen(q->stop[i]) : 0;
+        if (l == 0 || l > ENGINE_MAX_STOP_LEN) {
+            util_errf(err, errlen, "stop", "string %u: %zu bytes, must be 1..%d", i, l,
+                  ENGINE_MAX_STOP_LEN);
+            return -1;
+        }
+    }
+    if (q->top_logprobs > SAMPLER_TOP_MAX) {
+        util_errf(err, errlen, "top_logprobs", "%u: at most %d", q->top_logprobs, SAMPLER_TOP_MAX);
+        return -1;
+    }
+    return 0;
+}
+
+/* Where the earliest complete stop string starts in the held text, or -1. */
+static long s_stop_at(const engine *e, const engine_request *q)
+{
+    long best = -1;
+    for (uint32_t i = 0; i < q->n_stop; i++) {
+        const char *hit = memmem(e->pend, e->pend_len, q->stop[i], strlen(q->stop[i]));
+        if (hit && (best < 0 || hit - e->pend < best))
+            best = hit - e->pend;
+    }
+    return best;
+}
+
+/* Bytes at the end of the held text that begin some stop string: they must wait. */
+static size_t s_hold(const engine *e, const engine_request *q)
+{
+    size_t hold = 0;
+    for (uint32_t i = 0; i < q->n_stop; i++) {
+        size_t sl = strlen(q->stop[i]);
+        size_t k = sl - 1 < e->pend_len ? sl - 1 : e->pend_len;
+        for (; k > hold; k--)
+            if (!memcmp(e->pend + e->pend_len - k, q->stop[i], k)) {
+                hold = k;
+                break;
+            }
+    }
+    return hold;
+}
+
+static int s_cancelled(const engine_request *q)
+{
+    return q->cancel && atomic_load(q->cancel);
+}
+
+static void s_finish_stats(engine *e, engine_stats *st, uint64_t t_first, uint64_t t_last)
+{
+    st->gen_ms = st->n_gen ? (double)(t_last - t_first) / 1e6 : 0;
+    st->prompt_tok_s = st->prompt_ms > 0 ? st->n_prompt_eval / (st->prompt_ms / 1e3) : NAN;
+    st->gen_tok_s = st->n_gen > 1 && st->gen_ms > 0 ? (st->n_gen - 1) / (st->gen_ms / 1e3) : NAN;
+    memcpy(e->itl_sorted, e->itl, e->n_itl * sizeof *e->itl);
+    util_sort_doubles(e->itl_sorted, e->n_itl);
+    st->itl_ms_p50 = util_percentile(e->itl_sorted, e->n_itl, 50);
+    st->itl_ms_p95 = util_percentile(e->itl_sorted, e->n_itl, 95);
+    st->itl_ms_p99 = util_percentile(e->itl_sorted, e->n_itl, 99);
+    st->ids_digest = XXH3_64bits_digest(&e->ids_h);
+    st->logits_digest = XXH3_64bits_digest(&e->logits_h);
+}
+
+/* The prompt into the cache: the part not already there, n_batch positions per pass, the head
+ * only after the last (earlier batches' logits are never read). */
+static int s_prefill(engine *e, const engine_request *q, engine_stats *st, char *err,
+                     size_t errlen)
+{
+    uint32_t keep = 0;
+    while (keep < e->n_hist && keep < q->n_prompt && e->hist[keep] == q->prompt[keep])
+        keep++;
+    /* The last prompt token must be run to get logits. A chat's re-tokenized history often
+     * differs from the ids generated (the tokenizer's split of the reply text is not the
+     * model's), so the cache is cut back to the common prefix rather than thrown away. */
+    if (keep == q->n_prompt)
+        keep--;
+    llm_session_rewind(e->s, keep);
+    e->n_hist = keep;
+    st->n_prompt_eval = q->n_prompt - keep;
+    for (uint32_t i = keep; i < q->n_prompt; i += e->n_batch) {
+        uint32_t nb = q->n_prompt - i < e->n_batch ? q->n_prompt - i : e->n_batch;
+        if (s_cancelled(q))
+            return 1;
+        if (llm_eval(e->s, q->prompt + i, nb, i + nb == q->n_prompt ? e->logits : NULL, 0, err,
+                     errlen)) {
+            engine_reset(e);
+            return -1;
+        }
+        memcpy(e->hist + i, q->prompt + i, nb * sizeof *e->hist);
+        e->n_hist = i + nb;
+    }
+    return 0;
+}
+
+/* Report token tok (or the held tail when tok->id is -1); 1 when the callback says stop. */
+static int s_report(const engine_request *q, const engine_token *tok)
+{
+    return q->on_token && q->on_token(q->user, tok) != 0;
+}
+
+int engine_generate(engine *e, const engine_request *q, engine_stats *st, char *err,
+                    size_t errlen)
+{
+    memset(st, 0, sizeof *st);
+    st->finish = ENGINE_FINISH_ERROR;
+    st->n_prompt = q->n_prompt;
+    st->itl_ms_p50 = st->itl_ms_p95 = st->itl_ms_p99 = NAN;
+    if (s_check(e, q, err, errlen))
+        return -1;
+    sampler_t *smp = sampler_new(&q->sampling, e->n_vocab, err, errlen);
+    if (!smp)
+        return -1;
+    uint64_t t0 = util_now_ns(), t_first = 0, t_prev = 0;
+    XXH3_64bits_reset(&e->ids_h);
+    XXH3_64bits_reset(&e->logits_h);
+    e->n_itl = 0;
+    e->pend_len = 0;
+    e->dec.n_held = 0;
+    e->dec.first = 0; /* the text continues the prompt: a piece keeps its leading space */
+    int rc = s_prefill(e, q, st, err, errlen);
+    st->prompt_ms = (double)(util_now_ns() - t0) / 1e6;
+    if (rc) {
+        st->finish = rc > 0 ? ENGINE_FINISH_CANCELLED : ENGINE_FINISH_ERROR;
+        sampler_destroy(&smp);
+        return rc > 0 ? 0 : -1;
+    }
+    sampler_step_info info;
+    engine_finish fin = ENGINE_FINISH_NONE;
+    for (uint32_t g = 0; fin == ENGINE_FINISH_NONE; g++) {
+        info.n_top = q->logprobs ? q->top_logprobs : 0;
+        int32_t id = sampler_sample(smp, e->logits, e->hist, e->n_hist,
+                                    q->logprobs ? &info : NULL);
+        if (id < 0) {
+            util_errf(err, errlen, "sampler", "token %u: %s", g, sampler_error(smp));
+            fin = ENGINE_FINISH_ERROR;
+            break;
+        }
+        uint64_t now = util_now_ns();
+        if (g == 0) {
+            st->ttft_ms = (double)(now - t0) / 1e6;
+            t_first = now;
+        } else {
+            e->itl[e->n_itl++] = (double)(now - t_prev) / 1e6;
+        }
+        t_prev = now;
+        st->n_gen++;
+        XXH3_64bits_update(&e->ids_h, &id, sizeof id);
+        XXH3_64bits_update(&e->logits_h, e->logits, (size_t)e->n_vocab * sizeof(float));
+        engine_token tok = { .id = id, .index = g, .text = "", .logits = e->logits };
+        if (q->logprobs) {
+            tok.logprob = info.logprob;
+            tok.n_top = info.n_top;
+            tok.top = info.top;
+        }
+        if (!q->ignore_eog && tokenizer_is_eog(e->t, id)) {
+            tok.is_eog = 1;
+            fin = s_report(q, &tok) ? ENGINE_FINISH_CANCELLED : ENGINE_FINISH_EOG;
+            break;
+        }
+        size_t pl = 0;
+        const char *p = tokenizer_decoder_push(&e->dec, id, &pl, err, errlen);
+        if (!p) {
+            fin = ENGINE_FINISH_ERROR;
+            break;
+        }
+        memcpy(e->pend + e->pend_len, p, pl);
+        e->pend_len += pl;
+        long at = s_stop_at(e, q);
+        size_t out = at >= 0 ? (size_t)at : e->pend_len - s_hold(e, q);
+        tok.text = e->pend;
+        tok.len = out;
+        int stop = s_report(q, &tok);
+        memmove(e->pend, e->pend + out, e->pend_len - out);
+        e->pend_len -= out;
+        if (stop)
+            fin = ENGINE_FINISH_CANCELLED;
+        else if (at >= 0)
+            fin = ENGINE_FINISH_STOP;
+        else if (g + 1 == q->max_tokens)
+            fin = ENGINE_FINISH_LENGTH;
+        else if (s_cancelled(q))
+            fin = ENGINE_FINISH_CANCELLED;
+        if (fin != ENGINE_FINISH_NONE)
+            break;
+        /* The token just sampled is run only when another follows: the cache then holds
+         * exactly hist[0..n_hist). */
+        if (llm_eval(e->s, &id, 1, e->logits, 0, err, errlen)) {
+            fin = ENGINE_FINISH_ERROR;
+            engine_reset(e);
+            break;
+        }
+        e->hist[e->n_hist++] = id;
+    }
+    if (fin == ENGINE_FINISH_LENGTH || fin == ENGINE_FINISH_EOG) {
+        /* Generation ended with text still held for a stop string that never came (or a
+         * truncated UTF-8 sequence): it is the model's output, so it is released. */
+        size_t fl = 0;
+        const char *f = tokenizer_decoder_flush(&e->dec, &fl);
+        if (e->pend_len + fl <= e->pend_cap) {
+            memcpy(e->pend + e->pend_len, f, fl);
+            e->pend_len += fl;
+        }
+        engine_token tail = { .id = -1, .index = st->n_gen, .text = e->pend,
+                              .len = e->pend_len };
+        if (e->pend_len && s_report(q, &tail))
+            fin = ENGINE_FINISH_CANCELLED;
+        e->pend_len = 0;
+    }
+    st->finish = fin;
+    s_finish_stats(e, st, t_first, t_prev);
+    sampler_destroy(&smp);
+    return fin == ENGINE_FINISH_ERROR ? -1 : 0;
+}

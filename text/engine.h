@@ -1,0 +1,121 @@
+/* engine.h — text generation on one llm session: prefill in batches, then one token at a time,
+ * each token reported as it is sampled, stop strings, end-of-generation tokens, timings. text/
+ *
+ * A request is prompt tokens + sampling options + max_tokens + stop strings + what to report;
+ * engine_generate runs it to a finish reason (stop, length, eog, cancelled, error) and measures
+ * time to first token, every inter-token latency, prompt and generation tokens/s, and two
+ * digests (XXH3-64 of the generated ids, and of the f32 logits every token was drawn from), so
+ * two runs can be compared bit for bit.
+ *
+ * Stop strings may span tokens: text that could still become a stop string is held back and
+ * never reaches the callback once it does; what is held when generation ends any other way is
+ * released in a last callback with id -1.
+ *
+ * No allocation per token: every buffer (logits, the ids so far, latencies, held text) is sized
+ * by engine_new for the session's context. A request allocates once (its sampler's scratch).
+ *
+ * Threads. An engine is one conversation and belongs to one thread at a time. The model and
+ * tokenizer it borrows are read-only after opening, so a server runs several engines, one per
+ * connection or worker thread, over one llm_model and one tokenizer. The matrix products of all
+ * sessions share quant's one thread pool, whose calls are serialised by a mutex: several
+ * engines are safe at once but their products take turns (aggregate tokens/s of N sessions is
+ * that of one, not N times it). To stop a request from another thread (a client gone while its
+ * prompt is processed) set *req->cancel; it is read between prefill batches and tokens.
+ */
+#ifndef SWARM_ENGINE_H
+#define SWARM_ENGINE_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "runtime/llm.h"
+#include "text/sample.h"
+#include "text/tokenizer.h"
+
+#define ENGINE_MAX_STOP 8         /* OpenAI allows 4 stop strings; a little room beyond */
+#define ENGINE_MAX_STOP_LEN 256   /* bytes of one stop string */
+
+typedef enum {
+    ENGINE_FINISH_NONE = 0,
+    ENGINE_FINISH_STOP,           /* a stop string was generated (not reported) */
+    ENGINE_FINISH_LENGTH,         /* max_tokens reached */
+    ENGINE_FINISH_EOG,            /* an end-of-generation token (EOS, EOT, EOM) was sampled */
+    ENGINE_FINISH_CANCELLED,      /* the callback returned non-zero, or *cancel was set */
+    ENGINE_FINISH_ERROR,          /* a forward pass or the sampler failed (err says which) */
+} engine_finish;
+
+/* One generated token, as the callback sees it. Pointers are valid during the call only. */
+typedef struct {
+    int32_t id;                   /* -1: no token, the held-back text released at the end */
+    uint32_t index;               /* 0 for the first generated token */
+    const char *text;             /* text released now (may be empty: held, or a partial UTF-8
+                                     sequence, or the stop string itself) */
+    size_t len;
+    int is_eog;                   /* id is an end-of-generation token (its text is empty) */
+    float logprob;                /* log-softmax of the raw logits (when req->logprobs) */
+    uint32_t n_top;               /* req->top_logprobs entries in top */
+    const sampler_logprob *top;
+    const float *logits;          /* the n_vocab logits this token was drawn from */
+} engine_token;
+
+/* Return 0 to go on, anything else to stop now (the client has gone): finish "cancelled". */
+typedef int (*engine_token_fn)(void *user, const engine_token *tok);
+
+typedef struct {
+    const int32_t *prompt;        /* the whole prompt (conversation so far), BOS included */
+    uint32_t n_prompt;            /* >= 1 */
+    uint32_t max_tokens;          /* >= 1; n_prompt + max_tokens <= the context, or an error */
+    sampler_opts sampling;
+    const char *const *stop;      /* n_stop strings, each 1..ENGINE_MAX_STOP_LEN bytes */
+    uint32_t n_stop;
+    int ignore_eog;               /* 1: keep generating past end-of-generation tokens */
+    int logprobs;                 /* 1: fill logprob (and top when top_logprobs > 0) */
+    uint32_t top_logprobs;        /* 0..SAMPLER_TOP_MAX */
+    engine_token_fn on_token;     /* may be NULL */
+    void *user;
+    const atomic_int *cancel;     /* may be NULL; non-zero = stop at the next check */
+} engine_request;
+
+typedef struct {
+    engine_finish finish;
+    uint32_t n_prompt;            /* prompt tokens of the request */
+    uint32_t n_prompt_eval;       /* of those, evaluated now (the rest were cached from the last
+                                     request on this engine: a common prefix) */
+    uint32_t n_gen;               /* tokens sampled, the end-of-generation token included */
+    double prompt_ms;             /* prefill time (n_prompt_eval positions) */
+    double ttft_ms;               /* request start to the first token sampled and reported */
+    double gen_ms;                /* first token to last token */
+    double itl_ms_p50, itl_ms_p95, itl_ms_p99; /* between consecutive tokens; NaN if n_gen < 2 */
+    double prompt_tok_s;          /* n_prompt_eval / prompt_ms */
+    double gen_tok_s;             /* (n_gen - 1) / gen_ms: the steady rate, 1 / mean ITL */
+    uint64_t ids_digest;          /* XXH3-64 of the generated ids (int32, in order) */
+    uint64_t logits_digest;       /* XXH3-64 of the f32 logits of every generated position */
+} engine_stats;
+
+typedef struct engine engine;
+
+/* An engine over model m and tokenizer t (both borrowed, outliving it) with a session of
+ * n_ctx positions processing n_batch at a time, nthreads threads. NULL with err. */
+engine *engine_new(llm_model *m, const tokenizer *t, uint32_t n_ctx, uint32_t n_batch,
+                   int nthreads, char *err, size_t errlen);
+void engine_free(engine **e);
+uint32_t engine_n_ctx(const engine *e);
+llm_session *engine_session(engine *e);
+/* Forget the conversation (the next request evaluates its whole prompt). */
+void engine_reset(engine *e);
+/* The last request's latencies (stats->n_gen - 1 of them, ms, in order); valid until the
+ * next request. */
+const double *engine_itl_ms(const engine *e);
+
+/* Run req. The longest common prefix of the tokens in the cache and req->prompt is kept (a
+ * conversation grows turn by turn; at least the last prompt token is run again). Returns 0 when it finished with stop,
+ * length, eog or cancelled (stats->finish says which), -1 with err before any work for a bad
+ * request (context overflow, a bad option, an empty prompt, a token outside the vocabulary)
+ * or, with stats->finish = error, when a forward pass fails midway. */
+int engine_generate(engine *e, const engine_request *req, engine_stats *stats, char *err,
+                    size_t errlen);
+
+const char *engine_finish_name(engine_finish f);
+
+#endif
