@@ -473,8 +473,9 @@ int config_load(config_t *c, const char *path, char *err, size_t errlen)
         return -1;
     }
     if (x.llm) {
-        /* A text-lab config: the text lab's [lab] defaults, as config_llm.c had them before
-         * this loader read [llm] too; it has no default conditions (lab_llm asks for them). */
+        /* A text-lab config: for what the file leaves out, the text lab's [lab] defaults as
+         * they were before one loader read both labs: 3 repeats, and no conditions
+         * (lab_llm.c asks the file for them). */
         c->llm.on = 1;
         if (!x.set_repeats)
             c->repeats = 3;
