@@ -12,7 +12,6 @@
 #include "base/sec.h"
 #include "base/util.h"
 #include "runtime/gate.h"
-#include "dist/config_llm.h"
 #include "quant/quant.h"
 
 static int s_ends_with(const char *s, const char *suffix)
@@ -21,32 +20,12 @@ static int s_ends_with(const char *s, const char *suffix)
     return n >= k && !strcmp(s + n - k, suffix);
 }
 
-/* The GGUF path arg names: itself, or a config's [model] path. */
+/* The GGUF path arg names: itself, or the model a config names (config_model_path). */
 static int s_resolve(llm_cli_model *lm, const char *arg, char *err, size_t errlen)
 {
-    if (s_ends_with(arg, ".gguf")) {
-        snprintf(lm->path, sizeof lm->path, "%s", arg);
-    } else if (config_llm_wants(arg)) { /* a text-lab config: its [llm] model */
-        return config_llm_model_path(arg, lm->path, sizeof lm->path, err, errlen);
-    } else {
-        /* config_t holds several PATH_MAX paths: too big for a command's stack frame. */
-        config_t *c = malloc(sizeof *c);
-        if (!c) {
-            snprintf(err, errlen, "out of memory");
-            return -1;
-        }
-        config_defaults(c);
-        if (config_load(c, arg, err, errlen)) {
-            free(c);
-            return -1;
-        }
-        snprintf(lm->path, sizeof lm->path, "%s", c->model);
-        free(c);
-        if (!lm->path[0]) {
-            snprintf(err, errlen, "%s: no [model] path", arg);
-            return -1;
-        }
-    }
+    if (!s_ends_with(arg, ".gguf")) /* a config: a text lab's [llm] model, or [model] path */
+        return config_model_path(arg, lm->path, sizeof lm->path, err, errlen);
+    snprintf(lm->path, sizeof lm->path, "%s", arg);
     return 0;
 }
 
@@ -68,7 +47,7 @@ int llm_cli_hosts(const char *arg, llm_swarm_opts *so, char *err, size_t errlen)
 {
     so->n_hosts = 0;
     so->key_pub[0] = so->key_secret[0] = so->bind_host[0] = 0;
-    if (s_ends_with(arg, ".gguf") || config_llm_wants(arg))
+    if (s_ends_with(arg, ".gguf"))
         return 0;
     config_t *c = malloc(sizeof *c); /* several PATH_MAX paths: not for a stack frame */
     int rc = -1;

@@ -19,7 +19,6 @@
 #include <unistd.h>
 
 #include "dist/config.h"
-#include "dist/config_llm.h"
 #include "base/exitcode.h"
 #include "base/log.h"
 #include "arch/model.h"
@@ -334,7 +333,7 @@ int cmd_lab(int argc, char **argv)
     for (int i = 1; i < argc; i++)
         if (argv[i][0] != '-' && (i == 1 || argv[i - 1][0] != '-' || strchr(argv[i - 1], '=') ||
                                   !strcmp(argv[i - 1], "--quick")) &&
-            config_llm_wants(argv[i]))
+            config_has_llm(argv[i]))
             return lab_llm_main(argc, argv);
     arm_install_signals();
     memset(L, 0, sizeof *L);

@@ -16,7 +16,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
-#include <ini.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -36,25 +35,24 @@
 #include "base/log.h"
 #include "base/util.h"
 #include "lab/bench.h"
-#include "dist/config_llm.h"
+#include "dist/config.h"
 #include "dist/llm_cli.h"
 #include "dist/partition.h"
 #include "netem/netem.h"
 
 #define LL_ARTICLE_RATIO 13.70 /* the article's resident/lan over ssd, dense model */
 
-typedef config_llm ll_cfg;
-#define LL_MAX_COND CONFIG_LLM_MAX_COND
+#define LL_MAX_COND CONFIG_MAX_CONDITIONS
 
 typedef struct {
-    char name[32];
+    char name[sizeof ((config_t *)0)->conditions[0]];
     const char *arm;              /* reference | ssd | resident */
     netem_profile prof;
     double pred_ms;               /* predicted ms per generated token */
 } ll_cond;
 
 typedef struct {
-    ll_cfg c;
+    config_t cfg;                 /* [llm] and [lab] (dist/config.c) */
     ll_cond cond[LL_MAX_COND];
     char self[PATH_MAX], dir[PATH_MAX];
     uint32_t workers;             /* resident: the fewest the cap allows, or the config's */
@@ -113,7 +111,7 @@ static json_t *s_generate(ll_lab *L, const ll_cond *cd, uint32_t tokens, const c
                           int *rc)
 {
     char n[16], ctx[16], batch[16], thr[16], cap[32], w[16], out[PATH_MAX + 64],
-        log[PATH_MAX + 64], slug[32];
+        log[PATH_MAX + 64], slug[sizeof cd->name];
     const char *argv[40];
     int a = 0;
     snprintf(slug, sizeof slug, "%s", cd->name);
@@ -121,17 +119,17 @@ static json_t *s_generate(ll_lab *L, const ll_cond *cd, uint32_t tokens, const c
         if (*p == '/')
             *p = '-';
     snprintf(n, sizeof n, "%u", tokens);
-    snprintf(ctx, sizeof ctx, "%u", L->c.ctx);
-    snprintf(batch, sizeof batch, "%u", L->c.batch);
-    snprintf(thr, sizeof thr, "%u", L->c.threads);
-    snprintf(cap, sizeof cap, "%llu", (unsigned long long)L->c.cap);
+    snprintf(ctx, sizeof ctx, "%u", L->cfg.llm.ctx);
+    snprintf(batch, sizeof batch, "%u", L->cfg.llm.batch);
+    snprintf(thr, sizeof thr, "%u", L->cfg.llm.threads);
+    snprintf(cap, sizeof cap, "%llu", (unsigned long long)L->cfg.llm.cap);
     snprintf(w, sizeof w, "%u", L->workers);
     snprintf(out, sizeof out, "%s/runs/%s-%s.jsonl", L->dir, slug, tag);
     snprintf(log, sizeof log, "%s/logs/%s-%s.err", L->dir, slug, tag);
     unlink(out);
-    const char *base[] = { L->self, "generate", L->c.model, "--prompt", L->c.prompt, "-n", n,
-                           "--temp", "0", "--ctx", ctx, "--batch", batch, "--threads", thr,
-                           "--out", out, "--arm", cd->arm };
+    const char *base[] = { L->self, "generate", L->cfg.llm.model, "--prompt", L->cfg.llm.prompt,
+                           "-n", n, "--temp", "0", "--ctx", ctx, "--batch", batch, "--threads",
+                           thr, "--out", out, "--arm", cd->arm };
     for (size_t i = 0; i < sizeof base / sizeof base[0]; i++)
         argv[a++] = base[i];
     if (!strcmp(cd->arm, "ssd")) {
@@ -155,15 +153,15 @@ static json_t *s_generate(ll_lab *L, const ll_cond *cd, uint32_t tokens, const c
 static int s_make_model(ll_lab *L)
 {
     struct stat sb;
-    if (stat(L->c.model, &sb) == 0)
+    if (stat(L->cfg.llm.model, &sb) == 0)
         return 0;
-    if (!L->c.generate) {
+    if (!L->cfg.llm.generate) {
         log_error("%s: missing; `swarm gen --arch llama ... -o %s` makes one, or set [llm] "
-                  "generate = 1 in %s", L->c.model, L->c.model, L->c.path);
+                  "generate = 1 in %s", L->cfg.llm.model, L->cfg.llm.model, L->cfg.path);
         return EXIT_USAGE;
     }
     char dir[PATH_MAX], vocab[PATH_MAX + 16], cmd[3 * PATH_MAX];
-    snprintf(dir, sizeof dir, "%s", L->c.model);
+    snprintf(dir, sizeof dir, "%s", L->cfg.llm.model);
     char *slash = strrchr(dir, '/');
     if (slash) {
         *slash = 0;
@@ -173,36 +171,37 @@ static int s_make_model(ll_lab *L)
         }
     }
     /* the vocabulary is a GGUF's; a .gz one (the test fixture) is unpacked beside the model */
-    snprintf(vocab, sizeof vocab, "%s", L->c.vocab);
+    snprintf(vocab, sizeof vocab, "%s", L->cfg.llm.vocab);
     size_t vl = strlen(vocab);
     if (vl > 3 && !strcmp(vocab + vl - 3, ".gz")) {
-        snprintf(vocab, sizeof vocab, "%s.vocab.gguf", L->c.model);
-        snprintf(cmd, sizeof cmd, "gzip -dc '%s' > '%s'", L->c.vocab, vocab);
-        if (strchr(L->c.vocab, '\'') || strchr(vocab, '\'') || system(cmd)) {
-            log_error("%s: cannot unpack into %s", L->c.vocab, vocab);
+        snprintf(vocab, sizeof vocab, "%s.vocab.gguf", L->cfg.llm.model);
+        snprintf(cmd, sizeof cmd, "gzip -dc '%s' > '%s'", L->cfg.llm.vocab, vocab);
+        if (strchr(L->cfg.llm.vocab, '\'') || strchr(vocab, '\'') || system(cmd)) {
+            log_error("%s: cannot unpack into %s", L->cfg.llm.vocab, vocab);
             return -1;
         }
     }
     char d[16], l[16], h[16], kv[16], ff[16], ct[16], sd[16];
-    snprintf(d, sizeof d, "%u", L->c.dim);
-    snprintf(l, sizeof l, "%u", L->c.layers);
-    snprintf(h, sizeof h, "%u", L->c.heads);
-    snprintf(kv, sizeof kv, "%u", L->c.kv_heads);
-    snprintf(ff, sizeof ff, "%u", L->c.ff);
-    snprintf(ct, sizeof ct, "%u", L->c.ctx_train);
-    snprintf(sd, sizeof sd, "%u", L->c.seed);
+    snprintf(d, sizeof d, "%u", L->cfg.llm.dim);
+    snprintf(l, sizeof l, "%u", L->cfg.llm.layers);
+    snprintf(h, sizeof h, "%u", L->cfg.llm.heads);
+    snprintf(kv, sizeof kv, "%u", L->cfg.llm.kv_heads);
+    snprintf(ff, sizeof ff, "%u", L->cfg.llm.ff);
+    snprintf(ct, sizeof ct, "%u", L->cfg.llm.ctx_train);
+    snprintf(sd, sizeof sd, "%u", L->cfg.llm.seed);
     const char *argv[] = { L->self, "gen", "--arch", "llama", "--dim", d, "--layers", l,
                            "--heads", h, "--kv-heads", kv, "--ff", ff, "--ctx", ct, "--seed", sd,
-                           "--type", L->c.type, "--vocab-from", vocab, "-o", L->c.model, NULL };
+                           "--type", L->cfg.llm.type, "--vocab-from", vocab, "-o",
+                           L->cfg.llm.model, NULL };
     log_info("%s is missing: generating a random llama of %s layers x %s (%s, seed %s)",
-             L->c.model, l, d, L->c.type, sd);
+             L->cfg.llm.model, l, d, L->cfg.llm.type, sd);
     char glog[PATH_MAX + 16];
     snprintf(glog, sizeof glog, "%s/logs/gen.err", L->dir);
     int rc = s_run((char *const *)argv, glog);
-    if (vocab[0] && strcmp(vocab, L->c.vocab))
+    if (vocab[0] && strcmp(vocab, L->cfg.llm.vocab))
         unlink(vocab);
     if (rc) {
-        log_error("generating %s failed (exit %d): see %s", L->c.model, rc, glog);
+        log_error("generating %s failed (exit %d): see %s", L->cfg.llm.model, rc, glog);
         return -1;
     }
     return 0;
@@ -210,11 +209,12 @@ static int s_make_model(ll_lab *L)
 
 static int s_conditions(ll_lab *L)
 {
-    for (uint32_t i = 0; i < L->c.n_cond; i++) {
+    for (uint32_t i = 0; i < L->cfg.n_conditions; i++) {
         ll_cond *cd = &L->cond[i];
-        const char *s = L->c.cond[i];
+        const char *s = L->cfg.conditions[i];
         memset(cd, 0, sizeof *cd);
-        memcpy(cd->name, s, sizeof cd->name); /* both char[32], s terminated */
+        _Static_assert(sizeof cd->name == sizeof L->cfg.conditions[0], "same size: plain copy");
+        memcpy(cd->name, s, sizeof cd->name);
         netem_profile_builtin("none", &cd->prof);
         if (!strcmp(s, "reference") || !strcmp(s, "ssd")) {
             cd->arm = !strcmp(s, "ssd") ? "ssd" : "reference";
@@ -222,17 +222,17 @@ static int s_conditions(ll_lab *L)
             cd->arm = "resident";
             if (s[8] == '/' && netem_profile_builtin(s + 9, &cd->prof)) {
                 log_error("%s: condition '%s': unknown profile (profiles: none, lan, wifi, "
-                          "wan)", L->c.path, s);
+                          "wan)", L->cfg.path, s);
                 return -1;
             }
         } else if (!strcmp(s, "quantized")) {
             log_error("%s: condition 'quantized': a real model's quantized arm is its "
                       "quantized file (swarm quantize MODEL -t q8_0) given as [llm] model in a "
-                      "lab of its own", L->c.path);
+                      "lab of its own", L->cfg.path);
             return -1;
         } else {
             log_error("%s: unknown condition '%s' (conditions: reference, ssd, resident, "
-                      "resident/none, resident/lan, resident/wifi, resident/wan)", L->c.path, s);
+                      "resident/none, resident/lan, resident/wifi, resident/wan)", L->cfg.path, s);
             return -1;
         }
     }
@@ -243,7 +243,7 @@ static int s_conditions(ll_lab *L)
 static int s_workers(ll_lab *L)
 {
     char err[1024];
-    gguf_file *g = gguf_open(L->c.model, err, sizeof err);
+    gguf_file *g = gguf_open(L->cfg.llm.model, err, sizeof err);
     arch_model am;
     int rc = -1;
     if (!g) {
@@ -256,24 +256,24 @@ static int s_workers(ll_lab *L)
         return -1;
     }
     L->n_layers = am.hp.n_layers;
-    partition_llm_opts po = { .sessions = 1, .n_ctx = L->c.ctx, .max_batch = L->c.batch,
-                              .threads = L->c.threads };
+    partition_llm_opts po = { .sessions = 1, .n_ctx = L->cfg.llm.ctx,
+                              .max_batch = L->cfg.llm.batch, .threads = L->cfg.llm.threads };
     partition_llm_plan plan;
     uint64_t caps[8];
-    for (uint32_t n = L->c.workers ? L->c.workers : 1; n <= 8; n++) {
+    for (uint32_t n = L->cfg.llm.workers ? L->cfg.llm.workers : 1; n <= 8; n++) {
         for (uint32_t i = 0; i < n; i++)
-            caps[i] = L->c.cap;
+            caps[i] = L->cfg.llm.cap;
         if (partition_llm(&am, &po, n, caps, &plan, err, sizeof err) == 0) {
             L->workers = n;
             rc = 0;
             break;
         }
-        if (L->c.workers)
+        if (L->cfg.llm.workers)
             break;
     }
     if (rc)
-        log_error("%s: no plan under %.0f MiB per worker: %s", L->c.model,
-                  L->c.cap / 1048576.0, err);
+        log_error("%s: no plan under %.0f MiB per worker: %s", L->cfg.llm.model,
+                  L->cfg.llm.cap / 1048576.0, err);
     arch_model_close(&am);
     gguf_close(&g);
     return rc;
@@ -301,14 +301,14 @@ static int s_predict(ll_lab *L)
     char from[256];
     /* the SSD arm's options exactly as `swarm generate --arm ssd --cap CAP` makes them */
     llm_cli_ssd_init(&sf);
-    sf.cap_bytes = L->c.cap;
-    if (llm_cli_ssd_opts(&sf, L->c.model, &lo, from, sizeof from, err, sizeof err)) {
+    sf.cap_bytes = L->cfg.llm.cap;
+    if (llm_cli_ssd_opts(&sf, L->cfg.llm.model, &lo, from, sizeof from, err, sizeof err)) {
         log_error("the SSD arm's options: %s", err);
         return -1;
     }
-    lo.n_ctx = L->c.ctx;
-    lo.n_batch = L->c.batch;
-    if (llm_ssd_plan(L->c.model, &lo, &p, err, sizeof err)) {
+    lo.n_ctx = L->cfg.llm.ctx;
+    lo.n_batch = L->cfg.llm.batch;
+    if (llm_ssd_plan(L->cfg.llm.model, &lo, &p, err, sizeof err)) {
         log_error("the SSD arm's plan: %s", err);
         return -1;
     }
@@ -319,19 +319,19 @@ static int s_predict(ll_lab *L)
                            .queue_depth = lo.queue_depth, .passes = 2,
                            .ring_slots = p.ring_slots };
     bench_disk_result d;
-    if (p.n_streamed && bench_disk_run_gguf(L->c.model, &bo, &d, err, sizeof err) == 0)
+    if (p.n_streamed && bench_disk_run_gguf(L->cfg.llm.model, &bo, &d, err, sizeof err) == 0)
         L->disk_gbps = d.gbps;
     else
         L->disk_gbps = NAN;
     log_info("machine: reference %.1f ms a token (%u threads); SSD plan %u of %u layers "
              "resident, %.1f MiB streamed a token; disk %.2f GB/s (the arm's reader and ring)",
-             L->ref_ms, L->c.threads, p.n_resident, L->n_layers,
+             L->ref_ms, L->cfg.llm.threads, p.n_resident, L->n_layers,
              L->streamed_bytes / 1048576.0, L->disk_gbps);
     /* A token reads every layer once: the reference's time is the memory's. The SSD arm
      * computes its resident share at that pace and the rest as fast as the disk gives it
      * (reads overlap compute); the resident arm adds one one-way link delay per hop. */
     double frac = L->pass_bytes ? (double)L->streamed_bytes / (double)L->pass_bytes : 0;
-    for (uint32_t i = 0; i < L->c.n_cond; i++) {
+    for (uint32_t i = 0; i < L->cfg.n_conditions; i++) {
         ll_cond *cd = &L->cond[i];
         if (!strcmp(cd->arm, "reference"))
             cd->pred_ms = L->ref_ms;
@@ -381,7 +381,7 @@ static void s_plot(const ll_lab *L, const double *med, const double *mn, const d
     if (!(f = fopen(path, "w")))
         return;
     fprintf(f, "# index condition median min max predicted (generated tokens/s)\n");
-    for (uint32_t i = 0; i < L->c.n_cond; i++)
+    for (uint32_t i = 0; i < L->cfg.n_conditions; i++)
         fprintf(f, "%u %s %g %g %g %g\n", i, L->cond[i].name, med[i], mn[i], mx[i],
                 1000.0 / L->cond[i].pred_ms);
     fclose(f);
@@ -398,7 +398,7 @@ static void s_plot(const ll_lab *L, const double *med, const double *mn, const d
                "plot \"gen_tok_s.dat\" using 1:3:xtic(2) with boxes title \"measured\", \\\n"
                "     \"\" using 1:3:4:5 with yerrorbars lc rgb \"black\" pt 0 title \"min-max\", \\\n"
                "     \"\" using 1:6 with points pt 2 ps 2 lc rgb \"red\" title \"predicted\"\n",
-            L->c.repeats);
+            L->cfg.repeats);
     fclose(f);
     char cmd[PATH_MAX + 64];
     snprintf(cmd, sizeof cmd, "cd '%s' && gnuplot plots.gp 1>&2", L->dir);
@@ -415,7 +415,7 @@ static int s_report(ll_lab *L)
     if (!in)
         return -1;
     enum { K_TOK, K_TTFT, K_P50, K_P95, K_PROMPT, K_RAM, K_SSD, K_N };
-    static double v[LL_MAX_COND][K_N][128];
+    static double v[LL_MAX_COND][K_N][CONFIG_MAX_REPEATS]; /* 0.9 MB: static, not stack */
     uint32_t n[LL_MAX_COND] = { 0 }, bad[LL_MAX_COND] = { 0 };
     char *line = NULL;
     size_t cap = 0;
@@ -423,10 +423,10 @@ static int s_report(ll_lab *L)
         json_t *o = json_loads(line, 0, NULL);
         const char *cn = o ? json_string_value(json_object_get(o, "condition")) : NULL;
         json_t *r = o ? json_object_get(o, "result") : NULL;
-        for (uint32_t i = 0; cn && i < L->c.n_cond; i++) {
+        for (uint32_t i = 0; cn && i < L->cfg.n_conditions; i++) {
             if (strcmp(cn, L->cond[i].name))
                 continue;
-            if (!json_is_object(r) || json_is_true(json_object_get(r, "void")) || n[i] >= 128) {
+            if (!json_is_object(r) || json_is_true(json_object_get(r, "void")) || n[i] >= CONFIG_MAX_REPEATS) {
                 bad[i]++;
                 break;
             }
@@ -448,13 +448,13 @@ static int s_report(ll_lab *L)
     fprintf(f, "# swarm lab: text generation\n\n%s, %u generated tokens a run (greedy), "
                "context %u, batch %u, %u thread(s); cap %.0f MiB a process; resident: %u "
                "workers; %u repeat(s). Medians (min-max); predicted before any run.\n\n",
-            L->c.model, L->c.tokens, L->c.ctx, L->c.batch, L->c.threads, L->c.cap / 1048576.0,
-            L->workers, L->c.repeats);
+            L->cfg.llm.model, L->cfg.llm.tokens, L->cfg.llm.ctx, L->cfg.llm.batch,
+            L->cfg.llm.threads, L->cfg.llm.cap / 1048576.0, L->workers, L->cfg.repeats);
     fprintf(f, "| condition | runs ok / void or failed | gen tok/s | predicted | error | TTFT "
                "ms | ITL p50 ms | ITL p95 ms | prompt tok/s | RAM MiB (all processes) | SSD "
                "read MiB |\n|---|---|---|---|---|---|---|---|---|---|---|\n");
     double med[LL_MAX_COND], mn[LL_MAX_COND], mx[LL_MAX_COND], ssd = NAN;
-    for (uint32_t i = 0; i < L->c.n_cond; i++) {
+    for (uint32_t i = 0; i < L->cfg.n_conditions; i++) {
         double m[K_N], lo, hi;
         for (int k = 0; k < K_N; k++)
             s_stats(v[i][k], n[i], &m[k], k == K_TOK ? &mn[i] : &lo, k == K_TOK ? &mx[i] : &hi);
@@ -468,7 +468,7 @@ static int s_report(ll_lab *L)
             ssd = m[K_TOK];
     }
     fprintf(f, "\n## Does the resident pipeline's advantage over SSD streaming hold?\n\n");
-    for (uint32_t i = 0; i < L->c.n_cond; i++) {
+    for (uint32_t i = 0; i < L->cfg.n_conditions; i++) {
         if (strcmp(L->cond[i].arm, "resident") || !isfinite(ssd) || !isfinite(med[i]))
             continue;
         double q = med[i] / ssd;
@@ -496,42 +496,86 @@ static int s_report(ll_lab *L)
 
 /* ---------------------------------------------------------------- main */
 
+/* The text lab's command line: CONFIG.ini [--quick] [--repeats N] [--out DIR] [--set ...]. */
+typedef struct {
+    const char *config, *out;
+    int quick;
+    uint32_t repeats;             /* 0: [lab] repeats */
+    int n_sets;
+    const char *sets[64];         /* SECTION.KEY=VALUE, applied over the file in order */
+} ll_args;
+
+static int s_args(int argc, char **argv, ll_args *a)
+{
+    static const struct option opts[] = { { "quick", no_argument, 0, 'q' },
+                                          { "out", required_argument, 0, 'o' },
+                                          { "repeats", required_argument, 0, 'r' },
+                                          { "set", required_argument, 0, 'S' },
+                                          { 0, 0, 0, 0 } };
+    int c;
+    memset(a, 0, sizeof *a);
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        switch (c) {
+        case 'q': a->quick = 1; break;
+        case 'o': a->out = optarg; break;
+        case 'r': a->repeats = (uint32_t)strtoul(optarg, NULL, 10); break;
+        case 'S':
+            if (a->n_sets == (int)(sizeof a->sets / sizeof a->sets[0]))
+                goto usage;
+            a->sets[a->n_sets++] = optarg;
+            break;
+        default: goto usage;
+        }
+    }
+    if (optind != argc - 1)
+        goto usage;
+    a->config = argv[optind];
+    return 0;
+usage:
+    fprintf(stderr, "usage: swarm lab CONFIG.ini [--quick] [--repeats N] [--out DIR] "
+                    "[--set SECTION.KEY=VALUE]...\n");
+    return -1;
+}
+
+/* The config (dist/config.c, the one loader), --set over it, then --quick and --repeats. */
+static int s_load(ll_lab *L, const ll_args *a)
+{
+    char err[1024];
+    config_defaults(&L->cfg);
+    if (config_load(&L->cfg, a->config, err, sizeof err))
+        goto err;
+    for (int i = 0; i < a->n_sets; i++)
+        if (config_set(&L->cfg, a->sets[i], err, sizeof err))
+            goto err;
+    if (!L->cfg.llm.model[0] || !L->cfg.n_conditions) {
+        log_error("%s: needs [llm] model and [lab] conditions", a->config);
+        return -1;
+    }
+    if (a->quick) { /* a look, not a measurement: one short repeat */
+        L->cfg.llm.tokens = 8;
+        L->cfg.repeats = 1;
+    }
+    if (a->repeats)
+        L->cfg.repeats = a->repeats;
+    return 0;
+err:
+    log_error("%s", err);
+    return -1;
+}
+
 int lab_llm_main(int argc, char **argv)
 {
     static ll_lab lab;
     ll_lab *L = &lab;
-    static const struct option opts[] = { { "quick", no_argument, 0, 'q' },
-                                          { "out", required_argument, 0, 'o' },
-                                          { "repeats", required_argument, 0, 'r' },
-                                          { 0, 0, 0, 0 } };
-    const char *out = NULL, *config = NULL;
-    int quick = 0, c;
-    uint32_t repeats = 0;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-        switch (c) {
-        case 'q': quick = 1; break;
-        case 'o': out = optarg; break;
-        case 'r': repeats = (uint32_t)strtoul(optarg, NULL, 10); break;
-        default:
-            fprintf(stderr, "usage: swarm lab CONFIG.ini [--quick] [--repeats N] [--out DIR]\n");
-            return EXIT_USAGE;
-        }
-    }
-    if (optind != argc - 1) {
-        fprintf(stderr, "usage: swarm lab CONFIG.ini [--quick] [--repeats N] [--out DIR]\n");
+    ll_args args;
+    const char *out;
+    if (s_args(argc, argv, &args))
         return EXIT_USAGE;
-    }
-    config = argv[optind];
+    out = args.out;
     memset(L, 0, sizeof *L);
-    if (config_llm_load(&L->c, config))
+    if (s_load(L, &args))
         return EXIT_USAGE;
-    if (quick) { /* a look, not a measurement: one short repeat */
-        L->c.tokens = 8;
-        L->c.repeats = 1;
-    }
-    if (repeats)
-        L->c.repeats = repeats;
     if (s_conditions(L))
         return EXIT_USAGE;
     ssize_t sl = readlink("/proc/self/exe", L->self, sizeof L->self - 1);
@@ -542,7 +586,7 @@ int lab_llm_main(int argc, char **argv)
         char stamp[32];
         time_t now = time(NULL);
         strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", localtime(&now));
-        snprintf(L->dir, sizeof L->dir, "%s/llm-%s", L->c.out, stamp);
+        snprintf(L->dir, sizeof L->dir, "%s/llm-%s", L->cfg.lab_out, stamp);
     }
     char sub[PATH_MAX + 16];
     snprintf(sub, sizeof sub, "%s/logs", L->dir);
@@ -557,15 +601,15 @@ int lab_llm_main(int argc, char **argv)
         return EXIT_FAIL;
     char path[PATH_MAX + 32];
     snprintf(path, sizeof path, "%s/results.jsonl", L->dir);
-    log_info("%u condition(s) x %u repeat(s), %u tokens each, into %s", L->c.n_cond,
-             L->c.repeats, L->c.tokens, L->dir);
+    log_info("%u condition(s) x %u repeat(s), %u tokens each, into %s", L->cfg.n_conditions,
+             L->cfg.repeats, L->cfg.llm.tokens, L->dir);
     int failed = 0;
-    for (uint32_t r = 0; r < L->c.repeats; r++)
-        for (uint32_t i = 0; i < L->c.n_cond; i++) {
+    for (uint32_t r = 0; r < L->cfg.repeats; r++)
+        for (uint32_t i = 0; i < L->cfg.n_conditions; i++) {
             char tag[16];
             int rc;
             snprintf(tag, sizeof tag, "r%u", r + 1);
-            json_t *res = s_generate(L, &L->cond[i], L->c.tokens, tag, &rc);
+            json_t *res = s_generate(L, &L->cond[i], L->cfg.llm.tokens, tag, &rc);
             json_t *o = json_object();
             json_object_set_new(o, "condition", json_string(L->cond[i].name));
             json_object_set_new(o, "repeat", json_integer(r + 1));

@@ -87,13 +87,21 @@ else bad "serve CONFIG did not start"; fi
 kill -TERM $spid; wait $spid
 
 # the model is not generated again; a config error names file, line and key
-sw lab2 lab "$T/lab.ini" --quick --out "$T/run2"
+sw lab2 lab "$T/lab.ini" --quick --out "$T/run2" --set llm.ctx=96
 expect_rc lab2 0
 grep -q "generating" "$T/lab2.err" && bad "lab2: generated the model again" || ok
+grep -q "context 96," "$T/run2/table.md" && ok || bad "lab2: --set llm.ctx=96 not applied"
 printf '[llm]\nmodel = %s/models/m.gguf\ntokenz = 3\n[lab]\nconditions = reference\n' "$T" >"$T/bad.ini"
 sw badkey lab "$T/bad.ini"
 expect_rc badkey 2
-has badkey err "$T/bad.ini:3: unknown key 'tokenz' in [llm]"
+has badkey err "$T/bad.ini:3: [llm] tokenz: unknown key (known: model, generate, vocab,"
+sw badset lab "$T/lab.ini" --set llm.tokens=0
+expect_rc badset 2
+has badset err "--set llm.tokens=0: [llm] tokens: '0' must be an integer in 1..4096"
+printf '[llm]\nmodel = %s/models/m.gguf\n' "$T" >"$T/nocond.ini"
+sw nocond lab "$T/nocond.ini"
+expect_rc nocond 2
+has nocond err "$T/nocond.ini: needs [llm] model and [lab] conditions"
 printf '[llm]\nmodel = %s/none.gguf\n[lab]\nconditions = reference\n' "$T" >"$T/nogen.ini"
 sw nogen lab "$T/nogen.ini"
 expect_rc nogen 2

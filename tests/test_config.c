@@ -320,6 +320,17 @@ static void s_shipped(void)
     CHECK(c.workers == 3 && c.repeats == 1 && c.steps == 8, "tiny %u %u %u", c.workers,
           c.repeats, c.steps);
     CHECK(c.chunk_bytes < (uint64_t)c.dim * c.dim * 4, "tiny: a layer fits in one chunk");
+
+    config_defaults(&c);
+    CHECK(config_load(&c, "configs/llm.ini", err, sizeof err) == 0, "llm.ini: %s", err);
+    CHECK(c.llm.on && !strcmp(c.llm.model, "models/llm-tinyllama-f16.gguf") && c.llm.generate,
+          "llm.ini [llm] %d %s %d", c.llm.on, c.llm.model, c.llm.generate);
+    CHECK(c.llm.dim == 2048 && c.llm.layers == 22 && !strcmp(c.llm.type, "f16") &&
+              c.llm.cap == 600ull << 20 && c.llm.workers == 0 && c.llm.tokens == 32,
+          "llm.ini shape %u x %u %s", c.llm.layers, c.llm.dim, c.llm.type);
+    CHECK(c.repeats == 3 && c.n_conditions == 6 && !strcmp(c.conditions[0], "reference") &&
+              !strcmp(c.conditions[5], "resident/wan") && !strcmp(c.lab_out, "results"),
+          "llm.ini [lab] %u %u", c.repeats, c.n_conditions);
 }
 
 /* Every key the "unknown key" message lists is one s_apply knows: a bad value gets a value
@@ -327,12 +338,12 @@ static void s_shipped(void)
 static void s_known_keys(void)
 {
     static const char *const sections[] = { "model", "run", "ssd", "quantized", "swarm",
-                                             "security", "netem", "lab" };
+                                             "security", "netem", "lab", "llm" };
     for (size_t i = 0; i < sizeof sections / sizeof sections[0]; i++) {
-        const char *known = config_known_keys(sections[i]);
-        char list[512], *save = NULL;
-        CHECK(known != NULL, "[%s] has no key list", sections[i]);
-        if (!known)
+        char known[512], list[512], *save = NULL;
+        int rc = config_known_keys(sections[i], known, sizeof known);
+        CHECK(rc == 0 && known[0], "[%s] has no key list", sections[i]);
+        if (rc)
             continue;
         snprintf(list, sizeof list, "%s", known);
         for (char *k = strtok_r(list, ", ", &save); k; k = strtok_r(NULL, ", ", &save)) {
@@ -344,12 +355,199 @@ static void s_known_keys(void)
             CHECK(!strstr(err, "unknown key"), "listed key %s: %s", set, err);
         }
     }
-    CHECK(config_known_keys("nope") == NULL, "an unknown section has keys");
+    char buf[64] = "x";
+    CHECK(config_known_keys("nope", buf, sizeof buf) == -1 && !buf[0],
+          "an unknown section has keys: '%s'", buf);
+    /* the old fixed lists, unchanged by the table that now makes them */
+    CHECK(config_known_keys("swarm", buf, 0) == 0, "a zero-length buffer");
+    char known[512];
+    config_known_keys("swarm", known, sizeof known);
+    CHECK(!strcmp(known, "workers, inflight, cap, threads, host, heartbeat_ms, liveness, "
+                         "step_deadline_ms, respawn, plaintext, slowdown"),
+          "[swarm] keys: %s", known);
+    config_known_keys("ssd", known, sizeof known);
+    CHECK(!strcmp(known, "cap, queue_depth, chunk, overhead, io, buffers"), "[ssd] keys: %s",
+          known);
+    config_known_keys("lab", known, sizeof known);
+    CHECK(!strcmp(known, "repeats, conditions, out"), "[lab] keys: %s", known);
     s_expect_error("key_list.ini", "[model]\nlayers = 2\nwidth = 3\n", 3,
                    (const char *const[]){ "[model] width", "unknown key",
                                           "path, generate, layers, dim, seed", NULL });
     s_expect_error("section_list.ini", "[modle]\npath = x\n", 2,
-                   (const char *const[]){ "unknown section", "model, run, ssd", NULL });
+                   (const char *const[]){ "unknown section", "model, run, ssd, quantized",
+                                          "lab, llm, worker.NAME, profile.NAME", NULL });
+}
+
+/* The text lab's [llm] section, read by the same loader: every key, its defaults, and the
+ * [lab] defaults a text-lab file takes where it leaves them out. */
+static void s_llm_good(void)
+{
+    char path[600], err[1024] = "";
+    config_t c;
+    config_defaults(&c);
+    CHECK(!c.llm.on && !c.llm.model[0] && c.llm.dim == 2048 && c.llm.layers == 22 &&
+              c.llm.heads == 32 && c.llm.kv_heads == 4 && c.llm.ff == 5632 &&
+              c.llm.ctx_train == 2048 && c.llm.seed == 1,
+          "[llm] shape defaults (TinyLlama-1.1B): %u %u %u %u %u %u %u", c.llm.dim,
+          c.llm.layers, c.llm.heads, c.llm.kv_heads, c.llm.ff, c.llm.ctx_train, c.llm.seed);
+    CHECK(!strcmp(c.llm.type, "f16") && !strcmp(c.llm.prompt, "Once upon a time") &&
+              c.llm.tokens == 32 && c.llm.ctx == 512 && c.llm.batch == 32 &&
+              c.llm.threads == 1 && c.llm.workers == 0 && c.llm.cap == 600ull << 20 &&
+              !c.llm.generate,
+          "[llm] run defaults: %s '%s' %u %u %u %u %u %llu", c.llm.type, c.llm.prompt,
+          c.llm.tokens, c.llm.ctx, c.llm.batch, c.llm.threads, c.llm.workers,
+          (unsigned long long)c.llm.cap);
+    s_write(path, sizeof path, "llm_good.ini",
+            "[llm]\n"
+            "model = /tmp/m.gguf   ; inline comment\n"
+            "generate = 1\n"
+            "vocab = tests/fixtures/tok/llama-spm.gguf.gz\n"
+            "dim = 64\nlayers = 6\nheads = 4\nkv_heads = 2\nff = 96\nctx_train = 256\n"
+            "type = q8_0\nseed = 9\nprompt = Hello there\ntokens = 12\nctx = 128\n"
+            "batch = 8\ncap = 40M\nworkers = 3\nthreads = 2\n"
+            "[lab]\n"
+            "conditions = reference, ssd, resident, resident/lan\n"
+            "out = /tmp/llm-res\n");
+    CHECK(config_load(&c, path, err, sizeof err) == 0, "llm_good.ini: %s", err);
+    CHECK(c.llm.on && !strcmp(c.llm.model, "/tmp/m.gguf") && c.llm.generate &&
+              !strcmp(c.llm.vocab, "tests/fixtures/tok/llama-spm.gguf.gz"),
+          "[llm] %d '%s' %d '%s'", c.llm.on, c.llm.model, c.llm.generate, c.llm.vocab);
+    CHECK(c.llm.dim == 64 && c.llm.layers == 6 && c.llm.heads == 4 && c.llm.kv_heads == 2 &&
+              c.llm.ff == 96 && c.llm.ctx_train == 256 && !strcmp(c.llm.type, "q8_0") &&
+              c.llm.seed == 9,
+          "[llm] shape %u %u %u %u %u %u %s %u", c.llm.dim, c.llm.layers, c.llm.heads,
+          c.llm.kv_heads, c.llm.ff, c.llm.ctx_train, c.llm.type, c.llm.seed);
+    CHECK(!strcmp(c.llm.prompt, "Hello there") && c.llm.tokens == 12 && c.llm.ctx == 128 &&
+              c.llm.batch == 8 && c.llm.cap == 40ull << 20 && c.llm.workers == 3 &&
+              c.llm.threads == 2,
+          "[llm] run '%s' %u %u %u %llu %u %u", c.llm.prompt, c.llm.tokens, c.llm.ctx,
+          c.llm.batch, (unsigned long long)c.llm.cap, c.llm.workers, c.llm.threads);
+    CHECK(c.repeats == 3, "a text-lab file without [lab] repeats: %u, want the text lab's 3",
+          c.repeats);
+    CHECK(c.n_conditions == 4 && !strcmp(c.conditions[2], "resident") &&
+              !strcmp(c.conditions[3], "resident/lan") && !strcmp(c.lab_out, "/tmp/llm-res"),
+          "[lab] %u %s %s", c.n_conditions, c.conditions[2], c.lab_out);
+    CHECK(!strcmp(c.model, "models/lab02.gguf") && c.steps == 32,
+          "[llm] touched the dense sections: %s %u", c.model, c.steps);
+
+    /* No [lab] conditions in a text-lab file: none (the lab asks), not the dense lab's six;
+     * repeats from the file win over the text lab's default. */
+    config_defaults(&c);
+    s_write(path, sizeof path, "llm_nocond.ini", "[lab]\nrepeats = 7\n[llm]\nmodel = m.gguf\n");
+    CHECK(config_load(&c, path, err, sizeof err) == 0, "llm_nocond.ini: %s", err);
+    CHECK(c.llm.on && c.n_conditions == 0 && c.repeats == 7, "text lab: %d %u conditions, %u "
+          "repeats", c.llm.on, c.n_conditions, c.repeats);
+    /* A dense file keeps the dense lab's [lab] defaults and is no text-lab config. */
+    config_defaults(&c);
+    s_write(path, sizeof path, "dense.ini", "[run]\nsteps = 4\n");
+    CHECK(config_load(&c, path, err, sizeof err) == 0, "dense.ini: %s", err);
+    CHECK(!c.llm.on && c.repeats == 5 && c.n_conditions == 6, "dense: %d %u %u", c.llm.on,
+          c.repeats, c.n_conditions);
+    /* generate takes the bool words as [model] generate does */
+    config_defaults(&c);
+    CHECK(config_set(&c, "llm.generate=yes", err, sizeof err) == 0 && c.llm.generate, "%s",
+          err);
+}
+
+/* Each bad [llm] value: its file, line, section, key, the value quoted and what it must be. */
+static void s_llm_errors(void)
+{
+    static const struct { const char *key, *v, *want; } bad[] = {
+        { "tokens", "0", "'0' must be an integer in 1..4096" },
+        { "tokens", "4097", "'4097' must be an integer in 1..4096" },
+        { "dim", "4", "'4' must be an integer in 8..65536" },
+        { "layers", "513", "'513' must be an integer in 1..512" },
+        { "heads", "0", "'0' must be an integer in 1..1024" },
+        { "kv_heads", "1025", "'1025' must be an integer in 1..1024" },
+        { "ff", "7", "'7' must be an integer in 8..262144" },
+        { "ctx_train", "8", "'8' must be an integer in 16..1048576" },
+        { "seed", "-1", "'-1' must be an integer in 0..4294967295" },
+        { "seed", "4294967296", "'4294967296' must be an integer in 0..4294967295" },
+        { "ctx", "15", "'15' must be an integer in 16..1048576" },
+        { "batch", "0", "'0' must be an integer in 1..4096" },
+        { "workers", "9", "'9' must be an integer in 0..8" },
+        { "threads", "65", "'65' must be an integer in 1..64" },
+        { "threads", "two", "'two' must be an integer in 1..64" },
+        { "cap", "12Q", "'12Q' is not a size of at least 1048576 bytes" },
+        { "cap", "0", "'0' is not a size of at least 1048576 bytes" },
+        { "generate", "maybe", "'maybe' is not a boolean" },
+        { "type", "q9_9", "unknown tensor type 'q9_9' (supported: f32, f16" },
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char text[256], name[64], head[64];
+        snprintf(text, sizeof text, "; a text lab\n[llm]\nmodel = m.gguf\n%s = %s\n[lab]\n"
+                 "conditions = reference\n", bad[i].key, bad[i].v);
+        snprintf(name, sizeof name, "llm_bad_%zu.ini", i);
+        snprintf(head, sizeof head, "[llm] %s: ", bad[i].key);
+        s_expect_error(name, text, 4, (const char *const[]){ head, bad[i].want, NULL });
+    }
+    s_expect_error("llm_key.ini", "[llm]\nmodel = m.gguf\ntokenz = 3\n", 3,
+                   (const char *const[]){ "[llm] tokenz: unknown key (known: model, generate, "
+                                          "vocab, dim, layers, heads, kv_heads, ff, ctx_train, "
+                                          "type, seed, prompt, tokens, ctx, batch, cap, "
+                                          "workers, threads)", NULL });
+    /* [lab] as the text lab writes it: the forms either lab runs pass, others are named */
+    s_expect_error("llm_cond.ini", "[llm]\nmodel = m.gguf\n[lab]\nconditions = ssd, moon\n", 4,
+                   (const char *const[]){ "[lab] conditions", "unknown condition 'moon'",
+                                          "resident, resident/PROFILE", NULL });
+    s_expect_error("llm_repeats.ini", "[llm]\nmodel = m.gguf\n[lab]\nrepeats = 0\n", 4,
+                   (const char *const[]){ "[lab] repeats: '0' must be an integer in 1..1000",
+                                          NULL });
+}
+
+/* --set reaches [llm] too; a refused one names itself and changes nothing. */
+static void s_llm_set(void)
+{
+    config_t c;
+    char err[1024] = "";
+    config_defaults(&c);
+    CHECK(config_set(&c, "llm.tokens=8", err, sizeof err) == 0 && c.llm.tokens == 8,
+          "llm.tokens: %s", err);
+    CHECK(config_set(&c, "llm.model=/a.b/m.gguf", err, sizeof err) == 0 &&
+              !strcmp(c.llm.model, "/a.b/m.gguf"),
+          "llm.model: %s", err);
+    CHECK(config_set(&c, "llm.cap=64M", err, sizeof err) == 0 && c.llm.cap == 64ull << 20,
+          "llm.cap: %s", err);
+    CHECK(config_set(&c, "llm.type=Q8_0", err, sizeof err) == 0, "llm.type: %s", err);
+    CHECK(!c.llm.on, "--set made a text-lab config (only a file's [llm] section does)");
+    static const char *const bad[] = { "llm.tokens=0", "llm.tokenz=3", "llm.cap=lots",
+                                       "llm.type=q9" };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        err[0] = 0;
+        CHECK(config_set(&c, bad[i], err, sizeof err) == -1, "--set %s accepted", bad[i]);
+        CHECK(strstr(err, bad[i]) != NULL, "--set %s: error '%s' does not quote it", bad[i], err);
+    }
+    config_set(&c, "llm.tokens=0", err, sizeof err);
+    CHECK(strstr(err, "[llm] tokens: '0' must be an integer in 1..4096"), "%s", err);
+    config_set(&c, "llm.tokenz=3", err, sizeof err);
+    CHECK(strstr(err, "[llm] tokenz: unknown key (known: model, "), "%s", err);
+    CHECK(c.llm.tokens == 8 && c.llm.cap == 64ull << 20, "a refused --set changed the config");
+}
+
+/* The model a CONFIG argument names (generate, serve, chat), and which labs' file it is. */
+static void s_llm_model_path(void)
+{
+    char path[600], model[600] = "", err[1024] = "";
+    CHECK(config_has_llm("configs/llm.ini") == 1, "configs/llm.ini has no [llm]");
+    CHECK(config_has_llm("configs/lab02.ini") == 0, "configs/lab02.ini has [llm]");
+    snprintf(path, sizeof path, "%s/does-not-exist.ini", s_dir);
+    CHECK(config_has_llm(path) == 0, "a missing file has [llm]");
+    CHECK(config_model_path("configs/llm.ini", model, sizeof model, err, sizeof err) == 0 &&
+              !strcmp(model, "models/llm-tinyllama-f16.gguf"),
+          "llm.ini names '%s': %s", model, err);
+    CHECK(config_model_path("configs/tiny.ini", model, sizeof model, err, sizeof err) == 0 &&
+              !strcmp(model, "tests/tmp/tiny.gguf"),
+          "tiny.ini names '%s': %s", model, err);
+    s_write(path, sizeof path, "llm_nomodel.ini", "[llm]\ntokens = 3\n");
+    err[0] = 0;
+    CHECK(config_model_path(path, model, sizeof model, err, sizeof err) == -1 &&
+              strstr(err, path) && strstr(err, "no [llm] model"),
+          "a text-lab config without a model: %s", err);
+    s_write(path, sizeof path, "llm_badline.ini", "[llm]\nmodel = m.gguf\nctx = 1\n");
+    err[0] = 0;
+    CHECK(config_model_path(path, model, sizeof model, err, sizeof err) == -1 &&
+              strstr(err, ":3: [llm] ctx: '1' must be an integer in 16..1048576"),
+          "a bad line: %s", err);
 }
 
 /* Enumerated values: the bad value quoted, every choice listed. */
@@ -550,5 +748,9 @@ int main(void)
     s_enumerations();
     s_key_paths();
     s_model_sources();
+    s_llm_good();
+    s_llm_errors();
+    s_llm_set();
+    s_llm_model_path();
     return CHECK_DONE("test_config");
 }
