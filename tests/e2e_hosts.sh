@@ -106,8 +106,13 @@ check "a: h2 at its namespace address" [ "$(worker "$T/plain.jsonl" h2 endpoint)
 data_ep=$(grep -o 'data tcp://[0-9.]*:[0-9]*' "$HD/h2.log" | head -1 | cut -d' ' -f2)
 check "d: h2 announced its data port" [ -n "$data_ep" ]
 if [ -x "$HOSTILE" ] && [ -n "$data_ep" ]; then
+    # The run must outlast the sender (at most 5 s, after h2's route is set): sized from the
+    # plaintext run's rate to last at least 15 s (3,000 steps took ~17 s here, 2-core machine,
+    # 2026-12-02; a machine ten times faster would end a fixed count under fire).
+    long=$(python3 -c "print(min(1000000, max(3000, int(15 * $(jq1 "$T/plain.jsonl" 'o["steps_per_s"]')))))" \
+        2>/dev/null) || long=3000
     m=$(mark h2)
-    "$SWARM_BIN" run "$T/hosts.ini" --arm resident --quiet --model "$MODEL" --steps 3000 \
+    "$SWARM_BIN" run "$T/hosts.ini" --arm resident --quiet --model "$MODEL" --steps "$long" \
         --out "$T/hostile_run.jsonl" >"$T/hostile_run.out" 2>"$T/hostile_run.err" &
     rp=$!; bg+=("$rp")
     for _ in $(seq 200); do since h2 "$m" | grep -q "route epoch" && break; sleep 0.05; done

@@ -156,6 +156,15 @@ EOF
     no_strays "$n"
 done
 
+# A run that must still be going when this script stops it (SIGKILL, SIGINT) is sized from the
+# rate measured above, to last at least 30 s (4,000-5,000 steps/s here, 2-core machine,
+# 2026-12-02): a machine ten times faster cannot finish it before the stop, which comes within
+# a second of the run being ready. (A fixed 30,000 steps lasted 7 s here.) Capped at the
+# config's 1,000,000 steps (still 7 s at 33 times this rate).
+LONG=$(python3 -c "print(min(1000000, max(40000, int(30 * max($(jfield "$T/res1.jsonl" steps_per_s), \
+    $(jfield "$T/res3.jsonl" steps_per_s))))))" 2>/dev/null) || LONG=400000
+echo "  runs to be stopped: $LONG steps"
+
 # --workers overrides the count; more workers than layers is refused before anything spawns.
 sw workers2 run "${COMMON[@]}" --arm resident --steps 10 --workers 2 --out "$T/workers2.jsonl"
 expect_rc workers2 0
@@ -172,7 +181,7 @@ no_strays "--workers"
 # check does not race a run's length on a fast machine). (Root with a memory controller only;
 # elsewhere caps are advisory and no group is made.)
 if [ -n "$CG_RUN" ]; then
-    env -u SWARM_CGROUP_RUN "$SWARM_BIN" run "${COMMON[@]}" --arm resident --steps 400000 \
+    env -u SWARM_CGROUP_RUN "$SWARM_BIN" run "${COMMON[@]}" --arm resident --steps "$LONG" \
         --no-parity >"$T/own.out" 2>"$T/own.err" &
     own=$!
     if wait_for "$T/own.err" "w2: layers [4, 6) resident" 15; then ok; else bad "own run never got ready"; fi
@@ -236,7 +245,7 @@ start_worker h1b $((PB + 1)) 64M
 # ---------------------------------------------------------------- hand-started workers outlive their coordinator
 # The same three workers serve a coordinator that is SIGKILLed mid-run, then the next one.
 mkini "$T/hand.ini" 64M 64M 64M
-"$SWARM_BIN" run "$T/hand.ini" --arm resident --quiet --no-parity --steps 30000 \
+"$SWARM_BIN" run "$T/hand.ini" --arm resident --quiet --no-parity --steps "$LONG" \
     >"$T/victim.out" 2>"$T/victim.err" &
 COORD=$!
 if wait_for "$T/victim.err" "h2: layers [4, 6) resident" 15; then ok; else bad "victim coordinator never got ready"; tail -5 "$T/victim.err" >&2; fi
@@ -268,7 +277,7 @@ HAND=()
 # ---------------------------------------------------------------- SIGINT to a running coordinator
 # (A background job of a script starts with SIGINT ignored; the resident arm installs its own
 # handler before spawning workers, so wait until they are loaded before sending it.)
-"$SWARM_BIN" run "${COMMON[@]}" --arm resident --no-parity --steps 40000 \
+"$SWARM_BIN" run "${COMMON[@]}" --arm resident --no-parity --steps "$LONG" \
     >"$T/sigint.out" 2>"$T/sigint.err" &
 COORD=$!
 if wait_for "$T/sigint.err" "w2: layers [4, 6) resident" 15; then ok; else bad "SIGINT run never got ready"; fi
