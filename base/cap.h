@@ -32,7 +32,7 @@ typedef struct {
 /* The run this process belongs to: the one named in SWARM_CGROUP_RUN (well formed), or a new
  * one owned by this process, then exported so that the processes it starts join it. Makes no
  * group (cap_enter makes the run's parent when a group is first needed). Call it before
- * starting workers; safe to call again. */
+ * starting workers or threads (it sets the environment); safe to call again. */
 void cap_run_begin(void);
 /* The run's parent's name, "swarm-run-<pid>-<start>" (cap_run_begin first if not yet). */
 const char *cap_run_name(void);
