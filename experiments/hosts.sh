@@ -79,7 +79,7 @@ s_recorded_tag() { # the tag this DIR's `up` recorded (empty when none)
 # Claim a tag for `up`: the given one, else the first free one from a pid-derived start. The
 # bridge's creation is the claim: `ip link add` fails for a name another run holds.
 s_claim() {
-    local r k
+    local r
     if [ -n "$TAG" ]; then
         s_names "$TAG"
         ip link add "$BRIDGE" type bridge 2>/dev/null || { BRIDGE=""; die "tag $TAG is in use \
@@ -87,7 +87,7 @@ s_claim() {
         return 0
     fi
     r=$(($$ % TAG_MAX + 1))
-    for k in $(seq $TAG_MAX); do
+    for _ in $(seq $TAG_MAX); do
         if s_tag_ok $r; then
             s_names $r
             if ip link add "$BRIDGE" type bridge 2>/dev/null; then TAG=$r; return 0; fi
