@@ -72,9 +72,142 @@ static int s_is_v2(void)
     return strstr(line, "memory") != NULL;
 }
 
+/* ------------------------------------------------------------ runs */
+
+#define S_RUN_ENV "SWARM_CGROUP_RUN"
+#define S_RUN_PREFIX "swarm-run-"
+
+static char s_run[64]; /* "swarm-run-<pid>-<start>", empty until cap_run_begin */
+
+/* Field 22 of /proc/PID/stat (start time in clock ticks since boot): with the pid, it names one
+ * process for the machine's uptime. 0 / -1. */
+static int s_start_time(long pid, unsigned long long *start)
+{
+    char path[64], buf[1024];
+    const char *p;
+    ssize_t n;
+    int fd;
+    snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return -1;
+    buf[n] = 0;
+    /* comm (field 2) may hold spaces and parentheses: count fields from the last ')' */
+    if (!(p = strrchr(buf, ')')))
+        return -1;
+    p++;
+    for (int field = 2; field < 21; field++)
+        if (!(p = strchr(p + 1, ' ')))
+            return -1;
+    *start = strtoull(p + 1, NULL, 10);
+    return 0;
+}
+
+/* "swarm-run-<pid>-<start>", digits only: anything else (a path, a stale format) is not a run.
+ * 0 / -1. */
+static int s_run_parse(const char *name, long *pid, unsigned long long *start)
+{
+    const char *p = name + strlen(S_RUN_PREFIX);
+    char *end;
+    if (strncmp(name, S_RUN_PREFIX, strlen(S_RUN_PREFIX)) || *p < '1' || *p > '9')
+        return -1;
+    *pid = strtol(p, &end, 10);
+    if (*end != '-' || end[1] < '0' || end[1] > '9')
+        return -1;
+    *start = strtoull(end + 1, &end, 10);
+    return *end || *pid <= 0 || strlen(name) >= sizeof s_run ? -1 : 0;
+}
+
+/* Is the run's owner still the process that began it? A name that does not parse is no run. */
+static int s_run_live(const char *name)
+{
+    unsigned long long start, now;
+    long pid;
+    if (s_run_parse(name, &pid, &start))
+        return 0;
+    return s_start_time(pid, &now) == 0 && now == start;
+}
+
+void cap_run_begin(void)
+{
+    const char *env = getenv(S_RUN_ENV);
+    unsigned long long start = 0;
+    long pid;
+    if (s_run[0])
+        return;
+    if (env && s_run_parse(env, &pid, &start) == 0) {
+        snprintf(s_run, sizeof s_run, "%s", env);
+        return;
+    }
+    s_start_time((long)getpid(), &start); /* 0 when /proc is not mounted: still unique per pid */
+    snprintf(s_run, sizeof s_run, S_RUN_PREFIX "%ld-%llu", (long)getpid(), start);
+    setenv(S_RUN_ENV, s_run, 1);
+}
+
+const char *cap_run_name(void)
+{
+    cap_run_begin();
+    return s_run;
+}
+
+/* Remove every group in root/run (their tasks are gone, or they stay), then root/run itself. */
+static int s_run_remove(const char *root, const char *run, int wait)
+{
+    char dir[512], sub[800];
+    struct dirent *de;
+    DIR *d;
+    snprintf(dir, sizeof dir, "%s/%s", root, run);
+    if (!(d = opendir(dir)))
+        return errno == ENOENT ? 0 : -1;
+    while ((de = readdir(d)))
+        if (de->d_type == DT_DIR && de->d_name[0] != '.') {
+            snprintf(sub, sizeof sub, "%s/%s", dir, de->d_name);
+            if (wait)
+                cap_remove_dir(sub);
+            else
+                rmdir(sub); /* fails harmlessly if tasks remain */
+        }
+    closedir(d);
+    return wait ? cap_remove_dir(dir) : (rmdir(dir) == 0 || errno == ENOENT ? 0 : -1);
+}
+
+int cap_run_end(char *err, size_t errlen)
+{
+    const char *roots[] = { S_V1_ROOT, S_V2_ROOT };
+    unsigned long long start;
+    long pid;
+    int rc = 0;
+    if (!s_run[0] || s_run_parse(s_run, &pid, &start) || pid != (long)getpid())
+        return 0; /* not begun here, or a member (a worker) of another process's run */
+    for (int r = 0; r < 2; r++)
+        if (s_run_remove(roots[r], s_run, 1)) {
+            snprintf(err, errlen, "cannot remove %s/%s: %s", roots[r], s_run, strerror(errno));
+            rc = -1;
+        }
+    return rc;
+}
+
+/* The run's parent under root: made when the first group of the run needs it (by whichever
+ * member comes first, EEXIST is fine); on v2 its children get the memory controller. */
+static int s_run_parent(const char *root, int version, char *dir, size_t len)
+{
+    snprintf(dir, len, "%s/%s", root, cap_run_name());
+    if (mkdir(dir, 0755) && errno != EEXIST)
+        return -1;
+    if (version == 2 && s_write(dir, "cgroup.subtree_control", "+memory"))
+        return -1;
+    return 0;
+}
+
+/* ------------------------------------------------------------ one capped process */
+
 int cap_enter(cap_t *c, uint64_t bytes, const char *tag, int pid)
 {
-    char val[64];
+    char val[64], parent[128], name[64];
     memset(c, 0, sizeof *c);
     c->limit_bytes = bytes;
     if (pid == 0)
@@ -87,8 +220,17 @@ int cap_enter(cap_t *c, uint64_t bytes, const char *tag, int pid)
         snprintf(c->why, sizeof c->why, "no writable memory cgroup controller found");
         return 0;
     }
-    snprintf(c->dir, sizeof c->dir, "%s/swarm-%s-%d", c->version == 1 ? S_V1_ROOT : S_V2_ROOT,
-             tag, pid);
+    if (s_run_parent(c->version == 1 ? S_V1_ROOT : S_V2_ROOT, c->version, parent,
+                     sizeof parent)) {
+        snprintf(c->why, sizeof c->why, "cannot create %s: %s", parent, strerror(errno));
+        goto advisory;
+    }
+    snprintf(name, sizeof name, "%s", tag);
+    for (char *q = name; *q; q++)
+        if (!(*q >= 'a' && *q <= 'z') && !(*q >= 'A' && *q <= 'Z') && !(*q >= '0' && *q <= '9') &&
+            *q != '_' && *q != '.' && *q != '-')
+            *q = '_';
+    snprintf(c->dir, sizeof c->dir, "%s/%s-%d", parent, name, pid);
     if (mkdir(c->dir, 0755) && errno != EEXIST) {
         snprintf(c->why, sizeof c->why, "cannot create %s: %s", c->dir, strerror(errno));
         goto advisory;
@@ -185,6 +327,31 @@ const char *cap_describe(const cap_t *c, char *buf, size_t len)
     return buf;
 }
 
+int cap_reap(int pid)
+{
+    const char *roots[] = { S_V1_ROOT, S_V2_ROOT };
+    char dir[512], sub[800], suffix[24];
+    int rc = 0;
+    snprintf(suffix, sizeof suffix, "-%d", pid);
+    for (int r = 0; r < 2; r++) {
+        struct dirent *de;
+        DIR *d;
+        snprintf(dir, sizeof dir, "%s/%s", roots[r], cap_run_name());
+        if (!(d = opendir(dir)))
+            continue;
+        while ((de = readdir(d))) {
+            size_t n = strlen(de->d_name), k = strlen(suffix);
+            if (de->d_type != DT_DIR || n <= k || strcmp(de->d_name + n - k, suffix))
+                continue;
+            snprintf(sub, sizeof sub, "%s/%s", dir, de->d_name);
+            if (cap_remove_dir(sub))
+                rc = -1;
+        }
+        closedir(d);
+    }
+    return rc;
+}
+
 void cap_sweep_stale(void)
 {
     const char *roots[] = { S_V1_ROOT, S_V2_ROOT };
@@ -197,7 +364,16 @@ void cap_sweep_stale(void)
             const char *dash;
             char dir[512];
             long pid;
-            if (strncmp(de->d_name, "swarm-", 6) || !(dash = strrchr(de->d_name, '-')))
+            if (strncmp(de->d_name, "swarm-", 6) || de->d_type != DT_DIR)
+                continue;
+            if (!strncmp(de->d_name, S_RUN_PREFIX, strlen(S_RUN_PREFIX))) {
+                /* a run: only when its owner is gone (a live run's groups are never ours) */
+                if (!s_run_live(de->d_name) && strcmp(de->d_name, s_run))
+                    s_run_remove(roots[r], de->d_name, 0);
+                continue;
+            }
+            /* a flat group of a build before runs: its own process is its owner */
+            if (!(dash = strrchr(de->d_name, '-')))
                 continue;
             pid = strtol(dash + 1, NULL, 10);
             if (pid <= 0 || (kill((pid_t)pid, 0) == 0 || errno != ESRCH))

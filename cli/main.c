@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/cap.h"
 #include "base/exitcode.h"
 #include "cli/cmd.h"
 #include "netem/netem.h"
@@ -32,7 +33,7 @@ static void s_usage(FILE *f)
             "  plan        a real model's layers over workers by bytes (weights, KV, buffers)\n");
 }
 
-int main(int argc, char **argv)
+static int s_dispatch(int argc, char **argv)
 {
     if (argc < 2) {
         s_usage(stderr);
@@ -80,4 +81,16 @@ int main(int argc, char **argv)
     fprintf(stderr, "swarm: unknown command '%s'\n", c);
     s_usage(stderr);
     return EXIT_USAGE;
+}
+
+int main(int argc, char **argv)
+{
+    char err[512];
+    /* This command's run of memory cgroups: the workers it starts join it (through the
+     * environment), and it removes the run's parent when it is done (base/cap.h). */
+    cap_run_begin();
+    int rc = s_dispatch(argc, argv);
+    if (cap_run_end(err, sizeof err))
+        fprintf(stderr, "swarm: %s\n", err);
+    return rc;
 }

@@ -17,6 +17,7 @@
 #include <xxhash.h>
 #include <zmq.h>
 
+#include "base/cap.h"
 #include "base/log.h"
 #include "base/sec.h"
 #include "base/util.h"
@@ -65,6 +66,7 @@ void lp_fence(llm_swarm *sw, uint32_t i)
     if (w->pid > 0) {
         kill(w->pid, SIGKILL); /* works on a stopped process too */
         waitpid(w->pid, NULL, 0);
+        cap_reap(w->pid); /* a SIGKILLed worker cannot remove its own cgroup */
     }
     w->pid = 0;
     s_close(w);
@@ -396,6 +398,7 @@ int lp_poll(llm_swarm *sw, char *how, size_t howlen)
         }
         int st;
         if (w->pid > 0 && waitpid(w->pid, &st, WNOHANG) == w->pid) {
+            cap_reap(w->pid); /* nor can one that crashed */
             w->pid = 0;
             if (w->state == LW_LIVE) {
                 s_exit_how(st, how, howlen);

@@ -212,7 +212,6 @@ int swarm_spawn(swarm_t *c, swarm_peer *p, char *err, size_t errlen)
 
 void swarm_reap(swarm_t *c, swarm_peer *p, int kill_it)
 {
-    char dir[256];
     siginfo_t si = { 0 };
     if (!p->spawned)
         return;
@@ -225,11 +224,7 @@ void swarm_reap(swarm_t *c, swarm_peer *p, int kill_it)
         return;
     c->reaped_read_bytes += util_io_read_bytes_pid((int)p->spawned);
     waitpid(p->spawned, NULL, 0);
-    /* A SIGKILLed worker cannot remove its own cgroup. */
-    snprintf(dir, sizeof dir, "/sys/fs/cgroup/memory/swarm-worker-%d", (int)p->spawned);
-    cap_remove_dir(dir);
-    snprintf(dir, sizeof dir, "/sys/fs/cgroup/swarm-worker-%d", (int)p->spawned);
-    cap_remove_dir(dir);
+    cap_reap((int)p->spawned); /* a SIGKILLed worker cannot remove its own cgroup */
     p->spawned = 0;
 }
 

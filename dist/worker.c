@@ -853,7 +853,9 @@ int worker_main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
     cap_sweep_stale();
     if (w.cap_bytes) {
-        cap_enter(&w.cap, w.cap_bytes, "worker", 0);
+        char tag[64];
+        snprintf(tag, sizeof tag, "worker-%s", w.id); /* RUN/worker-<id>-<pid> */
+        cap_enter(&w.cap, w.cap_bytes, tag, 0);
         if (!w.cap.enforced)
             log_warn("%s: cap is advisory: %s", w.id, w.cap.why);
     }

@@ -34,6 +34,7 @@ trap 'exit 130' INT TERM
 innet() { local ns=$1; shift; nsenter "--net=/var/run/netns/$ns" "$@"; } # run in host ns
 jq1() { python3 -c 'import json,sys; o=json.loads([l for l in open(sys.argv[1]) if l.strip()][-1]); print(eval(sys.argv[2]))' "$1" "$2"; }
 up() { "$HOSTS" up 3 --dir "$HD" "$@" >"$OUT/up.log" 2>&1 || { cat "$OUT/up.log"; exit 1; }
+       . "$HD/hosts.env" # this run's namespaces and /24 (HOSTS_NS, HOSTS_NET)
        cat "$OUT/base.ini" "$HD/hosts.ini" >"$OUT/hosts.ini"; }
 serve() { # ns, endpoint, [--curve]: a hopbench server in the background
     innet "$1" "$HOPBENCH" serve "$2" ${3:-} --idle 120 2>/dev/null &
@@ -64,17 +65,17 @@ rm -f "$OUT"/*.jsonl
 # ---- raw links: hopbench ------------------------------------------------------------------
 up --cap 192M
 for i in 1 2 3; do
-    serve "swarmh$i" "tcp://198.18.0.$((i + 1)):7100"
-    serve "swarmh$i" "tcp://198.18.0.$((i + 1)):7200" --curve
+    serve "${HOSTS_NS}$i" "tcp://$HOSTS_NET.$((i + 1)):7100"
+    serve "${HOSTS_NS}$i" "tcp://$HOSTS_NET.$((i + 1)):7200" --curve
 done
 sleep 0.3
 for mode in "" --curve; do
     port=7100; [ -n "$mode" ] && port=7200
-    innet swarmh2 "$HOPBENCH" ping "tcp://198.18.0.2:$port" $mode --size 16K --count 3000 | tee -a "$OUT/hop.txt"
-    "$HOPBENCH" stream "tcp://198.18.0.2:$port" $mode --size 1M --bytes 1G | tee -a "$OUT/stream.txt"
+    innet "${HOSTS_NS}2" "$HOPBENCH" ping "tcp://$HOSTS_NET.2:$port" $mode --size 16K --count 3000 | tee -a "$OUT/hop.txt"
+    "$HOPBENCH" stream "tcp://$HOSTS_NET.2:$port" $mode --size 1M --bytes 1G | tee -a "$OUT/stream.txt"
     # Three at once from the coordinator's namespace: the aggregate the distribution competes for.
     for i in 1 2 3; do
-        "$HOPBENCH" stream "tcp://198.18.0.$((i + 1)):$port" $mode --size 1M --bytes 512M >"$OUT/par$i.txt" &
+        "$HOPBENCH" stream "tcp://$HOSTS_NET.$((i + 1)):$port" $mode --size 1M --bytes 512M >"$OUT/par$i.txt" &
     done
     wait $(jobs -p | tail -3) 2>/dev/null || true
     python3 - "$OUT"/par[123].txt "${mode:-plaintext}" <<'EOF' | tee -a "$OUT/stream.txt"

@@ -1,8 +1,9 @@
 #!/bin/bash
 # e2e_hosts.sh — the swarm across namespace hosts: plaintext and CURVE parity, BPF loss, wrong key, hostile sender, cut-and-resumed weight push. tests/
 # Root only (namespaces, veth, BPF); as another user it prints "skip: not root" and passes.
-# Hosts come from experiments/hosts.sh (3 namespaces on a bridge, 198.18.0.0/15); the coordinator
-# runs here in the root namespace. Env: SWARM_BIN, SWARM_TEST_TMP, TEST_BIN_DIR (tools/hostile).
+# Hosts come from experiments/hosts.sh (3 namespaces on a bridge, a /24 of 198.18.0.0/15 and
+# names of their own: another run's hosts are never touched); the coordinator runs here in
+# the root namespace. Env: SWARM_BIN, SWARM_TEST_TMP, TEST_BIN_DIR (tools/hostile).
 # Needs python3 (JSON). Closes with "e2e_hosts: N passed, N failed". About 45 s.
 set -u
 cd "$(dirname "$0")/.."
@@ -47,11 +48,15 @@ except Exception:
 }
 worker() { jq1 "$1" "[w for w in o['per_worker'] if w['id'] == '$2'][0]['$3']"; } # file, id, field
 
+TAGS=() # every tag this script's hosts had: the cleanup checks judge only those
 up() { # hosts.sh up 3 with extra options; a failed setup fails the test and ends it
     if ! "$HOSTS" up 3 --dir "$HD" "$@" >"$T/up.log" 2>&1; then
         cat "$T/up.log"; bad "hosts up $*"
         echo "e2e_hosts: $pass passed, $fail failed"; exit 1
     fi
+    # this run's names (its tag, chosen by hosts.sh; another run's hosts have others)
+    . "$HD/hosts.env"
+    TAGS+=("$HOSTS_TAG")
     cat "$BASE" "$HD/hosts.ini" >"$T/hosts.ini"
 }
 # Run the resident arm on the hosts config; sets rc. name, extra args...
@@ -95,19 +100,24 @@ check "a: plaintext run exits 0 (rc $rc)" [ $rc = 0 ]
 check "a: plaintext parity pass" [ "$(jq1 "$T/plain.jsonl" 'o["gates"]["parity"]')" = pass ]
 check "a: transport plaintext" [ "$(jq1 "$T/plain.jsonl" 'o["transport"]')" = plaintext ]
 check "a: 3 namespace workers served" [ "$(jq1 "$T/plain.jsonl" 'len(o["per_worker"])')" = 3 ]
-check "a: h2 at its namespace address" [ "$(worker "$T/plain.jsonl" h2 endpoint)" = tcp://198.18.0.3:7000 ]
+check "a: h2 at its namespace address" [ "$(worker "$T/plain.jsonl" h2 endpoint)" = "tcp://$HOSTS_NET.3:7000" ]
 
 # d. h2's data port is the one its log announces ("listening on ... (data tcp://...)").
 data_ep=$(grep -o 'data tcp://[0-9.]*:[0-9]*' "$HD/h2.log" | head -1 | cut -d' ' -f2)
 check "d: h2 announced its data port" [ -n "$data_ep" ]
 if [ -x "$HOSTILE" ] && [ -n "$data_ep" ]; then
+    # The run must outlast the sender (at most 5 s, after h2's route is set): sized from the
+    # plaintext run's rate to last at least 15 s (3,000 steps took ~17 s here, 2-core machine,
+    # 2026-12-02; a machine ten times faster would end a fixed count under fire).
+    long=$(python3 -c "print(min(1000000, max(3000, int(15 * $(jq1 "$T/plain.jsonl" 'o["steps_per_s"]')))))" \
+        2>/dev/null) || long=3000
     m=$(mark h2)
-    "$SWARM_BIN" run "$T/hosts.ini" --arm resident --quiet --model "$MODEL" --steps 3000 \
+    "$SWARM_BIN" run "$T/hosts.ini" --arm resident --quiet --model "$MODEL" --steps "$long" \
         --out "$T/hostile_run.jsonl" >"$T/hostile_run.out" 2>"$T/hostile_run.err" &
     rp=$!; bg+=("$rp")
     for _ in $(seq 200); do since h2 "$m" | grep -q "route epoch" && break; sleep 0.05; done
     # Bounded: 2000 frames or 5 s, whichever comes first, paced at 1000 frames/s.
-    "$HOSTILE" --ctl tcp://198.18.0.3:7000 --data "$data_ep" --frames 2000 --seconds 5 \
+    "$HOSTILE" --ctl "tcp://$HOSTS_NET.3:7000" --data "$data_ep" --frames 2000 --seconds 5 \
         --rate 1000 >"$T/hostile.out" 2>&1
     hrc=$?
     cat "$T/hostile.out"
@@ -138,13 +148,14 @@ check "a: transport curve" [ "$(jq1 "$T/curve.jsonl" 'o["transport"]')" = curve 
 check "a: same output digest plaintext and CURVE" \
     [ "$(jq1 "$T/curve.jsonl" 'o["output_digest"]')" = "$(jq1 "$T/plain.jsonl" 'o["output_digest"]')" ]
 
-# b. 1% loss on h2's link (egress of its veth end inside swarmh2: acts to h3, control replies).
+# b. 1% loss on h2's link (egress of its veth end inside h2's namespace: acts to h3, control
+# replies).
 run noloss --model "$MODEL" --steps 300
-"$SWARM_BIN" netem --netns swarmh2 --link swh2 --loss 0.01 >"$T/loss_on.out" 2>&1
-check "b: BPF loss attached on swh2" [ $? = 0 ]
+"$SWARM_BIN" netem --netns "${HOSTS_NS}2" --link "${HOSTS_LINK}2" --loss 0.01 >"$T/loss_on.out" 2>&1
+check "b: BPF loss attached on ${HOSTS_LINK}2" [ $? = 0 ]
 run loss --model "$MODEL" --steps 300
-"$SWARM_BIN" netem --netns swarmh2 --link swh2 --stats >"$T/loss_stats.out" 2>&1
-"$SWARM_BIN" netem --netns swarmh2 --link swh2 --detach >/dev/null 2>&1
+"$SWARM_BIN" netem --netns "${HOSTS_NS}2" --link "${HOSTS_LINK}2" --stats >"$T/loss_stats.out" 2>&1
+"$SWARM_BIN" netem --netns "${HOSTS_NS}2" --link "${HOSTS_LINK}2" --detach >/dev/null 2>&1
 cat "$T/loss_stats.out"
 check "b: run with 1% loss exits 0 (rc $rc)" [ $rc = 0 ]
 check "b: parity holds with 1% loss" [ "$(jq1 "$T/loss.jsonl" 'o["gates"]["parity"]')" = pass ]
@@ -188,12 +199,12 @@ run_bg_start=$SECONDS
 rp=$!; bg+=("$rp")
 # The progress file appears after the first 16 MiB are durable: cut h1's link right then.
 for _ in $(seq 1500); do [ -s "$prog" ] && break; kill -0 "$rp" 2>/dev/null || break; sleep 0.01; done
-"$SWARM_BIN" netem --netns swarmh1 --link swh1 --blackhole on >/dev/null 2>&1
+"$SWARM_BIN" netem --netns "${HOSTS_NS}1" --link "${HOSTS_LINK}1" --blackhole on >/dev/null 2>&1
 check "e: h1's link cut mid-transfer (progress: $(cat "$prog" 2>/dev/null))" [ -s "$prog" ]
 # 4 s: longer than the worker's 3 s coordinator timeout, so it pauses and records its progress.
 sleep 4
-"$SWARM_BIN" netem --netns swarmh1 --link swh1 --blackhole off >/dev/null 2>&1
-"$SWARM_BIN" netem --netns swarmh1 --link swh1 --detach >/dev/null 2>&1
+"$SWARM_BIN" netem --netns "${HOSTS_NS}1" --link "${HOSTS_LINK}1" --blackhole off >/dev/null 2>&1
+"$SWARM_BIN" netem --netns "${HOSTS_NS}1" --link "${HOSTS_LINK}1" --detach >/dev/null 2>&1
 for _ in $(seq 100); do kill -0 "$rp" 2>/dev/null || break; sleep 0.1; done
 kill -INT "$rp" 2>/dev/null # still waiting for h1 after 10 s: stop it, as an operator would
 wait "$rp"; rc=$?
@@ -212,8 +223,10 @@ check "e: h1 loaded its layers checksum-verified" grep -q "h1: loaded layers \[0
 
 cleanup; bg=()
 rm -rf "$BIG" "$HD"/h*/cache # ~0.8 GB of model and caches; the logs stay for a failure's reader
-check "cleanup: no namespaces left" bash -c "! ip netns list | grep -q '^swarmh'"
-check "cleanup: no bridge left" bash -c "! ip link show swarmbr0 >/dev/null 2>&1"
-check "cleanup: no BPF pins left" bash -c "! ls -d /sys/fs/bpf/swarm_swh* >/dev/null 2>&1"
+for t in "${TAGS[@]}"; do # hosts.sh names: swarmRhI, swRbr, pins swarm_swRhI_ns*
+    check "cleanup: no namespaces of tag $t left" bash -c "! ip netns list | grep -q '^swarm${t}h[0-9]'"
+    check "cleanup: no bridge of tag $t left" bash -c "! ip link show sw${t}br >/dev/null 2>&1"
+    check "cleanup: no BPF pins of tag $t left" bash -c "! ls -d /sys/fs/bpf/swarm_sw${t}h[0-9]* >/dev/null 2>&1"
+done
 echo "e2e_hosts: $pass passed, $fail failed"
 [ "$fail" = 0 ]

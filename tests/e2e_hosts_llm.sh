@@ -22,20 +22,26 @@ HD="$T/hosts"
 HOSTS="$PWD/experiments/hosts.sh"
 rm -rf "$T" && mkdir -p "$T"
 . tests/lib.sh
+cg_run_begin # the hosts' workers make their cgroups in this script's run (a killed one's too)
 bg=()
 cleanup() {
     local p
     for p in "${bg[@]}"; do kill -TERM "$p" 2>/dev/null; done
     "$HOSTS" down --dir "$HD" >/dev/null 2>&1
+    cg_run_end
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
+TAGS=() # every tag this script's hosts had: the cleanup checks judge only those
 up() { # hosts.sh up 3 with options; a failed setup fails the test and ends it
     if ! "$HOSTS" up 3 --dir "$HD" "$@" >"$T/up.log" 2>&1; then
         cat "$T/up.log"; bad "hosts up $*"
         echo "e2e_hosts_llm: $pass passed, $fail failed"; exit 1
     fi
+    # this run's names (its tag, chosen by hosts.sh; another run's hosts have others)
+    . "$HD/hosts.env"
+    TAGS+=("$HOSTS_TAG")
 }
 cfg() { # name, model: the hosts' config with [model] path = model
     { printf '[model]\npath = %s\n' "$2"; grep -v '^\[model\]\|^path = ' "$HD/hosts.ini"; } \
@@ -66,7 +72,7 @@ expect_rc plain 0
 has plain err "parity: pass (token ids and logits identical to the reference arm"
 eq "a: same tokens as one process" "$(J plain ids_digest)" "$REF"
 eq "a: transport" "$(J plain transport)" plaintext
-eq "a: h2 at its host's address" "$(J plain workers.1.endpoint)" tcp://198.18.0.3:7000
+eq "a: h2 at its host's address" "$(J plain workers.1.endpoint)" "tcp://$HOSTS_NET.3:7000"
 eq "a: h3 serves the last layers" "$(J plain workers.2.last)" 6
 eq "a: h1 read its own copy" "$(J plain workers.0.fetched_bytes)" 0
 sw kill_remote generate "$T/plain.ini" --prompt "$P" -n 4 --temp 0 --arm resident \
@@ -157,7 +163,7 @@ complete() { # name: a greedy completion of 8 tokens into $T/NAME.json
 hj() { python3 -c "import json,sys; o=json.load(open(sys.argv[1])); print($2)" "$T/$1.json" 2>/dev/null || echo MISSING; }
 for _ in $(seq $((bound * 20))); do health && [ "$(hj health 'o["status"]')" = ok ] && break; sleep 0.05; done
 eq "serve: healthy on the hosts" "$(hj health 'o["status"]')" ok
-eq "serve: h2 listed at its host" "$(hj health 'o["workers"][1]["endpoint"]')" tcp://198.18.0.3:7000
+eq "serve: h2 listed at its host" "$(hj health 'o["workers"][1]["endpoint"]')" "tcp://$HOSTS_NET.3:7000"
 complete c1
 eq "serve: 8 tokens" "$(hj c1 'o["usage"]["completion_tokens"]')" 8
 kill -KILL "$(cat "$HD/h3.pid")"
@@ -186,11 +192,11 @@ prog="$HD/h1/cache/$(basename "$BIG").$(stat -c %s "$BIG").fetch"
     --out "$T/cut.jsonl" >"$T/cut.out" 2>"$T/cut.err" &
 cp_=$!; bg+=("$cp_")
 for _ in $(seq 1500); do [ -s "$prog" ] && break; kill -0 "$cp_" 2>/dev/null || break; sleep 0.01; done
-"$SWARM_BIN" netem --netns swarmh1 --link swh1 --blackhole on >/dev/null 2>&1
+"$SWARM_BIN" netem --netns "${HOSTS_NS}1" --link "${HOSTS_LINK}1" --blackhole on >/dev/null 2>&1
 if [ -s "$prog" ]; then ok; else bad "e: no progress file from h1 before the cut"; fi
 sleep 4 # the worker's coordinator timeout (WORKER_COORD_TIMEOUT_MS) and a second
-"$SWARM_BIN" netem --netns swarmh1 --link swh1 --blackhole off >/dev/null 2>&1
-"$SWARM_BIN" netem --netns swarmh1 --link swh1 --detach >/dev/null 2>&1
+"$SWARM_BIN" netem --netns "${HOSTS_NS}1" --link "${HOSTS_LINK}1" --blackhole off >/dev/null 2>&1
+"$SWARM_BIN" netem --netns "${HOSTS_NS}1" --link "${HOSTS_LINK}1" --detach >/dev/null 2>&1
 for _ in $(seq 100); do kill -0 "$cp_" 2>/dev/null || break; sleep 0.1; done
 kill -INT "$cp_" 2>/dev/null # still waiting for h1: stop it, as an operator would
 reap "$cp_" cut "$bound"
@@ -210,6 +216,8 @@ check_log h1 "h1: loaded layers \[0, 2)"
 
 cleanup; bg=()
 rm -rf "$BIG" "$HD"/h*/cache
-if ! ip netns list | grep -q '^swarmh'; then ok; else bad "cleanup: namespaces left"; fi
+for t in "${TAGS[@]}"; do # hosts.sh names its namespaces swarmRhI
+    if ! ip netns list | grep -q "^swarm${t}h[0-9]"; then ok; else bad "cleanup: namespaces of tag $t left"; fi
+done
 echo "e2e_hosts_llm: $pass passed, $fail failed"
 [ "$fail" = 0 ]

@@ -121,12 +121,13 @@ eq "fo_outside not timed by us" "$(jfield "$T/fo_outside.jsonl" failovers.0.dete
 # (the slowed run's setup: three spawned, loaded and routed), and the workers are slowed until
 # the tokens after the kill take at least four such starts (only two of the three stages are
 # slowed while w1's layers run in the coordinator). The slowdown repeats each act's compute, so
-# the tokens are the slowed reference's whatever the factor.
+# the tokens are the slowed reference's whatever the factor (at most 64x: a larger factor is
+# refused by --worker-slowdown, which the formula's earlier cap of 4096 overlooked).
 slow=$(python3 -c "
 import math
 setup, itl = $(jfield "$T/slow_ref.jsonl" setup_ms), $(jfield "$T/slow_ref.jsonl" itl_ms_p50)
 have = 190 * itl * 2 / 3
-print(16 if have >= 4 * setup else min(4096, math.ceil(16 * 4 * setup / have) + 1))")
+print(16 if have >= 4 * setup else min(64, math.ceil(16 * 4 * setup / have) + 1))")
 n=fo_respawn
 sw $n generate "$T/m.gguf" --prompt "$P" -n 200 --temp 0 --batch 3 --arm resident \
     --workers 3 --worker-cap 64M --worker-slowdown "$slow" --kill-worker w1@5 --respawn \
@@ -141,10 +142,18 @@ fo_check $n w1 "killed by signal 9" 1 && ok
 # SIGINT mid-generation (as Ctrl-C, or an operator's kill -INT on a background run: a
 # non-interactive shell starts those with INT ignored) stops at the next token: a clean exit
 # that says so, no result (no gate judged it), and the spawned workers gone with it. Bounded by
-# the slowed run above, which is the whole of the same generation.
+# the slowed run above, which is the whole of the same generation. The signal comes within a
+# poll (50 ms) of the first token, so the tokens after it must take longer than that on any
+# machine: the workers are slowed until they take at least 2 s at the slowed reference's ITL
+# (a third of it counted as not slowed, as above; at most 64x, --worker-slowdown's bound).
 bound=$(python3 -c "print(max(10, int(2 * $(jfield "$T/slow_ref.jsonl" gen_wall_ms) / 1000) + 5))")
+slow=$(python3 -c "
+import math
+have = 199 * $(jfield "$T/slow_ref.jsonl" itl_ms_p50) * 2 / 3
+print(16 if have >= 2000 else min(64, math.ceil(16 * 2000 / have) + 1))")
+echo "int: workers slowed ${slow}x"
 "$SWARM_BIN" generate "$T/m.gguf" --prompt "$P" -n 200 --temp 0 --batch 3 --arm resident \
-    --workers 3 --worker-slowdown 16 --out "$T/int.jsonl" >"$T/int.out" 2>"$T/int.err" &
+    --workers 3 --worker-slowdown "$slow" --out "$T/int.jsonl" >"$T/int.out" 2>"$T/int.err" &
 gpid=$!
 for ((i = 0; i < bound * 20; i++)); do [ -s "$T/int.out" ] && break; sleep 0.05; done
 wpids=$(pgrep -P $gpid -f -- "worker" | tr '\n' ' ')

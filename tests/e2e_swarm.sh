@@ -5,7 +5,8 @@
 # Env: SWARM_BIN (bin/swarm), SWARM_TEST_TMP (scratch). Needs python3 (JSON checks).
 # Closes with "e2e_swarm: N passed, N failed"; exits non-zero on any failure.
 # Other tests may run swarm workers at the same time: the checks for stray processes only look
-# at this script's own (their cap carries a marker byte count; hand-started ones by pid).
+# at this script's own (their cap carries a marker byte count; hand-started ones by pid), and
+# the checks for leftover cgroups only at this script's run of them (tests/lib.sh cg_run_begin).
 set -u
 cd "$(dirname "$0")/.."
 : "${SWARM_BIN:=$PWD/bin/swarm}" "${SWARM_TEST_TMP:=$PWD/tests/tmp}"
@@ -23,30 +24,26 @@ fi
 # so `pgrep -f` finds exactly ours in a shared machine.
 CAPB=$((64 * 1048576 + 4096 * ($$ % 997 + 1)))
 MARK="--cap $CAPB "
-CG=/sys/fs/cgroup/memory
-T0_EPOCH=$(date +%s)
+cg_run_begin
 ours() { pgrep -f -- "swarm worker .*$MARK" || true; }
 no_strays() { # what: no worker of ours left, no cgroup of a dead or ours worker left
-    local i left cg=""
+    local i left g cg=""
     for ((i = 0; i < 40; i++)); do # teardown has 2 s to reap; allow a little more
         left=$(ours)
         [ -z "$left" ] && break
         sleep 0.1
     done
     if [ -z "$left" ]; then ok; else bad "$1: stray workers: $(echo $left)"; ps -o pid,args -p $(echo $left | tr ' ' ,) >&2; fi
-    if [ -d "$CG" ]; then
-        # Workers are what this script spawns (swarm-worker-PID); a cgroup made before the
-        # script started, or by another command (ssd, generate, serve) of another run on a
-        # shared machine, is not ours to judge.
-        for d in "$CG"/swarm-worker-*; do
-            [ -d "$d" ] || continue
-            [ "$(stat -c %Y "$d")" -ge "$T0_EPOCH" ] || continue
-            local pid=${d##*-}
+    if [ -n "$CG_RUN" ]; then
+        # Every group in this script's run is ours; a live hand-started worker's is not a
+        # leftover (it outlives coordinators on purpose).
+        for g in $(cg_left); do
+            local pid=${g##*-}
             if [ ! -d "/proc/$pid" ] || grep -qaF -- "$CAPB" "/proc/$pid/cmdline" 2>/dev/null; then
-                cg="$cg $d"
+                cg="$cg $g"
             fi
         done
-        if [ -z "$cg" ]; then ok; else bad "$1: leftover cgroups:$cg"; fi
+        if [ -z "$cg" ]; then ok; else bad "$1: leftover cgroups in $SWARM_CGROUP_RUN:$cg"; fi
     fi
 }
 alive() { [ -d "/proc/$1" ] && ! grep -q '^State:[[:space:]]*Z' "/proc/$1/status" 2>/dev/null; }
@@ -78,6 +75,7 @@ cleanup() {
     for p in "${HAND[@]}"; do kill "$p" 2>/dev/null; done
     [ -n "${COORD:-}" ] && kill -9 "$COORD" 2>/dev/null
     wait 2>/dev/null
+    cg_run_end
 }
 trap cleanup EXIT
 
@@ -158,6 +156,15 @@ EOF
     no_strays "$n"
 done
 
+# A run that must still be going when this script stops it (SIGKILL, SIGINT) is sized from the
+# rate measured above, to last at least 30 s (4,000-5,000 steps/s here, 2-core machine,
+# 2026-12-02): a machine ten times faster cannot finish it before the stop, which comes within
+# a second of the run being ready. (A fixed 30,000 steps lasted 7 s here.) Capped at the
+# config's 1,000,000 steps (still 7 s at 33 times this rate).
+LONG=$(python3 -c "print(min(1000000, max(40000, int(30 * max($(jfield "$T/res1.jsonl" steps_per_s), \
+    $(jfield "$T/res3.jsonl" steps_per_s))))))" 2>/dev/null) || LONG=400000
+echo "  runs to be stopped: $LONG steps"
+
 # --workers overrides the count; more workers than layers is refused before anything spawns.
 sw workers2 run "${COMMON[@]}" --arm resident --steps 10 --workers 2 --out "$T/workers2.jsonl"
 expect_rc workers2 0
@@ -167,6 +174,26 @@ sw workers7 run "${COMMON[@]}" --arm resident --steps 10 --workers 7
 expect_fail workers7
 has workers7 err "7 workers for 6 layers"
 no_strays "--workers"
+
+# ---------------------------------------------------------------- a run of its own
+# A coordinator started outside this script's run owns one: its workers' groups sit under
+# swarm-run-<its pid>-<start>, and it removes that parent when it ends (here on SIGINT, so the
+# check does not race a run's length on a fast machine). (Root with a memory controller only;
+# elsewhere caps are advisory and no group is made.)
+if [ -n "$CG_RUN" ]; then
+    env -u SWARM_CGROUP_RUN "$SWARM_BIN" run "${COMMON[@]}" --arm resident --steps "$LONG" \
+        --no-parity >"$T/own.out" 2>"$T/own.err" &
+    own=$!
+    if wait_for "$T/own.err" "w2: layers [4, 6) resident" 15; then ok; else bad "own run never got ready"; fi
+    root=${CG_RUN%/*}
+    n=$(ls -d "$root/swarm-run-$own-"*/worker-w*-* 2>/dev/null | wc -l)
+    eq "own run: its 3 workers' groups under swarm-run-$own-*" "$n" 3
+    eq "own run: none in this script's run" "$(cg_left | wc -l)" 0
+    kill -INT "$own"
+    reap "$own" own 60
+    expect_fail own
+    if ls -d "$root/swarm-run-$own-"* >/dev/null 2>&1; then bad "own run: its parent group left"; else ok; fi
+fi
 
 # ---------------------------------------------------------------- caps too small in the config
 mkini() { # file, cap0 cap1 ...: a config listing hand-started workers h0.. at $PB+i
@@ -218,7 +245,7 @@ start_worker h1b $((PB + 1)) 64M
 # ---------------------------------------------------------------- hand-started workers outlive their coordinator
 # The same three workers serve a coordinator that is SIGKILLed mid-run, then the next one.
 mkini "$T/hand.ini" 64M 64M 64M
-"$SWARM_BIN" run "$T/hand.ini" --arm resident --quiet --no-parity --steps 30000 \
+"$SWARM_BIN" run "$T/hand.ini" --arm resident --quiet --no-parity --steps "$LONG" \
     >"$T/victim.out" 2>"$T/victim.err" &
 COORD=$!
 if wait_for "$T/victim.err" "h2: layers [4, 6) resident" 15; then ok; else bad "victim coordinator never got ready"; tail -5 "$T/victim.err" >&2; fi
@@ -243,14 +270,14 @@ done
 for p in "${HAND[@]}"; do kill "$p" 2>/dev/null; done
 for p in "${HAND[@]}"; do wait "$p" 2>/dev/null; done
 for p in "${HAND[@]}"; do
-    if [ -d "$CG/swarm-worker-$p" ]; then bad "cgroup of hand-started worker $p left"; else ok; fi
+    if [ -n "$(cg_left "$p")" ]; then bad "cgroup of hand-started worker $p left"; else ok; fi
 done
 HAND=()
 
 # ---------------------------------------------------------------- SIGINT to a running coordinator
 # (A background job of a script starts with SIGINT ignored; the resident arm installs its own
 # handler before spawning workers, so wait until they are loaded before sending it.)
-"$SWARM_BIN" run "${COMMON[@]}" --arm resident --no-parity --steps 40000 \
+"$SWARM_BIN" run "${COMMON[@]}" --arm resident --no-parity --steps "$LONG" \
     >"$T/sigint.out" 2>"$T/sigint.err" &
 COORD=$!
 if wait_for "$T/sigint.err" "w2: layers [4, 6) resident" 15; then ok; else bad "SIGINT run never got ready"; fi
@@ -271,7 +298,7 @@ expect_fail sigint
 has sigint err "interrupted"
 for k in $kids; do
     if alive "$k"; then bad "SIGINT: worker $k still alive"; else ok; fi
-    if [ -d "$CG/swarm-worker-$k" ]; then bad "SIGINT: cgroup of worker $k left"; else ok; fi
+    if [ -n "$(cg_left "$k")" ]; then bad "SIGINT: cgroup of worker $k left"; else ok; fi
 done
 no_strays "SIGINT"
 

@@ -72,3 +72,34 @@ wait_for() { # file, fixed string, seconds: 0 when the string shows up in time
     done
     return 1
 }
+# This script's run of memory cgroups (base/cap.h): with SWARM_CGROUP_RUN exported, every swarm
+# it starts (and every worker those start) makes its groups under this run's parent, so a
+# leftover check judges only what this script made, never another run's on a shared machine.
+# cg_run_begin exports it and sets CG_RUN (the parent's directory, empty where there is no
+# memory controller); cg_left lists groups left in it; cg_run_end removes it (the owner's job:
+# this shell's pid and start time name the run, so a sweep elsewhere leaves it alone).
+cg_run_begin() {
+    local stat f
+    stat=$(cat "/proc/$$/stat")
+    read -r -a f <<<"${stat##*) }" # fields 3..: the start time (field 22) is f[19]
+    export SWARM_CGROUP_RUN="swarm-run-$$-${f[19]}"
+    CG_RUN=""
+    if [ -f /sys/fs/cgroup/memory/memory.limit_in_bytes ]; then
+        CG_RUN=/sys/fs/cgroup/memory/$SWARM_CGROUP_RUN
+    elif [ -f /sys/fs/cgroup/cgroup.controllers ]; then
+        CG_RUN=/sys/fs/cgroup/$SWARM_CGROUP_RUN
+    fi
+}
+cg_left() { # [pid]: groups left in this run (of that pid only, "<tag>-<pid>"), one a line
+    local d
+    [ -n "${CG_RUN:-}" ] || return 0
+    for d in "$CG_RUN"/*-"${1:-*}"; do [ -d "$d" ] && echo "${d##*/}"; done
+    return 0
+}
+cg_run_end() {
+    local d
+    [ -n "${CG_RUN:-}" ] && [ -d "$CG_RUN" ] || return 0
+    for d in "$CG_RUN"/*/; do [ -d "$d" ] && rmdir "$d" 2>/dev/null; done
+    rmdir "$CG_RUN" 2>/dev/null
+    return 0
+}

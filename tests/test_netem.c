@@ -359,7 +359,7 @@ static void test_forwarder(void)
 }
 
 /* ---- BPF on a veth pair between two namespaces (root only) ---- */
-static int s_sh(const char *fmt, ...)
+__attribute__((format(printf, 1, 2))) static int s_sh(const char *fmt, ...)
 {
     char cmd[512];
     va_list ap;
@@ -369,10 +369,16 @@ static int s_sh(const char *fmt, ...)
     return system(cmd);
 }
 
+/* Names of this process's own (swt<pid>a/b: namespaces, their veth ends, the pin
+ * swarm_swt<pid>a_ns*), so test runs that share a machine never remove each other's; 11
+ * characters at most, within the kernel's 15 for an interface. The addresses (198.18.250.0/24)
+ * live only inside the two namespaces, so every run can use the same ones. */
+static char s_a[16], s_b[16];
+
 static void s_bpf_cleanup(void)
 {
-    s_sh("ip netns del swarmt_a 2>/dev/null; ip netns del swarmt_b 2>/dev/null; "
-         "rm -rf /sys/fs/bpf/swarm_swt_va_ns* 2>/dev/null; true");
+    s_sh("ip netns del %s 2>/dev/null; ip netns del %s 2>/dev/null; "
+         "rm -rf /sys/fs/bpf/swarm_%s_ns* 2>/dev/null; true", s_a, s_b, s_a);
 }
 
 static int s_enter(const char *path)
@@ -416,6 +422,7 @@ static void test_bpf(void)
     uint32_t loss;
     int bh;
     struct stat st;
+    char path[64];
     const char *bin = getenv("SWARM_BIN");
 
     if (geteuid() != 0) {
@@ -427,17 +434,22 @@ static void test_bpf(void)
     printf("probe: bpf %d fq %d\n", caps.bpf_ok, caps.fq_ok);
     if (!caps.bpf_ok)
         return;
+    snprintf(s_a, sizeof s_a, "swt%da", (int)getpid());
+    snprintf(s_b, sizeof s_b, "swt%db", (int)getpid());
     s_bpf_cleanup();
-    if (s_sh("ip netns add swarmt_a && ip netns add swarmt_b && "
-             "ip link add swt_va netns swarmt_a type veth peer name swt_vb netns swarmt_b && "
-             "ip -n swarmt_a addr add 198.18.250.1/24 dev swt_va && "
-             "ip -n swarmt_b addr add 198.18.250.2/24 dev swt_vb && "
-             "ip -n swarmt_a link set swt_va up && ip -n swarmt_b link set swt_vb up") != 0) {
+    /* each namespace is named like the veth end inside it */
+    if (s_sh("ip netns add %s && ip netns add %s && "
+             "ip link add %s netns %s type veth peer name %s netns %s && "
+             "ip -n %s addr add 198.18.250.1/24 dev %s && "
+             "ip -n %s addr add 198.18.250.2/24 dev %s && "
+             "ip -n %s link set %s up && ip -n %s link set %s up", s_a, s_b, s_a, s_a, s_b, s_b,
+             s_a, s_a, s_b, s_b, s_a, s_a, s_b, s_b) != 0) {
         CHECK(0, "netns setup");
         goto out;
     }
     orig = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
-    if (s_enter("/var/run/netns/swarmt_b") == 0) {
+    snprintf(path, sizeof path, "/var/run/netns/%s", s_b);
+    if (s_enter(path) == 0) {
         struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(9999) };
         inet_pton(AF_INET, "198.18.250.2", &sa.sin_addr);
         int rcvbuf = 8 << 20; /* 500 datagrams of ~1 KiB truesize overflow the 208 KiB default */
@@ -445,9 +457,10 @@ static void test_bpf(void)
         setsockopt(rx, SOL_SOCKET, SO_RCVBUFFORCE, &rcvbuf, sizeof rcvbuf);
         CHECK(bind(rx, (struct sockaddr *)&sa, sizeof sa) == 0, "bind rx: %s", strerror(errno));
     }
-    CHECK(s_enter("/var/run/netns/swarmt_a") == 0, "enter swarmt_a");
+    snprintf(path, sizeof path, "/var/run/netns/%s", s_a);
+    CHECK(s_enter(path) == 0, "enter %s", s_a);
     tx = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-    k = netem_kernel_attach("swt_va", err, sizeof err);
+    k = netem_kernel_attach(s_a, err, sizeof err);
     CHECK(k != NULL, "attach: %s", err);
     if (!k || rx < 0 || tx < 0)
         goto out;
@@ -473,7 +486,7 @@ static void test_bpf(void)
     netem_kernel_close(&k);
     got = s_udp_burst(tx, rx, 500);
     CHECK(got >= 320 && got <= 480, "still dropping after close: received %d of 500", got);
-    k = netem_kernel_attach("swt_va", err, sizeof err);
+    k = netem_kernel_attach(s_a, err, sizeof err);
     CHECK(k && netem_kernel_get(k, &loss, &bh, &delay) == 0 && loss == 200000 && !bh,
           "pinned config survives re-attach: %s", err);
     if (!k)
@@ -481,15 +494,15 @@ static void test_bpf(void)
     netem_kernel_detach(&k);
     got = s_udp_burst(tx, rx, 50);
     CHECK(got >= 48, "detached: received %d of 50", got);
-    CHECK(s_sh("tc -n swarmt_a qdisc show dev swt_va | grep -q clsact") != 0, "clsact removed");
+    CHECK(s_sh("tc -n %s qdisc show dev %s | grep -q clsact", s_a, s_a) != 0, "clsact removed");
     if (bin && access(bin, X_OK) == 0) {
         /* The CLI path: attach in another process, which exits; the cut stays. */
-        CHECK(s_sh("%s netem --link swt_va --netns swarmt_a --blackhole on", bin) == 0, "cli on");
+        CHECK(s_sh("%s netem --link %s --netns %s --blackhole on", bin, s_a, s_a) == 0, "cli on");
         CHECK(s_udp_burst(tx, rx, 20) == 0, "cli blackhole holds after the command exits");
-        CHECK(s_sh("%s netem --link swt_va --netns swarmt_a --loss 0 --blackhole off", bin) == 0,
+        CHECK(s_sh("%s netem --link %s --netns %s --loss 0 --blackhole off", bin, s_a, s_a) == 0,
               "cli off");
         CHECK(s_udp_burst(tx, rx, 20) >= 19, "cli cleared");
-        CHECK(s_sh("%s netem --link swt_va --netns swarmt_a --detach", bin) == 0, "cli detach");
+        CHECK(s_sh("%s netem --link %s --netns %s --detach", bin, s_a, s_a) == 0, "cli detach");
     } else {
         printf("skip: SWARM_BIN not set, CLI link path untested\n");
     }
@@ -505,7 +518,8 @@ out:
     if (rx >= 0)
         close(rx);
     s_bpf_cleanup();
-    CHECK(stat("/var/run/netns/swarmt_a", &st) != 0, "namespaces removed");
+    snprintf(path, sizeof path, "/var/run/netns/%s", s_a);
+    CHECK(stat(path, &st) != 0, "namespaces removed");
 }
 
 int main(void)
