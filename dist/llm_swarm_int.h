@@ -67,8 +67,8 @@ typedef struct {
 } ls_session;
 
 typedef struct {
-    llm_fault f;
-    int fired;
+    fault_t f;                    /* f.done: fired */
+    uint32_t w;                   /* the worker it names */
 } ls_fault;
 
 /* A pass in flight: one session's n positions through units 0..stop. Its owner waits on it
@@ -114,7 +114,7 @@ struct llm_swarm {
     uint64_t hb_seq;
     int route_stop;               /* the unit the routes end after (-1: none in force) */
     ls_session *ss;
-    ls_fault faults[LLM_SWARM_MAX_FAULTS];
+    ls_fault faults[FAULT_MAX];
     llm_failover fo[LS_MAX_W * 4];
     uint32_t n_fo;
     /* Several sessions' passes at once, one caller thread each (llm.h: a model's sessions

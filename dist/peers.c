@@ -23,6 +23,7 @@
 #include "dist/arm.h"
 #include "dist/partition.h"
 #include "proto/proto.h"
+#include "dist/spawn.h"
 #include "dist/worker.h"
 #include "dist/swarm_int.h"
 
@@ -151,86 +152,21 @@ void swarm_send_heartbeat(swarm_t *c, swarm_peer *p)
 
 int swarm_spawn(swarm_t *c, swarm_peer *p, char *err, size_t errlen)
 {
-    int fds[2];
-    char cap[32], fd[16], listen[128], slow[16];
-    if (pipe(fds)) {
-        snprintf(err, errlen, "pipe: %s", strerror(errno));
-        return -1;
-    }
-    snprintf(cap, sizeof cap, "%llu", (unsigned long long)p->cap_bytes);
-    snprintf(slow, sizeof slow, "%u", c->cfg->slowdown ? c->cfg->slowdown : 1);
-    snprintf(listen, sizeof listen, "tcp://%s:*", c->cfg->host);
-    pid_t pid = fork();
-    if (pid < 0) {
-        snprintf(err, errlen, "fork: %s", strerror(errno));
-        close(fds[0]);
-        close(fds[1]);
-        return -1;
-    }
-    if (pid == 0) {
-        /* Die with the coordinator, whatever kills it (Ctrl-C, SIGKILL). */
-        prctl(PR_SET_PDEATHSIG, SIGTERM);
-        close(fds[0]);
-        if (fds[1] != 3) {
-            dup2(fds[1], 3);
-            close(fds[1]);
-        }
-        snprintf(fd, sizeof fd, "3");
-        char *argv[] = { "swarm", "worker", "--listen", listen, "--cap", cap, "--id", p->id,
-                         "--once", "--report-fd", fd, "--slowdown", slow, NULL };
-        execv("/proc/self/exe", argv);
-        _exit(127);
-    }
-    close(fds[1]);
-    p->spawned = pid;
-    /* Read the bound endpoint ("tcp://127.0.0.1:PORT\n"). */
-    struct pollfd pfd = { .fd = fds[0], .events = POLLIN };
-    size_t got = 0;
-    uint64_t deadline = util_now_ns() + S_HELLO_TIMEOUT_MS * 1000000ull;
-    while (got < sizeof p->ctl_ep - 1) {
-        uint64_t now = util_now_ns();
-        if (now >= deadline || poll(&pfd, 1, (int)((deadline - now) / 1000000) + 1) <= 0)
-            break;
-        ssize_t k = read(fds[0], p->ctl_ep + got, sizeof p->ctl_ep - 1 - got);
-        if (k <= 0)
-            break;
-        got += (size_t)k;
-        if (memchr(p->ctl_ep, '\n', got))
-            break;
-    }
-    close(fds[0]);
-    p->ctl_ep[got] = 0;
-    char *nl = strchr(p->ctl_ep, '\n');
-    if (!nl) {
-        snprintf(err, errlen, "%s: spawned worker (pid %d) did not report its endpoint", p->id,
-                 (int)pid);
-        return -1;
-    }
-    *nl = 0;
-    return 0;
+    /* Forked from the run's own thread, which outlives every worker: they die with it. */
+    spawn_opts o = { .exe = "/proc/self/exe", .id = p->id, .host = c->cfg->host,
+                     .cap_bytes = p->cap_bytes, .slowdown = c->cfg->slowdown,
+                     .die_with_parent = 1 };
+    return spawn_worker(&o, &p->spawned, p->ctl_ep, sizeof p->ctl_ep, err, errlen);
 }
 
 void swarm_reap(swarm_t *c, swarm_peer *p, int kill_it)
 {
-    char dir[256];
-    siginfo_t si = { 0 };
-    if (!p->spawned)
-        return;
-    if (kill_it)
-        kill(p->spawned, SIGKILL);
-    /* Peek first (WNOWAIT): reaping adds the child's I/O to our /proc/self/io, which the
-     * cache gate reads, so the zombie's read_bytes are noted and taken out again. */
-    if (waitid(P_PID, (id_t)p->spawned, &si, WEXITED | WNOWAIT | (kill_it ? 0 : WNOHANG)) ||
-        si.si_pid != p->spawned)
-        return;
-    c->reaped_read_bytes += util_io_read_bytes_pid((int)p->spawned);
-    waitpid(p->spawned, NULL, 0);
-    /* A SIGKILLed worker cannot remove its own cgroup. */
-    snprintf(dir, sizeof dir, "/sys/fs/cgroup/memory/swarm-worker-%d", (int)p->spawned);
-    cap_remove_dir(dir);
-    snprintf(dir, sizeof dir, "/sys/fs/cgroup/swarm-worker-%d", (int)p->spawned);
-    cap_remove_dir(dir);
-    p->spawned = 0;
+    uint64_t read = 0;
+    if (p->spawned &&
+        spawn_reap(p->spawned, kill_it ? SPAWN_KILL : SPAWN_POLL, &read, NULL, 0) == 1) {
+        c->reaped_read_bytes += read;
+        p->spawned = 0;
+    }
 }
 
 /* ------------------------------------------------------------ setup */

@@ -559,16 +559,12 @@ static void s_tick(swarm_t *c)
     uint64_t dead = (uint64_t)c->cfg->liveness * hb + c->ctl_allow_ns;
     for (uint32_t i = 0; i < c->n; i++) {
         swarm_peer *p = &c->p[i];
-        if (p->cont_at_ns && now >= p->cont_at_ns) {
-            if (p->spawned || p->pid)
-                kill(p->spawned ? p->spawned : (pid_t)p->pid, SIGCONT);
+        int ended = fault_release(p->spawned ? p->spawned : (pid_t)p->pid, now,
+                                  &p->cont_at_ns, &p->cut_until_ns);
+        if (ended & (1 << FAULT_STOP))
             log_info("%s: SIGCONT (stop fault over)", p->id);
-            p->cont_at_ns = 0;
-        }
-        if (p->cut_until_ns && now >= p->cut_until_ns) {
-            p->cut_until_ns = 0;
+        if (ended & (1 << FAULT_CUT))
             log_info("%s: link restored", p->id);
-        }
         swarm_reap(c, p, 0);
         if (p->state == P_LOST && p->local && !p->spawned && c->cfg->respawn) {
             char err[256];
@@ -618,8 +614,8 @@ static void s_tick(swarm_t *c)
 static void s_inject_faults(swarm_t *c, uint32_t step)
 {
     for (uint32_t k = 0; k < c->a->n_faults; k++) {
-        arm_fault *f = &c->a->faults[k];
-        if (f->done || f->step != step)
+        fault_t *f = &c->a->faults[k];
+        if (f->done || f->at != step)
             continue;
         for (uint32_t i = 0; i < c->n; i++) {
             swarm_peer *p = &c->p[i];
@@ -628,20 +624,15 @@ static void s_inject_faults(swarm_t *c, uint32_t step)
                 continue;
             f->done = 1;
             p->fault_ns = util_now_ns();
-            if (f->kind == FAULT_KILL) {
+            if (f->kind == FAULT_KILL)
                 log_info("fault: SIGKILL %s (pid %d) at step %u", p->id, (int)pid, step);
-                kill(pid, SIGKILL);
-            } else if (f->kind == FAULT_STOP) {
+            else if (f->kind == FAULT_STOP)
                 log_info("fault: SIGSTOP %s for %.1f s at step %u", p->id, f->seconds, step);
-                kill(pid, SIGSTOP);
-                p->cont_at_ns = util_now_ns() + (uint64_t)(f->seconds * 1e9);
-            } else {
-                /* The coordinator's end of the link goes dark both ways: nothing sent to the
-                 * worker, nothing it sends accepted, as if the cable were pulled here. */
+            else /* the coordinator's end of the link goes dark both ways, as if the cable
+                  * were pulled here */
                 log_info("fault: cutting %s's link for %.1f s at step %u", p->id, f->seconds,
                          step);
-                p->cut_until_ns = util_now_ns() + (uint64_t)(f->seconds * 1e9);
-            }
+            fault_inject(f, pid, p->fault_ns, &p->cont_at_ns, &p->cut_until_ns);
         }
     }
 }
