@@ -67,8 +67,4 @@ void arm_make_inputs(const config_t *cfg, uint32_t steps, uint32_t dim, float *i
 void arm_progress(const arm_ctx *a, const char *what, uint32_t done, uint32_t total,
                   double elapsed_ms);
 
-/* A route's link from a profile: what a worker emulates on its incoming data link (the
- * dense swarm's and the llm swarm's; peers.c). */
-void arm_link_of(const netem_profile *pr, uint64_t seed, msg_link *l);
-
 #endif

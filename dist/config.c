@@ -10,6 +10,7 @@
 
 #include "base/sec.h"
 #include "base/util.h"
+#include "dist/pirate.h"
 
 typedef struct {
     config_t *c;
@@ -38,8 +39,8 @@ void config_defaults(config_t *c)
     c->worker_cap_bytes = 600ull << 20;
     c->worker_threads = 1;
     snprintf(c->host, sizeof c->host, "127.0.0.1");
-    c->heartbeat_ms = 100;
-    c->liveness = 5;
+    c->heartbeat_ms = PIRATE_HEARTBEAT_MS;
+    c->liveness = PIRATE_LIVENESS;
     c->step_deadline_ms = 5000;
     c->slowdown = 1;
     snprintf(c->profile, sizeof c->profile, "none");
@@ -276,9 +277,10 @@ static int s_apply(config_t *c, const char *sec, const char *key, const char *v,
     else if (KEY("swarm", "host"))
         rc = s_str(v, c->host, sizeof c->host, why, sizeof why);
     else if (KEY("swarm", "heartbeat_ms"))
-        rc = s_u32(v, 5, 60000, &c->heartbeat_ms, why, sizeof why);
+        rc = s_u32(v, PIRATE_HEARTBEAT_MS_MIN, PIRATE_HEARTBEAT_MS_MAX, &c->heartbeat_ms, why,
+                   sizeof why);
     else if (KEY("swarm", "liveness"))
-        rc = s_u32(v, 2, 100, &c->liveness, why, sizeof why);
+        rc = s_u32(v, PIRATE_LIVENESS_MIN, PIRATE_LIVENESS_MAX, &c->liveness, why, sizeof why);
     else if (KEY("swarm", "step_deadline_ms"))
         rc = s_u32(v, 10, 3600000, &c->step_deadline_ms, why, sizeof why);
     else if (KEY("swarm", "respawn"))

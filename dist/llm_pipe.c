@@ -4,7 +4,7 @@
  *
  * Nothing waits on a guess: a reply is awaited until it comes, the worker's process is gone
  * (waitpid, checked every LS_POLL_MS), or its control plane leaves heartbeats unanswered
- * for LS_LIVENESS periods. The workers answer heartbeats on their loop whatever they compute
+ * for PIRATE_LIVENESS periods (dist/pirate.h). The workers answer heartbeats on their loop whatever they compute
  * (dist/compute.c), so silence means dead, frozen or cut off, never slow.
  */
 #include <errno.h>
@@ -62,12 +62,13 @@ void lp_fence(llm_swarm *sw, uint32_t i)
     ls_worker *w = &sw->w[i];
     /* A listed worker cannot be killed from here: its connection goes, and the new epoch
      * makes anything it still sends stale (a frozen one that wakes is dropped by every
-     * hop; it forgets us after its own silence bound, WORKER_COORD_TIMEOUT_MS). */
+     * hop; it forgets us after its own silence bound, PIRATE_WORKER_SILENT_MS). */
     if (w->pid > 0)
         spawn_reap(w->pid, SPAWN_KILL, NULL, NULL, 0); /* works on a stopped process too */
     w->pid = 0;
     s_close(w);
-    w->cut_until_ns = w->cont_at_ns = w->unanswered_ns = 0;
+    w->cut_until_ns = w->cont_at_ns = 0;
+    pirate_reset(&w->hb, util_now_ns());
     /* every route is set again in a new epoch: an act the fenced worker forwarded before it
      * went must be dropped by the others, not computed after the pass's rerun */
     for (uint32_t k = 0; k < sw->n; k++)
@@ -83,7 +84,8 @@ static void s_send_hello(llm_swarm *sw, ls_worker *w)
         s_send(sw, w->ctl);
     w->state = LW_JOIN_HELLO;
     w->routed_next = -2;
-    w->unanswered_ns = w->echo_seq = w->route_seq = 0;
+    w->echo_seq = w->route_seq = 0;
+    pirate_reset(&w->hb, util_now_ns());
     w->why[0] = 0;
 }
 
@@ -138,7 +140,7 @@ int lp_spawn(llm_swarm *sw, uint32_t i, char *err, size_t errlen)
         return s_connect_remote(sw, i, err, errlen);
     /* A respawn may be forked by whichever thread settles (a server's request thread, the
      * monitor): the worker must not die with that thread, so it is not tied to it; it drops
-     * a silent coordinator itself (WORKER_COORD_TIMEOUT_MS). */
+     * a silent coordinator itself (PIRATE_WORKER_SILENT_MS). */
     spawn_opts o = { .exe = sw->self, .id = w->id, .cap_bytes = sw->o.cap_bytes,
                      .slowdown = sw->o.slowdown };
     if (spawn_worker(&o, &w->pid, ep, sizeof ep, err, errlen))
@@ -247,7 +249,7 @@ static int s_on_ctl(llm_swarm *sw, uint32_t i, size_t n, char *how, size_t howle
         return 0;
     }
     sw->wire += n;
-    w->unanswered_ns = 0; /* it spoke */
+    pirate_heard(&w->hb, util_now_ns());
     switch (sw->m->type) {
     case MSG_HEARTBEAT:
         w->echo_seq = sw->m->u.hb.seq;
@@ -287,7 +289,7 @@ static int s_on_ctl(llm_swarm *sw, uint32_t i, size_t n, char *how, size_t howle
             return 1;
         }
         if (sw->m->u.error.code == PERR_STATE) /* it released us: a cut longer than its
-                                                * silence bound (WORKER_COORD_TIMEOUT_MS) */
+                                                * silence bound (PIRATE_WORKER_SILENT_MS) */
             snprintf(w->why, sizeof w->why, "it no longer knows this coordinator (silent too "
                      "long for it: a cut or a freeze): %s", sw->m->u.error.text);
         else
@@ -303,10 +305,7 @@ static int s_on_ctl(llm_swarm *sw, uint32_t i, size_t n, char *how, size_t howle
 
 int lp_poll(llm_swarm *sw, char *how, size_t howlen)
 {
-    uint64_t now = util_now_ns(), window = (uint64_t)LS_LIVENESS * LS_HB_MS * 1000000ull;
-    int hb_due = now - sw->last_hb_ns >= LS_HB_MS * 1000000ull;
-    if (hb_due)
-        sw->last_hb_ns = now;
+    uint64_t now = util_now_ns();
     for (uint32_t i = 0; i < sw->n; i++) {
         ls_worker *w = &sw->w[i];
         fault_release(w->pid, now, &w->cont_at_ns, &w->cut_until_ns);
@@ -341,16 +340,16 @@ int lp_poll(llm_swarm *sw, char *how, size_t howlen)
             s_join_failed(sw, i);
             continue;
         }
-        if (hb_due && s_attached(w) && w->state != LW_JOIN_HELLO) {
-            msg_heartbeat hb = { .seq = ++sw->hb_seq, .sent_ns = now };
+        if (s_attached(w) && w->state != LW_JOIN_HELLO &&
+            pirate_due(&w->hb, now, PIRATE_HEARTBEAT_MS)) {
+            msg_heartbeat hb = { .seq = pirate_sent(&w->hb, now), .sent_ns = now };
             if (!w->cut_until_ns && proto_encode_heartbeat(sw->b, &hb) == 0)
-                s_send(sw, w->ctl);
-            if (!w->unanswered_ns)
-                w->unanswered_ns = now;
+                s_send(sw, w->ctl); /* over a cut link it is lost, and goes unanswered */
         }
-        if (w->state == LW_LIVE && w->unanswered_ns && now - w->unanswered_ns > window) {
+        if (w->state == LW_LIVE &&
+            pirate_lost(&w->hb, now, PIRATE_HEARTBEAT_MS, PIRATE_LIVENESS, 0)) {
             snprintf(how, howlen, "heartbeats stopped (%.0f ms unanswered)",
-                     (double)(now - w->unanswered_ns) / 1e6);
+                     (double)(now - w->hb.heard_ns) / 1e6);
             return (int)i;
         }
     }
@@ -452,14 +451,15 @@ int lp_route(llm_swarm *sw, int stop, int *lost, char *how, size_t howlen, char 
         w->routed_next = s_next(sw, i, stop);
         msg_route r = { .epoch = sw->epoch, .hop = i, .last = !on };
         if (sw->shaper) /* the worker holds each act for its incoming link */
-            arm_link_of(&sw->o.profile, sw->o.seed * 131 + i * 7 + sw->epoch, &r.link);
+            netem_profile_link(&sw->o.profile, sw->o.seed * 131 + i * 7 + sw->epoch, &r.link);
         snprintf(r.next_ep, sizeof r.next_ep, "%s", on ? sw->w[i + 1].data_ep : sw->pull_ep);
         /* CURVE: the key of whoever it sends to; its data socket takes the previous live
          * worker's key beside ours (acts after a unit run here come from us) */
         snprintf(r.next_key, sizeof r.next_key, "%s", on ? sw->w[i + 1].pub : sw->o.key_pub);
         snprintf(r.prev_key, sizeof r.prev_key, "%s",
                  i > 0 && sw->w[i - 1].state == LW_LIVE ? sw->w[i - 1].pub : sw->o.key_pub);
-        msg_heartbeat hb = { .seq = ++sw->hb_seq, .sent_ns = util_now_ns() };
+        uint64_t now = util_now_ns();
+        msg_heartbeat hb = { .seq = pirate_sent(&w->hb, now), .sent_ns = now };
         if (proto_encode_route(sw->b, &r)) {
             snprintf(err, errlen, "%s: cannot encode its route", w->id);
             return -1;
@@ -468,8 +468,6 @@ int lp_route(llm_swarm *sw, int stop, int *lost, char *how, size_t howlen, char 
         if (proto_encode_heartbeat(sw->b, &hb) == 0)
             s_send(sw, w->ctl);
         w->route_seq = hb.seq;
-        if (!w->unanswered_ns)
-            w->unanswered_ns = hb.sent_ns;
     }
     /* the echo of the heartbeat sent after a route says the route is in force */
     for (;;) {
@@ -517,8 +515,6 @@ static void s_fire(llm_swarm *sw, uint32_t pos0, uint32_t n)
             log_info("%s: cutting its control link for %.2f s (position %u)", w->id,
                      f->f.seconds, pos);
         fault_inject(&f->f, w->pid, now, &w->cont_at_ns, &w->cut_until_ns);
-        if (f->f.kind == FAULT_CUT && !w->unanswered_ns)
-            w->unanswered_ns = now;
     }
 }
 
@@ -725,7 +721,7 @@ void lp_close_all(llm_swarm *sw)
 {
     /* a bye not delivered within the workers' silence bound is moot: by then a worker has
      * released itself and (--once) exited; an unbounded linger would wait on a dead one */
-    int linger = LS_SILENT_MS;
+    int linger = PIRATE_WORKER_SILENT_MS;
     for (uint32_t i = 0; i < sw->n; i++) {
         ls_worker *w = &sw->w[i];
         msg_bye bye = { .reason = "done" };

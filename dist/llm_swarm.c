@@ -5,7 +5,7 @@
  *
  * One pass at a time: an act of n positions goes through the units in order and the call
  * returns with the last layer's output. The workers drop a coordinator that is silent on the
- * control plane for 3 s (LS_SILENT_MS); heartbeats go out while anything is awaited, so
+ * control plane for 3 s (PIRATE_WORKER_SILENT_MS); heartbeats go out while anything is awaited, so
  * between passes the caller must not pause longer than that (generate frees the swarm before
  * its parity run).
  */

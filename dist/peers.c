@@ -128,24 +128,12 @@ void swarm_send_assign(swarm_t *c, swarm_peer *p)
     p->state = P_LOADING;
 }
 
-void arm_link_of(const netem_profile *pr, uint64_t seed, msg_link *l)
-{
-    memset(l, 0, sizeof *l);
-    l->delay_ns = pr->delay_ns;
-    l->jitter_ns = pr->jitter_ns;
-    l->dist = pr->dist;
-    l->loss_ppm = (uint32_t)(pr->loss * 1e6);
-    l->rate_bps = pr->rate_bps;
-    l->seed = seed;
-}
-
 void swarm_send_heartbeat(swarm_t *c, swarm_peer *p)
 {
-    msg_heartbeat hb = { .seq = ++p->hb_seq, .sent_ns = util_now_ns() };
+    uint64_t now = util_now_ns();
+    msg_heartbeat hb = { .seq = pirate_sent(&p->hb, now), .sent_ns = now };
     if (proto_encode_heartbeat(c->out, &hb) == 0)
         swarm_ctl_send(c, p);
-    p->hb_sent_ns = hb.sent_ns;
-    p->unanswered++;
 }
 
 /* ------------------------------------------------------------ spawning local workers */
@@ -220,7 +208,7 @@ static int s_wait_states(swarm_t *c, int want, uint64_t timeout_ms, char *err, s
             /* Workers that are ready (or waiting for others to load) hear from us, so none
              * takes a long setup for a vanished coordinator. */
             if (p->state >= P_HELLO && p->state != P_LOST &&
-                util_now_ns() - p->hb_sent_ns > (uint64_t)c->cfg->heartbeat_ms * 1000000ull)
+                pirate_due(&p->hb, util_now_ns(), c->cfg->heartbeat_ms))
                 swarm_send_heartbeat(c, p);
             swarm_reap(c, p, 0);
             if ((p->state == P_LOADING || p->state == P_HELLO) && swarm_ctl_dropped(p)) {
@@ -340,7 +328,7 @@ int swarm_setup(swarm_t *c, char *err, size_t errlen)
         if (swarm_connect_ctl(c, &c->p[i]))
             return -1;
         swarm_send_hello(c, &c->p[i]);
-        c->p[i].last_heard_ns = util_now_ns();
+        pirate_reset(&c->p[i].hb, util_now_ns());
     }
     if (s_wait_states(c, P_HELLO, S_HELLO_TIMEOUT_MS, err, errlen))
         return -1;
@@ -352,7 +340,7 @@ int swarm_setup(swarm_t *c, char *err, size_t errlen)
     for (uint32_t i = 0; i < c->n; i++) {
         swarm_peer *p = &c->p[i];
         c->setup_read += p->ready.read_bytes;
-        p->last_heard_ns = util_now_ns();
+        pirate_reset(&p->hb, util_now_ns());
         log_info("%s: layers [%u, %u) resident, %llu MiB loaded in %.0f ms, peak rss %llu MiB",
                  p->id, p->first, p->last, (unsigned long long)(p->ready.bytes_loaded >> 20),
                  p->ready.load_ns / 1e6, (unsigned long long)(p->ready.peak_rss_bytes >> 20));
