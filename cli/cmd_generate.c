@@ -266,15 +266,14 @@ int cmd_generate(int argc, char **argv)
             }
         } else if ((!strcmp(f, "--kill-worker") || !strcmp(f, "--stop-worker") ||
                     !strcmp(f, "--cut-link")) && i + 1 < argc) {
-            llm_fault_kind k = !strcmp(f, "--kill-worker")   ? LLM_FAULT_KILL
-                               : !strcmp(f, "--stop-worker") ? LLM_FAULT_STOP : LLM_FAULT_CUT;
-            if (rf.n_faults == LLM_SWARM_MAX_FAULTS ||
-                llm_swarm_fault_parse(k, argv[++i], &rf.faults[rf.n_faults], err, sizeof err)) {
+            if (rf.n_faults == FAULT_MAX ||
+                fault_parse(fault_kind_of_flag(f), argv[++i], "wI@TOKEN",
+                            &rf.faults[rf.n_faults], err, sizeof err)) {
                 fprintf(stderr, "swarm generate: %s: %s\n", f,
-                        rf.n_faults == LLM_SWARM_MAX_FAULTS ? "too many faults" : err);
+                        rf.n_faults == FAULT_MAX ? "too many faults" : err);
                 return EXIT_USAGE;
             }
-            if (rf.faults[rf.n_faults].pos < 1) {
+            if (rf.faults[rf.n_faults].at < 1) {
                 fprintf(stderr, "swarm generate: %s %s: tokens count from 1\n", f, argv[i]);
                 return EXIT_USAGE;
             }
@@ -444,7 +443,7 @@ int cmd_generate(int argc, char **argv)
         /* generated token t is drawn from the pass over position n_ids + t - 2 (the first
          * from the prompt's last position) */
         for (uint32_t k = 0; k < so.n_faults; k++)
-            so.faults[k].pos = (uint32_t)n_ids + so.faults[k].pos - 2 + (so.faults[k].pos == 1);
+            so.faults[k].at = (uint64_t)n_ids + so.faults[k].at - 2 + (so.faults[k].at == 1);
         if (!(sw = llm_swarm_new(&so, err, sizeof err))) {
             fprintf(stderr, "swarm generate: resident arm: %s\n", err);
             rc = EXIT_USAGE;

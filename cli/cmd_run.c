@@ -225,26 +225,9 @@ static int s_dump(const char *path, const float *v, uint64_t n)
 
 static int s_parse_fault(arm_ctx *a, fault_kind k, const char *s)
 {
-    arm_fault *f;
-    const char *at = strchr(s, '@');
-    if (!at || at == s || (size_t)(at - s) >= sizeof f->worker || a->n_faults >= ARM_MAX_FAULTS)
-        return -1;
-    f = &a->faults[a->n_faults];
-    memset(f, 0, sizeof *f);
-    f->kind = k;
-    memcpy(f->worker, s, (size_t)(at - s));
-    char *end;
-    f->step = strtoull(at + 1, &end, 10);
-    if (end == at + 1)
-        return -1;
-    if (k != FAULT_KILL) {
-        if (*end != ':')
-            return -1;
-        f->seconds = strtod(end + 1, &end);
-        if (f->seconds <= 0)
-            return -1;
-    }
-    if (*end)
+    char err[256];
+    if (a->n_faults >= FAULT_MAX ||
+        fault_parse(k, s, "ID@STEP", &a->faults[a->n_faults], err, sizeof err))
         return -1;
     a->n_faults++;
     return 0;

@@ -12,22 +12,11 @@
 #include <stdint.h>
 
 #include "dist/config.h"
+#include "dist/fault.h"
 #include "arch/model.h"
 #include "runtime/result.h"
 #include "netem/netem.h"
 #include "proto/proto.h"
-
-#define ARM_MAX_FAULTS 8
-
-typedef enum { FAULT_KILL = 1, FAULT_STOP = 2, FAULT_CUT = 3 } fault_kind;
-
-typedef struct {
-    fault_kind kind;
-    char worker[64];           /* worker id, e.g. "w1" */
-    uint64_t step;             /* inject when this step is sent */
-    double seconds;            /* stop/cut duration */
-    int done;
-} arm_fault;
 
 typedef struct {
     const config_t *cfg;
@@ -41,7 +30,7 @@ typedef struct {
     uint32_t workers;          /* local workers to spawn */
     int progress;              /* progress line on stderr */
     uint32_t n_faults;
-    arm_fault faults[ARM_MAX_FAULTS];
+    fault_t faults[FAULT_MAX]; /* at = the step whose send injects it */
 } arm_ctx;
 
 /* Set by SIGINT/SIGTERM (arm_install_signals): every arm stops at its next step and cleans up. */
@@ -77,9 +66,5 @@ void arm_make_inputs(const config_t *cfg, uint32_t steps, uint32_t dim, float *i
 /* stderr progress line ("\r[ssd] step 12/32  1.41 steps/s"), only when a is interactive. */
 void arm_progress(const arm_ctx *a, const char *what, uint32_t done, uint32_t total,
                   double elapsed_ms);
-
-/* A route's link from a profile: what a worker emulates on its incoming data link (the
- * dense swarm's and the llm swarm's; peers.c). */
-void arm_link_of(const netem_profile *pr, uint64_t seed, msg_link *l);
 
 #endif

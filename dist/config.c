@@ -13,6 +13,7 @@
 #include "base/sec.h"
 #include "base/util.h"
 #include "quant/quant.h"
+#include "dist/pirate.h"
 
 typedef struct {
     config_t *c;
@@ -43,8 +44,8 @@ void config_defaults(config_t *c)
     c->worker_cap_bytes = 600ull << 20;
     c->worker_threads = 1;
     snprintf(c->host, sizeof c->host, "127.0.0.1");
-    c->heartbeat_ms = 100;
-    c->liveness = 5;
+    c->heartbeat_ms = PIRATE_HEARTBEAT_MS;
+    c->liveness = PIRATE_LIVENESS;
     c->step_deadline_ms = 5000;
     c->slowdown = 1;
     snprintf(c->profile, sizeof c->profile, "none");
@@ -273,8 +274,8 @@ static const s_key s_keys[] = {
     S_SIZE("swarm", "cap", worker_cap_bytes, 1 << 20),
     S_U32("swarm", "threads", worker_threads, 1, 64),
     S_STR("swarm", "host", host),
-    S_U32("swarm", "heartbeat_ms", heartbeat_ms, 5, 60000),
-    S_U32("swarm", "liveness", liveness, 2, 100),
+    S_U32("swarm", "heartbeat_ms", heartbeat_ms, PIRATE_HEARTBEAT_MS_MIN, PIRATE_HEARTBEAT_MS_MAX),
+    S_U32("swarm", "liveness", liveness, PIRATE_LIVENESS_MIN, PIRATE_LIVENESS_MAX),
     S_U32("swarm", "step_deadline_ms", step_deadline_ms, 10, 3600000),
     S_BOOL("swarm", "respawn", respawn),
     S_BOOL("swarm", "plaintext", plaintext),

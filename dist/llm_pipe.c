@@ -4,7 +4,7 @@
  *
  * Nothing waits on a guess: a reply is awaited until it comes, the worker's process is gone
  * (waitpid, checked every LS_POLL_MS), or its control plane leaves heartbeats unanswered
- * for LS_LIVENESS periods. The workers answer heartbeats on their loop whatever they compute
+ * for PIRATE_LIVENESS periods (dist/pirate.h). The workers answer heartbeats on their loop whatever they compute
  * (dist/compute.c), so silence means dead, frozen or cut off, never slow.
  */
 #include <errno.h>
@@ -24,6 +24,7 @@
 #include "base/zmon.h"
 #include "dist/arm.h"
 #include "dist/llm_swarm_int.h"
+#include "dist/spawn.h"
 
 #define LS_POLL_MS 20 /* how often a wait looks at the processes: a kill is seen this soon */
 /* A listed worker has this long to answer the first hello (the dense swarm's bound: a
@@ -62,15 +63,13 @@ void lp_fence(llm_swarm *sw, uint32_t i)
     ls_worker *w = &sw->w[i];
     /* A listed worker cannot be killed from here: its connection goes, and the new epoch
      * makes anything it still sends stale (a frozen one that wakes is dropped by every
-     * hop; it forgets us after its own silence bound, WORKER_COORD_TIMEOUT_MS). */
-    if (w->pid > 0) {
-        kill(w->pid, SIGKILL); /* works on a stopped process too */
-        waitpid(w->pid, NULL, 0);
-        cap_reap(w->pid); /* a SIGKILLed worker cannot remove its own cgroup */
-    }
+     * hop; it forgets us after its own silence bound, PIRATE_WORKER_SILENT_MS). */
+    if (w->pid > 0)
+        spawn_reap(w->pid, SPAWN_KILL, NULL, NULL, 0); /* works on a stopped process too */
     w->pid = 0;
     s_close(w);
-    w->cut_until_ns = w->cont_at_ns = w->unanswered_ns = 0;
+    w->cut_until_ns = w->cont_at_ns = 0;
+    pirate_reset(&w->hb, util_now_ns());
     /* every route is set again in a new epoch: an act the fenced worker forwarded before it
      * went must be dropped by the others, not computed after the pass's rerun */
     for (uint32_t k = 0; k < sw->n; k++)
@@ -86,7 +85,8 @@ static void s_send_hello(llm_swarm *sw, ls_worker *w)
         s_send(sw, w->ctl);
     w->state = LW_JOIN_HELLO;
     w->routed_next = -2;
-    w->unanswered_ns = w->echo_seq = w->route_seq = 0;
+    w->echo_seq = w->route_seq = 0;
+    pirate_reset(&w->hb, util_now_ns());
     w->why[0] = 0;
 }
 
@@ -135,66 +135,17 @@ static int s_dropped(ls_worker *w)
 int lp_spawn(llm_swarm *sw, uint32_t i, char *err, size_t errlen)
 {
     ls_worker *w = &sw->w[i];
-    int fd[2], linger = 0;
+    int linger = 0;
+    char ep[PROTO_MAX_STR];
     if (w->remote)
         return s_connect_remote(sw, i, err, errlen);
-    char cap[32], rfd[16], slow[16], ep[PROTO_MAX_STR];
-    const char *argv[16];
-    int a = 0;
-    if (pipe(fd)) {
-        snprintf(err, errlen, "pipe: %s", strerror(errno));
+    /* A respawn may be forked by whichever thread settles (a server's request thread, the
+     * monitor): the worker must not die with that thread, so it is not tied to it; it drops
+     * a silent coordinator itself (PIRATE_WORKER_SILENT_MS). */
+    spawn_opts o = { .exe = sw->self, .id = w->id, .cap_bytes = sw->o.cap_bytes,
+                     .slowdown = sw->o.slowdown };
+    if (spawn_worker(&o, &w->pid, ep, sizeof ep, err, errlen))
         return -1;
-    }
-    snprintf(cap, sizeof cap, "%llu", (unsigned long long)sw->o.cap_bytes);
-    snprintf(rfd, sizeof rfd, "%d", fd[1]);
-    snprintf(slow, sizeof slow, "%u", sw->o.slowdown);
-    argv[a++] = sw->self;
-    argv[a++] = "worker";
-    argv[a++] = "--listen";
-    argv[a++] = "tcp://127.0.0.1:*";
-    argv[a++] = "--id";
-    argv[a++] = w->id;
-    argv[a++] = "--once";
-    argv[a++] = "--report-fd";
-    argv[a++] = rfd;
-    if (sw->o.cap_bytes) {
-        argv[a++] = "--cap";
-        argv[a++] = cap;
-    }
-    if (sw->o.slowdown > 1) {
-        argv[a++] = "--slowdown";
-        argv[a++] = slow;
-    }
-    argv[a] = NULL;
-    pid_t pid = fork();
-    if (pid < 0) {
-        snprintf(err, errlen, "fork: %s", strerror(errno));
-        close(fd[0]);
-        close(fd[1]);
-        return -1;
-    }
-    if (pid == 0) {
-        close(fd[0]);
-        execv(sw->self, (char *const *)argv);
-        _exit(127);
-    }
-    close(fd[1]);
-    w->pid = pid;
-    /* the worker writes its endpoint and closes the pipe, or exits: no deadline to guess */
-    size_t got = 0;
-    ssize_t r;
-    while (got + 1 < sizeof ep && (r = read(fd[0], ep + got, sizeof ep - got - 1)) > 0)
-        got += (size_t)r;
-    close(fd[0]);
-    ep[got] = 0;
-    char *nl = strchr(ep, '\n');
-    if (nl)
-        *nl = 0;
-    if (!got || strncmp(ep, "tcp://", 6)) {
-        snprintf(err, errlen, "worker %s (%s) did not start", w->id, sw->self);
-        lp_fence(sw, i);
-        return -1;
-    }
     w->ctl = zmq_socket(sw->zctx, ZMQ_DEALER);
     zmq_setsockopt(w->ctl, ZMQ_LINGER, &linger, sizeof linger);
     if (zmq_connect(w->ctl, ep)) {
@@ -299,7 +250,7 @@ static int s_on_ctl(llm_swarm *sw, uint32_t i, size_t n, char *how, size_t howle
         return 0;
     }
     sw->wire += n;
-    w->unanswered_ns = 0; /* it spoke */
+    pirate_heard(&w->hb, util_now_ns());
     switch (sw->m->type) {
     case MSG_HEARTBEAT:
         w->echo_seq = sw->m->u.hb.seq;
@@ -339,7 +290,7 @@ static int s_on_ctl(llm_swarm *sw, uint32_t i, size_t n, char *how, size_t howle
             return 1;
         }
         if (sw->m->u.error.code == PERR_STATE) /* it released us: a cut longer than its
-                                                * silence bound (WORKER_COORD_TIMEOUT_MS) */
+                                                * silence bound (PIRATE_WORKER_SILENT_MS) */
             snprintf(w->why, sizeof w->why, "it no longer knows this coordinator (silent too "
                      "long for it: a cut or a freeze): %s", sw->m->u.error.text);
         else
@@ -353,29 +304,12 @@ static int s_on_ctl(llm_swarm *sw, uint32_t i, size_t n, char *how, size_t howle
     return 0;
 }
 
-static void s_exit_how(int st, char *how, size_t howlen)
-{
-    if (WIFSIGNALED(st))
-        snprintf(how, howlen, "killed by signal %d", WTERMSIG(st));
-    else
-        snprintf(how, howlen, "exited with status %d", WEXITSTATUS(st));
-}
-
 int lp_poll(llm_swarm *sw, char *how, size_t howlen)
 {
-    uint64_t now = util_now_ns(), window = (uint64_t)LS_LIVENESS * LS_HB_MS * 1000000ull;
-    int hb_due = now - sw->last_hb_ns >= LS_HB_MS * 1000000ull;
-    if (hb_due)
-        sw->last_hb_ns = now;
+    uint64_t now = util_now_ns();
     for (uint32_t i = 0; i < sw->n; i++) {
         ls_worker *w = &sw->w[i];
-        if (w->cont_at_ns && now >= w->cont_at_ns) {
-            if (w->pid > 0)
-                kill(w->pid, SIGCONT);
-            w->cont_at_ns = 0;
-        }
-        if (w->cut_until_ns && now >= w->cut_until_ns)
-            w->cut_until_ns = 0;
+        fault_release(w->pid, now, &w->cont_at_ns, &w->cut_until_ns);
         int n;
         while (w->ctl && (n = zmq_recv(w->ctl, sw->frame, sw->frame_cap, ZMQ_DONTWAIT)) >= 0) {
             if (w->cut_until_ns || (size_t)n > sw->frame_cap)
@@ -396,28 +330,27 @@ int lp_poll(llm_swarm *sw, char *how, size_t howlen)
             s_join_failed(sw, i);
             continue;
         }
-        int st;
-        if (w->pid > 0 && waitpid(w->pid, &st, WNOHANG) == w->pid) {
-            cap_reap(w->pid); /* nor can one that crashed */
+        char ended[64];
+        if (w->pid > 0 && spawn_reap(w->pid, SPAWN_POLL, NULL, ended, sizeof ended) == 1) {
             w->pid = 0;
             if (w->state == LW_LIVE) {
-                s_exit_how(st, how, howlen);
+                snprintf(how, howlen, "%s", ended);
                 return (int)i;
             }
-            s_exit_how(st, w->why, sizeof w->why);
+            snprintf(w->why, sizeof w->why, "%s", ended);
             s_join_failed(sw, i);
             continue;
         }
-        if (hb_due && s_attached(w) && w->state != LW_JOIN_HELLO) {
-            msg_heartbeat hb = { .seq = ++sw->hb_seq, .sent_ns = now };
+        if (s_attached(w) && w->state != LW_JOIN_HELLO &&
+            pirate_due(&w->hb, now, PIRATE_HEARTBEAT_MS)) {
+            msg_heartbeat hb = { .seq = pirate_sent(&w->hb, now), .sent_ns = now };
             if (!w->cut_until_ns && proto_encode_heartbeat(sw->b, &hb) == 0)
-                s_send(sw, w->ctl);
-            if (!w->unanswered_ns)
-                w->unanswered_ns = now;
+                s_send(sw, w->ctl); /* over a cut link it is lost, and goes unanswered */
         }
-        if (w->state == LW_LIVE && w->unanswered_ns && now - w->unanswered_ns > window) {
+        if (w->state == LW_LIVE &&
+            pirate_lost(&w->hb, now, PIRATE_HEARTBEAT_MS, PIRATE_LIVENESS, 0)) {
             snprintf(how, howlen, "heartbeats stopped (%.0f ms unanswered)",
-                     (double)(now - w->unanswered_ns) / 1e6);
+                     (double)(now - w->hb.heard_ns) / 1e6);
             return (int)i;
         }
     }
@@ -519,14 +452,15 @@ int lp_route(llm_swarm *sw, int stop, int *lost, char *how, size_t howlen, char 
         w->routed_next = s_next(sw, i, stop);
         msg_route r = { .epoch = sw->epoch, .hop = i, .last = !on };
         if (sw->shaper) /* the worker holds each act for its incoming link */
-            arm_link_of(&sw->o.profile, sw->o.seed * 131 + i * 7 + sw->epoch, &r.link);
+            netem_profile_link(&sw->o.profile, sw->o.seed * 131 + i * 7 + sw->epoch, &r.link);
         snprintf(r.next_ep, sizeof r.next_ep, "%s", on ? sw->w[i + 1].data_ep : sw->pull_ep);
         /* CURVE: the key of whoever it sends to; its data socket takes the previous live
          * worker's key beside ours (acts after a unit run here come from us) */
         snprintf(r.next_key, sizeof r.next_key, "%s", on ? sw->w[i + 1].pub : sw->o.key_pub);
         snprintf(r.prev_key, sizeof r.prev_key, "%s",
                  i > 0 && sw->w[i - 1].state == LW_LIVE ? sw->w[i - 1].pub : sw->o.key_pub);
-        msg_heartbeat hb = { .seq = ++sw->hb_seq, .sent_ns = util_now_ns() };
+        uint64_t now = util_now_ns();
+        msg_heartbeat hb = { .seq = pirate_sent(&w->hb, now), .sent_ns = now };
         if (proto_encode_route(sw->b, &r)) {
             snprintf(err, errlen, "%s: cannot encode its route", w->id);
             return -1;
@@ -535,8 +469,6 @@ int lp_route(llm_swarm *sw, int stop, int *lost, char *how, size_t howlen, char 
         if (proto_encode_heartbeat(sw->b, &hb) == 0)
             s_send(sw, w->ctl);
         w->route_seq = hb.seq;
-        if (!w->unanswered_ns)
-            w->unanswered_ns = hb.sent_ns;
     }
     /* the echo of the heartbeat sent after a route says the route is in force */
     for (;;) {
@@ -565,35 +497,25 @@ static void s_fire(llm_swarm *sw, uint32_t pos0, uint32_t n)
     uint64_t now = util_now_ns();
     for (uint32_t k = 0; k < sw->o.n_faults; k++) {
         ls_fault *f = &sw->faults[k];
-        if (f->fired || f->f.pos < pos0 || f->f.pos >= pos0 + n)
+        if (f->f.done || f->f.at < pos0 || f->f.at >= (uint64_t)pos0 + n)
             continue;
-        f->fired = 1;
-        ls_worker *w = &sw->w[f->f.worker];
+        f->f.done = 1;
+        ls_worker *w = &sw->w[f->w];
+        uint32_t pos = (uint32_t)f->f.at;
         if (w->state != LW_LIVE || !s_attached(w)) {
             log_warn("%s: fault at position %u not injected: its layers already run here",
-                     w->id, f->f.pos);
+                     w->id, pos);
             continue;
         }
         w->fault_ns = now;
-        uint64_t dur = (uint64_t)(f->f.seconds * 1e9);
-        switch (f->f.kind) {
-        case LLM_FAULT_KILL:
-            log_info("%s: killing it (position %u)", w->id, f->f.pos);
-            kill(w->pid, SIGKILL);
-            break;
-        case LLM_FAULT_STOP:
-            log_info("%s: stopping it for %.2f s (position %u)", w->id, f->f.seconds, f->f.pos);
-            kill(w->pid, SIGSTOP);
-            w->cont_at_ns = now + dur;
-            break;
-        case LLM_FAULT_CUT:
+        if (f->f.kind == FAULT_KILL)
+            log_info("%s: killing it (position %u)", w->id, pos);
+        else if (f->f.kind == FAULT_STOP)
+            log_info("%s: stopping it for %.2f s (position %u)", w->id, f->f.seconds, pos);
+        else
             log_info("%s: cutting its control link for %.2f s (position %u)", w->id,
-                     f->f.seconds, f->f.pos);
-            w->cut_until_ns = now + dur;
-            if (!w->unanswered_ns)
-                w->unanswered_ns = now;
-            break;
-        }
+                     f->f.seconds, pos);
+        fault_inject(&f->f, w->pid, now, &w->cont_at_ns, &w->cut_until_ns);
     }
 }
 
@@ -800,7 +722,7 @@ void lp_close_all(llm_swarm *sw)
 {
     /* a bye not delivered within the workers' silence bound is moot: by then a worker has
      * released itself and (--once) exited; an unbounded linger would wait on a dead one */
-    int linger = LS_SILENT_MS;
+    int linger = PIRATE_WORKER_SILENT_MS;
     for (uint32_t i = 0; i < sw->n; i++) {
         ls_worker *w = &sw->w[i];
         msg_bye bye = { .reason = "done" };
@@ -819,7 +741,7 @@ void lp_close_all(llm_swarm *sw)
         if (w->pid > 0 && !heard)
             kill(w->pid, SIGTERM);
         if (w->pid > 0)
-            waitpid(w->pid, NULL, 0);
+            spawn_reap(w->pid, SPAWN_WAIT, NULL, NULL, 0);
         w->pid = 0;
     }
 }

@@ -5,7 +5,7 @@
  *
  * One pass at a time: an act of n positions goes through the units in order and the call
  * returns with the last layer's output. The workers drop a coordinator that is silent on the
- * control plane for 3 s (LS_SILENT_MS); heartbeats go out while anything is awaited, so
+ * control plane for 3 s (PIRATE_WORKER_SILENT_MS); heartbeats go out while anything is awaited, so
  * between passes the caller must not pause longer than that (generate frees the swarm before
  * its parity run).
  */
@@ -459,25 +459,6 @@ uint32_t llm_swarm_status(llm_swarm *sw, llm_worker_status *out, uint32_t max,
     return n;
 }
 
-int llm_swarm_fault_parse(llm_fault_kind kind, const char *s, llm_fault *f, char *err,
-                          size_t errlen)
-{
-    unsigned w, pos;
-    double sec = 0;
-    int used = 0;
-    memset(f, 0, sizeof *f);
-    int ok = kind == LLM_FAULT_KILL
-                 ? sscanf(s, "w%u@%u%n", &w, &pos, &used) == 2
-                 : sscanf(s, "w%u@%u:%lf%n", &w, &pos, &sec, &used) == 3 && sec > 0 && sec < 3600;
-    if (!ok || s[used] || w >= LS_MAX_W) {
-        snprintf(err, errlen, "'%s': want %s", s, kind == LLM_FAULT_KILL ? "wI@TOKEN"
-                                                  : "wI@TOKEN:SECONDS (0 < SECONDS < 3600)");
-        return -1;
-    }
-    *f = (llm_fault){ .kind = kind, .worker = w, .pos = pos, .seconds = sec };
-    return 0;
-}
-
 /* One session with one thread a worker runs one stage of the pipeline at a time: each hop
  * hands the token to the next process and sleeps. Spread over the cores, every hop wakes a
  * process on an idle core (on a VM, a halted vCPU the host must schedule again); on the core
@@ -500,6 +481,36 @@ static int s_colocate(const llm_swarm_opts *o, cpu_set_t *was)
         return -1;
     log_info("one session, one thread: the coordinator and its workers share core %d", cpu);
     return cpu;
+}
+
+/* The worker a fault names: "wI" (the I-th, listed or spawned) or a listed worker's name.
+ * A listed worker is a process on its own host: only its link can be cut from here. */
+static int s_fault_worker(const llm_swarm *sw, const fault_t *f, ls_fault *out, char *err,
+                          size_t errlen)
+{
+    const llm_swarm_opts *o = &sw->o;
+    unsigned w = UINT32_MAX;
+    int used = 0;
+    for (uint32_t i = 0; i < o->n_hosts; i++)
+        if (!strcmp(f->worker, o->hosts[i].id))
+            w = i;
+    if (w == UINT32_MAX && (sscanf(f->worker, "w%u%n", &w, &used) != 1 || f->worker[used]))
+        w = UINT32_MAX;
+    if (w >= o->workers) {
+        snprintf(err, errlen, "a fault for %s: the workers are w0..w%u", f->worker,
+                 o->workers - 1);
+        return -1;
+    }
+    if (o->n_hosts && f->kind != FAULT_CUT) {
+        snprintf(err, errlen, "w%u is %s at %s, a process on its own host: the coordinator "
+                 "cannot %s it (--cut-link can; kill it there to test a loss)", w,
+                 o->hosts[w].id, o->hosts[w].endpoint, f->kind == FAULT_KILL ? "kill" : "stop");
+        return -1;
+    }
+    out->f = *f;
+    out->f.done = 0;
+    out->w = w;
+    return 0;
 }
 
 llm_swarm *llm_swarm_new(const llm_swarm_opts *o, char *err, size_t errlen)
@@ -530,22 +541,9 @@ llm_swarm *llm_swarm_new(const llm_swarm_opts *o, char *err, size_t errlen)
         snprintf(err, errlen, "%u workers: 1..%d", sw->o.workers, LS_MAX_W);
         goto err;
     }
-    for (uint32_t k = 0; k < o->n_faults; k++) {
-        if (o->faults[k].worker >= sw->o.workers) {
-            snprintf(err, errlen, "a fault for w%u: the workers are w0..w%u",
-                     o->faults[k].worker, sw->o.workers - 1);
+    for (uint32_t k = 0; k < o->n_faults; k++)
+        if (s_fault_worker(sw, &o->faults[k], &sw->faults[k], err, errlen))
             goto err;
-        }
-        if (o->n_hosts && o->faults[k].kind != LLM_FAULT_CUT) {
-            snprintf(err, errlen, "w%u is %s at %s, a process on its own host: the coordinator "
-                     "cannot %s it (--cut-link can; kill it there to test a loss)",
-                     o->faults[k].worker, o->hosts[o->faults[k].worker].id,
-                     o->hosts[o->faults[k].worker].endpoint,
-                     o->faults[k].kind == LLM_FAULT_KILL ? "kill" : "stop");
-            goto err;
-        }
-        sw->faults[k].f = o->faults[k];
-    }
     if (!(sw->g = gguf_open(o->model, why, sizeof why)) ||
         arch_model_open(&sw->am, sw->g, why, sizeof why)) {
         snprintf(err, errlen, "%s", why);

@@ -21,25 +21,9 @@
 #include <stdint.h>
 
 #include "runtime/llm.h"
+#include "dist/fault.h"
 #include "dist/partition.h"
 #include "netem/netem.h"
-
-#define LLM_SWARM_MAX_FAULTS 8
-
-typedef enum { LLM_FAULT_KILL = 0, LLM_FAULT_STOP, LLM_FAULT_CUT } llm_fault_kind;
-
-/* A fault injected by the coordinator into one of its workers when the first pass that
- * carries position pos is sent (while that pass is in flight): KILL sends SIGKILL, STOP
- * sends SIGSTOP and SIGCONT after seconds, CUT drops everything between the coordinator
- * and the worker for seconds (no heartbeat or act sent to it, nothing heard from it, its
- * results lost). The coordinator then finds the loss the way it finds any:
- * the process gone, or the heartbeats unanswered. */
-typedef struct {
-    llm_fault_kind kind;
-    uint32_t worker;
-    uint32_t pos;
-    double seconds;
-} llm_fault;
 
 #define LLM_SWARM_ID_MAX 32       /* a worker's name, NUL included */
 
@@ -71,7 +55,9 @@ typedef struct {
     int respawn;                  /* start a fresh worker for a lost one's layers (a listed
                                    * one: say hello to it again until it answers) */
     uint32_t slowdown;            /* test knob: workers compute every activation N times */
-    llm_fault faults[LLM_SWARM_MAX_FAULTS];
+    fault_t faults[FAULT_MAX];    /* worker "wI" (the I-th, listed or spawned) or a listed
+                                   * worker's name; at = the first position of the pass that
+                                   * injects it (the caller maps generated tokens to positions) */
     uint32_t n_faults;
     netem_profile profile;        /* every data link's emulated delay, jitter, loss and rate
                                    * (zero: none): each worker holds what comes in, the
@@ -141,9 +127,4 @@ uint64_t llm_swarm_workers_rss(llm_swarm *sw);
 /* Every worker's state (up to max), how many there are; *failovers: losses so far. */
 uint32_t llm_swarm_status(llm_swarm *sw, llm_worker_status *out, uint32_t max,
                           uint32_t *failovers);
-/* Parse "wI@TOKEN" (kill) or "wI@TOKEN:SECONDS" (stop, cut) into f (pos = TOKEN: the caller
- * maps generated tokens to positions). 0, or -1 with err naming the value. */
-int llm_swarm_fault_parse(llm_fault_kind kind, const char *s, llm_fault *f, char *err,
-                          size_t errlen);
-
 #endif

@@ -13,13 +13,11 @@
 #include "gguf/gguf.h"
 #include "base/sec.h"
 #include "dist/llm_swarm.h"
+#include "dist/pirate.h"
 #include "proto/proto.h"
 #include "runtime/slice.h"
 
 #define LS_MAX_W 8
-#define LS_HB_MS 100        /* heartbeat period: the dense swarm's default */
-#define LS_LIVENESS 5       /* unanswered heartbeat periods before a worker is lost */
-#define LS_SILENT_MS 3000   /* a worker drops a coordinator silent this long (worker_int.h) */
 #define LS_RETRY_MS 1000    /* a lost listed worker is said hello to again this often */
 
 /* A worker's layers are served by its process (LIVE) or, after a loss, by a copy in the
@@ -47,7 +45,7 @@ typedef struct {
     int state;
     slice_t *fb;                  /* its layers here, while it is not LIVE */
     int stale;                    /* fb's caches lack the live sessions (rebuild due) */
-    uint64_t unanswered_ns;       /* first heartbeat sent since it last spoke (0: none) */
+    pirate_t hb;                  /* its heartbeats and liveness (PIRATE_* defaults) */
     uint64_t cut_until_ns, cont_at_ns, fault_ns;
     uint64_t route_seq, echo_seq; /* the heartbeat confirming its route; the last echoed */
     char why[256];                /* why a start or rejoin failed */
@@ -67,8 +65,8 @@ typedef struct {
 } ls_session;
 
 typedef struct {
-    llm_fault f;
-    int fired;
+    fault_t f;                    /* f.done: fired */
+    uint32_t w;                   /* the worker it names */
 } ls_fault;
 
 /* A pass in flight: one session's n positions through units 0..stop. Its owner waits on it
@@ -98,7 +96,7 @@ struct llm_swarm {
     proto_msg *m;
     msg_assign *assign;           /* scratch (its checksum array is large) */
     uint32_t dim, max_batch, n_ctx, n_layers;
-    uint64_t req, epoch, last_hb_ns, acts, wire, stale_results;
+    uint64_t req, epoch, acts, wire, stale_results;
     uint8_t *frame;
     size_t frame_cap;
     partition_llm_plan *plan;
@@ -111,10 +109,9 @@ struct llm_swarm {
     int fd;                       /* the model file: embedding rows, workers' fetches */
     uint8_t *chunk;               /* PROTO_MAX_CHUNK: a fetched range, read from fd */
     sec_t *sec;                   /* the ZAP handler when the links are CURVE */
-    uint64_t hb_seq;
     int route_stop;               /* the unit the routes end after (-1: none in force) */
     ls_session *ss;
-    ls_fault faults[LLM_SWARM_MAX_FAULTS];
+    ls_fault faults[FAULT_MAX];
     llm_failover fo[LS_MAX_W * 4];
     uint32_t n_fo;
     /* Several sessions' passes at once, one caller thread each (llm.h: a model's sessions

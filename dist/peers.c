@@ -23,6 +23,7 @@
 #include "dist/arm.h"
 #include "dist/partition.h"
 #include "proto/proto.h"
+#include "dist/spawn.h"
 #include "dist/worker.h"
 #include "dist/swarm_int.h"
 
@@ -127,105 +128,33 @@ void swarm_send_assign(swarm_t *c, swarm_peer *p)
     p->state = P_LOADING;
 }
 
-void arm_link_of(const netem_profile *pr, uint64_t seed, msg_link *l)
-{
-    memset(l, 0, sizeof *l);
-    l->delay_ns = pr->delay_ns;
-    l->jitter_ns = pr->jitter_ns;
-    l->dist = pr->dist;
-    l->loss_ppm = (uint32_t)(pr->loss * 1e6);
-    l->rate_bps = pr->rate_bps;
-    l->seed = seed;
-}
-
 void swarm_send_heartbeat(swarm_t *c, swarm_peer *p)
 {
-    msg_heartbeat hb = { .seq = ++p->hb_seq, .sent_ns = util_now_ns() };
+    uint64_t now = util_now_ns();
+    msg_heartbeat hb = { .seq = pirate_sent(&p->hb, now), .sent_ns = now };
     if (proto_encode_heartbeat(c->out, &hb) == 0)
         swarm_ctl_send(c, p);
-    p->hb_sent_ns = hb.sent_ns;
-    p->unanswered++;
 }
 
 /* ------------------------------------------------------------ spawning local workers */
 
 int swarm_spawn(swarm_t *c, swarm_peer *p, char *err, size_t errlen)
 {
-    int fds[2];
-    char cap[32], fd[16], listen[128], slow[16];
-    if (pipe(fds)) {
-        snprintf(err, errlen, "pipe: %s", strerror(errno));
-        return -1;
-    }
-    snprintf(cap, sizeof cap, "%llu", (unsigned long long)p->cap_bytes);
-    snprintf(slow, sizeof slow, "%u", c->cfg->slowdown ? c->cfg->slowdown : 1);
-    snprintf(listen, sizeof listen, "tcp://%s:*", c->cfg->host);
-    pid_t pid = fork();
-    if (pid < 0) {
-        snprintf(err, errlen, "fork: %s", strerror(errno));
-        close(fds[0]);
-        close(fds[1]);
-        return -1;
-    }
-    if (pid == 0) {
-        /* Die with the coordinator, whatever kills it (Ctrl-C, SIGKILL). */
-        prctl(PR_SET_PDEATHSIG, SIGTERM);
-        close(fds[0]);
-        if (fds[1] != 3) {
-            dup2(fds[1], 3);
-            close(fds[1]);
-        }
-        snprintf(fd, sizeof fd, "3");
-        char *argv[] = { "swarm", "worker", "--listen", listen, "--cap", cap, "--id", p->id,
-                         "--once", "--report-fd", fd, "--slowdown", slow, NULL };
-        execv("/proc/self/exe", argv);
-        _exit(127);
-    }
-    close(fds[1]);
-    p->spawned = pid;
-    /* Read the bound endpoint ("tcp://127.0.0.1:PORT\n"). */
-    struct pollfd pfd = { .fd = fds[0], .events = POLLIN };
-    size_t got = 0;
-    uint64_t deadline = util_now_ns() + S_HELLO_TIMEOUT_MS * 1000000ull;
-    while (got < sizeof p->ctl_ep - 1) {
-        uint64_t now = util_now_ns();
-        if (now >= deadline || poll(&pfd, 1, (int)((deadline - now) / 1000000) + 1) <= 0)
-            break;
-        ssize_t k = read(fds[0], p->ctl_ep + got, sizeof p->ctl_ep - 1 - got);
-        if (k <= 0)
-            break;
-        got += (size_t)k;
-        if (memchr(p->ctl_ep, '\n', got))
-            break;
-    }
-    close(fds[0]);
-    p->ctl_ep[got] = 0;
-    char *nl = strchr(p->ctl_ep, '\n');
-    if (!nl) {
-        snprintf(err, errlen, "%s: spawned worker (pid %d) did not report its endpoint", p->id,
-                 (int)pid);
-        return -1;
-    }
-    *nl = 0;
-    return 0;
+    /* Forked from the run's own thread, which outlives every worker: they die with it. */
+    spawn_opts o = { .exe = "/proc/self/exe", .id = p->id, .host = c->cfg->host,
+                     .cap_bytes = p->cap_bytes, .slowdown = c->cfg->slowdown,
+                     .die_with_parent = 1 };
+    return spawn_worker(&o, &p->spawned, p->ctl_ep, sizeof p->ctl_ep, err, errlen);
 }
 
 void swarm_reap(swarm_t *c, swarm_peer *p, int kill_it)
 {
-    siginfo_t si = { 0 };
-    if (!p->spawned)
-        return;
-    if (kill_it)
-        kill(p->spawned, SIGKILL);
-    /* Peek first (WNOWAIT): reaping adds the child's I/O to our /proc/self/io, which the
-     * cache gate reads, so the zombie's read_bytes are noted and taken out again. */
-    if (waitid(P_PID, (id_t)p->spawned, &si, WEXITED | WNOWAIT | (kill_it ? 0 : WNOHANG)) ||
-        si.si_pid != p->spawned)
-        return;
-    c->reaped_read_bytes += util_io_read_bytes_pid((int)p->spawned);
-    waitpid(p->spawned, NULL, 0);
-    cap_reap((int)p->spawned); /* a SIGKILLed worker cannot remove its own cgroup */
-    p->spawned = 0;
+    uint64_t read = 0;
+    if (p->spawned &&
+        spawn_reap(p->spawned, kill_it ? SPAWN_KILL : SPAWN_POLL, &read, NULL, 0) == 1) {
+        c->reaped_read_bytes += read;
+        p->spawned = 0;
+    }
 }
 
 /* ------------------------------------------------------------ setup */
@@ -279,7 +208,7 @@ static int s_wait_states(swarm_t *c, int want, uint64_t timeout_ms, char *err, s
             /* Workers that are ready (or waiting for others to load) hear from us, so none
              * takes a long setup for a vanished coordinator. */
             if (p->state >= P_HELLO && p->state != P_LOST &&
-                util_now_ns() - p->hb_sent_ns > (uint64_t)c->cfg->heartbeat_ms * 1000000ull)
+                pirate_due(&p->hb, util_now_ns(), c->cfg->heartbeat_ms))
                 swarm_send_heartbeat(c, p);
             swarm_reap(c, p, 0);
             if ((p->state == P_LOADING || p->state == P_HELLO) && swarm_ctl_dropped(p)) {
@@ -399,7 +328,7 @@ int swarm_setup(swarm_t *c, char *err, size_t errlen)
         if (swarm_connect_ctl(c, &c->p[i]))
             return -1;
         swarm_send_hello(c, &c->p[i]);
-        c->p[i].last_heard_ns = util_now_ns();
+        pirate_reset(&c->p[i].hb, util_now_ns());
     }
     if (s_wait_states(c, P_HELLO, S_HELLO_TIMEOUT_MS, err, errlen))
         return -1;
@@ -411,7 +340,7 @@ int swarm_setup(swarm_t *c, char *err, size_t errlen)
     for (uint32_t i = 0; i < c->n; i++) {
         swarm_peer *p = &c->p[i];
         c->setup_read += p->ready.read_bytes;
-        p->last_heard_ns = util_now_ns();
+        pirate_reset(&p->hb, util_now_ns());
         log_info("%s: layers [%u, %u) resident, %llu MiB loaded in %.0f ms, peak rss %llu MiB",
                  p->id, p->first, p->last, (unsigned long long)(p->ready.bytes_loaded >> 20),
                  p->ready.load_ns / 1e6, (unsigned long long)(p->ready.peak_rss_bytes >> 20));

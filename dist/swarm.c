@@ -77,11 +77,11 @@ static void s_route_peer(swarm_t *c, uint32_t i)
         snprintf(rt.prev_key, sizeof rt.prev_key, "%s", c->p[i - 1].pub);
     else
         snprintf(rt.prev_key, sizeof rt.prev_key, "%s", c->pub);
-    arm_link_of(&c->a->profile, c->cfg->input_seed * 131 + i * 7 + c->epoch, &rt.link);
+    netem_profile_link(&c->a->profile, c->cfg->input_seed * 131 + i * 7 + c->epoch, &rt.link);
     if (proto_encode_route(c->out, &rt) == 0)
         swarm_ctl_send(c, p);
     swarm_send_heartbeat(c, p);
-    p->barrier_seq = p->hb_seq;
+    p->barrier_seq = p->hb.seq;
     p->barrier_ok = 0;
 }
 
@@ -90,8 +90,7 @@ static void s_route_peer(swarm_t *c, uint32_t i)
 static int s_barrier_one(swarm_t *c, uint32_t i)
 {
     swarm_peer *p = &c->p[i];
-    uint64_t limit = (uint64_t)c->cfg->liveness * c->cfg->heartbeat_ms * 1000000ull +
-                     c->ctl_allow_ns;
+    uint64_t limit = pirate_window_ns(c->cfg->heartbeat_ms, c->cfg->liveness, c->ctl_allow_ns);
     uint64_t t0 = util_now_ns();
     while (p->state == P_READY && !p->barrier_ok) {
         if (util_now_ns() - t0 > limit) {
@@ -145,9 +144,37 @@ static void s_reroute(swarm_t *c)
         s_replay_inflight(c); /* (a nested reroute already replayed under its epoch) */
 }
 
-void swarm_mark_lost(swarm_t *c, swarm_peer *p, const char *how)
+/* p's layers here, as the llm swarm runs a lost worker's: a slice of the model (stateless for
+ * the dense lab model) under p's cap, resident what fits and the rest streamed with the
+ * [ssd] settings. 0, or -1 with c->budget_err. */
+static int s_open_fallback(swarm_t *c, swarm_peer *p)
 {
     char err[512];
+    uint64_t sums[PROTO_MAX_LAYERS];
+    exec_opts o = { .budget_bytes = p->cap_bytes, .queue_depth = c->cfg->queue_depth,
+                    .chunk_bytes = c->cfg->chunk_bytes,
+                    .overhead_bytes = c->cfg->overhead_bytes, .buffered = c->cfg->buffered,
+                    .verify_resident = 1, .buffers_4k = c->cfg->buffers_4k };
+    for (uint32_t l = p->first; l < p->last && l - p->first < PROTO_MAX_LAYERS; l++)
+        sums[l - p->first] = c->m->layers[l].checksum;
+    slice_opts so = { .path = c->m->path, .first = p->first, .last = p->last, .n_ctx = 1,
+                      .sessions = 1, .max_batch = 1, .cap_bytes = p->cap_bytes,
+                      .expect_sums = sums, .exec = &o };
+    if (p->last - p->first > PROTO_MAX_LAYERS || !(p->fb = slice_new(&so, err, sizeof err))) {
+        snprintf(c->budget_err, sizeof c->budget_err, "fallback for %s impossible: %s", p->id,
+                 p->last - p->first > PROTO_MAX_LAYERS ? "too many layers" : err);
+        return -1;
+    }
+    const exec_plan *pl = slice_plan(p->fb);
+    if (c->t_start) /* taken over during the steps: its load is in their reads too */
+        c->fb_loaded += slice_loaded_bytes(p->fb);
+    log_info("fallback for %s: %u layers resident, %u streamed per step", p->id,
+             pl->n_resident, pl->n_streamed);
+    return 0;
+}
+
+void swarm_mark_lost(swarm_t *c, swarm_peer *p, const char *how)
+{
     uint64_t now = util_now_ns();
     if (p->state == P_LOST)
         return;
@@ -160,7 +187,7 @@ void swarm_mark_lost(swarm_t *c, swarm_peer *p, const char *how)
         snprintf(f->how, sizeof f->how, "%s", how);
         f->lost_step = c->n_done;
         f->lost_ns = now;
-        uint64_t since = p->fault_ns ? p->fault_ns : p->last_heard_ns;
+        uint64_t since = p->fault_ns ? p->fault_ns : p->hb.heard_ns;
         f->detection_ms = since && now > since ? (now - since) / 1e6 : 0;
         f->rejoin_ms = -1;
         p->fo = (int)c->n_fo++;
@@ -177,25 +204,10 @@ void swarm_mark_lost(swarm_t *c, swarm_peer *p, const char *how)
              "coordinator", p->id, how, c->n_done, was_setup ? " (during setup)" : "",
              f ? f->detection_ms : 0.0, p->first, p->last);
     /* Fallback under the lost worker's budget: resident what fits, stream the rest. */
-    if (!p->fb) {
-        exec_opts o = { .budget_bytes = p->cap_bytes, .queue_depth = c->cfg->queue_depth,
-                        .chunk_bytes = c->cfg->chunk_bytes,
-                        .overhead_bytes = c->cfg->overhead_bytes,
-                        .buffered = c->cfg->buffered, .verify_resident = 1,
-                        .buffers_4k = c->cfg->buffers_4k };
-        p->fb = exec_new(c->m, p->first, p->last, &o, err, sizeof err);
-        if (!p->fb) {
-            c->budget_fail = 1;
-            snprintf(c->budget_err, sizeof c->budget_err, "fallback for %s impossible: %s",
-                     p->id, err);
-            log_error("%s", c->budget_err);
-            return;
-        }
-        const exec_plan *pl = exec_get_plan(p->fb);
-        if (c->t_start) /* taken over during the steps: its load is in their reads too */
-            c->fb_loaded += exec_loaded_bytes(p->fb);
-        log_info("fallback for %s: %u layers resident, %u streamed per step", p->id,
-                 pl->n_resident, pl->n_streamed);
+    if (!p->fb && s_open_fallback(c, p)) {
+        c->budget_fail = 1;
+        log_error("%s", c->budget_err);
+        return;
     }
     s_reroute(c);
 }
@@ -259,7 +271,8 @@ static void s_deliver(swarm_t *c, msg_act *a, uint32_t h, uint64_t arrival_ns)
             /* Budget failure: cannot serve this segment; the run stops. */
             return;
         }
-        if (exec_step(p->fb, a->x, &c->fb_stats, err, sizeof err)) {
+        /* stateless: one step at any position, whatever else is in flight */
+        if (slice_step_stats(p->fb, 1, 0, 1, a->x, &c->fb_stats, err, sizeof err)) {
             log_error("fallback %s: %s", p->id, err);
             c->budget_fail = 1;
             snprintf(c->budget_err, sizeof c->budget_err, "fallback %s: %s", p->id, err);
@@ -402,7 +415,7 @@ static void s_rejoin_done(swarm_t *c, swarm_peer *p)
         log_info("%s rejoined: route moves back, fallback released (%.0f ms from hello)", p->id,
                  f->rejoin_ms);
     }
-    exec_free(&p->fb);
+    slice_free(&p->fb);
     p->fo = -1;
     s_reroute(c);
 }
@@ -427,8 +440,7 @@ static void s_ctl_one(swarm_t *c, swarm_peer *p, zmq_msg_t *m)
         log_warn("%s: dropped a bad control message: %s", p->id, err);
         return;
     }
-    p->last_heard_ns = util_now_ns();
-    p->unanswered = 0;
+    pirate_heard(&p->hb, util_now_ns());
     switch (c->msg->type) {
     case MSG_HELLO: {
         const msg_hello *h = &c->msg->u.hello;
@@ -555,20 +567,15 @@ void swarm_handle_ctl(swarm_t *c, swarm_peer *p)
 static void s_tick(swarm_t *c)
 {
     uint64_t now = util_now_ns();
-    uint64_t hb = (uint64_t)c->cfg->heartbeat_ms * 1000000ull;
-    uint64_t dead = (uint64_t)c->cfg->liveness * hb + c->ctl_allow_ns;
+    uint32_t hb_ms = c->cfg->heartbeat_ms, live = c->cfg->liveness;
     for (uint32_t i = 0; i < c->n; i++) {
         swarm_peer *p = &c->p[i];
-        if (p->cont_at_ns && now >= p->cont_at_ns) {
-            if (p->spawned || p->pid)
-                kill(p->spawned ? p->spawned : (pid_t)p->pid, SIGCONT);
+        int ended = fault_release(p->spawned ? p->spawned : (pid_t)p->pid, now,
+                                  &p->cont_at_ns, &p->cut_until_ns);
+        if (ended & (1 << FAULT_STOP))
             log_info("%s: SIGCONT (stop fault over)", p->id);
-            p->cont_at_ns = 0;
-        }
-        if (p->cut_until_ns && now >= p->cut_until_ns) {
-            p->cut_until_ns = 0;
+        if (ended & (1 << FAULT_CUT))
             log_info("%s: link restored", p->id);
-        }
         swarm_reap(c, p, 0);
         if (p->state == P_LOST && p->local && !p->spawned && c->cfg->respawn) {
             char err[256];
@@ -585,15 +592,13 @@ static void s_tick(swarm_t *c)
             continue;
         }
         if (p->state == P_READY || p->state == P_REJOINING) {
-            if (now - p->hb_sent_ns >= hb)
+            if (pirate_due(&p->hb, now, hb_ms))
                 swarm_send_heartbeat(c, p);
-            /* Silence counts only if we kept asking: while the coordinator itself was busy
-             * (a long fallback step), unsent heartbeats cannot have gone unanswered. Read
-             * whatever arrived meanwhile before judging. */
-            if (now - p->last_heard_ns > dead && p->state == P_READY)
+            /* Silence counts only if we kept asking (pirate.h). Read whatever arrived
+             * meanwhile before judging. */
+            if (p->state == P_READY && pirate_lost(&p->hb, now, hb_ms, live, c->ctl_allow_ns))
                 swarm_handle_ctl(c, p);
-            if (now - p->last_heard_ns > dead && p->state == P_READY &&
-                p->unanswered >= c->cfg->liveness) {
+            if (p->state == P_READY && pirate_lost(&p->hb, now, hb_ms, live, c->ctl_allow_ns)) {
                 swarm_mark_lost(c, p, p->fault_ns ? "fault injected" : "heartbeats stopped");
                 now = util_now_ns();
             } else if (p->state == P_READY && p->hb_busy_ns > s_stall_ns(c, p)) {
@@ -618,8 +623,8 @@ static void s_tick(swarm_t *c)
 static void s_inject_faults(swarm_t *c, uint32_t step)
 {
     for (uint32_t k = 0; k < c->a->n_faults; k++) {
-        arm_fault *f = &c->a->faults[k];
-        if (f->done || f->step != step)
+        fault_t *f = &c->a->faults[k];
+        if (f->done || f->at != step)
             continue;
         for (uint32_t i = 0; i < c->n; i++) {
             swarm_peer *p = &c->p[i];
@@ -628,20 +633,15 @@ static void s_inject_faults(swarm_t *c, uint32_t step)
                 continue;
             f->done = 1;
             p->fault_ns = util_now_ns();
-            if (f->kind == FAULT_KILL) {
+            if (f->kind == FAULT_KILL)
                 log_info("fault: SIGKILL %s (pid %d) at step %u", p->id, (int)pid, step);
-                kill(pid, SIGKILL);
-            } else if (f->kind == FAULT_STOP) {
+            else if (f->kind == FAULT_STOP)
                 log_info("fault: SIGSTOP %s for %.1f s at step %u", p->id, f->seconds, step);
-                kill(pid, SIGSTOP);
-                p->cont_at_ns = util_now_ns() + (uint64_t)(f->seconds * 1e9);
-            } else {
-                /* The coordinator's end of the link goes dark both ways: nothing sent to the
-                 * worker, nothing it sends accepted, as if the cable were pulled here. */
+            else /* the coordinator's end of the link goes dark both ways, as if the cable
+                  * were pulled here */
                 log_info("fault: cutting %s's link for %.1f s at step %u", p->id, f->seconds,
                          step);
-                p->cut_until_ns = util_now_ns() + (uint64_t)(f->seconds * 1e9);
-            }
+            fault_inject(f, pid, p->fault_ns, &p->cont_at_ns, &p->cut_until_ns);
         }
     }
 }
@@ -653,7 +653,7 @@ static void s_inject_faults(swarm_t *c, uint32_t step)
 static int s_all_heard(const swarm_t *c, uint64_t from)
 {
     for (uint32_t i = 0; i < c->n; i++)
-        if (c->p[i].state == P_READY && c->p[i].last_heard_ns <= from)
+        if (c->p[i].state == P_READY && c->p[i].hb.heard_ns <= from)
             return 0;
     return 1;
 }
@@ -669,8 +669,8 @@ static void s_check_deadlines(swarm_t *c)
      * liveness window, the time in which every live worker has answered (a deadline of half
      * a window replayed a busy pipeline on a loaded machine). */
     uint64_t deadline_ns = (uint64_t)c->cfg->step_deadline_ms * 1000000ull;
-    uint64_t window_ns = (uint64_t)c->cfg->liveness * c->cfg->heartbeat_ms * 1000000ull +
-                         c->ctl_allow_ns;
+    uint64_t window_ns = pirate_window_ns(c->cfg->heartbeat_ms, c->cfg->liveness,
+                                          c->ctl_allow_ns);
     if (deadline_ns < window_ns)
         deadline_ns = window_ns;
     uint64_t now = util_now_ns();
@@ -797,7 +797,7 @@ int arm_run_resident(arm_ctx *a, run_result *r, char *err, size_t errlen)
         if (c->p[i].fo >= 0 && c->p[i].state != P_READY)
             log_info("%s did not rejoin before the end of the run", c->p[i].id);
     for (uint32_t i = 0; i < c->n; i++)
-        exec_drain(c->p[i].fb);
+        slice_drain(c->p[i].fb);
     /* Our own reads: the kernel adds a reaped child's I/O to its parent's count. */
     r->ssd_read_bytes = util_io_read_bytes() - io0 - (c->reaped_read_bytes - reaped0);
     r->streamed_bytes = c->fb_stats.streamed_bytes;

@@ -9,8 +9,10 @@
 #include "runtime/exec.h"
 #include "base/sec.h"
 #include "dist/arm.h"
+#include "dist/pirate.h"
 #include "netem/netem.h"
 #include "proto/proto.h"
+#include "runtime/slice.h"
 
 #define S_HELLO_TIMEOUT_MS 10000   /* spawn + hello; a worker is a fresh exec of bin/swarm */
 #define S_LOAD_TIMEOUT_MS 300000   /* loading 512 MiB takes ~0.4 s here; remote disks are slower */
@@ -34,8 +36,8 @@ typedef struct {
     void *dealer, *push;
     int state;
     uint32_t first, last;
-    uint64_t last_heard_ns, hb_sent_ns, hb_seq, barrier_seq, probe_ns;
-    uint32_t unanswered;       /* heartbeats sent since the worker last said anything */
+    pirate_t hb;               /* its heartbeats and liveness */
+    uint64_t barrier_seq, probe_ns;
     uint64_t hb_acts;          /* activations completed, as its last heartbeat echo said */
     uint64_t hb_busy_ns;       /* time on its current activation, as its last echo said */
     uint64_t max_compute_ns;   /* its slowest activation so far (from result traces) */
@@ -44,7 +46,7 @@ typedef struct {
     msg_stats stats;
     int have_stats;
     uint64_t io_before;        /* /proc/<pid>/io read_bytes when the steps started */
-    exec_t *fb;                /* local fallback while lost */
+    slice_t *fb;               /* its layers here while it is lost (the llm swarm's kind) */
     int fo;                    /* index into failover records, -1 none */
     uint64_t cont_at_ns;       /* SIGCONT due (stop fault) */
     uint64_t fault_ns;         /* when we injected a fault into it */

@@ -82,7 +82,7 @@ void swarm_teardown(swarm_t *c)
         if (p->spawned && p->cont_at_ns)
             kill(p->spawned, SIGCONT);
         swarm_reap(c, p, 1);
-        exec_free(&p->fb);
+        slice_free(&p->fb);
         swarm_close_ctl(p);
         if (p->push)
             zmq_close(p->push);

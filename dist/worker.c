@@ -695,7 +695,10 @@ static void s_loop(worker_t *w)
                 util_sleep_until_ns(next);
             s_release_due(w);
         }
-        if (w->peer_len && util_now_ns() - w->last_heard_ns > WORKER_COORD_TIMEOUT_MS * 1000000ull) {
+        /* a coordinator that has sent nothing (not even a heartbeat) this long is gone: its
+         * layers are released and the next one is waited for (pirate.h) */
+        if (w->peer_len &&
+            util_now_ns() - w->last_heard_ns > PIRATE_WORKER_SILENT_MS * 1000000ull) {
             s_release(w, "coordinator silent");
             if (w->once)
                 break;

@@ -13,11 +13,9 @@
 #include "netem/netem.h"
 #include "proto/proto.h"
 #include "dist/compute.h"
+#include "dist/pirate.h"
 #include "runtime/slice.h"
 
-/* A coordinator that sends nothing (its heartbeats are 100 ms apart by default) for this
- * long is gone; the worker releases its layers and waits for the next one. */
-#define WORKER_COORD_TIMEOUT_MS 3000
 #define WORKER_LINGER_MS 100      /* bounded close: shutdown never hangs */
 #define WORKER_QUEUE_CAP 256      /* activations held by link emulation at once */
 /* Weight distribution: 4 x 1 MiB requests in flight keep a LAN link busy (one round trip

@@ -199,7 +199,7 @@ static int s_run_one(lab_t *L, const lab_cond *c, uint32_t rep, uint32_t idx, ui
         a.cfg = &fcfg;
         a.n_faults = 1;
         a.faults[0].kind = FAULT_KILL;
-        a.faults[0].step = L->cfg.steps / 4;
+        a.faults[0].at = L->cfg.steps / 4;
         if (L->cfg.n_workers)
             snprintf(a.faults[0].worker, sizeof a.faults[0].worker, "%s",
                      L->cfg.worker[nw / 2].name);

@@ -15,6 +15,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "proto/proto.h"
+
 #define NETEM_NAME_MAX 32
 
 typedef enum {
@@ -47,6 +49,9 @@ int netem_profile_set(netem_profile *p, const char *key, const char *val, char *
 const char *netem_profile_describe(const netem_profile *p, char *buf, size_t len);
 /* Is this profile a no-op? */
 int netem_profile_is_none(const netem_profile *p);
+/* The link a route carries to its receiver (proto.h msg_link): p's delay, jitter, loss and
+ * rate, and the seed of the receiver's draws. Both arms of the swarm route with it. */
+void netem_profile_link(const netem_profile *p, uint64_t seed, msg_link *l);
 
 /* ---- the shaper: release-time arithmetic for one link direction ---- */
 typedef struct netem_shaper netem_shaper;

@@ -231,3 +231,14 @@ int netem_profile_resolve(const char *name, const char *config_path, netem_profi
     }
     return 0;
 }
+
+void netem_profile_link(const netem_profile *p, uint64_t seed, msg_link *l)
+{
+    memset(l, 0, sizeof *l);
+    l->delay_ns = p->delay_ns;
+    l->jitter_ns = p->jitter_ns;
+    l->dist = p->dist;
+    l->loss_ppm = (uint32_t)(p->loss * 1e6);
+    l->rate_bps = p->rate_bps;
+    l->seed = seed;
+}

@@ -23,6 +23,7 @@ struct slice {
     int am_open;
     exec_t *e;
     uint32_t first, last, n_ctx, max_batch, n_slots, kv_dim;
+    int stateless;                /* no layer keeps a cache: no slots are used */
     s_slot *slots;
     uint64_t kv_alloc;
 };
@@ -90,11 +91,6 @@ slice_t *slice_new_ex(const slice_opts *o, int *cap_short, char *err, size_t err
     }
     s->am_open = 1;
     const arch_hparams *hp = &s->am.hp;
-    if (hp->id == ARCH_DENSE) {
-        util_errf(err, errlen, o->path, "the dense lab model has no sessions (its workers run "
-                  "the dense path)");
-        goto err;
-    }
     if (o->first >= o->last || o->last > hp->n_layers) {
         util_errf(err, errlen, o->path, "layers [%u, %u) do not fit its %u", o->first,
                   o->last, hp->n_layers);
@@ -132,17 +128,24 @@ slice_t *slice_new_ex(const slice_opts *o, int *cap_short, char *err, size_t err
         }
     }
     exec_opts eo;
-    exec_opts_worker(&eo, o->cap_bytes);
-    eo.max_pos = o->max_batch;
-    eo.held_bytes = slice_held_bytes(&s->am, o->max_batch, o->n_ctx,
-                                     o->threads > 0 ? (uint32_t)o->threads : 1);
+    uint64_t kv_per_pos = 0;
     for (uint32_t l = o->first; l < o->last; l++) {
         arch_cost c;
         arch_layer_cost(&s->am, l, &c);
-        eo.held_bytes += (uint64_t)o->sessions * o->n_ctx * c.kv_bytes_per_pos;
+        kv_per_pos += c.kv_bytes_per_pos;
     }
+    s->stateless = kv_per_pos == 0;
+    if (o->exec) {
+        eo = *o->exec;
+    } else {
+        exec_opts_worker(&eo, o->cap_bytes);
+        eo.held_bytes = slice_held_bytes(&s->am, o->max_batch, o->n_ctx,
+                                         o->threads > 0 ? (uint32_t)o->threads : 1) +
+                        (uint64_t)o->sessions * o->n_ctx * kv_per_pos;
+    }
+    eo.max_pos = o->max_batch;
     exec_plan plan;
-    if (o->cap_bytes &&
+    if (!o->exec && o->cap_bytes &&
         exec_plan_make_arch(&s->am, o->first, o->last, &eo, &plan, why, sizeof why)) {
         *cap_short = 1;
         snprintf(err, errlen, "%s", why);
@@ -189,8 +192,15 @@ static s_slot *s_find(const slice_t *s, uint64_t session)
 int slice_step(slice_t *s, uint64_t session, uint32_t pos0, uint32_t n, float *x, char *err,
                size_t errlen)
 {
-    char what[64];
     exec_stats st;
+    memset(&st, 0, sizeof st);
+    return slice_step_stats(s, session, pos0, n, x, &st, err, errlen);
+}
+
+int slice_step_stats(slice_t *s, uint64_t session, uint32_t pos0, uint32_t n, float *x,
+                     exec_stats *st, char *err, size_t errlen)
+{
+    char what[64];
     snprintf(what, sizeof what, "session %llu", (unsigned long long)session);
     if (!session || !n || n > s->max_batch) {
         util_errf(err, errlen, what, "%u positions (1..%u), session id >= 1", n, s->max_batch);
@@ -201,6 +211,8 @@ int slice_step(slice_t *s, uint64_t session, uint32_t pos0, uint32_t n, float *x
                   pos0 + n - 1, s->n_ctx);
         return -1;
     }
+    if (s->stateless) /* nothing cached: any step, in any order */
+        return exec_step_n(s->e, x, n, pos0, NULL, st, err, errlen);
     s_slot *sl = s_find(s, session);
     if (!sl) {
         if (!(sl = s_find(s, 0))) {
@@ -220,8 +232,7 @@ int slice_step(slice_t *s, uint64_t session, uint32_t pos0, uint32_t n, float *x
                   (int)sl->cached - 1);
         return -1;
     }
-    memset(&st, 0, sizeof st);
-    if (exec_step_n(s->e, x, n, pos0, sl->kv, &st, err, errlen))
+    if (exec_step_n(s->e, x, n, pos0, sl->kv, st, err, errlen))
         return -1;
     /* a step from pos0 makes rows past pos0+n stale: they were computed over other tokens */
     sl->cached = pos0 + n;
@@ -238,6 +249,8 @@ int slice_end(slice_t *s, uint64_t session)
 }
 
 uint32_t slice_dim(const slice_t *s) { return s->am.hp.dim; }
+int slice_stateless(const slice_t *s) { return s->stateless; }
+void slice_drain(slice_t *s) { if (s) exec_drain(s->e); }
 uint64_t slice_loaded_bytes(const slice_t *s) { return exec_loaded_bytes(s->e); }
 uint64_t slice_kv_alloc_bytes(const slice_t *s) { return s->kv_alloc; }
 const exec_plan *slice_plan(const slice_t *s) { return exec_get_plan(s->e); }

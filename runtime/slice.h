@@ -11,6 +11,10 @@
  * with the executor's numbers. The caches of a slot are allocated when a session first uses
  * it and freed when the session ends (or the slice is freed).
  *
+ * A stateless architecture (the dense lab model: no layer keeps a KV cache) has no slots to
+ * fill: every step is independent, whatever its session and positions, so steps may run in
+ * any order and several be in flight at once.
+ *
  * Positions are written by index: a step at pos0 of n positions writes cache rows pos0 ..
  * pos0+n-1 and attends over 0 .. pos0+n-1, so a step may start anywhere up to the first
  * position not yet cached (a replay from 0 rewrites the same rows with the same bits) but
@@ -35,6 +39,11 @@ typedef struct {
     int threads;                  /* compute threads (same bits for any count) */
     const uint64_t *expect_sums;  /* the coordinator's checksums of layers first..last-1, or
                                    * NULL: a layer whose sum differs is refused */
+    const exec_opts *exec;        /* the executor's options as the caller planned them (a
+                                   * coordinator's fallback: resident what fits under
+                                   * budget_bytes, the rest streamed), or NULL: a worker's
+                                   * (everything resident under cap_bytes, what the slice
+                                   * holds beside its layers planned in) */
 } slice_opts;
 
 typedef struct slice slice_t;
@@ -58,6 +67,13 @@ void slice_free(slice_t **s);
  * 1..max_batch, the positions pass n_ctx or leave a gap, or every slot holds a live session. */
 int slice_step(slice_t *s, uint64_t session, uint32_t pos0, uint32_t n, float *x, char *err,
                size_t errlen);
+/* The same, adding what the executor did to *st (reads, waits, content-gate hashes). */
+int slice_step_stats(slice_t *s, uint64_t session, uint32_t pos0, uint32_t n, float *x,
+                     exec_stats *st, char *err, size_t errlen);
+/* Does the range keep no state between steps (no KV cache: the dense lab model)? */
+int slice_stateless(const slice_t *s);
+/* Wait for every read in flight (before /proc/self/io is read for the cache gate). */
+void slice_drain(slice_t *s);
 /* Free a session's caches: 1 when it had a slot, 0 when it had none (already ended, or never
  * ran here: a session end goes to every worker). */
 int slice_end(slice_t *s, uint64_t session);

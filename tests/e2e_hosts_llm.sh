@@ -194,7 +194,7 @@ cp_=$!; bg+=("$cp_")
 for _ in $(seq 1500); do [ -s "$prog" ] && break; kill -0 "$cp_" 2>/dev/null || break; sleep 0.01; done
 "$SWARM_BIN" netem --netns "${HOSTS_NS}1" --link "${HOSTS_LINK}1" --blackhole on >/dev/null 2>&1
 if [ -s "$prog" ]; then ok; else bad "e: no progress file from h1 before the cut"; fi
-sleep 4 # the worker's coordinator timeout (WORKER_COORD_TIMEOUT_MS) and a second
+sleep 4 # the worker's coordinator timeout (PIRATE_WORKER_SILENT_MS) and a second
 "$SWARM_BIN" netem --netns "${HOSTS_NS}1" --link "${HOSTS_LINK}1" --blackhole off >/dev/null 2>&1
 "$SWARM_BIN" netem --netns "${HOSTS_NS}1" --link "${HOSTS_LINK}1" --detach >/dev/null 2>&1
 for _ in $(seq 100); do kill -0 "$cp_" 2>/dev/null || break; sleep 0.1; done
