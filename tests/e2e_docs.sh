@@ -57,22 +57,27 @@ def anchors_of(path):
         anchors[path] = out
     return anchors[path]
 for path in sys.stdin.read().split():
+    # the file with fenced blocks blanked and code spans removed, lines kept: link text may wrap
+    body = [""] * sum(1 for _ in open(path, encoding="utf-8"))
     for no, line in lines_outside_code(path):
-        text = re.sub(r"(`+)(?:(?!\1).)+\1", "", line)      # code spans are not links
-        targets = [m.group(1) for m in LINK.finditer(text)]
-        m = REF.match(text)
-        if m: targets.append(m.group(1))
-        for t in targets:
-            if re.match(r"^[A-Za-z][A-Za-z0-9+.-]*:", t): continue   # http:, mailto:, ...
-            file, _, anchor = t.partition("#")
-            where = "%s:%d: link \"%s\"" % (path, no, t)
-            dest = os.path.normpath(os.path.join(os.path.dirname(path), file)) if file else path
-            if not os.path.exists(dest):
-                print("%s: %s does not exist" % (where, dest)); continue
-            if anchor and dest.endswith(".md") and os.path.isfile(dest) \
-                    and anchor.lower() not in anchors_of(dest):
-                print("%s: %s has no heading for #%s" % (where, dest, anchor)); continue
-            print("ok")
+        body[no - 1] = re.sub(r"(`+)(?:(?!\1).)+\1", "", line)
+    text = "\n".join(body)
+    found = [(m.start(), m.group(1)) for m in LINK.finditer(text)]
+    for no, line in enumerate(body, 1):
+        m = REF.match(line)
+        if m: found.append((sum(len(l) + 1 for l in body[:no - 1]), m.group(1)))
+    for at, t in found:
+        no = text.count("\n", 0, at) + 1
+        if re.match(r"^[A-Za-z][A-Za-z0-9+.-]*:", t): continue   # http:, mailto:, ...
+        file, _, anchor = t.partition("#")
+        where = "%s:%d: link \"%s\"" % (path, no, t)
+        dest = os.path.normpath(os.path.join(os.path.dirname(path), file)) if file else path
+        if not os.path.exists(dest):
+            print("%s: %s does not exist" % (where, dest)); continue
+        if anchor and dest.endswith(".md") and os.path.isfile(dest) \
+                and anchor.lower() not in anchors_of(dest):
+            print("%s: %s has no heading for #%s" % (where, dest, anchor)); continue
+        print("ok")
 ')
 
 # ---- docs/cli.md names every command and every flag its --help prints ------------------------
