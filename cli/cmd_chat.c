@@ -22,6 +22,7 @@ static void s_usage(FILE *f)
             "  stderr; a template that is not recognised is an error unless --chat-template\n"
             "  NAME says which to use (names: swarm chat --list-templates).\n"
             "  --system TEXT        a system message before the first turn\n"
+            "  A reply is at most 256 tokens unless -n says otherwise (the 64 below is generate's).\n"
             LLM_CLI_GEN_USAGE);
 }
 

@@ -27,7 +27,7 @@ static void s_usage(FILE *f)
             "  Streams the generated text to stdout; prompt tokens/s, generation tokens/s, time\n"
             "  to first token and inter-token latency p50/p95/p99 go to stderr.\n"
             "  --prompt TEXT         the prompt (tokenized with the file's tokenizer)\n"
-            "  --arm reference|ssd   where the weights live (default reference: resident;\n"
+            "  --arm reference|ssd|resident  where the weights live (default reference: resident;\n"
             "                        ssd: leading layers resident under --cap, the rest\n"
             "                        streamed every pass, cache and content gates judged;\n"
             "                        resident: the layers in --workers spawned workers\n"
@@ -61,7 +61,7 @@ static void s_usage(FILE *f)
             "                        pass) and require identical token ids and logits digest\n"
             "  --kl-base OTHER.gguf  KL divergence and top-1 agreement of MODEL against OTHER\n"
             "                        at the generated positions (same tokens through both)\n"
-            "  --out FILE.jsonl      append a result object (fields: README, \"generate\")\n");
+            "  --out FILE.jsonl      append a result object (fields: docs/results.md)\n");
 }
 
 typedef struct {

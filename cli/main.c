@@ -14,8 +14,8 @@ static void s_usage(FILE *f)
 {
     fprintf(f,
             "usage: swarm COMMAND [options]   (swarm COMMAND --help for each)\n"
-            "  gen         write a synthetic dense model (GGUF v3)\n"
-            "  run         run one arm (reference | ssd | resident) on a config\n"
+            "  gen         write a synthetic model: the dense lab's, or a random llama/qwen2\n"
+            "  run         run one arm (reference | ssd | resident | quantized) on a config\n"
             "  lab         the lab comparison: every condition, repeats, table, plots\n"
             "  worker      serve a slice of layers to a coordinator\n"
             "  bench-disk  O_DIRECT read bandwidth in the SSD arm's pattern, depth 1/2/4/8\n"
