@@ -27,8 +27,10 @@ for mode in greedy seeded; do
     expect_rc ref_$mode 0
     for nw in 2 3; do
         n=res_${mode}_$nw
+        # --threads 1: the default is the physical cores (dist/arm_open.c), and the shared core
+        # below is one session on one thread's
         sw $n generate "$T/m.gguf" --prompt "$P" -n 20 "${S[@]}" --batch 3 --arm resident \
-            --workers $nw --worker-cap 64M --out "$T/$n.jsonl"
+            --workers $nw --worker-cap 64M --threads 1 --out "$T/$n.jsonl"
         expect_rc $n 0
         has $n err "parity: pass (token ids and logits identical to the reference arm"
         eq "$n text" "$(cat "$T/$n.out")" "$(cat "$T/ref_$mode.out")"
