@@ -136,7 +136,41 @@ static int s_check_faults(const arm_ctx *a, const config_t *cfg, const char *arm
     return 0;
 }
 
-int cmd_run(int argc, char **argv)
+/* The command line, parsed. */
+typedef struct {
+    const char *arm, *out, *dump_in, *dump_out, *profile, *model_flag;
+    const char *sets[64];         /* --set, and the flags that are config keys */
+    int nsets, parity, quiet;
+    uint32_t steps, inflight, workers;
+} s_opts;
+
+/* --model, --cap, --buffered and --set are config overrides, applied in order. */
+static int s_add_set(s_opts *o, int c, const char *v)
+{
+    static char buf[64][PATH_MAX + 32];
+    if (c == 'm')
+        o->model_flag = v;
+    else if (c == 'S' && !strncmp(v, "model.path=", 11))
+        o->model_flag = NULL; /* the later one wins, as in the config */
+    if (o->nsets >= 64) {
+        fprintf(stderr, "swarm run: too many overrides\n");
+        return -1;
+    }
+    snprintf(buf[o->nsets], sizeof buf[o->nsets], "%s%s",
+             c == 'm' ? "model.path=" : c == 'c' ? "ssd.cap=" : c == 'b' ? "ssd.io=" : "",
+             c == 'b' ? "buffered" : v);
+    o->sets[o->nsets] = buf[o->nsets];
+    o->nsets++;
+    if (c == 'c' && o->nsets < 64) { /* one cap for every capped process */
+        snprintf(buf[o->nsets], sizeof buf[o->nsets], "swarm.cap=%s", v);
+        o->sets[o->nsets] = buf[o->nsets];
+        o->nsets++;
+    }
+    return 0;
+}
+
+/* EXIT_OK after --help, EXIT_USAGE (printed), or -1: parsed, go on. */
+static int s_parse(s_opts *o, arm_ctx *a, int argc, char **argv)
 {
     static const struct option opts[] = {
         { "arm", required_argument, 0, 'a' },      { "steps", required_argument, 0, 'n' },
@@ -151,69 +185,36 @@ int cmd_run(int argc, char **argv)
         { "respawn", no_argument, 0, 'R' },
         { 0, 0, 0, 0 }
     };
-    static config_t cfg;
-    arm_ctx a = { 0 };
-    model_t m = { 0 }, qm = { 0 };
-    run_result r = { 0 }, ref = { 0 };
-    const char *arm = NULL, *out = NULL, *dump_in = NULL, *dump_out = NULL, *profile = NULL;
-    const char *model_flag = NULL;
-    model_source src;
-    const char *sets[64];
-    int nsets = 0, parity = 1, quiet = 0, c, rc = EXIT_FAIL;
-    uint32_t steps = 0, inflight = 0, workers = 0;
-    char err[1024];
-    float *inputs = NULL, *outputs = NULL, *refout = NULL;
-
-    log_set_role("coord");
-    arm_install_signals();
-    config_defaults(&cfg);
+    int c;
     optind = 1;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (c) {
-        case 'a': arm = optarg; break;
+        case 'a': o->arm = optarg; break;
         case 'n':
-            if (s_flag_u32("--steps", optarg, 1000000, &steps))
+            if (s_flag_u32("--steps", optarg, 1000000, &o->steps))
                 return EXIT_USAGE;
             break;
-        case 'o': out = optarg; break;
-        case 'm': case 'c': case 'b': case 'S': {
-            if (c == 'm')
-                model_flag = optarg;
-            else if (c == 'S' && !strncmp(optarg, "model.path=", 11))
-                model_flag = NULL; /* the later one wins, as in the config */
-            static char buf[64][PATH_MAX + 32];
-            if (nsets >= 64) {
-                fprintf(stderr, "swarm run: too many overrides\n");
+        case 'o': o->out = optarg; break;
+        case 'm': case 'c': case 'b': case 'S':
+            if (s_add_set(o, c, optarg))
                 return EXIT_USAGE;
-            }
-            snprintf(buf[nsets], sizeof buf[nsets], "%s%s",
-                     c == 'm' ? "model.path=" : c == 'c' ? "ssd.cap=" : c == 'b' ? "ssd.io=" : "",
-                     c == 'b' ? "buffered" : optarg);
-            sets[nsets] = buf[nsets];
-            nsets++;
-            if (c == 'c' && nsets < 64) { /* one cap for every capped process */
-                snprintf(buf[nsets], sizeof buf[nsets], "swarm.cap=%s", optarg);
-                sets[nsets] = buf[nsets];
-                nsets++;
-            }
             break;
-        }
-        case 'P': parity = 0; break;
-        case 'R': sets[nsets++] = "swarm.respawn=1"; break;
-        case 'p': profile = optarg; break;
+        case 'P': o->parity = 0; break;
+        case 'R': o->sets[o->nsets++] = "swarm.respawn=1"; break;
+        case 'p': o->profile = optarg; break;
         case 'i':
-            if (s_flag_u32("--inflight", optarg, 64, &inflight))
+            if (s_flag_u32("--inflight", optarg, 64, &o->inflight))
                 return EXIT_USAGE;
             break;
         case 'w':
-            if (s_flag_u32("--workers", optarg, CONFIG_MAX_WORKERS, &workers))
+            if (s_flag_u32("--workers", optarg, CONFIG_MAX_WORKERS, &o->workers))
                 return EXIT_USAGE;
             break;
-        case 'I': dump_in = optarg; break;
-        case 'O': dump_out = optarg; break;
-        case 'q': quiet = 1; break;
+        case 'I': o->dump_in = optarg; break;
+        case 'O': o->dump_out = optarg; break;
+        case 'q': o->quiet = 1; break;
         case 'K': case 'T': case 'C':
-            if (s_parse_fault(&a, c == 'K' ? FAULT_KILL : c == 'T' ? FAULT_STOP : FAULT_CUT,
+            if (s_parse_fault(a, c == 'K' ? FAULT_KILL : c == 'T' ? FAULT_STOP : FAULT_CUT,
                               optarg)) {
                 fprintf(stderr, "swarm run: bad fault '%s' (ID@STEP, ID@STEP:SECONDS)\n", optarg);
                 return EXIT_USAGE;
@@ -223,43 +224,127 @@ int cmd_run(int argc, char **argv)
         default: return EXIT_USAGE;
         }
     }
-    if (optind < argc && config_load(&cfg, argv[optind], err, sizeof err)) {
-        fprintf(stderr, "swarm run: %s\n", err);
-        return EXIT_USAGE;
+    return -1;
+}
+
+/* The config (file, then overrides, then flags) and the arm's checks. 0 / -1 (printed). */
+static int s_configure(const s_opts *o, arm_ctx *a, config_t *cfg, int argc, char **argv)
+{
+    char err[1024];
+    if (optind < argc && config_load(cfg, argv[optind], err, sizeof err))
+        goto err;
+    for (int i = 0; i < o->nsets; i++)
+        if (config_set(cfg, o->sets[i], err, sizeof err))
+            goto err;
+    if (!o->arm) {
+        fprintf(stderr, "swarm run: --arm is required (arms: reference, ssd, resident, "
+                "quantized)\n");
+        return -1;
     }
-    for (int i = 0; i < nsets; i++) {
-        if (config_set(&cfg, sets[i], err, sizeof err)) {
+    if (strcmp(o->arm, "reference") && strcmp(o->arm, "ssd") && strcmp(o->arm, "resident") &&
+        strcmp(o->arm, "quantized")) {
+        fprintf(stderr, "swarm run: unknown arm '%s' (arms: reference, ssd, resident, "
+                "quantized)\n", o->arm);
+        return -1;
+    }
+    if (o->steps)
+        cfg->steps = o->steps;
+    if (o->inflight)
+        cfg->inflight = o->inflight;
+    if (o->workers)
+        cfg->workers = o->workers;
+    if (o->profile)
+        snprintf(cfg->profile, sizeof cfg->profile, "%s", o->profile);
+    if (config_profile(cfg, cfg->profile, &a->profile, err, sizeof err))
+        goto err;
+    return s_check_faults(a, cfg, o->arm);
+err:
+    fprintf(stderr, "swarm run: %s\n", err);
+    return -1;
+}
+
+/* What the arm needs before the parity reference is spent on it: the SSD arm's plan, the
+ * quantized file and its fit. 0, or an exit code (logged). */
+static int s_prepare(const char *arm, config_t *cfg, model_t *m, const model_source *src,
+                     model_t *qm)
+{
+    char err[1024];
+    if (!strcmp(arm, "ssd")) {
+        /* Refuse an impossible plan before spending a reference run on it. */
+        exec_opts po = { .budget_bytes = cfg->cap_bytes, .queue_depth = cfg->queue_depth,
+                         .chunk_bytes = cfg->chunk_bytes, .overhead_bytes = cfg->overhead_bytes };
+        exec_plan pl;
+        if (exec_plan_make(m, 0, m->n_layers, &po, &pl, err, sizeof err)) {
+            log_error("ssd arm: %s", err);
+            return EXIT_FAIL;
+        }
+    }
+    if (!strcmp(arm, "quantized")) {
+        /* The quantized file (made if missing and allowed) and its fit, before the reference */
+        int qrc = arm_quant_open(cfg, m, src->generate, qm, err, sizeof err);
+        if (qrc == -2) {
             fprintf(stderr, "swarm run: %s\n", err);
             return EXIT_USAGE;
         }
+        if (qrc || arm_quant_fit(cfg, qm, err, sizeof err)) {
+            log_error("%s", err);
+            return EXIT_FAIL;
+        }
     }
-    if (!arm) {
-        fprintf(stderr, "swarm run: --arm is required (arms: reference, ssd, resident, "
-                "quantized)\n");
-        return EXIT_USAGE;
+    return 0;
+}
+
+/* The arm itself, its table and result line. 0 ok, -EXIT_BUDGET partial (written), -1 failed
+ * (logged). */
+static int s_run_arm(const s_opts *o, arm_ctx *a, const config_t *cfg, run_result *r)
+{
+    char err[1024];
+    const char *arm = o->arm;
+    result_init(r, arm, cfg->steps);
+    snprintf(r->model, sizeof r->model, "%s", a->model->path);
+    snprintf(r->config, sizeof r->config, "%s", cfg->path[0] ? cfg->path : "(built-in defaults)");
+    snprintf(r->profile, sizeof r->profile, "%s", a->profile.name[0] ? a->profile.name : "none");
+    int arc = !strcmp(arm, "reference") ? arm_run_reference(a, r, err, sizeof err)
+              : !strcmp(arm, "ssd")     ? arm_run_ssd(a, r, err, sizeof err)
+              : !strcmp(arm, "quantized") ? arm_run_quantized(a, r, err, sizeof err)
+                                        : arm_run_resident(a, r, err, sizeof err);
+    if (arc && arc != -EXIT_BUDGET) {
+        log_error("%s", err);
+        return -1;
     }
-    if (strcmp(arm, "reference") && strcmp(arm, "ssd") && strcmp(arm, "resident") &&
-        strcmp(arm, "quantized")) {
-        fprintf(stderr, "swarm run: unknown arm '%s' (arms: reference, ssd, resident, "
-                "quantized)\n", arm);
-        return EXIT_USAGE;
+    if (arc == -EXIT_BUDGET) /* partial: every completed step's result is still written */
+        log_error("%s", err);
+    result_print(r);
+    if (o->out) {
+        json_t *j = result_to_json(r);
+        if (result_append_jsonl(o->out, j, err, sizeof err))
+            log_error("%s", err);
+        json_decref(j);
     }
-    if (steps)
-        cfg.steps = steps;
-    if (inflight)
-        cfg.inflight = inflight;
-    if (workers)
-        cfg.workers = workers;
-    if (profile)
-        snprintf(cfg.profile, sizeof cfg.profile, "%s", profile);
-    if (config_profile(&cfg, cfg.profile, &a.profile, err, sizeof err)) {
-        fprintf(stderr, "swarm run: %s\n", err);
-        return EXIT_USAGE;
-    }
-    if (s_check_faults(&a, &cfg, arm))
+    return arc;
+}
+
+int cmd_run(int argc, char **argv)
+{
+    static config_t cfg;
+    arm_ctx a = { 0 };
+    model_t m = { 0 }, qm = { 0 };
+    run_result r = { 0 }, ref = { 0 };
+    s_opts o = { .parity = 1 };
+    model_source src;
+    int rc;
+    char err[1024];
+    float *inputs = NULL, *outputs = NULL, *refout = NULL;
+
+    log_set_role("coord");
+    arm_install_signals();
+    config_defaults(&cfg);
+    if ((rc = s_parse(&o, &a, argc, argv)) >= 0)
+        return rc;
+    if (s_configure(&o, &a, &cfg, argc, argv))
         return EXIT_USAGE;
     /* A missing model is a usage error, found before anything is created. */
-    config_model_source(&cfg, model_flag, &src);
+    config_model_source(&cfg, o.model_flag, &src);
     if (model_check_source(&src, err, sizeof err) < 0) {
         fprintf(stderr, "swarm run: %s\n", err);
         return EXIT_USAGE;
@@ -268,6 +353,7 @@ int cmd_run(int argc, char **argv)
         log_error("%s", err);
         return EXIT_FAIL;
     }
+    rc = EXIT_FAIL;
     uint64_t n = (uint64_t)cfg.steps * m.dim;
     inputs = malloc(n * sizeof(float));
     outputs = calloc(n, sizeof(float));
@@ -283,32 +369,11 @@ int cmd_run(int argc, char **argv)
     a.inputs = inputs;
     a.inflight = cfg.inflight;
     a.workers = cfg.workers;
-    a.progress = !quiet && isatty(2);
-
-    if (!strcmp(arm, "ssd")) {
-        /* Refuse an impossible plan before spending a reference run on it. */
-        exec_opts po = { .budget_bytes = cfg.cap_bytes, .queue_depth = cfg.queue_depth,
-                         .chunk_bytes = cfg.chunk_bytes, .overhead_bytes = cfg.overhead_bytes };
-        exec_plan pl;
-        if (exec_plan_make(&m, 0, m.n_layers, &po, &pl, err, sizeof err)) {
-            log_error("ssd arm: %s", err);
-            goto out;
-        }
-    }
-    if (!strcmp(arm, "quantized")) {
-        /* The quantized file (made if missing and allowed) and its fit, before the reference */
-        int qrc = arm_quant_open(&cfg, &m, src.generate, &qm, err, sizeof err);
-        if (qrc == -2) {
-            fprintf(stderr, "swarm run: %s\n", err);
-            rc = EXIT_USAGE;
-            goto out;
-        }
-        if (qrc || arm_quant_fit(&cfg, &qm, err, sizeof err)) {
-            log_error("%s", err);
-            goto out;
-        }
-    }
-    if (parity && strcmp(arm, "reference")) {
+    a.progress = !o.quiet && isatty(2);
+    if ((rc = s_prepare(o.arm, &cfg, &m, &src, &qm)) != 0)
+        goto out;
+    rc = EXIT_FAIL;
+    if (o.parity && strcmp(o.arm, "reference")) {
         /* The parity reference runs first, in this process, uncapped. */
         a.outputs = refout;
         result_init(&ref, "reference", cfg.steps);
@@ -321,32 +386,11 @@ int cmd_run(int argc, char **argv)
                  ref.steps_per_s);
     }
     a.outputs = outputs;
-    if (!strcmp(arm, "quantized"))
+    if (!strcmp(o.arm, "quantized"))
         a.model = &qm;
-    result_init(&r, arm, cfg.steps);
-    snprintf(r.model, sizeof r.model, "%s", a.model->path);
-    snprintf(r.config, sizeof r.config, "%s", cfg.path[0] ? cfg.path : "(built-in defaults)");
-    snprintf(r.profile, sizeof r.profile, "%s", a.profile.name[0] ? a.profile.name : "none");
-    int arc = !strcmp(arm, "reference") ? arm_run_reference(&a, &r, err, sizeof err)
-              : !strcmp(arm, "ssd")     ? arm_run_ssd(&a, &r, err, sizeof err)
-              : !strcmp(arm, "quantized") ? arm_run_quantized(&a, &r, err, sizeof err)
-                                        : arm_run_resident(&a, &r, err, sizeof err);
-    if (arc && arc != -EXIT_BUDGET) {
-        log_error("%s", err);
-        goto out;
-    }
-    if (arc == -EXIT_BUDGET) /* partial: every completed step's result is still written */
-        log_error("%s", err);
-    result_print(&r);
-    if (out) {
-        json_t *j = result_to_json(&r);
-        if (result_append_jsonl(out, j, err, sizeof err))
-            log_error("%s", err);
-        json_decref(j);
-    }
-    if (dump_in && s_dump(dump_in, inputs, n))
-        goto out;
-    if (dump_out && s_dump(dump_out, outputs, n))
+    int arc = s_run_arm(&o, &a, &cfg, &r);
+    if (arc == -1 || (o.dump_in && s_dump(o.dump_in, inputs, n)) ||
+        (o.dump_out && s_dump(o.dump_out, outputs, n)))
         goto out;
     rc = arc == -EXIT_BUDGET ? EXIT_BUDGET : result_is_void(&r) ? EXIT_VOID : EXIT_OK;
 out:
