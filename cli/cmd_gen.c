@@ -33,7 +33,16 @@ static void s_gen_usage(void)
            "  ctx 2048, alignment 32 (as published files).\n");
 }
 
-int cmd_gen(int argc, char **argv)
+/* The command line: -1 in layers, dim, align means not given (the defaults differ). */
+typedef struct {
+    long layers, dim, align;
+    uint64_t seed;
+    const char *out, *arch, *jinja_path;
+    arch_gen_opts go;
+} s_gen;
+
+/* EXIT_OK after --help, EXIT_USAGE (printed), or -1: parsed. */
+static int s_parse(s_gen *g, int argc, char **argv)
 {
     static const struct option opts[] = {
         { "layers", required_argument, 0, 'L' }, { "dim", required_argument, 0, 'd' },
@@ -47,98 +56,116 @@ int cmd_gen(int argc, char **argv)
         { "rope-linear", required_argument, 0, 'R' }, { "rope-llama3", no_argument, 0, '3' },
         { "chat-template", required_argument, 0, 'J' }, { 0, 0, 0, 0 }
     };
-    /* -1: not given (the dense and llama defaults differ) */
-    long layers = -1, dim = -1, align = -1;
-    uint64_t seed = 1;
-    const char *out = NULL, *arch = NULL, *jinja_path = NULL;
-    arch_gen_opts go = { .n_head = 8, .n_ff = 768, .type = QUANT_F32 };
+    arch_gen_opts *go = &g->go;
     char err[512];
     int c;
-    log_set_role("gen");
     optind = 1;
     while ((c = getopt_long(argc, argv, "o:h", opts, NULL)) != -1) {
         switch (c) {
-        case 'L': layers = (long)strtoul(optarg, NULL, 10); break;
-        case 'd': dim = (long)strtoul(optarg, NULL, 10); break;
-        case 's': seed = strtoull(optarg, NULL, 0); break;
-        case 'o': out = optarg; break;
-        case 'a': align = (long)strtoul(optarg, NULL, 10); break;
-        case 'A': arch = optarg; break;
-        case 'H': go.n_head = (uint32_t)strtoul(optarg, NULL, 10); break;
-        case 'K': go.n_head_kv = (uint32_t)strtoul(optarg, NULL, 10); break;
-        case 'F': go.n_ff = (uint32_t)strtoul(optarg, NULL, 10); break;
-        case 'V': go.vocab_from = optarg; break;
-        case 'N': go.n_vocab = (uint32_t)strtoul(optarg, NULL, 10); break;
-        case 't': go.tied = 1; break;
-        case 'C': go.n_ctx = (uint32_t)strtoul(optarg, NULL, 10); break;
-        case 'R': go.rope_linear = strtof(optarg, NULL); break;
-        case '3': go.rope_llama3 = 1; break;
-        case 'J': jinja_path = optarg; break;
+        case 'L': g->layers = (long)strtoul(optarg, NULL, 10); break;
+        case 'd': g->dim = (long)strtoul(optarg, NULL, 10); break;
+        case 's': g->seed = strtoull(optarg, NULL, 0); break;
+        case 'o': g->out = optarg; break;
+        case 'a': g->align = (long)strtoul(optarg, NULL, 10); break;
+        case 'A': g->arch = optarg; break;
+        case 'H': go->n_head = (uint32_t)strtoul(optarg, NULL, 10); break;
+        case 'K': go->n_head_kv = (uint32_t)strtoul(optarg, NULL, 10); break;
+        case 'F': go->n_ff = (uint32_t)strtoul(optarg, NULL, 10); break;
+        case 'V': go->vocab_from = optarg; break;
+        case 'N': go->n_vocab = (uint32_t)strtoul(optarg, NULL, 10); break;
+        case 't': go->tied = 1; break;
+        case 'C': go->n_ctx = (uint32_t)strtoul(optarg, NULL, 10); break;
+        case 'R': go->rope_linear = strtof(optarg, NULL); break;
+        case '3': go->rope_llama3 = 1; break;
+        case 'J': g->jinja_path = optarg; break;
         case 'T': {
             quant_type qt;
             if (quant_type_parse(optarg, &qt, err, sizeof err)) {
                 fprintf(stderr, "swarm gen: --type: %s\n", err);
                 return EXIT_USAGE;
             }
-            go.type = qt;
+            go->type = qt;
             break;
         }
         case 'h': s_gen_usage(); return EXIT_OK;
         default: return EXIT_USAGE;
         }
     }
-    uint64_t t0 = util_now_ns();
-    if (arch && strcmp(arch, MODEL_ARCH)) {
-        if (!strcmp(arch, "llama"))
-            go.arch = ARCH_LLAMA;
-        else if (!strcmp(arch, "qwen2"))
-            go.arch = ARCH_QWEN2;
-        else {
-            fprintf(stderr, "swarm gen: --arch '%s': one of swarm-dense, llama, qwen2\n", arch);
-            return EXIT_USAGE;
-        }
-        go.dim = dim < 0 ? 256 : (uint32_t)dim;
-        go.n_layers = layers < 0 ? 2 : (uint32_t)layers;
-        go.n_head_kv = go.n_head_kv ? go.n_head_kv : go.n_head;
-        go.seed = seed;
-        go.alignment = align < 0 ? 0 : (uint32_t)align;
-        if (!out || (!go.vocab_from && !go.n_vocab)) {
-            fprintf(stderr,
-                    "swarm gen --arch %s: need -o FILE and --vocab-from FILE or --vocab N\n", arch);
-            return EXIT_USAGE;
-        }
-        char *jinja = NULL;
-        size_t jlen;
-        if (jinja_path && !(jinja = llm_cli_read_file(jinja_path, &jlen, err, sizeof err))) {
-            fprintf(stderr, "swarm gen: --chat-template: %s\n", err);
-            return EXIT_USAGE;
-        }
-        go.chat_template = jinja;
-        int grc = arch_gen(out, &go, err, sizeof err);
-        free(jinja);
-        if (grc) {
-            log_error("%s", err);
-            return EXIT_FAIL;
-        }
-        log_info("wrote %s: %s, %u layers x %u, %u heads (%u kv), ff %u, %s%s, seed %llu (%.1f s)",
-                 out, arch, go.n_layers, go.dim, go.n_head, go.n_head_kv, go.n_ff,
-                 quant_type_name(go.type), go.tied ? ", tied" : "", (unsigned long long)seed,
-                 (util_now_ns() - t0) / 1e9);
-        return EXIT_OK;
+    return -1;
+}
+
+/* A random-weight llama / qwen2 file. An exit code. */
+static int s_gen_llm(s_gen *g, uint64_t t0)
+{
+    arch_gen_opts *go = &g->go;
+    char err[512];
+    if (!strcmp(g->arch, "llama"))
+        go->arch = ARCH_LLAMA;
+    else if (!strcmp(g->arch, "qwen2"))
+        go->arch = ARCH_QWEN2;
+    else {
+        fprintf(stderr, "swarm gen: --arch '%s': one of swarm-dense, llama, qwen2\n", g->arch);
+        return EXIT_USAGE;
     }
-    layers = layers < 0 ? 24 : layers;
-    dim = dim < 0 ? 4096 : dim;
-    align = align < 0 ? 4096 : align;
-    if (!out || !layers || layers > MODEL_MAX_LAYERS || !dim || dim > MODEL_MAX_DIM) {
+    go->dim = g->dim < 0 ? 256 : (uint32_t)g->dim;
+    go->n_layers = g->layers < 0 ? 2 : (uint32_t)g->layers;
+    go->n_head_kv = go->n_head_kv ? go->n_head_kv : go->n_head;
+    go->seed = g->seed;
+    go->alignment = g->align < 0 ? 0 : (uint32_t)g->align;
+    if (!g->out || (!go->vocab_from && !go->n_vocab)) {
+        fprintf(stderr,
+                "swarm gen --arch %s: need -o FILE and --vocab-from FILE or --vocab N\n", g->arch);
+        return EXIT_USAGE;
+    }
+    char *jinja = NULL;
+    size_t jlen;
+    if (g->jinja_path && !(jinja = llm_cli_read_file(g->jinja_path, &jlen, err, sizeof err))) {
+        fprintf(stderr, "swarm gen: --chat-template: %s\n", err);
+        return EXIT_USAGE;
+    }
+    go->chat_template = jinja;
+    int grc = arch_gen(g->out, go, err, sizeof err);
+    free(jinja);
+    if (grc) {
+        log_error("%s", err);
+        return EXIT_FAIL;
+    }
+    log_info("wrote %s: %s, %u layers x %u, %u heads (%u kv), ff %u, %s%s, seed %llu (%.1f s)",
+             g->out, g->arch, go->n_layers, go->dim, go->n_head, go->n_head_kv, go->n_ff,
+             quant_type_name(go->type), go->tied ? ", tied" : "", (unsigned long long)g->seed,
+             (util_now_ns() - t0) / 1e9);
+    return EXIT_OK;
+}
+
+/* The synthetic dense model of the lab. An exit code. */
+static int s_gen_dense(s_gen *g, uint64_t t0)
+{
+    char err[512];
+    long layers = g->layers < 0 ? 24 : g->layers, dim = g->dim < 0 ? 4096 : g->dim;
+    long align = g->align < 0 ? 4096 : g->align;
+    if (!g->out || !layers || layers > MODEL_MAX_LAYERS || !dim || dim > MODEL_MAX_DIM) {
         fprintf(stderr, "swarm gen: need -o FILE, 1 <= layers <= %d, 1 <= dim <= %d\n",
                 MODEL_MAX_LAYERS, MODEL_MAX_DIM);
         return EXIT_USAGE;
     }
-    if (model_gen(out, (uint32_t)layers, (uint32_t)dim, seed, (uint32_t)align, err, sizeof err)) {
+    if (model_gen(g->out, (uint32_t)layers, (uint32_t)dim, g->seed, (uint32_t)align, err,
+                  sizeof err)) {
         log_error("%s", err);
         return EXIT_FAIL;
     }
-    log_info("wrote %s: %ld layers x %ld, seed %llu, alignment %ld (%.1f s)", out, layers, dim,
-             (unsigned long long)seed, align, (util_now_ns() - t0) / 1e9);
+    log_info("wrote %s: %ld layers x %ld, seed %llu, alignment %ld (%.1f s)", g->out, layers,
+             dim, (unsigned long long)g->seed, align, (util_now_ns() - t0) / 1e9);
     return EXIT_OK;
+}
+
+int cmd_gen(int argc, char **argv)
+{
+    s_gen g = { .layers = -1, .dim = -1, .align = -1, .seed = 1,
+                .go = { .n_head = 8, .n_ff = 768, .type = QUANT_F32 } };
+    log_set_role("gen");
+    int rc = s_parse(&g, argc, argv);
+    if (rc >= 0)
+        return rc;
+    uint64_t t0 = util_now_ns();
+    return g.arch && strcmp(g.arch, MODEL_ARCH) ? s_gen_llm(&g, t0) : s_gen_dense(&g, t0);
 }
