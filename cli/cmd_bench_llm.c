@@ -93,7 +93,7 @@ static void s_usage(FILE *f)
                "  right after, same ring and depth). Cache and content gates are judged.\n");
 }
 
-/* argv[*i] with its value? 1, 0 (not one), or an exit code + 100 (printed). */
+/* k with its value v? 1, 0 (not one), -1 a bad value (printed). */
 static int s_flag(s_bench *b, const char *k, char *v)
 {
     if (!strcmp(k, "--threads")) {
@@ -108,14 +108,14 @@ static int s_flag(s_bench *b, const char *k, char *v)
     } else if (!strcmp(k, "--arm")) {
         if (strcmp(v, "reference") && strcmp(v, "ssd")) {
             fprintf(stderr, "swarm bench-llm: unknown arm '%s' (arms: reference, ssd)\n", v);
-            return EXIT_USAGE + 100;
+            return -1;
         }
         b->lo.arm = strcmp(v, "ssd") ? LLM_ARM_REFERENCE : LLM_ARM_SSD;
     } else if (!strcmp(k, "--cap") || !strcmp(k, "--chunk")) {
         uint64_t x;
         if (util_parse_size(v, &x) || !x) {
             fprintf(stderr, "swarm bench-llm: %s '%s': not a size (600M, 4M, ...)\n", k, v);
-            return EXIT_USAGE + 100;
+            return -1;
         }
         *(strcmp(k, "--cap") ? &b->lo.chunk_bytes : &b->lo.cap_bytes) = x;
     } else {
@@ -129,8 +129,8 @@ static int s_parse(s_bench *b, int argc, char **argv)
 {
     for (int i = 1; i < argc; i++) {
         int r = i + 1 < argc ? s_flag(b, argv[i], argv[i + 1]) : 0;
-        if (r >= 100)
-            return r - 100;
+        if (r < 0)
+            return EXIT_USAGE;
         if (r) {
             i++;
         } else if (argv[i][0] != '-' && !b->path) {

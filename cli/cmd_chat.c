@@ -139,7 +139,8 @@ static int s_parse(s_chat *c, int argc, char **argv)
         return EXIT_USAGE;
     }
     /* faults are placed by generated token: generate's alone */
-    if (arm_flags_check(&c->af, ARM_F_ALL & ~ARM_F_FAULTS, 7, "chat", c->err, sizeof c->err)) {
+    if (arm_flags_check(&c->af, ARM_F_ALL & ~ARM_F_FAULTS, ARM_ARMS_ALL, "chat", c->err,
+                        sizeof c->err)) {
         fprintf(stderr, "swarm chat: %s\n", c->err);
         return EXIT_USAGE;
     }
@@ -280,6 +281,8 @@ int cmd_chat(int argc, char **argv)
     rc = EXIT_OK;
     goto out;
 fail:
+    if (c->h.refused) /* the arm refusing its options (the workers' plan): a usage error */
+        rc = EXIT_USAGE;
     if (c->err[0])
         fprintf(stderr, "swarm chat: %s\n", c->err);
 out:

@@ -150,7 +150,7 @@ static int s_parse(gen_run *g, int argc, char **argv)
 /* The combinations no arm can honour. 0, or -1 with err. */
 static int s_check(gen_run *g, char *err, size_t errlen)
 {
-    if (arm_flags_check(&g->af, ARM_F_ALL, 7, "generate", err, errlen))
+    if (arm_flags_check(&g->af, ARM_F_ALL, ARM_ARMS_ALL, "generate", err, errlen))
         return -1;
     llm_arm arm = g->af.arm;
     if (g->n_sess > 1 && (arm == LLM_ARM_SSD || g->kl_base)) {

@@ -96,12 +96,14 @@ static int s_parse(s_ppl *p, int argc, char **argv)
         return EXIT_USAGE;
     }
     /* faults are placed by generated token: generate's alone */
-    if (arm_flags_check(&p->af, ARM_F_ALL & ~ARM_F_FAULTS, 7, "perplexity", p->err,
-                        sizeof p->err) ||
-        /* --kl-base runs a second model beside the first: under the cap only one may run */
-        (p->kl_base && p->af.arm != LLM_ARM_REFERENCE &&
-         snprintf(p->err, sizeof p->err, "--kl-base runs with --arm reference only"))) {
+    if (arm_flags_check(&p->af, ARM_F_ALL & ~ARM_F_FAULTS, ARM_ARMS_ALL, "perplexity", p->err,
+                        sizeof p->err)) {
         fprintf(stderr, "swarm perplexity: %s\n", p->err);
+        return EXIT_USAGE;
+    }
+    if (p->kl_base && p->af.arm != LLM_ARM_REFERENCE) {
+        /* --kl-base runs a second model beside the first: under the cap only one may run */
+        fprintf(stderr, "swarm perplexity: --kl-base runs with --arm reference only\n");
         return EXIT_USAGE;
     }
     return -1;
@@ -171,8 +173,9 @@ int cmd_perplexity(int argc, char **argv)
         goto fail;
     if ((rc = s_compute(p, text, len)) >= 0)
         goto out;
-    rc = EXIT_FAIL;
 fail:
+    /* the arm refusing its options (a config's [ssd], the workers' plan) is a usage error */
+    rc = p->h.refused ? EXIT_USAGE : EXIT_FAIL;
     fprintf(stderr, "swarm perplexity: %s\n", p->err);
 out:
     free(text);

@@ -143,14 +143,12 @@ int arm_flags_check(const arm_flags *f, unsigned honours, unsigned arms, const c
     for (int k = 0; k < ARM_F_N; k++) {
         unsigned bit = 1u << k;
         if ((f->given & bit) && !(honours & bit)) {
-            snprintf(err, errlen, "%s: %s does not take %s", f->name[k], cmd, f->name[k]);
+            snprintf(err, errlen, "%s is not a flag of swarm %s", f->name[k], cmd);
             return -1;
         }
     }
     if (!(arms & (1u << f->arm))) {
-        snprintf(err, errlen, "--arm %s: %s runs the %s arms", f->arm_name, cmd,
-                 arms == (1u << LLM_ARM_REFERENCE | 1u << LLM_ARM_SSD) ? "reference and ssd"
-                                                                     : "reference");
+        snprintf(err, errlen, "--arm %s: not an arm swarm %s runs", f->arm_name, cmd);
         return -1;
     }
     for (int k = 0; k < ARM_F_N; k++) {

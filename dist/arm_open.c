@@ -124,14 +124,17 @@ static int s_open_resident(const arm_open_opts *o, arm_handle *h, char *err, siz
 
 /* Threads: --threads, else the machine's physical cores (base/cpu.h), in the coordinator and
  * in each resident worker alike. One session's pass visits the workers in turn, so their
- * threads do not compete: on this 2-vCPU VM, 3 spawned workers of 2 threads each ran
- * TinyLlama-shaped F16 (22 layers, 64 tokens, greedy) at 8.92, 13.15, 11.25, 12.57 tok/s
- * against 6.24, 3.94, 3.40, 4.52 for 1 thread each with everything kept to one core
- * (llm_swarm.c's shared core, which applies to 1 thread only), alternating runs, load
- * average 6-9 from other builds (2026-12-02): a core of its own is worth more than the hops
- * saved by sharing one when the machine is busy. Several sessions in flight (--sessions,
- * serve's slots) keep several workers computing at once: then each worker takes 1 thread
- * (3 workers x 2 threads on 2 cores would oversubscribe), as serve's always did. */
+ * threads do not compete. Measured on this 2-vCPU VM shared with other builds (load average
+ * 3.6 to 12), TinyLlama-shaped F16 (22 layers), 3 spawned workers, 64 greedy tokens,
+ * alternating runs (2026-12-02): 2 threads each, unpinned, 8.92 13.15 11.25 12.57 10.11 9.44
+ * 7.53 tok/s (mean 10.4); 1 thread each with coordinator and workers kept to one core
+ * (llm_swarm.c's shared core, which applies to 1 thread only) 6.24 3.94 3.40 4.52 11.98 6.25
+ * 6.06 6.70 6.09 3.54 (mean 5.9). 2 threads won 6 of 7 neighbouring pairs; the one core won
+ * only on the quietest (load 3.6: 11.98 against 10.11), as docs/design.md's 1-thread figures
+ * on a quiet machine say: on a busy machine a core of its own is worth more than the hops
+ * saved by sharing one. Several sessions in flight (--sessions, serve's slots) keep several
+ * workers computing at once: then each worker takes 1 thread (3 workers x 2 threads on 2
+ * cores would oversubscribe), as serve's always did. */
 static void s_threads(const arm_open_opts *o, arm_handle *h)
 {
     int given = (int)o->flags->threads;

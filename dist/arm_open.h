@@ -76,6 +76,9 @@ typedef struct {
     "  --worker-slowdown N   resident, a test knob: workers compute every pass N times\n"     \
     LLM_CLI_SSD_USAGE
 
+/* Every arm (arm_flags_check's arms). */
+#define ARM_ARMS_ALL (1u << LLM_ARM_REFERENCE | 1u << LLM_ARM_SSD | 1u << LLM_ARM_RESIDENT)
+
 void arm_flags_init(arm_flags *f);
 /* argv[*i] one of the shared flags? 1 (consumed, *i moved past its value), 0 (not one of
  * them), -1 with err (a bad or missing value, named). */

@@ -177,38 +177,37 @@ static int s_own_valued(serve *srv, s_cmd *c, const char *k, const char *v)
     return 1;
 }
 
-/* One argument (argv[*i], "--flag=value" split as getopt did). 1 consumed, 0 the model,
- * or an exit code (printed). */
+/* One argument, argv[*i] (and its value). -1: go on; else an exit code (printed). */
 static int s_arg(serve *srv, s_cmd *c, int argc, char **argv, int *i)
 {
     char err[512], *k = argv[*i];
     if (!strcmp(k, "--help") || !strcmp(k, "-h")) {
         s_usage(stdout);
-        return EXIT_OK + 100;
+        return EXIT_OK;
     }
     if (!strcmp(k, "--no-auth")) {
         c->no_auth = 1;
-        return 1;
+        return -1;
     }
     int r = arm_flags_parse(&c->af, argc, argv, i, err, sizeof err);
     if (r < 0) {
         fprintf(stderr, "swarm serve: %s\n", err);
-        return EXIT_USAGE + 100;
+        return EXIT_USAGE;
     }
     if (r)
-        return 1;
+        return -1;
     if (k[0] != '-') {
         c->model_arg = k;
         c->n_pos++;
-        return 0;
+        return -1;
     }
     if (*i + 1 < argc && (r = s_own_valued(srv, c, k, argv[*i + 1])) != 0) {
         ++*i;
-        return r < 0 ? EXIT_USAGE + 100 : 1;
+        return r < 0 ? EXIT_USAGE : -1;
     }
     fprintf(stderr, "swarm serve: unknown option or missing value '%s'\n", k);
     s_usage(stderr);
-    return EXIT_USAGE + 100;
+    return EXIT_USAGE;
 }
 
 /* Every argument; "--flag=value" is split first (getopt_long's spelling, still taken). An
@@ -228,11 +227,8 @@ static int s_args(serve *srv, s_cmd *c, int argc, char **argv)
             av[n++] = argv[i];
         }
     }
-    for (int i = 1; i < n && rc < 0; i++) {
-        int r = s_arg(srv, c, n, av, &i);
-        if (r >= 100)
-            rc = r - 100;
-    }
+    for (int i = 1; i < n && rc < 0; i++)
+        rc = s_arg(srv, c, n, av, &i);
     for (int i = 0; i < n_own; i++)
         free(own[i]);
     free(av);
@@ -279,7 +275,8 @@ static int s_parse(serve *srv, s_cmd *c, int argc, char **argv)
     /* a model file, or a config naming one ([llm] model of a text-lab config) */
     if (llm_cli_resolve(c->model_arg, model_buf, sizeof model_buf, err, sizeof err) ||
         /* faults are placed by generated token: generate's alone */
-        arm_flags_check(&c->af, ARM_F_ALL & ~ARM_F_FAULTS, 7, "serve", err, sizeof err)) {
+        arm_flags_check(&c->af, ARM_F_ALL & ~ARM_F_FAULTS, ARM_ARMS_ALL, "serve", err,
+                        sizeof err)) {
         fprintf(stderr, "swarm serve: %s\n", err);
         return EXIT_USAGE;
     }
