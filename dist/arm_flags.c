@@ -138,6 +138,7 @@ int arm_flags_parse(arm_flags *f, int argc, char **argv, int *i, char *err, size
 int arm_flags_check(const arm_flags *f, unsigned honours, unsigned arms, const char *cmd,
                     char *err, size_t errlen)
 {
+    /* --workers alone is let through on any arm, as before: it asks for nothing */
     const unsigned resident = ARM_F_WORKER_CAP | ARM_F_RESPAWN | ARM_F_PROFILE |
                               ARM_F_SLOWDOWN | ARM_F_FAULTS;
     for (int k = 0; k < ARM_F_N; k++) {
@@ -156,7 +157,6 @@ int arm_flags_check(const arm_flags *f, unsigned honours, unsigned arms, const c
         if (!(f->given & bit))
             continue;
         if ((bit & resident) && f->arm != LLM_ARM_RESIDENT) {
-            /* --workers alone is let through on any arm, as before: it asks for nothing */
             snprintf(err, errlen, "%s: --worker-cap, --respawn, --no-respawn, --profile, "
                      "--worker-slowdown, --kill-worker, --stop-worker and --cut-link are the "
                      "resident arm's (add --arm resident)", f->name[k]);

@@ -69,8 +69,8 @@ typedef struct {
     "  --worker-cap SIZE     resident: each worker's cap (default: none)\n"                   \
     "  --respawn, --no-respawn\n"                                                             \
     "                        resident: start a fresh worker for a lost one's layers (it is\n" \
-    "                        re-prefilled and the route moves back), or keep them in the\n"   \
-    "                        coordinator\n"                                                   \
+    "                        re-prefilled and the route moves back: serve's default), or\n"  \
+    "                        keep them in the coordinator (the other commands' default)\n"   \
     "  --profile NAME        resident: emulate every data link (none, lan: RTT 0.4 ms,\n"     \
     "                        wifi: 4.5 ms with jitter, wan: 60 ms); workers + 1 hops\n"       \
     "  --worker-slowdown N   resident, a test knob: workers compute every pass N times\n"     \
