@@ -15,5 +15,6 @@ int cmd_generate(int argc, char **argv);
 int cmd_chat(int argc, char **argv);
 int cmd_perplexity(int argc, char **argv);
 int cmd_plan(int argc, char **argv);
+int cmd_lab(int argc, char **argv);
 
 #endif

@@ -8,7 +8,7 @@
 #include "text/chat.h"
 #include "base/exitcode.h"
 #include "cli/cmd.h"
-#include "dist/llm_cli.h"
+#include "dist/arm_open.h"
 #include "text/engine.h"
 #include "quant/quant.h"
 
@@ -23,7 +23,10 @@ static void s_usage(FILE *f)
             "  NAME says which to use (names: swarm chat --list-templates).\n"
             "  --system TEXT        a system message before the first turn\n"
             "  A reply is at most 256 tokens unless -n says otherwise (the 64 below is generate's).\n"
-            LLM_CLI_GEN_USAGE);
+            "  --chat-template NAME use NAME instead of the one recognised in the file\n"
+            "  --list-templates     the names, and exit\n"
+            LLM_CLI_GEN_USAGE
+            ARM_FLAGS_USAGE);
 }
 
 typedef struct {
@@ -81,17 +84,31 @@ static int s_template(const llm_cli_model *lm, const char *override, char *name,
     return 0;
 }
 
-int cmd_chat(int argc, char **argv)
-{
-    const char *model = NULL, *override = NULL, *system = NULL;
+/* One run of the command: parse -> open -> converse. */
+typedef struct {
+    const char *model, *override, *system;
     llm_cli_gen_opts o;
-    char err[1024], name[64];
-    llm_cli_gen_defaults(&o);
-    o.n_predict = 256;
+    arm_flags af;
+    arm_handle h;
+    char name[64];                /* the template's family */
+    engine *e;
+    chat_msg *msgs;               /* the conversation, n_ctx + 1 of room */
+    size_t n_msgs;
+    char *prompt;
+    int32_t *ids;
+    s_text reply;
+    char err[1024];
+} s_chat;
+
+/* EXIT_OK after --help or --list-templates, EXIT_USAGE (printed), or -1: parsed, go on. */
+static int s_parse(s_chat *c, int argc, char **argv)
+{
     for (int i = 1; i < argc; i++) {
-        int r = llm_cli_gen_flag(&o, argc, argv, &i, err, sizeof err);
+        int r = llm_cli_gen_flag(&c->o, argc, argv, &i, c->err, sizeof c->err);
+        if (!r)
+            r = arm_flags_parse(&c->af, argc, argv, &i, c->err, sizeof c->err);
         if (r < 0) {
-            fprintf(stderr, "swarm chat: %s\n", err);
+            fprintf(stderr, "swarm chat: %s\n", c->err);
             return EXIT_USAGE;
         }
         if (r)
@@ -104,51 +121,152 @@ int cmd_chat(int argc, char **argv)
             s_list(stdout);
             return EXIT_OK;
         } else if (!strcmp(f, "--chat-template") && i + 1 < argc) {
-            override = argv[++i];
+            c->override = argv[++i];
         } else if (!strcmp(f, "--system") && i + 1 < argc) {
-            system = argv[++i];
+            c->system = argv[++i];
         } else if (f[0] == '-') {
             fprintf(stderr, "swarm chat: unknown option or missing value '%s'\n", f);
             s_usage(stderr);
             return EXIT_USAGE;
-        } else if (!model) {
-            model = f;
+        } else if (!c->model) {
+            c->model = f;
         } else {
             fprintf(stderr, "swarm chat: unexpected argument '%s'\n", f);
             return EXIT_USAGE;
         }
     }
-    if (!model) {
+    if (!c->model) {
         s_usage(stderr);
         return EXIT_USAGE;
     }
-    int rc = EXIT_FAIL;
-    llm_cli_model lm = { 0 };
-    engine *e = NULL;
-    chat_msg *msgs = NULL;
-    size_t n_msgs = 0;
-    char *line = NULL, *prompt = NULL;
-    size_t line_cap = 0;
-    int32_t *ids = NULL;
-    s_text reply = { 0 };
-    uint32_t n_ctx;
-    if (llm_cli_open(&lm, model, err, sizeof err) || llm_cli_ctx(&o, lm.m, &n_ctx, err, sizeof err))
-        goto fail;
-    if (s_template(&lm, override, name, sizeof name, err, sizeof err)) {
-        fprintf(stderr, "swarm chat: %s\n", err);
-        s_list(stderr);
-        goto out;
+    /* faults are placed by generated token: generate's alone */
+    if (arm_flags_check(&c->af, ARM_F_ALL & ~ARM_F_FAULTS, ARM_ARMS_ALL, "chat", c->err,
+                        sizeof c->err)) {
+        fprintf(stderr, "swarm chat: %s\n", c->err);
+        return EXIT_USAGE;
     }
-    fprintf(stderr, "chat template: %s (%s), %s\n", name, chat_template_describe(name),
-            override ? "as --chat-template says" : "recognised in tokenizer.chat_template");
-    if (!(e = engine_new(lm.m, lm.t, n_ctx, o.n_batch, (int)o.threads, err, sizeof err)))
-        goto fail;
+    return -1;
+}
+
+/* The arm, the template, the engine, room for the conversation. 0, or -1 with c->err ("" when
+ * printed). */
+static int s_open(s_chat *c)
+{
+    arm_open_opts ao = { .cmd = "chat", .log_prefix = "", .model = c->model, .flags = &c->af,
+                         .n_ctx = c->o.n_ctx, .ctx_max = 4096, .n_batch = c->o.n_batch,
+                         .sessions = 1, .respawn = 0, .seed = c->o.so.seed };
+    if (arm_open(&ao, &c->h, c->err, sizeof c->err))
+        return -1;
+    if (s_template(&c->h.lm, c->override, c->name, sizeof c->name, c->err, sizeof c->err)) {
+        fprintf(stderr, "swarm chat: %s\n", c->err);
+        s_list(stderr);
+        c->err[0] = 0;
+        return -1;
+    }
+    fprintf(stderr, "chat template: %s (%s), %s\n", c->name, chat_template_describe(c->name),
+            c->override ? "as --chat-template says" : "recognised in tokenizer.chat_template");
+    uint32_t n_ctx = c->h.n_ctx;
+    if (!(c->e = engine_new(c->h.lm.m, c->h.lm.t, n_ctx, c->o.n_batch, c->h.threads, c->err,
+                            sizeof c->err)))
+        return -1;
     /* every turn adds a user and an assistant message; +1 for the system message */
-    msgs = malloc((n_ctx + 1) * sizeof *msgs);
-    if (!msgs)
+    if (!(c->msgs = malloc((n_ctx + 1) * sizeof *c->msgs))) {
+        snprintf(c->err, sizeof c->err, "out of memory");
+        return -1;
+    }
+    if (c->system)
+        c->msgs[c->n_msgs++] = (chat_msg){ .role = "system", .content = strdup(c->system) };
+    return 0;
+}
+
+/* The conversation so far, rendered and tokenized into c->ids. */
+static int s_render(s_chat *c, size_t *n)
+{
+    size_t plen = 0;
+    free(c->prompt);
+    c->prompt = NULL;
+    if (chat_render(c->name, c->msgs, c->n_msgs, 1, 0, NULL, 0, &plen, c->err, sizeof c->err) ||
+        !(c->prompt = malloc(plen + 1)) ||
+        chat_render(c->name, c->msgs, c->n_msgs, 1, 0, c->prompt, plen + 1, &plen, c->err,
+                    sizeof c->err))
+        return -1;
+    free(c->ids);
+    c->ids = NULL;
+    /* The template writes its markers as text: they must become their special tokens. */
+    unsigned flags = TOKENIZER_PARSE_SPECIAL | (c->o.no_bos ? 0 : TOKENIZER_ADD_SPECIAL);
+    return tokenizer_encode(c->h.lm.t, c->prompt, plen, flags, &c->ids, n, c->err,
+                            sizeof c->err);
+}
+
+/* One user line in, the reply streamed out and kept. 0, or -1 with c->err. */
+static int s_turn(s_chat *c, const char *line)
+{
+    uint32_t n_ctx = c->h.n_ctx;
+    if (c->n_msgs + 2 > n_ctx + 1) {
+        snprintf(c->err, sizeof c->err, "the conversation has outgrown the context of %u",
+                 n_ctx);
+        return -1;
+    }
+    c->msgs[c->n_msgs++] = (chat_msg){ .role = "user", .content = strdup(line) };
+    size_t n = 0;
+    if (s_render(c, &n))
+        return -1;
+    uint32_t room = n < n_ctx ? n_ctx - (uint32_t)n : 0;
+    engine_request q = { .prompt = c->ids, .n_prompt = (uint32_t)n,
+                         .max_tokens = c->o.n_predict < room ? c->o.n_predict : room,
+                         .sampling = c->o.so, .stop = c->o.stops, .n_stop = c->o.n_stop,
+                         .on_token = s_on_token, .user = &c->reply };
+    engine_stats st;
+    c->reply.len = 0;
+    if (c->reply.buf)
+        c->reply.buf[0] = '\0';
+    if (!q.max_tokens) {
+        snprintf(c->err, sizeof c->err, "the conversation (%zu tokens) fills the context of %u",
+                 n, n_ctx);
+        return -1;
+    }
+    if (engine_generate(c->e, &q, &st, c->err, sizeof c->err))
+        return -1;
+    putchar('\n');
+    fflush(stdout);
+    fprintf(stderr, "[%u tokens, %s; prompt %u tokens, %u of them new; ttft %.1f ms, "
+                    "%.2f tok/s]\n", st.n_gen, engine_finish_name(st.finish), st.n_prompt,
+            st.n_prompt_eval, st.ttft_ms, st.gen_tok_s);
+    c->msgs[c->n_msgs++] = (chat_msg){ .role = "assistant",
+                                       .content = strdup(c->reply.buf ? c->reply.buf : "") };
+    return 0;
+}
+
+static void s_free(s_chat *c)
+{
+    for (size_t i = 0; i < c->n_msgs; i++)
+        free((char *)c->msgs[i].content);
+    free(c->msgs);
+    free(c->prompt);
+    free(c->ids);
+    free(c->reply.buf);
+    engine_free(&c->e);
+    arm_open_close(&c->h);
+}
+
+int cmd_chat(int argc, char **argv)
+{
+    s_chat *c = calloc(1, sizeof *c); /* an arm_handle holds paths: not for the stack */
+    char *line = NULL;
+    size_t line_cap = 0;
+    if (!c) {
+        fprintf(stderr, "swarm chat: out of memory\n");
+        return EXIT_FAIL;
+    }
+    llm_cli_gen_defaults(&c->o);
+    c->o.n_predict = 256;
+    arm_flags_init(&c->af);
+    int rc = s_parse(c, argc, argv);
+    if (rc >= 0)
+        goto out;
+    rc = EXIT_FAIL;
+    if (s_open(c))
         goto fail;
-    if (system)
-        msgs[n_msgs++] = (chat_msg){ .role = "system", .content = strdup(system) };
     int tty = isatty(0);
     for (;;) {
         if (tty)
@@ -158,64 +276,20 @@ int cmd_chat(int argc, char **argv)
             break;
         while (got && (line[got - 1] == '\n' || line[got - 1] == '\r'))
             line[--got] = '\0';
-        if (!got)
-            continue;
-        if (n_msgs + 2 > n_ctx + 1) {
-            snprintf(err, sizeof err, "the conversation has outgrown the context of %u", n_ctx);
+        if (got && s_turn(c, line))
             goto fail;
-        }
-        msgs[n_msgs++] = (chat_msg){ .role = "user", .content = strdup(line) };
-        size_t plen = 0, n = 0;
-        free(prompt);
-        prompt = NULL;
-        if (chat_render(name, msgs, n_msgs, 1, 0, NULL, 0, &plen, err, sizeof err) ||
-            !(prompt = malloc(plen + 1)) ||
-            chat_render(name, msgs, n_msgs, 1, 0, prompt, plen + 1, &plen, err, sizeof err))
-            goto fail;
-        free(ids);
-        ids = NULL;
-        /* The template writes its markers as text: they must become their special tokens. */
-        unsigned flags = TOKENIZER_PARSE_SPECIAL | (o.no_bos ? 0 : TOKENIZER_ADD_SPECIAL);
-        if (tokenizer_encode(lm.t, prompt, plen, flags, &ids, &n, err, sizeof err))
-            goto fail;
-        uint32_t room = n < n_ctx ? n_ctx - (uint32_t)n : 0;
-        engine_request q = { .prompt = ids, .n_prompt = (uint32_t)n,
-                             .max_tokens = o.n_predict < room ? o.n_predict : room,
-                             .sampling = o.so, .stop = o.stops, .n_stop = o.n_stop,
-                             .on_token = s_on_token, .user = &reply };
-        engine_stats st;
-        reply.len = 0;
-        if (reply.buf)
-            reply.buf[0] = '\0';
-        if (!q.max_tokens) {
-            snprintf(err, sizeof err, "the conversation (%zu tokens) fills the context of %u", n,
-                     n_ctx);
-            goto fail;
-        }
-        if (engine_generate(e, &q, &st, err, sizeof err))
-            goto fail;
-        putchar('\n');
-        fflush(stdout);
-        fprintf(stderr, "[%u tokens, %s; prompt %u tokens, %u of them new; ttft %.1f ms, "
-                        "%.2f tok/s]\n", st.n_gen, engine_finish_name(st.finish), st.n_prompt,
-                st.n_prompt_eval, st.ttft_ms, st.gen_tok_s);
-        msgs[n_msgs++] = (chat_msg){ .role = "assistant",
-                                     .content = strdup(reply.buf ? reply.buf : "") };
     }
     rc = EXIT_OK;
     goto out;
 fail:
-    fprintf(stderr, "swarm chat: %s\n", err);
+    if (c->h.refused) /* the arm refusing its options (the workers' plan): a usage error */
+        rc = EXIT_USAGE;
+    if (c->err[0])
+        fprintf(stderr, "swarm chat: %s\n", c->err);
 out:
-    for (size_t i = 0; i < n_msgs; i++)
-        free((char *)msgs[i].content);
-    free(msgs);
     free(line);
-    free(prompt);
-    free(ids);
-    free(reply.buf);
-    engine_free(&e);
-    llm_cli_close(&lm);
+    s_free(c);
+    free(c);
     quant_pool_shutdown();
     return rc;
 }

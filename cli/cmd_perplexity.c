@@ -7,7 +7,7 @@
 
 #include "base/exitcode.h"
 #include "cli/cmd.h"
-#include "dist/llm_cli.h"
+#include "dist/arm_open.h"
 #include "text/ppl.h"
 #include "quant/quant.h"
 
@@ -15,149 +15,173 @@ static void s_usage(FILE *f)
 {
     fprintf(f,
             "usage: swarm perplexity MODEL.gguf|CONFIG --file TEXT [--ctx N] [--batch N]\n"
-            "                        [--threads T] [--kl-base OTHER.gguf] [--arm reference|ssd]\n"
-            "                        [--cap SIZE] [--queue-depth N] [--chunk SIZE] [--buffered]\n"
+            "                        [--threads T] [--kl-base OTHER.gguf] [--arm ARM] ...\n"
             "  Perplexity as llama.cpp's perplexity tool computes it: the text tokenized (BOS\n"
             "  as the file says), cut into chunks of --ctx tokens (default 512; at least two\n"
             "  chunks), each chunk from an empty cache starting with BOS, only its second half\n"
             "  scored. --kl-base: the same tokens through OTHER too; KL(OTHER || MODEL) mean,\n"
-            "  p99 and max, and how often both rank the same token first.\n"
+            "  p99 and max, and how often both rank the same token first (reference arm).\n"
             "  --arm ssd: the model under the SSD arm (leading layers resident under --cap, the\n"
             "  rest streamed every pass); cache and content gates judged, a void gate exits 3.\n"
-            LLM_CLI_SSD_USAGE);
+            "  --file TEXT           the text\n"
+            "  --ctx N               positions per chunk (default 512)\n"
+            "  --batch N             positions per forward pass (default 64)\n"
+            "  --kl-base OTHER.gguf  the base file to compare against\n"
+            ARM_FLAGS_USAGE);
 }
 
-int cmd_perplexity(int argc, char **argv)
-{
-    const char *model = NULL, *file = NULL, *kl_base = NULL, *arm = "reference";
-    llm_cli_ssd_flags sf;
-    int ssd_flag = 0;
-    llm_cli_ssd_init(&sf);
-    uint32_t n_ctx = 512, n_batch = 64, threads = 1;
+/* One run of the command: parse -> open -> compute -> report. */
+typedef struct {
+    const char *model, *file, *kl_base;
+    uint32_t n_ctx, n_batch;
+    arm_flags af;
+    arm_handle h;
+    llm_cli_model base;
     char err[768];
+} s_ppl;
+
+/* argv[*i] one of perplexity's own flags with its value? 1 / 0 / -1 with p->err. */
+static int s_own_flag(s_ppl *p, int argc, char **argv, int *i)
+{
+    const char *f = argv[*i];
+    if (*i + 1 >= argc)
+        return 0;
+    const char *v = argv[*i + 1];
+    int rc = 0;
+    if (!strcmp(f, "--file"))
+        p->file = v;
+    else if (!strcmp(f, "--kl-base"))
+        p->kl_base = v;
+    else if (!strcmp(f, "--ctx"))
+        rc = llm_cli_u32(f, v, 4, 1u << 20, &p->n_ctx, p->err, sizeof p->err);
+    else if (!strcmp(f, "--batch"))
+        rc = llm_cli_u32(f, v, 1, 4096, &p->n_batch, p->err, sizeof p->err);
+    else
+        return 0;
+    ++*i;
+    return rc ? -1 : 1;
+}
+
+/* EXIT_OK after --help, EXIT_USAGE (printed), or -1: parsed, go on. */
+static int s_parse(s_ppl *p, int argc, char **argv)
+{
     for (int i = 1; i < argc; i++) {
-        const char *f = argv[i];
-        int rc = llm_cli_ssd_flag(&sf, argc, argv, &i, err, sizeof err);
-        if (rc) {
-            if (rc < 0) {
-                fprintf(stderr, "swarm perplexity: %s\n", err);
-                return EXIT_USAGE;
-            }
-            ssd_flag = 1;
-            continue;
+        int r = arm_flags_parse(&p->af, argc, argv, &i, p->err, sizeof p->err);
+        if (!r)
+            r = s_own_flag(p, argc, argv, &i);
+        if (r < 0) {
+            fprintf(stderr, "swarm perplexity: %s\n", p->err);
+            return EXIT_USAGE;
         }
+        if (r)
+            continue;
+        const char *f = argv[i];
         if (!strcmp(f, "--help") || !strcmp(f, "-h")) {
             s_usage(stdout);
             return EXIT_OK;
-        } else if (!strcmp(f, "--file") && i + 1 < argc) {
-            file = argv[++i];
-        } else if (!strcmp(f, "--arm") && i + 1 < argc) {
-            arm = argv[++i];
-        } else if (!strcmp(f, "--kl-base") && i + 1 < argc) {
-            kl_base = argv[++i];
-        } else if (!strcmp(f, "--ctx") && i + 1 < argc) {
-            rc = llm_cli_u32(f, argv[++i], 4, 1u << 20, &n_ctx, err, sizeof err);
-        } else if (!strcmp(f, "--batch") && i + 1 < argc) {
-            rc = llm_cli_u32(f, argv[++i], 1, 4096, &n_batch, err, sizeof err);
-        } else if (!strcmp(f, "--threads") && i + 1 < argc) {
-            rc = llm_cli_u32(f, argv[++i], 1, QUANT_MAX_THREADS, &threads, err, sizeof err);
         } else if (f[0] == '-') {
             fprintf(stderr, "swarm perplexity: unknown option or missing value '%s'\n", f);
             s_usage(stderr);
             return EXIT_USAGE;
-        } else if (!model) {
-            model = f;
+        } else if (!p->model) {
+            p->model = f;
         } else {
             fprintf(stderr, "swarm perplexity: unexpected argument '%s'\n", f);
             return EXIT_USAGE;
         }
-        if (rc) {
-            fprintf(stderr, "swarm perplexity: %s\n", err);
-            return EXIT_USAGE;
-        }
     }
-    if (!model || !file) {
+    if (!p->model || !p->file) {
         fprintf(stderr, "swarm perplexity: need MODEL and --file TEXT\n");
         s_usage(stderr);
         return EXIT_USAGE;
     }
-    if (strcmp(arm, "reference") && strcmp(arm, "ssd")) {
-        fprintf(stderr, "swarm perplexity: unknown arm '%s' (arms: reference, ssd)\n", arm);
+    /* faults are placed by generated token: generate's alone */
+    if (arm_flags_check(&p->af, ARM_F_ALL & ~ARM_F_FAULTS, ARM_ARMS_ALL, "perplexity", p->err,
+                        sizeof p->err)) {
+        fprintf(stderr, "swarm perplexity: %s\n", p->err);
         return EXIT_USAGE;
     }
-    llm_ssd *x = calloc(1, sizeof *x); /* a run_result and paths: not for the stack */
-    if (!x) {
+    if (p->kl_base && p->af.arm != LLM_ARM_REFERENCE) {
+        /* --kl-base runs a second model beside the first: under the cap only one may run */
+        fprintf(stderr, "swarm perplexity: --kl-base runs with --arm reference only\n");
+        return EXIT_USAGE;
+    }
+    return -1;
+}
+
+/* Tokenize, compute, judge the arm, print. EXIT_OK / EXIT_VOID, or -1 with p->err. */
+static int s_compute(s_ppl *p, const char *text, size_t len)
+{
+    size_t n = 0, n0 = 0;
+    int32_t *ids = NULL, *probe = NULL;
+    ppl_result r;
+    int rc = -1;
+    tokenizer *t = p->h.lm.t;
+    /* Whether the vocabulary adds BOS: the tokenizer's own answer for an empty text. */
+    if (tokenizer_encode(t, "", 0, TOKENIZER_ADD_SPECIAL, &probe, &n0, p->err, sizeof p->err) ||
+        tokenizer_encode(t, text, len, TOKENIZER_ADD_SPECIAL, &ids, &n, p->err, sizeof p->err))
+        goto out;
+    int32_t bos = n0 >= 1 && probe[0] == tokenizer_bos(t) ? tokenizer_bos(t) : -1;
+    fprintf(stderr, "%s: %zu bytes -> %zu tokens; %zu chunks of %u, BOS %s\n", p->file, len, n,
+            n / p->n_ctx, p->n_ctx, bos >= 0 ? "at each chunk start"
+                                             : "not added (the file says so)");
+    if (ppl_compute(p->h.lm.m, p->base.m, ids, n, p->n_ctx, p->n_batch, p->h.threads, bos, &r,
+                    p->err, sizeof p->err))
+        goto out;
+    arm_open_judge(&p->h);
+    printf("%s: perplexity %.6f (mean NLL %.6f nats over %" PRIu64 " tokens, %u chunks of "
+           "%u, %.1f ms)\n", p->h.lm.path, r.ppl, r.nll_mean, r.n_scored, r.n_chunk, r.n_ctx,
+           r.ms);
+    if (p->kl_base)
+        printf("against %s (perplexity %.6f): KL mean %.6g, p99 %.6g, max %.6g; top-1 "
+               "agreement %.4f\n", p->base.path, r.ppl_base, r.kl_mean, r.kl_p99, r.kl_max,
+               r.top1_agree);
+    const run_result *rr = p->h.ssd ? &p->h.ssd->rr : NULL;
+    rc = rr && (rr->gate_cache == GATE_VOID || rr->gate_content == GATE_VOID) ? EXIT_VOID
+                                                                              : EXIT_OK;
+    if (rc == EXIT_VOID)
+        fprintf(stderr, "swarm perplexity: the run is void: %s\n", rr->void_reason);
+out:
+    free(ids);
+    free(probe);
+    return rc;
+}
+
+int cmd_perplexity(int argc, char **argv)
+{
+    s_ppl *p = calloc(1, sizeof *p); /* an arm_handle holds paths: not for the stack */
+    char *text = NULL;
+    size_t len = 0;
+    if (!p) {
         fprintf(stderr, "swarm perplexity: out of memory\n");
         return EXIT_FAIL;
     }
-    x->on = !strcmp(arm, "ssd");
-    x->tag = "perplexity";
-    if ((!x->on && ssd_flag) || (x->on && kl_base)) {
-        /* --kl-base runs a second model beside the first: under the cap only one may run */
-        fprintf(stderr, "swarm perplexity: %s\n", ssd_flag && !x->on
-                ? "--cap, --queue-depth, --chunk and --buffered are the SSD arm's (add --arm ssd)"
-                : "--kl-base runs with --arm reference only");
-        free(x);
-        return EXIT_USAGE;
-    }
-    if (x->on && llm_cli_ssd_opts(&sf, model, &x->lo, x->from, sizeof x->from, err,
-                                  sizeof err)) {
-        fprintf(stderr, "swarm perplexity: %s\n", err);
-        free(x);
-        return EXIT_USAGE;
-    }
-    int rc = EXIT_FAIL;
-    llm_cli_model lm = { 0 }, base = { 0 };
-    size_t len = 0, n = 0, n0 = 0;
-    int32_t *ids = NULL, *probe = NULL;
-    char *text = llm_cli_read_file(file, &len, err, sizeof err);
-    if (!text || (x->on ? llm_cli_open_tok(&lm, model, err, sizeof err)
-                        : llm_cli_open(&lm, model, err, sizeof err)) ||
-        (kl_base && llm_cli_open(&base, kl_base, err, sizeof err)))
+    p->n_ctx = 512;
+    p->n_batch = 64;
+    arm_flags_init(&p->af);
+    int rc = s_parse(p, argc, argv);
+    if (rc >= 0)
+        goto out;
+    rc = EXIT_FAIL;
+    /* --ctx is checked against the file's trained context as given (512 by default) */
+    arm_open_opts ao = { .cmd = "perplexity", .log_prefix = "", .model = p->model,
+                         .flags = &p->af, .n_ctx = p->n_ctx, .ctx_max = p->n_ctx,
+                         .n_batch = p->n_batch, .sessions = 1, .respawn = 0 };
+    if (!(text = llm_cli_read_file(p->file, &len, p->err, sizeof p->err)) ||
+        arm_open(&ao, &p->h, p->err, sizeof p->err) ||
+        (p->kl_base && llm_cli_open(&p->base, p->kl_base, p->err, sizeof p->err)))
         goto fail;
-    uint32_t train = x->on ? lm.n_ctx_train : llm_model_arch(lm.m)->hp.n_ctx_train;
-    if (n_ctx > train) {
-        snprintf(err, sizeof err, "--ctx %u: %s was trained for %u positions at most", n_ctx,
-                 lm.path, train);
-        goto fail;
-    }
-    if (x->on && llm_ssd_open(x, &lm, n_ctx, n_batch, err, sizeof err))
-        goto fail;
-    /* Whether the vocabulary adds BOS: the tokenizer's own answer for an empty text. */
-    if (tokenizer_encode(lm.t, "", 0, TOKENIZER_ADD_SPECIAL, &probe, &n0, err, sizeof err) ||
-        tokenizer_encode(lm.t, text, len, TOKENIZER_ADD_SPECIAL, &ids, &n, err, sizeof err))
-        goto fail;
-    int32_t bos = n0 >= 1 && probe[0] == tokenizer_bos(lm.t) ? tokenizer_bos(lm.t) : -1;
-    fprintf(stderr, "%s: %zu bytes -> %zu tokens; %zu chunks of %u, BOS %s\n", file, len, n,
-            n / n_ctx, n_ctx, bos >= 0 ? "at each chunk start" : "not added (the file says so)");
-    ppl_result r;
-    if (ppl_compute(lm.m, base.m, ids, n, n_ctx, n_batch, (int)threads, bos, &r, err,
-                    sizeof err))
-        goto fail;
-    if (x->on) {
-        llm_ssd_judge(x, lm.m);
-        llm_ssd_leave(x);
-    }
-    printf("%s: perplexity %.6f (mean NLL %.6f nats over %" PRIu64 " tokens, %u chunks of "
-           "%u, %.1f ms)\n", lm.path, r.ppl, r.nll_mean, r.n_scored, r.n_chunk, r.n_ctx, r.ms);
-    if (kl_base)
-        printf("against %s (perplexity %.6f): KL mean %.6g, p99 %.6g, max %.6g; top-1 "
-               "agreement %.4f\n", base.path, r.ppl_base, r.kl_mean, r.kl_p99, r.kl_max,
-               r.top1_agree);
-    rc = x->rr.gate_cache == GATE_VOID || x->rr.gate_content == GATE_VOID ? EXIT_VOID : EXIT_OK;
-    if (rc == EXIT_VOID)
-        fprintf(stderr, "swarm perplexity: the run is void: %s\n", x->rr.void_reason);
-    goto out;
+    if ((rc = s_compute(p, text, len)) >= 0)
+        goto out;
 fail:
-    fprintf(stderr, "swarm perplexity: %s\n", err);
+    /* the arm refusing its options (a config's [ssd], the workers' plan) is a usage error */
+    rc = p->h.refused ? EXIT_USAGE : EXIT_FAIL;
+    fprintf(stderr, "swarm perplexity: %s\n", p->err);
 out:
-    llm_ssd_leave(x);
-    free(x);
     free(text);
-    free(ids);
-    free(probe);
-    llm_cli_close(&base);
-    llm_cli_close(&lm);
+    llm_cli_close(&p->base);
+    arm_open_close(&p->h);
+    free(p);
     quant_pool_shutdown();
     return rc;
 }

@@ -8,7 +8,6 @@
 #include "netem/netem.h"
 #include "serve/serve.h"
 #include "dist/worker.h"
-#include "lab/lab.h"
 
 static void s_usage(FILE *f)
 {

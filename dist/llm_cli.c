@@ -311,14 +311,13 @@ void llm_cli_gen_defaults(llm_cli_gen_opts *o)
     sampler_opts_default(&o->so);
     o->n_predict = 64;
     o->n_batch = 64;
-    o->threads = 1;
 }
 
 int llm_cli_gen_flag(llm_cli_gen_opts *o, int argc, char **argv, int *i, char *err,
                      size_t errlen)
 {
     const char *f = argv[*i];
-    static const char *const with_value[] = { "-n", "--ctx", "--batch", "--threads", "--temp",
+    static const char *const with_value[] = { "-n", "--ctx", "--batch", "--temp",
                                               "--top-k", "--top-p", "--min-p",
                                               "--repeat-penalty", "--seed", "--stop", NULL };
     if (!strcmp(f, "--no-bos")) {
@@ -343,8 +342,6 @@ int llm_cli_gen_flag(llm_cli_gen_opts *o, int argc, char **argv, int *i, char *e
         rc = llm_cli_u32(f, v, 1, 1u << 24, &o->n_ctx, err, errlen);
     else if (!strcmp(f, "--batch"))
         rc = llm_cli_u32(f, v, 1, 4096, &o->n_batch, err, errlen);
-    else if (!strcmp(f, "--threads"))
-        rc = llm_cli_u32(f, v, 1, QUANT_MAX_THREADS, &o->threads, err, errlen);
     else if (!strcmp(f, "--temp"))
         rc = llm_cli_f32(f, v, 0, 100, &o->so.temperature, err, errlen);
     else if (!strcmp(f, "--top-k")) {

@@ -80,13 +80,13 @@ int llm_cli_f32(const char *flag, const char *s, float lo, float hi, float *out,
                 size_t errlen);
 int llm_cli_u64(const char *flag, const char *s, uint64_t *out, char *err, size_t errlen);
 
-/* The options generate and chat share. */
+/* The options generate and chat share (--threads is every model-running command's:
+ * dist/arm_open.h). */
 typedef struct {
     sampler_opts so;              /* llama.cpp's defaults until a flag changes them */
     uint32_t n_predict;           /* -n: tokens to generate at most */
     uint32_t n_ctx;               /* --ctx: 0 = the model's context_length, at most 4096 */
     uint32_t n_batch;             /* --batch: prompt positions per pass */
-    uint32_t threads;             /* --threads */
     const char *stops[ENGINE_MAX_STOP];
     uint32_t n_stop;              /* --stop, repeatable */
     int no_bos;                   /* --no-bos */
@@ -96,7 +96,6 @@ typedef struct {
     "  -n N                  tokens to generate at most (default 64)\n"                       \
     "  --ctx N               context positions (default: the model's, at most 4096)\n"        \
     "  --batch N             prompt positions per forward pass (default 64)\n"                \
-    "  --threads T           threads (default 1; results are identical for any count)\n"      \
     "  --temp T              temperature, 0 = greedy (default 0.8)\n"                         \
     "  --top-k K             (default 40; 0 = off)   --top-p P  (default 0.95; 1 = off)\n"    \
     "  --min-p M             (default 0.05; 0 = off) --repeat-penalty R (default 1 = off)\n"  \

@@ -1,4 +1,4 @@
-/* lab.c — `swarm lab`: machine figures, predictions, every condition x repeat, table.md and plots. lab/
+/* lab.c — the dense lab behind `swarm lab` (cli/cmd_lab.c parses): machine figures, predictions, every condition x repeat, table.md and plots. lab/
  *
  * Order matters ("Measurement rules and gates" in docs/design.md): measure the machine, predict every condition and print the
  * predictions, and only then run anything. The reference arm runs first; its outputs are the
@@ -7,7 +7,6 @@
  * reading results.jsonl back (lab_report.c), so it shows exactly what was recorded.
  */
 #include <errno.h>
-#include <getopt.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -25,7 +24,6 @@
 #include "base/util.h"
 #include "dist/arm.h"
 #include "lab/lab.h"
-#include "lab/lab_llm.h"
 #include "lab/predict.h"
 
 /* ---------------------------------------------------------------- small helpers */
@@ -289,98 +287,31 @@ static void s_cat(const char *path)
     fclose(f);
 }
 
-/* ---------------------------------------------------------------- the subcommand */
+/* ---------------------------------------------------------------- the lab */
 
-static void s_usage(void)
+/* The config (file, overrides, flags), its conditions, the model's source and the results
+ * folder: everything that can be refused before minutes of work. 0, or an exit code
+ * (printed). */
+static int s_setup(lab_t *L, const lab_opts *o, model_source *src)
 {
-    printf("usage: swarm lab [CONFIG] [--quick] [--out DIR] [--repeats R] [--steps N]\n"
-           "                 [--model FILE] [--set SEC.KEY=VAL]...\n"
-           "  The lab comparison (default CONFIG configs/lab02.ini): measures the machine (disk at\n"
-           "  the SSD arm's queue depth, layer compute, ZeroMQ hop, each profile's added delay),\n"
-           "  prints a prediction per condition, then runs every [lab] condition R times\n"
-           "  (reference first: the parity reference) and writes DIR/results.jsonl, table.md,\n"
-           "  steps_per_s.png, stages.png, latency_cdf.png.\n"
-           "  --quick          one repeat per condition (same steps; --repeats wins)\n"
-           "  --out DIR        results folder (default [lab] out/lab-YYYYMMDD-HHMMSS)\n"
-           "  --repeats R      repeats per condition (default [lab] repeats)\n"
-           "  --steps N        steps per run (default [run] steps)\n"
-           "  --model FILE     an existing model instead of [model] path; never generated\n"
-           "                   (a missing [model] path is generated only with [model]\n"
-           "                   generate = 1, as configs/lab02.ini says)\n"
-           "  --set SEC.KEY=VAL  override any config key (repeatable)\n"
-           "exit: 0 all ran and no gate void, 1 a condition failed, 2 usage/config, 3 a gate void\n");
-}
-
-int cmd_lab(int argc, char **argv)
-{
-    static const struct option opts[] = {
-        { "quick", no_argument, 0, 'q' },       { "out", required_argument, 0, 'o' },
-        { "repeats", required_argument, 0, 'r' }, { "set", required_argument, 0, 'S' },
-        { "model", required_argument, 0, 'm' }, { "steps", required_argument, 0, 'n' },
-        { "help", no_argument, 0, 'h' },        { 0, 0, 0, 0 }
-    };
-    static lab_t lab;
-    static char setbuf[64][PATH_MAX + 32];
-    lab_t *L = &lab;
-    const char *out = NULL, *config = "configs/lab02.ini", *model_flag = NULL;
-    model_source src;
-    int nsets = 0, quick = 0, c, rc = EXIT_FAIL;
-    uint32_t repeats = 0, steps = 0;
     char err[1024];
-
-    log_set_role("lab");
-    /* a config with an [llm] section is the lab for text generation (lab_llm.c) */
-    for (int i = 1; i < argc; i++)
-        if (argv[i][0] != '-' && (i == 1 || argv[i - 1][0] != '-' || strchr(argv[i - 1], '=') ||
-                                  !strcmp(argv[i - 1], "--quick")) &&
-            config_has_llm(argv[i]))
-            return lab_llm_main(argc, argv);
-    arm_install_signals();
-    memset(L, 0, sizeof *L);
-    config_defaults(&L->cfg);
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        switch (c) {
-        case 'q': quick = 1; break;
-        case 'o': out = optarg; break;
-        case 'r': repeats = (uint32_t)strtoul(optarg, NULL, 10); if (!repeats) goto usage; break;
-        case 'n': steps = (uint32_t)strtoul(optarg, NULL, 10); if (!steps) goto usage; break;
-        case 'S': case 'm':
-            if (nsets >= 64)
-                goto usage;
-            if (c == 'm')
-                model_flag = optarg;
-            else if (!strncmp(optarg, "model.path=", 11))
-                model_flag = NULL; /* the later one wins, as in the config */
-            snprintf(setbuf[nsets++], sizeof setbuf[0], "%s%s", c == 'm' ? "model.path=" : "",
-                     optarg);
-            break;
-        case 'h': s_usage(); return EXIT_OK;
-        default: goto usage;
-        }
-    }
-    if (optind < argc)
-        config = argv[optind++];
-    if (optind < argc)
-        goto usage;
-    if (config_load(&L->cfg, config, err, sizeof err))
+    if (config_load(&L->cfg, o->config, err, sizeof err))
         goto bad_config;
-    for (int i = 0; i < nsets; i++)
-        if (config_set(&L->cfg, setbuf[i], err, sizeof err))
+    for (uint32_t i = 0; i < o->n_sets; i++)
+        if (config_set(&L->cfg, o->sets[i], err, sizeof err))
             goto bad_config;
-    if (steps)
-        L->cfg.steps = steps;
-    L->repeats = repeats ? repeats : quick ? 1 : L->cfg.repeats; /* an explicit R wins */
+    if (o->steps)
+        L->cfg.steps = o->steps;
+    L->repeats = o->repeats ? o->repeats : o->quick ? 1 : L->cfg.repeats; /* explicit R wins */
     if (s_parse_conditions(L, err, sizeof err))
         goto bad_config;
-
     /* A missing model is a usage error, found before anything (the results folder) is made. */
-    config_model_source(&L->cfg, model_flag, &src);
-    if (model_check_source(&src, err, sizeof err) < 0)
+    config_model_source(&L->cfg, o->model, src);
+    if (model_check_source(src, err, sizeof err) < 0)
         goto bad_config;
     /* The results folder next: a bad --out fails before minutes of work. */
-    if (out) {
-        snprintf(L->dir, sizeof L->dir, "%s", out);
+    if (o->out) {
+        snprintf(L->dir, sizeof L->dir, "%s", o->out);
     } else {
         char stamp[32];
         time_t now = time(NULL);
@@ -399,7 +330,19 @@ int cmd_lab(int argc, char **argv)
             return EXIT_FAIL;
         }
     }
-    if (model_open_source(&L->m, &src, err, sizeof err)) {
+    return 0;
+bad_config:
+    fprintf(stderr, "swarm lab: %s\n", err);
+    return EXIT_USAGE;
+}
+
+/* The model, the inputs and output buffers, the quantized file when a condition wants it
+ * (made if missing and allowed, checked against the cap before any figure). 0, or an exit
+ * code (logged). */
+static int s_open(lab_t *L, const model_source *src)
+{
+    char err[1024];
+    if (model_open_source(&L->m, src, err, sizeof err)) {
         log_error("%s", err);
         return EXIT_FAIL;
     }
@@ -409,44 +352,62 @@ int cmd_lab(int argc, char **argv)
     L->refout = calloc(n, sizeof(float));
     if (!L->inputs || !L->outputs || !L->refout) {
         log_error("out of memory for %u steps x %u", L->cfg.steps, L->m.dim);
-        goto out;
+        return EXIT_FAIL;
     }
     arm_make_inputs(&L->cfg, L->cfg.steps, L->m.dim, L->inputs);
     for (uint32_t i = 0; i < L->n_cond && !L->has_quant; i++)
         if (L->cond[i].kind == PREDICT_QUANTIZED) {
-            /* made (if missing and allowed) and checked against the cap before any figure */
-            int qrc = arm_quant_open(&L->cfg, &L->m, src.generate, &L->qm, err, sizeof err);
+            int qrc = arm_quant_open(&L->cfg, &L->m, src->generate, &L->qm, err, sizeof err);
             if (qrc == -2) {
                 fprintf(stderr, "swarm lab: %s\n", err);
-                rc = EXIT_USAGE;
-                goto out;
+                return EXIT_USAGE;
             }
             if (qrc || arm_quant_fit(&L->cfg, &L->qm, err, sizeof err)) {
                 log_error("%s", err);
-                goto out;
+                return EXIT_FAIL;
             }
             L->has_quant = 1;
         }
+    return 0;
+}
 
-    printf("swarm lab: %s, model %s (%u layers x %u), %u steps, %u repeat%s, %u conditions -> %s\n",
-           config, L->m.path, L->m.n_layers, L->m.dim, L->cfg.steps, L->repeats,
-           L->repeats == 1 ? "" : "s", L->n_cond, L->dir);
+/* Measure the machine, predict and print every condition: before anything runs. */
+static int s_measure(lab_t *L)
+{
+    char err[1024];
     log_info("measuring the machine (disk, compute, hash, hop, profiles)");
-    if (predict_measure_machine(&L->cfg, &L->m, &L->pm, err, sizeof err)) {
+    if (predict_measure_machine(&L->cfg, &L->m, &L->pm, err, sizeof err) ||
+        (L->has_quant && predict_measure_quant(&L->cfg, &L->qm, &L->pm, err, sizeof err))) {
         log_error("%s", err);
-        goto out;
-    }
-    if (L->has_quant && predict_measure_quant(&L->cfg, &L->qm, &L->pm, err, sizeof err)) {
-        log_error("%s", err);
-        goto out;
+        return -1;
     }
     predict_print_machine(stdout, &L->pm);
     s_measure_profiles(L);
     if (s_predict_all(L, err, sizeof err)) {
         log_error("%s", err);
-        goto out;
+        return -1;
     }
-    if (s_parity_reference(L))
+    return 0;
+}
+
+int lab_run(const lab_opts *o)
+{
+    static lab_t lab;
+    lab_t *L = &lab;
+    model_source src;
+    int rc;
+    arm_install_signals();
+    memset(L, 0, sizeof *L);
+    config_defaults(&L->cfg);
+    if ((rc = s_setup(L, o, &src)) != 0)
+        return rc;
+    if ((rc = s_open(L, &src)) != 0)
+        goto out;
+    rc = EXIT_FAIL;
+    printf("swarm lab: %s, model %s (%u layers x %u), %u steps, %u repeat%s, %u conditions -> %s\n",
+           o->config, L->m.path, L->m.n_layers, L->m.dim, L->cfg.steps, L->repeats,
+           L->repeats == 1 ? "" : "s", L->n_cond, L->dir);
+    if (s_measure(L) || s_parity_reference(L))
         goto out;
     s_run_all(L);
     if (lab_report(L))
@@ -466,10 +427,4 @@ out:
     model_close(&L->qm);
     model_close(&L->m);
     return rc;
-usage:
-    fprintf(stderr, "swarm lab: bad arguments (see swarm lab --help)\n");
-    return EXIT_USAGE;
-bad_config:
-    fprintf(stderr, "swarm lab: %s\n", err);
-    return EXIT_USAGE;
 }

@@ -1,7 +1,7 @@
 /* lab.h — `swarm lab`'s shared state: conditions with their predictions, and the report. lab/
  *
  * lab.c measures, predicts and runs; lab_report.c reads results.jsonl back into table.md and
- * the plots. Both see one lab_t, owned by cmd_lab.
+ * the plots. Both see one lab_t, owned by lab_run.
  */
 #ifndef SWARM_LAB_H
 #define SWARM_LAB_H
@@ -44,8 +44,20 @@ typedef struct {
  * (gnuplot; a missing gnuplot is a warning). 0 / -1 (results unreadable or table unwritable). */
 int lab_report(const lab_t *L);
 
-/* `swarm lab [CONFIG]` (argv as the command line's): the dense lab, or the text lab for a
- * config with an [llm] section; an exit code. */
-int cmd_lab(int argc, char **argv);
+/* The dense lab's options, as cli/cmd_lab.c parsed them. */
+typedef struct {
+    const char *config;           /* the CONFIG (configs/lab02.ini by default) */
+    const char *out;              /* the results folder; NULL: [lab] out/lab-YYYYMMDD-HHMMSS */
+    const char *model;            /* --model: an existing file instead of [model] path; NULL */
+    const char *sets[64];         /* SEC.KEY=VAL overrides, applied in order (not owned) */
+    uint32_t n_sets;
+    uint32_t repeats, steps;      /* 0: the config's */
+    int quick;                    /* one repeat per condition unless repeats says otherwise */
+} lab_opts;
+
+/* The dense lab: load and check the config, make the results folder, measure the machine,
+ * predict, run every condition x repeat, write the report. An exit code (0 all ran and no
+ * gate void, 1 a condition failed, 2 usage/config, 3 a gate void). */
+int lab_run(const lab_opts *o);
 
 #endif

@@ -81,6 +81,78 @@ static int s_stage_index(char names[S_MAX_STAGES][32], uint32_t *n, const char *
     return (int)(*n)++;
 }
 
+/* One result line into its condition's aggregate: failed, void, fallback, the figures, the
+ * stages and the step latencies. */
+static void s_add_run(s_agg *g, json_t *o, char stages[S_MAX_STAGES][32], uint32_t *n_stages)
+{
+    g->runs++;
+    if (!g->pred)
+        g->pred = json_object_get(o, "prediction");
+    if (json_is_true(json_object_get(o, "failed"))) {
+        g->failed++;
+        if (!g->reason[0])
+            snprintf(g->reason, sizeof g->reason, "FAILED: %s",
+                     json_string_value(json_object_get(o, "error")));
+        return;
+    }
+    if (json_is_true(json_object_get(o, "void"))) {
+        g->voided++;
+        if (!g->reason[0])
+            snprintf(g->reason, sizeof g->reason, "VOID: %s",
+                     json_string_value(json_object_get(o, "void_reason")));
+    }
+    json_t *fo = json_object_get(o, "failover");
+    if (json_array_size(fo)) {
+        /* A worker was lost: part of the steps ran in the coordinator's fallback, so this
+         * is not a clean resident measurement even when every gate passes. */
+        if (!g->fallback++)
+            for (size_t e = 0; e < json_array_size(fo); e++) {
+                json_t *ev = json_array_get(fo, e);
+                size_t used = strlen(g->fallback_why);
+                snprintf(g->fallback_why + used, sizeof g->fallback_why - used,
+                         "%s%s lost (%s) at step %.0f", used ? "; " : "",
+                         json_string_value(json_object_get(ev, "worker")),
+                         json_string_value(json_object_get(ev, "how")),
+                         s_num(ev, "lost_at_step"));
+            }
+    }
+    uint32_t k = g->ok++;
+    double agg_rss = s_num(o, "aggregate_peak_rss_bytes");
+    g->sps[k] = s_num(o, "steps_per_s");
+    g->total[k] = s_num(o, "total_ms") / 1e3;
+    g->ttfr[k] = s_num(o, "ttfr_ms");
+    g->p50[k] = s_num(o, "step_ms_p50");
+    g->setup[k] = s_num(o, "setup_ms");
+    g->ram[k] = isfinite(agg_rss) ? agg_rss : s_num(o, "peak_rss_bytes");
+    g->ssd[k] = s_num(o, "ssd_read_bytes");
+    g->cg[k] = s_num(o, "cgroup_peak_bytes");
+    g->qabs[k] = s_num(o, "quality_max_abs_err");
+    g->qrel[k] = s_num(o, "quality_max_rel_err");
+    g->qlim_abs = s_num(o, "quality_limit_abs");
+    g->qlim_rel = s_num(o, "quality_limit_rel");
+    if (json_is_string(json_object_get(o, "quant_type")))
+        snprintf(g->qtype, sizeof g->qtype, "%s",
+                 json_string_value(json_object_get(o, "quant_type")));
+    const char *key;
+    json_t *val;
+    json_object_foreach(json_object_get(o, "stage_ms"), key, val) {
+        if (!strcmp(key, "e2e")) /* the resident arm's whole step, not a stage */
+            continue;
+        int si = s_stage_index(stages, n_stages, key);
+        if (si >= 0 && json_is_number(val))
+            g->st[si][k] = json_number_value(val);
+    }
+    json_t *steps = json_object_get(o, "step_ms");
+    size_t ns = json_array_size(steps);
+    double *nl = realloc(g->lat, sizeof(double) * (g->n_lat + ns + 1));
+    if (nl) {
+        g->lat = nl;
+        for (size_t s = 0; s < ns; s++)
+            if (json_is_number(json_array_get(steps, s)))
+                g->lat[g->n_lat++] = json_number_value(json_array_get(steps, s));
+    }
+}
+
 /* Parse results.jsonl into one aggregate per condition. lines: kept alive for borrowed refs. */
 static int s_read_results(const lab_t *L, s_agg *ag, char stages[S_MAX_STAGES][32],
                           uint32_t *n_stages, json_t *lines)
@@ -121,72 +193,7 @@ static int s_read_results(const lab_t *L, s_agg *ag, char stages[S_MAX_STAGES][3
                 g = &ag[i];
         if (!g || g->runs >= max + 64)
             continue;
-        g->runs++;
-        if (!g->pred)
-            g->pred = json_object_get(o, "prediction");
-        if (json_is_true(json_object_get(o, "failed"))) {
-            g->failed++;
-            if (!g->reason[0])
-                snprintf(g->reason, sizeof g->reason, "FAILED: %s",
-                         json_string_value(json_object_get(o, "error")));
-            continue;
-        }
-        if (json_is_true(json_object_get(o, "void"))) {
-            g->voided++;
-            if (!g->reason[0])
-                snprintf(g->reason, sizeof g->reason, "VOID: %s",
-                         json_string_value(json_object_get(o, "void_reason")));
-        }
-        json_t *fo = json_object_get(o, "failover");
-        if (json_array_size(fo)) {
-            /* A worker was lost: part of the steps ran in the coordinator's fallback, so this
-             * is not a clean resident measurement even when every gate passes. */
-            if (!g->fallback++)
-                for (size_t e = 0; e < json_array_size(fo); e++) {
-                    json_t *ev = json_array_get(fo, e);
-                    size_t used = strlen(g->fallback_why);
-                    snprintf(g->fallback_why + used, sizeof g->fallback_why - used,
-                             "%s%s lost (%s) at step %.0f", used ? "; " : "",
-                             json_string_value(json_object_get(ev, "worker")),
-                             json_string_value(json_object_get(ev, "how")),
-                             s_num(ev, "lost_at_step"));
-                }
-        }
-        uint32_t k = g->ok++;
-        double agg_rss = s_num(o, "aggregate_peak_rss_bytes");
-        g->sps[k] = s_num(o, "steps_per_s");
-        g->total[k] = s_num(o, "total_ms") / 1e3;
-        g->ttfr[k] = s_num(o, "ttfr_ms");
-        g->p50[k] = s_num(o, "step_ms_p50");
-        g->setup[k] = s_num(o, "setup_ms");
-        g->ram[k] = isfinite(agg_rss) ? agg_rss : s_num(o, "peak_rss_bytes");
-        g->ssd[k] = s_num(o, "ssd_read_bytes");
-        g->cg[k] = s_num(o, "cgroup_peak_bytes");
-        g->qabs[k] = s_num(o, "quality_max_abs_err");
-        g->qrel[k] = s_num(o, "quality_max_rel_err");
-        g->qlim_abs = s_num(o, "quality_limit_abs");
-        g->qlim_rel = s_num(o, "quality_limit_rel");
-        if (json_is_string(json_object_get(o, "quant_type")))
-            snprintf(g->qtype, sizeof g->qtype, "%s",
-                     json_string_value(json_object_get(o, "quant_type")));
-        const char *key;
-        json_t *val;
-        json_object_foreach(json_object_get(o, "stage_ms"), key, val) {
-            if (!strcmp(key, "e2e")) /* the resident arm's whole step, not a stage */
-                continue;
-            int si = s_stage_index(stages, n_stages, key);
-            if (si >= 0 && json_is_number(val))
-                g->st[si][k] = json_number_value(val);
-        }
-        json_t *steps = json_object_get(o, "step_ms");
-        size_t ns = json_array_size(steps);
-        double *nl = realloc(g->lat, sizeof(double) * (g->n_lat + ns + 1));
-        if (nl) {
-            g->lat = nl;
-            for (size_t s = 0; s < ns; s++)
-                if (json_is_number(json_array_get(steps, s)))
-                    g->lat[g->n_lat++] = json_number_value(json_array_get(steps, s));
-        }
+        s_add_run(g, o, stages, n_stages);
     }
     free(line);
     fclose(f);

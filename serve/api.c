@@ -260,21 +260,18 @@ err:
     return -1;
 }
 
-int api_parse(serve *srv, serve_endpoint ep, const char *body, size_t len, serve_req *r,
-              int *status, json_t **errj)
+/* A parameter out of its range: 400 naming it, msg saying why. */
+static int s_badparam(const char *msg, const char *param, int *status, json_t **errj)
+{
+    *status = 400;
+    *errj = api_error(msg, "invalid_request_error", param, "invalid_value");
+    return -1;
+}
+
+/* The body's model (this server's, or none), and what this server does not do. */
+static int s_check_scope(serve *srv, json_t *root, int *status, json_t **errj)
 {
     char msg[512];
-    json_error_t je;
-    memset(r, 0, sizeof *r);
-    r->chat = ep == EP_CHAT;
-    json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
-    if (!root) {
-        snprintf(msg, sizeof msg, "malformed JSON body: line %d, column %d: %s", je.line,
-                 je.column, je.text);
-        FAIL(400, msg, NULL, "invalid_json");
-    }
-    if (!json_is_object(root))
-        FAIL(400, "the body must be a JSON object", NULL, "invalid_type");
     json_t *model = json_object_get(root, "model");
     if (model && !json_is_null(model)) {
         if (!json_is_string(model))
@@ -298,54 +295,59 @@ int api_parse(serve *srv, serve_endpoint ep, const char *body, size_t len, serve
                    json_string_value(json_object_get(rf, "type")) : "", "text"))
         FAIL(400, "only response_format {\"type\":\"text\"} is supported", "response_format",
              "unsupported_parameter");
+    return 0;
+err:
+    return -1;
+}
 
-    /* OpenAI's sampling semantics: temperature 1 and top_p 1 by default, no top_k / min_p. */
+/* Sampling: OpenAI's semantics (temperature 1 and top_p 1 by default, no top_k / min_p),
+ * n = 1, the seed; *maxt the tokens asked for (0: as many as fit). */
+static int s_sampling(serve *srv, json_t *root, serve_req *r, long long *maxt, int *status,
+                      json_t **errj)
+{
+    char msg[512];
     sampler_opts_default(&r->so);
     r->so.temperature = 1.0f;
     r->so.top_k = 0;
     r->so.top_p = 1.0f;
     r->so.min_p = 0.0f;
     r->so.repeat_last_n = 64;
-    double d;
-    long long ll;
-    const char *bad = NULL;
-#define NUM(key, lo, hi, dst)                                                                  \
-    d = NAN;                                                                                   \
-    if (s_num(root, key, lo, hi, &d, msg, sizeof msg)) {                                       \
-        bad = key;                                                                             \
-        goto badparam;                                                                         \
-    }                                                                                          \
-    if (!isnan(d))                                                                             \
-        dst = (float)d;
-    NUM("temperature", 0, 2, r->so.temperature);
-    NUM("top_p", 1e-6, 1, r->so.top_p);
-    NUM("frequency_penalty", -2, 2, r->so.frequency_penalty);
-    NUM("presence_penalty", -2, 2, r->so.presence_penalty);
-#undef NUM
-    ll = 1;
-    if (s_int(root, "n", 1, 1 << 20, &ll, msg, sizeof msg)) {
-        bad = "n";
-        goto badparam;
+    const struct { const char *key; double lo, hi; float *dst; } nums[] = {
+        { "temperature", 0, 2, &r->so.temperature },
+        { "top_p", 1e-6, 1, &r->so.top_p },
+        { "frequency_penalty", -2, 2, &r->so.frequency_penalty },
+        { "presence_penalty", -2, 2, &r->so.presence_penalty },
+    };
+    for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++) {
+        double d = NAN;
+        if (s_num(root, nums[i].key, nums[i].lo, nums[i].hi, &d, msg, sizeof msg))
+            return s_badparam(msg, nums[i].key, status, errj);
+        if (!isnan(d))
+            *nums[i].dst = (float)d;
     }
+    long long ll = 1;
+    if (s_int(root, "n", 1, 1 << 20, &ll, msg, sizeof msg))
+        return s_badparam(msg, "n", status, errj);
     if (ll != 1)
         FAIL(400, "only n = 1 is supported", "n", "unsupported_parameter");
     ll = -1;
-    if (s_int(root, "seed", INT64_MIN, INT64_MAX, &ll, msg, sizeof msg)) {
-        bad = "seed";
-        goto badparam;
-    }
+    if (s_int(root, "seed", INT64_MIN, INT64_MAX, &ll, msg, sizeof msg))
+        return s_badparam(msg, "seed", status, errj);
     r->so.seed = (uint64_t)ll;
-    long long maxt = 0;
     const char *mkey = json_object_get(root, "max_completion_tokens") ? "max_completion_tokens"
                                                                       : "max_tokens";
-    if (s_int(root, mkey, 1, srv->n_ctx, &maxt, msg, sizeof msg)) {
-        bad = mkey;
-        goto badparam;
-    }
-    if (s_bool(root, "stream", &r->stream, msg, sizeof msg)) {
-        bad = "stream";
-        goto badparam;
-    }
+    if (s_int(root, mkey, 1, srv->n_ctx, maxt, msg, sizeof msg))
+        return s_badparam(msg, mkey, status, errj);
+    return 0;
+err:
+    return -1;
+}
+
+static int s_stream(json_t *root, serve_req *r, int *status, json_t **errj)
+{
+    char msg[512];
+    if (s_bool(root, "stream", &r->stream, msg, sizeof msg))
+        return s_badparam(msg, "stream", status, errj);
     json_t *so = json_object_get(root, "stream_options");
     if (so && !json_is_null(so)) {
         const char *k;
@@ -357,52 +359,67 @@ int api_parse(serve *srv, serve_endpoint ep, const char *body, size_t len, serve
                      "stream_options: unknown field '%.60s' (known: include_usage)", k);
             FAIL(400, msg, "stream_options", "unknown_parameter");
         }
-        if (s_bool(so, "include_usage", &r->include_usage, msg, sizeof msg)) {
-            bad = "stream_options";
-            goto badparam;
-        }
+        if (s_bool(so, "include_usage", &r->include_usage, msg, sizeof msg))
+            return s_badparam(msg, "stream_options", status, errj);
     }
+    return 0;
+err:
+    return -1;
+}
+
+static int s_stop(json_t *root, serve_req *r, int *status, json_t **errj)
+{
     json_t *stop = json_object_get(root, "stop");
-    if (stop && !json_is_null(stop)) {
-        json_t *one = json_is_string(stop) ? stop : NULL;
-        size_t n = one ? 1 : json_is_array(stop) ? json_array_size(stop) : 0;
-        if ((!one && !json_is_array(stop)) || n > SERVE_MAX_STOP)
-            FAIL(400, "'stop' must be a string or an array of up to 4 strings", "stop",
-                 "invalid_type");
-        for (size_t i = 0; i < n; i++) {
-            json_t *s = one ? one : json_array_get(stop, i);
-            if (!json_is_string(s) || json_string_length(s) < 1 ||
-                json_string_length(s) > SERVE_MAX_STOP_LEN)
-                FAIL(400, "each stop string must be a string of 1..256 bytes", "stop",
-                     "invalid_value");
-            r->stop[r->n_stop++] = strdup(json_string_value(s));
-        }
+    if (!stop || json_is_null(stop))
+        return 0;
+    json_t *one = json_is_string(stop) ? stop : NULL;
+    size_t n = one ? 1 : json_is_array(stop) ? json_array_size(stop) : 0;
+    if ((!one && !json_is_array(stop)) || n > SERVE_MAX_STOP)
+        FAIL(400, "'stop' must be a string or an array of up to 4 strings", "stop",
+             "invalid_type");
+    for (size_t i = 0; i < n; i++) {
+        json_t *s = one ? one : json_array_get(stop, i);
+        if (!json_is_string(s) || json_string_length(s) < 1 ||
+            json_string_length(s) > SERVE_MAX_STOP_LEN)
+            FAIL(400, "each stop string must be a string of 1..256 bytes", "stop",
+                 "invalid_value");
+        r->stop[r->n_stop++] = strdup(json_string_value(s));
     }
-    /* logprobs: chat has a boolean and top_logprobs 0..20; completions an integer 0..5. */
-    if (r->chat) {
-        if (s_bool(root, "logprobs", &r->logprobs, msg, sizeof msg)) {
-            bad = "logprobs";
-            goto badparam;
-        }
-        ll = 0;
-        if (s_int(root, "top_logprobs", 0, SAMPLER_TOP_MAX, &ll, msg, sizeof msg)) {
-            bad = "top_logprobs";
-            goto badparam;
-        }
-        if (ll && !r->logprobs)
-            FAIL(400, "'top_logprobs' needs 'logprobs': true", "top_logprobs", "invalid_value");
-        r->top_logprobs = (uint32_t)ll;
-    } else {
+    return 0;
+err:
+    return -1;
+}
+
+/* logprobs: chat has a boolean and top_logprobs 0..20; completions an integer 0..5. */
+static int s_logprobs(json_t *root, serve_req *r, int *status, json_t **errj)
+{
+    char msg[512];
+    long long ll;
+    if (!r->chat) {
         ll = -1;
-        if (s_int(root, "logprobs", 0, 5, &ll, msg, sizeof msg)) {
-            bad = "logprobs";
-            goto badparam;
-        }
+        if (s_int(root, "logprobs", 0, 5, &ll, msg, sizeof msg))
+            return s_badparam(msg, "logprobs", status, errj);
         r->logprobs = ll >= 0;
         r->top_logprobs = ll > 0 ? (uint32_t)ll : 0;
+        return 0;
     }
-    if ((r->chat ? s_prompt_chat : s_prompt_text)(srv, root, r, status, errj))
-        goto err;
+    if (s_bool(root, "logprobs", &r->logprobs, msg, sizeof msg))
+        return s_badparam(msg, "logprobs", status, errj);
+    ll = 0;
+    if (s_int(root, "top_logprobs", 0, SAMPLER_TOP_MAX, &ll, msg, sizeof msg))
+        return s_badparam(msg, "top_logprobs", status, errj);
+    if (ll && !r->logprobs)
+        FAIL(400, "'top_logprobs' needs 'logprobs': true", "top_logprobs", "invalid_value");
+    r->top_logprobs = (uint32_t)ll;
+    return 0;
+err:
+    return -1;
+}
+
+/* The prompt and the tokens asked for within the context. */
+static int s_fit(serve *srv, serve_req *r, long long maxt, int *status, json_t **errj)
+{
+    char msg[512];
     if (r->n_prompt == 0)
         FAIL(400, "the prompt is empty", r->chat ? "messages" : "prompt", "invalid_value");
     if (r->n_prompt >= srv->n_ctx || (maxt && r->n_prompt + (uint64_t)maxt > srv->n_ctx)) {
@@ -414,11 +431,35 @@ int api_parse(serve *srv, serve_endpoint ep, const char *body, size_t len, serve
         FAIL(400, msg, r->chat ? "messages" : "prompt", "context_length_exceeded");
     }
     r->max_tokens = maxt ? (uint32_t)maxt : srv->n_ctx - r->n_prompt;
+    return 0;
+err:
+    return -1;
+}
+
+int api_parse(serve *srv, serve_endpoint ep, const char *body, size_t len, serve_req *r,
+              int *status, json_t **errj)
+{
+    char msg[512];
+    json_error_t je;
+    long long maxt = 0;
+    memset(r, 0, sizeof *r);
+    r->chat = ep == EP_CHAT;
+    json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
+    if (!root) {
+        snprintf(msg, sizeof msg, "malformed JSON body: line %d, column %d: %s", je.line,
+                 je.column, je.text);
+        FAIL(400, msg, NULL, "invalid_json");
+    }
+    if (!json_is_object(root))
+        FAIL(400, "the body must be a JSON object", NULL, "invalid_type");
+    if (s_check_scope(srv, root, status, errj) ||
+        s_sampling(srv, root, r, &maxt, status, errj) || s_stream(root, r, status, errj) ||
+        s_stop(root, r, status, errj) || s_logprobs(root, r, status, errj) ||
+        (r->chat ? s_prompt_chat : s_prompt_text)(srv, root, r, status, errj) ||
+        s_fit(srv, r, maxt, status, errj))
+        goto err;
     json_decref(root);
     return 0;
-badparam:
-    *status = 400;
-    *errj = api_error(msg, "invalid_request_error", bad, "invalid_value");
 err:
     json_decref(root);
     api_req_free(r);

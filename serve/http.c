@@ -225,98 +225,103 @@ static int s_authorized(serve *srv, struct MHD_Connection *c)
     return h && !strncasecmp(h, "Bearer ", 7) && !strcmp(h + 7, srv->api_key);
 }
 
-static enum MHD_Result s_access(void *cls, struct MHD_Connection *c, const char *url,
-                                const char *method, const char *version,
-                                const char *upload, size_t *upload_size, void **con_cls)
+/* A connection's first call: its route, method and announced size, before any body. */
+static enum MHD_Result s_route(serve *srv, struct MHD_Connection *c, const char *url,
+                               const char *method, void **con_cls)
 {
-    (void)version;
-    serve *srv = cls;
-    s_conn *cc = *con_cls;
-    if (!cc) {
-        if (!(cc = calloc(1, sizeof *cc)))
-            return MHD_NO;
-        *con_cls = cc;
-        cc->ep = EP_OTHER;
-        size_t i;
-        for (i = 0; i < N_ROUTES; i++)
-            if (!strcmp(url, s_routes[i].path))
-                break;
-        if (i == N_ROUTES) {
-            char m[300];
-            snprintf(m, sizeof m, "no such endpoint: %s %.200s", method, url);
-            return s_err(srv, c, EP_OTHER, 404, m, "invalid_request_error", "not_found");
-        }
-        cc->ep = s_routes[i].ep;
-        if (strcmp(method, s_routes[i].method) &&
-            !(!strcmp(method, "HEAD") && !strcmp(s_routes[i].method, "GET"))) {
-            char m[300];
-            snprintf(m, sizeof m, "%s %s: method not allowed (use %s)", method, url,
-                     s_routes[i].method);
-            return s_json(srv, c, cc->ep, 405,
-                          api_error(m, "invalid_request_error", NULL, "method_not_allowed"),
-                          "Allow", s_routes[i].method);
-        }
-        const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
-        if (cl && strtoull(cl, NULL, 10) > srv->max_body) {
-            char m[160];
-            snprintf(m, sizeof m, "request body of %s bytes is over the limit of %zu bytes", cl,
-                     srv->max_body);
-            return s_err(srv, c, cc->ep, 413, m, "invalid_request_error", "body_too_large");
-        }
-        return MHD_YES;
+    s_conn *cc = calloc(1, sizeof *cc);
+    if (!cc)
+        return MHD_NO;
+    *con_cls = cc;
+    cc->ep = EP_OTHER;
+    size_t i;
+    for (i = 0; i < N_ROUTES; i++)
+        if (!strcmp(url, s_routes[i].path))
+            break;
+    if (i == N_ROUTES) {
+        char m[300];
+        snprintf(m, sizeof m, "no such endpoint: %s %.200s", method, url);
+        return s_err(srv, c, EP_OTHER, 404, m, "invalid_request_error", "not_found");
     }
-    if (*upload_size) {
-        if (cc->len + *upload_size > srv->max_body)
-            cc->too_big = 1;
-        if (!cc->too_big) {
-            if (cc->len + *upload_size > cc->cap) {
-                size_t cap = (cc->len + *upload_size) * 2;
-                char *b = realloc(cc->body, cap);
-                if (!b)
-                    return MHD_NO;
-                cc->body = b;
-                cc->cap = cap;
-            }
-            memcpy(cc->body + cc->len, upload, *upload_size);
-            cc->len += *upload_size;
-        }
-        *upload_size = 0;
-        return MHD_YES;
+    cc->ep = s_routes[i].ep;
+    if (strcmp(method, s_routes[i].method) &&
+        !(!strcmp(method, "HEAD") && !strcmp(s_routes[i].method, "GET"))) {
+        char m[300];
+        snprintf(m, sizeof m, "%s %s: method not allowed (use %s)", method, url,
+                 s_routes[i].method);
+        return s_json(srv, c, cc->ep, 405,
+                      api_error(m, "invalid_request_error", NULL, "method_not_allowed"),
+                      "Allow", s_routes[i].method);
     }
+    const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
+    if (cl && strtoull(cl, NULL, 10) > srv->max_body) {
+        char m[160];
+        snprintf(m, sizeof m, "request body of %s bytes is over the limit of %zu bytes", cl,
+                 srv->max_body);
+        return s_err(srv, c, cc->ep, 413, m, "invalid_request_error", "body_too_large");
+    }
+    return MHD_YES;
+}
+
+/* A piece of the body: kept up to max_body, the rest counted as too big. */
+static enum MHD_Result s_upload(serve *srv, s_conn *cc, const char *upload, size_t *upload_size)
+{
+    if (cc->len + *upload_size > srv->max_body)
+        cc->too_big = 1;
+    if (!cc->too_big) {
+        if (cc->len + *upload_size > cc->cap) {
+            size_t cap = (cc->len + *upload_size) * 2;
+            char *b = realloc(cc->body, cap);
+            if (!b)
+                return MHD_NO;
+            cc->body = b;
+            cc->cap = cap;
+        }
+        memcpy(cc->body + cc->len, upload, *upload_size);
+        cc->len += *upload_size;
+    }
+    *upload_size = 0;
+    return MHD_YES;
+}
+
+static enum MHD_Result s_metrics(serve *srv, struct MHD_Connection *c, int st)
+{
+    uint32_t a = 0, q = 0;
+    if (srv->sched)
+        sched_counts(srv->sched, &a, &q);
+    char *t = metrics_render(srv->metrics, a, q, srv->n_slots, srv->arm, st, srv->swarm);
+    if (!t)
+        return MHD_NO;
+    enum MHD_Result rc = s_send(srv, c, EP_METRICS, 200, "text/plain; version=0.0.4", t,
+                                strlen(t), NULL, NULL);
+    free(t);
+    return rc;
+}
+
+/* The whole request is in: health and the page for anyone; the rest behind the key, and
+ * all but metrics only while serving. */
+static enum MHD_Result s_dispatch(serve *srv, struct MHD_Connection *c, s_conn *cc)
+{
     if (cc->too_big) {
         char m[160];
         snprintf(m, sizeof m, "request body is over the limit of %zu bytes", srv->max_body);
         return s_err(srv, c, cc->ep, 413, m, "invalid_request_error", "body_too_large");
     }
     int st = atomic_load(&srv->state);
-    switch (cc->ep) {
-    case EP_HEALTH:
+    if (cc->ep == EP_HEALTH)
         return s_health(srv, c);
-    case EP_PAGE: {
+    if (cc->ep == EP_PAGE) {
         size_t n = 0;
         const char *p = page_html(&n);
         return s_send(srv, c, EP_PAGE, 200, "text/html; charset=utf-8", p, n, NULL, NULL);
-    }
-    default:
-        break;
     }
     if (!s_authorized(srv, c))
         return s_json(srv, c, cc->ep, 401,
                       api_error("missing or wrong API key (Authorization: Bearer KEY)",
                                 "invalid_request_error", NULL, "invalid_api_key"),
                       "WWW-Authenticate", "Bearer");
-    if (cc->ep == EP_METRICS) {
-        uint32_t a = 0, q = 0;
-        if (srv->sched)
-            sched_counts(srv->sched, &a, &q);
-        char *t = metrics_render(srv->metrics, a, q, srv->n_slots, srv->arm, st, srv->swarm);
-        if (!t)
-            return MHD_NO;
-        enum MHD_Result rc = s_send(srv, c, EP_METRICS, 200, "text/plain; version=0.0.4", t,
-                                    strlen(t), NULL, NULL);
-        free(t);
-        return rc;
-    }
+    if (cc->ep == EP_METRICS)
+        return s_metrics(srv, c, st);
     if (st != STATE_SERVING)
         return s_json(srv, c, cc->ep, 503,
                       api_error(st == STATE_LOADING ? "the model is loading" :
@@ -326,6 +331,20 @@ static enum MHD_Result s_access(void *cls, struct MHD_Connection *c, const char 
     if (cc->ep == EP_MODELS)
         return s_json(srv, c, EP_MODELS, 200, api_models(srv), NULL, NULL);
     return s_generate(srv, c, cc);
+}
+
+static enum MHD_Result s_access(void *cls, struct MHD_Connection *c, const char *url,
+                                const char *method, const char *version,
+                                const char *upload, size_t *upload_size, void **con_cls)
+{
+    (void)version;
+    serve *srv = cls;
+    s_conn *cc = *con_cls;
+    if (!cc)
+        return s_route(srv, c, url, method, con_cls);
+    if (*upload_size)
+        return s_upload(srv, cc, upload, upload_size);
+    return s_dispatch(srv, c, cc);
 }
 
 static void s_completed(void *cls, struct MHD_Connection *c, void **con_cls,

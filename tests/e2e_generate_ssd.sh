@@ -147,7 +147,9 @@ expect_rc pcorr 3; has pcorr err "void: content"
 # serve --arm ssd: one slot, /health says ssd, greedy = generate's text
 sw par2 serve "$T/m.gguf" --arm ssd --parallel 2 --listen 127.0.0.1:0; expect_rc par2 2
 has par2 err "one session at a time"
-"$SWARM_BIN" serve "$T/m.gguf" --arm ssd --cap "$CAP" --ctx 64 --listen 127.0.0.1:0 \
+# serve plans 64 positions where the probe above planned the prompt + 16, under the same 32 MiB
+# overhead as every command's SSD arm (dist/arm_open.c): a MiB more holds the larger KV cache
+"$SWARM_BIN" serve "$T/m.gguf" --arm ssd --cap "$((CAP + 1048576))" --ctx 64 --listen 127.0.0.1:0 \
     --port-file "$T/srv.port" >"$T/srv.out" 2>"$T/srv.err" &
 srv=$!
 # waits as long as the server lives (a slow machine loads slowly; a dead server ends it)

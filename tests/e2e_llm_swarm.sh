@@ -4,8 +4,9 @@
 # sampling: the same token ids and logits digests as the reference arm (the parity gate runs
 # on every resident run), the plan in the result (ranges, embedding and head with the
 # coordinator), failover with the caches (killed, stopped, cut off, respawned, killed from
-# outside: the same tokens), a worker cap too small refused with its numbers, a bad arm named.
-# tests/
+# outside: the same tokens), a worker cap too small refused with its numbers, a bad arm named;
+# chat and perplexity on the resident arm (the same text and perplexity), shared flags refused
+# by name where a command cannot honour them. tests/
 # Env: SWARM_BIN, SWARM_TEST_TMP. Closes with "e2e_llm_swarm: N passed, N failed".
 set -u
 cd "$(dirname "$0")/.."
@@ -27,8 +28,10 @@ for mode in greedy seeded; do
     expect_rc ref_$mode 0
     for nw in 2 3; do
         n=res_${mode}_$nw
+        # --threads 1: the default is the physical cores (dist/arm_open.c), and the shared core
+        # below is one session on one thread's
         sw $n generate "$T/m.gguf" --prompt "$P" -n 20 "${S[@]}" --batch 3 --arm resident \
-            --workers $nw --worker-cap 64M --out "$T/$n.jsonl"
+            --workers $nw --worker-cap 64M --threads 1 --out "$T/$n.jsonl"
         expect_rc $n 0
         has $n err "parity: pass (token ids and logits identical to the reference arm"
         eq "$n text" "$(cat "$T/$n.out")" "$(cat "$T/ref_$mode.out")"
@@ -230,6 +233,28 @@ has small err "holds no layer: 16.0 MiB overhead"
 sw badarm generate "$T/m.gguf" --prompt "$P" --arm swarm
 expect_rc badarm 2
 has badarm err "unknown arm 'swarm' (arms: reference, ssd, resident)"
+
+# One arm for every command (dist/arm_open.c): chat and perplexity on the resident arm give the
+# reference arm's text and perplexity; a flag a command cannot honour is refused by name
+printf 'hello\nhow are you\n' > "$T/chat.in"
+sw chref chat "$T/m.gguf" --chat-template chatml -n 6 --temp 0 < "$T/chat.in"; expect_rc chref 0
+sw chres chat "$T/m.gguf" --chat-template chatml -n 6 --temp 0 --arm resident --workers 2 \
+    < "$T/chat.in"; expect_rc chres 0
+eq "chat: resident = reference" "$(cat "$T/chres.out")" "$(cat "$T/chref.out")"
+python3 -c "print('the quick brown fox jumps over the lazy dog. ' * 40)" > "$T/text.txt"
+sw ppref perplexity "$T/m.gguf" --file "$T/text.txt" --ctx 64; expect_rc ppref 0
+sw ppres perplexity "$T/m.gguf" --file "$T/text.txt" --ctx 64 --arm resident --workers 3
+expect_rc ppres 0
+eq "perplexity: resident = reference" "$(grep -o 'perplexity [0-9.]*' "$T/ppres.out")" \
+    "$(grep -o 'perplexity [0-9.]*' "$T/ppref.out")"
+for c in chat perplexity serve; do
+    extra=(); [ $c = perplexity ] && extra=(--file "$T/text.txt")
+    sw nofault_$c $c "$T/m.gguf" "${extra[@]}" --arm resident --kill-worker w1@2 </dev/null
+    expect_rc nofault_$c 2
+    has nofault_$c err "--kill-worker is not a flag of swarm $c"
+done
+sw ppprof perplexity "$T/m.gguf" --file "$T/text.txt" --profile lan
+expect_rc ppprof 2; has ppprof err "--profile: "; has ppprof err "(add --arm resident)"
 
 echo "e2e_llm_swarm: $pass passed, $fail failed"
 [ "$fail" = 0 ]

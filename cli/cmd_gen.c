@@ -1,0 +1,171 @@
+/* cmd_gen.c — `swarm gen`: a synthetic dense model, or a random-weight llama/qwen2 file. cli/ */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "arch/gen.h"
+#include "arch/model.h"
+#include "base/exitcode.h"
+#include "base/log.h"
+#include "base/util.h"
+#include "cli/cmd.h"
+#include "dist/llm_cli.h"
+#include "quant/quant.h"
+
+static void s_gen_usage(void)
+{
+    printf("usage: swarm gen --layers L --dim D --seed S -o FILE [--alignment A]\n"
+           "  Writes a synthetic dense model in GGUF v3: per layer g (d f32) and W (d x d\n"
+           "  f32), deterministic from the seed, with a checksum per layer in the\n"
+           "  metadata. Alignment defaults to 4096 (O_DIRECT friendly).\n"
+           "usage: swarm gen --arch llama|qwen2 [--dim D --layers L --heads H --kv-heads K\n"
+           "                 --ff F] [--vocab-from VOCAB.gguf | --vocab N]\n"
+           "                 [--type f32|f16|bf16|q8_0|q4_0] [--tied] [--ctx N]\n"
+           "                 [--rope-linear FACTOR | --rope-llama3] [--chat-template FILE]\n"
+           "                 --seed S -o FILE\n"
+           "  Writes a random-weight llama / qwen2 model (weights of standard deviation 0.02,\n"
+           "  norms near 1, deterministic from the seed; matrices in --type, vectors f32),\n"
+           "  with the tokenizer of a vocabulary-only GGUF copied in, so llama.cpp loads it.\n"
+           "  --rope-linear: rope.scaling linear; --rope-llama3: Llama 3.1's rope_freqs.weight.\n"
+           "  --chat-template FILE: its text (Jinja) as tokenizer.chat_template.\n"
+           "  Defaults: dim 256, 2 layers, 8 heads, kv-heads = heads, ff 768, type f32,\n"
+           "  ctx 2048, alignment 32 (as published files).\n");
+}
+
+/* The command line: -1 in layers, dim, align means not given (the defaults differ). */
+typedef struct {
+    long layers, dim, align;
+    uint64_t seed;
+    const char *out, *arch, *jinja_path;
+    arch_gen_opts go;
+} s_gen;
+
+/* EXIT_OK after --help, EXIT_USAGE (printed), or -1: parsed. */
+static int s_parse(s_gen *g, int argc, char **argv)
+{
+    static const struct option opts[] = {
+        { "layers", required_argument, 0, 'L' }, { "dim", required_argument, 0, 'd' },
+        { "seed", required_argument, 0, 's' },   { "out", required_argument, 0, 'o' },
+        { "alignment", required_argument, 0, 'a' }, { "help", no_argument, 0, 'h' },
+        { "arch", required_argument, 0, 'A' },   { "heads", required_argument, 0, 'H' },
+        { "kv-heads", required_argument, 0, 'K' }, { "ff", required_argument, 0, 'F' },
+        { "vocab-from", required_argument, 0, 'V' }, { "vocab", required_argument, 0, 'N' },
+        { "type", required_argument, 0, 'T' },   { "tied", no_argument, 0, 't' },
+        { "ctx", required_argument, 0, 'C' },
+        { "rope-linear", required_argument, 0, 'R' }, { "rope-llama3", no_argument, 0, '3' },
+        { "chat-template", required_argument, 0, 'J' }, { 0, 0, 0, 0 }
+    };
+    arch_gen_opts *go = &g->go;
+    char err[512];
+    int c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "o:h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'L': g->layers = (long)strtoul(optarg, NULL, 10); break;
+        case 'd': g->dim = (long)strtoul(optarg, NULL, 10); break;
+        case 's': g->seed = strtoull(optarg, NULL, 0); break;
+        case 'o': g->out = optarg; break;
+        case 'a': g->align = (long)strtoul(optarg, NULL, 10); break;
+        case 'A': g->arch = optarg; break;
+        case 'H': go->n_head = (uint32_t)strtoul(optarg, NULL, 10); break;
+        case 'K': go->n_head_kv = (uint32_t)strtoul(optarg, NULL, 10); break;
+        case 'F': go->n_ff = (uint32_t)strtoul(optarg, NULL, 10); break;
+        case 'V': go->vocab_from = optarg; break;
+        case 'N': go->n_vocab = (uint32_t)strtoul(optarg, NULL, 10); break;
+        case 't': go->tied = 1; break;
+        case 'C': go->n_ctx = (uint32_t)strtoul(optarg, NULL, 10); break;
+        case 'R': go->rope_linear = strtof(optarg, NULL); break;
+        case '3': go->rope_llama3 = 1; break;
+        case 'J': g->jinja_path = optarg; break;
+        case 'T': {
+            quant_type qt;
+            if (quant_type_parse(optarg, &qt, err, sizeof err)) {
+                fprintf(stderr, "swarm gen: --type: %s\n", err);
+                return EXIT_USAGE;
+            }
+            go->type = qt;
+            break;
+        }
+        case 'h': s_gen_usage(); return EXIT_OK;
+        default: return EXIT_USAGE;
+        }
+    }
+    return -1;
+}
+
+/* A random-weight llama / qwen2 file. An exit code. */
+static int s_gen_llm(s_gen *g, uint64_t t0)
+{
+    arch_gen_opts *go = &g->go;
+    char err[512];
+    if (!strcmp(g->arch, "llama"))
+        go->arch = ARCH_LLAMA;
+    else if (!strcmp(g->arch, "qwen2"))
+        go->arch = ARCH_QWEN2;
+    else {
+        fprintf(stderr, "swarm gen: --arch '%s': one of swarm-dense, llama, qwen2\n", g->arch);
+        return EXIT_USAGE;
+    }
+    go->dim = g->dim < 0 ? 256 : (uint32_t)g->dim;
+    go->n_layers = g->layers < 0 ? 2 : (uint32_t)g->layers;
+    go->n_head_kv = go->n_head_kv ? go->n_head_kv : go->n_head;
+    go->seed = g->seed;
+    go->alignment = g->align < 0 ? 0 : (uint32_t)g->align;
+    if (!g->out || (!go->vocab_from && !go->n_vocab)) {
+        fprintf(stderr,
+                "swarm gen --arch %s: need -o FILE and --vocab-from FILE or --vocab N\n", g->arch);
+        return EXIT_USAGE;
+    }
+    char *jinja = NULL;
+    size_t jlen;
+    if (g->jinja_path && !(jinja = llm_cli_read_file(g->jinja_path, &jlen, err, sizeof err))) {
+        fprintf(stderr, "swarm gen: --chat-template: %s\n", err);
+        return EXIT_USAGE;
+    }
+    go->chat_template = jinja;
+    int grc = arch_gen(g->out, go, err, sizeof err);
+    free(jinja);
+    if (grc) {
+        log_error("%s", err);
+        return EXIT_FAIL;
+    }
+    log_info("wrote %s: %s, %u layers x %u, %u heads (%u kv), ff %u, %s%s, seed %llu (%.1f s)",
+             g->out, g->arch, go->n_layers, go->dim, go->n_head, go->n_head_kv, go->n_ff,
+             quant_type_name(go->type), go->tied ? ", tied" : "", (unsigned long long)g->seed,
+             (util_now_ns() - t0) / 1e9);
+    return EXIT_OK;
+}
+
+/* The synthetic dense model of the lab. An exit code. */
+static int s_gen_dense(s_gen *g, uint64_t t0)
+{
+    char err[512];
+    long layers = g->layers < 0 ? 24 : g->layers, dim = g->dim < 0 ? 4096 : g->dim;
+    long align = g->align < 0 ? 4096 : g->align;
+    if (!g->out || !layers || layers > MODEL_MAX_LAYERS || !dim || dim > MODEL_MAX_DIM) {
+        fprintf(stderr, "swarm gen: need -o FILE, 1 <= layers <= %d, 1 <= dim <= %d\n",
+                MODEL_MAX_LAYERS, MODEL_MAX_DIM);
+        return EXIT_USAGE;
+    }
+    if (model_gen(g->out, (uint32_t)layers, (uint32_t)dim, g->seed, (uint32_t)align, err,
+                  sizeof err)) {
+        log_error("%s", err);
+        return EXIT_FAIL;
+    }
+    log_info("wrote %s: %ld layers x %ld, seed %llu, alignment %ld (%.1f s)", g->out, layers,
+             dim, (unsigned long long)g->seed, align, (util_now_ns() - t0) / 1e9);
+    return EXIT_OK;
+}
+
+int cmd_gen(int argc, char **argv)
+{
+    s_gen g = { .layers = -1, .dim = -1, .align = -1, .seed = 1,
+                .go = { .n_head = 8, .n_ff = 768, .type = QUANT_F32 } };
+    log_set_role("gen");
+    int rc = s_parse(&g, argc, argv);
+    if (rc >= 0)
+        return rc;
+    uint64_t t0 = util_now_ns();
+    return g.arch && strcmp(g.arch, MODEL_ARCH) ? s_gen_llm(&g, t0) : s_gen_dense(&g, t0);
+}
