@@ -1,6 +1,6 @@
 /* exitcode.h — the process exit codes every subcommand and the worker share. base/
  *
- * Scripts and the lab tell these apart (README.md, "Exit codes"), so the values are pinned.
+ * Scripts and the lab tell these apart (docs/cli.md, "Exit codes"), so the values are pinned.
  */
 #ifndef SWARM_EXITCODE_H
 #define SWARM_EXITCODE_H

@@ -5,7 +5,7 @@
  * on the development machines' virtio disk). A 4 MiB read into ordinary 4 KiB pages that
  * happen to be scattered reaches the device cut into ≈0.5 MB requests and runs at about half
  * the speed of the same read into huge pages, which reaches it whole (fio, 2026-12-01, see
- * README "Measured here"). Whether 4 KiB pages are contiguous is luck of allocation, so the
+ * docs/design.md "Measured facts"). Whether 4 KiB pages are contiguous is luck of allocation, so the
  * streaming ring asks for huge pages on purpose and says which kind it got:
  *   "hugetlb"  MAP_HUGETLB from the reserved pool (only when the pool has enough free pages)
  *   "thp"      transparent huge pages: a 2 MiB-aligned anonymous mapping + MADV_HUGEPAGE,

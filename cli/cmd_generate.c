@@ -508,7 +508,7 @@ static json_t *s_tensor_types(const arch_model *am)
     return o;
 }
 
-/* The failovers of a resident run (fields: README, "generate"). */
+/* The failovers of a resident run (fields: docs/results.md, "generate results"). */
 static json_t *s_failovers_json(const llm_failover *f, uint32_t n)
 {
     json_t *a = json_array();
@@ -676,7 +676,7 @@ static json_t *s_kl_json(const gen_run *g)
     return k;
 }
 
-/* The result object (fields: README, "generate"). */
+/* The result object (fields: docs/results.md, "generate results"). */
 static json_t *s_json(const gen_run *g)
 {
     const run_result *rr = g->h.ssd ? &g->h.ssd->rr : NULL;

@@ -216,6 +216,14 @@ static int s_configure(const s_opts *o, arm_ctx *a, config_t *cfg, int argc, cha
     char err[1024];
     if (optind < argc && config_load(cfg, argv[optind], err, sizeof err))
         goto err;
+    /* a text-lab config names a real model, which `run` (the dense model's steps) cannot run:
+     * its [model] defaults would otherwise send it looking for the lab's dense file */
+    if (optind < argc && cfg->llm.on) {
+        fprintf(stderr, "swarm run: %s is a text-lab config ([llm] model %s): run it with `swarm "
+                "lab %s`, or generate from its model with `swarm generate %s`\n", argv[optind],
+                cfg->llm.model, argv[optind], argv[optind]);
+        return -1;
+    }
     for (int i = 0; i < o->nsets; i++)
         if (config_set(cfg, o->sets[i], err, sizeof err))
             goto err;

@@ -5,7 +5,7 @@
  * missing only where the f32 model itself may be generated, and reused after. Its outputs
  * cannot be the reference's bits, so the parity gate is n/a and the quality gate judges the
  * error against the f32 reference on the same inputs, with limits derived from the type's
- * rounding (s_limit_rel below; README "The quantized arm").
+ * rounding (s_limit_rel below; docs/lab.md "The quantized arm").
  */
 #include <math.h>
 #include <stdio.h>

@@ -441,7 +441,7 @@ void llm_ssd_judge(llm_ssd *x, llm_model *m)
             x->rr.void_reason);
 }
 
-/* The SSD fields of a result (README, "generate"). */
+/* The SSD fields of a result (docs/results.md, "generate results"). */
 void llm_ssd_json(json_t *j, const llm_ssd *x, const llm_model *m)
 {
     const exec_plan *p = llm_model_plan(m);

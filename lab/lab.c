@@ -189,7 +189,7 @@ static int s_run_one(lab_t *L, const lab_cond *c, uint32_t rep, uint32_t idx, ui
     a.progress = isatty(2);
     if (c->fault) {
         /* Kill the middle worker a quarter of the way in; it is respawned and rejoins, so
-         * the run shows detection, fallback and rejoin (README: fault tolerance). */
+         * the run shows detection, fallback and rejoin (docs/design.md: fault tolerance). */
         static config_t fcfg;
         uint32_t nw = L->cfg.n_workers ? L->cfg.n_workers : L->cfg.workers;
         fcfg = L->cfg;

@@ -252,7 +252,7 @@ static void s_table_results(FILE *f, const lab_t *L, s_agg *ag)
                 : g->ok ? "pass" : "—");
     }
     fprintf(f, "\nAggregate RAM: the sum of every worker's peak RSS for resident conditions, the "
-               "process's peak RSS otherwise. Gates: cache, content and parity (see README); "
+               "process's peak RSS otherwise. Gates: cache, content and parity (see docs/results.md); "
                "FALLBACK: a worker was lost and the coordinator ran its layers (see below).\n\n");
 }
 
@@ -396,7 +396,7 @@ static void s_table_quantized(FILE *f, const lab_t *L, s_agg *ag)
     if (any)
         fprintf(f, "\nIts outputs are not the reference's bits: the parity gate is n/a and the "
                    "quality gate judges the error against the f32 reference on the same inputs "
-                   "(limits from the type's rounding, README \"The quantized arm\").\n\n");
+                   "(limits from the type's rounding, docs/lab.md \"The quantized arm\").\n\n");
 }
 
 static void s_table_rest(FILE *f, const lab_t *L, s_agg *ag)

@@ -16,7 +16,7 @@
  *   ttfr = one step for every arm: the model has no warm-up term.
  * The binding term is the largest of compute / disk / network inside the step.
  *
- * Limitations (known before any figure was measured; README copies them):
+ * Limitations (known before any figure was measured; docs/lab.md copies them):
  *  - The first step is predicted equal to a steady step. The SSD arm starts with an empty read
  *    ring and a cold disk queue; the resident arm's first message pays TCP/ZeroMQ warm-up and
  *    page faults in the workers. Both make the measured TTFR larger than predicted.

@@ -1,6 +1,6 @@
 /* result.h — one run's figures and gates, and their JSON Lines form (jansson). runtime/
  *
- * Field names are stable and documented in README.md ("Results"). Arm-specific fields
+ * Field names are stable and documented in docs/results.md. Arm-specific fields
  * (per_worker, failover, lab fields) go into `extra`, merged into the same JSON object.
  */
 #ifndef SWARM_RESULT_H

@@ -75,6 +75,10 @@ fi
 # the config names its model for the other commands too: generate and serve take it
 sw gcfg generate "$T/lab.ini" --prompt "Once upon a time" -n 6 --temp 0
 expect_rc gcfg 0
+# `run` steps the dense model: a text-lab config is refused by name, not run on [model]'s defaults
+sw runllm run "$T/lab.ini" --arm reference --steps 2
+expect_rc runllm 2
+has runllm err "is a text-lab config ([llm] model"
 sw gfile generate "$T/models/m.gguf" --prompt "Once upon a time" -n 6 --temp 0
 eq "generate CONFIG = generate FILE" "$(cat "$T/gcfg.out")" "$(cat "$T/gfile.out")"
 "$SWARM_BIN" serve "$T/lab.ini" --listen 127.0.0.1:0 --port-file "$T/srv.port" \

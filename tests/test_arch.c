@@ -499,7 +499,7 @@ static void s_test_reference(void)
         }
         /* Tolerance: 64 activation roundoffs of the logits' scale. Each of the ~10 roundings
          * on a logit's path (norm, products, softmax, residuals, over 1-2 layers) loses at most
-         * a few units; measured ratios are below 8 units for every type (see README). */
+         * a few units; measured ratios are below 8 units for every type (see docs/design.md, "Tensor types"). */
         double rel = maxerr / maxref, tol = 64 * s_unit(cases[c].type);
         printf("  %-24s max |ours - f64| / max |logit| = %.3g (%.2f units; tolerance %.3g)\n",
                cases[c].name, rel, rel / s_unit(cases[c].type), tol);
@@ -792,7 +792,7 @@ static void s_test_llama_cpp(void)
              * llama.cpp multiplies f16 and bf16 weights with (it converts activations to the
              * weight's type: ggml-cpu's vec_dot_type; f32 and the Q8_0 activations of q8_0 and
              * q4_0 are what we use too, so none there), plus 256 f32 roundoffs for sums taken
-             * in other orders. Measured worst cases are 5 to 20 times inside (see README). */
+             * in other orders. Measured worst cases are 5 to 20 times inside (see docs/design.md, "Tensor types"). */
             double lmax = 0;
             for (uint32_t i = 0; i < V; i++)
                 lmax = fmax(lmax, fabs(lg[i]));

@@ -469,7 +469,7 @@ static void test_act_simd(void)
                   "%s: inf rejected: %s", quant_isa_name((quant_isa)isa), err);
 }
 
-/* What quantizing the activation to Q8_0 costs (README, "Tensor types"). For a Q8_0 or Q4_0
+/* What quantizing the activation to Q8_0 costs (docs/design.md, "Tensor types"). For a Q8_0 or Q4_0
  * weight row w (its exact dequantized values) and an f32 activation x, compare our dot
  * product (x quantized to Q8_0 first, as llama.cpp does) with the exact one in double. Each
  * activation element moves by at most half a step of its block (d = amax/127) plus the
