@@ -17,7 +17,7 @@
 #include "base/util.h"
 #include "quant/quant.h"
 
-/* The lab layer's scratch is two (d,) f32 vectors (dense_run_init), each aligned. */
+/* The lab layer's scratch is two (d,) f32 vectors (arch/dense.c s_run_init), each aligned. */
 static uint64_t s_fixed_bytes(const arch_model *am, const exec_opts *o)
 {
     uint32_t P = o->max_pos ? o->max_pos : 1;
