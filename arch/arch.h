@@ -24,6 +24,8 @@
  * A variant that differs only in data (qwen2: llama with Q/K/V biases and NEOX RoPE) is its own
  * entry in the same file, reusing the family's functions and deciding the difference at open
  * (the layer's tensor list, arch_hparams.rope_type), so the hot path never asks which it is.
+ * A family's forward steps (norms, RoPE, attention, FFN) live in its file; a step a second
+ * family needs moves to a file of its own in arch/ then (arch_rmsnorm is already shared).
  *
  * A layer is an ordered list of tensors in *consumption order*. Vector tensors (norm weights,
  * biases: one row) come first and are always whole in memory before the layer starts. Matrix
