@@ -1,5 +1,5 @@
-/* arch.c — architectures by general.architecture: open a model, price a layer, run a layer's
- * hooks (dispatched to dense.c or llama.c). arch/ */
+/* arch.c — architectures by general.architecture: the table of families, opening a model,
+ * pricing a layer, and a layer's hooks checked for order then handed to the family. arch/ */
 #include "arch/arch.h"
 
 #include <math.h>
@@ -28,15 +28,13 @@ int arch_run_fail(arch_run *r, const char *fmt, ...)
     return -1;
 }
 
-const char *arch_id_name(arch_id id)
-{
-    switch (id) {
-    case ARCH_DENSE: return "swarm-dense";
-    case ARCH_LLAMA: return "llama";
-    case ARCH_QWEN2: return "qwen2";
-    }
-    return "unknown";
-}
+/* Every family, by general.architecture. Adding one: its file and one line here (arch.h). */
+static const arch_ops *const s_families[] = {
+    &arch_dense_ops,
+    &arch_llama_ops,
+    &arch_qwen2_ops,
+};
+#define S_N_FAMILIES (sizeof s_families / sizeof s_families[0])
 
 /* ---------------------------------------------------------------- opening */
 
@@ -97,11 +95,30 @@ int arch_tensor_get(const gguf_file *g, const char *name, int is_matrix, uint64_
     return 0;
 }
 
-void arch_layer_seal(arch_layer *l)
+static void s_layer_seal(arch_layer *l)
 {
     l->weight_bytes = 0;
     for (uint32_t i = 0; i < l->n_tensors; i++)
         l->weight_bytes += l->t[i].nbytes;
+}
+
+int arch_model_bind(arch_model *m, const char *name, char *err, size_t errlen)
+{
+    const char *path = m->g ? m->g->path : NULL;
+    for (size_t i = 0; i < S_N_FAMILIES; i++)
+        if (!strcmp(name, s_families[i]->name)) {
+            m->ops = s_families[i];
+            snprintf(m->hp.name, sizeof m->hp.name, "%s", name);
+            return 0;
+        }
+    char known[256] = "";
+    size_t k = 0;
+    for (size_t i = 0; i < S_N_FAMILIES && k < sizeof known; i++)
+        k += (size_t)snprintf(known + k, sizeof known - k, "%s%s", i ? ", " : "",
+                              s_families[i]->name);
+    arch_err(err, errlen, path, "general.architecture '%s' is not supported (supported: %s)",
+             name, known);
+    return -1;
 }
 
 int arch_model_open(arch_model *m, const gguf_file *g, char *err, size_t errlen)
@@ -109,28 +126,22 @@ int arch_model_open(arch_model *m, const gguf_file *g, char *err, size_t errlen)
     memset(m, 0, sizeof *m);
     m->g = g;
     const char *name = NULL;
-    if (gguf_get_str(g, "general.architecture", &name, err, errlen))
-        return -1;
-    snprintf(m->hp.name, sizeof m->hp.name, "%s", name);
-    int rc;
-    if (!strcmp(name, "swarm-dense")) {
-        m->hp.id = ARCH_DENSE;
-        rc = dense_open(m, err, errlen);
-    } else if (!strcmp(name, "llama")) {
-        m->hp.id = ARCH_LLAMA;
-        rc = llama_open(m, err, errlen);
-    } else if (!strcmp(name, "qwen2")) {
-        m->hp.id = ARCH_QWEN2;
-        rc = llama_open(m, err, errlen);
-    } else {
-        arch_err(err, errlen, g->path,
-                 "general.architecture '%s' is not supported (supported: swarm-dense, llama, "
-                 "qwen2)", name);
-        rc = -1;
+    if (gguf_get_str(g, "general.architecture", &name, err, errlen) ||
+        arch_model_bind(m, name, err, errlen) || m->ops->open(m, err, errlen))
+        goto err;
+    if (!(m->layers = calloc(m->hp.n_layers, sizeof *m->layers))) {
+        arch_err(err, errlen, g->path, "out of memory");
+        goto err;
     }
-    if (rc)
-        arch_model_close(m);
-    return rc;
+    for (uint32_t l = 0; l < m->hp.n_layers; l++) {
+        if (m->ops->layer(m, l, &m->layers[l], err, errlen))
+            goto err;
+        s_layer_seal(&m->layers[l]);
+    }
+    return 0;
+err:
+    arch_model_close(m);
+    return -1;
 }
 
 void arch_model_close(arch_model *m)
@@ -143,22 +154,25 @@ void arch_model_close(arch_model *m)
     m->rope_freqs = NULL;
 }
 
+int arch_model_has(const arch_model *m, unsigned props)
+{
+    return m->ops && (m->ops->props & props) == props;
+}
+
+void arch_cost_matrices(const arch_layer *l, arch_cost *c)
+{
+    c->weight_bytes = l->weight_bytes;
+    for (uint32_t i = 0; i < l->n_tensors; i++)
+        if (l->t[i].is_matrix)
+            c->flops_per_pos += 2.0 * (double)l->t[i].rows * (double)l->t[i].cols;
+}
+
 void arch_layer_cost(const arch_model *m, uint32_t layer, arch_cost *c)
 {
     memset(c, 0, sizeof *c);
     if (layer >= m->hp.n_layers)
         return;
-    const arch_layer *l = &m->layers[layer];
-    c->weight_bytes = l->weight_bytes;
-    for (uint32_t i = 0; i < l->n_tensors; i++)
-        if (l->t[i].is_matrix)
-            c->flops_per_pos += 2.0 * (double)l->t[i].rows * (double)l->t[i].cols;
-    if (m->hp.id != ARCH_DENSE) {
-        /* per cached position: q.k and a.v, head_dim multiply-adds each, for every head */
-        c->attn_flops_per_pos_ctx = 2.0 * 2.0 * m->hp.n_head * m->hp.head_dim;
-        /* K and V in f32 (see arch_kv) */
-        c->kv_bytes_per_pos = 2ull * m->hp.n_head_kv * m->hp.head_dim * sizeof(float);
-    }
+    m->ops->cost(m, layer, c);
 }
 
 /* ---------------------------------------------------------------- running */
@@ -178,22 +192,14 @@ arch_run *arch_run_new(const arch_model *m, uint32_t max_pos, char *err, size_t 
     r->max_pos = max_pos;
     r->nthreads = 1;
     r->cur = ARCH_MAX_LAYER_TENSORS;
-    int rc = m->hp.id == ARCH_DENSE ? dense_run_init(r, err, errlen)
-                                    : llama_run_init(r, err, errlen);
-    if (rc)
+    if (m->ops->run_init(r, err, errlen))
         arch_run_free(&r);
     return r;
 }
 
 uint64_t arch_run_bytes(const arch_model *m, uint32_t max_pos)
 {
-    const arch_hparams *hp = &m->hp;
-    uint64_t P = max_pos, d = hp->dim, kvd = (uint64_t)hp->n_head_kv * hp->head_dim,
-             ff = hp->n_ff, wide = d > ff ? d : ff;
-    if (hp->id == ARCH_DENSE) /* dense_run_init: u and y */
-        return 2 * P * d * sizeof(float);
-    /* llama_run_init: xb q att o down (d), k v (kvd), gate up (ff), tmp (wide); vectors */
-    return (P * (5 * d + 2 * kvd + 2 * ff + wide) + 3 * d + 2 * kvd) * sizeof(float);
+    return m->ops->run_bytes(m, max_pos);
 }
 
 void arch_run_free(arch_run **rp)
@@ -201,9 +207,7 @@ void arch_run_free(arch_run **rp)
     if (!rp || !*rp)
         return;
     arch_run *r = *rp;
-    free(r->u);
-    free(r->y);
-    llama_run_free(r);
+    r->m->ops->run_free(r);
     free(r);
     *rp = NULL;
 }
@@ -246,7 +250,7 @@ int arch_layer_begin(arch_run *r, uint32_t layer, const void *const *vectors, ar
     r->x = x;
     r->n = n;
     r->pos0 = pos0;
-    return m->hp.id == ARCH_DENSE ? dense_begin(r, err, errlen) : llama_begin(r, err, errlen);
+    return m->ops->begin(r, err, errlen);
 }
 
 int arch_layer_before(arch_run *r, uint32_t tensor)
@@ -263,7 +267,7 @@ int arch_layer_before(arch_run *r, uint32_t tensor)
                              r->cur < l->n_tensors ? l->t[r->cur].name : "begin",
                              (unsigned long long)r->next_row);
     r->ready = 1;
-    return r->m->hp.id == ARCH_DENSE ? dense_before(r, tensor) : llama_before(r, tensor);
+    return r->m->ops->before(r, tensor);
 }
 
 int arch_layer_rows(arch_run *r, uint32_t tensor, uint64_t r0, uint64_t n, const void *rows)
@@ -279,8 +283,7 @@ int arch_layer_rows(arch_run *r, uint32_t tensor, uint64_t r0, uint64_t n, const
                              (unsigned long long)n, l->t[tensor].name,
                              r->cur < l->n_tensors ? l->t[r->cur].name : "none",
                              (unsigned long long)r->next_row);
-    int rc = r->m->hp.id == ARCH_DENSE ? dense_rows(r, tensor, r0, n, rows)
-                                       : llama_rows(r, tensor, r0, n, rows);
+    int rc = r->m->ops->rows(r, tensor, r0, n, rows);
     if (rc)
         return rc;
     r->next_row = r0 + n;
@@ -299,7 +302,7 @@ int arch_layer_end(arch_run *r)
         return arch_run_fail(r, "layer %u: end before all rows of %s", r->layer,
                              r->cur < l->n_tensors ? l->t[r->cur].name : "the layer");
     r->cur = ARCH_MAX_LAYER_TENSORS;
-    return r->m->hp.id == ARCH_DENSE ? dense_end(r) : llama_end(r);
+    return r->m->ops->end(r);
 }
 
 int arch_layer_forward(arch_run *r, uint32_t layer, const void *const *data, arch_kv *kv,

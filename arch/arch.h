@@ -6,6 +6,27 @@
  * keeps them resident, and drives the layer with them. The lab's dense layer is one
  * architecture ("swarm-dense", arch/dense.c); "llama" and "qwen2" are others (arch/llama.c).
  *
+ * Families. Each family is one table of operations (arch_ops, arch/arch_int.h), found once by
+ * general.architecture when the file is opened and kept in the model (arch_model.ops); every
+ * call below goes through that table, nothing branches on the family's name. Adding a family
+ * is one file and one table entry:
+ *   1. arch/NAME.c defines `const arch_ops arch_NAME_ops` (declared in arch/arch_int.h):
+ *        name      general.architecture as the file spells it
+ *        props     ARCH_TOKENS, ARCH_KV: what the layers above may ask of it (arch_model_has)
+ *        open      the hyper-parameters (`NAME.*` keys, validated) and the tensors outside the
+ *                  layers (embedding, output head)
+ *        layer     one layer's tensors in consumption order, vectors first, each checked by
+ *                  arch_tensor_get (the executor streams them in this order)
+ *        cost      what the layer costs (arch_cost_matrices for the products, plus attention)
+ *        run_bytes, run_init, run_free   the run's scratch (its own struct behind arch_run.fam)
+ *        begin, before, rows, end        the forward pass, in the order below
+ *   2. arch/arch.c lists &arch_NAME_ops in its table of families.
+ * A variant that differs only in data (qwen2: llama with Q/K/V biases and NEOX RoPE) is its own
+ * entry in the same file, reusing the family's functions and deciding the difference at open
+ * (the layer's tensor list, arch_hparams.rope_type), so the hot path never asks which it is.
+ * A family's forward steps (norms, RoPE, attention, FFN) live in its file; a step a second
+ * family needs moves to a file of its own in arch/ then (arch_rmsnorm is already shared).
+ *
  * A layer is an ordered list of tensors in *consumption order*. Vector tensors (norm weights,
  * biases: one row) come first and are always whole in memory before the layer starts. Matrix
  * tensors are consumed row range by row range, so a streamed layer is computed as its rows
@@ -44,17 +65,23 @@
 #define ARCH_ROW_ALIGN 4          /* row ranges start on multiples of this (OpenBLAS, dense) */
 #define ARCH_NAME_MAX 64
 
-typedef enum {
-    ARCH_DENSE = 0,               /* the lab's layer: x' = x + silu(W (rmsnorm(x) . g)) */
-    ARCH_LLAMA = 1,               /* Llama 2/3.x, TinyLlama, Mistral, SmolLM2 */
-    ARCH_QWEN2 = 2,               /* llama with biases on Q, K and V */
-} arch_id;
+/* A family's table of operations (arch/arch_int.h); the layers above see only its
+ * properties, through arch_model_has. */
+typedef struct arch_ops arch_ops;
+
+/* Properties of a family, for the layers above that treat families differently (a property,
+ * never a name). */
+#define ARCH_TOKENS 1u            /* a token embedding and an output head: text in, logits out */
+#define ARCH_KV 2u                /* a KV cache per session: a position reads the earlier ones
+                                   * (without it positions are independent: stateless) */
 
 typedef enum { ARCH_ROPE_NONE = 0, ARCH_ROPE_LINEAR = 1, ARCH_ROPE_LLAMA3 = 2 } arch_rope_scaling;
+/* Which dimensions RoPE rotates together, as llama.cpp's llama_model_rope_type gives it per
+ * family: NORM pairs (2i, 2i+1) (llama), NEOX pairs (i, i + rope_dim/2) (qwen2). */
+typedef enum { ARCH_ROPE_NORM = 0, ARCH_ROPE_NEOX = 1 } arch_rope_type;
 
 /* Hyper-parameters, from the file's metadata (`<arch>.*` keys), validated before use. */
 typedef struct {
-    arch_id id;
     char name[ARCH_NAME_MAX];     /* general.architecture */
     uint32_t n_layers;            /* <arch>.block_count */
     uint32_t dim;                 /* <arch>.embedding_length */
@@ -63,6 +90,7 @@ typedef struct {
     uint32_t head_dim;            /* dim / n_head */
     uint32_t rope_dim;            /* <arch>.rope.dimension_count (default head_dim) */
     float rope_freq_base;         /* <arch>.rope.freq_base (default 10000) */
+    arch_rope_type rope_type;     /* the family's */
     arch_rope_scaling rope_scaling;
     float rope_scale_factor;      /* <arch>.rope.scaling.factor */
     float rope_low_freq_factor, rope_high_freq_factor; /* llama3 */
@@ -101,7 +129,8 @@ typedef struct {
 
 /* A model: hyper-parameters and every layer's tensors, from one GGUF file. */
 typedef struct {
-    const gguf_file *g;           /* borrowed */
+    const gguf_file *g;           /* borrowed; NULL for a model built by hand (arch_model_bind) */
+    const arch_ops *ops;          /* the family, chosen once by arch_model_open / _bind */
     arch_hparams hp;
     arch_layer *layers;           /* n_layers, owned */
     /* outside the layers (absent for dense): token_embd, output_norm, output (or tied) */
@@ -127,6 +156,12 @@ typedef struct arch_run arch_run;
  * unsupported architecture or tensor type is one clear error naming it. */
 int arch_model_open(arch_model *m, const gguf_file *g, char *err, size_t errlen);
 void arch_model_close(arch_model *m);
+/* Choose m's family by its general.architecture name and set hp.name, nothing else: for a
+ * model whose hyper-parameters and layers its caller fills by hand (the lab's dense model
+ * loaded by arch/model.c, tests). An unknown name is an error listing the known ones. */
+int arch_model_bind(arch_model *m, const char *name, char *err, size_t errlen);
+/* 1 when m's family has every property in props (ARCH_TOKENS, ARCH_KV), else 0. */
+int arch_model_has(const arch_model *m, unsigned props);
 void arch_layer_cost(const arch_model *m, uint32_t layer, arch_cost *c);
 
 /* A run for up to max_pos positions at once (its scratch is sized for that). */
@@ -158,8 +193,5 @@ void arch_run_set_threads(arch_run *r, int nthreads);
 /* out = x / sqrt(mean(x^2) + eps) * w, the sum of squares in double, left to right (as
  * ggml's rms_norm accumulates): the final norm of a model uses it too. */
 void arch_rmsnorm(const float *x, const float *w, float *out, uint32_t dim, float eps);
-
-/* The architecture's name for an id ("swarm-dense", "llama", "qwen2"). */
-const char *arch_id_name(arch_id id);
 
 #endif

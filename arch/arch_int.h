@@ -1,4 +1,5 @@
-/* arch_int.h — what arch.c shares with each architecture's file (dense.c, llama.c). arch/ */
+/* arch_int.h — what arch.c shares with each family's file (dense.c, llama.c): the table of
+ * operations a family fills, the run's protocol state, and the helpers they share. arch/ */
 #ifndef SWARM_ARCH_INT_H
 #define SWARM_ARCH_INT_H
 
@@ -6,10 +7,35 @@
 
 #include "arch/arch.h"
 
-/* A llama layer's tensors, by position: vectors first (norms, then qwen2's biases), then the
- * matrices in the order the forward pass consumes them. */
-enum { LL_V_ATTN_NORM = 0, LL_V_FFN_NORM = 1, LL_V_BQ = 2, LL_V_BK = 3, LL_V_BV = 4 };
-enum { LL_M_Q = 0, LL_M_K, LL_M_V, LL_M_O, LL_M_GATE, LL_M_UP, LL_M_DOWN, LL_M_COUNT };
+/* One family's operations (arch.h "Families" says how to add one). arch.c calls them after
+ * checking the arguments and the hooks' order, so a family checks only what is its own (its
+ * hyper-parameters, tensor shapes, a KV cache's width). Every member is required. */
+struct arch_ops {
+    const char *name;             /* general.architecture as the file spells it */
+    unsigned props;               /* ARCH_TOKENS | ARCH_KV */
+    /* hp (hp.name is set) and the tensors outside the layers; layers are not allocated yet */
+    int (*open)(arch_model *m, char *err, size_t errlen);
+    /* layer l's tensors into ly (zeroed): t[], n_tensors, n_vectors; arch.c seals it */
+    int (*layer)(const arch_model *m, uint32_t l, arch_layer *ly, char *err, size_t errlen);
+    /* c is zeroed and l is a layer of m */
+    void (*cost)(const arch_model *m, uint32_t l, arch_cost *c);
+    /* the bytes run_init allocates for max_pos positions (the planner's count) */
+    uint64_t (*run_bytes)(const arch_model *m, uint32_t max_pos);
+    /* r->fam: the family's scratch for r->max_pos positions; run_free frees it (and copes
+     * with a run_init that failed half way) */
+    int (*run_init)(arch_run *r, char *err, size_t errlen);
+    void (*run_free)(arch_run *r);
+    /* the forward pass: arch.h's order, already checked */
+    int (*begin)(arch_run *r, char *err, size_t errlen);
+    int (*before)(arch_run *r, uint32_t tensor);
+    int (*rows)(arch_run *r, uint32_t tensor, uint64_t r0, uint64_t n, const void *rows);
+    int (*end)(arch_run *r);
+};
+
+/* The families (arch.c's table lists them). */
+extern const arch_ops arch_dense_ops; /* dense.c: "swarm-dense", the lab's layer */
+extern const arch_ops arch_llama_ops; /* llama.c: "llama" */
+extern const arch_ops arch_qwen2_ops; /* llama.c: "qwen2", llama with Q/K/V biases */
 
 struct arch_run {
     const arch_model *m;
@@ -23,19 +49,9 @@ struct arch_run {
     uint64_t next_row;            /* rows of cur done, in order */
     int ready;                    /* before(cur) has run */
     float *x;                     /* (n, dim), borrowed */
-    arch_kv *kv;                  /* borrowed; NULL for dense */
+    arch_kv *kv;                  /* borrowed; NULL for a family without ARCH_KV */
     const void *const *vectors;   /* borrowed until end */
-    /* dense: u = rmsnorm(x) . g and y = W u, per position */
-    float *u, *y;                 /* (max_pos, dim) */
-    /* llama: the layer's vectors in f32, then the activations of n positions */
-    float *vec[5];                /* attn_norm, ffn_norm (dim); bq (dim), bk, bv (kv_dim) */
-    float *xb;                    /* (max_pos, dim) normed input of q/k/v, then of gate/up */
-    float *q, *att, *o, *down;    /* (max_pos, dim) */
-    float *k, *v;                 /* (max_pos, kv_dim) */
-    float *gate, *up;             /* (max_pos, n_ff); gate becomes silu(gate) . up */
-    float *tmp;                   /* (max_pos, max rows of a matrix): a row range's products */
-    float *scores;                /* (nthreads, scores_ctx) attention weights */
-    uint32_t scores_ctx;
+    void *fam;                    /* the family's scratch (its run_init), owned */
 };
 
 /* "path: " + message into err. */
@@ -48,24 +64,8 @@ int arch_run_fail(arch_run *r, const char *fmt, ...) __attribute__((format(print
  * ne[0] = cols, ne[1] = rows, a supported type, a row a whole number of blocks. */
 int arch_tensor_get(const gguf_file *g, const char *name, int is_matrix, uint64_t rows,
                     uint64_t cols, arch_tensor *t, char *err, size_t errlen);
-/* The layer's sums (weight_bytes) once its tensors are filled. */
-void arch_layer_seal(arch_layer *l);
-
-/* dense.c */
-int dense_open(arch_model *m, char *err, size_t errlen);
-int dense_run_init(arch_run *r, char *err, size_t errlen);
-int dense_begin(arch_run *r, char *err, size_t errlen);
-int dense_before(arch_run *r, uint32_t tensor);
-int dense_rows(arch_run *r, uint32_t tensor, uint64_t r0, uint64_t n, const void *rows);
-int dense_end(arch_run *r);
-
-/* llama.c (llama and qwen2) */
-int llama_open(arch_model *m, char *err, size_t errlen);
-int llama_run_init(arch_run *r, char *err, size_t errlen);
-void llama_run_free(arch_run *r);
-int llama_begin(arch_run *r, char *err, size_t errlen);
-int llama_before(arch_run *r, uint32_t tensor);
-int llama_rows(arch_run *r, uint32_t tensor, uint64_t r0, uint64_t n, const void *rows);
-int llama_end(arch_run *r);
+/* The cost every family shares: the layer's weight bytes, and 2 flops a weight of each matrix
+ * per position (every weight is used once a position). */
+void arch_cost_matrices(const arch_layer *l, arch_cost *c);
 
 #endif

@@ -25,6 +25,19 @@
 /* uniform on (-a, a) with a = 0.02 sqrt(3): standard deviation 0.02, as initialisers use */
 #define S_W_HALF 0.034641016f
 
+/* The families this writes, with what their published files carry. */
+typedef struct {
+    const char *name;             /* general.architecture */
+    int qkv_bias;                 /* attn_{q,k,v}.bias (qwen2) */
+    float eps, rope_base;         /* layer_norm_rms_epsilon and rope.freq_base as they ship */
+    int rope_freqs;               /* may carry Llama 3.1's rope_freqs.weight */
+} s_family;
+
+static const s_family s_families[] = {
+    { "llama", 0, 1e-5f, 10000.0f, 1 },
+    { "qwen2", 1, 1e-6f, 1000000.0f, 0 },
+};
+
 typedef struct {
     char name[ARCH_NAME_MAX];
     int matrix;
@@ -124,11 +137,12 @@ static void s_llama3_freqs(float base, uint32_t rope_dim, float *out)
     }
 }
 
-static int s_specs(const arch_gen_opts *o, uint32_t n_vocab, s_spec **out, uint32_t *count)
+static int s_specs(const arch_gen_opts *o, const s_family *fam, uint32_t n_vocab, s_spec **out,
+                   uint32_t *count)
 {
     uint32_t d = o->dim, kvd = o->n_head_kv * (o->dim / o->n_head), ff = o->n_ff;
-    int qwen2 = o->arch == ARCH_QWEN2;
-    uint32_t per = qwen2 ? 12 : 9;
+    int bias = fam->qkv_bias;
+    uint32_t per = bias ? 12 : 9;
     uint32_t n = 1 + per * o->n_layers + 1 + (o->tied ? 0 : 1) + (o->rope_llama3 ? 1 : 0);
     s_spec *s = calloc(n, sizeof *s);
     if (!s)
@@ -152,7 +166,7 @@ static int s_specs(const arch_gen_opts *o, uint32_t n_vocab, s_spec **out, uint3
         S_BLK("attn_q.weight", 1, d, d, 0.0f, S_W_HALF);
         S_BLK("attn_k.weight", 1, kvd, d, 0.0f, S_W_HALF);
         S_BLK("attn_v.weight", 1, kvd, d, 0.0f, S_W_HALF);
-        if (qwen2) {
+        if (bias) {
             S_BLK("attn_q.bias", 0, 1, d, 0.0f, S_W_HALF);
             S_BLK("attn_k.bias", 0, 1, kvd, 0.0f, S_W_HALF);
             S_BLK("attn_v.bias", 0, 1, kvd, 0.0f, S_W_HALF);
@@ -177,7 +191,11 @@ static int s_specs(const arch_gen_opts *o, uint32_t n_vocab, s_spec **out, uint3
 
 int arch_gen(const char *path, const arch_gen_opts *o, char *err, size_t errlen)
 {
-    const char *an = arch_id_name(o->arch);
+    const s_family *fam = NULL;
+    for (size_t i = 0; i < sizeof s_families / sizeof s_families[0]; i++)
+        if (o->arch && !strcmp(o->arch, s_families[i].name))
+            fam = &s_families[i];
+    const char *an = fam ? fam->name : "";
     uint32_t align = o->alignment ? o->alignment : GGUF_DEFAULT_ALIGNMENT;
     uint32_t n_ctx = o->n_ctx ? o->n_ctx : 2048;
     char tmp[4096], why[160];
@@ -189,7 +207,7 @@ int arch_gen(const char *path, const arch_gen_opts *o, char *err, size_t errlen)
     int fd = -1, rc = -1;
     uint32_t n_vocab = o->n_vocab, n_specs = 0;
     const char *bad = NULL;
-    if (o->arch != ARCH_LLAMA && o->arch != ARCH_QWEN2)
+    if (!fam)
         bad = "the architecture must be llama or qwen2";
     else if (!o->dim || o->dim > 65536 || !o->n_head || o->dim % o->n_head ||
              (o->dim / o->n_head) % 2)
@@ -202,7 +220,7 @@ int arch_gen(const char *path, const arch_gen_opts *o, char *err, size_t errlen)
         bad = "ff must be 1..1048576";
     else if (!o->vocab_from && (!o->n_vocab || o->n_vocab > (1u << 24)))
         bad = "a vocabulary is needed: --vocab-from FILE or --vocab 1..16777216";
-    else if (o->rope_llama3 && o->arch != ARCH_LLAMA)
+    else if (o->rope_llama3 && !fam->rope_freqs)
         bad = "Llama 3.1's rope_freqs.weight belongs to llama files only";
     if (bad) {
         arch_err(err, errlen, path, "gen: %s", bad);
@@ -229,8 +247,7 @@ int arch_gen(const char *path, const arch_gen_opts *o, char *err, size_t errlen)
     if (o->chat_template && gguf_writer_kv_str(w, "tokenizer.chat_template", o->chat_template))
         goto oom;
     char k[128];
-    float eps = o->arch == ARCH_QWEN2 ? 1e-6f : 1e-5f;        /* as the families ship */
-    float base = o->arch == ARCH_QWEN2 ? 1000000.0f : 10000.0f;
+    float eps = fam->eps, base = fam->rope_base;
 #define S_KEY(suffix) (snprintf(k, sizeof k, "%s.%s", an, suffix), k)
     if (gguf_writer_kv_str(w, "general.architecture", an) ||
         gguf_writer_kv_str(w, "general.name", "swarm random-weight test model") ||
@@ -250,7 +267,7 @@ int arch_gen(const char *path, const arch_gen_opts *o, char *err, size_t errlen)
                                gguf_writer_kv_f32(w, S_KEY("rope.scaling.factor"), o->rope_linear)))
         goto oom;
 #undef S_KEY
-    if (s_specs(o, n_vocab, &sp, &n_specs))
+    if (s_specs(o, fam, n_vocab, &sp, &n_specs))
         goto oom;
     uint32_t widest = o->dim > o->n_ff ? o->dim : o->n_ff;
     if (!(row = malloc(widest * sizeof(float))) || !(qrow = malloc(widest * 4)))

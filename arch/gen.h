@@ -8,7 +8,7 @@
 #include "arch/arch.h"
 
 typedef struct {
-    arch_id arch;                 /* ARCH_LLAMA or ARCH_QWEN2 */
+    const char *arch;             /* general.architecture: "llama" or "qwen2" */
     uint32_t dim, n_layers, n_head, n_head_kv, n_ff;
     uint32_t n_vocab;             /* used when vocab_from is NULL */
     const char *vocab_from;       /* a GGUF whose tokenizer.* keys are copied (n_vocab from it) */

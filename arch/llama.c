@@ -1,4 +1,5 @@
-/* llama.c — the llama and qwen2 layer: attention with RoPE over a KV cache, SwiGLU FFN. arch/
+/* llama.c — the llama family and its qwen2 variant: attention with RoPE over a KV cache,
+ * SwiGLU FFN; the table entries arch_llama_ops and arch_qwen2_ops. arch/
  *
  * One layer, in the order its tensors are consumed (llama2.c's forward() is the model):
  *   before(q)    xb = rmsnorm(x) . attn_norm
@@ -10,6 +11,9 @@
  *   before(down) gate = silu(gate) . up
  *   rows down    down = Wd gate
  *   end          x += down
+ * qwen2 is llama with biases on Q, K and V and NEOX RoPE: its own table entry, reusing every
+ * function here, with the difference decided at open (its layers list the biases as vectors,
+ * its hp.rope_type is NEOX), so nothing below asks which family it runs.
  * RoPE as llama.cpp's llama_model_rope_type gives it: LLM_ARCH_LLAMA is LLAMA_ROPE_TYPE_NORM
  * (adjacent pairs 2i, 2i+1), LLM_ARCH_QWEN2 is LLAMA_ROPE_TYPE_NEOX (pairs i, i + rope_dim/2).
  * The angles are made as ggml's rope cache makes them (theta_scale = base^(-2/rope_dim),
@@ -37,6 +41,23 @@
 #define S_MAX_VOCAB (1u << 24)
 #define S_MAX_FF (1u << 20)
 #define S_MAX_HEADS 1024
+
+/* A layer's tensors, by position: vectors first (norms, then qwen2's biases), then the
+ * matrices in the order the forward pass consumes them. */
+enum { LL_V_ATTN_NORM = 0, LL_V_FFN_NORM = 1, LL_V_BQ = 2, LL_V_BK = 3, LL_V_BV = 4 };
+enum { LL_M_Q = 0, LL_M_K, LL_M_V, LL_M_O, LL_M_GATE, LL_M_UP, LL_M_DOWN, LL_M_COUNT };
+
+/* A run's scratch: the layer's vectors in f32, then the activations of n positions. */
+typedef struct {
+    float *vec[5];                /* attn_norm, ffn_norm (dim); bq (dim), bk, bv (kv_dim) */
+    float *xb;                    /* (max_pos, dim) normed input of q/k/v, then of gate/up */
+    float *q, *att, *o, *down;    /* (max_pos, dim) */
+    float *k, *v;                 /* (max_pos, kv_dim) */
+    float *gate, *up;             /* (max_pos, n_ff); gate becomes silu(gate) . up */
+    float *tmp;                   /* (max_pos, max rows of a matrix): a row range's products */
+    float *scores;                /* (nthreads, scores_ctx) attention weights */
+    uint32_t scores_ctx;
+} s_run;
 
 /* ---------------------------------------------------------------- opening */
 
@@ -81,7 +102,7 @@ static int s_f32(const gguf_file *g, const char *arch, const char *key, int requ
 /* Rope scaling keys as llama.cpp's llm_load_hparams reads them: rope.scaling.type (default
  * "linear"), rope.scaling.factor or the older rope.scale_linear (0 or absent = none), and
  * llama3's per-pair divisors as the tensor rope_freqs.weight. */
-static int s_rope_scaling(arch_model *m, char *err, size_t errlen)
+static int s_rope_scaling(arch_model *m, int rope_freqs_ok, char *err, size_t errlen)
 {
     const gguf_file *g = m->g;
     arch_hparams *hp = &m->hp;
@@ -120,7 +141,7 @@ static int s_rope_scaling(arch_model *m, char *err, size_t errlen)
     }
     if (!gguf_find_tensor(g, "rope_freqs.weight"))
         return 0;
-    if (hp->id != ARCH_LLAMA) {
+    if (!rope_freqs_ok) {
         /* llama.cpp reads rope_freqs for llama only and refuses the extra tensor elsewhere */
         arch_err(err, errlen, g->path, "tensor 'rope_freqs.weight' is not part of a %s model",
                  hp->name);
@@ -157,7 +178,7 @@ static int s_rope_scaling(arch_model *m, char *err, size_t errlen)
     return 0;
 }
 
-static int s_hparams(arch_model *m, char *err, size_t errlen)
+static int s_hparams(arch_model *m, int rope_freqs_ok, char *err, size_t errlen)
 {
     const gguf_file *g = m->g;
     arch_hparams *hp = &m->hp;
@@ -208,14 +229,18 @@ static int s_hparams(arch_model *m, char *err, size_t errlen)
                  hp->rope_dim, hp->head_dim);
         return -1;
     }
-    return s_rope_scaling(m, err, errlen);
+    return s_rope_scaling(m, rope_freqs_ok, err, errlen);
 }
 
-int llama_open(arch_model *m, char *err, size_t errlen)
+/* Hyper-parameters and the tensors outside the layers. rope_freqs_ok: Llama 3.1's
+ * rope_freqs.weight is read (llama.cpp reads it for llama only and refuses it elsewhere). */
+static int s_open(arch_model *m, arch_rope_type rope_type, int rope_freqs_ok, char *err,
+                  size_t errlen)
 {
     const gguf_file *g = m->g;
     arch_hparams *hp = &m->hp;
-    if (s_hparams(m, err, errlen))
+    hp->rope_type = rope_type;
+    if (s_hparams(m, rope_freqs_ok, err, errlen))
         return -1;
     const gguf_tensor *te = gguf_find_tensor(g, "token_embd.weight");
     if (!te) {
@@ -229,7 +254,7 @@ int llama_open(arch_model *m, char *err, size_t errlen)
         return -1;
     }
     hp->n_vocab = (uint32_t)te->dims[1];
-    uint32_t d = hp->dim, kvd = hp->n_head_kv * hp->head_dim, ff = hp->n_ff;
+    uint32_t d = hp->dim;
     if (arch_tensor_get(g, "token_embd.weight", 1, hp->n_vocab, d, &m->tok_embd, err, errlen) ||
         arch_tensor_get(g, "output_norm.weight", 0, 1, d, &m->out_norm, err, errlen))
         return -1;
@@ -240,11 +265,26 @@ int llama_open(arch_model *m, char *err, size_t errlen)
         hp->tied_output = 1;
         m->output = m->tok_embd;
     }
-    if (!(m->layers = calloc(hp->n_layers, sizeof *m->layers))) {
-        arch_err(err, errlen, g->path, "out of memory");
-        return -1;
-    }
-    int qwen2 = hp->id == ARCH_QWEN2;
+    return 0;
+}
+
+static int s_llama_open(arch_model *m, char *err, size_t errlen)
+{
+    return s_open(m, ARCH_ROPE_NORM, 1, err, errlen);
+}
+
+static int s_qwen2_open(arch_model *m, char *err, size_t errlen)
+{
+    return s_open(m, ARCH_ROPE_NEOX, 0, err, errlen);
+}
+
+/* Layer l's tensors in consumption order (the LL_V_ and LL_M_ positions); qkv_bias: qwen2's
+ * attn_{q,k,v}.bias after the norms. */
+static int s_layer(const arch_model *m, uint32_t l, arch_layer *ly, int qkv_bias, char *err,
+                   size_t errlen)
+{
+    const arch_hparams *hp = &m->hp;
+    uint32_t d = hp->dim, kvd = hp->n_head_kv * hp->head_dim, ff = hp->n_ff;
     const struct {
         const char *name;
         int matrix;
@@ -257,60 +297,95 @@ int llama_open(arch_model *m, char *err, size_t errlen)
         { "attn_output.weight", 1, d, d }, { "ffn_gate.weight", 1, ff, d },
         { "ffn_up.weight", 1, ff, d },     { "ffn_down.weight", 1, d, ff },
     };
-    for (uint32_t l = 0; l < hp->n_layers; l++) {
-        arch_layer *ly = &m->layers[l];
-        for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
-            if (!qwen2 && i >= 2 && i <= 4)
-                continue; /* llama has no Q/K/V biases */
-            char name[ARCH_NAME_MAX];
-            snprintf(name, sizeof name, "blk.%u.%s", l, want[i].name);
-            if (arch_tensor_get(g, name, want[i].matrix, want[i].rows, want[i].cols,
-                                &ly->t[ly->n_tensors], err, errlen))
-                return -1;
-            if (!want[i].matrix)
-                ly->n_vectors++;
-            ly->n_tensors++;
-        }
-        arch_layer_seal(ly);
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        if (!qkv_bias && i >= LL_V_BQ && i <= LL_V_BV)
+            continue; /* llama has no Q/K/V biases */
+        char name[ARCH_NAME_MAX];
+        snprintf(name, sizeof name, "blk.%u.%s", l, want[i].name);
+        if (arch_tensor_get(m->g, name, want[i].matrix, want[i].rows, want[i].cols,
+                            &ly->t[ly->n_tensors], err, errlen))
+            return -1;
+        if (!want[i].matrix)
+            ly->n_vectors++;
+        ly->n_tensors++;
     }
     return 0;
 }
 
+static int s_llama_layer(const arch_model *m, uint32_t l, arch_layer *ly, char *err,
+                         size_t errlen)
+{
+    return s_layer(m, l, ly, 0, err, errlen);
+}
+
+static int s_qwen2_layer(const arch_model *m, uint32_t l, arch_layer *ly, char *err,
+                         size_t errlen)
+{
+    return s_layer(m, l, ly, 1, err, errlen);
+}
+
+static void s_cost(const arch_model *m, uint32_t l, arch_cost *c)
+{
+    arch_cost_matrices(&m->layers[l], c);
+    /* per cached position: q.k and a.v, head_dim multiply-adds each, for every head */
+    c->attn_flops_per_pos_ctx = 2.0 * 2.0 * m->hp.n_head * m->hp.head_dim;
+    /* K and V in f32 (see arch_kv) */
+    c->kv_bytes_per_pos = 2ull * m->hp.n_head_kv * m->hp.head_dim * sizeof(float);
+}
+
 /* ---------------------------------------------------------------- running */
 
-int llama_run_init(arch_run *r, char *err, size_t errlen)
+static uint64_t s_run_bytes(const arch_model *m, uint32_t max_pos)
+{
+    const arch_hparams *hp = &m->hp;
+    uint64_t P = max_pos, d = hp->dim, kvd = (uint64_t)hp->n_head_kv * hp->head_dim,
+             ff = hp->n_ff, wide = d > ff ? d : ff;
+    /* s_run_init: xb q att o down (d), k v (kvd), gate up (ff), tmp (wide); vectors */
+    return (P * (5 * d + 2 * kvd + 2 * ff + wide) + 3 * d + 2 * kvd) * sizeof(float);
+}
+
+static int s_run_init(arch_run *r, char *err, size_t errlen)
 {
     const arch_hparams *hp = &r->m->hp;
     size_t P = r->max_pos, d = hp->dim, kvd = (size_t)hp->n_head_kv * hp->head_dim,
            ff = hp->n_ff;
     size_t wide = d > ff ? d : ff;
-    float **bufs[] = { &r->xb, &r->q, &r->att, &r->o, &r->down, &r->k, &r->v,
-                       &r->gate, &r->up, &r->tmp };
-    size_t sizes[] = { P * d, P * d, P * d, P * d, P * d, P * kvd, P * kvd, P * ff, P * ff,
-                       P * wide };
-    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
-        if (!(*bufs[i] = malloc(sizes[i] * sizeof(float))))
-            goto oom;
-    size_t vs[] = { d, d, d, kvd, kvd };
-    for (int i = 0; i < 5; i++)
-        if (!(r->vec[i] = malloc(vs[i] * sizeof(float))))
-            goto oom;
-    return 0;
+    s_run *s = r->fam = calloc(1, sizeof(s_run));
+    if (s) {
+        float **bufs[] = { &s->xb, &s->q, &s->att, &s->o, &s->down, &s->k, &s->v,
+                           &s->gate, &s->up, &s->tmp };
+        size_t sizes[] = { P * d, P * d, P * d, P * d, P * d, P * kvd, P * kvd, P * ff, P * ff,
+                           P * wide };
+        for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
+            if (!(*bufs[i] = malloc(sizes[i] * sizeof(float))))
+                goto oom;
+        size_t vs[] = { d, d, d, kvd, kvd };
+        for (int i = 0; i < 5; i++)
+            if (!(s->vec[i] = malloc(vs[i] * sizeof(float))))
+                goto oom;
+        return 0;
+    }
 oom:
     arch_err(err, errlen, r->m->g->path, "out of memory for a run of %u positions", r->max_pos);
     return -1;
 }
 
-void llama_run_free(arch_run *r)
+static void s_run_free(arch_run *r)
 {
-    float *bufs[] = { r->xb, r->q, r->att, r->o, r->down, r->k, r->v, r->gate, r->up, r->tmp,
-                      r->scores, r->vec[0], r->vec[1], r->vec[2], r->vec[3], r->vec[4] };
+    s_run *s = r->fam;
+    if (!s)
+        return;
+    float *bufs[] = { s->xb, s->q, s->att, s->o, s->down, s->k, s->v, s->gate, s->up, s->tmp,
+                      s->scores, s->vec[0], s->vec[1], s->vec[2], s->vec[3], s->vec[4] };
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         free(bufs[i]);
+    free(s);
+    r->fam = NULL;
 }
 
-int llama_begin(arch_run *r, char *err, size_t errlen)
+static int s_begin(arch_run *r, char *err, size_t errlen)
 {
+    s_run *s = r->fam;
     const arch_model *m = r->m;
     const arch_hparams *hp = &m->hp;
     const arch_layer *l = &m->layers[r->layer];
@@ -330,7 +405,7 @@ int llama_begin(arch_run *r, char *err, size_t errlen)
     for (uint32_t i = 0; i < l->n_vectors; i++) {
         const arch_tensor *t = &l->t[i];
         char why[160];
-        if (!r->vectors[i] || quant_dequantize_row((quant_type)t->type, r->vectors[i], r->vec[i],
+        if (!r->vectors[i] || quant_dequantize_row((quant_type)t->type, r->vectors[i], s->vec[i],
                                                    t->cols, why, sizeof why)) {
             arch_err(err, errlen, m->g->path, "tensor '%s': %s", t->name,
                      r->vectors[i] ? why : "no data");
@@ -339,15 +414,15 @@ int llama_begin(arch_run *r, char *err, size_t errlen)
     }
     /* attention weights: one row of the cache's length per thread */
     size_t need = (size_t)r->nthreads * kv->n_ctx;
-    if (need > (size_t)r->scores_ctx) {
-        float *s = realloc(r->scores, need * sizeof(float));
-        if (!s) {
+    if (need > (size_t)s->scores_ctx) {
+        float *w = realloc(s->scores, need * sizeof(float));
+        if (!w) {
             arch_err(err, errlen, m->g->path, "out of memory for attention over %u positions",
                      kv->n_ctx);
             return -1;
         }
-        r->scores = s;
-        r->scores_ctx = (uint32_t)need;
+        s->scores = w;
+        s->scores_ctx = (uint32_t)need;
     }
     return 0;
 }
@@ -357,7 +432,7 @@ static void s_rope(const arch_model *m, float *v, uint32_t n_heads, uint32_t pos
 {
     const arch_hparams *hp = &m->hp;
     uint32_t hd = hp->head_dim, npair = hp->rope_dim / 2;
-    int neox = hp->id == ARCH_QWEN2;
+    int neox = hp->rope_type == ARCH_ROPE_NEOX;
     float theta_scale = powf(hp->rope_freq_base, -2.0f / (float)hp->rope_dim);
     float freq_scale = hp->rope_scaling == ARCH_ROPE_LINEAR ? 1.0f / hp->rope_scale_factor : 1.0f;
     float theta = (float)pos;
@@ -518,16 +593,17 @@ static int s_have_avx(void)
 static void s_attn_task(void *arg, int tid, int nt)
 {
     arch_run *r = arg;
+    s_run *s = r->fam;
     const arch_hparams *hp = &r->m->hp;
     uint32_t hd = hp->head_dim, kvd = hp->n_head_kv * hd, group = hp->n_head / hp->n_head_kv;
-    float *w = r->scores + (size_t)tid * r->kv->n_ctx;
+    float *w = s->scores + (size_t)tid * r->kv->n_ctx;
     float scale = 1.0f / sqrtf((float)hd);
     uint32_t total = r->n * hp->n_head;
     int avx = s_have_avx();
     for (uint32_t j = (uint32_t)tid; j < total; j += (uint32_t)nt) {
         uint32_t p = j / hp->n_head, h = j % hp->n_head, kh = h / group;
         uint32_t len = r->pos0 + p + 1; /* causal: cache positions 0 .. pos */
-        const float *q = r->q + (size_t)p * hp->dim + (size_t)h * hd;
+        const float *q = s->q + (size_t)p * hp->dim + (size_t)h * hd;
         float mx = -INFINITY;
         if (avx)
             s_scores_avx(q, r->kv->k + (size_t)kh * hd, kvd, len, hd, scale, w);
@@ -543,7 +619,7 @@ static void s_attn_task(void *arg, int tid, int nt)
             sum += w[t];
         }
         float inv = 1.0f / sum;
-        float *out = r->att + (size_t)p * hp->dim + (size_t)h * hd;
+        float *out = s->att + (size_t)p * hp->dim + (size_t)h * hd;
         const float *v = r->kv->v + (size_t)kh * hd;
         (avx ? s_wsum_avx : s_wsum)(out, w, inv, v, kvd, len, hd);
     }
@@ -551,17 +627,19 @@ static void s_attn_task(void *arg, int tid, int nt)
 
 static int s_attention(arch_run *r)
 {
+    s_run *s = r->fam;
     const arch_model *m = r->m;
     const arch_hparams *hp = &m->hp;
     uint32_t d = hp->dim, kvd = hp->n_head_kv * hp->head_dim;
+    int bias = m->layers[r->layer].n_vectors > LL_V_BQ; /* qwen2's layers list Q/K/V biases */
     for (uint32_t p = 0; p < r->n; p++) {
-        float *q = r->q + (size_t)p * d, *k = r->k + (size_t)p * kvd, *v = r->v + (size_t)p * kvd;
-        if (hp->id == ARCH_QWEN2) {
+        float *q = s->q + (size_t)p * d, *k = s->k + (size_t)p * kvd, *v = s->v + (size_t)p * kvd;
+        if (bias) {
             for (uint32_t i = 0; i < d; i++)
-                q[i] += r->vec[LL_V_BQ][i];
+                q[i] += s->vec[LL_V_BQ][i];
             for (uint32_t i = 0; i < kvd; i++) {
-                k[i] += r->vec[LL_V_BK][i];
-                v[i] += r->vec[LL_V_BV][i];
+                k[i] += s->vec[LL_V_BK][i];
+                v[i] += s->vec[LL_V_BV][i];
             }
         }
         uint32_t pos = r->pos0 + p;
@@ -576,30 +654,31 @@ static int s_attention(arch_run *r)
     return 0;
 }
 
-int llama_before(arch_run *r, uint32_t tensor)
+static int s_before(arch_run *r, uint32_t tensor)
 {
+    s_run *s = r->fam;
     const arch_hparams *hp = &r->m->hp;
     uint32_t d = hp->dim, ff = hp->n_ff;
     switch (tensor - r->m->layers[r->layer].n_vectors) {
     case LL_M_Q:
         for (uint32_t p = 0; p < r->n; p++)
-            arch_rmsnorm(r->x + (size_t)p * d, r->vec[LL_V_ATTN_NORM], r->xb + (size_t)p * d, d,
+            arch_rmsnorm(r->x + (size_t)p * d, s->vec[LL_V_ATTN_NORM], s->xb + (size_t)p * d, d,
                          hp->norm_eps);
         return 0;
     case LL_M_O:
         return s_attention(r);
     case LL_M_GATE:
         for (size_t i = 0; i < (size_t)r->n * d; i++)
-            r->x[i] += r->o[i];
+            r->x[i] += s->o[i];
         for (uint32_t p = 0; p < r->n; p++)
-            arch_rmsnorm(r->x + (size_t)p * d, r->vec[LL_V_FFN_NORM], r->xb + (size_t)p * d, d,
+            arch_rmsnorm(r->x + (size_t)p * d, s->vec[LL_V_FFN_NORM], s->xb + (size_t)p * d, d,
                          hp->norm_eps);
         return 0;
     case LL_M_DOWN:
         /* SwiGLU: silu(gate) . up, silu(g) = g / (1 + e^-g) as ggml's ggml_silu_f32 */
         for (size_t i = 0; i < (size_t)r->n * ff; i++) {
-            float g = r->gate[i];
-            r->gate[i] = g / (1.0f + expf(-g)) * r->up[i];
+            float g = s->gate[i];
+            s->gate[i] = g / (1.0f + expf(-g)) * s->up[i];
         }
         return 0;
     default:
@@ -607,38 +686,73 @@ int llama_before(arch_run *r, uint32_t tensor)
     }
 }
 
-int llama_rows(arch_run *r, uint32_t tensor, uint64_t r0, uint64_t n, const void *rows)
+static int s_rows(arch_run *r, uint32_t tensor, uint64_t r0, uint64_t n, const void *rows)
 {
+    s_run *s = r->fam;
     const arch_layer *l = &r->m->layers[r->layer];
     const arch_tensor *t = &l->t[tensor];
     const float *X;
     float *Y;
     switch (tensor - l->n_vectors) {
-    case LL_M_Q: X = r->xb; Y = r->q; break;
-    case LL_M_K: X = r->xb; Y = r->k; break;
-    case LL_M_V: X = r->xb; Y = r->v; break;
-    case LL_M_O: X = r->att; Y = r->o; break;
-    case LL_M_GATE: X = r->xb; Y = r->gate; break;
-    case LL_M_UP: X = r->xb; Y = r->up; break;
-    default: X = r->gate; Y = r->down; break;
+    case LL_M_Q: X = s->xb; Y = s->q; break;
+    case LL_M_K: X = s->xb; Y = s->k; break;
+    case LL_M_V: X = s->xb; Y = s->v; break;
+    case LL_M_O: X = s->att; Y = s->o; break;
+    case LL_M_GATE: X = s->xb; Y = s->gate; break;
+    case LL_M_UP: X = s->xb; Y = s->up; break;
+    default: X = s->gate; Y = s->down; break;
     }
     char why[160];
     int whole = r0 == 0 && n == t->rows;
     /* a row range's products land in tmp (n positions x n rows), then in their columns of Y */
-    if (quant_matmat((quant_type)t->type, n, t->cols, rows, r->n, X, whole ? Y : r->tmp,
+    if (quant_matmat((quant_type)t->type, n, t->cols, rows, r->n, X, whole ? Y : s->tmp,
                      r->nthreads, why, sizeof why))
         return arch_run_fail(r, "layer %u: %s rows %llu..+%llu: %s", r->layer, t->name,
                              (unsigned long long)r0, (unsigned long long)n, why);
     if (!whole)
         for (uint32_t p = 0; p < r->n; p++)
-            memcpy(Y + (size_t)p * t->rows + r0, r->tmp + (size_t)p * n, n * sizeof(float));
+            memcpy(Y + (size_t)p * t->rows + r0, s->tmp + (size_t)p * n, n * sizeof(float));
     return 0;
 }
 
-int llama_end(arch_run *r)
+static int s_end(arch_run *r)
 {
+    s_run *s = r->fam;
     size_t nd = (size_t)r->n * r->m->hp.dim;
     for (size_t i = 0; i < nd; i++)
-        r->x[i] += r->down[i];
+        r->x[i] += s->down[i];
     return 0;
 }
+
+/* ---------------------------------------------------------------- the table entries */
+
+const arch_ops arch_llama_ops = {
+    .name = "llama",
+    .props = ARCH_TOKENS | ARCH_KV,
+    .open = s_llama_open,
+    .layer = s_llama_layer,
+    .cost = s_cost,
+    .run_bytes = s_run_bytes,
+    .run_init = s_run_init,
+    .run_free = s_run_free,
+    .begin = s_begin,
+    .before = s_before,
+    .rows = s_rows,
+    .end = s_end,
+};
+
+/* llama with Q/K/V biases and NEOX RoPE (both decided at open: see the top of the file) */
+const arch_ops arch_qwen2_ops = {
+    .name = "qwen2",
+    .props = ARCH_TOKENS | ARCH_KV,
+    .open = s_qwen2_open,
+    .layer = s_qwen2_layer,
+    .cost = s_cost,
+    .run_bytes = s_run_bytes,
+    .run_init = s_run_init,
+    .run_free = s_run_free,
+    .begin = s_begin,
+    .before = s_before,
+    .rows = s_rows,
+    .end = s_end,
+};

@@ -99,14 +99,11 @@ static int s_gen_llm(s_gen *g, uint64_t t0)
 {
     arch_gen_opts *go = &g->go;
     char err[512];
-    if (!strcmp(g->arch, "llama"))
-        go->arch = ARCH_LLAMA;
-    else if (!strcmp(g->arch, "qwen2"))
-        go->arch = ARCH_QWEN2;
-    else {
+    if (strcmp(g->arch, "llama") && strcmp(g->arch, "qwen2")) {
         fprintf(stderr, "swarm gen: --arch '%s': one of swarm-dense, llama, qwen2\n", g->arch);
         return EXIT_USAGE;
     }
+    go->arch = g->arch;
     go->dim = g->dim < 0 ? 256 : (uint32_t)g->dim;
     go->n_layers = g->layers < 0 ? 2 : (uint32_t)g->layers;
     go->n_head_kv = go->n_head_kv ? go->n_head_kv : go->n_head;

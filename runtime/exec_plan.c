@@ -17,7 +17,7 @@
 #include "base/util.h"
 #include "quant/quant.h"
 
-/* The lab layer's scratch is two (d,) f32 vectors (dense_run_init), each aligned. */
+/* The lab layer's scratch is two (d,) f32 vectors (arch/dense.c s_run_init), each aligned. */
 static uint64_t s_fixed_bytes(const arch_model *am, const exec_opts *o)
 {
     uint32_t P = o->max_pos ? o->max_pos : 1;
@@ -99,8 +99,8 @@ int exec_dense_arch(const model_t *m, arch_model *am, char *err, size_t errlen)
 {
     uint64_t d = m->dim;
     memset(am, 0, sizeof *am);
-    am->hp.id = ARCH_DENSE;
-    snprintf(am->hp.name, sizeof am->hp.name, "%s", MODEL_ARCH);
+    if (arch_model_bind(am, MODEL_ARCH, err, errlen))
+        return -1;
     am->hp.n_layers = m->n_layers;
     am->hp.dim = m->dim;
     am->hp.norm_eps = KERNEL_EPS;

@@ -185,7 +185,7 @@ llm_model *llm_model_open_opts(const char *path, const llm_opts *o, char *err, s
     }
     if (!(m->g = gguf_open(path, err, errlen)) || arch_model_open(&m->am, m->g, err, errlen))
         goto err;
-    if (m->am.hp.id == ARCH_DENSE) {
+    if (!arch_model_has(&m->am, ARCH_TOKENS)) {
         arch_err(err, errlen, path,
                  "a swarm-dense model has no tokens (run it with `swarm run`); llama or qwen2 "
                  "needed");

@@ -134,7 +134,7 @@ slice_t *slice_new_ex(const slice_opts *o, int *cap_short, char *err, size_t err
         arch_layer_cost(&s->am, l, &c);
         kv_per_pos += c.kv_bytes_per_pos;
     }
-    s->stateless = kv_per_pos == 0;
+    s->stateless = !arch_model_has(&s->am, ARCH_KV); /* the family says so (arch.h) */
     if (o->exec) {
         eo = *o->exec;
     } else {

@@ -37,7 +37,7 @@ static const char *s_path(const char *name)
 static float s_rope_linear;
 static int s_rope_llama3;
 
-static int s_gen(const char *name, arch_id arch, uint32_t dim, uint32_t layers, uint32_t heads,
+static int s_gen(const char *name, const char *arch, uint32_t dim, uint32_t layers, uint32_t heads,
                  uint32_t kvh, uint32_t ff, quant_type type, int tied, uint64_t seed,
                  uint32_t n_vocab)
 {
@@ -83,7 +83,10 @@ static void s_test_dense(void)
         return;
     arch_model m;
     CHECK(arch_model_open(&m, g, err, sizeof err) == 0, "%s", err);
-    CHECK(m.hp.id == ARCH_DENSE && m.hp.dim == d && m.hp.n_layers == L, "dense hparams");
+    CHECK(!strcmp(m.hp.name, "swarm-dense") && m.hp.dim == d && m.hp.n_layers == L,
+          "dense hparams");
+    CHECK(!arch_model_has(&m, ARCH_TOKENS) && !arch_model_has(&m, ARCH_KV),
+          "dense: no tokens, no cache (stateless)");
     CHECK(m.layers[0].n_vectors == 1 && m.layers[0].n_tensors == 2, "g then W");
     arch_run *r = arch_run_new(&m, P, err, sizeof err);
     float *x = malloc(P * d * sizeof(float)), *xs = malloc(P * d * sizeof(float));
@@ -452,26 +455,26 @@ static void s_test_reference(void)
 {
     static const struct {
         const char *name;
-        arch_id arch;
+        const char *arch;
         uint32_t dim, layers, heads, kvh, ff;
         quant_type type;
         int tied;
         float rope_linear;
         int rope_llama3;
     } cases[] = {
-        { "r-llama-f32.gguf", ARCH_LLAMA, 64, 2, 4, 2, 96, QUANT_F32, 0, 0, 0 },
-        { "r-llama-f32-linear.gguf", ARCH_LLAMA, 64, 2, 4, 2, 96, QUANT_F32, 0, 4.0f, 0 },
-        { "r-llama-q8_0-llama3.gguf", ARCH_LLAMA, 128, 2, 4, 2, 96, QUANT_Q8_0, 0, 0, 1 },
-        { "r-llama-f16-llama3.gguf", ARCH_LLAMA, 128, 1, 4, 4, 64, QUANT_F16, 1, 0, 1 },
-        { "r-llama-f32-tied.gguf", ARCH_LLAMA, 64, 2, 8, 8, 64, QUANT_F32, 1, 0, 0 },
-        { "r-llama-f16.gguf", ARCH_LLAMA, 64, 2, 4, 1, 96, QUANT_F16, 0, 0, 0 },
-        { "r-llama-bf16.gguf", ARCH_LLAMA, 64, 1, 4, 2, 64, QUANT_BF16, 1, 0, 0 },
-        { "r-llama-q8_0.gguf", ARCH_LLAMA, 64, 2, 4, 2, 96, QUANT_Q8_0, 1, 0, 0 },
-        { "r-llama-q4_0.gguf", ARCH_LLAMA, 96, 2, 6, 3, 128, QUANT_Q4_0, 0, 0, 0 },
-        { "r-qwen2-f32.gguf", ARCH_QWEN2, 64, 2, 4, 2, 96, QUANT_F32, 0, 0, 0 },
-        { "r-qwen2-f16-tied.gguf", ARCH_QWEN2, 64, 2, 4, 1, 64, QUANT_F16, 1, 0, 0 },
-        { "r-qwen2-q8_0.gguf", ARCH_QWEN2, 64, 2, 4, 2, 96, QUANT_Q8_0, 0, 0, 0 },
-        { "r-qwen2-q4_0.gguf", ARCH_QWEN2, 64, 2, 8, 2, 64, QUANT_Q4_0, 1, 0, 0 },
+        { "r-llama-f32.gguf", "llama", 64, 2, 4, 2, 96, QUANT_F32, 0, 0, 0 },
+        { "r-llama-f32-linear.gguf", "llama", 64, 2, 4, 2, 96, QUANT_F32, 0, 4.0f, 0 },
+        { "r-llama-q8_0-llama3.gguf", "llama", 128, 2, 4, 2, 96, QUANT_Q8_0, 0, 0, 1 },
+        { "r-llama-f16-llama3.gguf", "llama", 128, 1, 4, 4, 64, QUANT_F16, 1, 0, 1 },
+        { "r-llama-f32-tied.gguf", "llama", 64, 2, 8, 8, 64, QUANT_F32, 1, 0, 0 },
+        { "r-llama-f16.gguf", "llama", 64, 2, 4, 1, 96, QUANT_F16, 0, 0, 0 },
+        { "r-llama-bf16.gguf", "llama", 64, 1, 4, 2, 64, QUANT_BF16, 1, 0, 0 },
+        { "r-llama-q8_0.gguf", "llama", 64, 2, 4, 2, 96, QUANT_Q8_0, 1, 0, 0 },
+        { "r-llama-q4_0.gguf", "llama", 96, 2, 6, 3, 128, QUANT_Q4_0, 0, 0, 0 },
+        { "r-qwen2-f32.gguf", "qwen2", 64, 2, 4, 2, 96, QUANT_F32, 0, 0, 0 },
+        { "r-qwen2-f16-tied.gguf", "qwen2", 64, 2, 4, 1, 64, QUANT_F16, 1, 0, 0 },
+        { "r-qwen2-q8_0.gguf", "qwen2", 64, 2, 4, 2, 96, QUANT_Q8_0, 0, 0, 0 },
+        { "r-qwen2-q4_0.gguf", "qwen2", 64, 2, 8, 2, 64, QUANT_Q4_0, 1, 0, 0 },
     };
     int32_t toks[12] = { 1, 17, 200, 3, 3, 45, 299, 0, 128, 64, 5, 250 };
     uint32_t n = 12;
@@ -515,13 +518,13 @@ static void s_test_determinism(void)
 {
     static const struct {
         const char *name;
-        arch_id arch;
+        const char *arch;
         quant_type type;
     } cases[] = {
-        { "d-llama-q4_0.gguf", ARCH_LLAMA, QUANT_Q4_0 },
-        { "d-qwen2-q8_0.gguf", ARCH_QWEN2, QUANT_Q8_0 },
-        { "d-llama-f16.gguf", ARCH_LLAMA, QUANT_F16 },
-        { "d-qwen2-f32.gguf", ARCH_QWEN2, QUANT_F32 },
+        { "d-llama-q4_0.gguf", "llama", QUANT_Q4_0 },
+        { "d-qwen2-q8_0.gguf", "qwen2", QUANT_Q8_0 },
+        { "d-llama-f16.gguf", "llama", QUANT_F16 },
+        { "d-qwen2-f32.gguf", "qwen2", QUANT_F32 },
     };
     int32_t toks[11] = { 5, 9, 100, 250, 7, 7, 1, 33, 64, 128, 2 };
     uint32_t n = 11;
@@ -638,9 +641,49 @@ static void s_expect_open_error(const char *what, const char *path, const char *
     llm_model_free(&m);
 }
 
+/* The table of families: each name finds its entry once, and what the file's family decides
+ * at open (the layer's tensors, the RoPE pairing, the properties) is set by that entry. */
+static void s_test_families(void)
+{
+    static const struct {
+        const char *arch;
+        uint32_t n_vectors;
+        arch_rope_type rope;
+    } cases[] = { { "llama", 2, ARCH_ROPE_NORM }, { "qwen2", 5, ARCH_ROPE_NEOX } };
+    char err[512];
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        char name[64];
+        snprintf(name, sizeof name, "fam-%s.gguf", cases[c].arch);
+        if (s_gen(name, cases[c].arch, 64, 2, 4, 2, 96, QUANT_F32, 0, 5, 300))
+            continue;
+        gguf_file *g = gguf_open(s_path(name), err, sizeof err);
+        arch_model m;
+        CHECK(g && arch_model_open(&m, g, err, sizeof err) == 0, "%s: %s", name, err);
+        if (!g)
+            continue;
+        CHECK(!strcmp(m.hp.name, cases[c].arch) && arch_model_has(&m, ARCH_TOKENS | ARCH_KV),
+              "%s: name '%s', tokens and a cache", name, m.hp.name);
+        CHECK(m.layers[1].n_vectors == cases[c].n_vectors && m.layers[1].n_tensors ==
+              cases[c].n_vectors + 7 && m.hp.rope_type == cases[c].rope,
+              "%s: %u vectors of %u tensors, rope type %d", name, m.layers[1].n_vectors,
+              m.layers[1].n_tensors, (int)m.hp.rope_type);
+        arch_model_close(&m);
+        gguf_close(&g);
+    }
+    /* a model built by hand (the lab's, the partition tests') binds its family by name */
+    arch_model h;
+    memset(&h, 0, sizeof h);
+    CHECK(arch_model_bind(&h, "qwen2", err, sizeof err) == 0 && !strcmp(h.hp.name, "qwen2") &&
+          arch_model_has(&h, ARCH_KV), "bind qwen2: %s", err);
+    memset(&h, 0, sizeof h);
+    CHECK(arch_model_bind(&h, "gemma3", err, sizeof err) == -1 &&
+          strstr(err, "'gemma3' is not supported (supported: swarm-dense, llama, qwen2)") &&
+          !h.ops && !arch_model_has(&h, 0), "bind gemma3: '%s'", err);
+}
+
 static void s_test_bad_files(void)
 {
-    if (s_gen("b.gguf", ARCH_LLAMA, 64, 2, 4, 2, 96, QUANT_Q8_0, 0, 77, 300))
+    if (s_gen("b.gguf", "llama", 64, 2, 4, 2, 96, QUANT_Q8_0, 0, 77, 300))
         return;
     size_t n;
     unsigned char *orig = s_slurp(s_path("b.gguf"), &n), *buf = malloc(n);
@@ -654,7 +697,7 @@ static void s_test_bad_files(void)
         memcpy(p - 5, "gemma", 5);
     s_spit(s_path("bad-arch.gguf"), buf, n);
     s_expect_open_error("unknown architecture", s_path("bad-arch.gguf"),
-                        "'gemma' is not supported");
+                        "'gemma' is not supported (supported: swarm-dense, llama, qwen2)");
     /* unsupported type: q8_0 (34 bytes a block) relabelled q4_1 (20: smaller, stays inside) */
     memcpy(buf, orig, n);
     if ((p = s_after_str(buf, n, "blk.1.attn_q.weight")))
@@ -743,7 +786,7 @@ static void s_test_llama_cpp(void)
         }
         snprintf(file, sizeof file, "cpp-%s.gguf", name);
         arch_gen_opts o = {
-            .arch = !strcmp(arch, "qwen2") ? ARCH_QWEN2 : ARCH_LLAMA,
+            .arch = !strcmp(arch, "qwen2") ? "qwen2" : "llama",
             .dim = (uint32_t)json_integer_value(json_object_get(spec, "dim")),
             .n_layers = (uint32_t)json_integer_value(json_object_get(spec, "layers")),
             .n_head = (uint32_t)json_integer_value(json_object_get(spec, "heads")),
@@ -841,6 +884,7 @@ int main(void)
     s_test_dense_quant("q4_K", QUANT_Q4_K);
     s_test_reference();
     s_test_determinism();
+    s_test_families();
     s_test_bad_files();
     s_test_llama_cpp();
     quant_pool_shutdown();

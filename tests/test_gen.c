@@ -307,7 +307,7 @@ int main(void)
     snprintf(s_model16, sizeof s_model16, "%s/f16.gguf", s_dir);
     snprintf(cmd, sizeof cmd, "gzip -dc tests/fixtures/tok/llama-spm.gguf.gz > '%s'", s_vocab);
     CHECK(system(cmd) == 0, "cannot unpack the vocabulary fixture (run from the repository root)");
-    arch_gen_opts o = { .arch = ARCH_LLAMA, .dim = 64, .n_layers = 2, .n_head = 4,
+    arch_gen_opts o = { .arch = "llama", .dim = 64, .n_layers = 2, .n_head = 4,
                         .n_head_kv = 2, .n_ff = 96, .vocab_from = s_vocab, .type = QUANT_Q8_0,
                         .n_ctx = 256, .seed = 3 };
     CHECK(arch_gen(s_model, &o, err, sizeof err) == 0, "%s", err);

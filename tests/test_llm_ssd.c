@@ -92,7 +92,7 @@ static uint64_t s_cap_for(const char *path, uint32_t streamed)
     return 0;
 }
 
-static void s_parity(const char *name, arch_id arch, uint32_t ff, quant_type type, int tied)
+static void s_parity(const char *name, const char *arch, uint32_t ff, quant_type type, int tied)
 {
     char err[1024] = "";
     arch_gen_opts go = { .arch = arch, .dim = 64, .n_layers = 4, .n_head = 4, .n_head_kv = 2,
@@ -323,8 +323,8 @@ int main(void)
     CHECK(system(cmd) == 0, "cannot unpack the vocabulary fixture (run from the repository root)");
     /* f32 with ff 100: the last row range of gate/up is 4 rows; q8_0 qwen2 (5 vectors: the
      * stage), tied head */
-    s_parity("f32.gguf", ARCH_LLAMA, 100, QUANT_F32, 0);
-    s_parity("q8.gguf", ARCH_QWEN2, 96, QUANT_Q8_0, 1);
+    s_parity("f32.gguf", "llama", 100, QUANT_F32, 0);
+    s_parity("q8.gguf", "qwen2", 96, QUANT_Q8_0, 1);
     s_sums_and_corruption();
     s_fit_rule();
     s_cap_refused();

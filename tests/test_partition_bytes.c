@@ -133,7 +133,7 @@ int main(void)
         static arch_layer layers[22];
         arch_model am;
         memset(&am, 0, sizeof am);
-        am.hp.id = ARCH_LLAMA;
+        CHECK(arch_model_bind(&am, "llama", err, sizeof err) == 0, "%s", err);
         am.hp.n_layers = 22;
         am.hp.dim = 2048;
         am.hp.n_ff = 5632;

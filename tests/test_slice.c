@@ -60,7 +60,7 @@ int main(void)
     snprintf(dir, sizeof dir, "%s/test_slice", base);
     util_mkdir_p(dir);
     snprintf(path, sizeof path, "%s/q8.gguf", dir);
-    arch_gen_opts go = { .arch = ARCH_LLAMA, .dim = S_DIM, .n_layers = S_LAYERS, .n_head = 4,
+    arch_gen_opts go = { .arch = "llama", .dim = S_DIM, .n_layers = S_LAYERS, .n_head = 4,
                          .n_head_kv = 2, .n_ff = 96, .n_vocab = 300, .type = QUANT_Q8_0,
                          .n_ctx = 256, .seed = 5 };
     CHECK(arch_gen(path, &go, err, sizeof err) == 0, "gen: %s", err);
