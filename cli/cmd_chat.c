@@ -7,10 +7,14 @@
 
 #include "text/chat.h"
 #include "base/exitcode.h"
+#include "cli/args.h"
 #include "cli/cmd.h"
 #include "dist/arm_open.h"
 #include "text/engine.h"
 #include "quant/quant.h"
+
+static void s_usage(FILE *f);
+static const cli_cmd s_cmd = { "chat", s_usage, NULL };
 
 static void s_usage(FILE *f)
 {
@@ -114,25 +118,17 @@ static int s_parse(s_chat *c, int argc, char **argv)
         if (r)
             continue;
         const char *f = argv[i];
-        if (!strcmp(f, "--help") || !strcmp(f, "-h")) {
-            s_usage(stdout);
-            return EXIT_OK;
-        } else if (!strcmp(f, "--list-templates")) {
+        if (!strcmp(f, "--list-templates")) {
             s_list(stdout);
             return EXIT_OK;
         } else if (!strcmp(f, "--chat-template") && i + 1 < argc) {
             c->override = argv[++i];
         } else if (!strcmp(f, "--system") && i + 1 < argc) {
             c->system = argv[++i];
-        } else if (f[0] == '-') {
-            fprintf(stderr, "swarm chat: unknown option or missing value '%s'\n", f);
-            s_usage(stderr);
-            return EXIT_USAGE;
-        } else if (!c->model) {
-            c->model = f;
         } else {
-            fprintf(stderr, "swarm chat: unexpected argument '%s'\n", f);
-            return EXIT_USAGE;
+            int rc = cli_arg_rest(&s_cmd, f, &c->model);
+            if (rc != CLI_ARG_NEXT)
+                return rc;
         }
     }
     if (!c->model) {

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "base/exitcode.h"
+#include "cli/args.h"
 #include "base/util.h"
 #include "cli/cmd.h"
 #include "dist/arm.h"
@@ -50,6 +51,9 @@ typedef struct {
     ppl_result kl;
     int have_kl;
 } gen_run;
+
+static void s_usage(FILE *f);
+static const cli_cmd s_cmd = { "generate", s_usage, " (quote the prompt)" };
 
 static void s_usage(FILE *f)
 {
@@ -112,6 +116,7 @@ static int s_own_flag(gen_run *g, int argc, char **argv, int *i, char *err, size
 static int s_parse(gen_run *g, int argc, char **argv)
 {
     char err[768];
+    int rc;
     for (int i = 1; i < argc; i++) {
         int r = llm_cli_gen_flag(&g->o, argc, argv, &i, err, sizeof err);
         if (!r)
@@ -124,26 +129,12 @@ static int s_parse(gen_run *g, int argc, char **argv)
         }
         if (r)
             continue;
-        const char *f = argv[i];
-        if (!strcmp(f, "--help") || !strcmp(f, "-h")) {
-            s_usage(stdout);
-            return EXIT_OK;
-        } else if (f[0] == '-') {
-            fprintf(stderr, "swarm generate: unknown option or missing value '%s'\n", f);
-            s_usage(stderr);
-            return EXIT_USAGE;
-        } else if (!g->model) {
-            g->model = f;
-        } else {
-            fprintf(stderr, "swarm generate: unexpected argument '%s' (quote the prompt)\n", f);
-            return EXIT_USAGE;
-        }
+        rc = cli_arg_rest(&s_cmd, argv[i], &g->model);
+        if (rc != CLI_ARG_NEXT)
+            return rc;
     }
-    if (!g->model || !g->prompt) {
-        fprintf(stderr, "swarm generate: need MODEL and --prompt TEXT\n");
-        s_usage(stderr);
-        return EXIT_USAGE;
-    }
+    if ((rc = cli_need(&s_cmd, g->model && g->prompt, "MODEL and --prompt TEXT")) != CLI_ARG_NEXT)
+        return rc;
     return -1;
 }
 

@@ -6,10 +6,14 @@
 #include <string.h>
 
 #include "base/exitcode.h"
+#include "cli/args.h"
 #include "cli/cmd.h"
 #include "dist/arm_open.h"
 #include "text/ppl.h"
 #include "quant/quant.h"
+
+static void s_usage(FILE *f);
+static const cli_cmd s_cmd = { "perplexity", s_usage, NULL };
 
 static void s_usage(FILE *f)
 {
@@ -65,6 +69,7 @@ static int s_own_flag(s_ppl *p, int argc, char **argv, int *i)
 /* EXIT_OK after --help, EXIT_USAGE (printed), or -1: parsed, go on. */
 static int s_parse(s_ppl *p, int argc, char **argv)
 {
+    int rc;
     for (int i = 1; i < argc; i++) {
         int r = arm_flags_parse(&p->af, argc, argv, &i, p->err, sizeof p->err);
         if (!r)
@@ -75,26 +80,12 @@ static int s_parse(s_ppl *p, int argc, char **argv)
         }
         if (r)
             continue;
-        const char *f = argv[i];
-        if (!strcmp(f, "--help") || !strcmp(f, "-h")) {
-            s_usage(stdout);
-            return EXIT_OK;
-        } else if (f[0] == '-') {
-            fprintf(stderr, "swarm perplexity: unknown option or missing value '%s'\n", f);
-            s_usage(stderr);
-            return EXIT_USAGE;
-        } else if (!p->model) {
-            p->model = f;
-        } else {
-            fprintf(stderr, "swarm perplexity: unexpected argument '%s'\n", f);
-            return EXIT_USAGE;
-        }
+        rc = cli_arg_rest(&s_cmd, argv[i], &p->model);
+        if (rc != CLI_ARG_NEXT)
+            return rc;
     }
-    if (!p->model || !p->file) {
-        fprintf(stderr, "swarm perplexity: need MODEL and --file TEXT\n");
-        s_usage(stderr);
-        return EXIT_USAGE;
-    }
+    if ((rc = cli_need(&s_cmd, p->model && p->file, "MODEL and --file TEXT")) != CLI_ARG_NEXT)
+        return rc;
     /* faults are placed by generated token: generate's alone */
     if (arm_flags_check(&p->af, ARM_F_ALL & ~ARM_F_FAULTS, ARM_ARMS_ALL, "perplexity", p->err,
                         sizeof p->err)) {
