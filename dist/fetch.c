@@ -8,6 +8,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include "arch/model.h"
 #include "gguf/gguf.h"
 #include "base/log.h"
 #include "base/util.h"

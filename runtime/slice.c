@@ -139,9 +139,13 @@ slice_t *slice_new_ex(const slice_opts *o, int *cap_short, char *err, size_t err
         eo = *o->exec;
     } else {
         exec_opts_worker(&eo, o->cap_bytes);
-        eo.held_bytes = slice_held_bytes(&s->am, o->max_batch, o->n_ctx,
-                                         o->threads > 0 ? (uint32_t)o->threads : 1) +
-                        (uint64_t)o->sessions * o->n_ctx * kv_per_pos;
+        /* A stateless range (the dense lab model) is planned by the rule its partitioner
+         * prices a worker with (dist/partition.c partition_make: layers and the worker's
+         * overhead, nothing held), or an assignment made at the margin would be refused. */
+        if (!s->stateless)
+            eo.held_bytes = slice_held_bytes(&s->am, o->max_batch, o->n_ctx,
+                                             o->threads > 0 ? (uint32_t)o->threads : 1) +
+                            (uint64_t)o->sessions * o->n_ctx * kv_per_pos;
     }
     eo.max_pos = o->max_batch;
     exec_plan plan;
