@@ -459,11 +459,10 @@ static void s_serve_begin(worker_t *w, zmq_msg_t *m, uint64_t arrival_ns)
     w->cur_arrival_ns = arrival_ns;
     w->cur_t0 = t0;
     w->cur_t1 = util_now_ns();
-    /* A stateless range keeps nothing between acts: a dense step's session and position
-     * (whatever the coordinator numbers them) change nothing, so it runs as session 1, pos 0. */
-    uint64_t session = stateless ? 1 : a->session;
-    uint32_t pos = stateless ? 0 : (uint32_t)a->pos;
-    if (compute_start(w->comp, w->slice, session, pos, a->n_pos ? a->n_pos : 1, w->x, w->dim))
+    /* a stateless range (the dense model) takes any session and position: they are the
+     * coordinator's numbering of independent steps (runtime/slice.h) */
+    if (compute_start(w->comp, w->slice, a->session, (uint32_t)a->pos, a->n_pos ? a->n_pos : 1,
+                      w->x, w->dim))
         log_error("%s: compute thread refused a job (busy): dropped", w->id);
 }
 

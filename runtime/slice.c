@@ -206,6 +206,15 @@ int slice_step_stats(slice_t *s, uint64_t session, uint32_t pos0, uint32_t n, fl
 {
     char what[64];
     snprintf(what, sizeof what, "session %llu", (unsigned long long)session);
+    /* Nothing cached: any step, in any order, under any session and position (a dense step
+     * is numbered by its caller; the numbers change nothing it computes). */
+    if (s->stateless) {
+        if (!n || n > s->max_batch) {
+            util_errf(err, errlen, what, "%u positions (1..%u)", n, s->max_batch);
+            return -1;
+        }
+        return exec_step_n(s->e, x, n, 0, NULL, st, err, errlen);
+    }
     if (!session || !n || n > s->max_batch) {
         util_errf(err, errlen, what, "%u positions (1..%u), session id >= 1", n, s->max_batch);
         return -1;
@@ -215,8 +224,6 @@ int slice_step_stats(slice_t *s, uint64_t session, uint32_t pos0, uint32_t n, fl
                   pos0 + n - 1, s->n_ctx);
         return -1;
     }
-    if (s->stateless) /* nothing cached: any step, in any order */
-        return exec_step_n(s->e, x, n, pos0, NULL, st, err, errlen);
     s_slot *sl = s_find(s, session);
     if (!sl) {
         if (!(sl = s_find(s, 0))) {
