@@ -33,8 +33,7 @@ struct compute {
     int quit;                  /* under mu */
     uint32_t slowdown;
     /* the job (set by the loop in IDLE, read by the thread, outcome written in RUNNING) */
-    exec_t *e;
-    slice_t *sl;               /* or a real model's slice: session, pos0 and n positions */
+    slice_t *sl;               /* the range: session, pos0 and n positions */
     uint64_t session;
     uint32_t pos0, n;
     float *x;                  /* (n x dim) the activation, computed in place */
@@ -57,12 +56,11 @@ static void s_run(compute_t *c)
     for (uint32_t k = 1; k < c->slowdown && rc == 0; k++) {
         exec_stats junk = { 0 };
         memcpy(c->scratch, c->x, sizeof(float) * c->dim * c->n);
-        rc = c->sl ? slice_step(c->sl, c->session, c->pos0, c->n, c->scratch, err, sizeof err)
-                   : exec_step(c->e, c->scratch, &junk, err, sizeof err);
+        rc = slice_step_stats(c->sl, c->session, c->pos0, c->n, c->scratch, &junk, err,
+                              sizeof err);
     }
     if (rc == 0)
-        rc = c->sl ? slice_step(c->sl, c->session, c->pos0, c->n, c->x, err, sizeof err)
-                   : exec_step(c->e, c->x, &st, err, sizeof err);
+        rc = slice_step_stats(c->sl, c->session, c->pos0, c->n, c->x, &st, err, sizeof err);
     c->compute_ns = util_now_ns() - t0;
     c->st = st;
     c->rc = rc;
@@ -154,13 +152,13 @@ int compute_fd(const compute_t *c)
     return c->efd;
 }
 
-static int s_start(compute_t *c, exec_t *e, slice_t *sl, uint64_t session, uint32_t pos0,
-                   uint32_t n, float *x, uint32_t dim)
+int compute_start(compute_t *c, slice_t *sl, uint64_t session, uint32_t pos0, uint32_t n,
+                  float *x, uint32_t dim)
 {
     pthread_mutex_lock(&c->mu);
     int idle = c->state == S_IDLE;
     pthread_mutex_unlock(&c->mu);
-    if (!idle || (!e && !sl) || !x || !dim || !n)
+    if (!idle || !sl || !x || !dim || !n)
         return -1;
     /* IDLE: the thread does not touch the job fields, so they are ours to set. */
     if (c->slowdown > 1 && c->scratch_dim < dim * n) {
@@ -170,7 +168,6 @@ static int s_start(compute_t *c, exec_t *e, slice_t *sl, uint64_t session, uint3
         c->scratch = s;
         c->scratch_dim = dim * n;
     }
-    c->e = e;
     c->sl = sl;
     c->session = session;
     c->pos0 = pos0;
@@ -183,17 +180,6 @@ static int s_start(compute_t *c, exec_t *e, slice_t *sl, uint64_t session, uint3
     pthread_cond_signal(&c->cv);
     pthread_mutex_unlock(&c->mu);
     return 0;
-}
-
-int compute_start(compute_t *c, exec_t *e, float *x, uint32_t dim)
-{
-    return e ? s_start(c, e, NULL, 0, 0, 1, x, dim) : -1;
-}
-
-int compute_start_slice(compute_t *c, slice_t *s, uint64_t session, uint32_t pos0, uint32_t n,
-                        float *x, uint32_t dim)
-{
-    return s ? s_start(c, NULL, s, session, pos0, n, x, dim) : -1;
 }
 
 int compute_collect(compute_t *c, int *rc, exec_stats *st, uint64_t *compute_ns, char *err,

@@ -4,10 +4,10 @@
  * activations, so its liveness would depend on how long one activation takes (a Pi-class
  * worker holding a slice of a real model can take seconds). Here the loop hands an activation
  * to this thread and goes on answering the control plane; the thread signals completion on
- * an eventfd the loop polls. The loop never touches the exec or the activation buffer while a
- * job runs, and waits for the job (compute_wait) before it frees or replaces the exec.
+ * an eventfd the loop polls. The loop never touches the slice or the activation buffer while a
+ * job runs, and waits for the job (compute_wait) before it frees or replaces the slice.
  *
- * Ownership: the caller owns the exec and the float buffer; the thread borrows both for the
+ * Ownership: the caller owns the slice and the float buffer; the thread borrows both for the
  * duration of one job. All ZeroMQ sockets stay on the loop's thread.
  */
 #ifndef SWARM_WORKER_COMPUTE_H
@@ -29,13 +29,12 @@ compute_t *compute_new(uint32_t slowdown, char *err, size_t errlen);
 void compute_free(compute_t **c);
 /* An fd that is readable when a job has finished (poll it; compute_collect clears it). */
 int compute_fd(const compute_t *c);
-/* Run exec_step(e, x) on the thread. -1 if a job is already running or collectable. */
-int compute_start(compute_t *c, exec_t *e, float *x, uint32_t dim);
 /* Run slice_step(s, session, pos0, n, x) on the thread: x is n x dim floats. A slowdown's
  * extra passes run on a copy and rewrite the same cache rows with the same bits (rows are
- * written by position), so the outcome is unchanged. -1 as compute_start. */
-int compute_start_slice(compute_t *c, slice_t *s, uint64_t session, uint32_t pos0, uint32_t n,
-                        float *x, uint32_t dim);
+ * written by position), so the outcome is unchanged. -1 if a job is already running or
+ * collectable. */
+int compute_start(compute_t *c, slice_t *s, uint64_t session, uint32_t pos0, uint32_t n,
+                  float *x, uint32_t dim);
 /* 1 and the job's outcome if a finished job was waiting (0 ok, else err filled), 0 if none. */
 int compute_collect(compute_t *c, int *rc, exec_stats *st, uint64_t *compute_ns, char *err,
                     size_t errlen);
@@ -43,7 +42,7 @@ int compute_collect(compute_t *c, int *rc, exec_stats *st, uint64_t *compute_ns,
 int compute_busy(const compute_t *c);
 /* How long the running job has been computing (0 when idle or finished). */
 uint64_t compute_busy_ns(const compute_t *c, uint64_t now_ns);
-/* Block until no job runs, then drop any uncollected outcome (before freeing the exec). */
+/* Block until no job runs, then drop any uncollected outcome (before freeing the slice). */
 void compute_wait(compute_t *c);
 
 #endif

@@ -54,8 +54,8 @@ static void s_fetch_sync(worker_t *w)
     w->since_sync = 0;
 }
 
-/* A real model's ranges: every tensor of blocks [first, last) (named "blk.N.*" by GGUF
- * convention) and rope_freqs.weight (llama3's frequency divisors, read when the layers are
+/* The layers' ranges: every tensor of blocks [first, last) (named "blk.N.*" by GGUF
+ * convention: a real model's, and the dense model's blk.N.g and blk.N.w) and rope_freqs.weight (llama3's frequency divisors, read when the layers are
  * opened), in file order, neighbours merged (a layer's tensors are adjacent in published
  * files: one range per layer range, the alignment padding between them included). Nothing
  * else: a worker holding layers 8..15 of an 8 GB model takes its share and the header. */
@@ -65,7 +65,7 @@ static int s_cmp_off(const void *a, const void *b)
     return x->offset < y->offset ? -1 : x->offset > y->offset;
 }
 
-static int s_expand_llm(worker_t *w, const gguf_file *g, char *err, size_t errlen)
+static int s_expand(worker_t *w, const gguf_file *g, char *err, size_t errlen)
 {
     const gguf_tensor **t = malloc(g->n_tensors * sizeof *t + 1);
     uint64_t n = 0;
@@ -112,50 +112,27 @@ static int s_expand_llm(worker_t *w, const gguf_file *g, char *err, size_t errle
     return 0;
 }
 
-/* Once the header is here: the byte ranges of the assigned layers (the dense model's g and W
- * of each; a real model's tensors, s_expand_llm). */
+/* Once the header is here: the byte ranges of the assigned layers (s_expand). */
 static int s_fetch_expand(worker_t *w, char *err, size_t errlen)
 {
+    char why[512];
     fdatasync(w->fetch_fd);
-    if (w->pend->n_ctx) {
-        char why[512];
-        gguf_file *g = gguf_open(w->fetch_path, why, sizeof why);
-        if (!g) {
-            snprintf(err, errlen, "fetched header: %s", why);
-            return -1;
-        }
-        int rc = 0;
-        if (g->file_size != w->pend->model_size) {
-            snprintf(err, errlen, "fetched header does not describe the assigned model");
-            rc = -1;
-        }
-        if (!rc)
-            rc = s_expand_llm(w, g, err, errlen);
-        gguf_close(&g);
-        if (!rc)
-            w->ranges_full = 1;
-        return rc;
-    }
-    model_t m = { 0 };
-    if (model_open(&m, w->fetch_path, err, errlen))
+    gguf_file *g = gguf_open(w->fetch_path, why, sizeof why);
+    if (!g) {
+        snprintf(err, errlen, "fetched header: %s", why);
         return -1;
-    if (m.file_size != w->pend->model_size || m.n_layers != w->pend->n_layers ||
-        m.dim != w->pend->dim) {
+    }
+    int rc = 0;
+    if (g->file_size != w->pend->model_size) {
         snprintf(err, errlen, "fetched header does not describe the assigned model");
-        model_close(&m);
-        return -1;
+        rc = -1;
     }
-    uint64_t d = m.dim;
-    for (uint32_t l = w->pend->first; l < w->pend->last; l++) {
-        w->r_off[w->n_ranges] = m.layers[l].g_off;
-        w->r_len[w->n_ranges++] = d * 4;
-        w->r_off[w->n_ranges] = m.layers[l].w_off;
-        w->r_len[w->n_ranges++] = d * d * 4;
-        w->s_total += d * 4 + d * d * 4;
-    }
-    model_close(&m);
-    w->ranges_full = 1;
-    return 0;
+    if (!rc)
+        rc = s_expand(w, g, err, errlen);
+    gguf_close(&g);
+    if (!rc)
+        w->ranges_full = 1;
+    return rc;
 }
 
 /* Stream position -> file offset and bytes left in that range. */

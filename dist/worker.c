@@ -77,12 +77,9 @@ static void s_release(worker_t *w, const char *why)
         log_info("%s: releasing assignment (%s); waiting for a coordinator", w->id, why);
     worker_fetch_stop(w, why);
     compute_wait(w->comp); /* an activation in progress is dropped: the route is gone */
-    exec_free(&w->exec);
     slice_free(&w->slice);
     w->n_pend_end = 0;
-    if (w->model_open)
-        model_close(&w->model);
-    w->model_open = 0;
+    w->path[0] = 0;
     if (w->push) {
         zmq_close(w->push);
         w->push = NULL;
@@ -134,53 +131,76 @@ static void s_refuse(worker_t *w, const msg_assign *a, msg_error *e, const char 
         worker_send_ctl(w);
 }
 
-/* A real model's range: a slice with its sessions' caches, planned under the cap. */
-static void s_load_slice(worker_t *w, const msg_assign *a, const char *path, uint64_t t0)
+/* The assignment's range as a slice: a real model's with its sessions' caches (assign's
+ * n_ctx > 0), or the dense lab model's (n_ctx 0: stateless, one position per act, no cache),
+ * planned under the cap and verified against the coordinator's checksums as it loads. */
+void worker_load_assign(worker_t *w, const msg_assign *a, const char *path, uint64_t t0)
 {
     char err[1024];
     msg_error e = { 0 };
     int cap_short = 0;
+    int dense = a->n_ctx == 0;
     uint64_t io0 = util_io_read_bytes();
+    /* The same dense assignment again (a coordinator re-adopting us after a freeze or a cut):
+     * the layers are still resident and verified and hold no state, so answer at once. */
+    if (dense && w->slice && slice_stateless(w->slice) && !strcmp(w->path, path) &&
+        w->model_size == a->model_size && w->first == a->first && w->last == a->last) {
+        log_info("%s: layers [%u, %u) still resident: ready", w->id, a->first, a->last);
+        w->state = W_LOADED;
+        s_answer_ready(w);
+        return;
+    }
     compute_wait(w->comp); /* the thread borrows the slice: never free it under a job */
-    exec_free(&w->exec);
     slice_free(&w->slice);
     w->n_pend_end = 0;
-    if (w->model_open)
-        model_close(&w->model);
-    w->model_open = 0;
+    w->path[0] = 0;
+    uint32_t batch = dense ? 1 : a->max_batch;
     /* the pull socket takes frames up to PROTO_MAX_FRAME (set when it was bound) */
-    if (proto_frame_limit(a->dim, a->max_batch) > PROTO_MAX_FRAME) {
+    if (proto_frame_limit(a->dim, batch) > PROTO_MAX_FRAME) {
         snprintf(err, sizeof err, "acts of %u x %u floats need frames of %zu bytes, over "
-                 "this worker's %u", a->max_batch, a->dim, proto_frame_limit(a->dim,
-                 a->max_batch), PROTO_MAX_FRAME);
+                 "this worker's %u", batch, a->dim, proto_frame_limit(a->dim, batch),
+                 PROTO_MAX_FRAME);
         e.code = PERR_CAP;
         goto refuse;
     }
-    slice_opts so = { .path = path, .first = a->first, .last = a->last, .n_ctx = a->n_ctx,
-                      .sessions = a->sessions, .max_batch = a->max_batch,
-                      .cap_bytes = w->cap_bytes, .threads = (int)(a->threads ? a->threads : 1),
+    if (a->last <= a->first || a->last - a->first > PROTO_MAX_LAYERS) {
+        snprintf(err, sizeof err, "layers [%u, %u): not a range of 1..%u layers", a->first,
+                 a->last, PROTO_MAX_LAYERS);
+        e.code = PERR_MODEL;
+        goto refuse;
+    }
+    uint32_t threads = a->threads ? a->threads : 1;
+    /* the dense layer's products are OpenBLAS's, whose threads are process-wide */
+    if (dense)
+        kernel_set_threads((int)threads);
+    slice_opts so = { .path = path, .first = a->first, .last = a->last,
+                      .n_ctx = dense ? 1 : a->n_ctx, .sessions = dense ? 1 : a->sessions,
+                      .max_batch = batch, .cap_bytes = w->cap_bytes, .threads = (int)threads,
                       .expect_sums = a->checksums };
     w->slice = slice_new_ex(&so, &cap_short, err, sizeof err);
     if (!w->slice) {
         e.code = cap_short ? PERR_CAP : PERR_MODEL;
         goto refuse;
     }
-    if (slice_dim(w->slice) != a->dim) {
-        snprintf(err, sizeof err, "%s: model differs from the coordinator's (dim %u vs %u)",
-                 a->model_path, slice_dim(w->slice), a->dim);
+    if (slice_dim(w->slice) != a->dim || dense != slice_stateless(w->slice)) {
+        snprintf(err, sizeof err, "%s: model differs from the coordinator's (dim %u vs %u, %s)",
+                 a->model_path, slice_dim(w->slice), a->dim,
+                 slice_stateless(w->slice) ? "stateless" : "with a KV cache");
         e.code = PERR_MODEL;
         goto refuse;
     }
     w->first = a->first;
     w->last = a->last;
     w->dim = a->dim;
-    w->max_batch = a->max_batch;
+    w->max_batch = batch;
     free(w->x);
-    if (!(w->x = malloc(sizeof(float) * a->dim * a->max_batch))) {
+    if (!(w->x = malloc(sizeof(float) * a->dim * batch))) {
         snprintf(err, sizeof err, "out of memory");
         e.code = PERR_INTERNAL;
         goto refuse;
     }
+    snprintf(w->path, sizeof w->path, "%s", path);
+    w->model_size = a->model_size;
     memset(&w->ready, 0, sizeof w->ready);
     w->ready.bytes_loaded = slice_loaded_bytes(w->slice);
     w->ready.load_ns = util_now_ns() - t0;
@@ -191,108 +211,18 @@ static void s_load_slice(worker_t *w, const msg_assign *a, const char *path, uin
     w->ready.peak_rss_bytes = util_vmhwm_bytes(0);
     w->ready.cgroup_peak_bytes = cap_peak(&w->cap);
     w->state = W_LOADED;
-    log_info("%s: loaded layers [%u, %u) of %s (%llu MiB), %u sessions x %u positions, in "
-             "%.1f ms", w->id, a->first, a->last, a->model_path,
-             (unsigned long long)(w->ready.bytes_loaded >> 20), a->sessions, a->n_ctx,
-             w->ready.load_ns / 1e6);
+    if (dense)
+        log_info("%s: loaded layers [%u, %u) (%llu MiB) in %.1f ms", w->id, a->first, a->last,
+                 (unsigned long long)(w->ready.bytes_loaded >> 20), w->ready.load_ns / 1e6);
+    else
+        log_info("%s: loaded layers [%u, %u) of %s (%llu MiB), %u sessions x %u positions, "
+                 "in %.1f ms", w->id, a->first, a->last, a->model_path,
+                 (unsigned long long)(w->ready.bytes_loaded >> 20), a->sessions, a->n_ctx,
+                 w->ready.load_ns / 1e6);
     s_answer_ready(w);
     return;
 refuse:
     slice_free(&w->slice);
-    s_refuse(w, a, &e, err);
-}
-
-void worker_load_assign(worker_t *w, const msg_assign *a, const char *path, uint64_t t0)
-{
-    char err[1024];
-    exec_opts o;
-    msg_error e = { 0 };
-    exec_plan plan;
-    uint64_t io0 = util_io_read_bytes();
-
-    if (a->n_ctx) {
-        s_load_slice(w, a, path, t0);
-        return;
-    }
-    /* The same assignment again (a coordinator re-adopting us after a freeze or a cut):
-     * the layers are still resident and verified, so answer at once. */
-    if (w->exec && w->model_open && !strcmp(w->model.path, path) &&
-        w->model.file_size == a->model_size && w->first == a->first && w->last == a->last) {
-        log_info("%s: layers [%u, %u) still resident: ready", w->id, a->first, a->last);
-        w->state = W_LOADED;
-        if (proto_encode_ready(w->out, &w->ready) == 0)
-            worker_send_ctl(w);
-        return;
-    }
-    compute_wait(w->comp); /* the thread borrows the exec: never free it under a job */
-    exec_free(&w->exec);
-    slice_free(&w->slice);
-    w->n_pend_end = 0;
-    w->max_batch = 1;
-    if (w->model_open)
-        model_close(&w->model);
-    w->model_open = 0;
-    if (model_open(&w->model, path, err, sizeof err)) {
-        e.code = PERR_MODEL;
-        goto refuse;
-    }
-    w->model_open = 1;
-    if (w->model.file_size != a->model_size || w->model.dim != a->dim ||
-        w->model.n_layers != a->n_layers || a->last > w->model.n_layers) {
-        snprintf(err, sizeof err, "%s: model differs from the coordinator's (size %llu vs %llu, "
-                 "%u x %u vs %u x %u)", a->model_path, (unsigned long long)w->model.file_size,
-                 (unsigned long long)a->model_size, w->model.n_layers, w->model.dim,
-                 a->n_layers, a->dim);
-        e.code = PERR_MODEL;
-        goto refuse;
-    }
-    for (uint32_t l = a->first; l < a->last; l++) {
-        if (w->model.layers[l].checksum != a->checksums[l - a->first]) {
-            snprintf(err, sizeof err, "%s: layer %u checksum %016llx differs from the "
-                     "coordinator's %016llx", a->model_path, l,
-                     (unsigned long long)w->model.layers[l].checksum,
-                     (unsigned long long)a->checksums[l - a->first]);
-            e.code = PERR_MODEL;
-            goto refuse;
-        }
-    }
-    exec_opts_worker(&o, w->cap_bytes);
-    if (w->cap_bytes && exec_plan_make(&w->model, a->first, a->last, &o, &plan, err,
-                                       sizeof err)) {
-        e.code = PERR_CAP;
-        goto refuse;
-    }
-    kernel_set_threads((int)(a->threads ? a->threads : 1));
-    w->exec = exec_new(&w->model, a->first, a->last, &o, err, sizeof err);
-    if (!w->exec) {
-        e.code = PERR_MODEL;
-        goto refuse;
-    }
-    w->first = a->first;
-    w->last = a->last;
-    w->dim = a->dim;
-    free(w->x);
-    w->x = malloc(sizeof(float) * a->dim);
-    if (!w->x) {
-        snprintf(err, sizeof err, "out of memory");
-        e.code = PERR_INTERNAL;
-        goto refuse;
-    }
-    w->ready.bytes_loaded = exec_loaded_bytes(w->exec);
-    w->ready.load_ns = util_now_ns() - t0;
-    w->ready.fetched_bytes = w->fetched;
-    w->ready.fetch_ns = w->fetched ? w->fetch_t0 : 0;
-    w->ready.resumed_bytes = w->resumed;
-    w->ready.read_bytes = util_io_read_bytes() - io0;
-    w->ready.peak_rss_bytes = util_vmhwm_bytes(0);
-    w->ready.cgroup_peak_bytes = cap_peak(&w->cap);
-    w->state = W_LOADED;
-    log_info("%s: loaded layers [%u, %u) (%llu MiB) in %.1f ms", w->id, a->first, a->last,
-             (unsigned long long)(w->ready.bytes_loaded >> 20), w->ready.load_ns / 1e6);
-    s_answer_ready(w);
-    return;
-refuse:
-    exec_free(&w->exec);
     s_refuse(w, a, &e, err);
 }
 
@@ -503,9 +433,10 @@ static void s_serve_begin(worker_t *w, zmq_msg_t *m, uint64_t arrival_ns)
     msg_act *a = &w->amsg->u.act;
     w->amsg->u.chunk.data = NULL; /* an act's x is the only place bytes may land */
     a->x = w->x;
-    int rc = proto_decode_n(zmq_msg_data(m), zmq_msg_size(m), w->dim,
-                            w->slice ? w->max_batch : 1, w->amsg, err, sizeof err);
-    if (rc == 0 && w->slice && (!a->session || a->pos > UINT32_MAX)) {
+    int rc = proto_decode_n(zmq_msg_data(m), zmq_msg_size(m), w->dim, w->max_batch, w->amsg,
+                            err, sizeof err);
+    int stateless = w->slice && slice_stateless(w->slice);
+    if (rc == 0 && !stateless && (!a->session || a->pos > UINT32_MAX)) {
         snprintf(err, sizeof err, "session %llu at position %llu: a real model's act needs a "
                  "session >= 1 and a position below 2^32", (unsigned long long)a->session,
                  (unsigned long long)a->pos);
@@ -528,10 +459,10 @@ static void s_serve_begin(worker_t *w, zmq_msg_t *m, uint64_t arrival_ns)
     w->cur_arrival_ns = arrival_ns;
     w->cur_t0 = t0;
     w->cur_t1 = util_now_ns();
-    int started = w->slice ? compute_start_slice(w->comp, w->slice, a->session, (uint32_t)a->pos,
-                                                 a->n_pos ? a->n_pos : 1, w->x, w->dim)
-                           : compute_start(w->comp, w->exec, w->x, w->dim);
-    if (started)
+    /* a stateless range (the dense model) takes any session and position: they are the
+     * coordinator's numbering of independent steps (runtime/slice.h) */
+    if (compute_start(w->comp, w->slice, a->session, (uint32_t)a->pos, a->n_pos ? a->n_pos : 1,
+                      w->x, w->dim))
         log_error("%s: compute thread refused a job (busy): dropped", w->id);
 }
 

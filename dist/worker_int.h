@@ -7,8 +7,6 @@
 #include <stdint.h>
 
 #include "base/cap.h"
-#include "runtime/exec.h"
-#include "arch/model.h"
 #include "base/sec.h"
 #include "netem/netem.h"
 #include "proto/proto.h"
@@ -44,10 +42,10 @@ typedef struct {
     int state;
     uint64_t last_heard_ns;
     /* assignment */
-    model_t model;
-    int model_open;
-    exec_t *exec;
-    slice_t *slice;               /* a real model's range instead of exec (assign's ctx > 0) */
+    slice_t *slice;               /* the assigned range (a real model's, or the dense model's:
+                                   * stateless, assign's n_ctx 0) */
+    char path[PATH_MAX];          /* the file it was loaded from, and that file's size as */
+    uint64_t model_size;          /* the coordinator said (a re-adoption's same assignment) */
     uint32_t max_batch;           /* positions per act (1 for the dense model) */
     uint64_t pend_end[WORKER_PEND_ENDS];
     uint32_t n_pend_end;

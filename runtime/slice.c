@@ -139,9 +139,13 @@ slice_t *slice_new_ex(const slice_opts *o, int *cap_short, char *err, size_t err
         eo = *o->exec;
     } else {
         exec_opts_worker(&eo, o->cap_bytes);
-        eo.held_bytes = slice_held_bytes(&s->am, o->max_batch, o->n_ctx,
-                                         o->threads > 0 ? (uint32_t)o->threads : 1) +
-                        (uint64_t)o->sessions * o->n_ctx * kv_per_pos;
+        /* A stateless range (the dense lab model) is planned by the rule its partitioner
+         * prices a worker with (dist/partition.c partition_make: layers and the worker's
+         * overhead, nothing held), or an assignment made at the margin would be refused. */
+        if (!s->stateless)
+            eo.held_bytes = slice_held_bytes(&s->am, o->max_batch, o->n_ctx,
+                                             o->threads > 0 ? (uint32_t)o->threads : 1) +
+                            (uint64_t)o->sessions * o->n_ctx * kv_per_pos;
     }
     eo.max_pos = o->max_batch;
     exec_plan plan;
@@ -202,6 +206,15 @@ int slice_step_stats(slice_t *s, uint64_t session, uint32_t pos0, uint32_t n, fl
 {
     char what[64];
     snprintf(what, sizeof what, "session %llu", (unsigned long long)session);
+    /* Nothing cached: any step, in any order, under any session and position (a dense step
+     * is numbered by its caller; the numbers change nothing it computes). */
+    if (s->stateless) {
+        if (!n || n > s->max_batch) {
+            util_errf(err, errlen, what, "%u positions (1..%u)", n, s->max_batch);
+            return -1;
+        }
+        return exec_step_n(s->e, x, n, 0, NULL, st, err, errlen);
+    }
     if (!session || !n || n > s->max_batch) {
         util_errf(err, errlen, what, "%u positions (1..%u), session id >= 1", n, s->max_batch);
         return -1;
@@ -211,8 +224,6 @@ int slice_step_stats(slice_t *s, uint64_t session, uint32_t pos0, uint32_t n, fl
                   pos0 + n - 1, s->n_ctx);
         return -1;
     }
-    if (s->stateless) /* nothing cached: any step, in any order */
-        return exec_step_n(s->e, x, n, pos0, NULL, st, err, errlen);
     s_slot *sl = s_find(s, session);
     if (!sl) {
         if (!(sl = s_find(s, 0))) {

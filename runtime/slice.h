@@ -12,8 +12,9 @@
  * it and freed when the session ends (or the slice is freed).
  *
  * A stateless architecture (the dense lab model: no layer keeps a KV cache) has no slots to
- * fill: every step is independent, whatever its session and positions, so steps may run in
- * any order and several be in flight at once.
+ * fill: every step is independent, whatever its session (0 included) and positions (the
+ * context bound too: they are a caller's numbering), so steps may run in any order and
+ * several be in flight at once.
  *
  * Positions are written by index: a step at pos0 of n positions writes cache rows pos0 ..
  * pos0+n-1 and attends over 0 .. pos0+n-1, so a step may start anywhere up to the first

@@ -3,13 +3,16 @@
  * two sessions interleaved, batches of several positions and single positions, a replay from
  * 0 (what a failover does) and a session that ends and whose slot is taken again; refusals
  * name the session (gap, past the context, every slot live, batch too big) and a cap too
- * small names the budget. tests/ */
+ * small names the budget. The dense lab model as a worker serves it (stateless: n_ctx 1, one
+ * slot, batch 1) gives the bits of the dense executor over the same layers for steps under
+ * any session and position, in any order. tests/ */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "arch/arch.h"
 #include "arch/gen.h"
+#include "arch/model.h"
 #include "runtime/llm.h"
 #include "base/util.h"
 #include "quant/quant.h"
@@ -51,6 +54,63 @@ static void s_input(float *x, uint32_t n, uint64_t seed)
 {
     for (uint32_t i = 0; i < n; i++)
         util_step_input(seed, i, x + (size_t)i * S_DIM, S_DIM);
+}
+
+/* The dense lab model cut in two stateless slices against one exec_t over every layer (the
+ * worker's former path): the same bits for steps numbered any way, in any order. */
+static void s_dense(const char *dir)
+{
+    char path[600], err[1024] = "";
+    snprintf(path, sizeof path, "%s/dense.gguf", dir);
+    CHECK(model_gen(path, S_LAYERS, S_DIM, 7, 32, err, sizeof err) == 0, "dense gen: %s", err);
+    model_t m;
+    memset(&m, 0, sizeof m);
+    CHECK(model_open(&m, path, err, sizeof err) == 0, "dense open: %s", err);
+    exec_opts eo;
+    exec_opts_worker(&eo, 0);
+    exec_t *e = exec_new(&m, 0, S_LAYERS, &eo, err, sizeof err);
+    CHECK(e != NULL, "dense exec: %s", err);
+    uint64_t sums[S_LAYERS];
+    for (uint32_t l = 0; l < S_LAYERS; l++)
+        sums[l] = m.layers[l].checksum;
+    slice_opts so = { .path = path, .first = 0, .last = 1, .n_ctx = 1, .sessions = 1,
+                      .max_batch = 1, .cap_bytes = 64ull << 20, .threads = 1,
+                      .expect_sums = sums };
+    slice_t *a = slice_new(&so, err, sizeof err);
+    CHECK(a != NULL && slice_stateless(a), "dense slice [0,1): %s", err);
+    so.first = 1;
+    so.last = S_LAYERS;
+    so.expect_sums = sums + 1;
+    slice_t *b = slice_new(&so, err, sizeof err);
+    CHECK(b != NULL && slice_stateless(b), "dense slice [1,4): %s", err);
+    if (!e || !a || !b)
+        goto out;
+    /* steps 5, 0, 1000 (past n_ctx), 5 again: session 0 and step ids as sessions */
+    const uint32_t step[4] = { 5, 0, 1000, 5 };
+    const uint64_t sid[4] = { 0, 0, 1000, 3 };
+    int bad = 0;
+    for (int k = 0; k < 4; k++) {
+        float x[S_DIM], y[S_DIM];
+        exec_stats st;
+        memset(&st, 0, sizeof st);
+        s_input(x, 1, step[k]);
+        memcpy(y, x, sizeof x);
+        if (exec_step(e, x, &st, err, sizeof err) ||
+            slice_step(a, sid[k], step[k], 1, y, err, sizeof err) ||
+            slice_step_stats(b, sid[k], step[k], 1, y, &st, err, sizeof err) ||
+            memcmp(x, y, sizeof x))
+            bad++;
+    }
+    CHECK(bad == 0, "dense: %d of 4 steps differ from the executor's bits (%s)", bad, err);
+    CHECK(slice_live(a) == 0 && slice_kv_alloc_bytes(b) == 0, "dense: no slot, no cache");
+    float z[2 * S_DIM];
+    CHECK(slice_step(a, 1, 0, 2, z, err, sizeof err) == -1 && strstr(err, "(1..1)"),
+          "dense: a batch of 2 refused: %s", err);
+out:
+    slice_free(&a);
+    slice_free(&b);
+    exec_free(&e);
+    model_close(&m);
 }
 
 int main(void)
@@ -200,5 +260,6 @@ int main(void)
         }
     arch_run_free(&r.run);
     llm_model_free(&r.m);
+    s_dense(dir);
     return CHECK_DONE("test_slice");
 }
