@@ -214,6 +214,12 @@ static int s_run_single(arm_ctx *a, run_result *r, const exec_opts *o, int cappe
     r->streamed_bytes = st.streamed_bytes;
     r->peak_rss_bytes = util_vmhwm_bytes(0);
     r->cgroup_peak_bytes = cap_peak(&cap);
+    uint64_t failcnt = capped && cap.enforced ? cap_failcnt(&cap) : 0;
+    /* What the cap measures ends here: the stats, gates and parity that follow are not the
+     * arm's working set, and under a tight cap (tiny.ini's 2 MiB) their allocations in an
+     * ASan build were OOM-killed in the group (twice on 2026-12-02, dmesg). Safe twice. */
+    if (capped && cap_leave(&cap))
+        log_warn("could not remove cgroup %s", cap.dir);
     s_stage(r, "compute", st.compute_ns, a->steps);
     s_stage(r, "read_wait", st.wait_ns, a->steps);
     s_stage(r, "verify", st.verify_ns, a->steps);
@@ -223,9 +229,9 @@ static int s_run_single(arm_ctx *a, run_result *r, const exec_opts *o, int cappe
     /* Resident layers were verified at load; streamed ones as they were consumed. */
     gate_cache_judge(r, r->ssd_read_bytes, r->streamed_bytes, 0);
     gate_content_judge(r, &st);
-    if (capped && cap.enforced && cap_failcnt(&cap))
+    if (failcnt)
         log_warn("%s: the cgroup hit its limit %llu times (reclaim under the cap)", r->arm,
-                 (unsigned long long)cap_failcnt(&cap));
+                 (unsigned long long)failcnt);
     if (quality)
         arm_quality(a, r);
     else
