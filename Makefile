@@ -44,7 +44,7 @@ TEST_BIN = $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 TOOL_SRC = $(wildcard tests/tools/*.c)
 TOOL_BIN = $(TOOL_SRC:tests/%.c=$(BUILD)/tests/%)
 
-.PHONY: all test check lab asan clean install deps fuzz lab-quick
+.PHONY: all test check lab asan clean install deps npm-deps fuzz lab-quick
 # Keep the BPF object and skeleton (make would delete them as intermediates and rebuild).
 .SECONDARY: $(BPF_SKEL) $(BPF_SKEL:.skel.h=.bpf.o)
 all: $(BIN)/swarm
@@ -121,6 +121,20 @@ deps:
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
 	  else echo "deps: missing Debian packages; run as root: apt-get install$$missing"; exit 1; fi; \
 	fi
+	@$(MAKE) --no-print-directory npm-deps
+
+# The client libraries the serve tests drive (the openai SDK, the AI SDK, LangChain), pinned by
+# tests/js/package-lock.json and installed under build/npm (ignored by git). Node comes from
+# Debian when the machine has none. Re-run only when the lock file changes.
+NPM_DIR = build/npm
+npm-deps: $(NPM_DIR)/.installed
+$(NPM_DIR)/.installed: tests/js/package.json tests/js/package-lock.json
+	@command -v npm >/dev/null || { [ "$$(id -u)" = 0 ] && apt-get update -qq && \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm; } || \
+	    { echo "deps: node and npm are missing; run as root: apt-get install nodejs npm"; exit 1; }
+	@mkdir -p $(NPM_DIR) && cp tests/js/package.json tests/js/package-lock.json $(NPM_DIR)/
+	cd $(NPM_DIR) && npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
 
 # configs/lab02.ini says [model] generate = 1: the lab makes models/lab02.gguf (24 x 4096, seed
 # 1, 1.5 GiB, fsynced before the machine is measured) when it is missing, so the model's shape
