@@ -306,6 +306,7 @@ static int s_on_ctl(llm_swarm *sw, uint32_t i, size_t n, char *how, size_t howle
     int linger = 0;
     memset(sw->m, 0, sizeof *sw->m);
     if (proto_decode_n(sw->frame, n, 0, 1, sw->m, why, sizeof why)) {
+        sw->bad_msgs++;
         log_warn("%s: bad control message (%zu bytes): %s", w->id, n, why);
         return 0;
     }
@@ -781,6 +782,7 @@ static int s_on_result(llm_swarm *sw, const void *frame, size_t got, uint64_t ar
               proto_decode_n(frame, got, sw->dim, sw->max_batch, sw->m, why, sizeof why);
     sw->coord_deser_ns += util_now_ns() - t0;
     if (bad) {
+        sw->bad_msgs++;
         log_warn("bad message on the result socket (%zu bytes): %s", got,
                  got > sw->frame_cap ? "too long" : why);
         return -1;

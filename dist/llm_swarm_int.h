@@ -169,6 +169,7 @@ struct llm_swarm {
     uint64_t reaped_read_bytes;   /* storage reads of reaped workers (the kernel adds them
                                    * to ours) */
     uint64_t coord_ser_ns, coord_deser_ns;
+    uint64_t bad_msgs;            /* undecodable control messages and results, dropped */
 };
 
 /* llm_pipe.c */

@@ -687,7 +687,7 @@ static void s_report(steps_t *c, const uint64_t *io_before)
                         json_integer((json_int_t)c->dup_results));
     json_object_set_new(x, "stale_msgs_dropped",
                         json_integer((json_int_t)c->sw->stale_results));
-    json_object_set_new(x, "bad_msgs", json_integer(0));
+    json_object_set_new(x, "bad_msgs", json_integer((json_int_t)c->sw->bad_msgs));
     json_object_set_new(x, "replays", json_integer((json_int_t)c->replays));
     json_object_set_new(x, "deadline_replays", json_integer((json_int_t)c->deadline_replays));
     json_object_set_new(x, "distributed_bytes", json_integer((json_int_t)c->sw->served_bytes));
