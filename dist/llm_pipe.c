@@ -1,6 +1,7 @@
-/* llm_pipe.c — the llm swarm's workers: their processes, control plane and routes, and one
- * pass through the units in order (chains of LIVE workers on the wire, copies of lost
- * workers' layers here). dist/
+/* llm_pipe.c — the one coordinator's workers: their processes, control plane and routes, and
+ * one pass through the units in order (chains of LIVE workers on the wire, copies of lost
+ * workers' layers here), for a real model's sessions (llm_swarm.c) and the dense lab's steps
+ * (steps.c) alike. dist/
  *
  * Nothing waits on a guess: a reply is awaited until it comes, the worker's process is gone
  * (waitpid, checked every LS_POLL_MS), or its control plane leaves heartbeats unanswered
@@ -27,7 +28,7 @@
 #include "dist/spawn.h"
 
 #define LS_POLL_MS 20 /* how often a wait looks at the processes: a kill is seen this soon */
-/* A listed worker has this long to answer the first hello (the dense swarm's bound: a
+/* A listed worker has this long to answer the first hello (a
  * connection and a CURVE handshake take milliseconds; a host that is down never answers). */
 #define LS_HELLO_MS 10000
 #define S_EV_REFUSED                                                                    \

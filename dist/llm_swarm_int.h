@@ -1,6 +1,7 @@
-/* llm_swarm_int.h — the llm swarm's state, shared by llm_swarm.c (sessions, failover policy)
- * and llm_pipe.c (the worker processes, the wire, the pass through the route): llm_swarm.c
- * calls llm_pipe.c, never the other way. Not an API. dist/ */
+/* llm_swarm_int.h — the one coordinator's state, shared by llm_pipe.c (the worker processes,
+ * the wire, the pass through the route) and the two policies on it: llm_swarm.c (a real
+ * model's sessions, failover with cache rebuilds) and steps.c (the dense lab's steps). They
+ * call llm_pipe.c, never the other way. Not an API. dist/ */
 #ifndef SWARM_LLM_SWARM_INT_H
 #define SWARM_LLM_SWARM_INT_H
 

@@ -291,6 +291,14 @@ static void s_close(steps_t *c)
     llm_swarm *sw = c->sw;
     if (!sw)
         return;
+    /* a lost or rejoining process may never hear its bye (stopped, cut off, or never said
+     * hello to again): stop it now, so closing does not wait on it */
+    for (uint32_t i = 0; i < sw->n; i++)
+        if (sw->w[i].pid > 0 && sw->w[i].state != LW_LIVE) {
+            if (sw->w[i].cont_at_ns)
+                kill(sw->w[i].pid, SIGCONT);
+            kill(sw->w[i].pid, SIGTERM);
+        }
     if (sw->b && sw->zctx)
         lp_close_all(sw);
     for (uint32_t i = 0; i < LS_MAX_W; i++)
