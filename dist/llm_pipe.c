@@ -5,8 +5,9 @@
  *
  * Nothing waits on a guess: a reply is awaited until it comes, the worker's process is gone
  * (waitpid, checked every LS_POLL_MS), or its control plane leaves heartbeats unanswered
- * for PIRATE_LIVENESS periods (dist/pirate.h). The workers answer heartbeats on their loop whatever they compute
- * (dist/compute.c), so silence means dead, frozen or cut off, never slow.
+ * for `liveness` periods (dist/pirate.h's defaults, or a dense config's [swarm] settings).
+ * The workers answer heartbeats on their loop whatever they compute (dist/compute.c), so
+ * silence means dead, frozen or cut off, never slow.
  */
 #include <errno.h>
 #include <signal.h>
@@ -122,9 +123,7 @@ static void s_routing_id(void *ctl)
     zmq_setsockopt(ctl, ZMQ_ROUTING_ID, rid, strlen(rid));
 }
 
-/* A listed worker: its control socket, CURVE when it has a key. One routing id for this
- * coordinator's life, so a worker that lost us for a while (a cut, a freeze) knows us when
- * we say hello again; its ROUTER hands the id over to the new connection. */
+/* A listed worker: its control socket, CURVE when it has a key, with our one routing id. */
 static int s_connect_remote(llm_swarm *sw, uint32_t i, char *err, size_t errlen)
 {
     ls_worker *w = &sw->w[i];
@@ -319,8 +318,8 @@ static int s_on_ctl(llm_swarm *sw, uint32_t i, size_t n, char *how, size_t howle
         w->echo_seq = hb->seq;
         /* Progress: it finished an activation since its last echo, or it is computing one
          * and not for so long that it looks stuck */
-        if (w->state == LW_LIVE &&
-            (hb->acts > w->hb_acts || (hb->busy_ns && (!w->stall_ns || hb->busy_ns < w->stall_ns))))
+        int computing = hb->busy_ns && (!w->stall_ns || hb->busy_ns < w->stall_ns);
+        if (w->state == LW_LIVE && (hb->acts > w->hb_acts || computing))
             sw->progress_ns = util_now_ns();
         w->hb_acts = hb->acts;
         w->hb_busy_ns = hb->busy_ns;
