@@ -32,6 +32,8 @@
 /* A listed worker has this long to answer the first hello (a
  * connection and a CURVE handshake take milliseconds; a host that is down never answers). */
 #define LS_HELLO_MS 10000
+/* A listed worker that answered hello "busy" is asked again after this long. */
+#define LS_BUSY_RETRY_MS 100
 #define S_EV_REFUSED                                                                    \
     (ZMQ_EVENT_HANDSHAKE_FAILED_AUTH | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |            \
      ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL)
@@ -249,6 +251,7 @@ static void s_on_hello(llm_swarm *sw, uint32_t i, const msg_hello *h)
     snprintf(w->data_ep, sizeof w->data_ep, "%s", h->data_ep);
     w->hello_ns = util_now_ns();
     w->hello_pid = h->pid;
+    w->busy = 0;
     memset(a, 0, sizeof *a);
     snprintf(a->model_path, sizeof a->model_path, "%s", sw->model);
     a->model_size = sw->g->file_size;
@@ -359,6 +362,17 @@ static int s_on_ctl(llm_swarm *sw, uint32_t i, size_t n, char *how, size_t howle
         s_on_fetch(sw, i, &sw->m->u.fetch);
         break;
     case MSG_ERROR:
+        if (sw->m->u.error.code == PERR_BUSY && w->state == LW_JOIN_HELLO) {
+            /* a listed worker still serving a coordinator that went away (it lets one go
+             * after PIRATE_WORKER_SILENT_MS of silence): asked again shortly, like a hello
+             * not yet answered, within the join's bound */
+            if (!w->busy)
+                log_info("%s: serves another coordinator; asking again until it lets that one "
+                         "go", w->id);
+            w->busy_ns = util_now_ns();
+            w->busy = 1;
+            break;
+        }
         if (w->state == LW_LIVE) {
             snprintf(how, howlen, "said: %s", sw->m->u.error.text);
             return 1;
@@ -450,6 +464,11 @@ int lp_poll(llm_swarm *sw, char *how, size_t howlen)
             snprintf(w->why, sizeof w->why, "%s", ended);
             s_join_failed(sw, i);
             continue;
+        }
+        if (w->busy_ns && w->state == LW_JOIN_HELLO && s_attached(w) &&
+            now - w->busy_ns >= LS_BUSY_RETRY_MS * 1000000ull) {
+            s_send_hello(sw, w);
+            w->busy_ns = 0;
         }
         if (s_attached(w) && w->state != LW_JOIN_HELLO &&
             pirate_due(&w->hb, now, hb_ms)) {
@@ -568,8 +587,10 @@ int lp_join_all(llm_swarm *sw, char *err, size_t errlen)
             }
             if (sw->w[i].remote && sw->w[i].state == LW_JOIN_HELLO &&
                 util_now_ns() - t0 > LS_HELLO_MS * 1000000ull) {
-                snprintf(err, errlen, "%s at %s: no answer to hello in %d s (is its worker "
-                         "running there?)", sw->w[i].id, sw->w[i].ctl_ep, LS_HELLO_MS / 1000);
+                snprintf(err, errlen, "%s at %s: %s in %d s", sw->w[i].id, sw->w[i].ctl_ep,
+                         sw->w[i].busy ? "still serving another coordinator"
+                                          : "no answer to hello (is its worker running there?)",
+                         LS_HELLO_MS / 1000);
                 return -1;
             }
             all &= sw->w[i].state == LW_READY;

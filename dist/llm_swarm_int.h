@@ -70,6 +70,9 @@ typedef struct {
     uint64_t probe_ns;            /* lost, kept alive (steps): when it was last said hello to */
     uint64_t hello_ns;            /* when it last answered hello */
     uint32_t hello_pid;           /* its process id, as that hello said */
+    uint64_t busy_ns;             /* joining: when it said it serves another coordinator
+                                   * (0: not since hello was said again) */
+    int busy;                     /* it said so, and has not answered hello since */
 } ls_worker;
 
 typedef struct {
