@@ -470,6 +470,6 @@ int32_t sampler_sample(sampler_t *s, const float *logits, const int32_t *recent,
     return tok;
 all_masked:
     /* A multiplied repetition penalty can push the last finite logit to -inf. */
-    snprintf(s->error, sizeof s->error, "sampler: every logit is -inf after the penalties");
+    snprintf(s->error, sizeof s->error, "sampler: every logit is -inf after the logit bias and the penalties");
     return -1;
 }
