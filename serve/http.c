@@ -496,12 +496,17 @@ static void s_access_log(serve *srv, struct MHD_Connection *c, s_conn *cc,
                     addr, sizeof addr, NULL, 0, NI_NUMERICHOST))
         snprintf(addr, sizeof addr, "?");
     uint32_t in = cc->job ? cc->job->req.n_prompt : 0, out = cc->job ? cc->job->n_gen : 0;
-    fprintf(stderr, "serve: access %s %s %s %u in=%u out=%u %.3fs%s%s%.*s\n", addr, cc->method,
+    /* the body on the same line: control characters (a pretty-printed body's newlines) as
+     * spaces, its first 4 KiB */
+    char body[4097];
+    size_t bl = srv->log_prompts && cc->body ? (cc->len < 4096 ? cc->len : 4096) : 0;
+    for (size_t i = 0; i < bl; i++)
+        body[i] = (unsigned char)cc->body[i] < 0x20 ? ' ' : cc->body[i];
+    body[bl] = 0;
+    fprintf(stderr, "serve: access %s %s %s %u in=%u out=%u %.3fs%s%s%s\n", addr, cc->method,
             cc->path, cc->status, in, out, serve_now() - cc->t0,
             toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " (connection closed early)",
-            srv->log_prompts && cc->len ? " body=" : "",
-            srv->log_prompts ? (int)(cc->len < 4096 ? cc->len : 4096) : 0,
-            cc->body ? cc->body : "");
+            bl ? " body=" : "", body);
 }
 
 static void s_completed(void *cls, struct MHD_Connection *c, void **con_cls,
