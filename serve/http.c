@@ -48,8 +48,8 @@ static const struct {
 #define N_ROUTES (sizeof s_routes / sizeof s_routes[0])
 
 /* CORS: a request from an origin --cors allows gets it back in Access-Control-Allow-Origin
- * ("*" when any is allowed and the request carries no credentials it could leak... a Bearer
- * key is not a cookie, so "*" is what a browser front-end needs). */
+ * ("*" when --cors * allows any). The key travels in Authorization, not in a cookie, so no
+ * Allow-Credentials is needed and "*" cannot lend a browser's cookies to another site. */
 static void s_cors(serve *srv, struct MHD_Connection *c, struct MHD_Response *r)
 {
     const char *origin = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Origin");
