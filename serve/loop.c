@@ -62,8 +62,11 @@ static int s_on_token(void *user, const engine_token *t)
             lp = api_logprob(srv, &info, t->id, 1);
         }
     }
-    if (t->id >= 0)
+    if (t->id >= 0) {
         job->ch[job->cur].n_gen = t->index + 1;
+        atomic_store(&job->decoded, job->n_gen);
+        atomic_store(&job->cached, job->req.n_prompt + t->index + 1);
+    }
     if (s_release(job, t->text, t->len, lp))
         return 1;
     return atomic_load(&job->cancel) != 0;

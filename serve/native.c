@@ -145,14 +145,20 @@ static json_t *s_slot(serve *srv, uint32_t i)
     if (!si.busy)
         s_defaults(&si.so);
     int n_predict = si.busy && si.max_tokens ? (int)si.max_tokens : -1;
-    return json_pack("{s:i,s:i,s:i,s:b,s:b,s:o,s:{s:b,s:i,s:i},s:s,s:i}", "id", (int)i,
+    return json_pack("{s:i,s:i,s:i,s:b,s:b,s:o,s:{s:b,s:i,s:i},s:s,s:i,s:i}", "id", (int)i,
                      "id_task", -1, "n_ctx", (int)si.n_ctx, "speculative", 0, "is_processing",
                      si.busy, "params", api_params(&si.so, n_predict, 0), "next_token",
                      "has_next_token", si.busy, "n_remain",
                      n_predict < 0 ? -1 : n_predict - (int)si.n_decoded, "n_decoded",
                      (int)si.n_decoded, "request_id", si.id, "n_prompt_tokens",
-                     (int)si.n_prompt);
+                     (int)si.n_prompt, "n_cached_tokens", (int)si.n_cached);
 }
+
+#ifdef SWARM_GIT_REV
+static const char s_build[] = "swarm " SWARM_GIT_REV;
+#else
+static const char s_build[] = "swarm";
+#endif
 
 /* GET /props */
 static int s_props(serve *srv, json_t **out)
@@ -177,7 +183,7 @@ static int s_props(serve *srv, json_t **out)
                      srv->n_alias ? srv->alias[0] : srv->model_id, "chat_template", jinja,
                      "chat_template_name", srv->chat_template, "modalities", "vision", 0,
                      "audio", 0, "bos_token", api_string(b ? b : "", b ? bl : 0), "eos_token",
-                     api_string(e ? e : "", e ? el : 0), "build_info", "swarm", "is_sleeping",
+                     api_string(e ? e : "", e ? el : 0), "build_info", s_build, "is_sleeping",
                      0, "arm", srv->arm, "endpoint_slots", "enabled", "meta", meta);
     json_decref(models);
     return 0;

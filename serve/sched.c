@@ -57,6 +57,9 @@ serve_job *job_new(serve *srv, char *err, size_t errlen)
     pthread_mutex_init(&j->mu, NULL);
     j->refs = 1;
     atomic_init(&j->cancel, 0);
+    atomic_init(&j->shutdown, 0);
+    atomic_init(&j->decoded, 0);
+    atomic_init(&j->cached, 0);
     j->created = (long long)time(NULL);
     j->t_recv = serve_now();
     return j;
@@ -294,7 +297,8 @@ void sched_slot(serve_sched *s, uint32_t i, sched_slot_info *out)
         out->busy = 1;
         memcpy(out->id, j->id, sizeof out->id);
         out->n_prompt = j->req.n_prompt;
-        out->n_decoded = j->n_gen; /* written by the slot: a snapshot, maybe a token behind */
+        out->n_decoded = atomic_load(&j->decoded); /* a snapshot: the slot runs on */
+        out->n_cached = atomic_load(&j->cached);
         out->so = j->req.so;
         out->max_tokens = j->req.max_set ? j->req.max_tokens : 0;
     }

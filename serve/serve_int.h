@@ -89,6 +89,8 @@ typedef struct serve_job {
     int done;                     /* no more output will come */
     int refs;
     atomic_int shutdown;          /* cancelled because the server's --grace ran out */
+    atomic_uint decoded, cached;  /* for /slots while it runs: tokens generated (every choice),
+                                     positions in its slot's cache (prompt + this choice's) */
     /* filled by the slot, read by the slot only until done */
     serve_finish finish;          /* the request's: the last choice's, or error / cancelled */
     uint32_t n_gen;               /* tokens of every choice together */
@@ -123,7 +125,7 @@ void sched_cancel_all(serve_sched *s, int shutdown);
 typedef struct {
     int busy;
     char id[SERVE_ID_LEN];        /* its job's, "" when idle */
-    uint32_t n_prompt, n_decoded, n_ctx;
+    uint32_t n_prompt, n_decoded, n_cached, n_ctx;
     sampler_opts so;
     uint32_t max_tokens;
 } sched_slot_info;

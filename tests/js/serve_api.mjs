@@ -278,6 +278,7 @@ async function endpoints() {
   }
   check("/slots: the running request's slot is_processing with its tokens",
         busy && busy.length === 1 && busy[0].next_token.n_decoded >= 2 &&
+        busy[0].n_cached_tokens === busy[0].n_prompt_tokens + busy[0].next_token.n_decoded &&
         busy[0].params.n_predict === 200, busy);
   const models = await client.models.list();
   const m = models.data[0];
