@@ -137,7 +137,24 @@ try:
         len(last["messages"]) == 4 and "seed 7" in ev("document.querySelector('#reply-3 .stats')"
                                                       ".textContent", sid)
     # stop: the page clicks it itself as the reply's first piece shows (a click from here could
-    # come after a fast model's last token)
+    # come after a fast model's last token). The reply's body is handed to the page one event
+    # at a time, 20 ms apart, as a slow network would: a fast server's whole reply can arrive
+    # in one read, and a stop must land while the reply is still coming.
+    ev("""const f1 = window.fetch;
+    window.fetch = async (u, o) => {
+      const r = await f1(u, o);
+      if (!r.body) return r;
+      const enc = new TextEncoder(), dec = new TextDecoder();
+      let buf = "";
+      const ts = new TransformStream({ async transform(chunk, ctl) {
+        buf += dec.decode(chunk, { stream: true });
+        let i;
+        while ((i = buf.indexOf("\\n\\n")) >= 0) {
+          ctl.enqueue(enc.encode(buf.slice(0, i + 2))); buf = buf.slice(i + 2);
+          await new Promise((res) => setTimeout(res, 20));
+        } } });
+      return new Response(r.body.pipeThrough(ts), { status: r.status, headers: r.headers });
+    }; true""", sid)
     ev("""document.getElementById('temp').value = 1; document.getElementById('maxtok').value = 60;
     document.getElementById('seed').value = '';
     new MutationObserver((_, o) => { const r = document.getElementById('reply-5');
