@@ -60,7 +60,8 @@ async function fields() {
   let seen = [];
   for (const temperature of [0, 1.5]) {
     const r = await client.completions.create({ prompt: P, max_tokens: 24, temperature, n: 3,
-                                                logprobs: 0, logit_bias: ban, seed: 5 });
+                                                logprobs: 0, logit_bias: ban, seed: 5,
+                                                ignore_eos: true });
     for (const c of r.choices) seen = seen.concat(c.logprobs.tokens);
   }
   const hit = seen.filter((t) => banned.has(t));
@@ -98,17 +99,19 @@ async function fields() {
 
   // n: several choices, each its own draw (choice i: seed + i), streamed and not
   const n3 = await client.chat.completions.create({ messages: MSG, max_tokens: 8, n: 3,
-                                                    temperature: 1, seed: 11 });
+                                                    temperature: 1, seed: 11, ignore_eos: true });
   const texts = n3.choices.map((c) => c.message.content);
   check("n 3: three choices, indexed, different draws", n3.choices.length === 3 &&
         n3.choices.map((c) => c.index).join() === "0,1,2" && new Set(texts).size === 3 &&
         n3.usage.completion_tokens === 24, texts);
   const one = await client.chat.completions.create({ messages: MSG, max_tokens: 8, n: 1,
-                                                     temperature: 1, seed: 12 });
+                                                     temperature: 1, seed: 12,
+                                                     ignore_eos: true });
   check("choice 1 of seed 11 = choice 0 of seed 12", one.choices[0].message.content ===
         texts[1], [one.choices[0].message.content, texts[1]]);
   const st = await client.chat.completions.create({ messages: MSG, max_tokens: 8, n: 2,
-                                                    temperature: 1, seed: 11, stream: true });
+                                                    temperature: 1, seed: 11, stream: true,
+                                                    ignore_eos: true });
   const got = ["", ""], fin = [null, null];
   for await (const ch of st)
     for (const c of ch.choices) {
@@ -139,18 +142,25 @@ async function fields() {
     check(`${k} ${v} at temperature 1 = greedy`, r.choices[0].text === greedy,
           [r.choices[0].text, greedy]);
   }
-  // 200 greedy tokens of the random model repeat a few (2 on the committed vocabulary)
+  // Penalties over 200 greedy tokens: the damping side (repeat_penalty > 1, positive
+  // presence / frequency) leaves fewer repeats than greedy (the committed model's greedy text
+  // repeats 2 tokens here; where a machine's greedy text repeats none, no more than none), the
+  // boosting side (repeat_penalty < 1, negative penalties) makes the text loop.
   const lp = await client.completions.create({ prompt: P, max_tokens: 200, temperature: 0,
                                               logprobs: 0, ignore_eos: true });
   const toks = lp.choices[0].logprobs.tokens;
   const repeats = toks.length - new Set(toks).size;
-  for (const [k, v] of [["repeat_penalty", 1.5], ["presence_penalty", 2],
-                        ["frequency_penalty", 2]]) {
+  const rep = async (k, v) => {
     const r = await client.completions.create({ prompt: P, max_tokens: 200, temperature: 0,
                                                 [k]: v, logprobs: 0, ignore_eos: true });
     const t2 = r.choices[0].logprobs.tokens;
-    check(`${k} ${v}: fewer repeated tokens than greedy (${repeats})`,
-          repeats > 0 && t2.length - new Set(t2).size < repeats, { repeats, t2 });
+    return t2.length - new Set(t2).size;
+  };
+  for (const [k, damp, boost] of [["repeat_penalty", 1.5, 0.5], ["presence_penalty", 2, -2],
+                                  ["frequency_penalty", 2, -2]]) {
+    const d = await rep(k, damp), b = await rep(k, boost);
+    check(`${k} ${damp}: fewer repeats than greedy's ${repeats}; ${k} ${boost}: a loop`,
+          (repeats > 0 ? d < repeats : d === 0) && b > 100, { repeats, damp: d, boost: b });
   }
   const rl = await client.completions.create({ prompt: P, max_tokens: 24, temperature: 0,
                                               repeat_penalty: 1.5, repeat_last_n: 0 });
