@@ -1,6 +1,8 @@
 /* loop.c — one job on one slot's engine: the request as an engine_request, each token the
  * engine reports turned into a stream chunk (or kept for the whole response). serve/
  *
+ * A request of n choices runs them in turn on the one engine (loop_run below).
+ *
  * Generation itself (prefill, sampling, stop strings held back across tokens, end of
  * generation, cancellation) is text/engine.c's: this file only translates. The client's hang-up
  * reaches the engine two ways: job->cancel is its cancel flag (read between prefill batches and
@@ -56,16 +58,14 @@ static int s_on_token(void *user, const engine_token *t)
         }
         job->t_last = now;
         job->n_gen++;
+        job->ch[job->cur].n_gen = t->index + 1;
+        atomic_store(&job->decoded, job->n_gen);
+        atomic_store(&job->cached, job->req.n_prompt + t->index + 1);
         if (job->req.logprobs) {
             sampler_step_info info = { .n_top = t->n_top, .logprob = t->logprob };
             memcpy(info.top, t->top, t->n_top * sizeof *t->top);
             lp = api_logprob(srv, &info, t->id, 1);
         }
-    }
-    if (t->id >= 0) {
-        job->ch[job->cur].n_gen = t->index + 1;
-        atomic_store(&job->decoded, job->n_gen);
-        atomic_store(&job->cached, job->req.n_prompt + t->index + 1);
     }
     if (s_release(job, t->text, t->len, lp))
         return 1;
