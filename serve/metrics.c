@@ -13,11 +13,14 @@
 #include "serve/serve_int.h"
 
 /* Status codes the server sends; anything else would be counted as "other". */
-static const unsigned s_codes[] = { 200, 400, 401, 404, 405, 408, 413, 429, 500, 503 };
+static const unsigned s_codes[] = { 200, 204, 400, 401, 404, 405, 408, 413, 429, 500, 503 };
 #define N_CODES (sizeof s_codes / sizeof s_codes[0])
-static const char *const s_ep_names[EP_COUNT] = { "/v1/models", "/v1/chat/completions",
-                                                 "/v1/completions", "/health", "/metrics", "/",
-                                                 "other" };
+static const char *const s_ep_names[EP_COUNT] = {
+    [EP_MODELS] = "/v1/models", [EP_CHAT] = "/v1/chat/completions",
+    [EP_COMPLETIONS] = "/v1/completions", [EP_HEALTH] = "/health", [EP_METRICS] = "/metrics",
+    [EP_PAGE] = "/", [EP_TOKENIZE] = "/tokenize", [EP_DETOKENIZE] = "/detokenize",
+    [EP_APPLY_TEMPLATE] = "/apply-template", [EP_PROPS] = "/props", [EP_SLOTS] = "/slots",
+    [EP_OTHER] = "other" };
 /* Seconds: 1 ms to 10 s covers a token on a small model up to a long prefill. */
 static const double s_bounds[] = { 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
                                    1, 2.5, 5, 10 };

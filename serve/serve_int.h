@@ -30,10 +30,15 @@
 #define SERVE_MAX_STOP 4          /* OpenAI's limit on stop strings */
 #define SERVE_MAX_STOP_LEN 256    /* bytes of one stop string */
 #define SERVE_ID_LEN 48
+#define SERVE_MAX_N 16            /* choices per request (n): each is generated in turn */
+#define SERVE_MAX_BIAS 1024       /* logit_bias entries (OpenAI allows 300) */
+#define SERVE_MAX_ALIAS 8         /* --alias names */
+#define SERVE_MAX_CORS 8          /* --cors origins */
 
 /* Endpoints as the metrics count them (a fixed set: a client cannot grow the label space). */
 typedef enum {
-    EP_MODELS, EP_CHAT, EP_COMPLETIONS, EP_HEALTH, EP_METRICS, EP_PAGE, EP_OTHER, EP_COUNT
+    EP_MODELS, EP_CHAT, EP_COMPLETIONS, EP_HEALTH, EP_METRICS, EP_PAGE, EP_TOKENIZE,
+    EP_DETOKENIZE, EP_APPLY_TEMPLATE, EP_PROPS, EP_SLOTS, EP_OTHER, EP_COUNT
 } serve_endpoint;
 
 /* A validated request: everything generation needs. */
@@ -41,7 +46,12 @@ typedef struct {
     int chat;                     /* 1: /v1/chat/completions, 0: /v1/completions */
     int stream, include_usage;
     uint32_t max_tokens;          /* >= 1; n_prompt + max_tokens <= n_ctx */
-    sampler_opts so;
+    int max_set;                  /* max_tokens was asked (else: what the context leaves) */
+    uint32_t n;                   /* choices, 1..SERVE_MAX_N; choice i draws with seed + i */
+    sampler_opts so;              /* so.bias points into bias */
+    sampler_bias *bias;           /* owned, so.n_bias entries */
+    int ignore_eos;               /* llama.cpp's: generate past end-of-generation tokens */
+    char model[128];              /* the model name echoed in the response */
     char *stop[SERVE_MAX_STOP];   /* owned */
     uint32_t n_stop;
     int logprobs;                 /* 1: report the chosen token's logprob */
@@ -52,6 +62,15 @@ typedef struct {
 
 typedef enum { FINISH_NONE, FINISH_STOP, FINISH_LENGTH, FINISH_EOG, FINISH_CANCELLED,
                FINISH_ERROR } serve_finish;
+
+/* One choice of a request: what the slot made of it. */
+typedef struct {
+    serve_finish finish;
+    uint32_t n_gen;
+    char *text;                   /* whole text (non-streamed responses) */
+    size_t text_len, text_cap;
+    json_t *lp;                   /* logprobs collected (non-streamed), NULL if not asked */
+} serve_choice;
 
 /* One request in flight. Two owners: the connection (until libmicrohttpd frees the response)
  * and the scheduler (until its slot is done with it); the last to let go frees it. */
@@ -69,13 +88,15 @@ typedef struct serve_job {
     size_t out_len, out_cap, out_off;
     int done;                     /* no more output will come */
     int refs;
+    atomic_int shutdown;          /* cancelled because the server's --grace ran out */
+    atomic_uint decoded, cached;  /* for /slots while it runs: tokens generated (every choice),
+                                     positions in its slot's cache (prompt + this choice's) */
     /* filled by the slot, read by the slot only until done */
-    serve_finish finish;
-    uint32_t n_gen;
+    serve_finish finish;          /* the request's: the last choice's, or error / cancelled */
+    uint32_t n_gen;               /* tokens of every choice together */
+    uint32_t cur;                 /* the choice being generated */
+    serve_choice ch[SERVE_MAX_N];
     double t_recv, t_start, t_first, t_last; /* monotonic seconds: received, slot took it, tokens */
-    char *text;                   /* whole text (non-streamed responses) */
-    size_t text_len, text_cap;
-    json_t *lp;                   /* logprobs collected (non-streamed), NULL if not asked */
     char err[256];
 } serve_job;
 
@@ -97,8 +118,19 @@ void sched_withdraw(serve_sched *s, serve_job *job);
 void sched_counts(serve_sched *s, uint32_t *active, uint32_t *queued);
 /* Mean seconds a finished job held its slot (1 before any finished): for Retry-After. */
 double sched_mean_job_s(serve_sched *s);
-/* Cancel every job (queued ones finish at once as cancelled). */
-void sched_cancel_all(serve_sched *s);
+/* Cancel every job (queued ones finish at once as cancelled); shutdown: because the server is
+ * stopping (a stream then ends with an error event and [DONE], a whole response is a 503). */
+void sched_cancel_all(serve_sched *s, int shutdown);
+/* One slot's state for /slots. */
+typedef struct {
+    int busy;
+    char id[SERVE_ID_LEN];        /* its job's, "" when idle */
+    uint32_t n_prompt, n_decoded, n_cached, n_ctx;
+    sampler_opts so;
+    uint32_t max_tokens;
+} sched_slot_info;
+/* Slot i's state (i < n_slots). */
+void sched_slot(serve_sched *s, uint32_t i, sched_slot_info *out);
 
 serve_job *job_new(serve *srv, char *err, size_t errlen);
 void job_unref(serve_job *job);
@@ -119,11 +151,19 @@ int api_parse(serve *srv, serve_endpoint ep, const char *body, size_t len, serve
 void api_req_free(serve_req *r);
 json_t *api_error(const char *message, const char *type, const char *param, const char *code);
 json_t *api_models(serve *srv);
+/* Render a chat request's "messages" with the server's template (the generation prompt
+ * appended). *out is malloc'd. 0, or -1 with *status and *errj as api_parse. */
+int api_render_chat(serve *srv, json_t *msgs, char **out, size_t *len, int *status,
+                    json_t **errj);
+/* Generation settings as llama-server names them (its /props, /slots and responses). */
+json_t *api_params(const sampler_opts *so, int max_tokens, int stream);
 /* A text/ token piece as a JSON string, invalid UTF-8 replaced by U+FFFD. */
 json_t *api_string(const char *p, size_t n);
 /* Stream chunks: the opening (role), a piece of text with its token's logprobs (may be NULL),
  * the finish, and usage. */
 json_t *api_chunk(serve_job *job, const char *text, size_t n, json_t *lp, const char *finish);
+/* The error event a stream ends with when the server stops under it. */
+json_t *api_shutdown_error(void);
 json_t *api_usage_chunk(serve_job *job);
 /* The whole response of a non-streamed request. */
 json_t *api_response(serve_job *job);
@@ -143,6 +183,12 @@ void metrics_itl(serve_metrics *m, double s);
 char *metrics_render(serve_metrics *m, uint32_t active, uint32_t queued, uint32_t slots,
                      const char *arm, int state, llm_swarm *swarm);
 
+/* ---- native.c: llama-server's own endpoints ---- */
+/* /tokenize, /detokenize, /apply-template (POST bodies), /props, /slots: 0 with *out (the
+ * response), or -1 with *status and *out an error object. */
+int native_handle(serve *srv, serve_endpoint ep, const char *body, size_t len, json_t **out,
+                  int *status);
+
 /* ---- page.c: the chat page, built into the binary ---- */
 const char *page_html(size_t *len);
 
@@ -153,6 +199,13 @@ struct serve {
     /* options */
     const char *model_path;
     char model_id[128];           /* file name without .gguf: /v1/models' id */
+    const char *alias[SERVE_MAX_ALIAS]; /* --alias names, also accepted as the model */
+    uint32_t n_alias;
+    int strict_model;             /* 1: a request naming another model is a 404 */
+    const char *cors[SERVE_MAX_CORS]; /* --cors origins ("*": any) */
+    uint32_t n_cors;
+    int log_prompts;              /* the access log shows request bodies */
+    uint32_t n_vocab;             /* the tokenizer's */
     const char *arm;
     uint32_t n_ctx, n_slots, n_queue;
     int nthreads;
@@ -166,6 +219,7 @@ struct serve {
     serve_sched *sched;
     serve_metrics *metrics;
     atomic_int state;
+    atomic_int n_live;            /* generation responses not yet fully sent (a drain waits) */
 };
 
 double serve_now(void);           /* CLOCK_MONOTONIC seconds */
