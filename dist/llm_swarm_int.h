@@ -19,11 +19,25 @@
 
 #define LS_MAX_W 8
 #define LS_RETRY_MS 1000    /* a lost listed worker is said hello to again this often */
+/* A respawn (or a listed worker's hello) that failed is tried again after a backoff that
+ * doubles from LS_BACKOFF_MIN_MS up to LS_BACKOFF_MAX_MS, for as long as the run lasts: a
+ * worker that cannot start now (a host short of memory, a binary being replaced) may start
+ * later, and a server must not stay degraded for good after one failure. */
+#define LS_BACKOFF_MIN_MS 250
+#define LS_BACKOFF_MAX_MS 30000
+/* The joins' deadlines (a spawned worker reporting its endpoint; hello to ready: the load)
+ * are LS_DEADLINE_X times what the same step took at start, plus LS_DEADLINE_PLUS_MS for a
+ * machine that is busier now (a respawn loads while the coordinator computes the lost
+ * layers): a worker past it is stopped, frozen or cut off, and is fenced and tried again.
+ * Before anything was measured a spawn has SPAWN_REPORT_MS (dist/spawn.h). */
+#define LS_DEADLINE_X 10
+#define LS_DEADLINE_PLUS_MS 2000
 
 /* A worker's layers are served by its process (LIVE) or, after a loss, by a copy in the
- * coordinator (every other state) while a respawned process says hello and loads (JOIN_*)
- * and until every live session has been replayed into it (READY). */
-enum { LW_LIVE = 0, LW_LOST, LW_JOIN_HELLO, LW_JOIN_LOAD, LW_READY };
+ * coordinator (every other state) while a respawned process reports its endpoint
+ * (JOIN_SPAWN: nothing waits on it), says hello and loads (JOIN_HELLO, JOIN_LOAD) and until
+ * every live session has been replayed into it (READY). */
+enum { LW_LIVE = 0, LW_LOST, LW_JOIN_HELLO, LW_JOIN_LOAD, LW_READY, LW_JOIN_SPAWN };
 
 typedef struct {
     char id[LLM_SWARM_ID_MAX];
@@ -47,12 +61,24 @@ typedef struct {
     int stale;                    /* fb's caches lack the live sessions (rebuild due) */
     pirate_t hb;                  /* its heartbeats and liveness (PIRATE_* defaults) */
     uint64_t cut_until_ns, cont_at_ns, fault_ns;
+    uint64_t alive_ns;            /* the last poll that found its process running */
+    uint64_t sign_ns;             /* a loss found by lp_poll: its first sign (the exit's
+                                   * bound alive_ns, the silence's start), for detection_ms */
     uint64_t route_seq, echo_seq; /* the heartbeat confirming its route; the last echoed */
     char why[256];                /* why a start or rejoin failed */
     uint64_t since_ns;            /* when its state last changed (LIVE, or lost) */
     char last_how[64];            /* why it was last lost ("" never) */
     int fo;                       /* its open failover record (-1: none) */
     int respawn_due;              /* start a fresh process once the caches are whole */
+    int rep_fd;                   /* JOIN_SPAWN: the pipe it reports its endpoint on (-1) */
+    char rep_buf[PROTO_MAX_STR];
+    size_t rep_got;
+    uint64_t join_ns;             /* when its current join step began (spawn, hello) */
+    uint64_t deadline_ns;         /* that step's deadline (0: none) */
+    uint32_t tries;               /* failed starts in a row (the backoff's exponent) */
+    uint64_t took_spawn_ns, took_load_ns; /* its last join: fork to endpoint, hello to ready */
+    uint32_t respawns, respawn_fails; /* starts of a fresh process (or hellos to a listed
+                                   * one) after a loss, and those that failed */
     int routed_next;              /* its route in force: next worker, -1 the coordinator,
                                    * -2 none */
 } ls_worker;
@@ -125,6 +151,17 @@ struct llm_swarm {
     ls_pass *inflight;
     uint32_t n_inflight;
     char fatal[768];              /* a failover that could not be done: every pass fails */
+    /* What the join steps took at start (the deadlines' base, LS_DEADLINE_X): the slowest
+     * worker's fork-to-endpoint and hello-to-ready, ns (0: not measured). */
+    uint64_t meas_spawn_ns, meas_load_ns;
+    /* The snapshot a health check reads (llm_swarm_status): refreshed under mu whenever the
+     * workers' states may have changed, read under snap_mu alone, which is never held while
+     * anything blocks: /health and /metrics answer at once during a failover or a rejoin. */
+    pthread_mutex_t snap_mu;
+    llm_worker_status snap[LS_MAX_W];
+    uint64_t snap_since_ns[LS_MAX_W], snap_retry_ns[LS_MAX_W];
+    uint32_t snap_n, snap_fo;
+    char snap_fatal[768];
     /* The monitor: between passes (a server waits for requests for minutes) someone must
      * still send heartbeats (a worker drops a coordinator silent for 3 s), find a lost
      * worker (a health check must not say ok over a dead one) and take a ready rejoiner
@@ -139,8 +176,12 @@ struct llm_swarm {
 
 /* llm_pipe.c */
 enum { LP_OK = 0, LP_LOST = 1 };
-/* fork + exec worker i and connect its control socket; hello sent (state JOIN_HELLO). */
+/* fork + exec worker i (state JOIN_SPAWN; lp_poll connects and says hello once it reports
+ * its endpoint), or a listed one's connection and hello (JOIN_HELLO). Nothing waits here. */
 int lp_spawn(llm_swarm *sw, uint32_t i, char *err, size_t errlen);
+/* Worker i failed to start or join: fenced, its layers stay here (LOST) and, with respawn,
+ * it is tried again after the backoff (logged). why says what happened. */
+void lp_join_failed(llm_swarm *sw, uint32_t i, const char *why);
 /* Setup: every worker spawned (or connected to), hello answered, assign sent, ready
  * awaited, all at once (listed workers fetch their layers side by side); all LIVE, or -1
  * with err naming the first that failed. */

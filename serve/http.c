@@ -118,6 +118,45 @@ static void s_reader_free(void *cls)
     job_unref(job);
 }
 
+/* A non-streamed request: its status is known only at the end (a generation that failed,
+ * say on a layer that failed its checksum, is a 500 with the error object, never a 200), so
+ * the connection's thread waits for the job, watching the client's hang-up as the reader
+ * does, and answers once. */
+static enum MHD_Result s_whole(serve *srv, struct MHD_Connection *c, s_conn *cc,
+                               serve_job *job)
+{
+    for (;;) {
+        pthread_mutex_lock(&job->mu);
+        int done = job->done;
+        pthread_mutex_unlock(&job->mu);
+        if (done)
+            break;
+        struct pollfd p[2] = { { .fd = job->efd, .events = POLLIN },
+                               { .fd = job->sock, .events = POLLRDHUP } };
+        if (poll(p, job->sock >= 0 ? 2 : 1, -1) < 0)
+            continue;
+        if (p[1].revents & (POLLRDHUP | POLLHUP | POLLERR)) {
+            atomic_store(&job->cancel, 1);
+            sched_withdraw(srv->sched, job);
+            job_unref(job);
+            return MHD_NO;
+        }
+        uint64_t v;
+        if (read(job->efd, &v, sizeof v) < 0) {
+            /* EAGAIN: woken by a write already consumed; the loop re-checks. */
+        }
+    }
+    enum MHD_Result rc;
+    if (job->finish == FINISH_ERROR)
+        rc = s_err(srv, c, cc->ep, 500, job->err[0] ? job->err : "generation failed",
+                   "server_error", "generation_failed");
+    else
+        rc = s_send(srv, c, cc->ep, 200, "application/json", job->out + job->out_off,
+                    job->out_len - job->out_off, NULL, NULL);
+    job_unref(job);
+    return rc;
+}
+
 static enum MHD_Result s_generate(serve *srv, struct MHD_Connection *c, s_conn *cc)
 {
     serve_req req;
@@ -154,6 +193,8 @@ static enum MHD_Result s_generate(serve *srv, struct MHD_Connection *c, s_conn *
     /* From here the client only waits (its hang-up is watched by the reader): the slow-loris
      * timeout is for clients that send, not for ones waiting on a long generation. */
     MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT, 0);
+    if (!req.stream)
+        return s_whole(srv, c, cc, job);
     struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024,
                                                                s_reader, job, s_reader_free);
     if (!r) {
@@ -200,12 +241,26 @@ static enum MHD_Result s_health(serve *srv, struct MHD_Connection *c)
                                                 "layers", layers, "state", w[i].state, "live",
                                                 w[i].live, "since_s", w[i].since_s, "last_lost",
                                                 w[i].last_how));
+            json_t *wj = json_array_get(ws, json_array_size(ws) - 1);
+            json_object_set_new(wj, "respawns", json_integer(w[i].respawns));
+            json_object_set_new(wj, "respawn_failures", json_integer(w[i].respawn_fails));
+            if (w[i].retry_in_s >= 0)
+                json_object_set_new(wj, "retry_in_s", json_real(w[i].retry_in_s));
+            if (w[i].last_join_error[0])
+                json_object_set_new(wj, "last_join_error", json_string(w[i].last_join_error));
             if (!w[i].live && !deg)
                 deg = json_pack("{s:s,s:f}", "worker", w[i].id, "since_s", w[i].since_s);
         }
         if (deg && st == STATE_SERVING)
             status = "degraded";
     }
+    /* Known-bad weights (a layer failed its checksum) or a swarm that can no longer serve:
+     * unhealthy, naming why, so a balancer takes this server out. */
+    const char *fault = srv->model ? llm_model_fault(srv->model) : NULL;
+    if (!fault && srv->swarm)
+        fault = llm_swarm_fault(srv->swarm);
+    if (fault && st == STATE_SERVING)
+        status = "unhealthy";
     json_t *j = json_pack("{s:s,s:s,s:s,s:i,s:i,s:i,s:i,s:o}", "status", status, "arm",
                           srv->arm, "model", srv->model_id, "slots", (int)srv->n_slots,
                           "active", (int)a, "queued", (int)q, "n_ctx", (int)srv->n_ctx,
@@ -214,7 +269,9 @@ static enum MHD_Result s_health(serve *srv, struct MHD_Connection *c)
         json_object_set_new(j, "degraded", deg);
     else
         json_decref(deg);
-    return s_json(srv, c, EP_HEALTH, st == STATE_SERVING ? 200 : 503, j, NULL, NULL);
+    if (j && fault)
+        json_object_set_new(j, "fault", json_string(fault));
+    return s_json(srv, c, EP_HEALTH, st == STATE_SERVING && !fault ? 200 : 503, j, NULL, NULL);
 }
 
 static int s_authorized(serve *srv, struct MHD_Connection *c)
