@@ -110,11 +110,13 @@ static int s_lose(llm_swarm *sw, uint32_t i, const char *how, uint32_t at_pos, c
     snprintf(w->last_how, sizeof w->last_how, "%s", how);
     lp_fence(sw, i);
     sw->route_stop = -1;
-    char at[32] = "between passes";
+    char at[32] = "between passes", dets[48] = "";
     if (at_pos != LLM_NO_POS)
         snprintf(at, sizeof at, "at position %u", at_pos);
-    log_warn("%s: lost (%s) %s; its layers [%u, %u) run here", w->id, how, at, w->first,
-             w->last);
+    if (det >= 0)
+        snprintf(dets, sizeof dets, ", detected in %.1f ms", det);
+    log_warn("%s: lost (%s) %s%s; its layers [%u, %u) run here", w->id, how, at, dets,
+             w->first, w->last);
     if (sw->n_fo < sizeof sw->fo / sizeof sw->fo[0]) {
         llm_failover *f = &sw->fo[sw->n_fo];
         memset(f, 0, sizeof *f);

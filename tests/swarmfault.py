@@ -8,6 +8,7 @@ import os
 import signal
 import struct
 import subprocess
+import sys
 import threading
 import time
 
@@ -229,33 +230,60 @@ class Server:
         return self.p.returncode
 
 
-class HealthPoller(threading.Thread):
-    """GET /health every period seconds until stopped: each answer's (start, seconds, status,
-    json) kept; a request that gets no answer in limit seconds counts as that long."""
+HEALTH_POLLER = r"""
+import http.client, sys, time
+port, period, limit = int(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3])
+while True:
+    t = time.monotonic()
+    try:
+        c = http.client.HTTPConnection("127.0.0.1", port, timeout=limit)
+        c.request("GET", "/health")
+        r = c.getresponse()
+        body = r.read().decode(errors="replace").replace("\n", " ")
+        st = r.status
+        c.close()
+    except Exception as e:
+        st, body = 0, repr(e)
+    print("%.6f %.6f %d %s" % (t, time.monotonic() - t, st, body), flush=True)
+    time.sleep(period)
+"""
+
+
+class HealthPoller:
+    """GET /health every period seconds from a process of its own (so a busy test process
+    does not add its own delays to the latencies), until stopped: each answer's (start,
+    seconds, status, json) kept; a request with no answer in limit seconds counts as that
+    long."""
 
     def __init__(self, srv, period=0.01, limit=60):
-        super().__init__(daemon=True)
         self.srv, self.period, self.limit = srv, period, limit
         self.samples = []
-        self.halt = threading.Event()
+        self.p = None
+        self.th = None
 
-    def run(self):
-        while not self.halt.is_set():
-            t = now()
+    def start(self):
+        self.p = subprocess.Popen([sys.executable, "-c", HEALTH_POLLER, str(self.srv.port),
+                                   str(self.period), str(self.limit)], stdout=subprocess.PIPE,
+                                  text=True)
+        self.th = threading.Thread(target=self._read, daemon=True)
+        self.th.start()
+
+    def _read(self):
+        for line in self.p.stdout:
+            f = line.rstrip("\n").split(" ", 3)
+            if len(f) < 3:
+                continue
             try:
-                st, body, s = self.srv.get("/health", timeout=self.limit)
-                try:
-                    j = json.loads(body)
-                except ValueError:
-                    j = {}
-            except (OSError, http.client.HTTPException):
-                st, s, j = None, now() - t, {}
-            self.samples.append((t, s, st, j))
-            self.halt.wait(self.period)
+                j = json.loads(f[3]) if len(f) > 3 and f[3].startswith("{") else {}
+            except ValueError:
+                j = {}
+            self.samples.append((float(f[0]), float(f[1]), int(f[2]) or None, j))
 
     def stop(self):
-        self.halt.set()
-        self.join(self.limit + 5)
+        if self.p:
+            self.p.terminate()
+            self.p.wait(10)
+            self.th.join(10)
 
     def slowest(self, since=0.0):
         xs = [s for (t, s, _, _) in self.samples if t >= since]
