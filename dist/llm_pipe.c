@@ -200,11 +200,17 @@ static int s_spawn_progress(llm_swarm *sw, uint32_t i, uint64_t now)
     return 0;
 }
 
+static void s_unlink(llm_swarm *sw, ls_pass *p);
+
 void lp_join_failed(llm_swarm *sw, uint32_t i, const char *why)
 {
     ls_worker *w = &sw->w[i];
     char msg[sizeof w->why];
     snprintf(msg, sizeof msg, "%s", why); /* why may be w->why, which the fence keeps */
+    if (w->cu && w->cu->state == LP_RUN) { /* its catch-up pass will never come back */
+        s_unlink(sw, w->cu);
+        w->cu->state = LP_RERUN;
+    }
     lp_fence(sw, i);
     w->state = LW_LOST;
     snprintf(w->why, sizeof w->why, "%s", msg);
@@ -348,6 +354,7 @@ static int s_on_ctl(llm_swarm *sw, uint32_t i, size_t n, char *how, size_t howle
         w->took_load_ns = util_now_ns() - w->join_ns;
         w->deadline_ns = 0;
         w->state = LW_READY;
+        lr_reset(w); /* a fresh process: its caches hold nothing yet */
         break;
     case MSG_FETCH:
         s_on_fetch(sw, i, &sw->m->u.fetch);
@@ -431,6 +438,13 @@ int lp_poll(llm_swarm *sw, char *how, size_t howlen)
             msg_heartbeat hb = { .seq = pirate_sent(&w->hb, now), .sent_ns = now };
             if (!w->cut_until_ns && proto_encode_heartbeat(sw->b, &hb) == 0)
                 s_send(sw, w->ctl); /* over a cut link it is lost, and goes unanswered */
+        }
+        if (w->state == LW_READY &&
+            pirate_lost(&w->hb, now, PIRATE_HEARTBEAT_MS, PIRATE_LIVENESS, 0)) {
+            snprintf(w->why, sizeof w->why, "heartbeats stopped while it rejoined (%.0f ms "
+                     "unanswered)", (double)(now - w->hb.heard_ns) / 1e6);
+            s_join_failed(sw, i);
+            continue;
         }
         if (w->state == LW_LIVE &&
             pirate_lost(&w->hb, now, PIRATE_HEARTBEAT_MS, PIRATE_LIVENESS, 0)) {
@@ -646,7 +660,23 @@ static int s_advance(llm_swarm *sw, ls_pass *p, int *lost, char *how, size_t how
 {
     while (p->unit <= p->stop) {
         ls_worker *w = &sw->w[p->unit];
+        if (p->rejoin) { /* a catch-up: its one unit on the rejoiner's process (llm_rejoin.c) */
+            msg_act a = { .req = ++sw->req, .step = sw->req, .epoch = sw->epoch,
+                          .hop = (uint32_t)p->unit, .session = p->session, .pos = p->pos0,
+                          .n_pos = p->n, .dim = sw->dim, .x = p->x };
+            if (proto_encode_act(sw->b, MSG_ACT, &a)) {
+                snprintf(p->err, sizeof p->err, "session %llu: cannot encode %u positions",
+                         (unsigned long long)p->session, p->n);
+                goto fail;
+            }
+            if (!w->cut_until_ns)
+                s_send(sw, w->push);
+            p->req = a.req;
+            p->unit = p->stop + 1;
+            return LP_OK;
+        }
         if (w->state != LW_LIVE) {
+            lr_record(sw, (uint32_t)p->unit, p->session, p->pos0, p->n, p->x);
             if (slice_step(w->fb, p->session, p->pos0, p->n, p->x, p->err, sizeof p->err))
                 goto fail;
             p->unit++;
@@ -700,7 +730,7 @@ fail:
 int lp_start(llm_swarm *sw, ls_pass *p, int *lost, char *how, size_t howlen)
 {
     p->state = LP_RUN;
-    p->unit = 0;
+    p->unit = p->first;
     p->req = 0;
     p->err[0] = 0;
     p->next = sw->inflight;
@@ -824,9 +854,30 @@ int lp_run(llm_swarm *sw, uint64_t session, float *x, uint32_t n, uint32_t pos0,
 void lp_session_end(llm_swarm *sw, uint64_t session)
 {
     msg_session_end e = { .session = session, .epoch = sw->epoch };
+    /* a rejoiner being re-prefilled holds the session's caches too */
     for (uint32_t i = 0; i < sw->n; i++)
-        if (sw->w[i].state == LW_LIVE && proto_encode_session_end(sw->b, &e) == 0)
+        if ((sw->w[i].state == LW_LIVE || (sw->w[i].state == LW_READY && sw->w[i].ctl)) &&
+            proto_encode_session_end(sw->b, &e) == 0)
             s_send(sw, sw->w[i].ctl);
+}
+
+void lp_route_rejoiner(llm_swarm *sw, uint32_t i)
+{
+    ls_worker *w = &sw->w[i];
+    msg_route r = { .epoch = sw->epoch, .hop = i, .last = 1 };
+    uint64_t now = util_now_ns();
+    if (sw->shaper)
+        netem_profile_link(&sw->o.profile, sw->o.seed * 131 + i * 7 + sw->epoch, &r.link);
+    snprintf(r.next_ep, sizeof r.next_ep, "%s", sw->pull_ep);
+    snprintf(r.next_key, sizeof r.next_key, "%s", sw->o.key_pub);
+    snprintf(r.prev_key, sizeof r.prev_key, "%s", sw->o.key_pub);
+    msg_heartbeat hb = { .seq = pirate_sent(&w->hb, now), .sent_ns = now };
+    if (proto_encode_route(sw->b, &r) == 0)
+        s_send(sw, w->ctl);
+    if (proto_encode_heartbeat(sw->b, &hb) == 0)
+        s_send(sw, w->ctl);
+    w->route_seq = hb.seq;
+    w->routed_next = -2; /* its place in the chain is set when it goes LIVE */
 }
 
 void lp_close_all(llm_swarm *sw)

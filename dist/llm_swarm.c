@@ -141,6 +141,8 @@ static int s_lose(llm_swarm *sw, uint32_t i, const char *how, uint32_t at_pos, c
             return -1;
         }
         w->stale = s_any_cached(sw);
+        if (sw->o.respawn) /* its rejoin re-prefilled beside the passes (llm_rejoin.c) */
+            lr_begin(sw, i);
     }
     w->state = LW_LOST;
     /* respawned at once after a loss; one that then fails to start or join is tried again
@@ -169,7 +171,7 @@ static int s_settle(llm_swarm *sw, uint32_t at_pos, char *err, size_t errlen)
             if (sw->w[i].state != LW_LIVE && sw->w[i].stale)
                 u = (int)i;
         for (uint32_t i = 0; i < sw->n && u < 0; i++)
-            if (sw->w[i].state == LW_READY)
+            if (sw->w[i].state == LW_READY && (!sw->w[i].rec || lr_due(sw, i)))
                 u = (int)i, rejoin = 1;
         if (u < 0) {
             /* respawns last: the caches here come first (a spawn is a fork + exec) */
@@ -190,15 +192,29 @@ static int s_settle(llm_swarm *sw, uint32_t at_pos, char *err, size_t errlen)
         uint64_t t0 = util_now_ns();
         uint32_t ns;
         uint64_t nt;
-        if (rejoin) { /* its process takes the route for the replay; its copy stays till done */
-            w->state = LW_LIVE;
-            sw->route_stop = -1;
+        int rc;
+        if (rejoin && w->rec) { /* caught up beside the passes: the rest, then the route */
+            ns = 0;
+            rc = lr_finish(sw, (uint32_t)u, &nt, &lost, how, sizeof how, err, errlen);
+            if (rc == 1)
+                continue; /* it failed meanwhile: tried again later */
+            for (uint32_t k = 0; k < sw->o.sessions; k++)
+                ns += sw->ss[k].id && sw->ss[k].cached;
+            if (rc == LP_OK) {
+                w->state = LW_LIVE;
+                sw->route_stop = -1;
+            }
+        } else {
+            if (rejoin) { /* its process takes the route for the replay; its copy stays */
+                w->state = LW_LIVE;
+                sw->route_stop = -1;
+            }
+            rc = s_replay(sw, u, &ns, &nt, &lost, how, sizeof how, err, errlen);
         }
-        int rc = s_replay(sw, u, &ns, &nt, &lost, how, sizeof how, err, errlen);
         if (rc < 0)
             return -1;
         if (rc == LP_LOST) {
-            if (rejoin && lost != u) {
+            if (rejoin && lost != u && w->state == LW_LIVE) {
                 w->state = LW_READY; /* not whole yet: replayed again once the loss is handled */
                 sw->route_stop = -1;
             }
@@ -219,6 +235,7 @@ static int s_settle(llm_swarm *sw, uint32_t at_pos, char *err, size_t errlen)
             continue;
         }
         slice_free(&w->fb);
+        lr_free(w);
         w->since_ns = util_now_ns();
         w->tries = 0;
         if (f) {
@@ -251,7 +268,8 @@ static ls_session *s_session(llm_swarm *sw, uint64_t id)
 static int s_settle_due(const llm_swarm *sw)
 {
     for (uint32_t i = 0; i < sw->n; i++)
-        if ((sw->w[i].state != LW_LIVE && sw->w[i].stale) || sw->w[i].state == LW_READY ||
+        if ((sw->w[i].state != LW_LIVE && sw->w[i].stale) ||
+            (sw->w[i].state == LW_READY && (!sw->w[i].rec || lr_due(sw, i))) ||
             (sw->w[i].respawn_due && util_now_ns() >= sw->w[i].retry_ns))
             return 1;
     return 0;
@@ -311,6 +329,8 @@ static void s_pump(llm_swarm *sw, uint32_t at_pos)
     s_snapshot(sw);
     if (lost >= 0)
         s_failover_now(sw, lost, how, at_pos);
+    else if (!sw->settling)
+        lr_pump(sw); /* a rejoiner's next catch-up pass, beside the others */
     pthread_cond_broadcast(&sw->cv);
 }
 
@@ -403,6 +423,7 @@ static void s_end(void *ctx, uint64_t session)
     llm_swarm *sw = ctx;
     pthread_mutex_lock(&sw->mu);
     lp_session_end(sw, session);
+    lr_session_end(sw, session);
     for (uint32_t i = 0; i < sw->n; i++)
         if (sw->w[i].fb)
             slice_end(sw->w[i].fb, session);
@@ -739,8 +760,10 @@ void llm_swarm_free(llm_swarm **swp)
     }
     if (sw->b && sw->zctx)
         lp_close_all(sw);
-    for (uint32_t i = 0; i < sw->n; i++)
+    for (uint32_t i = 0; i < sw->n; i++) {
         slice_free(&sw->w[i].fb);
+        lr_free(&sw->w[i]);
+    }
     netem_queue_free(&sw->rq); /* holds zmq messages: before the context ends */
     netem_shaper_free(&sw->shaper);
     if (sw->pull)

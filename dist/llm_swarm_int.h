@@ -81,6 +81,19 @@ typedef struct {
                                    * one) after a loss, and those that failed */
     int routed_next;              /* its route in force: next worker, -1 the coordinator,
                                    * -2 none */
+    /* Rejoin without a second stall (llm_rejoin.c): while its layers run here, the input of
+     * its first layer at every position of every live session is kept (rec, sessions x
+     * n_ctx x dim; rec_n[k]: positions 0..rec_n[k]-1 of session slot k held), and a fresh
+     * process, once ready, is sent them in the background (sent[k]: positions it holds),
+     * one catch-up pass (cu) at a time, while the passes go on; the route switches once
+     * what is left is at most one pass. rec NULL: the blocking re-prefill. */
+    float *rec;
+    uint32_t *rec_n, *sent;
+    struct ls_pass *cu;
+    float *cu_x;                  /* max_batch x dim: the catch-up pass's activations */
+    int cu_k;                     /* the session slot cu carries (-1: none) */
+    uint64_t cu_epoch;            /* the epoch its route was sent in (0: not sent) */
+    uint64_t cu_tokens;           /* positions sent in the background since it was ready */
 } ls_worker;
 
 typedef struct {
@@ -103,6 +116,8 @@ typedef struct ls_pass {
     float *x;
     uint32_t n, pos0;
     int stop, replay;
+    int first;                    /* the unit it starts at (0, or a catch-up's rejoiner) */
+    int rejoin;                   /* a catch-up: unit first on its (not yet LIVE) process */
     int unit;                     /* the next unit to run once the awaited result is in */
     uint64_t req;                 /* the act awaited (0: none) */
     int state;
@@ -216,7 +231,35 @@ int lp_run(llm_swarm *sw, uint64_t session, float *x, uint32_t n, uint32_t pos0,
 void lp_fence(llm_swarm *sw, uint32_t i);
 /* Bye to every worker with a process, wait for each to exit. */
 void lp_close_all(llm_swarm *sw);
-/* A session's end to every LIVE worker. */
+/* A session's end to every LIVE worker (and a rejoiner being re-prefilled). */
 void lp_session_end(llm_swarm *sw, uint64_t session);
+/* Worker i (READY) routed alone in the current epoch, its results to the coordinator: the
+ * catch-up's route, confirmed by the heartbeat sent after it (route_seq). */
+void lp_route_rejoiner(llm_swarm *sw, uint32_t i);
+
+/* llm_rejoin.c: a returning worker re-prefilled while the passes go on */
+/* Worker i was lost (its copy fb here is new): keep its first layer's inputs from now on.
+ * Without the memory for them, the rejoin re-prefills the blocking way (logged). */
+void lr_begin(llm_swarm *sw, uint32_t i);
+void lr_free(ls_worker *w);
+/* Unit's copy here is about to step session's positions pos0.. (x: their input). */
+void lr_record(llm_swarm *sw, uint32_t unit, uint64_t session, uint32_t pos0, uint32_t n,
+               const float *x);
+/* A session ended: nothing of it is kept or sent any more. Before its slot is freed. */
+void lr_session_end(llm_swarm *sw, uint64_t session);
+/* A fresh process is ready: it holds nothing, its route is not set. */
+void lr_reset(ls_worker *w);
+/* Under mu, never waiting: every ready worker's catch-up moved on (its route sent, the next
+ * catch-up pass started once the last is done). */
+void lr_pump(llm_swarm *sw);
+/* Is ready worker i's catch-up done but for at most one pass of every live session (the
+ * switch is due)? 0 also when it has no catch-up (rec NULL: then it is always due). */
+int lr_due(const llm_swarm *sw, uint32_t i);
+/* The switch, with nothing in flight (settling): what the live sessions added since the
+ * catch-up sent to worker i alone, synchronously. *tokens: positions sent (background and
+ * now). LP_OK (whole: the caller puts it LIVE), LP_LOST (a LIVE worker lost: *lost, how),
+ * 1 (i itself failed meanwhile: no longer READY), or -1 with err. */
+int lr_finish(llm_swarm *sw, uint32_t i, uint64_t *tokens, int *lost, char *how,
+              size_t howlen, char *err, size_t errlen);
 
 #endif

@@ -300,4 +300,31 @@ try:
 except (OSError, ValueError, IndexError, KeyError) as e:
     C.check(False, f"no result: {e}")
 
+# ---- finding 6: a rejoin without a second stall. w1 killed late in a slowed generation (120
+# positions cached), respawned: re-prefilled beside the passes, the route switched with at most
+# about one pass held (the blocking re-prefill held every pass for all 120 positions).
+rc, out, err = run(T, "rejoin_ref", ["generate", M, "--prompt", P, "-n", "200", "--temp", "0",
+                                     "--batch", "3", "--arm", "resident", "--workers", "3",
+                                     "--worker-slowdown", "16", "--threads", "1",
+                                     "--out", f"{T}/rejoin_ref.jsonl"], LIMIT)
+C.check(rc == 0, f"slowed resident run: exit {rc}")
+rc, out2, err = run(T, "rejoin", ["generate", M, "--prompt", P, "-n", "200", "--temp", "0",
+                                  "--batch", "3", "--arm", "resident", "--workers", "3",
+                                  "--worker-slowdown", "16", "--threads", "1", "--respawn",
+                                  "--kill-worker", "w1@120", "--out", f"{T}/rejoin.jsonl"], LIMIT)
+C.check(rc == 0 and out2 == out, f"killed and rejoined: exit {rc}, the same text")
+try:
+    r = json.loads(open(f"{T}/rejoin.jsonl").read().splitlines()[-1])
+    f = r["failovers"][0]
+    itl = r["itl_ms_p50"]
+    log(f"rejoin: rebuild {f['rebuild_ms']:.1f} ms, rejoined {f['rejoin_ms']:.1f} ms after the "
+        f"loss, {f['reprefill_tokens']} positions re-prefilled, passes held "
+        f"{f['reprefill_ms']:.1f} ms at the switch; itl p50 {itl:.1f} ms")
+    C.check(f["rejoin_ms"] >= 0, "w1 rejoined before the end")
+    C.check(f["reprefill_tokens"] >= 120, f"every position re-prefilled ({f['reprefill_tokens']})")
+    C.check(f["reprefill_ms"] <= 2 * itl, f"the switch held the passes {f['reprefill_ms']:.1f} "
+            f"ms, over two passes ({itl:.1f} ms each) (finding 6)")
+except (OSError, ValueError, IndexError, KeyError) as e:
+    C.check(False, f"no failover record: {e}")
+
 sys.exit(C.close())
