@@ -80,13 +80,19 @@ void lp_fence(llm_swarm *sw, uint32_t i)
         sw->w[k].routed_next = -2;
 }
 
-static void s_send_hello(llm_swarm *sw, ls_worker *w)
+static void s_hello_msg(llm_swarm *sw, ls_worker *w)
 {
     msg_hello h = { .proto_version = PROTO_VERSION, .pid = (uint32_t)getpid() };
     snprintf(h.id, sizeof h.id, "coordinator");
     snprintf(h.data_ep, sizeof h.data_ep, "%s", sw->pull_ep);
     if (proto_encode_hello(sw->b, &h) == 0)
         s_send(sw, w->ctl);
+}
+
+static void s_send_hello(llm_swarm *sw, ls_worker *w)
+{
+    s_hello_msg(sw, w);
+    w->hello_retry_ns = 0;
     w->state = LW_JOIN_HELLO;
     w->routed_next = -2;
     w->echo_seq = w->route_seq = 0;
@@ -207,10 +213,11 @@ void lp_join_failed(llm_swarm *sw, uint32_t i, const char *why)
     ls_worker *w = &sw->w[i];
     char msg[sizeof w->why];
     snprintf(msg, sizeof msg, "%s", why); /* why may be w->why, which the fence keeps */
-    if (w->cu && w->cu->state == LP_RUN) { /* its catch-up pass will never come back */
-        s_unlink(sw, w->cu);
-        w->cu->state = LP_RERUN;
-    }
+    for (int j = 0; w->cu && j < LR_DEPTH; j++) /* its catch-up passes will not come back */
+        if (w->cu[j].state == LP_RUN) {
+            s_unlink(sw, &w->cu[j]);
+            w->cu[j].state = LP_RERUN;
+        }
     lp_fence(sw, i);
     w->state = LW_LOST;
     snprintf(w->why, sizeof w->why, "%s", msg);
@@ -360,10 +367,20 @@ static int s_on_ctl(llm_swarm *sw, uint32_t i, size_t n, char *how, size_t howle
         s_on_fetch(sw, i, &sw->m->u.fetch);
         break;
     case MSG_ERROR:
+        if (w->state == LW_READY && lr_act_failed(sw, i, sw->m->u.error.text))
+            break; /* a catch-up act it could not take (its session ended meanwhile) */
         if (w->state == LW_LIVE) {
             snprintf(how, howlen, "said: %s", sw->m->u.error.text);
             w->sign_ns = util_now_ns();
             return 1;
+        }
+        if (sw->m->u.error.code == PERR_BUSY && w->remote && w->state == LW_JOIN_HELLO) {
+            /* still held by a coordinator it has not yet found gone (ours, restarted: it
+             * lets go within its liveness window): asked again shortly, within the join's
+             * bounds (LS_HELLO_MS at start, the deadline later) */
+            snprintf(w->why, sizeof w->why, "busy: %s", sw->m->u.error.text);
+            w->hello_retry_ns = util_now_ns() + LS_BUSY_RETRY_MS * 1000000ull;
+            break;
         }
         if (sw->m->u.error.code == PERR_STATE) /* it released us: a cut longer than its
                                                 * silence bound (PIRATE_WORKER_SILENT_MS) */
@@ -386,6 +403,10 @@ int lp_poll(llm_swarm *sw, char *how, size_t howlen)
     for (uint32_t i = 0; i < sw->n; i++) {
         ls_worker *w = &sw->w[i];
         fault_release(w->pid, now, &w->cont_at_ns, &w->cut_until_ns);
+        if (w->state == LW_JOIN_HELLO && w->hello_retry_ns && now >= w->hello_retry_ns) {
+            w->hello_retry_ns = 0;
+            s_hello_msg(sw, w);
+        }
         if (w->state == LW_JOIN_SPAWN && s_spawn_progress(sw, i, now)) {
             s_join_failed(sw, i);
             continue;
@@ -853,12 +874,16 @@ int lp_run(llm_swarm *sw, uint64_t session, float *x, uint32_t n, uint32_t pos0,
 
 void lp_session_end(llm_swarm *sw, uint64_t session)
 {
-    msg_session_end e = { .session = session, .epoch = sw->epoch };
-    /* a rejoiner being re-prefilled holds the session's caches too */
     for (uint32_t i = 0; i < sw->n; i++)
-        if ((sw->w[i].state == LW_LIVE || (sw->w[i].state == LW_READY && sw->w[i].ctl)) &&
-            proto_encode_session_end(sw->b, &e) == 0)
-            s_send(sw, sw->w[i].ctl);
+        if (sw->w[i].state == LW_LIVE)
+            lp_session_end_one(sw, i, session);
+}
+
+void lp_session_end_one(llm_swarm *sw, uint32_t i, uint64_t session)
+{
+    msg_session_end e = { .session = session, .epoch = sw->epoch };
+    if (sw->w[i].ctl && proto_encode_session_end(sw->b, &e) == 0)
+        s_send(sw, sw->w[i].ctl);
 }
 
 void lp_route_rejoiner(llm_swarm *sw, uint32_t i)

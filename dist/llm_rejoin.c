@@ -7,8 +7,8 @@
  * run in the coordinator, the input of its first layer at each position is kept as the copy
  * computes it (the rebuild's replay and every pass after it go through the copy). Once a
  * fresh process is ready it is routed alone (its results back to the coordinator, in the
- * current epoch) and sent those inputs, one catch-up pass of up to max_batch positions at a
- * time, between and beside the ordinary passes, which the copy keeps serving. When what the
+ * current epoch) and sent those inputs in catch-up passes of up to max_batch positions
+ * (LR_DEPTH in flight, in order), between and beside the ordinary passes, which the copy keeps serving. When what the
  * live sessions added since is at most one pass each, the switch is due: the passes in flight
  * drain (the settle's gate), the rest is sent to it alone, and the route moves back — a stall
  * of about one pass. Positions are written by index, so what the worker holds is bit for bit
@@ -41,10 +41,14 @@ void lr_free(ls_worker *w)
     free(w->rec);
     free(w->rec_n);
     free(w->sent);
+    free(w->issued);
+    free(w->gen);
+    free(w->end_due);
     free(w->cu);
     free(w->cu_x);
     w->rec = w->cu_x = NULL;
-    w->rec_n = w->sent = NULL;
+    w->rec_n = w->sent = w->issued = w->gen = NULL;
+    w->end_due = NULL;
     w->cu = NULL;
 }
 
@@ -52,6 +56,7 @@ void lr_begin(llm_swarm *sw, uint32_t i)
 {
     ls_worker *w = &sw->w[i];
     uint64_t bytes = (uint64_t)sw->o.sessions * sw->n_ctx * sw->dim * sizeof(float);
+    uint32_t ns = sw->o.sessions;
     lr_free(w);
     if (bytes > LR_MAX) {
         log_info("%s: its rejoin will re-prefill with the passes stopped (keeping its inputs "
@@ -59,19 +64,32 @@ void lr_begin(llm_swarm *sw, uint32_t i)
         return;
     }
     w->rec = malloc(bytes);
-    w->rec_n = calloc(sw->o.sessions, sizeof *w->rec_n);
-    w->sent = calloc(sw->o.sessions, sizeof *w->sent);
-    w->cu = calloc(1, sizeof *w->cu);
-    w->cu_x = malloc((size_t)sw->max_batch * sw->dim * sizeof(float));
-    if (!w->rec || !w->rec_n || !w->sent || !w->cu || !w->cu_x) {
+    w->rec_n = calloc(ns, sizeof *w->rec_n);
+    w->sent = calloc(ns, sizeof *w->sent);
+    w->issued = calloc(ns, sizeof *w->issued);
+    w->gen = calloc(ns, sizeof *w->gen);
+    w->end_due = calloc(ns, sizeof *w->end_due);
+    w->cu = calloc(LR_DEPTH, sizeof *w->cu);
+    w->cu_x = malloc((size_t)LR_DEPTH * sw->max_batch * sw->dim * sizeof(float));
+    if (!w->rec || !w->rec_n || !w->sent || !w->issued || !w->gen || !w->end_due || !w->cu ||
+        !w->cu_x) {
         log_warn("%s: no memory to keep its inputs (%.0f MiB): its rejoin will stop the passes",
                  w->id, (double)bytes / 1048576.0);
         lr_free(w);
         return;
     }
-    w->cu->state = LP_DONE;
-    w->cu_k = -1;
+    for (int j = 0; j < LR_DEPTH; j++) {
+        w->cu_k[j] = -1;
+        w->cu[j].state = LP_DONE;
+    }
     w->cu_epoch = 0;
+}
+
+/* What is in flight for slot k is stale: ignored when it comes back, sent again. */
+static void s_stale(ls_worker *w, int k)
+{
+    w->gen[k]++;
+    w->issued[k] = w->sent[k];
 }
 
 void lr_record(llm_swarm *sw, uint32_t unit, uint64_t session, uint32_t pos0, uint32_t n,
@@ -86,82 +104,187 @@ void lr_record(llm_swarm *sw, uint32_t unit, uint64_t session, uint32_t pos0, ui
     memcpy(w->rec + ((size_t)k * sw->n_ctx + pos0) * sw->dim, x,
            (size_t)n * sw->dim * sizeof(float));
     w->rec_n[k] = pos0 + n; /* a rewind drops what was kept beyond it */
-    if (w->sent[k] > pos0)
-        w->sent[k] = pos0;  /* and what the rejoiner holds beyond it is stale */
+    if (w->issued[k] > pos0) { /* and what the rejoiner holds or is sent beyond it is stale */
+        if (w->sent[k] > pos0)
+            w->sent[k] = pos0;
+        s_stale(w, k);
+    }
+}
+
+/* Is a catch-up pass of slot k in flight to w? */
+static int s_inflight(const ls_worker *w, int k)
+{
+    for (int j = 0; j < LR_DEPTH; j++)
+        if (w->cu_k[j] == k && w->cu[j].state == LP_RUN)
+            return 1;
+    return 0;
 }
 
 void lr_session_end(llm_swarm *sw, uint64_t session)
 {
     int k = s_slot(sw, session);
-    for (uint32_t i = 0; k >= 0 && i < sw->n; i++)
-        if (sw->w[i].rec)
-            sw->w[i].rec_n[k] = sw->w[i].sent[k] = 0;
+    for (uint32_t i = 0; k >= 0 && i < sw->n; i++) {
+        ls_worker *w = &sw->w[i];
+        if (!w->rec)
+            continue;
+        w->rec_n[k] = 0;
+        w->sent[k] = 0;
+        s_stale(w, k);
+        if (w->state != LW_READY)
+            continue;
+        /* its end after every act of it already sent (else one arriving later would hold a
+         * slot on the worker for a session that no longer lives) */
+        if (s_inflight(w, k) && !w->end_due[k]) /* (with one due, none of this is sent) */
+            w->end_due[k] = session;
+        else
+            lp_session_end_one(sw, i, session);
+    }
+}
+
+int lr_act_failed(llm_swarm *sw, uint32_t i, const char *text)
+{
+    ls_worker *w = &sw->w[i];
+    unsigned long long req;
+    if (!w->rec || sscanf(text, "act req %llu", &req) != 1)
+        return 0;
+    for (int j = 0; j < LR_DEPTH; j++)
+        if (w->cu_k[j] >= 0 && w->cu[j].state == LP_RUN && w->cu[j].req == req) {
+            ls_pass *p = &w->cu[j];
+            for (ls_pass **pp = &sw->inflight; *pp; pp = &(*pp)->next)
+                if (*pp == p) {
+                    *pp = p->next;
+                    sw->n_inflight--;
+                    break;
+                }
+            p->state = LP_FAIL;
+            log_info("%s: a catch-up act not taken (%s): sent again if its session lives",
+                     w->id, text);
+            return 1;
+        }
+    return 0;
 }
 
 void lr_reset(ls_worker *w)
 {
     /* its sent[] is cleared when its route is first sent (lr_pump: cu_epoch 0) */
-    w->cu_k = -1;
     w->cu_epoch = 0;
     w->cu_tokens = 0;
 }
 
-/* What a fresh process holds: nothing. */
+/* What a fresh process holds: nothing; nothing of ours is in flight to it. */
 static void s_forget(const llm_swarm *sw, ls_worker *w)
 {
-    memset(w->sent, 0, sw->o.sessions * sizeof *w->sent);
-}
-
-/* The catch-up pass just done (or aborted: then sent again). */
-static void s_account(ls_worker *w)
-{
-    ls_pass *p = w->cu;
-    if (w->cu_k >= 0 && p->state == LP_DONE && w->sent[w->cu_k] == p->pos0) {
-        w->sent[w->cu_k] = p->pos0 + p->n;
-        w->cu_tokens += p->n;
+    for (uint32_t k = 0; k < sw->o.sessions; k++) {
+        w->sent[k] = 0;
+        s_stale(w, (int)k);
     }
-    w->cu_k = -1;
+    for (int j = 0; j < LR_DEPTH; j++)
+        if (w->cu[j].state != LP_RUN)
+            w->cu_k[j] = -1;
+    memset(w->end_due, 0, sw->o.sessions * sizeof *w->end_due);
 }
 
-/* Start the next catch-up pass for worker i (its route confirmed, none in flight). */
-static void s_next(llm_swarm *sw, uint32_t i)
+/* The catch-up passes back: taken in order (each extends what slot k holds), a stale or
+ * aborted one dropped (an abort makes the rest of its slot stale too). 1 when one is still
+ * in flight. */
+static int s_account(ls_worker *w)
+{
+    int busy = 0, moved = 1;
+    while (moved) {
+        moved = 0;
+        for (int j = 0; j < LR_DEPTH; j++) {
+            ls_pass *p = &w->cu[j];
+            int k = w->cu_k[j];
+            if (k < 0 || p->state == LP_RUN)
+                continue;
+            if (w->cu_gen[j] != w->gen[k]) {
+                w->cu_k[j] = -1;
+            } else if (p->state != LP_DONE) {
+                s_stale(w, k);
+                w->cu_k[j] = -1;
+            } else if (p->pos0 == w->sent[k]) {
+                w->sent[k] = p->pos0 + p->n;
+                w->cu_tokens += p->n;
+                w->cu_k[j] = -1;
+                moved = 1;
+            }
+        }
+    }
+    for (int j = 0; j < LR_DEPTH; j++)
+        busy |= w->cu_k[j] >= 0 && w->cu[j].state == LP_RUN;
+    return busy;
+}
+
+/* Ends held back while a session's catch-up passes were in flight, sent once they are not. */
+static void s_ends(llm_swarm *sw, uint32_t i)
+{
+    ls_worker *w = &sw->w[i];
+    for (uint32_t k = 0; k < sw->o.sessions; k++)
+        if (w->end_due[k] && !s_inflight(w, (int)k)) {
+            lp_session_end_one(sw, i, w->end_due[k]);
+            w->end_due[k] = 0;
+        }
+}
+
+/* Send catch-up passes for worker i into every free place, slot by slot. */
+static void s_issue(llm_swarm *sw, uint32_t i)
 {
     ls_worker *w = &sw->w[i];
     char how[64];
     int lost;
-    for (uint32_t k = 0; k < sw->o.sessions; k++) {
-        if (!sw->ss[k].id || w->sent[k] >= w->rec_n[k])
+    for (int j = 0; j < LR_DEPTH; j++) {
+        if (w->cu_k[j] >= 0)
             continue;
-        uint32_t pos0 = w->sent[k], n = w->rec_n[k] - pos0;
+        uint32_t k = 0;
+        while (k < sw->o.sessions &&
+               (!sw->ss[k].id || w->issued[k] >= w->rec_n[k] || w->end_due[k]))
+            k++;
+        if (k == sw->o.sessions)
+            return;
+        uint32_t pos0 = w->issued[k], n = w->rec_n[k] - pos0;
         if (n > sw->max_batch)
             n = sw->max_batch;
-        memcpy(w->cu_x, w->rec + ((size_t)k * sw->n_ctx + pos0) * sw->dim,
+        float *x = w->cu_x + (size_t)j * sw->max_batch * sw->dim;
+        memcpy(x, w->rec + ((size_t)k * sw->n_ctx + pos0) * sw->dim,
                (size_t)n * sw->dim * sizeof(float));
-        *w->cu = (ls_pass){ .session = sw->ss[k].id, .x = w->cu_x, .n = n, .pos0 = pos0,
-                            .stop = (int)i, .replay = 1, .first = (int)i, .rejoin = 1 };
-        w->cu_k = (int)k;
-        lp_start(sw, w->cu, &lost, how, sizeof how); /* a catch-up sets no route: LP_OK */
+        w->cu[j] = (ls_pass){ .session = sw->ss[k].id, .x = x, .n = n, .pos0 = pos0,
+                              .stop = (int)i, .replay = 1, .first = (int)i, .rejoin = 1 };
+        w->cu_k[j] = (int)k;
+        w->cu_gen[j] = w->gen[k];
+        w->issued[k] = pos0 + n;
+        log_debug("%s: catch-up slot %u [%u, +%u) gen %u", w->id, k, pos0, n, w->gen[k]);
+        lp_start(sw, &w->cu[j], &lost, how, sizeof how); /* a catch-up sets no route */
+    }
+}
+
+/* One step of worker i's catch-up: its route (again, in a new epoch), or the passes back
+ * taken and the next sent. */
+static void s_pump_one(llm_swarm *sw, uint32_t i)
+{
+    ls_worker *w = &sw->w[i];
+    if (w->cu_epoch != sw->epoch) { /* a new epoch drops what was in flight: set again */
+        if (w->cu_epoch == 0)
+            s_forget(sw, w);
+        else
+            for (uint32_t k = 0; k < sw->o.sessions; k++)
+                s_stale(w, (int)k);
+        lp_route_rejoiner(sw, i);
+        w->cu_epoch = sw->epoch;
         return;
     }
+    if (w->echo_seq < w->route_seq)
+        return;
+    s_account(w);
+    s_ends(sw, i);
+    s_issue(sw, i);
 }
 
 void lr_pump(llm_swarm *sw)
 {
     for (uint32_t i = 0; i < sw->n; i++) {
         ls_worker *w = &sw->w[i];
-        if (!w->rec || w->state != LW_READY || !w->push)
-            continue;
-        if (w->cu_epoch != sw->epoch) { /* a new epoch drops what was in flight: set again */
-            if (w->cu_epoch == 0)
-                s_forget(sw, w);
-            lp_route_rejoiner(sw, i);
-            w->cu_epoch = sw->epoch;
-            continue;
-        }
-        if (w->echo_seq < w->route_seq || w->cu->state == LP_RUN)
-            continue;
-        s_account(w);
-        s_next(sw, i);
+        if (w->rec && w->state == LW_READY && w->push)
+            s_pump_one(sw, i);
     }
 }
 
@@ -181,29 +304,28 @@ int lr_finish(llm_swarm *sw, uint32_t i, uint64_t *tokens, int *lost, char *how,
               size_t howlen, char *err, size_t errlen)
 {
     ls_worker *w = &sw->w[i];
-    uint64_t t0 = util_now_ns(), now_sent = 0;
-    /* nothing is in flight (settling): a catch-up pass aborted by the drain is sent again */
+    uint64_t t0 = util_now_ns(), before = w->cu_tokens;
+    (void)err;
+    (void)errlen;
+    /* nothing else is in flight (settling): what the sessions added since is sent now */
     for (;;) {
         if (w->state != LW_READY)
             return 1;
+        int busy = 0, all = 1;
         if (w->cu_epoch != sw->epoch || w->echo_seq < w->route_seq) {
-            lr_pump(sw); /* its route again (or its confirmation awaited) */
-        } else if (w->cu->state != LP_RUN) {
-            uint64_t before = w->cu_tokens;
-            s_account(w);
-            now_sent += w->cu_tokens - before;
-            int all = 1;
+            s_pump_one(sw, i);
+            busy = 1;
+        } else {
+            busy = s_account(w);
+            s_ends(sw, i);
             for (uint32_t k = 0; k < sw->o.sessions; k++)
                 if (sw->ss[k].id && w->sent[k] < sw->ss[k].cached)
                     all = 0;
-            if (all)
+            if (all && !busy)
                 break;
-            s_next(sw, i);
-            if (w->cu->state == LP_FAIL) {
-                snprintf(err, errlen, "%s: %s", w->id, w->cu->err);
-                return -1;
-            }
-            if (w->cu->state != LP_RUN) { /* a session's inputs not all kept: the old way */
+            s_issue(sw, i);
+            busy = s_account(w);
+            if (!busy && !all) { /* a session's inputs not all kept: the old way */
                 log_warn("%s: its kept inputs miss positions: re-prefilled the blocking way",
                          w->id);
                 lr_free(w);
@@ -218,12 +340,12 @@ int lr_finish(llm_swarm *sw, uint32_t i, uint64_t *tokens, int *lost, char *how,
             *lost = l;
             return LP_LOST;
         }
-        if (w->cu->state == LP_RUN || w->echo_seq < w->route_seq)
+        if (busy)
             lp_wait_results(sw);
     }
     *tokens = w->cu_tokens;
     log_info("%s: caught up: %llu positions sent while serving, the last %llu with the passes "
-             "held (%.1f ms)", w->id, (unsigned long long)(w->cu_tokens - now_sent),
-             (unsigned long long)now_sent, (double)(util_now_ns() - t0) / 1e6);
+             "held (%.1f ms)", w->id, (unsigned long long)before,
+             (unsigned long long)(w->cu_tokens - before), (double)(util_now_ns() - t0) / 1e6);
     return LP_OK;
 }

@@ -18,6 +18,7 @@
 #include "runtime/slice.h"
 
 #define LS_MAX_W 8
+#define LR_DEPTH 4          /* a rejoiner's catch-up passes in flight at once */
 #define LS_RETRY_MS 1000    /* a lost listed worker is said hello to again this often */
 /* A respawn (or a listed worker's hello) that failed is tried again after a backoff that
  * doubles from LS_BACKOFF_MIN_MS up to LS_BACKOFF_MAX_MS, for as long as the run lasts: a
@@ -30,6 +31,7 @@
  * machine that is busier now (a respawn loads while the coordinator computes the lost
  * layers): a worker past it is stopped, frozen or cut off, and is fenced and tried again.
  * Before anything was measured a spawn has SPAWN_REPORT_MS (dist/spawn.h). */
+#define LS_BUSY_RETRY_MS 250 /* a listed worker still held by a coordinator: hello again */
 #define LS_DEADLINE_X 10
 #define LS_DEADLINE_PLUS_MS 2000
 
@@ -75,6 +77,7 @@ typedef struct {
     size_t rep_got;
     uint64_t join_ns;             /* when its current join step began (spawn, hello) */
     uint64_t deadline_ns;         /* that step's deadline (0: none) */
+    uint64_t hello_retry_ns;      /* JOIN_HELLO, it said busy: when to say hello again */
     uint32_t tries;               /* failed starts in a row (the backoff's exponent) */
     uint64_t took_spawn_ns, took_load_ns; /* its last join: fork to endpoint, hello to ready */
     uint32_t respawns, respawn_fails; /* starts of a fresh process (or hellos to a listed
@@ -85,13 +88,20 @@ typedef struct {
      * its first layer at every position of every live session is kept (rec, sessions x
      * n_ctx x dim; rec_n[k]: positions 0..rec_n[k]-1 of session slot k held), and a fresh
      * process, once ready, is sent them in the background (sent[k]: positions it holds),
-     * one catch-up pass (cu) at a time, while the passes go on; the route switches once
+     * in catch-up passes (cu), while the passes go on; the route switches once
      * what is left is at most one pass. rec NULL: the blocking re-prefill. */
     float *rec;
     uint32_t *rec_n, *sent;
-    struct ls_pass *cu;
-    float *cu_x;                  /* max_batch x dim: the catch-up pass's activations */
-    int cu_k;                     /* the session slot cu carries (-1: none) */
+    uint32_t *issued;             /* per slot: positions sent, answered or not (>= sent) */
+    uint32_t *gen;                /* per slot: bumped when what is in flight turns stale */
+    struct ls_pass *cu;           /* LR_DEPTH catch-up passes (several in flight: the worker
+                                   * takes them in order, so the round trips overlap) */
+    float *cu_x;                  /* LR_DEPTH x max_batch x dim: their activations */
+    int cu_k[LR_DEPTH];           /* the session slot each carries (-1: free) */
+    uint32_t cu_gen[LR_DEPTH];    /* gen[k] when it was sent */
+    uint64_t *end_due;            /* per slot: a session that ended while catch-up passes of
+                                   * it were in flight: its end is sent once they are back
+                                   * (the data and control planes keep no order between them) */
     uint64_t cu_epoch;            /* the epoch its route was sent in (0: not sent) */
     uint64_t cu_tokens;           /* positions sent in the background since it was ready */
 } ls_worker;
@@ -231,8 +241,9 @@ int lp_run(llm_swarm *sw, uint64_t session, float *x, uint32_t n, uint32_t pos0,
 void lp_fence(llm_swarm *sw, uint32_t i);
 /* Bye to every worker with a process, wait for each to exit. */
 void lp_close_all(llm_swarm *sw);
-/* A session's end to every LIVE worker (and a rejoiner being re-prefilled). */
+/* A session's end to every LIVE worker (a rejoiner's: lr_session_end). */
 void lp_session_end(llm_swarm *sw, uint64_t session);
+void lp_session_end_one(llm_swarm *sw, uint32_t i, uint64_t session);
 /* Worker i (READY) routed alone in the current epoch, its results to the coordinator: the
  * catch-up's route, confirmed by the heartbeat sent after it (route_seq). */
 void lp_route_rejoiner(llm_swarm *sw, uint32_t i);
@@ -247,6 +258,9 @@ void lr_record(llm_swarm *sw, uint32_t unit, uint64_t session, uint32_t pos0, ui
                const float *x);
 /* A session ended: nothing of it is kept or sent any more. Before its slot is freed. */
 void lr_session_end(llm_swarm *sw, uint64_t session);
+/* Worker i (READY) said it could not compute an act: a catch-up pass's (text "act req N:
+ * ..."), dropped and sent again if its session lives (1), or not one of those (0). */
+int lr_act_failed(llm_swarm *sw, uint32_t i, const char *text);
 /* A fresh process is ready: it holds nothing, its route is not set. */
 void lr_reset(ls_worker *w);
 /* Under mu, never waiting: every ready worker's catch-up moved on (its route sent, the next

@@ -327,4 +327,80 @@ try:
 except (OSError, ValueError, IndexError, KeyError) as e:
     C.check(False, f"no failover record: {e}")
 
+# ---- finding 8: a coordinator restarted at once after a kill -9 is taken by its listed
+# workers (they hand over once the old one is silent for a coordinator's liveness window, and
+# the new one says hello again while they are busy), and a coordinator paused longer than the
+# workers' patience (3 s) gets its spawned workers back instead of finding them all lost.
+def free_port():
+    import socket
+    so = socket.socket()
+    so.bind(("127.0.0.1", 0))
+    port = so.getsockname()[1]
+    so.close()
+    return port
+
+
+def gen_bg(name, args):
+    return subprocess.Popen([os.environ.get("SWARM_BIN", "bin/swarm"), "generate"] + args,
+                            stdout=open(f"{T}/{name}.out", "wb"),
+                            stderr=open(f"{T}/{name}.err", "wb"))
+
+
+def first_token(p, name, limit):
+    end = now() + limit
+    while now() < end and p.poll() is None:
+        if os.path.getsize(f"{T}/{name}.out") > 0:
+            return True
+        time.sleep(0.005)
+    return False
+
+
+hosts = []
+cfg = f"{T}/hosts.ini"
+with open(cfg, "w") as f:
+    f.write(f"[model]\npath = {M}\n")
+    for h in range(2):
+        port = free_port()
+        hosts.append(subprocess.Popen(
+            [os.environ.get("SWARM_BIN", "bin/swarm"), "worker", "--listen",
+             f"tcp://127.0.0.1:{port}", "--id", f"h{h}", "--slowdown", "16"],
+            stdout=subprocess.DEVNULL, stderr=open(f"{T}/host{h}.err", "wb")))
+        f.write(f"[worker.h{h}]\nendpoint = tcp://127.0.0.1:{port}\n")
+try:
+    p1 = gen_bg("hosts1", [cfg, "--prompt", P, "-n", "200", "--temp", "0", "--arm", "resident"])
+    C.check(first_token(p1, "hosts1", LIMIT), "a coordinator on listed workers generates")
+    p1.kill()
+    p1.wait()
+    rc, out, err = run(T, "hosts2", ["generate", cfg, "--prompt", P, "-n", "24", "--temp",
+                                     "0", "--arm", "resident"], LIMIT)
+    C.check(rc == 0 and out == ref_out, f"restarted at once after a kill -9: exit {rc}, the "
+            f"same text (finding 8): {err.strip().splitlines()[-1:]}")
+finally:
+    for h in hosts:
+        h.terminate()
+    for h in hosts:
+        try:
+            h.wait(10)
+        except subprocess.TimeoutExpired:
+            h.kill()
+
+p2 = gen_bg("paused", [M, "--prompt", P, "-n", "200", "--temp", "0", "--arm", "resident",
+                       "--workers", "3", "--worker-slowdown", "16", "--out",
+                       f"{T}/paused.jsonl"])
+if C.check(first_token(p2, "paused", LIMIT), "a generation to pause"):
+    signal_pid(p2.pid, signal.SIGSTOP)
+    time.sleep(3.5)  # past the workers' patience, PIRATE_WORKER_SILENT_MS
+    signal_pid(p2.pid, signal.SIGCONT)
+try:
+    rc = p2.wait(LIMIT)
+except subprocess.TimeoutExpired:
+    p2.kill()
+    rc = 124
+try:
+    fo = json.loads(open(f"{T}/paused.jsonl").read().splitlines()[-1])["failovers"]
+except (OSError, ValueError, IndexError, KeyError):
+    fo = None
+C.check(rc == 0 and fo == [], f"a coordinator paused 3.5 s keeps its workers (finding 8): "
+        f"exit {rc}, failovers {fo}")
+
 sys.exit(C.close())
