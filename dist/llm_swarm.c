@@ -298,7 +298,7 @@ static void s_settle_locked(llm_swarm *sw, int lost, const char *how, uint32_t a
 static void s_failover_now(llm_swarm *sw, int lost, const char *how, uint32_t at_pos)
 {
     for (const ls_pass *p = sw->inflight; p; p = p->next)
-        if (p->pos0 < at_pos)
+        if (p->pos0 < at_pos && !p->rejoin) /* a catch-up's positions are not the record's */
             at_pos = p->pos0;
     lp_abort_all(sw, LP_RERUN, NULL);
     int was = sw->settling;
