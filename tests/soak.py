@@ -4,8 +4,8 @@
 # respawn killed again as it starts — every completion compared with the reference arm's text.
 # Reports requests done, lost, mismatched, the longest stall, /health's slowest answer and the
 # detection times; fails on a loss, a mismatch, a hang, or a /health answer slower than ten
-# times the healthy answers measured in the same run (the 50 ms goal is reported, not
-# asserted). SOAK_SECONDS (default 60) is how long faults land; SOAK_SEED the draws.
+# times the healthy answers measured in the same run (and than the 50 ms goal, which is
+# reported, not asserted). SOAK_SECONDS (default 60) is how long faults land; SOAK_SEED the draws.
 # `make soak` runs it; tests/e2e_soak.sh a short one in `make test`. tests/
 import json
 import os
@@ -220,7 +220,8 @@ fos = len(re.findall(r": lost \(", err))
 resp = len(re.findall(r": respawning \(attempt", err))
 slow = max([x[1] for x in hp.samples if t_start <= x[0] < t_post] or [0])
 p50 = sorted(healthy)[len(healthy) // 2] if healthy else 0
-bound = 10 * max(healthy) if healthy else 0
+# ten times the slowest healthy answer; an answer within the 50 ms goal never fails
+bound = max(10 * max(healthy), 0.05) if healthy else 0
 det.sort()
 log(f"{NAME}: {t_end - t_start:.1f} s of faults ({len(faults)}: " +
     ", ".join(f"{k_} {sum(1 for f in faults if f[0].startswith(k_))}" for k_ in kinds) + ")")
