@@ -193,8 +193,13 @@ static enum MHD_Result s_whole(serve *srv, struct MHD_Connection *c, s_conn *cc,
     enum MHD_Result rc;
     if (job->finish == FINISH_CANCELLED && atomic_load(&job->shutdown))
         rc = s_json(srv, c, cc, 503, api_shutdown_error(), "Retry-After", "1");
+    else if (job->finish == FINISH_ERROR)
+        /* a generation that failed (say on a layer that failed its checksum) is a 500 with
+         * the error object, never a 200 */
+        rc = s_err(srv, c, cc, 500, job->err[0] ? job->err : "generation failed",
+                   "server_error", "generation_failed");
     else
-        rc = s_send(srv, c, cc, job->finish == FINISH_ERROR ? 500 : 200, "application/json",
+        rc = s_send(srv, c, cc, 200, "application/json",
                     job->out ? job->out + job->out_off : "", job->out_len - job->out_off,
                     NULL, NULL);
     job_unref(job);
@@ -288,12 +293,26 @@ static enum MHD_Result s_health(serve *srv, struct MHD_Connection *c, s_conn *cc
                                                 "layers", layers, "state", w[i].state, "live",
                                                 w[i].live, "since_s", w[i].since_s, "last_lost",
                                                 w[i].last_how));
+            json_t *wj = json_array_get(ws, json_array_size(ws) - 1);
+            json_object_set_new(wj, "respawns", json_integer(w[i].respawns));
+            json_object_set_new(wj, "respawn_failures", json_integer(w[i].respawn_fails));
+            if (w[i].retry_in_s >= 0)
+                json_object_set_new(wj, "retry_in_s", json_real(w[i].retry_in_s));
+            if (w[i].last_join_error[0])
+                json_object_set_new(wj, "last_join_error", json_string(w[i].last_join_error));
             if (!w[i].live && !deg)
                 deg = json_pack("{s:s,s:f}", "worker", w[i].id, "since_s", w[i].since_s);
         }
         if (deg && st == STATE_SERVING)
             status = "degraded";
     }
+    /* Known-bad weights (a layer failed its checksum) or a swarm that can no longer serve:
+     * unhealthy, naming why, so a balancer takes this server out. */
+    const char *fault = srv->model ? llm_model_fault(srv->model) : NULL;
+    if (!fault && srv->swarm)
+        fault = llm_swarm_fault(srv->swarm);
+    if (fault && st == STATE_SERVING)
+        status = "unhealthy";
     json_t *j = json_pack("{s:s,s:s,s:s,s:i,s:i,s:i,s:i,s:o}", "status", status, "arm",
                           srv->arm, "model", srv->model_id, "slots", (int)srv->n_slots,
                           "active", (int)a, "queued", (int)q, "n_ctx", (int)srv->n_ctx,
@@ -302,7 +321,9 @@ static enum MHD_Result s_health(serve *srv, struct MHD_Connection *c, s_conn *cc
         json_object_set_new(j, "degraded", deg);
     else
         json_decref(deg);
-    return s_json(srv, c, cc, st == STATE_SERVING ? 200 : 503, j, NULL, NULL);
+    if (j && fault)
+        json_object_set_new(j, "fault", json_string(fault));
+    return s_json(srv, c, cc, st == STATE_SERVING && !fault ? 200 : 503, j, NULL, NULL);
 }
 
 /* The key compared in constant time: both sides are hashed (SHA-256) and the digests compared

@@ -189,6 +189,18 @@ char *metrics_render(serve_metrics *m, uint32_t active, uint32_t queued, uint32_
         for (uint32_t i = 0; i < nw && i < 8; i++)
             fprintf(f, "swarm_serve_worker_up{worker=\"%s\",layers=\"%u-%u\"} %d\n", ws[i].id,
                     ws[i].first, ws[i].last, ws[i].live);
+        fprintf(f, "# HELP swarm_serve_respawns_total Fresh processes started (or hellos to a "
+                   "listed worker) after a loss, by worker.\n"
+                   "# TYPE swarm_serve_respawns_total counter\n");
+        for (uint32_t i = 0; i < nw && i < 8; i++)
+            fprintf(f, "swarm_serve_respawns_total{worker=\"%s\"} %u\n", ws[i].id,
+                    ws[i].respawns);
+        fprintf(f, "# HELP swarm_serve_respawn_failures_total Of those, the ones that did not "
+                   "start or join (each tried again after a backoff).\n"
+                   "# TYPE swarm_serve_respawn_failures_total counter\n");
+        for (uint32_t i = 0; i < nw && i < 8; i++)
+            fprintf(f, "swarm_serve_respawn_failures_total{worker=\"%s\"} %u\n", ws[i].id,
+                    ws[i].respawn_fails);
         fprintf(f, "# HELP swarm_serve_failovers_total Workers lost since start (their layers "
                    "moved to the coordinator, every live session's caches rebuilt).\n"
                    "# TYPE swarm_serve_failovers_total counter\nswarm_serve_failovers_total %u\n",

@@ -367,7 +367,7 @@ static int s_load(serve *srv, s_cmd *c)
                          .n_batch = 64, .sessions = srv->n_slots, .respawn = 1 };
     if (arm_open(&ao, &c->h, err, sizeof err)) {
         fprintf(stderr, "swarm serve: %s\n", err);
-        return EXIT_FAIL;
+        return arm_open_exit_code(&c->h, err);
     }
     srv->model = c->h.lm.m;
     srv->tok = c->h.lm.t;
