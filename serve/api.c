@@ -172,6 +172,9 @@ static int s_prompt_chat(serve *srv, json_t *root, serve_req *r, int *status, js
     json_t *msgs = json_object_get(root, "messages");
     if (!json_is_array(msgs) || json_array_size(msgs) == 0)
         FAIL(400, "'messages' must be a non-empty array", "messages", "invalid_type");
+    if ((rc = tools_prompt_chat(srv, root, r, status, errj)) <= 0)
+        return rc;
+    rc = -1;
     if (!srv->chat_template[0])
         FAIL(400, "this model file has no chat template swarm recognises; start the server "
                   "with --chat-template NAME or use /v1/completions", "messages",
@@ -282,19 +285,13 @@ static int s_check_scope(serve *srv, json_t *root, int *status, json_t **errj)
             FAIL(404, msg, "model", "model_not_found");
         }
     }
-    static const char *const unsupported[] = { "tools", "functions", "tool_choice",
-                                               "function_call", NULL };
+    /* tools, tool_choice and response_format are tools.c's */
+    static const char *const unsupported[] = { "functions", "function_call", NULL };
     for (int i = 0; unsupported[i]; i++)
         if (json_object_get(root, unsupported[i])) {
             snprintf(msg, sizeof msg, "'%s' is not supported by this server", unsupported[i]);
             FAIL(400, msg, unsupported[i], "unsupported_parameter");
         }
-    json_t *rf = json_object_get(root, "response_format");
-    if (rf && !json_is_null(rf) &&
-        strcmp(json_string_value(json_object_get(rf, "type")) ?
-                   json_string_value(json_object_get(rf, "type")) : "", "text"))
-        FAIL(400, "only response_format {\"type\":\"text\"} is supported", "response_format",
-             "unsupported_parameter");
     return 0;
 err:
     return -1;
@@ -455,6 +452,7 @@ int api_parse(serve *srv, serve_endpoint ep, const char *body, size_t len, serve
     if (s_check_scope(srv, root, status, errj) ||
         s_sampling(srv, root, r, &maxt, status, errj) || s_stream(root, r, status, errj) ||
         s_stop(root, r, status, errj) || s_logprobs(root, r, status, errj) ||
+        tools_parse(srv, root, r, status, errj) ||
         (r->chat ? s_prompt_chat : s_prompt_text)(srv, root, r, status, errj) ||
         s_fit(srv, r, maxt, status, errj))
         goto err;
@@ -474,6 +472,7 @@ void api_req_free(serve_req *r)
     r->n_stop = 0;
     free(r->prompt);
     r->prompt = NULL;
+    tools_req_free(r);
 }
 
 /* ---- responses ---- */
@@ -587,10 +586,10 @@ json_t *api_response(serve_job *job)
     json_t *text = api_string(job->text ? job->text : "", job->text_len);
     json_t *lp = job->lp ? json_incref(job->lp) : NULL;
     json_t *ch;
-    const char *fin = api_finish_name(job->finish);
+    const char *fin = tools_finish_name(job);
     if (job->req.chat)
-        ch = json_pack("{s:i,s:{s:s,s:o},s:o,s:s}", "index", 0, "message", "role", "assistant",
-                       "content", text, "logprobs",
+        ch = json_pack("{s:i,s:o,s:o,s:s}", "index", 0, "message", tools_message(job, text),
+                       "logprobs",
                        lp ? json_pack("{s:o}", "content", lp) : json_null(), "finish_reason", fin);
     else
         ch = json_pack("{s:i,s:o,s:o,s:s}", "index", 0, "text", text, "logprobs",

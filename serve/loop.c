@@ -15,6 +15,11 @@
 static int s_release(serve_job *job, const char *p, size_t n, json_t *lp)
 {
     if (job->req.stream) {
+        int t = tools_release(job, p, n);
+        if (t) {
+            json_decref(lp);
+            return t < 0 ? -1 : 0;
+        }
         if (n == 0 && !lp)
             return 0;
         return job_emit_sse(job, api_chunk(job, p, n, lp, NULL));
@@ -65,7 +70,6 @@ static int s_on_token(void *user, const engine_token *t)
 
 int loop_run(serve *srv, engine *e, serve_job *job)
 {
-    (void)srv;
     serve_req *r = &job->req;
     job->finish = FINISH_ERROR;
     if (r->stream && job_emit_sse(job, api_chunk(job, "", 0, NULL, NULL)))
@@ -77,7 +81,13 @@ int loop_run(serve *srv, engine *e, serve_job *job)
         .user = job, .cancel = &job->cancel,
     };
     engine_stats st;
-    if (engine_generate(e, &q, &st, job->err, sizeof job->err))
+    grammar_state *gs = tools_state(srv, job, job->err, sizeof job->err);
+    if (r->tl.g && !gs)
+        return -1;
+    q.grammar = gs;
+    int rc = engine_generate(e, &q, &st, job->err, sizeof job->err);
+    grammar_state_free(&gs);
+    if (rc)
         return -1;
     switch (st.finish) {
     case ENGINE_FINISH_STOP: job->finish = FINISH_STOP; break;
@@ -86,5 +96,6 @@ int loop_run(serve *srv, engine *e, serve_job *job)
     case ENGINE_FINISH_CANCELLED: job->finish = FINISH_CANCELLED; break;
     default: job->finish = FINISH_ERROR; break;
     }
+    tools_finish(job);
     return job->finish == FINISH_ERROR ? -1 : 0;
 }

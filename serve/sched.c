@@ -73,6 +73,8 @@ void job_unref(serve_job *job)
         return;
     api_req_free(&job->req);
     json_decref(job->lp);
+    json_decref(job->calls);
+    free(job->content);
     free(job->text);
     free(job->out);
     close(job->efd);
@@ -164,7 +166,8 @@ static void s_finish(serve_job *job)
         return;
     }
     if (job->req.stream) {
-        job_emit_sse(job, api_chunk(job, "", 0, NULL, api_finish_name(job->finish)));
+        tools_stream_end(job);
+        job_emit_sse(job, api_chunk(job, "", 0, NULL, tools_finish_name(job)));
         if (job->req.include_usage)
             job_emit_sse(job, api_usage_chunk(job));
         job_emit(job, "data: [DONE]\n\n", 14);

@@ -444,6 +444,7 @@ out:
     sched_free(&srv.sched);
     arm_open_close(&c->h); /* the model before its swarm: its sessions end on the workers */
     metrics_free(&srv.metrics);
+    grammar_vocab_free(&srv.gvocab);
     free(c->key);
     free(c);
     return rc;

@@ -24,8 +24,10 @@
 #include "runtime/llm.h"
 #include "dist/llm_swarm.h"
 #include "text/engine.h"
+#include "text/grammar.h"
 #include "text/sample.h"
 #include "text/tokenizer.h"
+#include "text/tool_call.h"
 
 #define SERVE_MAX_STOP 4          /* OpenAI's limit on stop strings */
 #define SERVE_MAX_STOP_LEN 256    /* bytes of one stop string */
@@ -35,6 +37,14 @@
 typedef enum {
     EP_MODELS, EP_CHAT, EP_COMPLETIONS, EP_HEALTH, EP_METRICS, EP_PAGE, EP_OTHER, EP_COUNT
 } serve_endpoint;
+
+/* Structured output and tool calls of one request (tools.c). */
+typedef struct {
+    grammar *g;                   /* the constraint (owned); NULL = none */
+    const char *trigger;          /* lazy until this text (tool_choice auto); NULL = at once */
+    tool_format fmt;              /* NONE: the reply is text; else it is parsed for calls */
+    int forced;                   /* tool_choice required or a function: nothing but calls */
+} serve_tools;
 
 /* A validated request: everything generation needs. */
 typedef struct {
@@ -48,6 +58,7 @@ typedef struct {
     uint32_t top_logprobs;        /* 0..SAMPLER_TOP_MAX (completions: 0..5) */
     int32_t *prompt;              /* owned (tokenizer_encode's), BOS included */
     uint32_t n_prompt;
+    serve_tools tl;
 } serve_req;
 
 typedef enum { FINISH_NONE, FINISH_STOP, FINISH_LENGTH, FINISH_EOG, FINISH_CANCELLED,
@@ -76,6 +87,9 @@ typedef struct serve_job {
     char *text;                   /* whole text (non-streamed responses) */
     size_t text_len, text_cap;
     json_t *lp;                   /* logprobs collected (non-streamed), NULL if not asked */
+    json_t *calls;                /* tool calls parsed from the reply (tools.c); NULL: none */
+    char *content;                /* the reply's text outside them (tools.c) */
+    size_t streamed;              /* bytes of text streamed as content so far (tools.c) */
     char err[256];
 } serve_job;
 
@@ -131,6 +145,26 @@ json_t *api_response(serve_job *job);
 json_t *api_logprob(serve *srv, const sampler_step_info *info, int32_t id, int top);
 const char *api_finish_name(serve_finish f);
 
+/* ---- tools.c: response_format, grammar, json_schema, tools (hooks in api.c, loop.c, sched.c) ---- */
+/* Read the request's constraint and tool fields into r->tl (400s name the field). */
+int tools_parse(serve *srv, json_t *root, serve_req *r, int *status, json_t **errj);
+/* The chat prompt when tools or tool history are in the request: 0 rendered into r->prompt,
+ * 1 not a tool conversation (the plain path renders it), -1 with the error. */
+int tools_prompt_chat(serve *srv, json_t *root, serve_req *r, int *status, json_t **errj);
+void tools_req_free(serve_req *r);
+/* A grammar state for the job (NULL when it has no constraint; *err on failure). */
+grammar_state *tools_state(serve *srv, serve_job *job, char *err, size_t errlen);
+/* Streamed text of a tool reply: held while it may be a call. 1 when taken, 0 when the caller
+ * streams it as usual, -1 on failure. */
+int tools_release(serve_job *job, const char *p, size_t n);
+/* After generation: the reply parsed into job->calls / job->content (tool replies only). */
+void tools_finish(serve_job *job);
+/* Stream: the held content and the calls as deltas, before the finish chunk. */
+void tools_stream_end(serve_job *job);
+/* The non-streamed message ({role, content, tool_calls}) and finish reason. */
+json_t *tools_message(serve_job *job, json_t *text);
+const char *tools_finish_name(serve_job *job);
+
 /* ---- metrics.c ---- */
 typedef struct serve_metrics serve_metrics;
 serve_metrics *metrics_new(void);
@@ -165,6 +199,7 @@ struct serve {
     tokenizer *tok;
     serve_sched *sched;
     serve_metrics *metrics;
+    grammar_vocab *gvocab;        /* built on the first constrained request (tools.c) */
     atomic_int state;
 };
 
