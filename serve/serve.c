@@ -118,6 +118,7 @@ static int s_template(serve *srv, const char *flag)
                 "refused unless --chat-template NAME is given\n", srv->model_path);
         return 0;
     }
+    srv->tool_system = tool_default_system(jinja);
     if (chat_template_detect(jinja, srv->chat_template, sizeof srv->chat_template, err,
                              sizeof err)) {
         srv->chat_template[0] = 0;

@@ -193,6 +193,7 @@ struct serve {
     size_t max_body;              /* bytes; larger bodies get 413 */
     const char *api_key;          /* NULL: no auth */
     char chat_template[64];       /* "" if none: chat requests then get a clear 400 */
+    const char *tool_system;      /* the template's default system text with tools (tools.c) */
     /* resources */
     llm_model *model;
     llm_swarm *swarm;             /* the resident arm's workers (NULL otherwise) */

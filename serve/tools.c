@@ -228,7 +228,7 @@ int tools_prompt_chat(serve *srv, json_t *root, serve_req *r, int *status, json_
     json_t *tc = json_object_get(root, "tool_choice");
     int none = json_is_string(tc) && !strcmp(json_string_value(tc), "none");
     (void)none; /* "none": the tools are still shown, as OpenAI does; only calls are off */
-    char *text = tool_render(srv->chat_template, json_object_get(root, "messages"),
+    char *text = tool_render(srv->chat_template, srv->tool_system, json_object_get(root, "messages"),
                              json_object_get(root, "tools"), 1, msg, sizeof msg);
     if (!text)
         FAIL(400, msg, "messages", "invalid_value");

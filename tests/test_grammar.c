@@ -3,6 +3,7 @@
  * JSON Schema to grammar; prints the cost of a mask. tests/ */
 #include "text/grammar.h"
 #include "text/json_schema.h"
+#include "text/tool_call.h"
 #include "tests/check.h"
 
 #include <errno.h>
@@ -492,6 +493,154 @@ static void test_schema(void)
                 (const char *[]){ "{\"a\":[1]}", NULL }, (const char *[]){ "{}", NULL });
 }
 
+/* ---- tool calls ---- */
+
+/* tool_render against the real templates' renders (tests/fixtures/chat/render_tools.py). */
+static void test_tool_render(void)
+{
+    json_error_t je;
+    json_t *all = json_load_file("tests/fixtures/chat/tool_renders.json", 0, &je);
+    CHECK(json_is_array(all), "tool_renders.json: %s", je.text);
+    size_t i;
+    json_t *r;
+    json_array_foreach(all, i, r) {
+        char err[256] = "";
+        const char *tmpl = json_string_value(json_object_get(r, "template"));
+        const char *want = json_string_value(json_object_get(r, "text"));
+        char path[256], *jinja = NULL;
+        snprintf(path, sizeof path, "tests/fixtures/chat/tools/%s.jinja",
+                 json_string_value(json_object_get(r, "fixture")));
+        FILE *f = fopen(path, "rb");
+        if (f) {
+            jinja = calloc(1, 1 << 16);
+            if (jinja && fread(jinja, 1, (1 << 16) - 1, f) == 0)
+                jinja[0] = 0;
+            fclose(f);
+        }
+        CHECK(jinja != NULL, "%s", path);
+        char *got = tool_render(tmpl, tool_default_system(jinja), json_object_get(r, "messages"),
+                                json_object_get(r, "tools"), 1, err, sizeof err);
+        free(jinja);
+        size_t k = 0;
+        while (got && want[k] && got[k] == want[k])
+            k++;
+        CHECK(got && !strcmp(got, want), "%s/%s: %s; differs at byte %zu: got '%.60s' want '%.60s'",
+              json_string_value(json_object_get(r, "fixture")),
+              json_string_value(json_object_get(r, "conv")), err, k, got ? got + k : "",
+              want + k);
+        free(got);
+    }
+    json_decref(all);
+    char err[256] = "";
+    json_t *m = json_loads("[{\"role\":\"tool\",\"content\":\"x\"}]", 0, NULL);
+    char *t = tool_render("chatml", NULL, m, NULL, 1, err, sizeof err);
+    CHECK(!t && strstr(err, "tool_call_id"), "a tool message without its id: %s", err);
+    free(t);
+    t = tool_render("gemma", NULL, m, NULL, 1, err, sizeof err);
+    CHECK(!t && strstr(err, "no tool-call format"), "gemma has none: %s", err);
+    free(t);
+    json_decref(m);
+}
+
+static void s_parse_case(tool_format f, const char *text, size_t want_calls, const char *name0,
+                         const char *args0, const char *content)
+{
+    json_t *calls = NULL;
+    char *c = NULL;
+    int rc = tool_parse(f, text, strlen(text), &calls, &c);
+    CHECK(rc == 0 && json_array_size(calls) == want_calls, "%s: '%s': %zu calls",
+          tool_format_name(f), text, json_array_size(calls));
+    if (want_calls && json_array_size(calls)) {
+        json_t *c0 = json_array_get(calls, 0);
+        CHECK(!strcmp(json_string_value(json_object_get(c0, "name")), name0) &&
+              !strcmp(json_string_value(json_object_get(c0, "arguments")), args0),
+              "%s: call 0 is %s(%s)", tool_format_name(f),
+              json_string_value(json_object_get(c0, "name")),
+              json_string_value(json_object_get(c0, "arguments")));
+    }
+    CHECK(c && !strcmp(c, content), "%s: content '%s', want '%s'", tool_format_name(f), c, content);
+    json_decref(calls);
+    free(c);
+}
+
+static void test_tool_parse(void)
+{
+    s_parse_case(TOOL_FMT_HERMES, "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": 1}}\n</tool_call>",
+                 1, "f", "{\"a\":1}", "");
+    s_parse_case(TOOL_FMT_HERMES, "Sure.\n<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call>\n"
+                 "<tool_call>\n{\"name\": \"g\", \"arguments\": {\"b\": [true]}}\n</tool_call>",
+                 2, "f", "{}", "Sure.");
+    s_parse_case(TOOL_FMT_HERMES, "no calls <tool_call> {broken", 0, "", "", "no calls\n<tool_call> {broken");
+    s_parse_case(TOOL_FMT_LLAMA3, " {\"name\": \"f\", \"parameters\": {\"x\": \"y\"}}", 1, "f",
+                 "{\"x\":\"y\"}", "");
+    s_parse_case(TOOL_FMT_LLAMA3, "Hello {there}", 0, "", "", "Hello {there}");
+    s_parse_case(TOOL_FMT_MISTRAL, "[TOOL_CALLS] [{\"name\": \"f\", \"arguments\": {\"n\": 2}}, "
+                 "{\"name\": \"g\", \"arguments\": {}}]", 2, "f", "{\"n\":2}", "");
+    s_parse_case(TOOL_FMT_MISTRAL, "[{\"name\": \"f\", \"arguments\": {}}]", 1, "f", "{}", "");
+    s_parse_case(TOOL_FMT_MISTRAL, "[1, 2] is a list", 0, "", "", "[1, 2] is a list");
+}
+
+/* The call grammar: the family's exact shape, arguments valid against the schema. */
+static void test_tool_grammar(void)
+{
+    json_t *tools = json_loads("[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\","
+                               "\"parameters\":{\"type\":\"object\",\"properties\":{\"city\":{\"type\":"
+                               "\"string\"}},\"required\":[\"city\"],\"additionalProperties\":false}}},"
+                               "{\"type\":\"function\",\"function\":{\"name\":\"ping\"}}]", 0, NULL);
+    static const struct {
+        tool_format f;
+        const char *name;
+        int parallel;
+        const char *yes, *no;
+    } cases[] = {
+        { TOOL_FMT_HERMES, NULL, 1,
+          "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}\n</tool_call>\n"
+          "<tool_call>\n{\"name\": \"ping\", \"arguments\": {}}\n</tool_call>",
+          "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"town\": \"Oslo\"}}\n</tool_call>" },
+        { TOOL_FMT_HERMES, "ping", 0, "<tool_call>\n{\"name\": \"ping\", \"arguments\": {\"z\": 1}}\n</tool_call>",
+          "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}\n</tool_call>" },
+        { TOOL_FMT_LLAMA3, NULL, 1, "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"\"}}",
+          "{\"name\": \"get_weather\", \"arguments\": {\"city\": \"\"}}" },
+        { TOOL_FMT_MISTRAL, NULL, 1,
+          "[TOOL_CALLS] [{\"name\": \"ping\", \"arguments\": {}}, {\"name\": \"ping\", \"arguments\": {}}]",
+          "[TOOL_CALLS] [{\"name\": \"pong\", \"arguments\": {}}]" },
+        { TOOL_FMT_MISTRAL, NULL, 0, "[TOOL_CALLS] [{\"name\": \"ping\", \"arguments\": {}}]",
+          "[TOOL_CALLS] [{\"name\": \"ping\", \"arguments\": {}}, {\"name\": \"ping\", \"arguments\": {}}]" },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char err[256] = "";
+        char *gbnf = tool_grammar(cases[i].f, tools, cases[i].name, cases[i].parallel, err, sizeof err);
+        CHECK(gbnf != NULL, "tool_grammar %zu: %s", i, err);
+        grammar *g = gbnf ? grammar_parse(gbnf, NULL, err, sizeof err) : NULL;
+        CHECK(!gbnf || g, "tool grammar %zu: %s\n%s", i, err, gbnf);
+        if (g) {
+            CHECK(s_match(g, cases[i].yes, 3) == 1, "tool grammar %zu accepts %s\n%s", i,
+                  cases[i].yes, gbnf);
+            CHECK(s_match(g, cases[i].no, 1) == 0, "tool grammar %zu refuses %s", i, cases[i].no);
+        }
+        grammar_free(&g);
+        free(gbnf);
+    }
+    char err[256] = "";
+    char *gbnf = tool_grammar(TOOL_FMT_HERMES, tools, "nope", 1, err, sizeof err);
+    CHECK(!gbnf && strstr(err, "no function named 'nope'"), "a named function not in tools: %s", err);
+    free(gbnf);
+    json_t *bad = json_loads("[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":"
+                             "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"string\",\"pattern\":\"x\"}}}}}]",
+                             0, NULL);
+    gbnf = tool_grammar(TOOL_FMT_HERMES, bad, NULL, 1, err, sizeof err);
+    CHECK(!gbnf && strstr(err, "tools[0].function.parameters") && strstr(err, "'pattern'"),
+          "an unsupported keyword in a tool's parameters: %s", err);
+    free(gbnf);
+    CHECK(tool_check(bad, err, sizeof err) == 0, "tool_check: %s", err);
+    json_t *dup = json_loads("[{\"type\":\"function\",\"function\":{\"name\":\"f\"}},"
+                             "{\"type\":\"function\",\"function\":{\"name\":\"f\"}}]", 0, NULL);
+    CHECK(tool_check(dup, err, sizeof err) == -1 && strstr(err, "defined twice"), "dup: %s", err);
+    json_decref(dup);
+    json_decref(bad);
+    json_decref(tools);
+}
+
 int main(void)
 {
     const char *d = getenv("SWARM_TEST_TMP");
@@ -505,6 +654,9 @@ int main(void)
     test_utf8();
     test_distance();
     test_schema();
+    test_tool_render();
+    test_tool_parse();
+    test_tool_grammar();
     char spm[600], bpe[600];
     int have = s_gunzip("llama-spm.gguf", spm, sizeof spm) == 0 &&
                s_gunzip("llama3-bpe.gguf", bpe, sizeof bpe) == 0;

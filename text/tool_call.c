@@ -286,14 +286,24 @@ static const char *s_call_name(const json_t *call)
     return json_string_value(json_object_get(json_object_get(call, "function"), "name"));
 }
 
+#define S_QWEN_SYSTEM "You are Qwen, created by Alibaba Cloud. You are a helpful assistant."
+
+const char *tool_default_system(const char *jinja)
+{
+    return jinja && strstr(jinja, S_QWEN_SYSTEM) ? S_QWEN_SYSTEM : NULL;
+}
+
 /* Qwen2.5's template. */
-static void s_hermes(s_buf *b, const s_msg *m, size_t n, const json_t *tools, int gen)
+static void s_hermes(s_buf *b, const s_msg *m, size_t n, const json_t *tools, int gen,
+                     const char *dflt)
 {
     size_t i = 0;
     if (json_array_size(tools)) {
         s_puts(b, "<|im_start|>system\n");
         if (n && !strcmp(m[0].role, "system"))
             s_puts(b, m[i++].text);
+        else if (dflt)
+            s_puts(b, dflt);
         s_puts(b, "\n\n# Tools\n\nYou may call one or more functions to assist with the user "
                   "query.\n\nYou are provided with function signatures within <tools></tools> "
                   "XML tags:\n<tools>");
@@ -471,7 +481,7 @@ static void s_mistral(s_buf *b, const char *tmpl, const s_msg *m, size_t n, cons
             }
             s_puts(b, "[INST]");
             s_puts(b, gap);
-            if (i == last_user && sys) {
+            if (i + 1 == n && sys) { /* the template's loop.last: only a final user turn */
                 s_puts(b, sys);
                 s_puts(b, "\n\n");
             }
@@ -502,8 +512,12 @@ static void s_mistral(s_buf *b, const char *tmpl, const s_msg *m, size_t n, cons
             }
             s_puts(b, "]</s>");
         } else if (!strcmp(m[i].role, "assistant")) {
-            s_puts(b, " ");
-            s_trimmed(b, m[i].text);
+            if (sp) { /* v3: " " + content|trim; Tekken and v7: the content as it is */
+                s_puts(b, " ");
+                s_trimmed(b, m[i].text);
+            } else {
+                s_puts(b, m[i].text);
+            }
             s_puts(b, "</s>");
         } else {
             s_puts(b, "[TOOL_RESULTS]");
@@ -517,8 +531,8 @@ static void s_mistral(s_buf *b, const char *tmpl, const s_msg *m, size_t n, cons
     }
 }
 
-char *tool_render(const char *tmpl, const json_t *messages, const json_t *tools, int gen,
-                  char *err, size_t errlen)
+char *tool_render(const char *tmpl, const char *dflt, const json_t *messages,
+                  const json_t *tools, int gen, char *err, size_t errlen)
 {
     tool_format f = tool_format_of(tmpl);
     if (f == TOOL_FMT_NONE) {
@@ -537,7 +551,7 @@ char *tool_render(const char *tmpl, const json_t *messages, const json_t *tools,
     s_buf b = { 0 };
     int rc = 0;
     if (f == TOOL_FMT_HERMES)
-        s_hermes(&b, m, n, tools, gen);
+        s_hermes(&b, m, n, tools, gen, dflt);
     else if (f == TOOL_FMT_LLAMA3)
         rc = s_llama3(&b, m, n, tools, gen, err, errlen);
     else

@@ -38,9 +38,13 @@ int tool_check(const json_t *tools, char *err, size_t errlen);
 /* Render messages (OpenAI's: system/developer, user, assistant with content and/or
  * tool_calls, tool with tool_call_id) and tools (may be NULL or empty) as template's prompt,
  * ending with the assistant's opening when add_generation_prompt. malloc'd text (no BOS), or
- * NULL with err naming the message. */
-char *tool_render(const char *template_name, const json_t *messages, const json_t *tools,
-                  int add_generation_prompt, char *err, size_t errlen);
+ * NULL with err naming the message. default_system (may be NULL): tool_default_system's. */
+char *tool_render(const char *template_name, const char *default_system,
+                  const json_t *messages, const json_t *tools, int add_generation_prompt,
+                  char *err, size_t errlen);
+/* The system text a template writes with tools when the conversation has none (Qwen2.5's
+ * "You are Qwen, ..."), read from the file's Jinja; NULL when it writes none. Static. */
+const char *tool_default_system(const char *jinja);
 
 /* GBNF for calls to the tools (only `name` when not NULL), one or (parallel) several, the
  * arguments valid against each function's parameters schema. malloc'd, or NULL with err
