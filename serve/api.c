@@ -567,10 +567,12 @@ static json_t *s_timings(serve_job *job)
     double ttft = job->n_gen ? (job->t_first - job->t_recv) * 1e3 : 0;
     double prefill = job->n_gen ? (job->t_first - job->t_start) * 1e3 : 0;
     double gen = job->n_gen > 1 ? (job->t_last - job->t_first) : 0;
-    return json_pack("{s:f,s:f,s:f,s:i,s:f}", "queue_ms", (job->t_start - job->t_recv) * 1e3,
-                     "ttft_ms", ttft, "prefill_ms", prefill,
-                     "predicted_n", (int)job->n_gen, "predicted_per_second",
-                     gen > 0 ? (job->n_gen - 1) / gen : 0.0);
+    json_t *t = json_pack("{s:f,s:f,s:f,s:i,s:f}", "queue_ms", (job->t_start - job->t_recv) * 1e3,
+                          "ttft_ms", ttft, "prefill_ms", prefill,
+                          "predicted_n", (int)job->n_gen, "predicted_per_second",
+                          gen > 0 ? (job->n_gen - 1) / gen : 0.0);
+    tools_timings(job, t);
+    return t;
 }
 
 json_t *api_usage_chunk(serve_job *job)

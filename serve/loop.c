@@ -87,6 +87,8 @@ int loop_run(serve *srv, engine *e, serve_job *job)
     q.grammar = gs;
     int rc = engine_generate(e, &q, &st, job->err, sizeof job->err);
     grammar_state_free(&gs);
+    job->grammar_ms = st.grammar_ms;
+    job->n_masked = st.n_masked;
     if (rc)
         return -1;
     switch (st.finish) {

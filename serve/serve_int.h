@@ -90,6 +90,8 @@ typedef struct serve_job {
     json_t *calls;                /* tool calls parsed from the reply (tools.c); NULL: none */
     char *content;                /* the reply's text outside them (tools.c) */
     size_t streamed;              /* bytes of text streamed as content so far (tools.c) */
+    double grammar_ms;            /* time the grammar took (engine_stats) */
+    uint32_t n_masked;            /* tokens drawn again from a masked vocabulary */
     char err[256];
 } serve_job;
 
@@ -164,6 +166,8 @@ void tools_stream_end(serve_job *job);
 /* The non-streamed message ({role, content, tool_calls}) and finish reason. */
 json_t *tools_message(serve_job *job, json_t *text);
 const char *tools_finish_name(serve_job *job);
+/* The grammar's cost in the timings object (grammar_ms, grammar_masked), when it had one. */
+void tools_timings(serve_job *job, json_t *timings);
 
 /* ---- metrics.c ---- */
 typedef struct serve_metrics serve_metrics;

@@ -405,3 +405,11 @@ const char *tools_finish_name(serve_job *job)
 {
     return job->calls ? "tool_calls" : api_finish_name(job->finish);
 }
+
+void tools_timings(serve_job *job, json_t *t)
+{
+    if (!job->req.tl.g || !t)
+        return;
+    json_object_set_new(t, "grammar_ms", json_real(job->grammar_ms));
+    json_object_set_new(t, "grammar_masked", json_integer(job->n_masked));
+}
