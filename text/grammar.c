@@ -730,10 +730,13 @@ static void s_arena_free(s_arena *a)
     a->head = a->cur = NULL;
 }
 
-/* A set of stacks. */
+/* A set of stacks. id and dist serve the mask's walk: a set handed on unchanged to a child
+ * keeps its id, so what is learnt about it (memo, dist) holds below. */
 typedef struct {
     const s_node **s;
     uint32_t n, cap;
+    uint32_t id;                  /* unique within a mask's walk (0: none) */
+    uint32_t dist;                /* s_set_dist with no partial UTF-8, S_INF + 1 = not yet */
 } s_set;
 
 /* Partial UTF-8: the bits of the code point so far and the continuation bytes still due. */
@@ -743,14 +746,26 @@ typedef struct {
     uint32_t min;                 /* the smallest code point of this length (no overlong forms) */
 } s_utf;
 
+/* A node of the vocabulary's trie: its children are n_child consecutive nodes from first; the
+ * tokens whose piece ends here are order[lo..hi). */
+typedef struct {
+    uint32_t first, n_child;
+    int32_t lo, hi;
+    uint8_t byte;
+} s_tnode;
+
 struct grammar_vocab {
     const tokenizer *t;
     int32_t n;
     int32_t *order;               /* ids by piece bytes */
+    s_tnode *trie;                /* node 0 is the root (the empty prefix) */
+    uint32_t n_nodes;
     const char **piece;           /* by id */
     uint32_t *len;                /* by id */
     uint8_t *eog;                 /* by id */
 };
+
+#define S_MEMO 4096              /* entries of the walk's byte-transition memo */
 
 struct grammar_state {
     const grammar *g;
@@ -769,6 +784,11 @@ struct grammar_state {
     size_t tail_len;
     /* masks */
     uint32_t *tok_dist;           /* per id: the distance after it, S_INF = refused */
+    uint32_t next_id;             /* set ids of the walk */
+    struct {
+        uint32_t id, value, min;  /* a set and the partial UTF-8 before the byte */
+        uint8_t left, byte, res;  /* res: 1 refused, 2 the set unchanged (a self-loop) */
+    } memo[S_MEMO];
 };
 
 static int s_stack_eq(const s_node *a, const s_node *b)
@@ -1008,12 +1028,15 @@ void grammar_vocab_free(grammar_vocab **vp)
         return;
     grammar_vocab *v = *vp;
     free(v->order);
+    free(v->trie);
     free(v->piece);
     free(v->len);
     free(v->eog);
     free(v);
     *vp = NULL;
 }
+
+static void s_trie(grammar_vocab *v, uint32_t k, int32_t lo, int32_t hi, uint32_t depth);
 
 grammar_vocab *grammar_vocab_new(const tokenizer *t, char *err, size_t errlen)
 {
@@ -1043,11 +1066,49 @@ grammar_vocab *grammar_vocab_new(const tokenizer *t, char *err, size_t errlen)
     s_sort_v = v;
     qsort(v->order, (size_t)n, sizeof *v->order, s_cmp_piece);
     s_sort_v = NULL;
+    uint64_t bytes = 1;
+    for (int32_t id = 0; id < n; id++)
+        bytes += v->len[id];
+    if (bytes > UINT32_MAX || !(v->trie = malloc((size_t)bytes * sizeof *v->trie)))
+        goto oom;
+    v->n_nodes = 1;
+    v->trie[0] = (s_tnode){ 0 };
+    s_trie(v, 0, 0, n, 0);
     return v;
 oom:
     snprintf(err, errlen, "grammar: out of memory for a vocabulary of %d tokens", n);
     grammar_vocab_free(&v);
     return NULL;
+}
+
+/* Node k covers order[lo..hi), which share their first depth bytes: the ones that end here,
+ * then a child per next byte, children in one block. At most one node per piece byte. */
+static void s_trie(grammar_vocab *v, uint32_t k, int32_t lo, int32_t hi, uint32_t depth)
+{
+    int32_t i = lo;
+    while (i < hi && v->len[v->order[i]] == depth)
+        i++;
+    v->trie[k].lo = lo;
+    v->trie[k].hi = i;
+    uint32_t nc = 0;
+    for (int32_t j = i; j < hi; nc++) {
+        uint8_t b = (uint8_t)v->piece[v->order[j]][depth];
+        while (j < hi && (uint8_t)v->piece[v->order[j]][depth] == b)
+            j++;
+    }
+    uint32_t first = v->n_nodes;
+    v->trie[k].first = first;
+    v->trie[k].n_child = nc;
+    v->n_nodes += nc;
+    for (uint32_t c = 0; i < hi; c++) {
+        uint8_t b = (uint8_t)v->piece[v->order[i]][depth];
+        int32_t j = i;
+        while (j < hi && (uint8_t)v->piece[v->order[j]][depth] == b)
+            j++;
+        v->trie[first + c] = (s_tnode){ .byte = b };
+        s_trie(v, first + c, i, j, depth + 1);
+        i = j;
+    }
 }
 
 /* ---- states ---- */
@@ -1275,36 +1336,78 @@ int grammar_allows(grammar_state *s, int32_t id, uint32_t budget)
     return s->v->eog[id] || s_fits(d, budget);
 }
 
-/* Tokens order[lo..hi) share their first depth bytes, consumed into (set, utf): the ones that
- * end here are accepted, the rest split by their next byte. */
-static void s_walk(grammar_state *s, const s_set *set, s_utf utf, int32_t lo, int32_t hi,
-                   uint32_t depth)
+/* Is set b the same stacks as set a? (A self-loop: an ordinary character inside a string.) */
+static int s_set_same(const s_set *a, const s_set *b)
+{
+    if (a->n != b->n)
+        return 0;
+    for (uint32_t i = 0; i < b->n; i++) {
+        uint32_t k = 0;
+        while (k < a->n && !s_stack_eq(a->s[k], b->s[i]))
+            k++;
+        if (k == a->n)
+            return 0;
+    }
+    return 1;
+}
+
+static uint32_t s_walk_dist(s_set *set, const s_utf *utf)
+{
+    if (utf->left)
+        return s_set_dist(set, utf);
+    if (set->dist == S_INF + 1)
+        set->dist = s_set_dist(set, utf);
+    return set->dist;
+}
+
+/* Trie node k, its prefix consumed into (set, utf): the tokens that end here are accepted,
+ * each child's byte is tried. A byte the memo knows refused is skipped; one that leaves the
+ * set as it was hands the same set (same id) to the child, so inside a JSON string a byte
+ * costs a memo look-up rather than a matcher step. */
+static void s_walk(grammar_state *s, s_set *set, s_utf utf, uint32_t k)
 {
     const grammar_vocab *v = s->v;
-    int32_t i = lo;
-    if (depth > 0) {
-        uint32_t d = s_set_dist(set, &utf);
-        for (; i < hi && v->len[v->order[i]] == depth; i++)
+    const s_tnode *nd = &v->trie[k];
+    if (k && nd->lo < nd->hi) {
+        uint32_t d = s_walk_dist(set, &utf);
+        for (int32_t i = nd->lo; i < nd->hi; i++)
             s->tok_dist[v->order[i]] = d;
-    } else {
-        while (i < hi && v->len[v->order[i]] == 0)
-            i++; /* empty pieces: end of generation is judged apart, the rest refused */
     }
-    while (i < hi) {
-        uint8_t b = (uint8_t)v->piece[v->order[i]][depth];
-        int32_t j = i + 1;
-        while (j < hi && (uint8_t)v->piece[v->order[j]][depth] == b)
-            j++;
-        s_mark m = s_mark_get(&s->scratch);
+    for (uint32_t c = 0; c < nd->n_child; c++) {
+        uint32_t ck = nd->first + c;
+        uint8_t b = v->trie[ck].byte;
+        uint32_t h = (set->id * 2654435761u ^ utf.value * 40503u ^ utf.left << 8 ^ b) % S_MEMO;
+        int hit = s->memo[h].id == set->id && s->memo[h].value == utf.value &&
+                  s->memo[h].min == utf.min && s->memo[h].left == utf.left &&
+                  s->memo[h].byte == b;
         s_utf u = utf;
+        if (hit && s->memo[h].res == 1)
+            continue;
+        if (hit && s->memo[h].res == 2 && utf.left == 0 && b < 0x80) {
+            s_walk(s, set, u, ck);
+            continue;
+        }
+        s_mark m = s_mark_get(&s->scratch);
         s_set out;
         int rc = s_byte(s->g, &s->scratch, set, &u, b, &out);
-        if (rc < 0)
+        uint8_t res = 0;
+        if (rc < 0) {
             s->oom = 1;
-        else if (rc > 0)
-            s_walk(s, &out, u, i, j, depth + 1);
+        } else if (rc == 0) {
+            res = 1;
+        } else if (out.s == set->s || s_set_same(set, &out)) {
+            res = 2;
+            s_mark_back(&s->scratch, m);
+            s_walk(s, set, u, ck);
+        } else {
+            out.id = ++s->next_id;
+            out.dist = S_INF + 1;
+            s_walk(s, &out, u, ck);
+        }
         s_mark_back(&s->scratch, m);
-        i = j;
+        if (res)
+            s->memo[h].id = set->id, s->memo[h].value = utf.value, s->memo[h].min = utf.min,
+            s->memo[h].left = (uint8_t)utf.left, s->memo[h].byte = b, s->memo[h].res = res;
     }
 }
 
@@ -1316,8 +1419,15 @@ uint32_t grammar_mask(grammar_state *s, float *logits, uint32_t n_logits, uint32
     for (int32_t id = 0; id < v->n; id++)
         s->tok_dist[id] = S_INF;
     s_mark_back(&s->scratch, (s_mark){ 0 });
+    if (s->next_id > UINT32_MAX / 2) {
+        memset(s->memo, 0, sizeof s->memo);
+        s->next_id = 0;
+    }
+    s_set root = s->set;
+    root.id = ++s->next_id;
+    root.dist = S_INF + 1;
     if (!s->oom)
-        s_walk(s, &s->set, s->utf, 0, v->n, 0);
+        s_walk(s, &root, s->utf, 0);
     int acc = s->utf.left == 0 && s_set_accepting(&s->set);
     uint32_t best = S_INF;
     for (int32_t id = 0; id < v->n; id++) {
