@@ -230,8 +230,14 @@ int tools_prompt_chat(serve *srv, json_t *root, serve_req *r, int *status, json_
     (void)none; /* "none": the tools are still shown, as OpenAI does; only calls are off */
     char *text = tool_render(srv->chat_template, srv->tool_system, json_object_get(root, "messages"),
                              json_object_get(root, "tools"), 1, msg, sizeof msg);
-    if (!text)
-        FAIL(400, msg, "messages", "invalid_value");
+    if (!text) {
+        /* "messages[3]: ..." names the message */
+        char param[32] = "messages";
+        const char *rb = strchr(msg, ']');
+        if (!strncmp(msg, "messages[", 9) && rb && rb - msg < (long)sizeof param - 1)
+            snprintf(param, sizeof param, "%.*s", (int)(rb - msg + 1), msg);
+        FAIL(400, msg, param, "invalid_value");
+    }
     size_t nt = 0;
     int rc = tokenizer_encode(srv->tok, text, strlen(text),
                               TOKENIZER_ADD_SPECIAL | TOKENIZER_PARSE_SPECIAL, &r->prompt, &nt,

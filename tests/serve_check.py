@@ -147,8 +147,9 @@ elif phase == "bad":
     bad("token id outside the vocabulary", 400, "invalid_value", body={"prompt": [1, 99999999]})
     bad("unknown model", 404, "model_not_found", body={"prompt": "x", "model": "gpt-9"})
     bad("n = 2", 400, "unsupported_parameter", body={"prompt": "x", "n": 2})
-    bad("tools", 400, "unsupported_parameter", path="/v1/chat/completions",
-        body={"messages": [{"role": "user", "content": "x"}], "tools": []})
+    bad("a tool with a bad name", 400, "invalid_value", path="/v1/chat/completions",
+        body={"messages": [{"role": "user", "content": "x"}],
+              "tools": [{"type": "function", "function": {"name": "no spaces"}}]})
     bad("stream_options unknown field", 400, "unknown_parameter",
         body={"prompt": "x", "stream": True, "stream_options": {"include_usag": True}})
     bad("messages missing", 400, "invalid_type", path="/v1/chat/completions", body={})
