@@ -157,7 +157,7 @@ static int s_tools(serve *srv, json_t *root, serve_req *r, char **gbnf, int *sta
     tool_format f = tool_format_of(srv->chat_template);
     if (f == TOOL_FMT_NONE) {
         snprintf(msg, sizeof msg, "this model's chat template ('%s') has no tool-call format "
-                 "swarm knows (chatml, llama3, mistral-v3, mistral-v3-tekken, mistral-v7 have)",
+                 "swarm knows (chatml, llama3, mistral-v3 and mistral-v3-tekken have)",
                  srv->chat_template[0] ? srv->chat_template : "none");
         FAIL(400, msg, "tools", "unsupported_parameter");
     }

@@ -18,7 +18,9 @@ tool_format tool_format_of(const char *t)
         return TOOL_FMT_HERMES;
     if (!strcmp(t, "llama3"))
         return TOOL_FMT_LLAMA3;
-    if (!strcmp(t, "mistral-v3") || !strcmp(t, "mistral-v3-tekken") || !strcmp(t, "mistral-v7"))
+    /* mistral-v7 is left out: Mistral Small 3.2's template writes calls another way
+     * ([TOOL_CALLS]name[CALL_ID]id[ARGS]{...}), not checked here yet */
+    if (!strcmp(t, "mistral-v3") || !strcmp(t, "mistral-v3-tekken"))
         return TOOL_FMT_MISTRAL;
     return TOOL_FMT_NONE;
 }
@@ -425,11 +427,11 @@ static int s_llama3(s_buf *b, const s_msg *m, size_t n, const json_t *tools, int
     return 0;
 }
 
-/* Mistral's v3 template (Mistral-7B-Instruct-v0.3); Tekken and v7 drop the spaces after the
- * tags, v7 writes the system text in [SYSTEM_PROMPT]. */
+/* Mistral's v3 template (Mistral-7B-Instruct-v0.3); Tekken (Mistral Nemo) drops the spaces
+ * after the tags and writes an answer untrimmed. */
 static void s_mistral(s_buf *b, const char *tmpl, const s_msg *m, size_t n, const json_t *tools)
 {
-    int v7 = !strcmp(tmpl, "mistral-v7"), sp = !strcmp(tmpl, "mistral-v3");
+    int sp = !strcmp(tmpl, "mistral-v3");
     const char *gap = sp ? " " : "";
     size_t last_user = n, i;
     const char *sys = NULL;
@@ -438,13 +440,7 @@ static void s_mistral(s_buf *b, const char *tmpl, const s_msg *m, size_t n, cons
             last_user = i;
     for (i = 0; i < n; i++) {
         if (!strcmp(m[i].role, "system")) {
-            if (v7) {
-                s_puts(b, "[SYSTEM_PROMPT]");
-                s_puts(b, m[i].text);
-                s_puts(b, "[/SYSTEM_PROMPT]");
-            } else {
-                sys = m[i].text;
-            }
+            sys = m[i].text;
         } else if (!strcmp(m[i].role, "user")) {
             if (i == last_user && json_array_size(tools)) {
                 s_puts(b, "[AVAILABLE_TOOLS]");
@@ -512,7 +508,7 @@ static void s_mistral(s_buf *b, const char *tmpl, const s_msg *m, size_t n, cons
             }
             s_puts(b, "]</s>");
         } else if (!strcmp(m[i].role, "assistant")) {
-            if (sp) { /* v3: " " + content|trim; Tekken and v7: the content as it is */
+            if (sp) { /* v3: " " + content|trim; Tekken: the content as it is */
                 s_puts(b, " ");
                 s_trimmed(b, m[i].text);
             } else {
@@ -537,7 +533,7 @@ char *tool_render(const char *tmpl, const char *dflt, const json_t *messages,
     tool_format f = tool_format_of(tmpl);
     if (f == TOOL_FMT_NONE) {
         s_fail(err, errlen, "the chat template '%s' has no tool-call format swarm knows "
-               "(chatml, llama3, mistral-v3, mistral-v3-tekken, mistral-v7 have)", tmpl ? tmpl : "");
+               "(chatml, llama3, mistral-v3 and mistral-v3-tekken have)", tmpl ? tmpl : "");
         return NULL;
     }
     if (!json_is_array(messages) || !json_array_size(messages)) {

@@ -9,7 +9,7 @@
  *   llama3   Llama 3.1/3.2: tools in the first user turn, a call is the whole reply
  *            `{"name": ..., "parameters": {...}}`, results in an `ipython` turn; one call per
  *            reply (the template refuses more);
- *   mistral  Mistral v3 / v3-Tekken / v7: `[AVAILABLE_TOOLS] [...][/AVAILABLE_TOOLS]` before the
+ *   mistral  Mistral v3 / v3-Tekken: `[AVAILABLE_TOOLS] [...][/AVAILABLE_TOOLS]` before the
  *            last user turn, calls `[TOOL_CALLS] [{"name": ..., "arguments": {...}}]`, results
  *            `[TOOL_RESULTS] {"content": ..., "call_id": ...}[/TOOL_RESULTS]`, 9-character ids.
  * The texts are those of the families' own Jinja templates (tests/fixtures/chat, test_chat).
