@@ -41,7 +41,9 @@ typedef enum {
 /* Structured output and tool calls of one request (tools.c). */
 typedef struct {
     grammar *g;                   /* the constraint (owned); NULL = none */
-    const char *trigger;          /* lazy until this text (tool_choice auto); NULL = at once */
+    char *trig[GRAMMAR_MAX_TRIGGERS]; /* lazy until one of these appears (tool_choice auto,
+                                     llama.cpp's grammar_lazy); owned; none = at once */
+    size_t n_trig;
     tool_format fmt;              /* NONE: the reply is text; else it is parsed for calls */
     int forced;                   /* tool_choice required or a function: nothing but calls */
 } serve_tools;

@@ -169,7 +169,42 @@ static int s_tools(serve *srv, json_t *root, serve_req *r, char **gbnf, int *sta
              "unsupported_schema");
     r->tl.fmt = f;
     r->tl.forced = choice == 2;
-    r->tl.trigger = choice == 2 ? NULL : tool_trigger(f);
+    if (choice != 2 && !(r->tl.trig[r->tl.n_trig++] = strdup(tool_trigger(f))))
+        FAIL(500, "out of memory", NULL, NULL);
+    return 0;
+err:
+    return -1;
+}
+
+/* llama.cpp's grammar_lazy with grammar_triggers: [{"type": 1, "value": WORD}] (or plain
+ * strings). Token triggers (type 0) are taken as their text; patterns (2, 3) are refused. */
+static int s_lazy(json_t *root, serve_req *r, int have_grammar, int *status, json_t **errj)
+{
+    char msg[256];
+    json_t *lazy = json_object_get(root, "grammar_lazy"), *trig = json_object_get(root, "grammar_triggers");
+    if (s_present(lazy) && !json_is_boolean(lazy))
+        FAIL(400, "'grammar_lazy' must be a boolean", "grammar_lazy", "invalid_type");
+    if (!json_is_true(lazy))
+        return 0;
+    if (!have_grammar)
+        FAIL(400, "'grammar_lazy' needs 'grammar' or 'json_schema'", "grammar_lazy", "invalid_value");
+    if (!json_is_array(trig) || !json_array_size(trig) || json_array_size(trig) > GRAMMAR_MAX_TRIGGERS)
+        FAIL(400, "'grammar_lazy' needs 'grammar_triggers': 1..8 words", "grammar_triggers",
+             "invalid_value");
+    size_t i;
+    json_t *t;
+    json_array_foreach(trig, i, t) {
+        json_t *ty = json_object_get(t, "type");
+        const char *w = json_is_string(t) ? json_string_value(t)
+                                          : json_string_value(json_object_get(t, "value"));
+        if (!w || !*w || (ty && (!json_is_integer(ty) || json_integer_value(ty) > 1))) {
+            snprintf(msg, sizeof msg, "grammar_triggers[%zu]: a word ({\"type\": 1, \"value\": "
+                     "\"...\"} or a string); patterns are not supported", i);
+            FAIL(400, msg, "grammar_triggers", "invalid_value");
+        }
+        if (!(r->tl.trig[r->tl.n_trig++] = strdup(w)))
+            FAIL(500, "out of memory", NULL, NULL);
+    }
     return 0;
 err:
     return -1;
@@ -181,6 +216,7 @@ int tools_parse(serve *srv, json_t *root, serve_req *r, int *status, json_t **er
     char *gbnf = NULL;
     const char *param = NULL;
     if (s_constraint(root, &gbnf, &param, status, errj) ||
+        s_lazy(root, r, gbnf != NULL, status, errj) ||
         s_tools(srv, root, r, &gbnf, status, errj))
         goto err;
     if (r->tl.fmt)
@@ -199,6 +235,9 @@ err:
 void tools_req_free(serve_req *r)
 {
     grammar_free(&r->tl.g);
+    for (size_t i = 0; i < r->tl.n_trig; i++)
+        free(r->tl.trig[i]);
+    r->tl.n_trig = 0;
 }
 
 /* Tools, or a history with calls or results, need the family's tool rendering. */
@@ -262,9 +301,8 @@ grammar_state *tools_state(serve *srv, serve_job *job, char *err, size_t errlen)
     pthread_mutex_unlock(&mu);
     if (!srv->gvocab)
         return NULL;
-    const char *trig = job->req.tl.trigger;
-    return grammar_state_new(job->req.tl.g, srv->gvocab, trig ? &trig : NULL, trig ? 1 : 0, err,
-                             errlen);
+    return grammar_state_new(job->req.tl.g, srv->gvocab, (const char *const *)job->req.tl.trig,
+                             job->req.tl.n_trig, err, errlen);
 }
 
 static int s_keep(serve_job *job, const char *p, size_t n)

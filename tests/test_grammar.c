@@ -331,6 +331,39 @@ static void s_lazy(const tokenizer *t, const grammar_vocab *v)
     CHECK(grammar_accept_bytes(s, "3</call>", 8) == 0 && grammar_accepting(s), "lazy: complete");
     grammar_state_reset(s);
     CHECK(!grammar_active(s), "lazy: inactive after a reset");
+    /* a token that fires the trigger must leave text the grammar accepts after it: with
+     * "...<call" held, a piece ">12" may follow, ">x" may not */
+    CHECK(grammar_accept_bytes(s, "ok <call", 8) == 0 && !grammar_active(s), "lazy: held");
+    uint32_t agree = 0, fired = 0;
+    grammar_state *o = grammar_state_new(g, NULL, NULL, 0, err, sizeof err);
+    for (int32_t id = 0; o && id < n; id++) {
+        size_t pl = 0;
+        const char *p = tokenizer_piece(t, id, 0, &pl);
+        int want = 1;
+        const char *at = pl ? memmem(p, pl, "<call>", 6) : NULL;
+        if (tokenizer_is_eog(t, id) || !pl || (p[0] != '>' && !at)) {
+            want = 1;
+        } else if (p[0] != '>') { /* the whole trigger inside the piece */
+            grammar_state_reset(o);
+            want = grammar_accept_bytes(o, at, pl - (size_t)(at - p)) == 0;
+        } else {
+            fired++;
+            grammar_state_reset(o);
+            want = grammar_accept_bytes(o, "<call", 5) == 0 && grammar_accept_bytes(o, p, pl) == 0;
+        }
+        agree += grammar_allows(s, id, GRAMMAR_NO_BUDGET) == want;
+    }
+    CHECK(o && agree == (uint32_t)n && fired > 0, "lazy: allows agrees on %u of %d tokens (%u fire)",
+          agree, n, fired);
+    for (int32_t i = 0; i < n; i++)
+        l[i] = 0;
+    uint32_t kept = grammar_mask(s, l, (uint32_t)n, GRAMMAR_NO_BUDGET);
+    uint32_t kept_want = 0;
+    for (int32_t id = 0; id < n; id++)
+        kept_want += grammar_allows(s, id, GRAMMAR_NO_BUDGET);
+    CHECK(kept == kept_want && kept < (uint32_t)n, "lazy: the mask keeps %u, allows says %u", kept,
+          kept_want);
+    grammar_state_free(&o);
     grammar_state_free(&s);
     grammar_free(&g);
     free(l);

@@ -782,6 +782,10 @@ struct grammar_state {
     int active;
     char *tail;                   /* inactive: the last bytes, where a trigger may be starting */
     size_t tail_len;
+    char *probe;                  /* inactive: tail + a token's piece, to look for a trigger */
+    size_t probe_cap;
+    s_arena start_arena;          /* the start state, kept for those probes */
+    s_set start;
     /* masks */
     uint32_t *tok_dist;           /* per id: the distance after it, S_INF = refused */
     uint32_t next_id;             /* set ids of the walk */
@@ -1151,6 +1155,8 @@ void grammar_state_free(grammar_state **sp)
     for (size_t i = 0; i < s->n_trig; i++)
         free(s->trig[i]);
     free(s->tail);
+    free(s->probe);
+    s_arena_free(&s->start_arena);
     free(s->tok_dist);
     free(s);
     *sp = NULL;
@@ -1188,6 +1194,20 @@ grammar_state *grammar_state_new(const grammar *g, const grammar_vocab *v,
     grammar_state_reset(s);
     if (s->oom)
         goto oom;
+    if (s->n_trig) {
+        /* the start state once more, in an arena of its own: a probe of a token that would
+         * fire a trigger runs from it */
+        s_set keep = s->set;
+        int cur = s->cur;
+        s_arena a = s->arena[cur];
+        s->arena[cur] = s->start_arena;
+        if (s_start(s))
+            goto oom;
+        s->start_arena = s->arena[cur];
+        s->start = s->set;
+        s->arena[cur] = a;
+        s->set = keep;
+    }
     return s;
 oom:
     snprintf(err, errlen, "grammar: out of memory");
@@ -1324,10 +1344,65 @@ static uint32_t s_token_dist(grammar_state *s, int32_t id)
     return s_set_dist(&out, &utf);
 }
 
+/* Inactive: would these bytes fire a trigger, and is the text from the trigger on then a
+ * start the grammar accepts? 0 no trigger, 1 fired and accepted (*dist set), -1 refused. */
+static int s_probe(grammar_state *s, const char *p, size_t n, uint32_t *dist)
+{
+    size_t need = s->tail_len + n;
+    if (need > s->probe_cap) {
+        char *b = realloc(s->probe, need + 64);
+        if (!b)
+            return -1;
+        s->probe = b;
+        s->probe_cap = need + 64;
+    }
+    memcpy(s->probe, s->tail, s->tail_len);
+    memcpy(s->probe + s->tail_len, p, n);
+    const char *best = NULL;
+    for (size_t i = 0; i < s->n_trig; i++) {
+        const char *hit = memmem(s->probe, need, s->trig[i], strlen(s->trig[i]));
+        if (hit && (!best || hit < best))
+            best = hit;
+    }
+    if (!best)
+        return 0;
+    s_mark_back(&s->scratch, (s_mark){ 0 });
+    s_utf utf = { 0 };
+    s_set out;
+    if (s_run(s, &s->start, &utf, (const uint8_t *)best, need - (size_t)(best - s->probe),
+              &out) <= 0)
+        return -1;
+    *dist = s_set_dist(&out, &utf);
+    return 1;
+}
+
+/* The mask of an inactive lazy state: every token but those that would fire a trigger into
+ * text the grammar refuses (a token "<call>x" when the grammar wants a digit after "<call>"). */
+static uint32_t s_mask_inactive(grammar_state *s, float *logits, uint32_t n_logits,
+                                uint32_t budget)
+{
+    const grammar_vocab *v = s->v;
+    uint32_t kept = 0;
+    for (uint32_t id = 0; id < n_logits; id++) {
+        uint32_t d = 0;
+        int r = (int32_t)id < v->n && !v->eog[id] ? s_probe(s, v->piece[id], v->len[id], &d) : 0;
+        if ((int32_t)id >= v->n || r < 0 || (r > 0 && !s_fits(d, budget)))
+            logits[id] = -INFINITY;
+        else
+            kept++;
+    }
+    return kept;
+}
+
 int grammar_allows(grammar_state *s, int32_t id, uint32_t budget)
 {
-    if (!s->active)
-        return 1;
+    if (!s->active) {
+        if (!s->v || id < 0 || id >= s->v->n)
+            return 0;
+        uint32_t d = 0;
+        int r = s->v->eog[id] ? 0 : s_probe(s, s->v->piece[id], s->v->len[id], &d);
+        return r == 0 || (r > 0 && s_fits(d, budget));
+    }
     if (!s->v || id < 0 || id >= s->v->n || s->oom)
         return 0;
     uint32_t d = s_token_dist(s, id);
@@ -1414,7 +1489,7 @@ static void s_walk(grammar_state *s, s_set *set, s_utf utf, uint32_t k)
 uint32_t grammar_mask(grammar_state *s, float *logits, uint32_t n_logits, uint32_t budget)
 {
     if (!s->active)
-        return n_logits;
+        return s_mask_inactive(s, logits, n_logits, budget);
     const grammar_vocab *v = s->v;
     for (int32_t id = 0; id < v->n; id++)
         s->tok_dist[id] = S_INF;

@@ -27,9 +27,10 @@
  * close it; with the budget it closes every bracket before max_tokens runs out, so the text
  * parses. The shortest completion is computed per grammar position once, at compile time.
  *
- * Lazy grammars (tool calls with tool_choice auto): the state stays inactive, allowing every
- * token, until the generated text contains one of the trigger strings; from then on the text
- * from the trigger's first byte must match the grammar.
+ * Lazy grammars (tool calls with tool_choice auto): the state stays inactive until the
+ * generated text contains one of the trigger strings; from then on the text from the trigger's
+ * first byte must match the grammar. While inactive every token is allowed except one that
+ * would fire a trigger into text the grammar refuses (the trigger and more in one piece).
  *
  * Ownership: a grammar is immutable after grammar_parse and may be shared by threads; a
  * grammar_vocab likewise; a grammar_state belongs to one generation at a time.

@@ -165,6 +165,16 @@ async function structuredChecks() {
         const a = JSON.parse(r.choices[0].text);
         assert(Array.isArray(a) && a.length >= 2 && a.length <= 3 && a.every((x) => typeof x === 'boolean'), r.choices[0].text);
     });
+    await check('openai: llama.cpp grammar_lazy: free text until the trigger, then the grammar', async () => {
+        const r = await client.completions.create({
+            model, prompt: 'Once', max_tokens: 60, seed: 3,
+            grammar: 'root ::= "e" [0-9]{3} "!"', grammar_lazy: true,
+            grammar_triggers: [{ type: 1, value: 'e' }],
+        });
+        const t = r.choices[0].text, at = t.indexOf('e');
+        assert(at >= 0 && /^e[0-9]{3}!$/.test(t.slice(at)), JSON.stringify(t));
+        assert(r.choices[0].finish_reason === 'stop', r.choices[0].finish_reason);
+    });
     await check('openai: an unsupported schema keyword is a 400 naming it', async () => {
         try {
             await client.chat.completions.create({
