@@ -180,6 +180,26 @@ static void test_utf8(void)
     grammar_free(&g);
 }
 
+/* Nesting as deep as the text goes: 400 arrays inside each other (stacks of ~1,200 frames). */
+static void test_deep(void)
+{
+    grammar *g = s_parse(s_json_gbnf);
+    static char text[1024];
+    size_t k = 0;
+    k += (size_t)snprintf(text, sizeof text, "{\"a\":");
+    for (int i = 0; i < 400; i++)
+        text[k++] = '[';
+    text[k++] = '1';
+    for (int i = 0; i < 400; i++)
+        text[k++] = ']';
+    text[k++] = '}';
+    text[k] = 0;
+    CHECK(g && s_match(g, text, 7) == 1, "400 nested arrays");
+    text[k - 2] = '}';
+    CHECK(g && s_match(g, text, 7) == 0, "400 nested arrays, one closed wrong");
+    grammar_free(&g);
+}
+
 static void test_distance(void)
 {
     char err[256];
@@ -698,6 +718,7 @@ int main(void)
     test_parse_errors();
     test_accept();
     test_utf8();
+    test_deep();
     test_distance();
     test_schema();
     test_tool_render();

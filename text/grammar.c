@@ -1011,11 +1011,9 @@ static int s_set_accepting(const s_set *set)
 
 /* ---- the vocabulary in byte order ---- */
 
-static const grammar_vocab *s_sort_v;
-
-static int s_cmp_piece(const void *a, const void *b)
+static int s_cmp_piece(const void *a, const void *b, void *ctx)
 {
-    const grammar_vocab *v = s_sort_v;
+    const grammar_vocab *v = ctx;
     int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
     uint32_t lx = v->len[x], ly = v->len[y];
     int c = memcmp(v->piece[x], v->piece[y], lx < ly ? lx : ly);
@@ -1065,11 +1063,7 @@ grammar_vocab *grammar_vocab_new(const tokenizer *t, char *err, size_t errlen)
         v->eog[id] = (uint8_t)tokenizer_is_eog(t, id);
         v->order[id] = id;
     }
-    /* qsort has no context argument in C11: the one static is set under no lock, so vocabs
-     * are built by one thread at a time (the server builds one at start). */
-    s_sort_v = v;
-    qsort(v->order, (size_t)n, sizeof *v->order, s_cmp_piece);
-    s_sort_v = NULL;
+    qsort_r(v->order, (size_t)n, sizeof *v->order, s_cmp_piece, v); /* glibc's, with a context */
     uint64_t bytes = 1;
     for (int32_t id = 0; id < n; id++)
         bytes += v->len[id];
@@ -1239,16 +1233,22 @@ static int s_commit(grammar_state *s, const s_set *set, const s_utf *utf)
     s_mark_back(ar, (s_mark){ 0 });
     s_set copy = { 0 };
     for (uint32_t i = 0; i < set->n; i++) {
-        const s_node *frames[512], *st = set->s[i], *built = NULL;
+        /* frames top first; rebuilt bottom first (nesting is as deep as the text makes it:
+         * a JSON array inside an array ... adds frames per level) */
+        const s_node *local[256], **frames = local, *st, *built = NULL;
         uint32_t depth = 0;
-        for (; st && depth < 512; st = st->next)
+        for (st = set->s[i]; st; st = st->next)
+            depth++;
+        if (depth > 256 && !(frames = malloc(depth * sizeof *frames)))
+            return -1;
+        depth = 0;
+        for (st = set->s[i]; st; st = st->next)
             frames[depth++] = st;
-        if (st)
-            return -1; /* deeper than any grammar we compile: refuse rather than truncate */
-        while (depth)
-            if (!(built = s_cons(ar, frames[--depth]->pos, built)))
-                return -1;
-        if (s_set_add(ar, &copy, built))
+        while (depth && (built = s_cons(ar, frames[depth - 1]->pos, built)))
+            depth--;
+        if (frames != local)
+            free(frames);
+        if (depth || s_set_add(ar, &copy, built))
             return -1;
     }
     s->set = copy;
