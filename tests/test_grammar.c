@@ -124,6 +124,71 @@ static void test_parse_errors(void)
     grammar_free(&g);
 }
 
+/* Mutated grammars and schemas: a grammar or a clear error, never a crash (ASan: make asan). */
+static void test_fuzz(void)
+{
+    uint64_t x = 0x2545f4914f6cdd1dull;
+    static const char alphabet[] = "\"[]()|*+?{},.-^\\:=# \nabr0123456789x";
+    size_t n = strlen(s_json_gbnf), ok = 0, refused = 0;
+    char *buf = malloc(n + 1), err[256];
+    for (int it = 0; buf && it < 3000; it++) {
+        memcpy(buf, s_json_gbnf, n + 1);
+        int edits = 1 + it % 4;
+        for (int e = 0; e < edits; e++) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            size_t at = (size_t)(x % n);
+            buf[at] = alphabet[(x >> 32) % (sizeof alphabet - 1)];
+        }
+        if (it % 7 == 0)
+            buf[(x >> 16) % n] = 0; /* truncated */
+        err[0] = 0;
+        grammar *g = grammar_parse(buf, NULL, err, sizeof err);
+        if (g) {
+            ok++;
+            (void)s_match(g, "{\"a\": [1, \"b\"]}", 3);
+        } else {
+            refused += err[0] != 0;
+        }
+        grammar_free(&g);
+    }
+    CHECK(ok + refused == 3000, "mutated grammars: %zu compiled, %zu refused with a message", ok,
+          refused);
+    free(buf);
+    static const char *const schemas[] = {
+        "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"array\",\"items\":{\"enum\":[1,\"x\"]},"
+        "\"maxItems\":3}},\"required\":[\"a\"]}",
+        "{\"anyOf\":[{\"$ref\":\"#/$defs/n\"},{\"type\":\"integer\",\"minimum\":-5}],\"$defs\":{\"n\":"
+        "{\"type\":\"string\",\"format\":\"date\"}}}",
+    };
+    size_t sok = 0, sref = 0;
+    for (size_t k = 0; k < 2; k++) {
+        size_t m = strlen(schemas[k]);
+        char *sb = malloc(m + 1);
+        for (int it = 0; sb && it < 1500; it++) {
+            memcpy(sb, schemas[k], m + 1);
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            sb[x % m] = alphabet[(x >> 32) % (sizeof alphabet - 1)];
+            json_t *j = json_loads(sb, 0, NULL);
+            if (!j)
+                continue;
+            err[0] = 0;
+            char *gbnf = json_schema_to_gbnf(j, err, sizeof err);
+            grammar *g = gbnf ? grammar_parse(gbnf, NULL, err, sizeof err) : NULL;
+            if (g)
+                sok++;
+            else
+                sref += err[0] != 0;
+            /* a schema that refers to itself before any character is refused as such */
+            CHECK(!gbnf || g || strstr(err, "left recursive"), "schema %s: %s", sb, err);
+            grammar_free(&g);
+            free(gbnf);
+            json_decref(j);
+        }
+        free(sb);
+    }
+    CHECK(sok > 0 && sref > 0, "mutated schemas: %zu converted, %zu refused", sok, sref);
+}
+
 static void test_accept(void)
 {
     s_expect("root ::= \"ab\" | \"a\" [0-9]+\n", (const char *[]){ "ab", "a1", "a123", NULL },
@@ -716,6 +781,7 @@ int main(void)
         return 1;
     }
     test_parse_errors();
+    test_fuzz();
     test_accept();
     test_utf8();
     test_deep();

@@ -695,8 +695,8 @@ static char *s_ref(json_gbnf *b, const char *ref, const char *path)
     json_t *done = json_object_get(b->refs, ref);
     if (done)
         return s_dup(b, json_string_value(done));
-    if (ref[0] != '#') {
-        s_fail(b, path, "$ref '%s': only local references (#/...) are supported", ref);
+    if (ref[0] != '#' || (ref[1] && ref[1] != '/')) {
+        s_fail(b, path, "$ref '%s': only local references (#, #/...) are supported", ref);
         return NULL;
     }
     const json_t *t = b->root;
