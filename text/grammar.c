@@ -1349,6 +1349,8 @@ static uint32_t s_token_dist(grammar_state *s, int32_t id)
 static int s_probe(grammar_state *s, const char *p, size_t n, uint32_t *dist)
 {
     size_t need = s->tail_len + n;
+    if (need == 0)
+        return 0;
     if (need > s->probe_cap) {
         char *b = realloc(s->probe, need + 64);
         if (!b)
@@ -1356,8 +1358,10 @@ static int s_probe(grammar_state *s, const char *p, size_t n, uint32_t *dist)
         s->probe = b;
         s->probe_cap = need + 64;
     }
-    memcpy(s->probe, s->tail, s->tail_len);
-    memcpy(s->probe + s->tail_len, p, n);
+    if (s->tail_len)
+        memcpy(s->probe, s->tail, s->tail_len);
+    if (n)
+        memcpy(s->probe + s->tail_len, p, n);
     const char *best = NULL;
     for (size_t i = 0; i < s->n_trig; i++) {
         const char *hit = memmem(s->probe, need, s->trig[i], strlen(s->trig[i]));
