@@ -152,6 +152,8 @@ static int s_tools(serve *srv, json_t *root, serve_req *r, char **gbnf, int *sta
         FAIL(400, "'parallel_tool_calls' must be a boolean", "parallel_tool_calls", "invalid_type");
     if (s_present(ptc))
         parallel = json_is_true(ptc);
+    if (name)
+        parallel = 0; /* a named function: that one call */
     if (!json_array_size(tools) || choice == 0)
         return 0;
     tool_format f = tool_format_of(srv->chat_template);
@@ -264,9 +266,7 @@ int tools_prompt_chat(serve *srv, json_t *root, serve_req *r, int *status, json_
     if (!srv->chat_template[0])
         FAIL(400, "this model file has no chat template swarm recognises; start the server "
                   "with --chat-template NAME", "messages", "no_chat_template");
-    json_t *tc = json_object_get(root, "tool_choice");
-    int none = json_is_string(tc) && !strcmp(json_string_value(tc), "none");
-    (void)none; /* "none": the tools are still shown, as OpenAI does; only calls are off */
+    /* with tool_choice "none" the tools are still shown, as OpenAI does; only calls are off */
     char *text = tool_render(srv->chat_template, srv->tool_system, json_object_get(root, "messages"),
                              json_object_get(root, "tools"), 1, msg, sizeof msg);
     if (!text) {
