@@ -117,8 +117,9 @@ json_t *api_models(serve *srv)
  *   F_HONOURED  parsed and applied by the functions below
  *   F_NO_EFFECT accepted: it cannot change the text (bookkeeping fields clients send)
  *   F_REFUSED   a 400 naming it, unless null, false, or `off` (the value that changes nothing)
- *   F_OTHER     checked by s_check_scope (tools, structured output: their own module) */
-typedef enum { F_HONOURED, F_NO_EFFECT, F_REFUSED, F_OTHER } s_field_status;
+ *   F_TOOLS     parsed and applied by tools.c (structured output, grammars, tool calls)
+ *   F_OTHER     refused by s_check_scope (OpenAI's deprecated functions / function_call) */
+typedef enum { F_HONOURED, F_NO_EFFECT, F_REFUSED, F_TOOLS, F_OTHER } s_field_status;
 #define F_CHAT 1u
 #define F_CMPL 2u
 #define F_BOTH 3u
@@ -175,14 +176,16 @@ static const struct {
     { "top_n_sigma", F_BOTH, F_REFUSED, -1 },
     { "n_probs", F_BOTH, F_REFUSED, 0 },
     { "samplers", F_BOTH, F_REFUSED, NAN },
-    { "tools", F_BOTH, F_OTHER, NAN },
-    { "tool_choice", F_BOTH, F_OTHER, NAN },
-    { "parallel_tool_calls", F_BOTH, F_OTHER, NAN },
+    { "tools", F_BOTH, F_TOOLS, NAN },     /* on /v1/completions: tools.c's 400 says why */
+    { "tool_choice", F_BOTH, F_TOOLS, NAN },
+    { "parallel_tool_calls", F_BOTH, F_TOOLS, NAN },
+    { "response_format", F_BOTH, F_TOOLS, NAN },
+    { "grammar", F_BOTH, F_TOOLS, NAN },              /* llama-server's GBNF */
+    { "json_schema", F_BOTH, F_TOOLS, NAN },          /* llama-server's */
+    { "grammar_lazy", F_BOTH, F_TOOLS, NAN },         /* llama-server's */
+    { "grammar_triggers", F_BOTH, F_TOOLS, NAN },     /* llama-server's */
     { "functions", F_BOTH, F_OTHER, NAN },
     { "function_call", F_BOTH, F_OTHER, NAN },
-    { "response_format", F_BOTH, F_OTHER, NAN },
-    { "grammar", F_BOTH, F_OTHER, NAN },
-    { "json_schema", F_BOTH, F_OTHER, NAN },
 };
 #define N_FIELDS (sizeof s_fields / sizeof s_fields[0])
 
@@ -371,6 +374,9 @@ static int s_prompt_chat(serve *srv, json_t *root, serve_req *r, int *status, js
 {
     char msg[512], *rendered = NULL;
     size_t len = 0, nt = 0;
+    int trc = tools_prompt_chat(srv, root, r, status, errj); /* tools or tool history */
+    if (trc <= 0)
+        return trc;
     if (api_render_chat(srv, json_object_get(root, "messages"), &rendered, &len, status, errj))
         return -1;
     int rc = tokenizer_encode(srv->tok, rendered, len,
@@ -458,24 +464,18 @@ err:
     return -1;
 }
 
-/* What this server does not do yet: tools and structured output (their own module). */
+/* What this server does not do: OpenAI's deprecated functions / function_call (tools,
+ * tool_choice, response_format and the grammar fields are tools.c's). */
 static int s_check_scope(serve *srv, json_t *root, int *status, json_t **errj)
 {
     char msg[512];
     (void)srv;
-    static const char *const unsupported[] = { "tools", "functions", "tool_choice",
-                                               "function_call", NULL };
+    static const char *const unsupported[] = { "functions", "function_call", NULL };
     for (int i = 0; unsupported[i]; i++)
         if (json_object_get(root, unsupported[i])) {
             snprintf(msg, sizeof msg, "'%s' is not supported by this server", unsupported[i]);
             FAIL(400, msg, unsupported[i], "unsupported_parameter");
         }
-    json_t *rf = json_object_get(root, "response_format");
-    if (rf && !json_is_null(rf) &&
-        strcmp(json_string_value(json_object_get(rf, "type")) ?
-                   json_string_value(json_object_get(rf, "type")) : "", "text"))
-        FAIL(400, "only response_format {\"type\":\"text\"} is supported", "response_format",
-             "unsupported_parameter");
     return 0;
 err:
     return -1;
@@ -740,6 +740,7 @@ int api_parse(serve *srv, serve_endpoint ep, const char *body, size_t len, serve
         s_check_scope(srv, root, status, errj) ||
         s_sampling(srv, root, r, &maxt, status, errj) || s_stream(root, r, status, errj) ||
         s_stop(root, r, status, errj) || s_logprobs(root, r, status, errj) ||
+        tools_parse(srv, root, r, status, errj) ||
         (r->chat ? s_prompt_chat : s_prompt_text)(srv, root, r, status, errj) ||
         s_fit(srv, r, maxt, status, errj))
         goto err;
@@ -763,6 +764,7 @@ void api_req_free(serve_req *r)
     r->bias = NULL;
     r->so.bias = NULL;
     r->so.n_bias = 0;
+    tools_req_free(r);
 }
 
 /* ---- responses ---- */
@@ -876,10 +878,13 @@ static json_t *s_timings(serve_job *job)
     double ttft = job->n_gen ? (job->t_first - job->t_recv) * 1e3 : 0;
     double prefill = job->n_gen ? (job->t_first - job->t_start) * 1e3 : 0;
     double gen = job->n_gen > 1 ? (job->t_last - job->t_first) : 0;
-    return json_pack("{s:f,s:f,s:f,s:i,s:i,s:f}", "queue_ms", (job->t_start - job->t_recv) * 1e3,
-                     "ttft_ms", ttft, "prefill_ms", prefill, "prompt_n", (int)job->req.n_prompt,
-                     "predicted_n", (int)job->n_gen, "predicted_per_second",
-                     gen > 0 ? (job->n_gen - 1) / gen : 0.0);
+    json_t *t = json_pack("{s:f,s:f,s:f,s:i,s:i,s:f}", "queue_ms",
+                          (job->t_start - job->t_recv) * 1e3, "ttft_ms", ttft, "prefill_ms",
+                          prefill, "prompt_n", (int)job->req.n_prompt, "predicted_n",
+                          (int)job->n_gen, "predicted_per_second",
+                          gen > 0 ? (job->n_gen - 1) / gen : 0.0);
+    tools_timings(job, t);
+    return t;
 }
 
 json_t *api_usage_chunk(serve_job *job)
@@ -911,10 +916,10 @@ json_t *api_response(serve_job *job)
         serve_choice *c = &job->ch[i];
         json_t *text = api_string(c->text ? c->text : "", c->text_len);
         json_t *lp = c->lp ? json_incref(c->lp) : NULL, *ch;
-        const char *fin = api_finish_name(c->finish);
+        const char *fin = tools_finish_name(job, i);
         if (job->req.chat)
-            ch = json_pack("{s:i,s:{s:s,s:o},s:o,s:s}", "index", (int)i, "message", "role",
-                           "assistant", "content", text, "logprobs",
+            ch = json_pack("{s:i,s:o,s:o,s:s}", "index", (int)i, "message",
+                           tools_message(job, i, text), "logprobs",
                            lp ? json_pack("{s:o}", "content", lp) : json_null(),
                            "finish_reason", fin);
         else

@@ -18,6 +18,11 @@ static int s_release(serve_job *job, const char *p, size_t n, json_t *lp)
 {
     serve_choice *c = &job->ch[job->cur];
     if (job->req.stream) {
+        int t = tools_release(job, p, n);
+        if (t) {
+            json_decref(lp);
+            return t < 0 ? -1 : 0;
+        }
         if (n == 0 && !lp)
             return 0;
         return job_emit_sse(job, api_chunk(job, p, n, lp, NULL));
@@ -89,7 +94,6 @@ static serve_finish s_finish_of(engine_finish f)
  * choice's chunks (its index on each) and its finish chunk before the next begins. */
 int loop_run(serve *srv, engine *e, serve_job *job)
 {
-    (void)srv;
     serve_req *r = &job->req;
     job->finish = FINISH_ERROR;
     for (job->cur = 0; job->cur < r->n; job->cur++) {
@@ -105,15 +109,27 @@ int loop_run(serve *srv, engine *e, serve_job *job)
             .cancel = &job->cancel,
         };
         q.sampling.seed = r->so.seed + job->cur;
+        /* each choice its own grammar state: constrained from the start of its own reply */
+        grammar_state *gs = tools_state(srv, job, job->err, sizeof job->err);
+        if (r->tl.g && !gs)
+            return -1;
+        q.grammar = gs;
         engine_stats st;
-        if (engine_generate(e, &q, &st, job->err, sizeof job->err))
+        int rc = engine_generate(e, &q, &st, job->err, sizeof job->err);
+        grammar_state_free(&gs);
+        job->grammar_ms += st.grammar_ms;
+        job->n_masked += st.n_masked;
+        if (rc)
             return -1;
         c->finish = job->finish = s_finish_of(st.finish);
         if (job->finish == FINISH_CANCELLED || job->finish == FINISH_ERROR)
             return job->finish == FINISH_ERROR ? -1 : 0;
-        if (r->stream &&
-            job_emit_sse(job, api_chunk(job, "", 0, NULL, api_finish_name(c->finish))))
-            return -1;
+        tools_finish(job);
+        if (r->stream) {
+            tools_stream_end(job);
+            if (job_emit_sse(job, api_chunk(job, "", 0, NULL, tools_finish_name(job, job->cur))))
+                return -1;
+        }
     }
     job->cur = r->n - 1;
     return 0;

@@ -114,12 +114,18 @@ err:
     return -1;
 }
 
-/* POST /apply-template {messages} -> {prompt} */
+/* POST /apply-template {messages, tools} -> {prompt} (with tools or tool history: the
+ * family's tool rendering, as a chat request would have it) */
 static int s_apply_template(serve *srv, json_t *root, json_t **out, int *status)
 {
     char *text = NULL;
     size_t len = 0;
-    if (api_render_chat(srv, json_object_get(root, "messages"), &text, &len, status, out))
+    int rc = tools_render_chat(srv, root, &text, status, out);
+    if (rc < 0)
+        return -1;
+    if (rc == 0)
+        len = strlen(text);
+    else if (api_render_chat(srv, json_object_get(root, "messages"), &text, &len, status, out))
         return -1;
     *out = json_pack("{s:o}", "prompt", api_string(text, len));
     free(text);

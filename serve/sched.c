@@ -77,6 +77,8 @@ void job_unref(serve_job *job)
     api_req_free(&job->req);
     for (uint32_t i = 0; i < SERVE_MAX_N; i++) {
         json_decref(job->ch[i].lp);
+        json_decref(job->ch[i].calls);
+        free(job->ch[i].content);
         free(job->ch[i].text);
     }
     free(job->out);
@@ -178,7 +180,7 @@ static void s_finish(serve_job *job)
         return;
     }
     if (job->req.stream) {
-        /* each choice's finish chunk went out as it ended (loop.c) */
+        /* each choice's calls and finish chunk went out as it ended (loop.c) */
         if (job->req.include_usage)
             job_emit_sse(job, api_usage_chunk(job));
         job_emit(job, "data: [DONE]\n\n", 14);

@@ -125,6 +125,7 @@ static int s_template(serve *srv, const char *flag)
                 "refused unless --chat-template NAME is given\n", srv->model_path);
         return 0;
     }
+    srv->tool_system = tool_default_system(jinja);
     if (chat_template_detect(jinja, srv->chat_template, sizeof srv->chat_template, err,
                              sizeof err)) {
         srv->chat_template[0] = 0;
@@ -472,6 +473,7 @@ out:
     sched_free(&srv.sched);
     arm_open_close(&c->h); /* the model before its swarm: its sessions end on the workers */
     metrics_free(&srv.metrics);
+    grammar_vocab_free(&srv.gvocab);
     free(c->key);
     free(c);
     return rc;

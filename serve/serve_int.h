@@ -24,8 +24,10 @@
 #include "runtime/llm.h"
 #include "dist/llm_swarm.h"
 #include "text/engine.h"
+#include "text/grammar.h"
 #include "text/sample.h"
 #include "text/tokenizer.h"
+#include "text/tool_call.h"
 
 #define SERVE_MAX_STOP 4          /* OpenAI's limit on stop strings */
 #define SERVE_MAX_STOP_LEN 256    /* bytes of one stop string */
@@ -40,6 +42,16 @@ typedef enum {
     EP_MODELS, EP_CHAT, EP_COMPLETIONS, EP_HEALTH, EP_METRICS, EP_PAGE, EP_TOKENIZE,
     EP_DETOKENIZE, EP_APPLY_TEMPLATE, EP_PROPS, EP_SLOTS, EP_OTHER, EP_COUNT
 } serve_endpoint;
+
+/* Structured output and tool calls of one request (tools.c). */
+typedef struct {
+    grammar *g;                   /* the constraint (owned); NULL = none */
+    char *trig[GRAMMAR_MAX_TRIGGERS]; /* lazy until one of these appears (tool_choice auto,
+                                     llama.cpp's grammar_lazy); owned; none = at once */
+    size_t n_trig;
+    tool_format fmt;              /* NONE: the reply is text; else it is parsed for calls */
+    int forced;                   /* tool_choice required or a function: nothing but calls */
+} serve_tools;
 
 /* A validated request: everything generation needs. */
 typedef struct {
@@ -58,6 +70,7 @@ typedef struct {
     uint32_t top_logprobs;        /* 0..SAMPLER_TOP_MAX (completions: 0..5) */
     int32_t *prompt;              /* owned (tokenizer_encode's), BOS included */
     uint32_t n_prompt;
+    serve_tools tl;
 } serve_req;
 
 typedef enum { FINISH_NONE, FINISH_STOP, FINISH_LENGTH, FINISH_EOG, FINISH_CANCELLED,
@@ -70,6 +83,10 @@ typedef struct {
     char *text;                   /* whole text (non-streamed responses) */
     size_t text_len, text_cap;
     json_t *lp;                   /* logprobs collected (non-streamed), NULL if not asked */
+    /* tools.c: a streamed tool reply is kept in text too (held, parsed at the end) */
+    json_t *calls;                /* tool calls parsed from this choice's reply; NULL: none */
+    char *content;                /* the reply's text outside them */
+    size_t streamed;              /* bytes of text streamed as content so far */
 } serve_choice;
 
 /* One request in flight. Two owners: the connection (until libmicrohttpd frees the response)
@@ -97,6 +114,8 @@ typedef struct serve_job {
     uint32_t cur;                 /* the choice being generated */
     serve_choice ch[SERVE_MAX_N];
     double t_recv, t_start, t_first, t_last; /* monotonic seconds: received, slot took it, tokens */
+    double grammar_ms;            /* time the grammar took, every choice together */
+    uint32_t n_masked;            /* tokens drawn again from a masked vocabulary (every choice) */
     char err[256];
 } serve_job;
 
@@ -171,6 +190,32 @@ json_t *api_response(serve_job *job);
 json_t *api_logprob(serve *srv, const sampler_step_info *info, int32_t id, int top);
 const char *api_finish_name(serve_finish f);
 
+/* ---- tools.c: response_format, grammar, json_schema, tools (hooks in api.c, loop.c, sched.c) ---- */
+/* Read the request's constraint and tool fields into r->tl (400s name the field). */
+int tools_parse(serve *srv, json_t *root, serve_req *r, int *status, json_t **errj);
+/* The chat prompt when tools or tool history are in the request: 0 rendered into r->prompt,
+ * 1 not a tool conversation (the plain path renders it), -1 with the error. */
+int tools_prompt_chat(serve *srv, json_t *root, serve_req *r, int *status, json_t **errj);
+/* The same text, untokenized (/apply-template): 0 with *out (malloc'd), 1, or -1. */
+int tools_render_chat(serve *srv, json_t *root, char **out, int *status, json_t **errj);
+void tools_req_free(serve_req *r);
+/* A grammar state for one choice of the job (NULL when it has no constraint; *err on failure):
+ * each choice is constrained from the start of its own reply. */
+grammar_state *tools_state(serve *srv, serve_job *job, char *err, size_t errlen);
+/* Streamed text of the current choice's tool reply: held while it may be a call. 1 when
+ * taken, 0 when the caller streams it as usual, -1 on failure. */
+int tools_release(serve_job *job, const char *p, size_t n);
+/* After the current choice's generation: its reply parsed into calls / content (tool replies
+ * only). */
+void tools_finish(serve_job *job);
+/* Stream: the current choice's held content and calls as deltas, before its finish chunk. */
+void tools_stream_end(serve_job *job);
+/* Choice i's non-streamed message ({role, content, tool_calls}) and finish reason. */
+json_t *tools_message(serve_job *job, uint32_t i, json_t *text);
+const char *tools_finish_name(serve_job *job, uint32_t i);
+/* The grammar's cost in the timings object (grammar_ms, grammar_masked), when it had one. */
+void tools_timings(serve_job *job, json_t *timings);
+
 /* ---- metrics.c ---- */
 typedef struct serve_metrics serve_metrics;
 serve_metrics *metrics_new(void);
@@ -212,12 +257,14 @@ struct serve {
     size_t max_body;              /* bytes; larger bodies get 413 */
     const char *api_key;          /* NULL: no auth */
     char chat_template[64];       /* "" if none: chat requests then get a clear 400 */
+    const char *tool_system;      /* the template's default system text with tools (tools.c) */
     /* resources */
     llm_model *model;
     llm_swarm *swarm;             /* the resident arm's workers (NULL otherwise) */
     tokenizer *tok;
     serve_sched *sched;
     serve_metrics *metrics;
+    grammar_vocab *gvocab;        /* built on the first constrained request (tools.c) */
     atomic_int state;
     atomic_int n_live;            /* generation responses not yet fully sent (a drain waits) */
 };

@@ -148,8 +148,9 @@ elif phase == "bad":
     bad("model not a string", 400, "invalid_type", body={"prompt": "x", "model": 5})
     bad("n = 17", 400, "invalid_value", body={"prompt": "x", "n": 17})
     bad("an unknown field", 400, "unknown_parameter", body={"prompt": "x", "frobnicate": 1})
-    bad("tools", 400, "unsupported_parameter", path="/v1/chat/completions",
-        body={"messages": [{"role": "user", "content": "x"}], "tools": []})
+    bad("a tool with a bad name", 400, "invalid_value", path="/v1/chat/completions",
+        body={"messages": [{"role": "user", "content": "x"}],
+              "tools": [{"type": "function", "function": {"name": "no spaces"}}]})
     bad("stream_options unknown field", 400, "unknown_parameter",
         body={"prompt": "x", "stream": True, "stream_options": {"include_usag": True}})
     bad("messages missing", 400, "invalid_type", path="/v1/chat/completions", body={})

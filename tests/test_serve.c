@@ -132,8 +132,20 @@ int main(void)
     s_case(&srv, EP_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],"
                           "\"top_logprobs\":2}", 400, "invalid_value", "top_logprobs");
     s_case(&srv, EP_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],"
-                          "\"response_format\":{\"type\":\"json_object\"}}", 400,
-           "unsupported_parameter", "response_format");
+                          "\"response_format\":{\"type\":\"json_object\"}}", 0, NULL, NULL);
+    s_case(&srv, EP_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],"
+                          "\"response_format\":{\"type\":\"xml\"}}", 400, "invalid_value",
+           "response_format");
+    s_case(&srv, EP_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],"
+                          "\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"schema\":"
+                          "{\"type\":\"string\",\"pattern\":\"a\"}}}}", 400, "unsupported_schema",
+           "response_format");
+    s_case(&srv, EP_COMPLETIONS, "{\"prompt\":\"x\",\"grammar\":\"root ::= foo\"}", 400,
+           "invalid_grammar", "grammar");
+    s_case(&srv, EP_COMPLETIONS, "{\"prompt\":\"x\",\"tools\":[]}", 400, "invalid_value", "tools");
+    s_case(&srv, EP_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],"
+                          "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}],"
+                          "\"tool_choice\":\"sometimes\"}", 400, "invalid_value", "tool_choice");
     s_case(&srv, EP_CHAT, "{\"messages\":[]}", 400, "invalid_type", "messages");
     s_case(&srv, EP_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":5}]}", 400,
            "invalid_type", "messages[0]");
