@@ -3,7 +3,8 @@
 # openai 6, the AI SDK 6, LangChain) against swarm serve on a random-weight model: a schema-
 # constrained reply validates, forced calls' arguments validate, the AI SDK's tool loop completes
 # with the result in the history, LangChain's bindTools and withStructuredOutput work; the forced
-# calls again under the Llama 3 and Mistral templates; tool_choice auto answers in OpenAI's shape.
+# calls again under the Llama 3 and Mistral templates; tool_choice auto answers in OpenAI's shape;
+# n 2: each choice validates / has its own call, whole and streamed.
 # tests/  Env: SWARM_BIN, SWARM_TEST_TMP. Closes with "e2e_serve_tools: N passed, N failed".
 set -u
 cd "$(dirname "$0")/.."
@@ -60,6 +61,14 @@ c = json.load(open(sys.argv[1]))["choices"][0]
 m = c["message"]
 assert c["finish_reason"] in ("stop", "length", "tool_calls"), c
 assert isinstance(m["content"], str) or m.get("tool_calls"), m
+PY
+# /apply-template renders tools as a chat request would
+curl -s "http://127.0.0.1:$hermes_port/apply-template" -d '{"messages":[{"role":"user",
+    "content":"hi"}],"tools":[{"type":"function","function":{"name":"f"}}]}' >"$T/apply.json"
+python3 - "$T/apply.json" <<'PY' && ok || bad "/apply-template with tools: $(head -c 300 "$T/apply.json")"
+import json, sys
+p = json.load(open(sys.argv[1]))["prompt"]
+assert "<tools>" in p and '"name": "f"' in p, p
 PY
 # the 400s name the field
 code=$(curl -s -o "$T/b1.json" -w '%{http_code}' "http://127.0.0.1:$hermes_port/v1/chat/completions" \

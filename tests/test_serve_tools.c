@@ -1,7 +1,7 @@
 /* test_serve_tools.c — serve/tools.c without HTTP or a model: a tool reply streamed with
  * tool_choice auto (text before the call marker streamed, the call held and sent as one
  * tool_calls delta), forced (nothing streamed as content), the non-streamed message, finish
- * reasons, Mistral's 9-character ids. tests/ */
+ * reasons, Mistral's 9-character ids, two choices each with its own call. tests/ */
 #include <stdlib.h>
 #include <string.h>
 
@@ -167,6 +167,44 @@ int main(void)
           !json_object_get(json_array_get(json_object_get(m, "tool_calls"), 0), "index"),
           "message: %s", json_dumps(m, JSON_COMPACT));
     json_decref(m);
+    job_unref(job);
+
+    /* n = 2, forced, streamed: each choice's reply held and parsed on its own, its calls sent
+     * under its own choice index; the second choice's text does not join the first's */
+    job = s_job(&srv, TOOL_FMT_HERMES, 1, 1);
+    job->req.n = 2;
+    static const char *const two[2][2] = {
+        { "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": 1}}\n</tool_call>", NULL },
+        { "<tool_call>\n{\"name\": \"g\", \"arguments\": {\"b\": 2}}\n</tool_call>", NULL },
+    };
+    for (job->cur = 0; job->cur < 2; job->cur++) {
+        s_feed(job, two[job->cur]);
+        tools_finish(job);
+        tools_stream_end(job);
+    }
+    job->cur = 1;
+    ev = s_events(job);
+    int seen[2] = { 0, 0 };
+    size_t k;
+    json_t *e;
+    json_array_foreach(ev, k, e) {
+        json_t *ch = json_array_get(json_object_get(e, "choices"), 0);
+        json_t *tc = json_array_get(json_object_get(json_object_get(ch, "delta"), "tool_calls"), 0);
+        if (!tc)
+            continue;
+        int ix = (int)json_integer_value(json_object_get(ch, "index"));
+        const char *nm = json_string_value(json_object_get(json_object_get(tc, "function"), "name"));
+        if ((ix == 0 && nm && !strcmp(nm, "f")) || (ix == 1 && nm && !strcmp(nm, "g")))
+            seen[ix]++;
+    }
+    CHECK(seen[0] == 1 && seen[1] == 1, "n 2: one call delta per choice (%d, %d)", seen[0], seen[1]);
+    CHECK(json_array_size(job->ch[0].calls) == 1 && json_array_size(job->ch[1].calls) == 1 &&
+          !strcmp(tools_finish_name(job, 0), "tool_calls") &&
+          !strcmp(tools_finish_name(job, 1), "tool_calls") &&
+          strcmp(json_string_value(json_object_get(json_array_get(job->ch[0].calls, 0), "id")),
+                 json_string_value(json_object_get(json_array_get(job->ch[1].calls, 0), "id"))),
+          "n 2: each choice its own call and id");
+    json_decref(ev);
     job_unref(job);
     return CHECK_DONE("test_serve_tools");
 }

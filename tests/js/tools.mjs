@@ -111,6 +111,55 @@ async function forcedChecks() {
             else assert(c.name === 'get_time' && typeof a.tz === 'string', JSON.stringify(c));
         }
     });
+    await check('openai: n 2 with a forced call: each choice has its own valid call', async () => {
+        const r = await client.chat.completions.create({
+            model, messages: user, max_tokens: 80, seed: 13, n: 2,
+            tools: [weatherTool, timeTool],
+            tool_choice: { type: 'function', function: { name: 'get_weather' } },
+        });
+        assert(r.choices.length === 2, `${r.choices.length} choices`);
+        const ids = new Set();
+        r.choices.forEach((c, i) => {
+            assert(c.index === i, `index ${c.index}`);
+            assert(c.finish_reason === 'tool_calls', `choice ${i}: finish_reason ${c.finish_reason}`);
+            assert(c.message.tool_calls?.length === 1, `choice ${i}: ${JSON.stringify(c.message)}`);
+            const tc = c.message.tool_calls[0];
+            assert(tc.function.name === 'get_weather', JSON.stringify(tc));
+            Weather.parse(JSON.parse(tc.function.arguments));
+            ids.add(tc.id);
+        });
+        assert(ids.size === 2, 'the two choices share a call id');
+    });
+    await check('openai: n 2 with tool_choice required, streamed: calls per choice index', async () => {
+        const s = await client.chat.completions.create({
+            model, messages: user, max_tokens: 120, seed: 15, stream: true, n: 2,
+            tools: [weatherTool, timeTool], tool_choice: 'required',
+        });
+        const calls = [[], []], finish = [null, null];
+        for await (const ch of s) {
+            const c = ch.choices[0];
+            if (!c) continue;
+            assert(c.index === 0 || c.index === 1, `index ${c.index}`);
+            assert(!c.delta?.content, `content streamed: ${c.delta?.content}`);
+            for (const t of c.delta?.tool_calls ?? []) {
+                calls[c.index][t.index] ??= { id: '', name: '', arguments: '' };
+                const k = calls[c.index][t.index];
+                if (t.id) k.id = t.id;
+                if (t.function?.name) k.name += t.function.name;
+                if (t.function?.arguments) k.arguments += t.function.arguments;
+            }
+            if (c.finish_reason) finish[c.index] = c.finish_reason;
+        }
+        for (const i of [0, 1]) {
+            assert(finish[i] === 'tool_calls', `choice ${i}: finish ${finish[i]}`);
+            assert(calls[i].length >= 1, `choice ${i}: no calls`);
+            for (const c of calls[i]) {
+                const a = JSON.parse(c.arguments);
+                if (c.name === 'get_weather') Weather.parse(a);
+                else assert(c.name === 'get_time' && typeof a.tz === 'string', JSON.stringify(c));
+            }
+        }
+    });
     await check('openai: parallel_tool_calls false: exactly one call', async () => {
         const r = await client.chat.completions.create({
             model, messages: user, max_tokens: 80, seed: 9,
@@ -141,6 +190,27 @@ async function structuredChecks() {
             });
             Person.strict().parse(JSON.parse(r.choices[0].message.content));
         }
+    });
+    await check('openai: n 2 with a json_schema response_format: each choice validates', async () => {
+        const rf = { type: 'json_schema', json_schema: { name: 'person', schema: personSchema, strict: true } };
+        const r = await client.chat.completions.create({
+            model, messages: user, max_tokens: 120, seed: 6, n: 2, response_format: rf,
+        });
+        assert(r.choices.length === 2, `${r.choices.length} choices`);
+        r.choices.forEach((c, i) => {
+            assert(c.index === i && c.finish_reason === 'stop', `choice ${i}: ${c.finish_reason}`);
+            Person.strict().parse(JSON.parse(c.message.content));
+        });
+        assert(r.timings.grammar_ms > 0, JSON.stringify(r.timings));
+        const s = await client.chat.completions.create({
+            model, messages: user, max_tokens: 120, seed: 6, n: 2, response_format: rf, stream: true,
+        });
+        const text = ['', ''];
+        for await (const ch of s) {
+            const c = ch.choices[0];
+            if (c?.delta?.content) text[c.index] += c.delta.content;
+        }
+        text.forEach((t) => Person.strict().parse(JSON.parse(t)));
     });
     await check('openai: response_format json_object with a small max_tokens still closes', async () => {
         const r = await client.chat.completions.create({
