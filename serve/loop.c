@@ -98,7 +98,9 @@ int loop_run(serve *srv, engine *e, serve_job *job)
     job->finish = FINISH_ERROR;
     for (job->cur = 0; job->cur < r->n; job->cur++) {
         serve_choice *c = &job->ch[job->cur];
-        c->finish = FINISH_ERROR;
+        /* a failure in any choice fails the request (a whole reply is then a 500, not a 200
+         * carrying the choices before it) */
+        c->finish = job->finish = FINISH_ERROR;
         if (r->stream && job_emit_sse(job, api_chunk(job, "", 0, NULL, NULL)))
             return -1;
         engine_request q = {
