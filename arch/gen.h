@@ -1,4 +1,4 @@
-/* gen.h — small random-weight llama / qwen2 GGUF files for tests and benchmarks. arch/ */
+/* gen.h — small random-weight llama / qwen2 / qwen3 / gemma3 GGUF files for tests and benchmarks. arch/ */
 #ifndef SWARM_ARCH_GEN_H
 #define SWARM_ARCH_GEN_H
 
@@ -8,7 +8,7 @@
 #include "arch/arch.h"
 
 typedef struct {
-    const char *arch;             /* general.architecture: "llama" or "qwen2" */
+    const char *arch;             /* general.architecture: llama, qwen2, qwen3, gemma3 */
     uint32_t dim, n_layers, n_head, n_head_kv, n_ff;
     uint32_t n_vocab;             /* used when vocab_from is NULL */
     const char *vocab_from;       /* a GGUF whose tokenizer.* keys are copied (n_vocab from it) */
@@ -19,6 +19,10 @@ typedef struct {
     uint32_t alignment;           /* general.alignment (default 32, as published files) */
     float rope_linear;            /* > 1: rope.scaling.type "linear" with this factor */
     int rope_llama3;              /* write rope_freqs.weight as Llama 3.1's files carry it */
+    uint32_t head_dim;            /* attention.key_length (0: dim / n_head; qwen3 and gemma3
+                                   * files always carry the key) */
+    uint32_t swa;                 /* gemma3: attention.sliding_window (0: none written) */
+    float softcap;                /* gemma3: final_logit_softcapping (0: not written) */
     const char *chat_template;    /* tokenizer.chat_template to write (replacing the
                                      vocabulary's), or NULL */
 } arch_gen_opts;

@@ -519,6 +519,7 @@ static int s_pass(llm_session *s, const int32_t *tokens, uint32_t n, float *logi
             return -1;
         }
     }
+    arch_embed_finish(am, s->x, n);
     if (m->arm == LLM_ARM_RESIDENT) {
         if (m->hook.layers(m->hook.ctx, s->id, tokens, s->x, n, s->n_past, err, errlen))
             return -1;
@@ -543,6 +544,7 @@ static int s_pass(llm_session *s, const int32_t *tokens, uint32_t n, float *logi
         arch_err(err, errlen, m->g->path, "%s: %s", am->output.name, why);
         return -1;
     }
+    arch_logits_finish(am, logits, cnt);
     return 0;
 }
 

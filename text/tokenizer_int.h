@@ -42,6 +42,8 @@ struct tokenizer {
     pcre2_code *re[TOK_MAX_RE];
     int n_re;
     int32_t bos, eos, eot, eom, pad, unk;
+    int32_t eog[16];              /* more end-of-generation ids, by text (vocab.c s_by_text) */
+    int n_eog;
     int add_bos, add_eos, add_space_prefix, ignore_merges, clean_spaces;
 };
 
