@@ -1,21 +1,24 @@
-/* decoder.c — the decoder layer llama, qwen2, qwen3 and gemma3 share: the hyper-parameters
+/* decoder.c — the decoder layer llama, qwen2, qwen3, gemma3 and phi3 share: the hyper-parameters
  * every one of them reads, a layer's tensors by role, and the forward pass. arch/
  *
  * One layer, in the order its tensors are consumed (llama2.c's forward() is the model; a role
  * a layer lacks is skipped):
  *   before(q)    xb = rmsnorm(x) . attn_norm
- *   rows q,k,v   q, k, v = W xb for every position (quant_matmat over the n positions)
- *   before(o)    + biases (qwen2); per-head rmsnorm of q and k (qwen3, gemma3); RoPE on q and
+ *   rows q,k,v   q, k, v = W xb for every position (quant_matmat over the n positions); or
+ *                rows qkv, one matrix whose rows are q's, k's then v's (phi3)
+ *   before(o)    (qkv split); + biases (qwen2); per-head rmsnorm of q and k (qwen3, gemma3); RoPE on q and
  *                k; k and v into the cache; attention (a sliding window on gemma3's local
  *                layers) -> att
  *   rows o       o = Wo att
  *   before(gate) o = rmsnorm(o) . post_attention_norm (gemma3); x += o;
  *                xb = rmsnorm(x) . ffn_norm
- *   rows gate,up gate, up = W xb
+ *   rows gate,up gate, up = W xb; or rows of one ffn_up of 2 n_ff rows, gate's then up's
+ *                (phi3)
  *   before(down) gate = act(gate) . up (silu, or gemma's GELU)
  *   rows down    down = Wd gate
  *   end          down = rmsnorm(down) . post_ffw_norm (gemma3); x += down
- * As llama.cpp's graphs (src/models/llama.cpp, qwen2.cpp, qwen3.cpp, gemma3.cpp) build it.
+ * As llama.cpp's graphs (src/models/llama.cpp, qwen2.cpp, qwen3.cpp, gemma3.cpp, phi3.cpp) build
+ * it.
  * RoPE as llama.cpp's llama_model_rope_type gives it: NORM pairs (2i, 2i+1) for llama, NEOX
  * pairs (i, i + rope_dim/2) for the others (arch/attn.c makes the angles as ggml does).
  *
@@ -51,11 +54,14 @@ typedef struct {
     float *o, *down;              /* (max_pos, dim) */
     float *k, *v;                 /* (max_pos, kv_dim) */
     float *gate, *up;             /* (max_pos, n_ff); gate becomes act(gate) . up */
+    float *qkv;                   /* (max_pos, q_dim + 2 kv_dim): a fused qkv's products */
+    float *gu;                    /* (max_pos, 2 n_ff): a fused gate/up's products */
     float *tmp;                   /* (max_pos, max rows of a matrix): a row range's products */
     float *scores;                /* (nthreads, scores_ctx) attention weights */
     uint32_t scores_ctx;
     arch_rope_args rope;          /* this layer's (set by begin) */
     uint32_t window;              /* this layer's sliding window, 0 = none */
+    int fused_qkv, fused_gu;      /* this layer has DEC_QKV / DEC_GATE_UP */
 } s_run;
 
 static uint32_t s_qdim(const arch_hparams *hp)
@@ -298,12 +304,14 @@ int arch_dec_layer(const arch_model *m, uint32_t l, arch_layer *ly, const dec_ro
         [DEC_ATTN_NORM] = "attn_norm.weight",   [DEC_FFN_NORM] = "ffn_norm.weight",
         [DEC_BQ] = "attn_q.bias",               [DEC_BK] = "attn_k.bias",
         [DEC_BV] = "attn_v.bias",               [DEC_Q_NORM] = "attn_q_norm.weight",
-        [DEC_K_NORM] = "attn_k_norm.weight",    [DEC_POST_ATTN_NORM] = "post_attention_norm.weight",
+        [DEC_K_NORM] = "attn_k_norm.weight",
+        [DEC_POST_ATTN_NORM] = "post_attention_norm.weight",
         [DEC_POST_FFN_NORM] = "post_ffw_norm.weight",
         [DEC_Q] = "attn_q.weight",              [DEC_K] = "attn_k.weight",
         [DEC_V] = "attn_v.weight",              [DEC_O] = "attn_output.weight",
         [DEC_GATE] = "ffn_gate.weight",         [DEC_UP] = "ffn_up.weight",
-        [DEC_DOWN] = "ffn_down.weight",
+        [DEC_DOWN] = "ffn_down.weight",         [DEC_QKV] = "attn_qkv.weight",
+        [DEC_GATE_UP] = "ffn_up.weight",
     };
     /* rows x cols of each role (a vector: 1 x cols) */
     const uint32_t shape[DEC_N_ROLES][2] = {
@@ -313,7 +321,8 @@ int arch_dec_layer(const arch_model *m, uint32_t l, arch_layer *ly, const dec_ro
         [DEC_POST_FFN_NORM] = { 1, d },
         [DEC_Q] = { qd, d },          [DEC_K] = { kvd, d },       [DEC_V] = { kvd, d },
         [DEC_O] = { d, qd },          [DEC_GATE] = { ff, d },     [DEC_UP] = { ff, d },
-        [DEC_DOWN] = { d, ff },
+        [DEC_DOWN] = { d, ff },       [DEC_QKV] = { qd + 2 * kvd, d },
+        [DEC_GATE_UP] = { 2 * ff, d },
     };
     for (size_t i = 0; i < n && i < ARCH_MAX_LAYER_TENSORS; i++) {
         dec_role r = roles[i];
@@ -349,14 +358,26 @@ void arch_dec_cost(const arch_model *m, uint32_t l, arch_cost *c)
 
 /* ---------------------------------------------------------------- running */
 
-/* The widest matrix's rows, for tmp. */
+/* The widest matrix's rows, for tmp (a fused matrix's too, whichever the file has). */
 static uint64_t s_wide(const arch_hparams *hp)
 {
     uint64_t w = hp->dim;
-    uint64_t c[] = { s_qdim(hp), s_kvdim(hp), hp->n_ff };
-    for (size_t i = 0; i < 3; i++)
+    uint64_t c[] = { s_qdim(hp), s_kvdim(hp), hp->n_ff, (uint64_t)s_qdim(hp) + 2 * s_kvdim(hp),
+                     2ull * hp->n_ff };
+    for (size_t i = 0; i < sizeof c / sizeof c[0]; i++)
         w = c[i] > w ? c[i] : w;
     return w;
+}
+
+/* Whether the model's layers have a role (every layer of a family has the same list). */
+static int s_has(const arch_model *m, dec_role role)
+{
+    if (!m->layers)
+        return 0;
+    for (uint32_t i = 0; i < m->layers[0].n_tensors; i++)
+        if (m->layers[0].t[i].role == role)
+            return 1;
+    return 0;
 }
 
 uint64_t arch_dec_run_bytes(const arch_model *m, uint32_t max_pos)
@@ -364,8 +385,11 @@ uint64_t arch_dec_run_bytes(const arch_model *m, uint32_t max_pos)
     const arch_hparams *hp = &m->hp;
     uint64_t P = max_pos, d = hp->dim, qd = s_qdim(hp), kvd = s_kvdim(hp), ff = hp->n_ff;
     uint64_t vw = d > qd ? d : qd;
-    /* arch_dec_run_init: xb o down (d), q att (qd), k v (kvd), gate up (ff), tmp; vectors */
-    return (P * (3 * d + 2 * qd + 2 * kvd + 2 * ff + s_wide(hp)) + DEC_N_VECTORS * vw) *
+    uint64_t fused = (s_has(m, DEC_QKV) ? qd + 2 * kvd : 0) +
+                     (s_has(m, DEC_GATE_UP) ? 2 * ff : 0);
+    /* arch_dec_run_init: xb o down (d), q att (qd), k v (kvd), gate up (ff), qkv gu (fused),
+     * tmp; vectors */
+    return (P * (3 * d + 2 * qd + 2 * kvd + 2 * ff + fused + s_wide(hp)) + DEC_N_VECTORS * vw) *
            sizeof(float);
 }
 
@@ -386,6 +410,10 @@ int arch_dec_run_init(arch_run *r, char *err, size_t errlen)
         for (int i = 0; i < DEC_N_VECTORS; i++)
             if (!(s->vbuf[i] = malloc(vw * sizeof(float))))
                 goto oom;
+        if (s_has(r->m, DEC_QKV) && !(s->qkv = malloc(P * (qd + 2 * kvd) * sizeof(float))))
+            goto oom;
+        if (s_has(r->m, DEC_GATE_UP) && !(s->gu = malloc(P * 2 * ff * sizeof(float))))
+            goto oom;
         return 0;
     }
 oom:
@@ -399,7 +427,7 @@ void arch_dec_run_free(arch_run *r)
     if (!s)
         return;
     float *bufs[] = { s->xb, s->q, s->att, s->o, s->down, s->k, s->v, s->gate, s->up, s->tmp,
-                      s->scores };
+                      s->scores, s->qkv, s->gu };
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         free(bufs[i]);
     for (int i = 0; i < DEC_N_VECTORS; i++)
@@ -428,6 +456,11 @@ int arch_dec_begin(arch_run *r, char *err, size_t errlen)
         return -1;
     }
     memset(s->vec, 0, sizeof s->vec);
+    s->fused_qkv = s->fused_gu = 0;
+    for (uint32_t i = l->n_vectors; i < l->n_tensors; i++) {
+        s->fused_qkv |= l->t[i].role == DEC_QKV;
+        s->fused_gu |= l->t[i].role == DEC_GATE_UP;
+    }
     for (uint32_t i = 0; i < l->n_vectors; i++) {
         const arch_tensor *t = &l->t[i];
         char why[160];
@@ -451,9 +484,12 @@ int arch_dec_begin(arch_run *r, char *err, size_t errlen)
     s->rope.freq_scale = !local && hp->rope_scaling == ARCH_ROPE_LINEAR
                              ? 1.0f / hp->rope_scale_factor : 1.0f;
     s->rope.mscale = hp->rope_mscale;
+    /* llama.cpp's context is a multiple of 256 (llama_context pads n_ctx_seq): the choice is
+     * made on that */
+    uint64_t ctx256 = ((uint64_t)kv->n_ctx + 255) / 256 * 256;
     s->rope.factors = m->rope_freqs ? m->rope_freqs
-                      : m->rope_long && kv->n_ctx > hp->rope_orig_ctx ? m->rope_long
-                                                                     : m->rope_short;
+                      : m->rope_long && ctx256 > hp->rope_orig_ctx ? m->rope_long
+                                                                  : m->rope_short;
     /* attention weights: one row of the cache's length per thread */
     size_t need = (size_t)r->nthreads * kv->n_ctx;
     if (need > (size_t)s->scores_ctx) {
@@ -508,6 +544,12 @@ static int s_attention(arch_run *r)
     uint32_t qd = s_qdim(hp), kvd = s_kvdim(hp), hd = hp->head_dim;
     for (uint32_t p = 0; p < r->n; p++) {
         float *q = s->q + (size_t)p * qd, *k = s->k + (size_t)p * kvd, *v = s->v + (size_t)p * kvd;
+        if (s->fused_qkv) { /* q's rows, then k's, then v's (llama.cpp's build_qkv views) */
+            const float *row = s->qkv + (size_t)p * (qd + 2 * kvd);
+            memcpy(q, row, qd * sizeof(float));
+            memcpy(k, row + qd, kvd * sizeof(float));
+            memcpy(v, row + qd + kvd, kvd * sizeof(float));
+        }
         if (s->vec[DEC_BQ])
             s_add(q, s->vec[DEC_BQ], qd);
         if (s->vec[DEC_BK])
@@ -566,11 +608,13 @@ int arch_dec_before(arch_run *r, uint32_t tensor)
     uint32_t d = hp->dim, ff = hp->n_ff;
     switch (r->m->layers[r->layer].t[tensor].role) {
     case DEC_Q:
+    case DEC_QKV:
         s_norm_rows(r, r->x, s->vec[DEC_ATTN_NORM], s->xb);
         return 0;
     case DEC_O:
         return s_attention(r);
     case DEC_GATE:
+    case DEC_GATE_UP:
         if (s->vec[DEC_POST_ATTN_NORM])
             s_norm_rows(r, s->o, s->vec[DEC_POST_ATTN_NORM], s->o);
         for (size_t i = 0; i < (size_t)r->n * d; i++)
@@ -578,6 +622,12 @@ int arch_dec_before(arch_run *r, uint32_t tensor)
         s_norm_rows(r, r->x, s->vec[DEC_FFN_NORM], s->xb);
         return 0;
     case DEC_DOWN:
+        if (s->fused_gu) /* gate's n_ff values, then up's (ggml_swiglu on the fused rows) */
+            for (uint32_t p = 0; p < r->n; p++) {
+                memcpy(s->gate + (size_t)p * ff, s->gu + (size_t)p * 2 * ff, ff * sizeof(float));
+                memcpy(s->up + (size_t)p * ff, s->gu + ((size_t)p * 2 + 1) * ff,
+                       ff * sizeof(float));
+            }
         if (hp->ffn_act == ARCH_ACT_GELU) {
             for (size_t i = 0; i < (size_t)r->n * ff; i++)
                 s->gate[i] = s_gelu(s->gate[i]) * s->up[i];
@@ -608,6 +658,8 @@ int arch_dec_rows(arch_run *r, uint32_t tensor, uint64_t r0, uint64_t n, const v
     case DEC_O: X = s->att; Y = s->o; break;
     case DEC_GATE: X = s->xb; Y = s->gate; break;
     case DEC_UP: X = s->xb; Y = s->up; break;
+    case DEC_QKV: X = s->xb; Y = s->qkv; break;
+    case DEC_GATE_UP: X = s->xb; Y = s->gu; break;
     default: X = s->gate; Y = s->down; break;
     }
     char why[160];

@@ -1,4 +1,4 @@
-/* decoder.h — the decoder layer the token families share (llama, qwen2, qwen3, gemma3): its
+/* decoder.h — the decoder layer the token families share (llama, qwen2, qwen3, gemma3, phi3): its
  * hyper-parameters, a layer's tensors by role, and the forward hooks a family's table points
  * at. arch/ (internal: the family files include it; nothing above arch/ does)
  *
@@ -31,6 +31,8 @@ typedef enum {
     DEC_GATE,            /* ffn_gate.weight */
     DEC_UP,              /* ffn_up.weight */
     DEC_DOWN,            /* ffn_down.weight */
+    DEC_QKV,             /* attn_qkv.weight: q, k, v rows in one matrix (phi3) */
+    DEC_GATE_UP,         /* ffn_up.weight of 2 n_ff rows: gate then up (phi3) */
     DEC_N_ROLES
 } dec_role;
 

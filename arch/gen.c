@@ -1,4 +1,4 @@
-/* gen.c — random-weight llama / qwen2 / qwen3 / gemma3 GGUF files (swarm gen --arch). arch/
+/* gen.c — random-weight llama / qwen2 / qwen3 / gemma3 / phi3 GGUF files (swarm gen --arch). arch/
  *
  * Tensors in the order llama.cpp's converter writes them (token_embd, then each block, then
  * output_norm and output), metadata under the architecture's prefix, and, when asked, the
@@ -34,13 +34,15 @@ typedef struct {
     int qk_norm;                  /* attn_q_norm, attn_k_norm (qwen3, gemma3) */
     int post_norms;               /* post_attention_norm, post_ffw_norm (gemma3) */
     int key_length;               /* attention.key_length / value_length always written */
+    int fused;                    /* attn_qkv and a 2 n_ff ffn_up, no ffn_gate (phi3) */
 } s_family;
 
 static const s_family s_families[] = {
-    { "llama", 0, 1e-5f, 10000.0f, 1, 0, 0, 0 },
-    { "qwen2", 1, 1e-6f, 1000000.0f, 0, 0, 0, 0 },
-    { "qwen3", 0, 1e-6f, 1000000.0f, 0, 1, 0, 1 },
-    { "gemma3", 0, 1e-6f, 1000000.0f, 0, 1, 1, 1 },
+    { "llama", 0, 1e-5f, 10000.0f, 1, 0, 0, 0, 0 },
+    { "qwen2", 1, 1e-6f, 1000000.0f, 0, 0, 0, 0, 0 },
+    { "qwen3", 0, 1e-6f, 1000000.0f, 0, 1, 0, 1, 0 },
+    { "gemma3", 0, 1e-6f, 1000000.0f, 0, 1, 1, 1, 0 },
+    { "phi3", 0, 1e-5f, 10000.0f, 0, 0, 0, 0, 1 },
 };
 
 typedef struct {
@@ -142,6 +144,19 @@ static void s_llama3_freqs(float base, uint32_t rope_dim, float *out)
     }
 }
 
+/* Phi-3 128k-like longrope divisors (the published ones grow from 1 to a few dozen across the
+ * pairs, the short ones stay near 1): long 1 + 30 (i/n)^2, short 1 + 0.1 i/n. */
+static void s_longrope_factors(const char *name, uint32_t n, float *out)
+{
+    int lng = !strcmp(name, "rope_factors_long.weight");
+    if (!lng && strcmp(name, "rope_factors_short.weight"))
+        return;
+    for (uint32_t i = 0; i < n; i++) {
+        float t = (float)i / (float)n;
+        out[i] = lng ? 1.0f + 30.0f * t * t : 1.0f + 0.1f * t;
+    }
+}
+
 static int s_specs(const arch_gen_opts *o, const s_family *fam, uint32_t n_vocab, s_spec **out,
                    uint32_t *count)
 {
@@ -149,7 +164,8 @@ static int s_specs(const arch_gen_opts *o, const s_family *fam, uint32_t n_vocab
     uint32_t d = o->dim, qd = o->n_head * hd, kvd = o->n_head_kv * hd, ff = o->n_ff;
     int bias = fam->qkv_bias;
     uint32_t per = 9 + (bias ? 3 : 0) + (fam->qk_norm ? 2 : 0) + (fam->post_norms ? 2 : 0);
-    uint32_t n = 1 + per * o->n_layers + 1 + (o->tied ? 0 : 1) + (o->rope_llama3 ? 1 : 0);
+    uint32_t n = 1 + per * o->n_layers + 1 + (o->tied ? 0 : 1) + (o->rope_llama3 ? 1 : 0) +
+                 (o->longrope ? 2 : 0);
     s_spec *s = calloc(n, sizeof *s);
     if (!s)
         return -1;
@@ -169,9 +185,13 @@ static int s_specs(const arch_gen_opts *o, const s_family *fam, uint32_t n_vocab
         S_ADD(nm, mx, r, c, ce, h);                                                        \
     } while (0)
         S_BLK("attn_norm.weight", 0, 1, d, 1.0f, 0.1f);
-        S_BLK("attn_q.weight", 1, qd, d, 0.0f, S_W_HALF);
-        S_BLK("attn_k.weight", 1, kvd, d, 0.0f, S_W_HALF);
-        S_BLK("attn_v.weight", 1, kvd, d, 0.0f, S_W_HALF);
+        if (fam->fused) {
+            S_BLK("attn_qkv.weight", 1, qd + 2 * kvd, d, 0.0f, S_W_HALF);
+        } else {
+            S_BLK("attn_q.weight", 1, qd, d, 0.0f, S_W_HALF);
+            S_BLK("attn_k.weight", 1, kvd, d, 0.0f, S_W_HALF);
+            S_BLK("attn_v.weight", 1, kvd, d, 0.0f, S_W_HALF);
+        }
         if (bias) {
             S_BLK("attn_q.bias", 0, 1, qd, 0.0f, S_W_HALF);
             S_BLK("attn_k.bias", 0, 1, kvd, 0.0f, S_W_HALF);
@@ -185,8 +205,12 @@ static int s_specs(const arch_gen_opts *o, const s_family *fam, uint32_t n_vocab
         if (fam->post_norms)
             S_BLK("post_attention_norm.weight", 0, 1, d, 1.0f, 0.1f);
         S_BLK("ffn_norm.weight", 0, 1, d, 1.0f, 0.1f);
-        S_BLK("ffn_gate.weight", 1, ff, d, 0.0f, S_W_HALF);
-        S_BLK("ffn_up.weight", 1, ff, d, 0.0f, S_W_HALF);
+        if (fam->fused) {
+            S_BLK("ffn_up.weight", 1, 2 * ff, d, 0.0f, S_W_HALF);
+        } else {
+            S_BLK("ffn_gate.weight", 1, ff, d, 0.0f, S_W_HALF);
+            S_BLK("ffn_up.weight", 1, ff, d, 0.0f, S_W_HALF);
+        }
         S_BLK("ffn_down.weight", 1, d, ff, 0.0f, S_W_HALF);
         if (fam->post_norms)
             S_BLK("post_ffw_norm.weight", 0, 1, d, 1.0f, 0.1f);
@@ -195,8 +219,13 @@ static int s_specs(const arch_gen_opts *o, const s_family *fam, uint32_t n_vocab
     S_ADD("output_norm.weight", 0, 1, d, 1.0f, 0.1f);
     if (!o->tied)
         S_ADD("output.weight", 1, n_vocab, d, 0.0f, S_W_HALF);
+    uint32_t rd = o->rope_dim ? o->rope_dim : hd;
     if (o->rope_llama3)
-        S_ADD("rope_freqs.weight", 0, 1, hd / 2, 0.0f, 0.0f); /* values: below */
+        S_ADD("rope_freqs.weight", 0, 1, rd / 2, 0.0f, 0.0f); /* values: below */
+    if (o->longrope) {
+        S_ADD("rope_factors_long.weight", 0, 1, rd / 2, 0.0f, 0.0f);
+        S_ADD("rope_factors_short.weight", 0, 1, rd / 2, 0.0f, 0.0f);
+    }
 #undef S_ADD
     *out = s;
     *count = k;
@@ -223,7 +252,7 @@ int arch_gen(const char *path, const arch_gen_opts *o, char *err, size_t errlen)
     const char *bad = NULL;
     uint32_t hd = o->head_dim ? o->head_dim : (o->n_head ? o->dim / o->n_head : 0);
     if (!fam)
-        bad = "the architecture must be llama, qwen2, qwen3 or gemma3";
+        bad = "the architecture must be llama, qwen2, qwen3, gemma3 or phi3";
     else if (!o->dim || o->dim > 65536 || !o->n_head || o->dim % o->n_head)
         bad = "dim must be 1..65536 and a multiple of heads";
     else if (hd < 2 || hd > 4096 || hd % 2)
@@ -232,6 +261,12 @@ int arch_gen(const char *path, const arch_gen_opts *o, char *err, size_t errlen)
         bad = "a sliding window and logit soft-capping belong to gemma3 files";
     else if (!(o->softcap >= 0))
         bad = "the soft-cap must be >= 0";
+    else if (o->rope_dim && (o->rope_dim % 2 || o->rope_dim > hd))
+        bad = "the rotated dimensions must be even and at most the head size";
+    else if (o->longrope && strcmp(fam->name, "phi3"))
+        bad = "longrope belongs to phi3 files";
+    else if (o->longrope && (o->rope_linear > 1 || o->rope_llama3))
+        bad = "longrope is the only rope scaling of its file";
     else if (!o->n_head_kv || o->n_head % o->n_head_kv)
         bad = "kv-heads must divide heads";
     else if (!o->n_layers || o->n_layers > 4096)
@@ -278,7 +313,7 @@ int arch_gen(const char *path, const arch_gen_opts *o, char *err, size_t errlen)
         gguf_writer_kv_u32(w, S_KEY("feed_forward_length"), o->n_ff) ||
         gguf_writer_kv_u32(w, S_KEY("attention.head_count"), o->n_head) ||
         gguf_writer_kv_u32(w, S_KEY("attention.head_count_kv"), o->n_head_kv) ||
-        gguf_writer_kv_u32(w, S_KEY("rope.dimension_count"), hd) ||
+        gguf_writer_kv_u32(w, S_KEY("rope.dimension_count"), o->rope_dim ? o->rope_dim : hd) ||
         gguf_writer_kv_f32(w, S_KEY("rope.freq_base"), base) ||
         gguf_writer_kv_f32(w, S_KEY("attention.layer_norm_rms_epsilon"), eps) ||
         gguf_writer_kv_u32(w, S_KEY("vocab_size"), n_vocab) ||
@@ -290,6 +325,15 @@ int arch_gen(const char *path, const arch_gen_opts *o, char *err, size_t errlen)
         goto oom;
     if (o->swa && gguf_writer_kv_u32(w, S_KEY("attention.sliding_window"), o->swa))
         goto oom;
+    /* phi3's 128k longrope as conversion/phi.py writes it: the original context and
+     * attn_factor sqrt(1 + ln(scale) / ln(original)), scale = context / original */
+    if (o->longrope) {
+        double scale = (double)n_ctx / o->longrope;
+        float af = scale > 1 ? (float)sqrt(1 + log(scale) / log((double)o->longrope)) : 1.0f;
+        if (gguf_writer_kv_u32(w, S_KEY("rope.scaling.original_context_length"), o->longrope) ||
+            gguf_writer_kv_f32(w, S_KEY("rope.scaling.attn_factor"), af))
+            goto oom;
+    }
     if (o->softcap > 0 && gguf_writer_kv_f32(w, S_KEY("final_logit_softcapping"), o->softcap))
         goto oom;
     if (o->rope_linear > 1 && (gguf_writer_kv_str(w, S_KEY("rope.scaling.type"), "linear") ||
@@ -300,6 +344,7 @@ int arch_gen(const char *path, const arch_gen_opts *o, char *err, size_t errlen)
         goto oom;
     uint32_t widest = o->dim > o->n_ff ? o->dim : o->n_ff;
     widest = widest > o->n_head * hd ? widest : o->n_head * hd;
+    widest = widest > 2 * o->n_ff ? widest : 2 * o->n_ff;
     if (!(row = malloc(widest * sizeof(float))) || !(qrow = malloc(widest * 4)))
         goto oom;
     for (uint32_t i = 0; i < n_specs; i++) {
@@ -325,7 +370,8 @@ int arch_gen(const char *path, const arch_gen_opts *o, char *err, size_t errlen)
         for (uint32_t r = 0; r < sp[i].rows; r++) {
             s_fill_row(&st, row, sp[i].cols, sp[i].center, sp[i].half);
             if (!strcmp(sp[i].name, "rope_freqs.weight"))
-                s_llama3_freqs(base, hd, row);
+                s_llama3_freqs(base, o->rope_dim ? o->rope_dim : hd, row);
+            s_longrope_factors(sp[i].name, sp[i].cols, row);
             if (quant_quantize_row(type, row, qrow, sp[i].cols, why, sizeof why))
                 goto why;
             if (gguf_writer_write_data(w, fd, (int)i, qrow, rb, err, errlen))

@@ -1,4 +1,4 @@
-/* gen.h — small random-weight llama / qwen2 / qwen3 / gemma3 GGUF files for tests and benchmarks. arch/ */
+/* gen.h — small random-weight llama / qwen2 / qwen3 / gemma3 / phi3 GGUF files for tests and benchmarks. arch/ */
 #ifndef SWARM_ARCH_GEN_H
 #define SWARM_ARCH_GEN_H
 
@@ -8,7 +8,7 @@
 #include "arch/arch.h"
 
 typedef struct {
-    const char *arch;             /* general.architecture: llama, qwen2, qwen3, gemma3 */
+    const char *arch;             /* general.architecture: llama, qwen2, qwen3, gemma3, phi3 */
     uint32_t dim, n_layers, n_head, n_head_kv, n_ff;
     uint32_t n_vocab;             /* used when vocab_from is NULL */
     const char *vocab_from;       /* a GGUF whose tokenizer.* keys are copied (n_vocab from it) */
@@ -23,6 +23,11 @@ typedef struct {
                                    * files always carry the key) */
     uint32_t swa;                 /* gemma3: attention.sliding_window (0: none written) */
     float softcap;                /* gemma3: final_logit_softcapping (0: not written) */
+    uint32_t rope_dim;            /* rope.dimension_count (0: the head size; less rotates
+                                   * part of each head, as Phi-4-mini) */
+    uint32_t longrope;            /* phi3: > 0 writes the 128k variants' longrope with this
+                                   * original context (rope_factors_long/short.weight,
+                                   * rope.scaling.attn_factor); 0: none */
     const char *chat_template;    /* tokenizer.chat_template to write (replacing the
                                      vocabulary's), or NULL */
 } arch_gen_opts;

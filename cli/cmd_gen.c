@@ -1,5 +1,5 @@
 /* cmd_gen.c — `swarm gen`: a synthetic dense model, or a random-weight llama/qwen2/qwen3/gemma3
- * file. cli/ */
+ * /phi3 file. cli/ */
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,20 +20,23 @@ static void s_gen_usage(void)
            "  Writes a synthetic dense model in GGUF v3: per layer g (d f32) and W (d x d\n"
            "  f32), deterministic from the seed, with a checksum per layer in the\n"
            "  metadata. Alignment defaults to 4096 (O_DIRECT friendly).\n"
-           "usage: swarm gen --arch llama|qwen2|qwen3|gemma3 [--dim D --layers L --heads H\n"
-           "                 --kv-heads K --ff F --head-dim HD]\n"
+           "usage: swarm gen --arch llama|qwen2|qwen3|gemma3|phi3 [--dim D --layers L\n"
+           "                 --heads H --kv-heads K --ff F --head-dim HD --rope-dim R]\n"
            "                 [--vocab-from VOCAB.gguf | --vocab N]\n"
            "                 [--type f32|f16|bf16|q8_0|q4_0] [--tied] [--ctx N]\n"
            "                 [--rope-linear FACTOR | --rope-llama3] [--chat-template FILE]\n"
-           "                 [--swa WINDOW] [--softcap C] --seed S -o FILE\n"
+           "                 [--swa WINDOW] [--softcap C] [--longrope ORIG_CTX]\n"
+           "                 --seed S -o FILE\n"
            "  Writes a random-weight model of the family (weights of standard deviation 0.02,\n"
            "  norms near 1, deterministic from the seed; matrices in --type, vectors f32),\n"
            "  with the tokenizer of a vocabulary-only GGUF copied in, so llama.cpp loads it.\n"
            "  --rope-linear: rope.scaling linear; --rope-llama3: Llama 3.1's rope_freqs.weight.\n"
            "  --chat-template FILE: its text (Jinja) as tokenizer.chat_template.\n"
            "  --head-dim: attention.key_length (default dim / heads; qwen3 and gemma3 write\n"
-           "  it always). gemma3 only: --swa: attention.sliding_window (every 6th layer\n"
-           "  global); --softcap: final_logit_softcapping.\n"
+           "  it always); --rope-dim: rope.dimension_count (default the head size).\n"
+           "  gemma3 only: --swa: attention.sliding_window (every 6th layer global);\n"
+           "  --softcap: final_logit_softcapping. phi3 only: --longrope: the 128k\n"
+           "  variants' rope_factors_long/short.weight with this original context.\n"
            "  Defaults: dim 256, 2 layers, 8 heads, kv-heads = heads, ff 768, type f32,\n"
            "  ctx 2048, alignment 32 (as published files).\n");
 }
@@ -61,7 +64,8 @@ static int s_parse(s_gen *g, int argc, char **argv)
         { "rope-linear", required_argument, 0, 'R' }, { "rope-llama3", no_argument, 0, '3' },
         { "chat-template", required_argument, 0, 'J' },
         { "head-dim", required_argument, 0, 'D' }, { "swa", required_argument, 0, 'W' },
-        { "softcap", required_argument, 0, 'S' }, { 0, 0, 0, 0 }
+        { "softcap", required_argument, 0, 'S' }, { "rope-dim", required_argument, 0, 'r' },
+        { "longrope", required_argument, 0, 'l' }, { 0, 0, 0, 0 }
     };
     arch_gen_opts *go = &g->go;
     char err[512];
@@ -88,6 +92,8 @@ static int s_parse(s_gen *g, int argc, char **argv)
         case 'D': go->head_dim = (uint32_t)strtoul(optarg, NULL, 10); break;
         case 'W': go->swa = (uint32_t)strtoul(optarg, NULL, 10); break;
         case 'S': go->softcap = strtof(optarg, NULL); break;
+        case 'r': go->rope_dim = (uint32_t)strtoul(optarg, NULL, 10); break;
+        case 'l': go->longrope = (uint32_t)strtoul(optarg, NULL, 10); break;
         case 'T': {
             quant_type qt;
             if (quant_type_parse(optarg, &qt, err, sizeof err)) {
@@ -110,9 +116,9 @@ static int s_gen_llm(s_gen *g, uint64_t t0)
     arch_gen_opts *go = &g->go;
     char err[512];
     if (strcmp(g->arch, "llama") && strcmp(g->arch, "qwen2") && strcmp(g->arch, "qwen3") &&
-        strcmp(g->arch, "gemma3")) {
-        fprintf(stderr, "swarm gen: --arch '%s': one of swarm-dense, llama, qwen2, qwen3, gemma3\n",
-                g->arch);
+        strcmp(g->arch, "gemma3") && strcmp(g->arch, "phi3")) {
+        fprintf(stderr, "swarm gen: --arch '%s': one of swarm-dense, llama, qwen2, qwen3, gemma3, "
+                "phi3\n", g->arch);
         return EXIT_USAGE;
     }
     go->arch = g->arch;

@@ -1,11 +1,13 @@
 #!/bin/bash
-# e2e_families.sh — the families after llama/qwen2 (qwen3, gemma3) through every arm on tiny
+# e2e_families.sh — the families after llama/qwen2 (qwen3, gemma3, phi3) through every arm on tiny
 # random models: the reference arm (its --parity rerun), the SSD arm under a cap that streams
 # layers (parity, cache and content gates), the resident arm in 2 spawned workers (the same
 # token ids and logits as the reference), and the quantized arm (an f16 file quantized by
 # `swarm quantize` to q8_0 and q4_0, run on the reference and resident arms with the same
 # gates). qwen3's heads are wider than dim / heads (key_length, as Qwen3-0.6B); gemma3 has a
-# window of 8 with a prompt far past it, so local and global layers both run. The vocabulary is
+# window of 8 with a prompt far past it, so local and global layers both run; phi3 has fused
+# qkv and gate/up matrices and longrope with an original context of 16, under the prompt (its
+# long factors). The vocabulary is
 # the 32000-piece SentencePiece fixture: the arms do not depend on it, and Qwen3's 152k would
 # make every file's embedding 5x larger (its tokenizer and llama.cpp parity: test_tokenizer,
 # test_arch). tests/
@@ -27,12 +29,13 @@ digests() { # jsonl: ids and logits digests
     python3 -c 'import json,sys; o=json.loads(open(sys.argv[1]).readlines()[-1]); print(o["ids_digest"], o["logits_digest"])' "$1"
 }
 
-for fam in qwen3 gemma3; do
-    if [ $fam = qwen3 ]; then
-        shape=(--dim 256 --layers 4 --heads 4 --kv-heads 2 --head-dim 128 --ff 512)
-    else
-        shape=(--dim 256 --layers 6 --heads 4 --kv-heads 1 --head-dim 64 --ff 512 --swa 8)
-    fi
+for fam in qwen3 gemma3 phi3; do
+    case $fam in
+    qwen3) shape=(--dim 256 --layers 4 --heads 4 --kv-heads 2 --head-dim 128 --ff 512) ;;
+    gemma3) shape=(--dim 256 --layers 6 --heads 4 --kv-heads 1 --head-dim 64 --ff 512 --swa 8) ;;
+    phi3) shape=(--dim 256 --layers 8 --heads 4 --kv-heads 2 --rope-dim 48 --ff 512 --longrope 16) ;;
+    esac
+    nl=${shape[3]}
     common=(--arch $fam "${shape[@]}" --vocab-from "$T/vocab.gguf" --ctx 256 --seed 5)
     sw ${fam}_gen gen "${common[@]}" --type q8_0 -o "$T/$fam.gguf"; expect_rc ${fam}_gen 0
     sw ${fam}_g16 gen "${common[@]}" --type f16 -o "$T/$fam-f16.gguf"; expect_rc ${fam}_g16 0
@@ -74,7 +77,7 @@ for fam in qwen3 gemma3; do
     eq "$fam resident text" "$(cat "$T/${fam}_res.out")" "$(cat "$T/${fam}_ref.out")"
     eq "$fam resident digests" "$(digests "$T/${fam}_res.jsonl")" "$(digests "$T/${fam}_ref.jsonl")"
     eq "$fam resident: the last worker ends at the last layer" \
-        "$(jfield "$T/${fam}_res.jsonl" workers.1.last)" "$([ $fam = qwen3 ] && echo 4 || echo 6)"
+        "$(jfield "$T/${fam}_res.jsonl" workers.1.last)" "$nl"
 
     # quantized: the f16 file quantized, then the same gates on the reference and resident arms
     for q in q8_0 q4_0; do
