@@ -34,6 +34,7 @@ static const arch_ops *const s_families[] = {
     &arch_llama_ops,
     &arch_qwen2_ops,
     &arch_qwen3_ops,
+    &arch_gemma2_ops,
     &arch_gemma3_ops,
     &arch_phi3_ops,
 };

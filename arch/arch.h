@@ -113,6 +113,9 @@ typedef struct {
     uint32_t swa_pattern;         /* layer l is local unless l % swa_pattern == swa_pattern - 1
                                    * (gemma3: 6; 0 with n_swa: every layer local) */
     float rope_freq_base_swa;     /* the local layers' RoPE base (gemma3: 10000) */
+    int rope_scaling_local;       /* 1: the local layers use the file's rope scaling too
+                                   * (gemma2); 0: they rotate unscaled (gemma3) */
+    float attn_softcap;           /* attention scores = c tanh(scores / c) when > 0 (gemma2) */
     float rope_mscale;            /* cos and sin times this (phi3's rope.scaling.attn_factor) */
     float embd_scale;             /* the embedding rows times this (gemma: sqrt(dim); else 1) */
     float logit_softcap;          /* logits = c tanh(logits / c) when > 0 */

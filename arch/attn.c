@@ -169,15 +169,17 @@ static int s_have_avx(void)
 
 
 void arch_attn_head(const float *q, const float *k, const float *v, size_t stride, uint32_t len,
-                    uint32_t hd, float scale, float *w, float *out)
+                    uint32_t hd, float scale, float softcap, float *w, float *out)
 {
     int avx = s_have_avx();
-    float mx = -INFINITY;
+    float mx = -INFINITY, inv_cap = softcap > 0 ? 1.0f / softcap : 0;
     if (avx)
         s_scores_avx(q, k, stride, len, hd, scale, w);
     for (uint32_t t = 0; t < len; t++) {
         if (!avx)
             w[t] = s_dot8(q, k + (size_t)t * stride, hd) * scale;
+        if (softcap > 0)
+            w[t] = tanhf(w[t] * inv_cap) * softcap;
         mx = w[t] > mx ? w[t] : mx;
     }
     float sum = 0;

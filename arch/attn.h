@@ -21,9 +21,11 @@ typedef struct {
 /* RoPE on n_heads heads of hd floats (in place) at absolute position pos. */
 void arch_rope(float *v, uint32_t n_heads, uint32_t hd, const arch_rope_args *a, uint32_t pos);
 
-/* out[0..hd) = softmax_t(q . k_t * scale) weighted sum of v_t for t < len, k_t = k + t *
- * stride (v likewise). w: len floats of scratch. */
+/* out[0..hd) = softmax_t(s_t) weighted sum of v_t for t < len, s_t = q . k_t * scale, or
+ * softcap tanh(s_t / softcap) when softcap > 0 (Gemma 2's scores, as llama.cpp's graph caps
+ * them: scale by 1/softcap, tanh, scale by softcap); k_t = k + t * stride (v likewise).
+ * w: len floats of scratch. */
 void arch_attn_head(const float *q, const float *k, const float *v, size_t stride, uint32_t len,
-                    uint32_t hd, float scale, float *w, float *out);
+                    uint32_t hd, float scale, float softcap, float *w, float *out);
 
 #endif

@@ -1,5 +1,6 @@
-/* decoder.c — the decoder layer llama, qwen2, qwen3, gemma3 and phi3 share: the hyper-parameters
- * every one of them reads, a layer's tensors by role, and the forward pass. arch/
+/* decoder.c — the decoder layer llama, qwen2, qwen3, gemma2, gemma3 and phi3 share: the
+ * hyper-parameters every one of them reads, a layer's tensors by role, and the forward pass.
+ * arch/
  *
  * One layer, in the order its tensors are consumed (llama2.c's forward() is the model; a role
  * a layer lacks is skipped):
@@ -7,18 +8,18 @@
  *   rows q,k,v   q, k, v = W xb for every position (quant_matmat over the n positions); or
  *                rows qkv, one matrix whose rows are q's, k's then v's (phi3)
  *   before(o)    (qkv split); + biases (qwen2); per-head rmsnorm of q and k (qwen3, gemma3); RoPE on q and
- *                k; k and v into the cache; attention (a sliding window on gemma3's local
- *                layers) -> att
+ *                k; k and v into the cache; attention (a sliding window on gemma's local
+ *                layers, gemma2's scores soft-capped) -> att
  *   rows o       o = Wo att
- *   before(gate) o = rmsnorm(o) . post_attention_norm (gemma3); x += o;
+ *   before(gate) o = rmsnorm(o) . post_attention_norm (gemma2, gemma3); x += o;
  *                xb = rmsnorm(x) . ffn_norm
  *   rows gate,up gate, up = W xb; or rows of one ffn_up of 2 n_ff rows, gate's then up's
  *                (phi3)
  *   before(down) gate = act(gate) . up (silu, or gemma's GELU)
  *   rows down    down = Wd gate
- *   end          down = rmsnorm(down) . post_ffw_norm (gemma3); x += down
- * As llama.cpp's graphs (src/models/llama.cpp, qwen2.cpp, qwen3.cpp, gemma3.cpp, phi3.cpp) build
- * it.
+ *   end          down = rmsnorm(down) . post_ffw_norm (gemma2, gemma3); x += down
+ * As llama.cpp's graphs (src/models/llama.cpp, qwen2.cpp, qwen3.cpp, gemma2.cpp, gemma3.cpp,
+ * phi3.cpp) build it.
  * RoPE as llama.cpp's llama_model_rope_type gives it: NORM pairs (2i, 2i+1) for llama, NEOX
  * pairs (i, i + rope_dim/2) for the others (arch/attn.c makes the angles as ggml does).
  *
@@ -268,6 +269,8 @@ int arch_dec_open(arch_model *m, const dec_family *f, char *err, size_t errlen)
     hp->rope_mscale = 1.0f;
     hp->embd_scale = 1.0f;
     hp->logit_softcap = 0;
+    hp->attn_softcap = 0;
+    hp->rope_scaling_local = 0;
     hp->ffn_act = ARCH_ACT_SILU;
     const gguf_tensor *te = gguf_find_tensor(g, "token_embd.weight");
     if (!te) {
@@ -473,16 +476,16 @@ int arch_dec_begin(arch_run *r, char *err, size_t errlen)
         }
         s->vec[t->role] = dst;
     }
-    /* this layer's RoPE and window: gemma3's local layers have their own base and no scaling
-     * (llama.cpp's get_rope_freq_base / _scale); phi3's longrope picks its factors by the
+    /* this layer's RoPE and window: gemma3's local layers have their own base and no scaling,
+     * gemma2's the global scaling (llama.cpp's get_rope_freq_base / _scale); phi3's longrope picks its factors by the
      * session's context against the original one (get_rope_factors) */
     int local = arch_dec_is_local(hp, r->layer);
     s->window = local ? hp->n_swa : 0;
     s->rope.rope_dim = hp->rope_dim;
     s->rope.neox = hp->rope_type == ARCH_ROPE_NEOX;
     s->rope.base = local ? hp->rope_freq_base_swa : hp->rope_freq_base;
-    s->rope.freq_scale = !local && hp->rope_scaling == ARCH_ROPE_LINEAR
-                             ? 1.0f / hp->rope_scale_factor : 1.0f;
+    int scaled = (!local || hp->rope_scaling_local) && hp->rope_scaling == ARCH_ROPE_LINEAR;
+    s->rope.freq_scale = scaled ? 1.0f / hp->rope_scale_factor : 1.0f;
     s->rope.mscale = hp->rope_mscale;
     /* llama.cpp's context is a multiple of 256 (llama_context pads n_ctx_seq): the choice is
      * made on that */
@@ -526,7 +529,7 @@ static void s_attn_task(void *arg, int tid, int nt)
         const float *q = s->q + (size_t)p * qd + (size_t)h * hd;
         arch_attn_head(q, r->kv->k + (size_t)t0 * kvd + (size_t)kh * hd,
                        r->kv->v + (size_t)t0 * kvd + (size_t)kh * hd, kvd, pos + 1 - t0, hd,
-                       scale, w, s->att + (size_t)p * qd + (size_t)h * hd);
+                       scale, hp->attn_softcap, w, s->att + (size_t)p * qd + (size_t)h * hd);
     }
 }
 

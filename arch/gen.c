@@ -1,4 +1,5 @@
-/* gen.c — random-weight llama / qwen2 / qwen3 / gemma3 / phi3 GGUF files (swarm gen --arch). arch/
+/* gen.c — random-weight llama, qwen2, qwen3, gemma2, gemma3, phi3 GGUF files (swarm gen --arch).
+ * arch/
  *
  * Tensors in the order llama.cpp's converter writes them (token_embd, then each block, then
  * output_norm and output), metadata under the architecture's prefix, and, when asked, the
@@ -41,6 +42,7 @@ static const s_family s_families[] = {
     { "llama", 0, 1e-5f, 10000.0f, 1, 0, 0, 0, 0 },
     { "qwen2", 1, 1e-6f, 1000000.0f, 0, 0, 0, 0, 0 },
     { "qwen3", 0, 1e-6f, 1000000.0f, 0, 1, 0, 1, 0 },
+    { "gemma2", 0, 1e-6f, 10000.0f, 0, 0, 1, 1, 0 },
     { "gemma3", 0, 1e-6f, 1000000.0f, 0, 1, 1, 1, 0 },
     { "phi3", 0, 1e-5f, 10000.0f, 0, 0, 0, 0, 1 },
 };
@@ -252,15 +254,19 @@ int arch_gen(const char *path, const arch_gen_opts *o, char *err, size_t errlen)
     const char *bad = NULL;
     uint32_t hd = o->head_dim ? o->head_dim : (o->n_head ? o->dim / o->n_head : 0);
     if (!fam)
-        bad = "the architecture must be llama, qwen2, qwen3, gemma3 or phi3";
+        bad = "the architecture must be llama, qwen2, qwen3, gemma2, gemma3 or phi3";
     else if (!o->dim || o->dim > 65536 || !o->n_head || o->dim % o->n_head)
         bad = "dim must be 1..65536 and a multiple of heads";
     else if (hd < 2 || hd > 4096 || hd % 2)
         bad = "the head size must be even and 2..4096";
-    else if ((o->swa || o->softcap != 0) && strcmp(fam->name, "gemma3"))
-        bad = "a sliding window and logit soft-capping belong to gemma3 files";
-    else if (!(o->softcap >= 0))
-        bad = "the soft-cap must be >= 0";
+    else if ((o->swa || o->softcap != 0) && strncmp(fam->name, "gemma", 5))
+        bad = "a sliding window and logit soft-capping belong to gemma files";
+    else if (!strcmp(fam->name, "gemma2") && !o->tied)
+        bad = "gemma2's head is its embedding: --tied";
+    else if (!(o->softcap >= 0) || !(o->attn_softcap >= 0))
+        bad = "the soft-caps must be >= 0";
+    else if (o->attn_softcap > 0 && strcmp(fam->name, "gemma2"))
+        bad = "attention soft-capping belongs to gemma2 files";
     else if (o->rope_dim && (o->rope_dim % 2 || o->rope_dim > hd))
         bad = "the rotated dimensions must be even and at most the head size";
     else if (o->longrope && strcmp(fam->name, "phi3"))
@@ -335,6 +341,13 @@ int arch_gen(const char *path, const arch_gen_opts *o, char *err, size_t errlen)
             goto oom;
     }
     if (o->softcap > 0 && gguf_writer_kv_f32(w, S_KEY("final_logit_softcapping"), o->softcap))
+        goto oom;
+    /* Gemma 2's configs: scores capped at 50, logits at 30 (conversion/gemma.py writes both) */
+    if (!strcmp(an, "gemma2") &&
+        (gguf_writer_kv_f32(w, S_KEY("attn_logit_softcapping"),
+                            o->attn_softcap > 0 ? o->attn_softcap : 50.0f) ||
+         (!(o->softcap > 0) && gguf_writer_kv_f32(w, S_KEY("final_logit_softcapping"), 30.0f)) ||
+         (!o->swa && gguf_writer_kv_u32(w, S_KEY("attention.sliding_window"), 4096))))
         goto oom;
     if (o->rope_linear > 1 && (gguf_writer_kv_str(w, S_KEY("rope.scaling.type"), "linear") ||
                                gguf_writer_kv_f32(w, S_KEY("rope.scaling.factor"), o->rope_linear)))

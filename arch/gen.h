@@ -21,8 +21,11 @@ typedef struct {
     int rope_llama3;              /* write rope_freqs.weight as Llama 3.1's files carry it */
     uint32_t head_dim;            /* attention.key_length (0: dim / n_head; qwen3 and gemma3
                                    * files always carry the key) */
-    uint32_t swa;                 /* gemma3: attention.sliding_window (0: none written) */
-    float softcap;                /* gemma3: final_logit_softcapping (0: not written) */
+    uint32_t swa;                 /* gemma2/3: attention.sliding_window (0: none written;
+                                   * gemma2: its 4096) */
+    float softcap;                /* gemma2/3: final_logit_softcapping (0: not written;
+                                   * gemma2: its 30) */
+    float attn_softcap;           /* gemma2: attn_logit_softcapping (0: its 50) */
     uint32_t rope_dim;            /* rope.dimension_count (0: the head size; less rotates
                                    * part of each head, as Phi-4-mini) */
     uint32_t longrope;            /* phi3: > 0 writes the 128k variants' longrope with this

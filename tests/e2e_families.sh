@@ -1,16 +1,16 @@
 #!/bin/bash
-# e2e_families.sh — the families after llama/qwen2 (qwen3, gemma3, phi3) through every arm on tiny
-# random models: the reference arm (its --parity rerun), the SSD arm under a cap that streams
-# layers (parity, cache and content gates), the resident arm in 2 spawned workers (the same
-# token ids and logits as the reference), and the quantized arm (an f16 file quantized by
-# `swarm quantize` to q8_0 and q4_0, run on the reference and resident arms with the same
-# gates). qwen3's heads are wider than dim / heads (key_length, as Qwen3-0.6B); gemma3 has a
-# window of 8 with a prompt far past it, so local and global layers both run; phi3 has fused
-# qkv and gate/up matrices and longrope with an original context of 16, under the prompt (its
-# long factors). The vocabulary is
-# the 32000-piece SentencePiece fixture: the arms do not depend on it, and Qwen3's 152k would
-# make every file's embedding 5x larger (its tokenizer and llama.cpp parity: test_tokenizer,
-# test_arch). tests/
+# e2e_families.sh — the families after llama/qwen2 (qwen3, gemma2, gemma3, phi3) through every
+# arm on tiny random models: the reference arm (its --parity rerun), the SSD arm under a cap
+# that streams layers (parity, cache and content gates), the resident arm in 2 spawned workers
+# (the same token ids and logits as the reference), and the quantized arm (an f16 file
+# quantized by `swarm quantize` to q8_0 and q4_0, run on the reference and resident arms with
+# the same gates). qwen3's heads are wider than dim / heads (key_length, as Qwen3-0.6B); gemma3
+# has a window of 8 with a prompt far past it, so local and global layers both run (gemma2:
+# every other layer, with soft-capped scores and logits); phi3 has fused qkv and gate/up
+# matrices and longrope with an original context of 16, under the prompt (its long factors).
+# The vocabulary is the 32000-piece SentencePiece fixture: the arms do not depend on it, and
+# Qwen3's or Gemma 3's would make every file's embedding 5 to 8 times larger (their tokenizers
+# and llama.cpp parity: test_tokenizer, test_arch). tests/
 # Env: SWARM_BIN, SWARM_TEST_TMP. Closes with "e2e_families: N passed, N failed".
 set -u
 cd "$(dirname "$0")/.."
@@ -29,8 +29,10 @@ digests() { # jsonl: ids and logits digests
     python3 -c 'import json,sys; o=json.loads(open(sys.argv[1]).readlines()[-1]); print(o["ids_digest"], o["logits_digest"])' "$1"
 }
 
-for fam in qwen3 gemma3 phi3; do
+for fam in qwen3 gemma2 gemma3 phi3; do
     case $fam in
+    gemma2) shape=(--dim 256 --layers 4 --heads 4 --kv-heads 2 --head-dim 64 --ff 512 --swa 8
+                   --tied --attn-softcap 0.05 --softcap 0.5) ;;
     qwen3) shape=(--dim 256 --layers 4 --heads 4 --kv-heads 2 --head-dim 128 --ff 512) ;;
     gemma3) shape=(--dim 256 --layers 6 --heads 4 --kv-heads 1 --head-dim 64 --ff 512 --swa 8) ;;
     phi3) shape=(--dim 256 --layers 8 --heads 4 --kv-heads 2 --rope-dim 48 --ff 512 --longrope 16) ;;

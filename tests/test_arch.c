@@ -678,7 +678,7 @@ static void s_test_families(void)
     memset(&h, 0, sizeof h);
     CHECK(arch_model_bind(&h, "phi2", err, sizeof err) == -1 &&
           strstr(err, "'phi2' is not supported (supported: swarm-dense, llama, qwen2, qwen3, "
-                      "gemma3, phi3)") &&
+                      "gemma2, gemma3, phi3)") &&
           !h.ops && !arch_model_has(&h, 0), "bind phi2: '%s'", err);
 }
 
@@ -699,7 +699,7 @@ static void s_test_bad_files(void)
     s_spit(s_path("bad-arch.gguf"), buf, n);
     s_expect_open_error("unknown architecture", s_path("bad-arch.gguf"),
                         "'gemma' is not supported (supported: swarm-dense, llama, qwen2, qwen3, "
-                        "gemma3, phi3)");
+                        "gemma2, gemma3, phi3)");
     /* unsupported type: q8_0 (34 bytes a block) relabelled q4_1 (20: smaller, stays inside) */
     memcpy(buf, orig, n);
     if ((p = s_after_str(buf, n, "blk.1.attn_q.weight")))
@@ -818,6 +818,7 @@ static void s_test_llama_cpp(const char *fixture)
             .head_dim = (uint32_t)json_integer_value(json_object_get(spec, "head_dim")),
             .swa = (uint32_t)json_integer_value(json_object_get(spec, "swa")),
             .softcap = (float)json_number_value(json_object_get(spec, "softcap")),
+            .attn_softcap = (float)json_number_value(json_object_get(spec, "attn_softcap")),
             .rope_dim = (uint32_t)json_integer_value(json_object_get(spec, "rope_dim")),
             .longrope = (uint32_t)json_integer_value(json_object_get(spec, "longrope")),
             .rope_linear = (float)json_number_value(json_object_get(spec, "rope_linear")),
