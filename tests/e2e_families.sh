@@ -50,20 +50,23 @@ for fam in qwen3 gemma2 gemma3 phi3; do
     ntok=$(jfield "$T/${fam}_ref.jsonl" tokens_in)
     if [ "${ntok:-0}" -gt 24 ]; then ok; else bad "$fam: prompt of $ntok tokens does not pass the window"; fi
 
-    # SSD: the smallest cap that streams everything is in a refusal; from it, in quarter-MiB
-    # steps, the first cap that keeps a layer resident and streams the rest
+    # SSD: the smallest cap that streams everything is in a refusal; from it plus 3/4 MiB (a
+    # layer here is 0.6-0.8 MiB), in half-MiB steps, the first cap that keeps a layer resident
+    # and streams the rest (the layers that fit span 3 layers' bytes or more: steps cannot
+    # jump it)
     sw ${fam}_small generate "$T/$fam.gguf" --arm ssd --cap 1M "${G[@]}"
     expect_rc ${fam}_small 1; has ${fam}_small err "needed"
     need=$(sed -n 's/.*: \([0-9.]*\) MiB needed.*/\1/p' "$T/${fam}_small.err" | head -1)
-    cap=$(python3 -c "import math,sys; print(math.ceil(float(sys.argv[1]) * 4) * 262144)" "${need:-0}")
+    cap=$(python3 -c "import math,sys; print(math.ceil(float(sys.argv[1]) * 4) * 262144 + 786432)" "${need:-0}")
     CAP=""
-    for _ in $(seq 1 32); do
+    for _ in $(seq 1 16); do
         sw ${fam}_probe generate "$T/$fam.gguf" --arm ssd --cap "$cap" "${G[@]}"
         read -r res str <<<"$(plan ${fam}_probe)"
         if [ "$rc" = 0 ] && [ "${res:-0}" -ge 1 ] && [ "${str:-0}" -ge 1 ]; then CAP=$cap; break; fi
-        cap=$((cap + 262144))
+        cap=$((cap + 524288))
     done
     if [ -n "$CAP" ]; then ok; else bad "$fam: no cap keeps a layer resident and streams another"; CAP=$cap; fi
+    echo "$fam: ssd cap $CAP: $(plan ${fam}_probe) (resident, streamed layers)"
     sw ${fam}_ssd generate "$T/$fam.gguf" --arm ssd --cap "$CAP" "${G[@]}" --parity \
         --out "$T/${fam}_ssd.jsonl"; expect_rc ${fam}_ssd 0
     for g in parity cache content; do
