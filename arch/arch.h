@@ -4,7 +4,9 @@
  * Every arm runs layers through this interface: the executor (runtime/exec.c) asks the
  * architecture which tensors a layer has and in which order they are consumed, streams or
  * keeps them resident, and drives the layer with them. The lab's dense layer is one
- * architecture ("swarm-dense", arch/dense.c); "llama" and "qwen2" are others (arch/llama.c).
+ * architecture ("swarm-dense", arch/dense.c); "llama" and "qwen2" (arch/llama.c), "qwen3",
+ * "gemma2", "gemma3" and "phi3" (arch/NAME.c) are others, all on the decoder layer they share
+ * (arch/decoder.c).
  *
  * Families. Each family is one table of operations (arch_ops, arch/arch_int.h), found once by
  * general.architecture when the file is opened and kept in the model (arch_model.ops); every
@@ -24,8 +26,11 @@
  * A variant that differs only in data (qwen2: llama with Q/K/V biases and NEOX RoPE) is its own
  * entry in the same file, reusing the family's functions and deciding the difference at open
  * (the layer's tensor list, arch_hparams.rope_type), so the hot path never asks which it is.
- * A family's forward steps (norms, RoPE, attention, FFN) live in its file; a step a second
- * family needs moves to a file of its own in arch/ then (arch_rmsnorm is already shared).
+ * The decoder families go further: their forward pass is one (arch/decoder.c, with RoPE and
+ * attention in arch/attn.c), and each family's file is its open (the hyper-parameters that are
+ * its own, into arch_hparams) and its layer's tensors by role (arch/decoder.h); ARCH_DEC_OPS
+ * makes the table entry. A family whose steps the decoder lacks adds them there as a role or a
+ * hyper-parameter, decided at open.
  *
  * A layer is an ordered list of tensors in *consumption order*. Vector tensors (norm weights,
  * biases: one row) come first and are always whole in memory before the layer starts. Matrix
