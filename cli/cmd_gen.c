@@ -1,5 +1,5 @@
-/* cmd_gen.c — `swarm gen`: a synthetic dense model, or a random-weight llama/qwen2/qwen3/gemma3
- * /phi3 (or gemma2) file. cli/ */
+/* cmd_gen.c — `swarm gen`: a synthetic dense model, or a random-weight file of a token family
+ * (llama, qwen2, qwen3, gemma2, gemma3, phi3). cli/ */
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
