@@ -3,7 +3,7 @@
 # arm on tiny random models: the reference arm (its --parity rerun), the SSD arm under a cap
 # that streams layers (parity, cache and content gates), the resident arm in 2 spawned workers
 # (the same token ids and logits as the reference), and the quantized arm (an f16 file
-# quantized by `swarm quantize` to q8_0 and q4_0, run on the reference and resident arms with
+# quantized by `swarm quantize` to q8_0 and Q4_K_M, run on the reference and resident arms with
 # the same gates). qwen3's heads are wider than dim / heads (key_length, as Qwen3-0.6B); gemma3
 # has a window of 8 with a prompt far past it, so local and global layers both run (gemma2:
 # every other layer, with soft-capped scores and logits); phi3 has fused qkv and gate/up
@@ -85,14 +85,15 @@ for fam in qwen3 gemma2 gemma3 phi3; do
         "$(jfield "$T/${fam}_res.jsonl" workers.1.last)" "$nl"
 
     # quantized: the f16 file quantized, then the same gates on the reference and resident arms
-    for q in q8_0 q4_0; do
+    for q in q8_0 Q4_K_M; do
         sw ${fam}_quant_$q quantize "$T/$fam-f16.gguf" "$T/$fam-$q.gguf" $q
         expect_rc ${fam}_quant_$q 0
         sw ${fam}_qref_$q generate "$T/$fam-$q.gguf" "${G[@]}" --parity --kl-base "$T/$fam-f16.gguf" \
             --out "$T/${fam}_qref_$q.jsonl"
         expect_rc ${fam}_qref_$q 0; has ${fam}_qref_$q err "parity: pass"
-        case $(jfield "$T/${fam}_qref_$q.jsonl" tensor_types.$q) in
-            [1-9]*) ok ;; *) bad "$fam $q: no $q tensors in the quantized file" ;; esac
+        t=$q; [ $q = Q4_K_M ] && t=q4_K
+        case $(jfield "$T/${fam}_qref_$q.jsonl" tensor_types.$t) in
+            [1-9]*) ok ;; *) bad "$fam $q: no $t tensors in the quantized file" ;; esac
         has ${fam}_qref_$q err "KL"
         sw ${fam}_qres_$q generate "$T/$fam-$q.gguf" "${G[@]}" --arm resident --workers 2 \
             --worker-cap 64M --threads 1 --out "$T/${fam}_qres_$q.jsonl"
