@@ -8,7 +8,7 @@
 #include "text/tokenizer.h"
 
 typedef enum { TOK_SPM, TOK_BPE } tok_kind;
-typedef enum { PRE_NONE, PRE_LLAMA3, PRE_QWEN2, PRE_SMOLLM, PRE_DEFAULT } tok_pre;
+typedef enum { PRE_NONE, PRE_LLAMA3, PRE_QWEN2, PRE_SMOLLM, PRE_DEFAULT, PRE_GPT4O } tok_pre;
 
 #define TOK_MAX_RE 4 /* regexes in one pre-tokenizer (default has 4) */
 

@@ -347,9 +347,12 @@ tokenizer *tokenizer_open(const gguf_file *g, char *err, size_t errlen)
         } else if (!strcmp(pre, "smollm")) {
             t->pre = PRE_SMOLLM;
             t->pre_name = "smollm";
+        } else if (!strcmp(pre, "gpt-4o")) { /* o200k: GPT-4o's, Phi-4-mini's */
+            t->pre = PRE_GPT4O;
+            t->pre_name = "gpt-4o";
         } else {
             s_err(err, errlen, path, "tokenizer.ggml.pre '%.40s' is not supported (supported: "
-                  "llama-bpe, qwen2, smollm, default)", pre);
+                  "llama-bpe, qwen2, smollm, gpt-4o, default)", pre);
             goto err;
         }
         if (s_merges(t, g, err, errlen) || tok_pre_compile(t, err, errlen))
