@@ -58,6 +58,7 @@ static int s_embed(llm_swarm *sw, const int32_t *tok, uint32_t n, float *x, char
         }
     }
     free(row);
+    arch_embed_finish(&sw->am, x, n); /* the family's scale (gemma's sqrt(dim)) */
     return 0;
 }
 

@@ -234,8 +234,8 @@ llm_model *llm_model_open_opts(const char *path, const llm_opts *o, char *err, s
         goto err;
     if (!arch_model_has(&m->am, ARCH_TOKENS)) {
         arch_err(err, errlen, path,
-                 "a swarm-dense model has no tokens (run it with `swarm run`); llama or qwen2 "
-                 "needed");
+                 "a swarm-dense model has no tokens (run it with `swarm run`); a token "
+                 "family (llama, qwen2, qwen3, gemma2, gemma3, phi3) needed");
         goto err;
     }
     if (o)
@@ -594,6 +594,7 @@ static int s_pass(llm_session *s, const int32_t *tokens, uint32_t n, float *logi
             return -1;
         }
     }
+    arch_embed_finish(am, s->x, n);
     if (atomic_load(&s->m->faulted)) {
         snprintf(err, errlen, "%s", s->m->fault);
         return -1;
@@ -625,6 +626,7 @@ static int s_pass(llm_session *s, const int32_t *tokens, uint32_t n, float *logi
         arch_err(err, errlen, m->g->path, "%s: %s", am->output.name, why);
         return -1;
     }
+    arch_logits_finish(am, logits, cnt);
     return 0;
 }
 
