@@ -44,7 +44,7 @@ TEST_BIN = $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 TOOL_SRC = $(wildcard tests/tools/*.c)
 TOOL_BIN = $(TOOL_SRC:tests/%.c=$(BUILD)/tests/%)
 
-.PHONY: all test check lab asan clean install deps npm-deps fuzz lab-quick
+.PHONY: all test check lab asan clean install deps npm-deps fuzz lab-quick soak
 # Keep the BPF object and skeleton (make would delete them as intermediates and rebuild).
 .SECONDARY: $(BPF_SKEL) $(BPF_SKEL:.skel.h=.bpf.o)
 all: $(BIN)/swarm
@@ -82,6 +82,13 @@ test: deps
 
 check: $(BIN)/swarm $(TEST_BIN) $(TOOL_BIN)
 	SWARM_BIN=$(abspath $(BIN)/swarm) TEST_BIN_DIR=$(abspath $(BUILD)/tests) tests/run.sh
+
+# The soak test (tests/soak.py): serve --arm resident under faults from outside for
+# SOAK_SECONDS (a short one runs in `make test`, tests/e2e_soak.sh). Fails on a lost, different
+# or hung request, or a /health answer slower than 10x the healthy ones.
+SOAK_SECONDS ?= 60
+soak: $(BIN)/swarm
+	SWARM_BIN=$(abspath $(BIN)/swarm) SOAK_SECONDS=$(SOAK_SECONDS) python3 tests/soak.py
 
 # Workers run inside memory cgroups sized for real builds: ASan's default 256 MiB quarantine of
 # freed memory would push a 192 MiB worker over its cap (OOM-killed, seen 2026-11-30), so the

@@ -33,6 +33,10 @@ static const arch_ops *const s_families[] = {
     &arch_dense_ops,
     &arch_llama_ops,
     &arch_qwen2_ops,
+    &arch_qwen3_ops,
+    &arch_gemma2_ops,
+    &arch_gemma3_ops,
+    &arch_phi3_ops,
 };
 #define S_N_FAMILIES (sizeof s_families / sizeof s_families[0])
 
@@ -150,8 +154,10 @@ void arch_model_close(arch_model *m)
         return;
     free(m->layers);
     free(m->rope_freqs);
+    free(m->rope_long);
+    free(m->rope_short);
     m->layers = NULL;
-    m->rope_freqs = NULL;
+    m->rope_freqs = m->rope_long = m->rope_short = NULL;
 }
 
 int arch_model_has(const arch_model *m, unsigned props)
@@ -334,4 +340,24 @@ void arch_rmsnorm(const float *x, const float *w, float *out, uint32_t dim, floa
     float scale = 1.0f / sqrtf((float)(ss / dim) + eps);
     for (uint32_t i = 0; i < dim; i++)
         out[i] = x[i] * scale * w[i];
+}
+
+void arch_embed_finish(const arch_model *m, float *x, uint32_t n)
+{
+    float sc = m->hp.embd_scale;
+    if (sc == 0 || sc == 1.0f)
+        return;
+    for (size_t i = 0; i < (size_t)n * m->hp.dim; i++)
+        x[i] *= sc; /* ggml_scale */
+}
+
+void arch_logits_finish(const arch_model *m, float *logits, uint32_t n)
+{
+    float c = m->hp.logit_softcap;
+    if (!(c > 0))
+        return;
+    /* as llama.cpp's graph: scale by 1/c, tanh, scale by c */
+    float inv = 1.0f / c;
+    for (size_t i = 0; i < (size_t)n * m->hp.n_vocab; i++)
+        logits[i] = tanhf(logits[i] * inv) * c;
 }

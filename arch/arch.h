@@ -4,7 +4,9 @@
  * Every arm runs layers through this interface: the executor (runtime/exec.c) asks the
  * architecture which tensors a layer has and in which order they are consumed, streams or
  * keeps them resident, and drives the layer with them. The lab's dense layer is one
- * architecture ("swarm-dense", arch/dense.c); "llama" and "qwen2" are others (arch/llama.c).
+ * architecture ("swarm-dense", arch/dense.c); "llama" and "qwen2" (arch/llama.c), "qwen3",
+ * "gemma2", "gemma3" and "phi3" (arch/NAME.c) are others, all on the decoder layer they share
+ * (arch/decoder.c).
  *
  * Families. Each family is one table of operations (arch_ops, arch/arch_int.h), found once by
  * general.architecture when the file is opened and kept in the model (arch_model.ops); every
@@ -24,8 +26,11 @@
  * A variant that differs only in data (qwen2: llama with Q/K/V biases and NEOX RoPE) is its own
  * entry in the same file, reusing the family's functions and deciding the difference at open
  * (the layer's tensor list, arch_hparams.rope_type), so the hot path never asks which it is.
- * A family's forward steps (norms, RoPE, attention, FFN) live in its file; a step a second
- * family needs moves to a file of its own in arch/ then (arch_rmsnorm is already shared).
+ * The decoder families go further: their forward pass is one (arch/decoder.c, with RoPE and
+ * attention in arch/attn.c), and each family's file is its open (the hyper-parameters that are
+ * its own, into arch_hparams) and its layer's tensors by role (arch/decoder.h); ARCH_DEC_OPS
+ * makes the table entry. A family whose steps the decoder lacks adds them there as a role or a
+ * hyper-parameter, decided at open.
  *
  * A layer is an ordered list of tensors in *consumption order*. Vector tensors (norm weights,
  * biases: one row) come first and are always whole in memory before the layer starts. Matrix
@@ -79,6 +84,9 @@ typedef enum { ARCH_ROPE_NONE = 0, ARCH_ROPE_LINEAR = 1, ARCH_ROPE_LLAMA3 = 2 } 
 /* Which dimensions RoPE rotates together, as llama.cpp's llama_model_rope_type gives it per
  * family: NORM pairs (2i, 2i+1) (llama), NEOX pairs (i, i + rope_dim/2) (qwen2). */
 typedef enum { ARCH_ROPE_NORM = 0, ARCH_ROPE_NEOX = 1 } arch_rope_type;
+/* The feed-forward's gate activation: SwiGLU's silu (llama, qwen, phi3) or Gemma's GELU (tanh
+ * form, through ggml's f16 table: arch/decoder.c). */
+typedef enum { ARCH_ACT_SILU = 0, ARCH_ACT_GELU = 1 } arch_ffn_act;
 
 /* Hyper-parameters, from the file's metadata (`<arch>.*` keys), validated before use. */
 typedef struct {
@@ -87,7 +95,8 @@ typedef struct {
     uint32_t dim;                 /* <arch>.embedding_length */
     uint32_t n_ff;                /* <arch>.feed_forward_length (0 for dense) */
     uint32_t n_head, n_head_kv;   /* <arch>.attention.head_count(_kv) */
-    uint32_t head_dim;            /* dim / n_head */
+    uint32_t head_dim;            /* <arch>.attention.key_length (default dim / n_head): Q and
+                                   * the output projection are n_head * head_dim wide */
     uint32_t rope_dim;            /* <arch>.rope.dimension_count (default head_dim) */
     float rope_freq_base;         /* <arch>.rope.freq_base (default 10000) */
     arch_rope_type rope_type;     /* the family's */
@@ -99,6 +108,23 @@ typedef struct {
     uint32_t n_ctx_train;         /* <arch>.context_length */
     uint32_t n_vocab;             /* rows of token_embd.weight */
     int tied_output;              /* no output.weight: token_embd.weight is the head */
+    /* what some families add (each family's file says where it reads them; the defaults are
+     * llama's: no effect) */
+    float attn_scale;             /* attention's scale (default 1/sqrt(head_dim)) */
+    int attn_scale_q;             /* 1: scale q before the dot products (gemma3, phi3 graphs),
+                                   * 0: scale the dot products (llama's soft_max scale) */
+    uint32_t n_swa;               /* sliding window: a local layer's position p attends to the
+                                   * positions > p - n_swa (0: none) */
+    uint32_t swa_pattern;         /* layer l is local unless l % swa_pattern == swa_pattern - 1
+                                   * (gemma3: 6; 0 with n_swa: every layer local) */
+    float rope_freq_base_swa;     /* the local layers' RoPE base (gemma3: 10000) */
+    int rope_scaling_local;       /* 1: the local layers use the file's rope scaling too
+                                   * (gemma2); 0: they rotate unscaled (gemma3) */
+    float attn_softcap;           /* attention scores = c tanh(scores / c) when > 0 (gemma2) */
+    float rope_mscale;            /* cos and sin times this (phi3's rope.scaling.attn_factor) */
+    float embd_scale;             /* the embedding rows times this (gemma: sqrt(dim); else 1) */
+    float logit_softcap;          /* logits = c tanh(logits / c) when > 0 */
+    arch_ffn_act ffn_act;
 } arch_hparams;
 
 /* One tensor of a layer as the file has it. A matrix has `rows` rows of `cols` elements
@@ -110,6 +136,7 @@ typedef struct {
     uint64_t off, nbytes;         /* absolute file offset and size */
     uint64_t row_bytes;           /* bytes of one row of this type */
     int is_matrix;
+    uint32_t role;                /* the family's tag for the tensor's part in its layer */
 } arch_tensor;
 
 typedef struct {
@@ -139,6 +166,10 @@ typedef struct {
      * divisors of each pair's frequency, written by llama.cpp's converter). Owned; NULL when
      * the file has none. */
     float *rope_freqs;
+    /* phi3's longrope (rope_factors_long/short.weight, rope_dim / 2 f32 each): the long ones
+     * when a session's context exceeds rope_orig_ctx, as llama.cpp's get_rope_factors picks.
+     * Owned; NULL when the file has none. */
+    float *rope_long, *rope_short;
 } arch_model;
 
 /* The KV cache of one session for one layer: K and V of every cached position. */
@@ -189,6 +220,12 @@ const char *arch_run_error(const arch_run *r);
  * Results have the same bits for every count. The dense layer uses it for a quantized W only
  * (an f32 W is OpenBLAS's, threads from kernel_set_threads). */
 void arch_run_set_threads(arch_run *r, int nthreads);
+
+/* What the family does to the embedding rows of n positions (x: n x dim, in place) before
+ * the first layer, and to the logits of n positions (n x n_vocab) after the head: gemma's
+ * sqrt(dim) scale and final soft-capping; nothing for the others. Every arm calls them. */
+void arch_embed_finish(const arch_model *m, float *x, uint32_t n);
+void arch_logits_finish(const arch_model *m, float *logits, uint32_t n);
 
 /* out = x / sqrt(mean(x^2) + eps) * w, the sum of squares in double, left to right (as
  * ggml's rms_norm accumulates): the final norm of a model uses it too. */

@@ -36,6 +36,10 @@ struct arch_ops {
 extern const arch_ops arch_dense_ops; /* dense.c: "swarm-dense", the lab's layer */
 extern const arch_ops arch_llama_ops; /* llama.c: "llama" */
 extern const arch_ops arch_qwen2_ops; /* llama.c: "qwen2", llama with Q/K/V biases */
+extern const arch_ops arch_qwen3_ops; /* qwen3.c: "qwen3", per-head q/k norms */
+extern const arch_ops arch_gemma2_ops; /* gemma2.c: "gemma2", attention soft-capping */
+extern const arch_ops arch_gemma3_ops; /* gemma3.c: "gemma3" */
+extern const arch_ops arch_phi3_ops;  /* phi3.c: "phi3", fused qkv and gate/up, longrope */
 
 struct arch_run {
     const arch_model *m;

@@ -1,4 +1,5 @@
-/* gen.c — random-weight llama / qwen2 GGUF files (swarm gen --arch). arch/
+/* gen.c — random-weight llama, qwen2, qwen3, gemma2, gemma3, phi3 GGUF files (swarm gen --arch).
+ * arch/
  *
  * Tensors in the order llama.cpp's converter writes them (token_embd, then each block, then
  * output_norm and output), metadata under the architecture's prefix, and, when asked, the
@@ -31,11 +32,19 @@ typedef struct {
     int qkv_bias;                 /* attn_{q,k,v}.bias (qwen2) */
     float eps, rope_base;         /* layer_norm_rms_epsilon and rope.freq_base as they ship */
     int rope_freqs;               /* may carry Llama 3.1's rope_freqs.weight */
+    int qk_norm;                  /* attn_q_norm, attn_k_norm (qwen3, gemma3) */
+    int post_norms;               /* post_attention_norm, post_ffw_norm (gemma3) */
+    int key_length;               /* attention.key_length / value_length always written */
+    int fused;                    /* attn_qkv and a 2 n_ff ffn_up, no ffn_gate (phi3) */
 } s_family;
 
 static const s_family s_families[] = {
-    { "llama", 0, 1e-5f, 10000.0f, 1 },
-    { "qwen2", 1, 1e-6f, 1000000.0f, 0 },
+    { "llama", 0, 1e-5f, 10000.0f, 1, 0, 0, 0, 0 },
+    { "qwen2", 1, 1e-6f, 1000000.0f, 0, 0, 0, 0, 0 },
+    { "qwen3", 0, 1e-6f, 1000000.0f, 0, 1, 0, 1, 0 },
+    { "gemma2", 0, 1e-6f, 10000.0f, 0, 0, 1, 1, 0 },
+    { "gemma3", 0, 1e-6f, 1000000.0f, 0, 1, 1, 1, 0 },
+    { "phi3", 0, 1e-5f, 10000.0f, 0, 0, 0, 0, 1 },
 };
 
 typedef struct {
@@ -137,13 +146,28 @@ static void s_llama3_freqs(float base, uint32_t rope_dim, float *out)
     }
 }
 
+/* Phi-3 128k-like longrope divisors (the published ones grow from 1 to a few dozen across the
+ * pairs, the short ones stay near 1): long 1 + 30 (i/n)^2, short 1 + 0.1 i/n. */
+static void s_longrope_factors(const char *name, uint32_t n, float *out)
+{
+    int lng = !strcmp(name, "rope_factors_long.weight");
+    if (!lng && strcmp(name, "rope_factors_short.weight"))
+        return;
+    for (uint32_t i = 0; i < n; i++) {
+        float t = (float)i / (float)n;
+        out[i] = lng ? 1.0f + 30.0f * t * t : 1.0f + 0.1f * t;
+    }
+}
+
 static int s_specs(const arch_gen_opts *o, const s_family *fam, uint32_t n_vocab, s_spec **out,
                    uint32_t *count)
 {
-    uint32_t d = o->dim, kvd = o->n_head_kv * (o->dim / o->n_head), ff = o->n_ff;
+    uint32_t hd = o->head_dim ? o->head_dim : o->dim / o->n_head;
+    uint32_t d = o->dim, qd = o->n_head * hd, kvd = o->n_head_kv * hd, ff = o->n_ff;
     int bias = fam->qkv_bias;
-    uint32_t per = bias ? 12 : 9;
-    uint32_t n = 1 + per * o->n_layers + 1 + (o->tied ? 0 : 1) + (o->rope_llama3 ? 1 : 0);
+    uint32_t per = 9 + (bias ? 3 : 0) + (fam->qk_norm ? 2 : 0) + (fam->post_norms ? 2 : 0);
+    uint32_t n = 1 + per * o->n_layers + 1 + (o->tied ? 0 : 1) + (o->rope_llama3 ? 1 : 0) +
+                 (o->longrope ? 2 : 0);
     s_spec *s = calloc(n, sizeof *s);
     if (!s)
         return -1;
@@ -163,26 +187,47 @@ static int s_specs(const arch_gen_opts *o, const s_family *fam, uint32_t n_vocab
         S_ADD(nm, mx, r, c, ce, h);                                                        \
     } while (0)
         S_BLK("attn_norm.weight", 0, 1, d, 1.0f, 0.1f);
-        S_BLK("attn_q.weight", 1, d, d, 0.0f, S_W_HALF);
-        S_BLK("attn_k.weight", 1, kvd, d, 0.0f, S_W_HALF);
-        S_BLK("attn_v.weight", 1, kvd, d, 0.0f, S_W_HALF);
+        if (fam->fused) {
+            S_BLK("attn_qkv.weight", 1, qd + 2 * kvd, d, 0.0f, S_W_HALF);
+        } else {
+            S_BLK("attn_q.weight", 1, qd, d, 0.0f, S_W_HALF);
+            S_BLK("attn_k.weight", 1, kvd, d, 0.0f, S_W_HALF);
+            S_BLK("attn_v.weight", 1, kvd, d, 0.0f, S_W_HALF);
+        }
         if (bias) {
-            S_BLK("attn_q.bias", 0, 1, d, 0.0f, S_W_HALF);
+            S_BLK("attn_q.bias", 0, 1, qd, 0.0f, S_W_HALF);
             S_BLK("attn_k.bias", 0, 1, kvd, 0.0f, S_W_HALF);
             S_BLK("attn_v.bias", 0, 1, kvd, 0.0f, S_W_HALF);
         }
-        S_BLK("attn_output.weight", 1, d, d, 0.0f, S_W_HALF);
+        if (fam->qk_norm) {
+            S_BLK("attn_q_norm.weight", 0, 1, hd, 1.0f, 0.1f);
+            S_BLK("attn_k_norm.weight", 0, 1, hd, 1.0f, 0.1f);
+        }
+        S_BLK("attn_output.weight", 1, d, qd, 0.0f, S_W_HALF);
+        if (fam->post_norms)
+            S_BLK("post_attention_norm.weight", 0, 1, d, 1.0f, 0.1f);
         S_BLK("ffn_norm.weight", 0, 1, d, 1.0f, 0.1f);
-        S_BLK("ffn_gate.weight", 1, ff, d, 0.0f, S_W_HALF);
-        S_BLK("ffn_up.weight", 1, ff, d, 0.0f, S_W_HALF);
+        if (fam->fused) {
+            S_BLK("ffn_up.weight", 1, 2 * ff, d, 0.0f, S_W_HALF);
+        } else {
+            S_BLK("ffn_gate.weight", 1, ff, d, 0.0f, S_W_HALF);
+            S_BLK("ffn_up.weight", 1, ff, d, 0.0f, S_W_HALF);
+        }
         S_BLK("ffn_down.weight", 1, d, ff, 0.0f, S_W_HALF);
+        if (fam->post_norms)
+            S_BLK("post_ffw_norm.weight", 0, 1, d, 1.0f, 0.1f);
 #undef S_BLK
     }
     S_ADD("output_norm.weight", 0, 1, d, 1.0f, 0.1f);
     if (!o->tied)
         S_ADD("output.weight", 1, n_vocab, d, 0.0f, S_W_HALF);
+    uint32_t rd = o->rope_dim ? o->rope_dim : hd;
     if (o->rope_llama3)
-        S_ADD("rope_freqs.weight", 0, 1, o->dim / o->n_head / 2, 0.0f, 0.0f); /* values: below */
+        S_ADD("rope_freqs.weight", 0, 1, rd / 2, 0.0f, 0.0f); /* values: below */
+    if (o->longrope) {
+        S_ADD("rope_factors_long.weight", 0, 1, rd / 2, 0.0f, 0.0f);
+        S_ADD("rope_factors_short.weight", 0, 1, rd / 2, 0.0f, 0.0f);
+    }
 #undef S_ADD
     *out = s;
     *count = k;
@@ -207,11 +252,27 @@ int arch_gen(const char *path, const arch_gen_opts *o, char *err, size_t errlen)
     int fd = -1, rc = -1;
     uint32_t n_vocab = o->n_vocab, n_specs = 0;
     const char *bad = NULL;
+    uint32_t hd = o->head_dim ? o->head_dim : (o->n_head ? o->dim / o->n_head : 0);
     if (!fam)
-        bad = "the architecture must be llama or qwen2";
-    else if (!o->dim || o->dim > 65536 || !o->n_head || o->dim % o->n_head ||
-             (o->dim / o->n_head) % 2)
-        bad = "dim must be 1..65536 and a multiple of heads with an even head size";
+        bad = "the architecture must be llama, qwen2, qwen3, gemma2, gemma3 or phi3";
+    else if (!o->dim || o->dim > 65536 || !o->n_head || o->dim % o->n_head)
+        bad = "dim must be 1..65536 and a multiple of heads";
+    else if (hd < 2 || hd > 4096 || hd % 2)
+        bad = "the head size must be even and 2..4096";
+    else if ((o->swa || o->softcap != 0) && strncmp(fam->name, "gemma", 5))
+        bad = "a sliding window and logit soft-capping belong to gemma files";
+    else if (!strcmp(fam->name, "gemma2") && !o->tied)
+        bad = "gemma2's head is its embedding: --tied";
+    else if (!(o->softcap >= 0) || !(o->attn_softcap >= 0))
+        bad = "the soft-caps must be >= 0";
+    else if (o->attn_softcap > 0 && strcmp(fam->name, "gemma2"))
+        bad = "attention soft-capping belongs to gemma2 files";
+    else if (o->rope_dim && (o->rope_dim % 2 || o->rope_dim > hd))
+        bad = "the rotated dimensions must be even and at most the head size";
+    else if (o->longrope && strcmp(fam->name, "phi3"))
+        bad = "longrope belongs to phi3 files";
+    else if (o->longrope && (o->rope_linear > 1 || o->rope_llama3))
+        bad = "longrope is the only rope scaling of its file";
     else if (!o->n_head_kv || o->n_head % o->n_head_kv)
         bad = "kv-heads must divide heads";
     else if (!o->n_layers || o->n_layers > 4096)
@@ -227,8 +288,9 @@ int arch_gen(const char *path, const arch_gen_opts *o, char *err, size_t errlen)
         return -1;
     }
     const quant_type_info *ti = quant_type_get(o->type);
-    if (!ti || o->dim % ti->block || o->n_ff % ti->block) {
-        arch_err(err, errlen, path, "gen: type %s needs dim and ff multiples of its block %u",
+    if (!ti || o->dim % ti->block || o->n_ff % ti->block || (o->n_head * hd) % ti->block) {
+        arch_err(err, errlen, path,
+                 "gen: type %s needs dim, ff and heads x head size multiples of its block %u",
                  quant_type_name(o->type), ti ? ti->block : 0);
         return -1;
     }
@@ -257,11 +319,35 @@ int arch_gen(const char *path, const arch_gen_opts *o, char *err, size_t errlen)
         gguf_writer_kv_u32(w, S_KEY("feed_forward_length"), o->n_ff) ||
         gguf_writer_kv_u32(w, S_KEY("attention.head_count"), o->n_head) ||
         gguf_writer_kv_u32(w, S_KEY("attention.head_count_kv"), o->n_head_kv) ||
-        gguf_writer_kv_u32(w, S_KEY("rope.dimension_count"), o->dim / o->n_head) ||
+        gguf_writer_kv_u32(w, S_KEY("rope.dimension_count"), o->rope_dim ? o->rope_dim : hd) ||
         gguf_writer_kv_f32(w, S_KEY("rope.freq_base"), base) ||
         gguf_writer_kv_f32(w, S_KEY("attention.layer_norm_rms_epsilon"), eps) ||
         gguf_writer_kv_u32(w, S_KEY("vocab_size"), n_vocab) ||
         gguf_writer_kv_u64(w, "swarm.seed", o->seed))
+        goto oom;
+    if ((fam->key_length || o->head_dim) &&
+        (gguf_writer_kv_u32(w, S_KEY("attention.key_length"), hd) ||
+         gguf_writer_kv_u32(w, S_KEY("attention.value_length"), hd)))
+        goto oom;
+    if (o->swa && gguf_writer_kv_u32(w, S_KEY("attention.sliding_window"), o->swa))
+        goto oom;
+    /* phi3's 128k longrope as conversion/phi.py writes it: the original context and
+     * attn_factor sqrt(1 + ln(scale) / ln(original)), scale = context / original */
+    if (o->longrope) {
+        double scale = (double)n_ctx / o->longrope;
+        float af = scale > 1 ? (float)sqrt(1 + log(scale) / log((double)o->longrope)) : 1.0f;
+        if (gguf_writer_kv_u32(w, S_KEY("rope.scaling.original_context_length"), o->longrope) ||
+            gguf_writer_kv_f32(w, S_KEY("rope.scaling.attn_factor"), af))
+            goto oom;
+    }
+    if (o->softcap > 0 && gguf_writer_kv_f32(w, S_KEY("final_logit_softcapping"), o->softcap))
+        goto oom;
+    /* Gemma 2's configs: scores capped at 50, logits at 30 (conversion/gemma.py writes both) */
+    if (!strcmp(an, "gemma2") &&
+        (gguf_writer_kv_f32(w, S_KEY("attn_logit_softcapping"),
+                            o->attn_softcap > 0 ? o->attn_softcap : 50.0f) ||
+         (!(o->softcap > 0) && gguf_writer_kv_f32(w, S_KEY("final_logit_softcapping"), 30.0f)) ||
+         (!o->swa && gguf_writer_kv_u32(w, S_KEY("attention.sliding_window"), 4096))))
         goto oom;
     if (o->rope_linear > 1 && (gguf_writer_kv_str(w, S_KEY("rope.scaling.type"), "linear") ||
                                gguf_writer_kv_f32(w, S_KEY("rope.scaling.factor"), o->rope_linear)))
@@ -270,6 +356,8 @@ int arch_gen(const char *path, const arch_gen_opts *o, char *err, size_t errlen)
     if (s_specs(o, fam, n_vocab, &sp, &n_specs))
         goto oom;
     uint32_t widest = o->dim > o->n_ff ? o->dim : o->n_ff;
+    widest = widest > o->n_head * hd ? widest : o->n_head * hd;
+    widest = widest > 2 * o->n_ff ? widest : 2 * o->n_ff;
     if (!(row = malloc(widest * sizeof(float))) || !(qrow = malloc(widest * 4)))
         goto oom;
     for (uint32_t i = 0; i < n_specs; i++) {
@@ -295,7 +383,8 @@ int arch_gen(const char *path, const arch_gen_opts *o, char *err, size_t errlen)
         for (uint32_t r = 0; r < sp[i].rows; r++) {
             s_fill_row(&st, row, sp[i].cols, sp[i].center, sp[i].half);
             if (!strcmp(sp[i].name, "rope_freqs.weight"))
-                s_llama3_freqs(base, o->dim / o->n_head, row);
+                s_llama3_freqs(base, o->rope_dim ? o->rope_dim : hd, row);
+            s_longrope_factors(sp[i].name, sp[i].cols, row);
             if (quant_quantize_row(type, row, qrow, sp[i].cols, why, sizeof why))
                 goto why;
             if (gguf_writer_write_data(w, fd, (int)i, qrow, rb, err, errlen))

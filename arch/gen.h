@@ -1,4 +1,4 @@
-/* gen.h — small random-weight llama / qwen2 GGUF files for tests and benchmarks. arch/ */
+/* gen.h — small random-weight llama / qwen2 / qwen3 / gemma3 / phi3 GGUF files for tests and benchmarks. arch/ */
 #ifndef SWARM_ARCH_GEN_H
 #define SWARM_ARCH_GEN_H
 
@@ -8,7 +8,7 @@
 #include "arch/arch.h"
 
 typedef struct {
-    const char *arch;             /* general.architecture: "llama" or "qwen2" */
+    const char *arch;             /* general.architecture: llama, qwen2, qwen3, gemma3, phi3 */
     uint32_t dim, n_layers, n_head, n_head_kv, n_ff;
     uint32_t n_vocab;             /* used when vocab_from is NULL */
     const char *vocab_from;       /* a GGUF whose tokenizer.* keys are copied (n_vocab from it) */
@@ -19,6 +19,18 @@ typedef struct {
     uint32_t alignment;           /* general.alignment (default 32, as published files) */
     float rope_linear;            /* > 1: rope.scaling.type "linear" with this factor */
     int rope_llama3;              /* write rope_freqs.weight as Llama 3.1's files carry it */
+    uint32_t head_dim;            /* attention.key_length (0: dim / n_head; qwen3 and gemma3
+                                   * files always carry the key) */
+    uint32_t swa;                 /* gemma2/3: attention.sliding_window (0: none written;
+                                   * gemma2: its 4096) */
+    float softcap;                /* gemma2/3: final_logit_softcapping (0: not written;
+                                   * gemma2: its 30) */
+    float attn_softcap;           /* gemma2: attn_logit_softcapping (0: its 50) */
+    uint32_t rope_dim;            /* rope.dimension_count (0: the head size; less rotates
+                                   * part of each head, as Phi-4-mini) */
+    uint32_t longrope;            /* phi3: > 0 writes the 128k variants' longrope with this
+                                   * original context (rope_factors_long/short.weight,
+                                   * rope.scaling.attn_factor); 0: none */
     const char *chat_template;    /* tokenizer.chat_template to write (replacing the
                                      vocabulary's), or NULL */
 } arch_gen_opts;

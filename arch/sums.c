@@ -90,6 +90,25 @@ done:
     return rc;
 }
 
+int sums_err_is_mismatch(const char *err)
+{
+    return err && strstr(err, SUMS_MISMATCH) != NULL;
+}
+
+uint64_t sums_of_layer(const arch_model *am, uint32_t l, const void *const *data)
+{
+    XXH3_state_t *xx = XXH3_createState();
+    const arch_layer *L = &am->layers[l];
+    if (!xx)
+        return 0; /* never a layer's hash in practice: the caller reports the mismatch */
+    XXH3_64bits_reset(xx);
+    for (uint32_t t = 0; t < L->n_tensors; t++)
+        XXH3_64bits_update(xx, data[t], L->t[t].nbytes);
+    uint64_t h = XXH3_64bits_digest(xx);
+    XXH3_freeState(xx);
+    return h;
+}
+
 /* The cache's two places: beside the model, or the user's cache folder. */
 static void s_paths(const char *path, const s_key *k, char *beside, size_t blen, char *cache,
                     size_t clen)

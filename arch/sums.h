@@ -29,6 +29,14 @@ typedef enum {
  * cannot be read). */
 int sums_get(const arch_model *am, const char *path, uint64_t *sums, sums_source *src,
              char *cache_path, size_t cache_len, char *err, size_t errlen);
+/* Every message that says a layer's bytes do not match their checksum carries this phrase,
+ * wherever it was found (a resident load here, a worker's refusal relayed by the coordinator,
+ * the content gate on a streamed layer): a command maps such an error to EXIT_CORRUPT. */
+#define SUMS_MISMATCH "checksum mismatch"
+/* Does err say a layer failed its checksum (SUMS_MISMATCH)? */
+int sums_err_is_mismatch(const char *err);
+/* Layer l's checksum over its tensors in memory (data[t]: tensor t of arch_layer l). */
+uint64_t sums_of_layer(const arch_model *am, uint32_t l, const void *const *data);
 /* Compute only (no cache): what the streaming hash of each layer must give. */
 int sums_compute(const arch_model *am, const char *path, uint64_t *sums, char *err,
                  size_t errlen);

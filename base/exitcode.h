@@ -8,7 +8,9 @@
 #define EXIT_OK 0
 #define EXIT_FAIL 1        /* error before or during the run */
 #define EXIT_USAGE 2       /* bad flags or config */
-#define EXIT_VOID 3        /* the run finished but a gate marked it void */
+#define EXIT_VOID 3        /* a gate marked the run void; also, on every arm, a model file
+                           * whose layer failed its checksum (at load, or the content gate
+                           * on a streamed layer: the run then stops there) */
 #define EXIT_BUDGET 4      /* fallback impossible: a lost worker's range exceeds the budget */
 
 #endif

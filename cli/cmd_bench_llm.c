@@ -1,4 +1,4 @@
-/* cmd_bench_llm.c — swarm bench-llm: a llama/qwen2 file's forward-pass speed in one process
+/* cmd_bench_llm.c — swarm bench-llm: a token family's file's forward-pass speed in one process
  * (prompt and generation tokens/s) beside the same run's memory-bandwidth bound, or, with
  * --arm ssd, beside the disk bound of the bytes the SSD arm streams per token. cli/ */
 #include <stdio.h>

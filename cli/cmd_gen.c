@@ -1,4 +1,5 @@
-/* cmd_gen.c — `swarm gen`: a synthetic dense model, or a random-weight llama/qwen2 file. cli/ */
+/* cmd_gen.c — `swarm gen`: a synthetic dense model, or a random-weight file of a token family
+ * (llama, qwen2, qwen3, gemma2, gemma3, phi3). cli/ */
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,16 +20,26 @@ static void s_gen_usage(void)
            "  Writes a synthetic dense model in GGUF v3: per layer g (d f32) and W (d x d\n"
            "  f32), deterministic from the seed, with a checksum per layer in the\n"
            "  metadata. Alignment defaults to 4096 (O_DIRECT friendly).\n"
-           "usage: swarm gen --arch llama|qwen2 [--dim D --layers L --heads H --kv-heads K\n"
-           "                 --ff F] [--vocab-from VOCAB.gguf | --vocab N]\n"
+           "usage: swarm gen --arch llama|qwen2|qwen3|gemma2|gemma3|phi3 [--dim D --layers L\n"
+           "                 --heads H --kv-heads K --ff F --head-dim HD --rope-dim R]\n"
+           "                 [--vocab-from VOCAB.gguf | --vocab N]\n"
            "                 [--type f32|f16|bf16|q8_0|q4_0] [--tied] [--ctx N]\n"
            "                 [--rope-linear FACTOR | --rope-llama3] [--chat-template FILE]\n"
+           "                 [--swa WINDOW] [--softcap C] [--attn-softcap C]\n"
+           "                 [--longrope ORIG_CTX]\n"
            "                 --seed S -o FILE\n"
-           "  Writes a random-weight llama / qwen2 model (weights of standard deviation 0.02,\n"
+           "  Writes a random-weight model of the family (weights of standard deviation 0.02,\n"
            "  norms near 1, deterministic from the seed; matrices in --type, vectors f32),\n"
            "  with the tokenizer of a vocabulary-only GGUF copied in, so llama.cpp loads it.\n"
            "  --rope-linear: rope.scaling linear; --rope-llama3: Llama 3.1's rope_freqs.weight.\n"
            "  --chat-template FILE: its text (Jinja) as tokenizer.chat_template.\n"
+           "  --head-dim: attention.key_length (default dim / heads; qwen3 and gemma3 write\n"
+           "  it always); --rope-dim: rope.dimension_count (default the head size).\n"
+           "  gemma2/gemma3 only: --swa: attention.sliding_window (gemma3: every 6th\n"
+           "  layer global, gemma2: every other); --softcap: final_logit_softcapping;\n"
+           "  gemma2 only: --attn-softcap: attn_logit_softcapping (default 50).\n"
+           "  phi3 only: --longrope: the 128k variants' rope_factors_long/short.weight\n"
+           "  with this original context.\n"
            "  Defaults: dim 256, 2 layers, 8 heads, kv-heads = heads, ff 768, type f32,\n"
            "  ctx 2048, alignment 32 (as published files).\n");
 }
@@ -54,7 +65,11 @@ static int s_parse(s_gen *g, int argc, char **argv)
         { "type", required_argument, 0, 'T' },   { "tied", no_argument, 0, 't' },
         { "ctx", required_argument, 0, 'C' },
         { "rope-linear", required_argument, 0, 'R' }, { "rope-llama3", no_argument, 0, '3' },
-        { "chat-template", required_argument, 0, 'J' }, { 0, 0, 0, 0 }
+        { "chat-template", required_argument, 0, 'J' },
+        { "head-dim", required_argument, 0, 'D' }, { "swa", required_argument, 0, 'W' },
+        { "softcap", required_argument, 0, 'S' }, { "rope-dim", required_argument, 0, 'r' },
+        { "longrope", required_argument, 0, 'l' },
+        { "attn-softcap", required_argument, 0, 'c' }, { 0, 0, 0, 0 }
     };
     arch_gen_opts *go = &g->go;
     char err[512];
@@ -78,6 +93,12 @@ static int s_parse(s_gen *g, int argc, char **argv)
         case 'R': go->rope_linear = strtof(optarg, NULL); break;
         case '3': go->rope_llama3 = 1; break;
         case 'J': g->jinja_path = optarg; break;
+        case 'D': go->head_dim = (uint32_t)strtoul(optarg, NULL, 10); break;
+        case 'W': go->swa = (uint32_t)strtoul(optarg, NULL, 10); break;
+        case 'S': go->softcap = strtof(optarg, NULL); break;
+        case 'r': go->rope_dim = (uint32_t)strtoul(optarg, NULL, 10); break;
+        case 'l': go->longrope = (uint32_t)strtoul(optarg, NULL, 10); break;
+        case 'c': go->attn_softcap = strtof(optarg, NULL); break;
         case 'T': {
             quant_type qt;
             if (quant_type_parse(optarg, &qt, err, sizeof err)) {
@@ -94,13 +115,15 @@ static int s_parse(s_gen *g, int argc, char **argv)
     return -1;
 }
 
-/* A random-weight llama / qwen2 file. An exit code. */
+/* A random-weight file of a token family. An exit code. */
 static int s_gen_llm(s_gen *g, uint64_t t0)
 {
     arch_gen_opts *go = &g->go;
     char err[512];
-    if (strcmp(g->arch, "llama") && strcmp(g->arch, "qwen2")) {
-        fprintf(stderr, "swarm gen: --arch '%s': one of swarm-dense, llama, qwen2\n", g->arch);
+    if (strcmp(g->arch, "llama") && strcmp(g->arch, "qwen2") && strcmp(g->arch, "qwen3") &&
+        strcmp(g->arch, "gemma2") && strcmp(g->arch, "gemma3") && strcmp(g->arch, "phi3")) {
+        fprintf(stderr, "swarm gen: --arch '%s': one of swarm-dense, llama, qwen2, qwen3, gemma2, "
+                "gemma3, phi3\n", g->arch);
         return EXIT_USAGE;
     }
     go->arch = g->arch;

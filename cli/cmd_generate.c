@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "arch/sums.h"
 #include "base/exitcode.h"
 #include "cli/args.h"
 #include "base/util.h"
@@ -47,6 +48,7 @@ typedef struct {
     gate_state gate_parity;
     char void_reason[768];
     int voided;
+    int corrupt;                  /* a layer failed its checksum: the run stopped (EXIT_VOID) */
     llm_cli_model ref, base;      /* the parity reference (tokenizer borrowed), --kl-base */
     ppl_result kl;
     int have_kl;
@@ -294,6 +296,7 @@ static int s_sessions(gen_run *g)
     g->gen_wall_ms = (double)(util_now_ns() - t_gen) / 1e6;
     if (grc) {
         fprintf(stderr, "\nswarm generate: %s\n", err);
+        g->corrupt = sums_err_is_mismatch(err);
         return -1;
     }
     if (arm_stop) { /* cut short: no gate can judge it, so nothing is written */
@@ -768,10 +771,14 @@ int cmd_generate(int argc, char **argv)
     rc = EXIT_FAIL;
     if (s_open(g, err, sizeof err)) {
         fprintf(stderr, "swarm generate: %s\n", err);
-        rc = g->h.refused ? EXIT_USAGE : EXIT_FAIL;
+        rc = arm_open_exit_code(&g->h, err);
         goto out;
     }
-    if (s_run(g) || s_parity(g) || s_kl(g) || s_report(g))
+    if (s_run(g)) {
+        rc = g->corrupt ? EXIT_VOID : EXIT_FAIL;
+        goto out;
+    }
+    if (s_parity(g) || s_kl(g) || s_report(g))
         goto out;
     rc = g->voided ? EXIT_VOID : EXIT_OK;
 out:

@@ -165,8 +165,9 @@ int cmd_perplexity(int argc, char **argv)
     if ((rc = s_compute(p, text, len)) >= 0)
         goto out;
 fail:
-    /* the arm refusing its options (a config's [ssd], the workers' plan) is a usage error */
-    rc = p->h.refused ? EXIT_USAGE : EXIT_FAIL;
+    /* the arm refusing its options (a config's [ssd], the workers' plan) is a usage error; a
+     * layer failing its checksum (at load, or the content gate mid-run) voids the run */
+    rc = arm_open_exit_code(&p->h, p->err);
     fprintf(stderr, "swarm perplexity: %s\n", p->err);
 out:
     free(text);

@@ -7,7 +7,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "arch/sums.h"
 #include "base/cpu.h"
+#include "base/exitcode.h"
 #include "base/util.h"
 
 /* The context when the command's size() does not set one: --ctx, else the file's, at most
@@ -141,6 +143,11 @@ static void s_threads(const arm_open_opts *o, arm_handle *h)
     int given = (int)o->flags->threads;
     h->threads = given ? given : cpu_physical_cores();
     h->worker_threads = given ? given : o->sessions > 1 ? 1 : h->threads;
+}
+
+int arm_open_exit_code(const arm_handle *h, const char *err)
+{
+    return sums_err_is_mismatch(err) ? EXIT_VOID : h->refused ? EXIT_USAGE : EXIT_FAIL;
 }
 
 int arm_open(const arm_open_opts *o, arm_handle *h, char *err, size_t errlen)

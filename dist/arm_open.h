@@ -142,6 +142,10 @@ struct arm_handle {
 /* Open o->model under o->flags' arm into h (zeroed here). 0, or -1 with err (h->refused set
  * when the arm refused the options); arm_open_close(h) either way. */
 int arm_open(const arm_open_opts *o, arm_handle *h, char *err, size_t errlen);
+/* The exit code for an arm_open that failed with err: EXIT_VOID when a layer failed its
+ * checksum (a corrupt file, whichever arm found it: arch/sums.h, SUMS_MISMATCH), else
+ * EXIT_USAGE when the arm refused the options (h->refused), else EXIT_FAIL. */
+int arm_open_exit_code(const arm_handle *h, const char *err);
 /* After the run, before anything that is not the arm's: the SSD arm's counters and gates
  * (printed; h->ssd->rr), the cgroup left; the resident arm's workers' peaks, states, acts,
  * plan and failovers kept (printed) and the swarm ended. Safe on the reference arm. */

@@ -32,8 +32,6 @@
 /* A listed worker has this long to answer the first hello (a
  * connection and a CURVE handshake take milliseconds; a host that is down never answers). */
 #define LS_HELLO_MS 10000
-/* A listed worker that answered hello "busy" is asked again after this long. */
-#define LS_BUSY_RETRY_MS 100
 #define S_EV_REFUSED                                                                    \
     (ZMQ_EVENT_HANDSHAKE_FAILED_AUTH | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |            \
      ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL)
@@ -85,6 +83,10 @@ void lp_fence(llm_swarm *sw, uint32_t i)
         sw->reaped_read_bytes += rd;
     w->pid = 0;
     s_close(w);
+    if (w->rep_fd >= 0)
+        close(w->rep_fd);
+    w->rep_fd = -1;
+    w->deadline_ns = 0;
     w->cut_until_ns = w->cont_at_ns = 0;
     pirate_reset(&w->hb, util_now_ns());
     /* every route is set again in a new epoch: an act the fenced worker forwarded before it
@@ -101,18 +103,29 @@ void lp_detach(llm_swarm *sw, uint32_t i)
         sw->w[k].routed_next = -2; /* a new epoch: what it still sends is stale */
 }
 
-static void s_send_hello(llm_swarm *sw, ls_worker *w)
+static void s_hello_msg(llm_swarm *sw, ls_worker *w)
 {
     msg_hello h = { .proto_version = PROTO_VERSION, .pid = (uint32_t)getpid() };
     snprintf(h.id, sizeof h.id, "coordinator");
     snprintf(h.data_ep, sizeof h.data_ep, "%s", sw->pull_ep);
     if (proto_encode_hello(sw->b, &h) == 0)
         s_send(sw, w->ctl);
+}
+
+static void s_send_hello(llm_swarm *sw, ls_worker *w)
+{
+    s_hello_msg(sw, w);
+    w->hello_retry_ns = 0;
     w->state = LW_JOIN_HELLO;
     w->routed_next = -2;
     w->echo_seq = w->route_seq = 0;
-    pirate_reset(&w->hb, util_now_ns());
+    uint64_t now = util_now_ns();
+    pirate_reset(&w->hb, now);
     w->why[0] = 0;
+    /* hello to ready (its load) is bounded once a load has been timed here */
+    w->join_ns = now;
+    w->deadline_ns = sw->meas_load_ns ? now + LS_DEADLINE_X * sw->meas_load_ns +
+                                            LS_DEADLINE_PLUS_MS * 1000000ull : 0;
 }
 
 /* One routing id for this coordinator's life on every control socket, so a worker that lost
@@ -159,8 +172,13 @@ int lp_probe(llm_swarm *sw, uint32_t i, char *err, size_t errlen)
 {
     ls_worker *w = &sw->w[i];
     int linger = 0;
-    if (w->remote)
-        return s_connect_remote(sw, i, err, errlen);
+    /* no join deadline: a process that is alive may be stopped for a while, and its layers
+     * run here meanwhile; it is taken back whenever it answers */
+    if (w->remote) {
+        int rc = s_connect_remote(sw, i, err, errlen);
+        w->deadline_ns = 0;
+        return rc;
+    }
     s_close(w);
     w->ctl = zmq_socket(sw->zctx, ZMQ_DEALER);
     if (!w->ctl) {
@@ -176,6 +194,7 @@ int lp_probe(llm_swarm *sw, uint32_t i, char *err, size_t errlen)
         return -1;
     }
     s_send_hello(sw, w);
+    w->deadline_ns = 0;
     return 0;
 }
 
@@ -190,44 +209,108 @@ static int s_dropped(ls_worker *w)
 int lp_spawn(llm_swarm *sw, uint32_t i, char *err, size_t errlen)
 {
     ls_worker *w = &sw->w[i];
-    int linger = 0;
-    char ep[PROTO_MAX_STR];
     if (w->remote)
         return s_connect_remote(sw, i, err, errlen);
     /* A respawn may be forked by whichever thread settles (a server's request thread, the
      * monitor): the worker must not die with that thread, so it is not tied to it; it drops
-     * a silent coordinator itself (PIRATE_WORKER_SILENT_MS). */
+     * a silent coordinator itself (PIRATE_WORKER_SILENT_MS). Nothing waits for its endpoint
+     * here: lp_poll reads it when it comes, against the deadline set now. */
     spawn_opts o = { .exe = sw->self, .id = w->id, .cap_bytes = w->cap_bytes,
                      .slowdown = sw->o.slowdown,
                      .host = sw->o.bind_host[0] ? sw->o.bind_host : NULL };
-    if (spawn_worker(&o, &w->pid, ep, sizeof ep, err, errlen))
+    if (spawn_begin(&o, &w->pid, &w->rep_fd, err, errlen))
         return -1;
+    uint64_t now = util_now_ns();
+    w->rep_got = 0;
+    w->state = LW_JOIN_SPAWN;
+    w->join_ns = now;
+    w->deadline_ns = now + (sw->meas_spawn_ns ? LS_DEADLINE_X * sw->meas_spawn_ns +
+                                                    LS_DEADLINE_PLUS_MS * 1000000ull
+                                              : SPAWN_REPORT_MS * 1000000ull);
+    return 0;
+}
+
+/* A spawned worker in JOIN_SPAWN: its endpoint read if it came (connect, hello), its
+ * deadline checked. 0, or -1 when it failed (w->why filled). */
+static int s_spawn_progress(llm_swarm *sw, uint32_t i, uint64_t now)
+{
+    ls_worker *w = &sw->w[i];
+    char ep[PROTO_MAX_STR];
+    int linger = 0;
+    int rc = spawn_poll_endpoint(w->rep_fd, w->rep_buf, sizeof w->rep_buf, &w->rep_got, 0, ep,
+                                 sizeof ep);
+    if (rc < 0) {
+        snprintf(w->why, sizeof w->why, "its process (pid %d) ended or wrote no endpoint "
+                 "before reporting one", (int)w->pid);
+        return -1;
+    }
+    if (rc == 0) {
+        if (now < w->deadline_ns)
+            return 0;
+        snprintf(w->why, sizeof w->why, "no endpoint reported in %.0f ms (the deadline: %s)",
+                 (double)(now - w->join_ns) / 1e6,
+                 sw->meas_spawn_ns ? "10x the slowest spawn at start + 2 s"
+                                   : "SPAWN_REPORT_MS, nothing measured yet");
+        return -1;
+    }
+    close(w->rep_fd);
+    w->rep_fd = -1;
+    w->took_spawn_ns = now - w->join_ns;
     snprintf(w->ctl_ep, sizeof w->ctl_ep, "%s", ep); /* said hello to again by lp_probe */
     w->ctl = zmq_socket(sw->zctx, ZMQ_DEALER);
     zmq_setsockopt(w->ctl, ZMQ_LINGER, &linger, sizeof linger);
     s_routing_id(w->ctl);
     if (zmq_connect(w->ctl, ep)) {
-        snprintf(err, errlen, "worker %s: cannot connect to %s: %s", w->id, ep,
-                 zmq_strerror(errno));
-        lp_fence(sw, i);
+        snprintf(w->why, sizeof w->why, "cannot connect to %s: %s", ep, zmq_strerror(errno));
         return -1;
     }
     s_send_hello(sw, w);
     return 0;
 }
 
-/* A joining worker failed: its process goes, its layers stay here. A listed one is asked
- * again after LS_RETRY_MS (a host that restarts its worker, a coordinator it still served). */
-static void s_join_failed(llm_swarm *sw, uint32_t i)
+static void s_unlink(llm_swarm *sw, ls_pass *p);
+
+void lp_join_failed(llm_swarm *sw, uint32_t i, const char *why)
 {
     ls_worker *w = &sw->w[i];
-    log_warn("%s: did not %s: %s", w->id, w->fb ? "rejoin" : "join", w->why);
+    char msg[sizeof w->why];
+    snprintf(msg, sizeof msg, "%s", why); /* why may be w->why, which the fence keeps */
+    for (int j = 0; w->cu && j < LR_DEPTH; j++) /* its catch-up passes will not come back */
+        if (w->cu[j].state == LP_RUN) {
+            s_unlink(sw, &w->cu[j]);
+            w->cu[j].state = LP_RERUN;
+        }
     lp_fence(sw, i);
     w->state = LW_LOST;
-    if (w->remote && sw->o.respawn && w->fb) {
-        w->respawn_due = 1;
-        w->retry_ns = util_now_ns() + LS_RETRY_MS * 1000000ull;
+    snprintf(w->why, sizeof w->why, "%s", msg);
+    if (!w->fb) { /* at start: llm_swarm_new decides (its layers here, or the run fails) */
+        log_warn("%s: did not join: %s", w->id, msg);
+        return;
     }
+    w->respawn_fails++;
+    if (!sw->o.respawn) {
+        log_warn("%s: did not rejoin: %s", w->id, msg);
+        return;
+    }
+    /* tried again for as long as the run lasts, each wait twice the last (capped) */
+    uint64_t ms = LS_BACKOFF_MIN_MS;
+    for (uint32_t k = 0; k < w->tries && ms < LS_BACKOFF_MAX_MS; k++)
+        ms *= 2;
+    if (ms > LS_BACKOFF_MAX_MS)
+        ms = LS_BACKOFF_MAX_MS;
+    if (w->remote && ms < LS_RETRY_MS)
+        ms = LS_RETRY_MS;
+    w->tries++;
+    w->respawn_due = 1;
+    w->retry_ns = util_now_ns() + ms * 1000000ull;
+    log_warn("%s: did not rejoin (attempt %u): %s; trying again in %.2f s", w->id, w->tries,
+             msg, (double)ms / 1e3);
+}
+
+/* A joining worker failed: its process goes, its layers stay here. */
+static void s_join_failed(llm_swarm *sw, uint32_t i)
+{
+    lp_join_failed(sw, i, sw->w[i].why);
 }
 
 static void s_on_hello(llm_swarm *sw, uint32_t i, const msg_hello *h)
@@ -251,7 +334,6 @@ static void s_on_hello(llm_swarm *sw, uint32_t i, const msg_hello *h)
     snprintf(w->data_ep, sizeof w->data_ep, "%s", h->data_ep);
     w->hello_ns = util_now_ns();
     w->hello_pid = h->pid;
-    w->busy = 0;
     memset(a, 0, sizeof *a);
     snprintf(a->model_path, sizeof a->model_path, "%s", sw->model);
     a->model_size = sw->g->file_size;
@@ -356,26 +438,29 @@ static int s_on_ctl(llm_swarm *sw, uint32_t i, size_t n, char *how, size_t howle
             s_join_failed(sw, i);
             break;
         }
+        w->took_load_ns = util_now_ns() - w->join_ns;
+        w->deadline_ns = 0;
         w->state = LW_READY;
+        lr_reset(w); /* a fresh process: its caches hold nothing yet */
         break;
     case MSG_FETCH:
         s_on_fetch(sw, i, &sw->m->u.fetch);
         break;
     case MSG_ERROR:
-        if (sw->m->u.error.code == PERR_BUSY && w->state == LW_JOIN_HELLO) {
-            /* a listed worker still serving a coordinator that went away (it lets one go
-             * after PIRATE_WORKER_SILENT_MS of silence): asked again shortly, like a hello
-             * not yet answered, within the join's bound */
-            if (!w->busy)
-                log_info("%s: serves another coordinator; asking again until it lets that one "
-                         "go", w->id);
-            w->busy_ns = util_now_ns();
-            w->busy = 1;
-            break;
-        }
+        if (w->state == LW_READY && lr_act_failed(sw, i, sw->m->u.error.text))
+            break; /* a catch-up act it could not take (its session ended meanwhile) */
         if (w->state == LW_LIVE) {
             snprintf(how, howlen, "said: %s", sw->m->u.error.text);
+            w->sign_ns = util_now_ns();
             return 1;
+        }
+        if (sw->m->u.error.code == PERR_BUSY && w->remote && w->state == LW_JOIN_HELLO) {
+            /* still held by a coordinator it has not yet found gone (ours, restarted: it
+             * lets go within its liveness window): asked again shortly, within the join's
+             * bounds (LS_HELLO_MS at start, the deadline later) */
+            snprintf(w->why, sizeof w->why, "busy: %s", sw->m->u.error.text);
+            w->hello_retry_ns = util_now_ns() + LS_BUSY_RETRY_MS * 1000000ull;
+            break;
         }
         if (sw->m->u.error.code == PERR_STATE) /* it released us: a cut longer than its
                                                 * silence bound (PIRATE_WORKER_SILENT_MS) */
@@ -427,6 +512,22 @@ int lp_poll(llm_swarm *sw, char *how, size_t howlen)
     for (uint32_t i = 0; i < sw->n; i++) {
         ls_worker *w = &sw->w[i];
         fault_release(w->pid, now, &w->cont_at_ns, &w->cut_until_ns);
+        if (w->state == LW_JOIN_HELLO && w->hello_retry_ns && now >= w->hello_retry_ns) {
+            w->hello_retry_ns = 0;
+            s_hello_msg(sw, w);
+        }
+        if (w->state == LW_JOIN_SPAWN && s_spawn_progress(sw, i, now)) {
+            s_join_failed(sw, i);
+            continue;
+        }
+        if ((w->state == LW_JOIN_HELLO || w->state == LW_JOIN_LOAD) && w->deadline_ns &&
+            now > w->deadline_ns) {
+            snprintf(w->why, sizeof w->why, "not ready %.0f ms after its hello (the deadline: "
+                     "10x the slowest load at start + 2 s; stopped, frozen or cut off)",
+                     (double)(now - w->join_ns) / 1e6);
+            s_join_failed(sw, i);
+            continue;
+        }
         int n;
         if (sw->ctl_shaper && w->ctlq) {
             if (s_ctl_held(sw, i, how, howlen))
@@ -454,21 +555,20 @@ int lp_poll(llm_swarm *sw, char *how, size_t howlen)
         }
         char ended[64];
         uint64_t rd = 0;
-        if (w->pid > 0 && spawn_reap(w->pid, SPAWN_POLL, &rd, ended, sizeof ended) == 1) {
+        int reaped = w->pid > 0 ? spawn_reap(w->pid, SPAWN_POLL, &rd, ended, sizeof ended) : -1;
+        if (reaped == 0)
+            w->alive_ns = now; /* it ended after this, if it ends */
+        if (reaped == 1) {
             w->pid = 0;
             sw->reaped_read_bytes += rd;
             if (w->state == LW_LIVE) {
                 snprintf(how, howlen, "%s", ended);
+                w->sign_ns = w->alive_ns;
                 return (int)i;
             }
             snprintf(w->why, sizeof w->why, "%s", ended);
             s_join_failed(sw, i);
             continue;
-        }
-        if (w->busy_ns && w->state == LW_JOIN_HELLO && s_attached(w) &&
-            now - w->busy_ns >= LS_BUSY_RETRY_MS * 1000000ull) {
-            s_send_hello(sw, w);
-            w->busy_ns = 0;
         }
         if (s_attached(w) && w->state != LW_JOIN_HELLO &&
             pirate_due(&w->hb, now, hb_ms)) {
@@ -476,10 +576,18 @@ int lp_poll(llm_swarm *sw, char *how, size_t howlen)
             if (!w->cut_until_ns && proto_encode_heartbeat(sw->b, &hb) == 0)
                 s_send(sw, w->ctl); /* over a cut link it is lost, and goes unanswered */
         }
+        if (w->state == LW_READY &&
+            pirate_lost(&w->hb, now, PIRATE_HEARTBEAT_MS, PIRATE_LIVENESS, 0)) {
+            snprintf(w->why, sizeof w->why, "heartbeats stopped while it rejoined (%.0f ms "
+                     "unanswered)", (double)(now - w->hb.heard_ns) / 1e6);
+            s_join_failed(sw, i);
+            continue;
+        }
         if (w->state == LW_LIVE &&
             pirate_lost(&w->hb, now, hb_ms, live, sw->ctl_allow_ns)) {
             snprintf(how, howlen, "heartbeats stopped (%.0f ms unanswered)",
                      (double)(now - w->hb.heard_ns) / 1e6);
+            w->sign_ns = w->hb.heard_ns;
             return (int)i;
         }
     }
@@ -568,10 +676,11 @@ int lp_join_all(llm_swarm *sw, char *err, size_t errlen)
     char how[256];
     uint64_t t0 = util_now_ns();
     for (uint32_t i = 0; i < sw->n; i++)
-        if (lp_spawn(sw, i, err, errlen))
-            return -1;
+        if (lp_spawn(sw, i, how, sizeof how))
+            lp_join_failed(sw, i, how);
     for (;;) {
         int l = lp_poll(sw, how, sizeof how), all = 1;
+        uint64_t now = util_now_ns(), slowest = 0;
         if (l >= 0) {
             snprintf(err, errlen, "%s: %s", sw->w[l].id, how);
             return -1;
@@ -580,27 +689,49 @@ int lp_join_all(llm_swarm *sw, char *err, size_t errlen)
             snprintf(err, errlen, "interrupted while the workers joined");
             return -1;
         }
+        for (uint32_t i = 0; i < sw->n; i++)
+            if (sw->w[i].state == LW_READY && sw->w[i].took_load_ns > slowest)
+                slowest = sw->w[i].took_load_ns;
         for (uint32_t i = 0; i < sw->n; i++) {
-            if (sw->w[i].state == LW_LOST) {
-                snprintf(err, errlen, "%s: %s", sw->w[i].id, sw->w[i].why);
+            ls_worker *w = &sw->w[i];
+            /* a listed worker that fails at start is a config to fix: the run says so; a
+             * spawned one is lost like any later (llm_swarm_new: its layers here) */
+            if (w->state == LW_LOST && w->remote) {
+                snprintf(err, errlen, "%s: %s", w->id, w->why);
                 return -1;
             }
-            if (sw->w[i].remote && sw->w[i].state == LW_JOIN_HELLO &&
-                util_now_ns() - t0 > LS_HELLO_MS * 1000000ull) {
-                snprintf(err, errlen, "%s at %s: %s in %d s", sw->w[i].id, sw->w[i].ctl_ep,
-                         sw->w[i].busy ? "still serving another coordinator"
-                                          : "no answer to hello (is its worker running there?)",
-                         LS_HELLO_MS / 1000);
+            if (w->remote && w->state == LW_JOIN_HELLO &&
+                now - t0 > LS_HELLO_MS * 1000000ull) {
+                snprintf(err, errlen, "%s at %s: no answer to hello in %d s (is its worker "
+                         "running there?)", w->id, w->ctl_ep, LS_HELLO_MS / 1000);
                 return -1;
             }
-            all &= sw->w[i].state == LW_READY;
+            /* one load timed: a spawned worker still loading gets a deadline from it (the
+             * same file, layers of about the same size), so a stopped one is not awaited */
+            if (!w->remote && slowest && !w->deadline_ns &&
+                (w->state == LW_JOIN_HELLO || w->state == LW_JOIN_LOAD))
+                w->deadline_ns = w->join_ns + LS_DEADLINE_X * slowest +
+                                 LS_DEADLINE_PLUS_MS * 1000000ull;
+            all &= w->state == LW_READY || w->state == LW_LOST;
         }
         if (all)
             break;
         s_wait(sw, 0);
     }
-    for (uint32_t i = 0; i < sw->n; i++)
-        sw->w[i].state = LW_LIVE;
+    for (uint32_t i = 0; i < sw->n; i++) {
+        ls_worker *w = &sw->w[i];
+        if (w->state != LW_READY)
+            continue;
+        w->state = LW_LIVE;
+        if (w->took_spawn_ns > sw->meas_spawn_ns)
+            sw->meas_spawn_ns = w->took_spawn_ns;
+        if (w->took_load_ns > sw->meas_load_ns)
+            sw->meas_load_ns = w->took_load_ns;
+    }
+    if (sw->meas_spawn_ns || sw->meas_load_ns)
+        log_info("joined: the slowest spawn reported in %.1f ms, the slowest load took %.1f ms "
+                 "(a later join's deadlines: %dx these + %d ms)", sw->meas_spawn_ns / 1e6,
+                 sw->meas_load_ns / 1e6, LS_DEADLINE_X, LS_DEADLINE_PLUS_MS);
     return 0;
 }
 
@@ -714,8 +845,24 @@ static int s_advance(llm_swarm *sw, ls_pass *p, int *lost, char *how, size_t how
 {
     while (p->unit <= p->stop) {
         ls_worker *w = &sw->w[p->unit];
+        if (p->rejoin) { /* a catch-up: its one unit on the rejoiner's process (llm_rejoin.c) */
+            msg_act a = { .req = ++sw->req, .step = sw->req, .epoch = sw->epoch,
+                          .hop = (uint32_t)p->unit, .session = p->session, .pos = p->pos0,
+                          .n_pos = p->n, .dim = sw->dim, .x = p->x };
+            if (proto_encode_act(sw->b, MSG_ACT, &a)) {
+                snprintf(p->err, sizeof p->err, "session %llu: cannot encode %u positions",
+                         (unsigned long long)p->session, p->n);
+                goto fail;
+            }
+            if (!w->cut_until_ns)
+                s_send(sw, w->push);
+            p->req = a.req;
+            p->unit = p->stop + 1;
+            return LP_OK;
+        }
         if (w->state != LW_LIVE) {
             uint64_t t = util_now_ns();
+            lr_record(sw, (uint32_t)p->unit, p->session, p->pos0, p->n, p->x);
             if (slice_step_stats(w->fb, p->session, p->pos0, p->n, p->x, &sw->fb_stats, p->err,
                                  sizeof p->err))
                 goto fail;
@@ -781,7 +928,7 @@ int lp_start(llm_swarm *sw, ls_pass *p, int *lost, char *how, size_t howlen)
     p->held_ns = 0;
     p->here = 0;
     p->state = LP_RUN;
-    p->unit = 0;
+    p->unit = p->first;
     p->req = 0;
     p->err[0] = 0;
     p->next = sw->inflight;
@@ -915,10 +1062,35 @@ int lp_run(llm_swarm *sw, uint64_t session, float *x, uint32_t n, uint32_t pos0,
 
 void lp_session_end(llm_swarm *sw, uint64_t session)
 {
-    msg_session_end e = { .session = session, .epoch = sw->epoch };
     for (uint32_t i = 0; i < sw->n; i++)
-        if (sw->w[i].state == LW_LIVE && proto_encode_session_end(sw->b, &e) == 0)
-            s_send(sw, sw->w[i].ctl);
+        if (sw->w[i].state == LW_LIVE)
+            lp_session_end_one(sw, i, session);
+}
+
+void lp_session_end_one(llm_swarm *sw, uint32_t i, uint64_t session)
+{
+    msg_session_end e = { .session = session, .epoch = sw->epoch };
+    if (sw->w[i].ctl && proto_encode_session_end(sw->b, &e) == 0)
+        s_send(sw, sw->w[i].ctl);
+}
+
+void lp_route_rejoiner(llm_swarm *sw, uint32_t i)
+{
+    ls_worker *w = &sw->w[i];
+    msg_route r = { .epoch = sw->epoch, .hop = i, .last = 1 };
+    uint64_t now = util_now_ns();
+    if (sw->shaper)
+        netem_profile_link(&sw->o.profile, sw->o.seed * 131 + i * 7 + sw->epoch, &r.link);
+    snprintf(r.next_ep, sizeof r.next_ep, "%s", sw->pull_ep);
+    snprintf(r.next_key, sizeof r.next_key, "%s", sw->o.key_pub);
+    snprintf(r.prev_key, sizeof r.prev_key, "%s", sw->o.key_pub);
+    msg_heartbeat hb = { .seq = pirate_sent(&w->hb, now), .sent_ns = now };
+    if (proto_encode_route(sw->b, &r) == 0)
+        s_send(sw, w->ctl);
+    if (proto_encode_heartbeat(sw->b, &hb) == 0)
+        s_send(sw, w->ctl);
+    w->route_seq = hb.seq;
+    w->routed_next = -2; /* its place in the chain is set when it goes LIVE */
 }
 
 void lp_close_all(llm_swarm *sw)
@@ -940,6 +1112,9 @@ void lp_close_all(llm_swarm *sw)
         ls_worker *w = &sw->w[i];
         int heard = w->ctl != NULL;
         s_close(w);
+        if (w->rep_fd >= 0)
+            close(w->rep_fd);
+        w->rep_fd = -1;
         /* a worker told bye exits (--once); one that did not hear it is stopped */
         if (w->pid > 0 && !heard)
             kill(w->pid, SIGTERM);

@@ -33,6 +33,8 @@ static double s_ms_since(uint64_t t0)
     return (double)(util_now_ns() - t0) / 1e6;
 }
 
+static void s_snapshot(llm_swarm *sw);
+
 /* Positions p0..p0+n-1 of a session's tokens as layer-0 input (the embedding rows, read from
  * the file: a replay is rare, and the coordinator's runner maps them only where it reads). */
 static int s_embed(llm_swarm *sw, const int32_t *tok, uint32_t n, float *x, char *err,
@@ -56,6 +58,7 @@ static int s_embed(llm_swarm *sw, const int32_t *tok, uint32_t n, float *x, char
         }
     }
     free(row);
+    arch_embed_finish(&sw->am, x, n); /* the family's scale (gemma's sqrt(dim)) */
     return 0;
 }
 
@@ -98,18 +101,23 @@ static int s_lose(llm_swarm *sw, uint32_t i, const char *how, uint32_t at_pos, c
 {
     ls_worker *w = &sw->w[i];
     uint64_t now = util_now_ns();
-    double det = w->fault_ns ? (double)(now - w->fault_ns) / 1e6 : -1;
+    /* from our own fault's injection, else from the first sign lp_poll saw (an outside
+     * kill: the last look that found the process alive; silence: the last word heard) */
+    uint64_t from = w->fault_ns ? w->fault_ns : w->sign_ns;
+    double det = from && from <= now ? (double)(now - from) / 1e6 : -1;
     char why[768];
-    w->fault_ns = 0;
+    w->fault_ns = w->sign_ns = 0;
     w->since_ns = now;
     snprintf(w->last_how, sizeof w->last_how, "%s", how);
     lp_fence(sw, i);
     sw->route_stop = -1;
-    char at[32] = "between passes";
+    char at[32] = "between passes", dets[48] = "";
     if (at_pos != LLM_NO_POS)
         snprintf(at, sizeof at, "at position %u", at_pos);
-    log_warn("%s: lost (%s) %s; its layers [%u, %u) run here", w->id, how, at, w->first,
-             w->last);
+    if (det >= 0)
+        snprintf(dets, sizeof dets, ", detected in %.1f ms", det);
+    log_warn("%s: lost (%s) %s%s; its layers [%u, %u) run here", w->id, how, at, dets,
+             w->first, w->last);
     if (sw->n_fo < sizeof sw->fo / sizeof sw->fo[0]) {
         llm_failover *f = &sw->fo[sw->n_fo];
         memset(f, 0, sizeof *f);
@@ -134,11 +142,15 @@ static int s_lose(llm_swarm *sw, uint32_t i, const char *how, uint32_t at_pos, c
             return -1;
         }
         w->stale = s_any_cached(sw);
+        if (sw->o.respawn) /* its rejoin re-prefilled beside the passes (llm_rejoin.c) */
+            lr_begin(sw, i);
     }
     w->state = LW_LOST;
-    /* a worker that keeps dying is not respawned for ever: one record per attempt */
-    w->respawn_due = sw->o.respawn && w->fo >= 0;
+    /* respawned at once after a loss; one that then fails to start or join is tried again
+     * with a backoff (lp_join_failed), for as long as the run lasts */
+    w->respawn_due = sw->o.respawn;
     w->retry_ns = 0;
+    s_snapshot(sw);
     return 0;
 }
 
@@ -149,6 +161,7 @@ static int s_settle(llm_swarm *sw, uint32_t at_pos, char *err, size_t errlen)
     char how[256];
     for (;;) {
         int lost = lp_poll(sw, how, sizeof how);
+        s_snapshot(sw);
         if (lost >= 0) {
             if (s_lose(sw, (uint32_t)lost, how, at_pos, err, errlen))
                 return -1;
@@ -159,31 +172,50 @@ static int s_settle(llm_swarm *sw, uint32_t at_pos, char *err, size_t errlen)
             if (sw->w[i].state != LW_LIVE && sw->w[i].stale)
                 u = (int)i;
         for (uint32_t i = 0; i < sw->n && u < 0; i++)
-            if (sw->w[i].state == LW_READY)
+            if (sw->w[i].state == LW_READY && (!sw->w[i].rec || lr_due(sw, i)))
                 u = (int)i, rejoin = 1;
         if (u < 0) {
             /* respawns last: the caches here come first (a spawn is a fork + exec) */
             for (uint32_t i = 0; i < sw->n; i++)
                 if (sw->w[i].respawn_due && util_now_ns() >= sw->w[i].retry_ns) {
                     sw->w[i].respawn_due = 0;
+                    sw->w[i].respawns++;
+                    log_info("%s: %s (attempt %u)", sw->w[i].id,
+                             sw->w[i].remote ? "saying hello again" : "respawning",
+                             sw->w[i].tries + 1);
                     if (lp_spawn(sw, i, how, sizeof how))
-                        log_warn("%s: respawn failed: %s", sw->w[i].id, how);
+                        lp_join_failed(sw, i, how);
                 }
+            s_snapshot(sw);
             return 0;
         }
         ls_worker *w = &sw->w[u];
         uint64_t t0 = util_now_ns();
         uint32_t ns;
         uint64_t nt;
-        if (rejoin) { /* its process takes the route for the replay; its copy stays till done */
-            w->state = LW_LIVE;
-            sw->route_stop = -1;
+        int rc;
+        if (rejoin && w->rec) { /* caught up beside the passes: the rest, then the route */
+            ns = 0;
+            rc = lr_finish(sw, (uint32_t)u, &nt, &lost, how, sizeof how, err, errlen);
+            if (rc == 1)
+                continue; /* it failed meanwhile: tried again later */
+            for (uint32_t k = 0; k < sw->o.sessions; k++)
+                ns += sw->ss[k].id && sw->ss[k].cached;
+            if (rc == LP_OK) {
+                w->state = LW_LIVE;
+                sw->route_stop = -1;
+            }
+        } else {
+            if (rejoin) { /* its process takes the route for the replay; its copy stays */
+                w->state = LW_LIVE;
+                sw->route_stop = -1;
+            }
+            rc = s_replay(sw, u, &ns, &nt, &lost, how, sizeof how, err, errlen);
         }
-        int rc = s_replay(sw, u, &ns, &nt, &lost, how, sizeof how, err, errlen);
         if (rc < 0)
             return -1;
         if (rc == LP_LOST) {
-            if (rejoin && lost != u) {
+            if (rejoin && lost != u && w->state == LW_LIVE) {
                 w->state = LW_READY; /* not whole yet: replayed again once the loss is handled */
                 sw->route_stop = -1;
             }
@@ -204,7 +236,9 @@ static int s_settle(llm_swarm *sw, uint32_t at_pos, char *err, size_t errlen)
             continue;
         }
         slice_free(&w->fb);
+        lr_free(w);
         w->since_ns = util_now_ns();
+        w->tries = 0;
         if (f) {
             f->reprefill_tokens = nt;
             f->reprefill_ms = s_ms_since(t0);
@@ -235,7 +269,8 @@ static ls_session *s_session(llm_swarm *sw, uint64_t id)
 static int s_settle_due(const llm_swarm *sw)
 {
     for (uint32_t i = 0; i < sw->n; i++)
-        if ((sw->w[i].state != LW_LIVE && sw->w[i].stale) || sw->w[i].state == LW_READY ||
+        if ((sw->w[i].state != LW_LIVE && sw->w[i].stale) ||
+            (sw->w[i].state == LW_READY && (!sw->w[i].rec || lr_due(sw, i))) ||
             (sw->w[i].respawn_due && util_now_ns() >= sw->w[i].retry_ns))
             return 1;
     return 0;
@@ -254,6 +289,7 @@ static void s_settle_locked(llm_swarm *sw, int lost, const char *how, uint32_t a
         snprintf(sw->fatal, sizeof sw->fatal, "%s", err);
         log_error("%s", err);
     }
+    s_snapshot(sw);
 }
 
 /* A failover now (lost >= 0) or a settle that is due (lost < 0), under mu with no poller:
@@ -263,7 +299,7 @@ static void s_settle_locked(llm_swarm *sw, int lost, const char *how, uint32_t a
 static void s_failover_now(llm_swarm *sw, int lost, const char *how, uint32_t at_pos)
 {
     for (const ls_pass *p = sw->inflight; p; p = p->next)
-        if (p->pos0 < at_pos)
+        if (p->pos0 < at_pos && !p->rejoin) /* a catch-up's positions are not the record's */
             at_pos = p->pos0;
     lp_abort_all(sw, LP_RERUN, NULL);
     int was = sw->settling;
@@ -291,8 +327,11 @@ static void s_pump(llm_swarm *sw, uint32_t at_pos)
     int lost = lp_collect(sw, how, sizeof how);
     if (lost < 0)
         lost = lp_poll(sw, how, sizeof how);
+    s_snapshot(sw);
     if (lost >= 0)
         s_failover_now(sw, lost, how, at_pos);
+    else if (!sw->settling)
+        lr_pump(sw); /* a rejoiner's next catch-up pass, beside the others */
     pthread_cond_broadcast(&sw->cv);
 }
 
@@ -385,6 +424,7 @@ static void s_end(void *ctx, uint64_t session)
     llm_swarm *sw = ctx;
     pthread_mutex_lock(&sw->mu);
     lp_session_end(sw, session);
+    lr_session_end(sw, session);
     for (uint32_t i = 0; i < sw->n; i++)
         if (sw->w[i].fb)
             slice_end(sw->w[i].fb, session);
@@ -427,11 +467,39 @@ uint64_t llm_swarm_workers_rss(llm_swarm *sw)
 uint32_t llm_swarm_status(llm_swarm *sw, llm_worker_status *out, uint32_t max,
                           uint32_t *failovers)
 {
-    pthread_mutex_lock(&sw->mu);
+    pthread_mutex_lock(&sw->snap_mu);
     uint64_t now = util_now_ns();
-    for (uint32_t i = 0; i < sw->n && i < max; i++) {
+    uint32_t n = sw->snap_n;
+    for (uint32_t i = 0; i < n && i < max; i++) {
+        out[i] = sw->snap[i];
+        out[i].since_s = (double)(now - sw->snap_since_ns[i]) / 1e9;
+        out[i].retry_in_s = !sw->snap_retry_ns[i]             ? -1
+                            : sw->snap_retry_ns[i] <= now ? 0
+                            : (double)(sw->snap_retry_ns[i] - now) / 1e9;
+    }
+    *failovers = sw->snap_fo;
+    pthread_mutex_unlock(&sw->snap_mu);
+    return n;
+}
+
+const char *llm_swarm_fault(llm_swarm *sw)
+{
+    pthread_mutex_lock(&sw->snap_mu);
+    const char *f = sw->snap_fatal[0] ? sw->snap_fatal : NULL; /* set once, never cleared */
+    pthread_mutex_unlock(&sw->snap_mu);
+    return f;
+}
+
+/* The health check's copy of the workers (llm_swarm_status), under mu: states change only
+ * under mu, and every place that changes them ends by calling this. */
+static void s_snapshot(llm_swarm *sw)
+{
+    llm_worker_status st[LS_MAX_W];
+    uint64_t since[LS_MAX_W], retry[LS_MAX_W];
+    memset(st, 0, sizeof st);
+    for (uint32_t i = 0; i < sw->n; i++) {
         const ls_worker *w = &sw->w[i];
-        llm_worker_status *o = &out[i];
+        llm_worker_status *o = &st[i];
         memcpy(o->id, w->id, sizeof o->id);
         snprintf(o->endpoint, sizeof o->endpoint, "%s", w->remote ? w->ctl_ep : "");
         o->fetched_bytes = w->ready.fetched_bytes;
@@ -450,13 +518,23 @@ uint32_t llm_swarm_status(llm_swarm *sw, llm_worker_status *out, uint32_t max,
                    : w->remote && w->state == LW_JOIN_HELLO
                        ? "lost: its layers run in the coordinator (asked to rejoin)"
                        : "rejoining";
-        o->since_s = (double)(now - w->since_ns) / 1e9;
         memcpy(o->last_how, w->last_how, sizeof o->last_how);
+        o->respawns = w->respawns;
+        o->respawn_fails = w->respawn_fails;
+        snprintf(o->last_join_error, sizeof o->last_join_error, "%s",
+                 w->respawn_fails ? w->why : "");
+        since[i] = w->since_ns;
+        retry[i] = w->respawn_due ? w->retry_ns : 0;
     }
-    *failovers = sw->n_fo;
-    uint32_t n = sw->n;
-    pthread_mutex_unlock(&sw->mu);
-    return n;
+    pthread_mutex_lock(&sw->snap_mu);
+    memcpy(sw->snap, st, sizeof st);
+    memcpy(sw->snap_since_ns, since, sizeof since);
+    memcpy(sw->snap_retry_ns, retry, sizeof retry);
+    sw->snap_n = sw->n;
+    sw->snap_fo = sw->n_fo;
+    if (sw->fatal[0] && !sw->snap_fatal[0])
+        snprintf(sw->snap_fatal, sizeof sw->snap_fatal, "%s", sw->fatal);
+    pthread_mutex_unlock(&sw->snap_mu);
 }
 
 /* One session with one thread a worker runs one stage of the pipeline at a time: each hop
@@ -529,7 +607,10 @@ llm_swarm *llm_swarm_new(const llm_swarm_opts *o, char *err, size_t errlen)
     sw->fd = -1;
     pthread_mutex_init(&sw->mu, NULL);
     pthread_cond_init(&sw->cv, NULL);
+    pthread_mutex_init(&sw->snap_mu, NULL);
     sw->mu_init = 1;
+    for (uint32_t i = 0; i < LS_MAX_W; i++)
+        sw->w[i].rep_fd = -1;
     sw->o = *o;
     snprintf(sw->model, sizeof sw->model, "%s", o->model);
     snprintf(sw->self, sizeof sw->self, "%s", o->self_exe);
@@ -637,6 +718,14 @@ llm_swarm *llm_swarm_new(const llm_swarm_opts *o, char *err, size_t errlen)
     sw->n = sw->o.workers;
     if (lp_join_all(sw, err, errlen))
         goto err;
+    /* a spawned worker that did not start or load is lost like a later loss: its layers run
+     * here under its cap (or the run ends, saying why) and, with respawn, it is tried again */
+    for (uint32_t i = 0; i < sw->n; i++)
+        if (sw->w[i].state == LW_LOST) {
+            snprintf(why, sizeof why, "failed to join: %s", sw->w[i].why);
+            if (s_lose(sw, i, why, LLM_NO_POS, err, errlen))
+                goto err;
+        }
     int lost = -1, rc = lp_route(sw, (int)sw->n - 1, &lost, how, sizeof how, err, errlen);
     /* a worker lost between joining and its first route is lost like any other: its layers
      * run here (no session holds a cache yet) and, with respawn, it is asked back */
@@ -646,6 +735,7 @@ llm_swarm *llm_swarm_new(const llm_swarm_opts *o, char *err, size_t errlen)
         goto err;
     for (uint32_t i = 0; i < sw->n; i++)
         sw->w[i].since_ns = util_now_ns();
+    s_snapshot(sw);
     if (pthread_create(&sw->monitor, NULL, s_monitor, sw)) {
         snprintf(err, errlen, "cannot start the swarm's monitor thread");
         goto err;
@@ -671,8 +761,10 @@ void llm_swarm_free(llm_swarm **swp)
     }
     if (sw->b && sw->zctx)
         lp_close_all(sw);
-    for (uint32_t i = 0; i < sw->n; i++)
+    for (uint32_t i = 0; i < sw->n; i++) {
         slice_free(&sw->w[i].fb);
+        lr_free(&sw->w[i]);
+    }
     netem_queue_free(&sw->rq); /* holds zmq messages: before the context ends */
     netem_shaper_free(&sw->shaper);
     if (sw->pull)
@@ -694,6 +786,7 @@ void llm_swarm_free(llm_swarm **swp)
     if (sw->mu_init) {
         pthread_mutex_destroy(&sw->mu);
         pthread_cond_destroy(&sw->cv);
+        pthread_mutex_destroy(&sw->snap_mu);
     }
     proto_buf_free(&sw->b);
     free(sw->m);

@@ -71,7 +71,10 @@ typedef struct {
     char how[64];                 /* "killed by signal 9", "heartbeats stopped", ... */
     uint32_t at_pos;              /* the first position of the pass in flight (LLM_NO_POS:
                                    * found between passes) */
-    double detection_ms;          /* fault injected -> declared lost (< 0: not ours to time) */
+    double detection_ms;          /* its first sign -> declared lost: our injected fault's
+                                   * moment, else for a fault from outside the last poll that
+                                   * found the process alive (an exit: an upper bound) or the
+                                   * last word heard (silence); < 0: not known (at start) */
     uint32_t sessions_replayed;
     uint64_t tokens_replayed;     /* positions replayed to rebuild the caches */
     double rebuild_ms;            /* declared lost -> caches whole (layers opened + replay) */
@@ -101,6 +104,10 @@ typedef struct {
                                    * "rejoining" (a fresh process loading or re-prefilled) */
     double since_s;               /* in this state for so long */
     char last_how[64];            /* why it was last lost ("" never) */
+    uint32_t respawns;            /* fresh processes started (or hellos) after losses */
+    uint32_t respawn_fails;       /* of those, the ones that did not start or join */
+    double retry_in_s;            /* the next attempt, in so long (< 0: none scheduled) */
+    char last_join_error[160];    /* why the last failed attempt failed ("" none) */
 } llm_worker_status;
 
 typedef struct llm_swarm llm_swarm;
@@ -124,7 +131,13 @@ void llm_swarm_counts(llm_swarm *sw, uint64_t *acts, uint64_t *wire_bytes);
 const llm_failover *llm_swarm_failovers(llm_swarm *sw, uint32_t *n);
 /* The peak resident set (VmHWM) of every worker process alive now, summed. */
 uint64_t llm_swarm_workers_rss(llm_swarm *sw);
-/* Every worker's state (up to max), how many there are; *failovers: losses so far. */
+/* Every worker's state (up to max), how many there are; *failovers: losses so far. From a
+ * snapshot the swarm refreshes as states change (at least every poll, 20 ms, while anything
+ * runs or waits): never waits on the swarm's lock, so a health check answers at once during
+ * a failover, a rebuild or a rejoin. */
 uint32_t llm_swarm_status(llm_swarm *sw, llm_worker_status *out, uint32_t max,
                           uint32_t *failovers);
+/* NULL, or why the swarm can serve no more (a failover that could not be done: every pass
+ * fails with it). From the snapshot, like llm_swarm_status. */
+const char *llm_swarm_fault(llm_swarm *sw);
 #endif

@@ -21,12 +21,28 @@
 #include "runtime/slice.h"
 
 #define LS_MAX_W 8
+#define LR_DEPTH 4          /* a rejoiner's catch-up passes in flight at once */
 #define LS_RETRY_MS 1000    /* a lost listed worker is said hello to again this often */
+/* A respawn (or a listed worker's hello) that failed is tried again after a backoff that
+ * doubles from LS_BACKOFF_MIN_MS up to LS_BACKOFF_MAX_MS, for as long as the run lasts: a
+ * worker that cannot start now (a host short of memory, a binary being replaced) may start
+ * later, and a server must not stay degraded for good after one failure. */
+#define LS_BACKOFF_MIN_MS 250
+#define LS_BACKOFF_MAX_MS 30000
+/* The joins' deadlines (a spawned worker reporting its endpoint; hello to ready: the load)
+ * are LS_DEADLINE_X times what the same step took at start, plus LS_DEADLINE_PLUS_MS for a
+ * machine that is busier now (a respawn loads while the coordinator computes the lost
+ * layers): a worker past it is stopped, frozen or cut off, and is fenced and tried again.
+ * Before anything was measured a spawn has SPAWN_REPORT_MS (dist/spawn.h). */
+#define LS_BUSY_RETRY_MS 250 /* a listed worker still held by a coordinator: hello again */
+#define LS_DEADLINE_X 10
+#define LS_DEADLINE_PLUS_MS 2000
 
 /* A worker's layers are served by its process (LIVE) or, after a loss, by a copy in the
- * coordinator (every other state) while a respawned process says hello and loads (JOIN_*)
- * and until every live session has been replayed into it (READY). */
-enum { LW_LIVE = 0, LW_LOST, LW_JOIN_HELLO, LW_JOIN_LOAD, LW_READY };
+ * coordinator (every other state) while a respawned process reports its endpoint
+ * (JOIN_SPAWN: nothing waits on it), says hello and loads (JOIN_HELLO, JOIN_LOAD) and until
+ * every live session has been replayed into it (READY). */
+enum { LW_LIVE = 0, LW_LOST, LW_JOIN_HELLO, LW_JOIN_LOAD, LW_READY, LW_JOIN_SPAWN };
 
 typedef struct {
     char id[LLM_SWARM_ID_MAX];
@@ -50,12 +66,25 @@ typedef struct {
     int stale;                    /* fb's caches lack the live sessions (rebuild due) */
     pirate_t hb;                  /* its heartbeats and liveness (PIRATE_* defaults) */
     uint64_t cut_until_ns, cont_at_ns, fault_ns;
+    uint64_t alive_ns;            /* the last poll that found its process running */
+    uint64_t sign_ns;             /* a loss found by lp_poll: its first sign (the exit's
+                                   * bound alive_ns, the silence's start), for detection_ms */
     uint64_t route_seq, echo_seq; /* the heartbeat confirming its route; the last echoed */
     char why[256];                /* why a start or rejoin failed */
     uint64_t since_ns;            /* when its state last changed (LIVE, or lost) */
     char last_how[64];            /* why it was last lost ("" never) */
     int fo;                       /* its open failover record (-1: none) */
     int respawn_due;              /* start a fresh process once the caches are whole */
+    int rep_fd;                   /* JOIN_SPAWN: the pipe it reports its endpoint on (-1) */
+    char rep_buf[PROTO_MAX_STR];
+    size_t rep_got;
+    uint64_t join_ns;             /* when its current join step began (spawn, hello) */
+    uint64_t deadline_ns;         /* that step's deadline (0: none) */
+    uint64_t hello_retry_ns;      /* JOIN_HELLO, it said busy: when to say hello again */
+    uint32_t tries;               /* failed starts in a row (the backoff's exponent) */
+    uint64_t took_spawn_ns, took_load_ns; /* its last join: fork to endpoint, hello to ready */
+    uint32_t respawns, respawn_fails; /* starts of a fresh process (or hellos to a listed
+                                   * one) after a loss, and those that failed */
     int routed_next;              /* its route in force: next worker, -1 the coordinator,
                                    * -2 none */
     /* What its heartbeats' echoes and its stats say (the dense lab's steps use them: a slow
@@ -70,9 +99,26 @@ typedef struct {
     uint64_t probe_ns;            /* lost, kept alive (steps): when it was last said hello to */
     uint64_t hello_ns;            /* when it last answered hello */
     uint32_t hello_pid;           /* its process id, as that hello said */
-    uint64_t busy_ns;             /* joining: when it said it serves another coordinator
-                                   * (0: not since hello was said again) */
-    int busy;                     /* it said so, and has not answered hello since */
+    /* Rejoin without a second stall (llm_rejoin.c): while its layers run here, the input of
+     * its first layer at every position of every live session is kept (rec, sessions x
+     * n_ctx x dim; rec_n[k]: positions 0..rec_n[k]-1 of session slot k held), and a fresh
+     * process, once ready, is sent them in the background (sent[k]: positions it holds),
+     * in catch-up passes (cu), while the passes go on; the route switches once
+     * what is left is at most one pass. rec NULL: the blocking re-prefill. */
+    float *rec;
+    uint32_t *rec_n, *sent;
+    uint32_t *issued;             /* per slot: positions sent, answered or not (>= sent) */
+    uint32_t *gen;                /* per slot: bumped when what is in flight turns stale */
+    struct ls_pass *cu;           /* LR_DEPTH catch-up passes (several in flight: the worker
+                                   * takes them in order, so the round trips overlap) */
+    float *cu_x;                  /* LR_DEPTH x max_batch x dim: their activations */
+    int cu_k[LR_DEPTH];           /* the session slot each carries (-1: free) */
+    uint32_t cu_gen[LR_DEPTH];    /* gen[k] when it was sent */
+    uint64_t *end_due;            /* per slot: a session that ended while catch-up passes of
+                                   * it were in flight: its end is sent once they are back
+                                   * (the data and control planes keep no order between them) */
+    uint64_t cu_epoch;            /* the epoch its route was sent in (0: not sent) */
+    uint64_t cu_tokens;           /* positions sent in the background since it was ready */
 } ls_worker;
 
 typedef struct {
@@ -95,6 +141,8 @@ typedef struct ls_pass {
     float *x;
     uint32_t n, pos0;
     int stop, replay;
+    int first;                    /* the unit it starts at (0, or a catch-up's rejoiner) */
+    int rejoin;                   /* a catch-up: unit first on its (not yet LIVE) process */
     int unit;                     /* the next unit to run once the awaited result is in */
     uint64_t req;                 /* the act awaited (0: none) */
     int state;
@@ -149,6 +197,17 @@ struct llm_swarm {
     ls_pass *inflight;
     uint32_t n_inflight;
     char fatal[768];              /* a failover that could not be done: every pass fails */
+    /* What the join steps took at start (the deadlines' base, LS_DEADLINE_X): the slowest
+     * worker's fork-to-endpoint and hello-to-ready, ns (0: not measured). */
+    uint64_t meas_spawn_ns, meas_load_ns;
+    /* The snapshot a health check reads (llm_swarm_status): refreshed under mu whenever the
+     * workers' states may have changed, read under snap_mu alone, which is never held while
+     * anything blocks: /health and /metrics answer at once during a failover or a rejoin. */
+    pthread_mutex_t snap_mu;
+    llm_worker_status snap[LS_MAX_W];
+    uint64_t snap_since_ns[LS_MAX_W], snap_retry_ns[LS_MAX_W];
+    uint32_t snap_n, snap_fo;
+    char snap_fatal[768];
     /* The monitor: between passes (a server waits for requests for minutes) someone must
      * still send heartbeats (a worker drops a coordinator silent for 3 s), find a lost
      * worker (a health check must not say ok over a dead one) and take a ready rejoiner
@@ -178,8 +237,12 @@ struct llm_swarm {
 
 /* llm_pipe.c */
 enum { LP_OK = 0, LP_LOST = 1 };
-/* fork + exec worker i and connect its control socket; hello sent (state JOIN_HELLO). */
+/* fork + exec worker i (state JOIN_SPAWN; lp_poll connects and says hello once it reports
+ * its endpoint), or a listed one's connection and hello (JOIN_HELLO). Nothing waits here. */
 int lp_spawn(llm_swarm *sw, uint32_t i, char *err, size_t errlen);
+/* Worker i failed to start or join: fenced, its layers stay here (LOST) and, with respawn,
+ * it is tried again after the backoff (logged). why says what happened. */
+void lp_join_failed(llm_swarm *sw, uint32_t i, const char *why);
 /* Setup: every worker spawned (or connected to), hello answered, assign sent, ready
  * awaited, all at once (listed workers fetch their layers side by side); all LIVE, or -1
  * with err naming the first that failed. */
@@ -214,7 +277,7 @@ int lp_run(llm_swarm *sw, uint64_t session, float *x, uint32_t n, uint32_t pos0,
 void lp_fence(llm_swarm *sw, uint32_t i);
 /* Bye to every worker with a process, wait for each to exit. */
 void lp_close_all(llm_swarm *sw);
-/* A session's end to every LIVE worker. */
+/* A session's end to every LIVE worker (a rejoiner's: lr_session_end). */
 void lp_session_end(llm_swarm *sw, uint64_t session);
 /* Worker i's sockets closed and its routes reset as lp_fence does, its process left
  * running (a stateless range's worker that froze or was cut off may come back: lp_probe). */
@@ -227,5 +290,37 @@ void lp_collect_stats(llm_swarm *sw, uint32_t timeout_ms);
 /* Wait up to LS_POLL_MS (less when a held message is due) for the result socket or a
  * control socket. */
 void lp_wait_any(llm_swarm *sw);
+void lp_session_end_one(llm_swarm *sw, uint32_t i, uint64_t session);
+/* Worker i (READY) routed alone in the current epoch, its results to the coordinator: the
+ * catch-up's route, confirmed by the heartbeat sent after it (route_seq). */
+void lp_route_rejoiner(llm_swarm *sw, uint32_t i);
+
+/* llm_rejoin.c: a returning worker re-prefilled while the passes go on */
+/* Worker i was lost (its copy fb here is new): keep its first layer's inputs from now on.
+ * Without the memory for them, the rejoin re-prefills the blocking way (logged). */
+void lr_begin(llm_swarm *sw, uint32_t i);
+void lr_free(ls_worker *w);
+/* Unit's copy here is about to step session's positions pos0.. (x: their input). */
+void lr_record(llm_swarm *sw, uint32_t unit, uint64_t session, uint32_t pos0, uint32_t n,
+               const float *x);
+/* A session ended: nothing of it is kept or sent any more. Before its slot is freed. */
+void lr_session_end(llm_swarm *sw, uint64_t session);
+/* Worker i (READY) said it could not compute an act: a catch-up pass's (text "act req N:
+ * ..."), dropped and sent again if its session lives (1), or not one of those (0). */
+int lr_act_failed(llm_swarm *sw, uint32_t i, const char *text);
+/* A fresh process is ready: it holds nothing, its route is not set. */
+void lr_reset(ls_worker *w);
+/* Under mu, never waiting: every ready worker's catch-up moved on (its route sent, the next
+ * catch-up pass started once the last is done). */
+void lr_pump(llm_swarm *sw);
+/* Is ready worker i's catch-up done but for at most one pass of every live session (the
+ * switch is due)? 0 also when it has no catch-up (rec NULL: then it is always due). */
+int lr_due(const llm_swarm *sw, uint32_t i);
+/* The switch, with nothing in flight (settling): what the live sessions added since the
+ * catch-up sent to worker i alone, synchronously. *tokens: positions sent (background and
+ * now). LP_OK (whole: the caller puts it LIVE), LP_LOST (a LIVE worker lost: *lost, how),
+ * 1 (i itself failed meanwhile: no longer READY), or -1 with err. */
+int lr_finish(llm_swarm *sw, uint32_t i, uint64_t *tokens, int *lost, char *how,
+              size_t howlen, char *err, size_t errlen);
 
 #endif

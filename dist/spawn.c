@@ -2,6 +2,7 @@
 #include "dist/spawn.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -13,40 +14,54 @@
 #include "base/cap.h"
 #include "base/util.h"
 
-/* Read "tcp://HOST:PORT\n" from fd within SPAWN_REPORT_MS. 0 / -1. */
-static int s_read_endpoint(int fd, char *ep, size_t eplen)
+/* "tcp://HOST:PORT\n" in buf[0..got): 1 with ep filled, 0 not whole yet, -1 not that. */
+static int s_endpoint_of(const char *buf, size_t got, char *ep, size_t eplen)
 {
-    struct pollfd pfd = { .fd = fd, .events = POLLIN };
-    size_t got = 0;
-    uint64_t deadline = util_now_ns() + SPAWN_REPORT_MS * 1000000ull;
-    while (got + 1 < eplen) {
-        uint64_t now = util_now_ns();
-        if (now >= deadline || poll(&pfd, 1, (int)((deadline - now) / 1000000) + 1) <= 0)
-            break;
-        ssize_t k = read(fd, ep + got, eplen - 1 - got);
-        if (k <= 0)
-            break;
-        got += (size_t)k;
-        if (memchr(ep, '\n', got))
-            break;
-    }
-    ep[got] = 0;
-    char *nl = strchr(ep, '\n');
-    if (!nl || strncmp(ep, "tcp://", 6))
+    const char *nl = memchr(buf, '\n', got);
+    if (!nl)
+        return 0;
+    size_t n = (size_t)(nl - buf);
+    if (n < 6 || strncmp(buf, "tcp://", 6) || n >= eplen)
         return -1;
-    *nl = 0;
-    return 0;
+    memcpy(ep, buf, n);
+    ep[n] = 0;
+    return 1;
 }
 
-int spawn_worker(const spawn_opts *o, pid_t *pid, char *ep, size_t eplen, char *err,
-                 size_t errlen)
+int spawn_poll_endpoint(int fd, char *buf, size_t cap, size_t *got, int wait_ms, char *ep,
+                        size_t eplen)
+{
+    struct pollfd pfd = { .fd = fd, .events = POLLIN };
+    int rc = s_endpoint_of(buf, *got, ep, eplen);
+    while (rc == 0) {
+        if (*got + 1 >= cap)
+            return -1;
+        int pr = poll(&pfd, 1, wait_ms);
+        if (pr < 0 && errno == EINTR)
+            continue;
+        if (pr <= 0)
+            return 0;
+        ssize_t k = read(fd, buf + *got, cap - 1 - *got);
+        if (k < 0 && (errno == EINTR || errno == EAGAIN))
+            continue;
+        if (k <= 0) /* it closed the pipe (or died) without a whole line */
+            return -1;
+        *got += (size_t)k;
+        rc = s_endpoint_of(buf, *got, ep, eplen);
+        wait_ms = 0;
+    }
+    return rc;
+}
+
+int spawn_begin(const spawn_opts *o, pid_t *pid, int *fd, char *err, size_t errlen)
 {
     int fds[2];
     char cap[32], rfd[16], slow[16], listen[128];
     const char *argv[16];
     int a = 0;
     *pid = 0;
-    if (pipe(fds)) {
+    *fd = -1;
+    if (pipe2(fds, O_CLOEXEC)) {
         snprintf(err, errlen, "%s: pipe: %s", o->id, strerror(errno));
         return -1;
     }
@@ -82,14 +97,37 @@ int spawn_worker(const spawn_opts *o, pid_t *pid, char *ep, size_t eplen, char *
     if (child == 0) {
         if (o->die_with_parent) /* Ctrl-C or SIGKILL of the coordinator takes it along */
             prctl(PR_SET_PDEATHSIG, SIGTERM);
-        close(fds[0]);
+        /* the report end stays open across the exec (O_CLOEXEC cleared on it alone): other
+         * threads' pipes, forked at the same moment, do not leak into this worker */
+        fcntl(fds[1], F_SETFD, 0);
         execv(o->exe, (char *const *)argv);
         _exit(127);
     }
     close(fds[1]);
-    int rc = s_read_endpoint(fds[0], ep, eplen);
-    close(fds[0]);
-    if (rc) {
+    *pid = child;
+    *fd = fds[0];
+    return 0;
+}
+
+int spawn_worker(const spawn_opts *o, pid_t *pid, char *ep, size_t eplen, char *err,
+                 size_t errlen)
+{
+    pid_t child;
+    int fd, rc = 0;
+    char buf[512];
+    size_t got = 0;
+    if (spawn_begin(o, &child, &fd, err, errlen))
+        return -1;
+    uint64_t deadline = util_now_ns() + SPAWN_REPORT_MS * 1000000ull;
+    while (rc == 0) {
+        uint64_t now = util_now_ns();
+        if (now >= deadline)
+            break;
+        rc = spawn_poll_endpoint(fd, buf, sizeof buf, &got,
+                                 (int)((deadline - now) / 1000000) + 1, ep, eplen);
+    }
+    close(fd);
+    if (rc != 1) {
         snprintf(err, errlen, "%s: spawned worker (pid %d, %s) did not report its endpoint",
                  o->id, (int)child, o->exe);
         spawn_reap(child, SPAWN_KILL, NULL, NULL, 0);

@@ -27,7 +27,15 @@ typedef struct {
                                    * a worker otherwise drops a silent coordinator itself */
 } spawn_opts;
 
-/* Start a worker and read its control endpoint into ep. 0 with *pid set; -1 with err naming
+/* Start a worker without waiting for it: *pid set, *fd the pipe's read end (the caller
+ * closes it) on which it reports its endpoint (spawn_poll_endpoint). 0 / -1 with err. */
+int spawn_begin(const spawn_opts *o, pid_t *pid, int *fd, char *err, size_t errlen);
+/* Read what the worker wrote on fd into buf (cap bytes, *got so far), waiting up to wait_ms
+ * (0: not at all). 1: the endpoint is in ep; 0: not yet; -1: the pipe closed without one
+ * (the worker died or failed to bind) or it wrote something else. */
+int spawn_poll_endpoint(int fd, char *buf, size_t cap, size_t *got, int wait_ms, char *ep,
+                        size_t eplen);
+/* Start a worker and read its control endpoint into ep (at most SPAWN_REPORT_MS). 0 with *pid set; -1 with err naming
  * the worker (a child that did not report is killed and reaped: *pid stays 0). */
 int spawn_worker(const spawn_opts *o, pid_t *pid, char *ep, size_t eplen, char *err,
                  size_t errlen);

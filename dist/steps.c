@@ -168,6 +168,12 @@ static int s_open(steps_t *c, char *err, size_t errlen)
     c->sw = sw;
     sw->cpu = -1;
     sw->fd = -1;
+    pthread_mutex_init(&sw->mu, NULL); /* the pipe's functions take none; llm_swarm_free */
+    pthread_cond_init(&sw->cv, NULL);  /* ends them */
+    pthread_mutex_init(&sw->snap_mu, NULL);
+    sw->mu_init = 1;
+    for (uint32_t i = 0; i < LS_MAX_W; i++)
+        sw->w[i].rep_fd = -1;
     snprintf(sw->model, sizeof sw->model, "%s", c->m->path);
     snprintf(sw->self, sizeof sw->self, "/proc/self/exe");
     sw->o.model = sw->model;
@@ -273,6 +279,13 @@ static int s_open(steps_t *c, char *err, size_t errlen)
     }
     if (lp_join_all(sw, err, errlen))
         return -1;
+    /* a spawned worker that failed to join is the run's failure here, as a listed one's is
+     * (the lab's setup is measured whole; lp_join_all leaves a real model's to its policy) */
+    for (uint32_t i = 0; i < c->n; i++)
+        if (sw->w[i].state != LW_LIVE) {
+            snprintf(err, errlen, "%s: %s", sw->w[i].id, sw->w[i].why);
+            return -1;
+        }
     for (uint32_t i = 0; i < c->n; i++) {
         ls_worker *w = &sw->w[i];
         c->setup_read += w->ready.read_bytes;

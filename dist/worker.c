@@ -71,6 +71,15 @@ static void s_send_error_to(worker_t *w, const uint8_t *peer, size_t plen, uint3
 }
 
 /* Back to WAITING: release layers, close the route, forget the coordinator. */
+/* A spawned worker (--once, --report-fd) whose coordinator is silent but still its parent:
+ * the coordinator is paused (SIGSTOP, a debugger, a VM descheduled), not gone, and gets its
+ * worker back when it resumes instead of finding every worker lost. Once the coordinator dies
+ * the worker is reparented and the silence bound applies. */
+static int s_parent_waits(const worker_t *w)
+{
+    return w->parent > 1 && getppid() == w->parent;
+}
+
 static void s_release(worker_t *w, const char *why)
 {
     if (w->state != W_WAITING || w->peer_len)
@@ -333,6 +342,9 @@ static int s_on_ctl(worker_t *w)
     }
     more = zmq_msg_more(&m);
     ml = zmq_msg_size(&m);
+    const char *uid = zmq_msg_gets(&m, "User-Id");
+    char key[sizeof w->peer_key];
+    snprintf(key, sizeof key, "%s", uid ? uid : "");
     if (more) { /* drain an unexpected multipart message */
         zmq_msg_t junk;
         zmq_msg_init(&junk);
@@ -374,6 +386,23 @@ static int s_on_ctl(worker_t *w)
     if (!same) {
         if (w->peer_len && w->msg->type != MSG_HELLO)
             return 1; /* stray message from a stranger: ignore */
+        /* A coordinator restarted at once (a crash, a kill -9) says hello from a new
+         * connection while the old one is not yet known to be gone: the same CURVE key is the
+         * same operator, taken at once; over plaintext the old one must have been silent for
+         * a coordinator's own liveness window (PIRATE_LIVENESS heartbeats: a live one sends
+         * one every PIRATE_HEARTBEAT_MS), not PIRATE_WORKER_SILENT_MS. */
+        uint64_t quiet_ns = util_now_ns() - w->last_heard_ns;
+        if (w->peer_len &&
+            ((key[0] && !strcmp(key, w->peer_key)) ||
+             (!key[0] && !w->peer_key[0] &&
+              quiet_ns > (uint64_t)PIRATE_HEARTBEAT_MS * PIRATE_LIVENESS * 1000000ull))) {
+            s_release(w, key[0] ? "a new coordinator with the same key said hello"
+                                : "a new coordinator said hello; the last one is silent");
+            if (w->once) { /* a spawned worker serves the coordinator that spawned it */
+                s_stop = 1;
+                return 1;
+            }
+        }
         if (w->peer_len) {
             s_send_error_to(w, peer, (size_t)plen, PERR_BUSY, "serving another coordinator");
             return 1;
@@ -384,6 +413,7 @@ static int s_on_ctl(worker_t *w)
         }
         memcpy(w->peer, peer, (size_t)plen);
         w->peer_len = (size_t)plen;
+        snprintf(w->peer_key, sizeof w->peer_key, "%s", key);
         log_info("%s: coordinator connected", w->id);
     }
     w->last_heard_ns = util_now_ns();
@@ -629,7 +659,8 @@ static void s_loop(worker_t *w)
         /* a coordinator that has sent nothing (not even a heartbeat) this long is gone: its
          * layers are released and the next one is waited for (pirate.h) */
         if (w->peer_len &&
-            util_now_ns() - w->last_heard_ns > PIRATE_WORKER_SILENT_MS * 1000000ull) {
+            util_now_ns() - w->last_heard_ns > PIRATE_WORKER_SILENT_MS * 1000000ull &&
+            !s_parent_waits(w)) {
             s_release(w, "coordinator silent");
             if (w->once)
                 break;
@@ -821,6 +852,8 @@ int worker_main(int argc, char **argv)
             }
         }
     }
+    if (w.once && report_fd >= 0) /* spawned by its coordinator (dist/spawn.c) */
+        w.parent = getppid();
     if (s_bind(&w, listen, report_fd, err, sizeof err)) {
         log_error("%s", err);
         goto out;

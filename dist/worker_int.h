@@ -39,6 +39,8 @@ typedef struct {
     /* the current coordinator */
     uint8_t peer[256];
     size_t peer_len;
+    pid_t parent;                 /* spawned (--once --report-fd): its coordinator (0: none) */
+    char peer_key[48];            /* its CURVE key (the ZAP handler's User-Id; "" plaintext) */
     int state;
     uint64_t last_heard_ns;
     /* assignment */

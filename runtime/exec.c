@@ -352,10 +352,13 @@ static void s_hash_collect(exec_t *e, exec_stats *st)
     st->content_fail += e->h_fail;
     st->verify_ns += e->h_ns;
     e->h_layers = e->h_fail = e->h_ns = 0;
-    for (uint32_t i = 0; i < e->h_bad_n; i++)
+    for (uint32_t i = 0; i < e->h_bad_n; i++) {
         log_error("%s: content gate: streamed layer %u hashes to %016llx, expected %016llx",
                   e->path, e->h_bad_layer[i], (unsigned long long)e->h_bad_hash[i],
                   (unsigned long long)e->sums[e->h_bad_layer[i]]);
+        st->content_bad_layer = e->h_bad_layer[i] + 1;
+        st->content_bad_hash = e->h_bad_hash[i];
+    }
     e->h_bad_n = 0;
     pthread_mutex_unlock(&e->mu);
 }

@@ -88,6 +88,8 @@ typedef struct {
     uint64_t layers_streamed;  /* streamed layers hashed (content gate) */
     uint64_t layers_due;       /* streamed layers the steps used: each must have been hashed */
     uint64_t content_fail;     /* streamed layers whose hash did not match */
+    uint32_t content_bad_layer;/* 1 + the last layer that failed (0: none yet) */
+    uint64_t content_bad_hash; /* what its bytes hashed to */
 } exec_stats;
 
 typedef struct exec exec_t;

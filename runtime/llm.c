@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +13,7 @@
 
 #include "arch/arch_int.h"
 #include "arch/sums.h"
+#include "base/log.h"
 #include "base/util.h"
 #include "quant/quant.h"
 
@@ -34,6 +36,11 @@ struct llm_model {
     uint64_t next_session;
     uint64_t *sums;               /* per-layer checksums (arch/sums.h) */
     char sums_src[PATH_MAX + 64];
+    /* Known-bad weights: once a layer failed its checksum (the SSD arm's content gate), no
+     * pass runs again: nothing computed from those bytes, or after them, goes out as good.
+     * fault is written once, before faulted is set. */
+    atomic_int faulted;
+    char fault[384];
 };
 
 struct llm_session {
@@ -175,6 +182,46 @@ done:
     return rc;
 }
 
+/* The reference arm's layers, as mapped, against the per-layer checksums the file carries
+ * or a cache beside it holds (arch/sums.h): a byte changed in place (size and mtime kept, so
+ * the cache still names the file's good bytes) is found before any output is trusted. When
+ * the sums were computed just now from these very bytes, a second hash would prove nothing
+ * and is skipped. Its cost is one hash over the weights, from memory (logged). */
+static int s_verify_mapped(llm_model *m, const char *path, char *err, size_t errlen)
+{
+    const arch_hparams *hp = &m->am.hp;
+    sums_source src;
+    char cpath[PATH_MAX + 32];
+    uint64_t t0 = util_now_ns(), bytes = 0;
+    if (!(m->sums = malloc(hp->n_layers * sizeof *m->sums))) {
+        arch_err(err, errlen, path, "out of memory");
+        return -1;
+    }
+    if (sums_get(&m->am, path, m->sums, &src, cpath, sizeof cpath, err, errlen))
+        return -1;
+    snprintf(m->sums_src, sizeof m->sums_src, "%s%s%s",
+             src == SUMS_METADATA ? "metadata" : src == SUMS_CACHED ? "cache " : "computed",
+             src == SUMS_COMPUTED && cpath[0] ? ", cached in " : "", cpath);
+    if (src == SUMS_COMPUTED)
+        return 0;
+    for (uint32_t l = 0; l < hp->n_layers; l++) {
+        const void *const *d = llm_layer_data(m, l);
+        uint64_t h = sums_of_layer(&m->am, l, d);
+        for (uint32_t t = 0; t < m->am.layers[l].n_tensors; t++)
+            bytes += m->am.layers[l].t[t].nbytes;
+        if (h != m->sums[l]) {
+            arch_err(err, errlen, path, "layer %u " SUMS_MISMATCH " (its bytes hash to %016llx, "
+                     "the checksums from %s say %016llx): the file is corrupt", l,
+                     (unsigned long long)h, m->sums_src, (unsigned long long)m->sums[l]);
+            return -1;
+        }
+    }
+    log_info("%s: %u layers verified against the checksums from %s (%.1f MiB in %.0f ms)", path,
+             hp->n_layers, m->sums_src, (double)bytes / 1048576.0,
+             (double)(util_now_ns() - t0) / 1e6);
+    return 0;
+}
+
 llm_model *llm_model_open_opts(const char *path, const llm_opts *o, char *err, size_t errlen)
 {
     llm_model *m = calloc(1, sizeof *m);
@@ -187,8 +234,8 @@ llm_model *llm_model_open_opts(const char *path, const llm_opts *o, char *err, s
         goto err;
     if (!arch_model_has(&m->am, ARCH_TOKENS)) {
         arch_err(err, errlen, path,
-                 "a swarm-dense model has no tokens (run it with `swarm run`); llama or qwen2 "
-                 "needed");
+                 "a swarm-dense model has no tokens (run it with `swarm run`); a token "
+                 "family (llama, qwen2, qwen3, gemma2, gemma3, phi3) needed");
         goto err;
     }
     if (o)
@@ -259,6 +306,8 @@ llm_model *llm_model_open_opts(const char *path, const llm_opts *o, char *err, s
         m->output = m->tok_embd;
     else if (!m->buf[2])
         m->output = m->map + m->am.output.off;
+    if (m->arm == LLM_ARM_REFERENCE && s_verify_mapped(m, path, err, errlen))
+        goto err;
     return m;
 err:
     if (fd >= 0)
@@ -485,6 +534,11 @@ uint32_t llm_session_pos(const llm_session *s)
 void llm_session_reset(llm_session *s)
 {
     s->n_past = 0;
+    /* The resident arm's caches live in the swarm, which counts what each session holds to
+     * rebuild it after a loss: a reset session holds nothing there either (a server resets a
+     * slot after every request, and an idle slot must not be replayed in a failover). */
+    if (s->m->arm == LLM_ARM_RESIDENT)
+        s->m->hook.end(s->m->hook.ctx, s->id);
 }
 
 void llm_session_rewind(llm_session *s, uint32_t pos)
@@ -499,6 +553,27 @@ uint64_t llm_session_kv_bytes(const llm_session *s)
 {
     const arch_hparams *hp = &s->m->am.hp;
     return 2ull * s->n_ctx * hp->n_head_kv * hp->head_dim * sizeof(float) * hp->n_layers;
+}
+
+/* A streamed layer failed the content gate in the pass just run: the model is faulted for
+ * good (llm_model_fault) and the pass fails. */
+static int s_content_fault(llm_model *m, char *err, size_t errlen)
+{
+    if (!atomic_load(&m->faulted)) {
+        uint32_t l = m->st.content_bad_layer ? m->st.content_bad_layer - 1 : 0;
+        snprintf(m->fault, sizeof m->fault, "content gate: streamed layer %u " SUMS_MISMATCH
+                 " (its bytes hash to %016llx, expected %016llx): %s is corrupt; nothing "
+                 "computed from it is returned", l, (unsigned long long)m->st.content_bad_hash,
+                 m->sums ? (unsigned long long)m->sums[l] : 0ull, m->g->path);
+        atomic_store(&m->faulted, 1);
+    }
+    snprintf(err, errlen, "%s", m->fault);
+    return -1;
+}
+
+const char *llm_model_fault(const llm_model *m)
+{
+    return atomic_load(&((llm_model *)m)->faulted) ? m->fault : NULL;
 }
 
 /* One pass over n <= n_batch positions starting at n_past. */
@@ -519,12 +594,20 @@ static int s_pass(llm_session *s, const int32_t *tokens, uint32_t n, float *logi
             return -1;
         }
     }
+    arch_embed_finish(am, s->x, n);
+    if (atomic_load(&s->m->faulted)) {
+        snprintf(err, errlen, "%s", s->m->fault);
+        return -1;
+    }
     if (m->arm == LLM_ARM_RESIDENT) {
         if (m->hook.layers(m->hook.ctx, s->id, tokens, s->x, n, s->n_past, err, errlen))
             return -1;
     } else if (m->ex) {
+        uint64_t bad = m->st.content_fail;
         if (exec_step_n(m->ex, s->x, n, s->n_past, s->kv, &s->m->st, err, errlen))
             return -1;
+        if (m->st.content_fail != bad) /* this pass used bytes that are not the file's */
+            return s_content_fault(s->m, err, errlen);
     } else {
         for (uint32_t l = 0; l < hp->n_layers; l++)
             if (arch_layer_forward(s->run, l, llm_layer_data(m, l), &s->kv[l], s->x, n,
@@ -543,6 +626,7 @@ static int s_pass(llm_session *s, const int32_t *tokens, uint32_t n, float *logi
         arch_err(err, errlen, m->g->path, "%s: %s", am->output.name, why);
         return -1;
     }
+    arch_logits_finish(am, logits, cnt);
     return 0;
 }
 

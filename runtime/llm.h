@@ -91,9 +91,14 @@ void llm_model_drain(llm_model *m);
 /* Bytes the SSD arm keeps beside its layers (embedding, norm, head), and where the per-layer
  * checksums came from ("metadata", "cache FILE", "computed, cached in FILE", ...). */
 uint64_t llm_model_held_bytes(const llm_model *m);
-/* SSD arm: each layer's checksum (n_layers), NULL otherwise. */
+/* SSD and reference arms: each layer's checksum (n_layers), NULL otherwise (the reference
+ * arm verifies its mapped layers against them at open). */
 const uint64_t *llm_model_layer_sums(const llm_model *m);
 const char *llm_model_sums_source(const llm_model *m);
+/* NULL, or why no pass runs any more: a streamed layer failed the content gate (the text
+ * names the layer and carries SUMS_MISMATCH, arch/sums.h). Set once, for good; every eval
+ * from then on fails with it. */
+const char *llm_model_fault(const llm_model *m);
 const arch_model *llm_model_arch(const llm_model *m);
 const gguf_file *llm_model_gguf(const llm_model *m);
 /* Tensor i of layer l's bytes, in the layer's consumption order (arch_layer); NULL under

@@ -13,11 +13,14 @@
 #include "serve/serve_int.h"
 
 /* Status codes the server sends; anything else would be counted as "other". */
-static const unsigned s_codes[] = { 200, 400, 401, 404, 405, 408, 413, 429, 500, 503 };
+static const unsigned s_codes[] = { 200, 204, 400, 401, 404, 405, 408, 413, 429, 500, 503 };
 #define N_CODES (sizeof s_codes / sizeof s_codes[0])
-static const char *const s_ep_names[EP_COUNT] = { "/v1/models", "/v1/chat/completions",
-                                                 "/v1/completions", "/health", "/metrics", "/",
-                                                 "other" };
+static const char *const s_ep_names[EP_COUNT] = {
+    [EP_MODELS] = "/v1/models", [EP_CHAT] = "/v1/chat/completions",
+    [EP_COMPLETIONS] = "/v1/completions", [EP_HEALTH] = "/health", [EP_METRICS] = "/metrics",
+    [EP_PAGE] = "/", [EP_TOKENIZE] = "/tokenize", [EP_DETOKENIZE] = "/detokenize",
+    [EP_APPLY_TEMPLATE] = "/apply-template", [EP_PROPS] = "/props", [EP_SLOTS] = "/slots",
+    [EP_OTHER] = "other" };
 /* Seconds: 1 ms to 10 s covers a token on a small model up to a long prefill. */
 static const double s_bounds[] = { 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
                                    1, 2.5, 5, 10 };
@@ -186,6 +189,18 @@ char *metrics_render(serve_metrics *m, uint32_t active, uint32_t queued, uint32_
         for (uint32_t i = 0; i < nw && i < 8; i++)
             fprintf(f, "swarm_serve_worker_up{worker=\"%s\",layers=\"%u-%u\"} %d\n", ws[i].id,
                     ws[i].first, ws[i].last, ws[i].live);
+        fprintf(f, "# HELP swarm_serve_respawns_total Fresh processes started (or hellos to a "
+                   "listed worker) after a loss, by worker.\n"
+                   "# TYPE swarm_serve_respawns_total counter\n");
+        for (uint32_t i = 0; i < nw && i < 8; i++)
+            fprintf(f, "swarm_serve_respawns_total{worker=\"%s\"} %u\n", ws[i].id,
+                    ws[i].respawns);
+        fprintf(f, "# HELP swarm_serve_respawn_failures_total Of those, the ones that did not "
+                   "start or join (each tried again after a backoff).\n"
+                   "# TYPE swarm_serve_respawn_failures_total counter\n");
+        for (uint32_t i = 0; i < nw && i < 8; i++)
+            fprintf(f, "swarm_serve_respawn_failures_total{worker=\"%s\"} %u\n", ws[i].id,
+                    ws[i].respawn_fails);
         fprintf(f, "# HELP swarm_serve_failovers_total Workers lost since start (their layers "
                    "moved to the coordinator, every live session's caches rebuilt).\n"
                    "# TYPE swarm_serve_failovers_total counter\nswarm_serve_failovers_total %u\n",

@@ -57,6 +57,9 @@ serve_job *job_new(serve *srv, char *err, size_t errlen)
     pthread_mutex_init(&j->mu, NULL);
     j->refs = 1;
     atomic_init(&j->cancel, 0);
+    atomic_init(&j->shutdown, 0);
+    atomic_init(&j->decoded, 0);
+    atomic_init(&j->cached, 0);
     j->created = (long long)time(NULL);
     j->t_recv = serve_now();
     return j;
@@ -72,8 +75,12 @@ void job_unref(serve_job *job)
     if (!last)
         return;
     api_req_free(&job->req);
-    json_decref(job->lp);
-    free(job->text);
+    for (uint32_t i = 0; i < SERVE_MAX_N; i++) {
+        json_decref(job->ch[i].lp);
+        json_decref(job->ch[i].calls);
+        free(job->ch[i].content);
+        free(job->ch[i].text);
+    }
     free(job->out);
     close(job->efd);
     pthread_mutex_destroy(&job->mu);
@@ -147,6 +154,15 @@ static void s_finish(serve_job *job)
 {
     serve *srv = job->srv;
     metrics_tokens(srv->metrics, job->req.n_prompt, job->n_gen);
+    if (job->finish == FINISH_CANCELLED && atomic_load(&job->shutdown)) {
+        /* The server stopped under it (--grace ran out): the client is still there and is
+         * told so; a stream ends as a stream should. A whole response's 503 is http.c's. */
+        if (job->req.stream) {
+            job_emit_sse(job, api_shutdown_error());
+            job_emit(job, "data: [DONE]\n\n", 14);
+        }
+        return;
+    }
     if (job->finish == FINISH_CANCELLED)
         return;
     if (job->finish == FINISH_ERROR) {
@@ -164,7 +180,7 @@ static void s_finish(serve_job *job)
         return;
     }
     if (job->req.stream) {
-        job_emit_sse(job, api_chunk(job, "", 0, NULL, api_finish_name(job->finish)));
+        /* each choice's calls and finish chunk went out as it ended (loop.c) */
         if (job->req.include_usage)
             job_emit_sse(job, api_usage_chunk(job));
         job_emit(job, "data: [DONE]\n\n", 14);
@@ -258,14 +274,36 @@ err:
     return NULL;
 }
 
-void sched_cancel_all(serve_sched *s)
+void sched_cancel_all(serve_sched *s, int shutdown)
 {
     pthread_mutex_lock(&s->mu);
-    for (serve_job *j = s->head; j; j = j->next)
+    for (serve_job *j = s->head; j; j = j->next) {
+        atomic_store(&j->shutdown, shutdown);
         atomic_store(&j->cancel, 1);
+    }
     for (uint32_t i = 0; i < s->n_slots; i++)
-        if (s->slots[i].job)
+        if (s->slots[i].job) {
+            atomic_store(&s->slots[i].job->shutdown, shutdown);
             atomic_store(&s->slots[i].job->cancel, 1);
+        }
+    pthread_mutex_unlock(&s->mu);
+}
+
+void sched_slot(serve_sched *s, uint32_t i, sched_slot_info *out)
+{
+    memset(out, 0, sizeof *out);
+    pthread_mutex_lock(&s->mu);
+    serve_job *j = i < s->n_slots ? s->slots[i].job : NULL;
+    out->n_ctx = engine_n_ctx(s->slots[i < s->n_slots ? i : 0].eng);
+    if (j) {
+        out->busy = 1;
+        memcpy(out->id, j->id, sizeof out->id);
+        out->n_prompt = j->req.n_prompt;
+        out->n_decoded = atomic_load(&j->decoded); /* a snapshot: the slot runs on */
+        out->n_cached = atomic_load(&j->cached);
+        out->so = j->req.so;
+        out->max_tokens = j->req.max_set ? j->req.max_tokens : 0;
+    }
     pthread_mutex_unlock(&s->mu);
 }
 
@@ -274,7 +312,7 @@ void sched_free(serve_sched **sp)
     serve_sched *s = *sp;
     if (!s)
         return;
-    sched_cancel_all(s);
+    sched_cancel_all(s, 0);
     pthread_mutex_lock(&s->mu);
     s->quit = 1;
     pthread_cond_broadcast(&s->cv);

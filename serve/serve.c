@@ -36,7 +36,7 @@ static void s_usage(FILE *f)
     fprintf(f,
         "usage: swarm serve MODEL.gguf|CONFIG [options]\n"
         "  An OpenAI-compatible HTTP server: /v1/models, /v1/chat/completions, /v1/completions,\n"
-        "  /health, /metrics, and a chat page at /.\n"
+        "  /health, /metrics, and a chat page at /. One access log line per request on stderr.\n"
         "  --listen HOST:PORT     address (default 127.0.0.1:8080; port 0 = any free port)\n"
         "  --port-file F          write the bound port to F once listening\n"
         "  The arm: ssd runs one session at a time (--parallel 1); resident: every slot is a\n"
@@ -51,7 +51,14 @@ static void s_usage(FILE *f)
         "  --chat-template NAME   use NAME when the file has none swarm recognises\n"
         "  --timeout S            idle seconds before a client that sends nothing is dropped (10)\n"
         "  --max-body BYTES       larger request bodies get 413 (default 1048576)\n"
-        "  --grace S              seconds in-flight requests may finish after SIGTERM (10)\n");
+        "  --grace S              seconds in-flight requests may finish after SIGTERM (10); then a\n"
+        "                         stream ends with an error event and [DONE], a reply is a 503\n"
+        "  --alias NAME           another name the model answers to (repeatable, up to 8)\n"
+        "  --strict-model         refuse (404) a model name that is neither the file's nor an\n"
+        "                         alias (default: any name is taken and echoed back)\n"
+        "  --cors ORIGIN          let pages from ORIGIN call the API (repeatable; * = any)\n"
+        "  --log-prompts          the access log shows request bodies (off: never the prompt)\n"
+        "  Also /tokenize, /detokenize, /apply-template, /props, /slots (llama-server's shapes).\n");
 }
 
 static int s_loopback(const char *host)
@@ -118,6 +125,7 @@ static int s_template(serve *srv, const char *flag)
                 "refused unless --chat-template NAME is given\n", srv->model_path);
         return 0;
     }
+    srv->tool_system = tool_default_system(jinja);
     if (chat_template_detect(jinja, srv->chat_template, sizeof srv->chat_template, err,
                              sizeof err)) {
         srv->chat_template[0] = 0;
@@ -153,6 +161,15 @@ static int s_own_valued(serve *srv, s_cmd *c, const char *k, const char *v)
     } else if (!strcmp(k, "--api-key")) {
         free(c->key);
         c->key = strdup(v);
+    } else if (!strcmp(k, "--alias") || !strcmp(k, "--cors")) {
+        int al = !strcmp(k, "--alias");
+        uint32_t *n = al ? &srv->n_alias : &srv->n_cors;
+        if (*n == (al ? SERVE_MAX_ALIAS : SERVE_MAX_CORS) || !v[0] || strlen(v) >= 128) {
+            fprintf(stderr, "swarm serve: %s '%s': at most %d, each 1..127 bytes\n", k, v,
+                    al ? SERVE_MAX_ALIAS : SERVE_MAX_CORS);
+            return -1;
+        }
+        (al ? srv->alias : srv->cors)[(*n)++] = v;
     } else if (!strcmp(k, "--ctx")) {
         return s_uint(k, v, 2, 1u << 20, &c->ctx) ? -1 : 1;
     } else if (!strcmp(k, "--timeout")) {
@@ -185,8 +202,10 @@ static int s_arg(serve *srv, s_cmd *c, int argc, char **argv, int *i)
         s_usage(stdout);
         return EXIT_OK;
     }
-    if (!strcmp(k, "--no-auth")) {
-        c->no_auth = 1;
+    if (!strcmp(k, "--no-auth") || !strcmp(k, "--strict-model") ||
+        !strcmp(k, "--log-prompts")) {
+        *(!strcmp(k, "--no-auth") ? &c->no_auth : !strcmp(k, "--strict-model")
+          ? &srv->strict_model : &srv->log_prompts) = 1;
         return -1;
     }
     int r = arm_flags_parse(&c->af, argc, argv, i, err, sizeof err);
@@ -349,10 +368,11 @@ static int s_load(serve *srv, s_cmd *c)
                          .n_batch = 64, .sessions = srv->n_slots, .respawn = 1 };
     if (arm_open(&ao, &c->h, err, sizeof err)) {
         fprintf(stderr, "swarm serve: %s\n", err);
-        return EXIT_FAIL;
+        return arm_open_exit_code(&c->h, err);
     }
     srv->model = c->h.lm.m;
     srv->tok = c->h.lm.t;
+    srv->n_vocab = (uint32_t)tokenizer_n_vocab(srv->tok);
     srv->swarm = c->h.swarm;
     srv->n_ctx = c->h.n_ctx;
     srv->nthreads = c->h.threads;
@@ -399,7 +419,15 @@ static void s_drain(serve *srv, struct MHD_Daemon *d, int sig, unsigned long gra
     if (a + q)
         fprintf(stderr, "serve: cancelling %u requests still running after %lu s\n", a + q,
                 grace);
-    sched_cancel_all(srv->sched);
+    sched_cancel_all(srv->sched, 1);
+    /* The cancelled ones end with an error event (a stream) or a 503 (a whole reply): let
+     * those last bytes reach their clients before the daemon closes every connection. A
+     * slot stops within a token; the bound is for a client that stopped reading. */
+    until = serve_now() + 5.0;
+    while (atomic_load(&srv->n_live) > 0 && serve_now() < until) {
+        struct timespec ts = { 0, 10 * 1000 * 1000 };
+        nanosleep(&ts, NULL);
+    }
 }
 
 int serve_main(int argc, char **argv)
@@ -409,6 +437,7 @@ int serve_main(int argc, char **argv)
     struct MHD_Daemon *d = NULL;
     int rc = EXIT_FAIL;
     atomic_init(&srv.state, STATE_LOADING);
+    atomic_init(&srv.n_live, 0);
     if (!c) {
         fprintf(stderr, "swarm serve: out of memory\n");
         return EXIT_FAIL;
@@ -438,12 +467,13 @@ int serve_main(int argc, char **argv)
 out:
     if (d) {
         if (srv.sched)
-            sched_cancel_all(srv.sched);
+            sched_cancel_all(srv.sched, 0);
         MHD_stop_daemon(d);
     }
     sched_free(&srv.sched);
     arm_open_close(&c->h); /* the model before its swarm: its sessions end on the workers */
     metrics_free(&srv.metrics);
+    grammar_vocab_free(&srv.gvocab);
     free(c->key);
     free(c);
     return rc;

@@ -21,6 +21,8 @@ sw gtl gen "${shape[@]}" --type q8_0 -o "$T/tl.gguf" \
     --chat-template tests/fixtures/chat/tinyllama-1.1b-chat.jinja; expect_rc gtl 0
 sw gphi gen "${shape[@]}" --type q8_0 -o "$T/phi.gguf" \
     --chat-template tests/fixtures/chat/phi-3-mini.jinja; expect_rc gphi 0
+sw gvic gen "${shape[@]}" --type q8_0 -o "$T/vic.gguf" \
+    --chat-template tests/fixtures/chat/vicuna-1.1.jinja; expect_rc gvic 0
 P="Once upon a time"
 
 # greedy: the same text and digests on 1 and 2 threads; the parity gate passes
@@ -99,11 +101,13 @@ eq "two replies" "$(grep -c 'tokens, length' "$T/chat.err")" 2
 newt=$(sed -n 's/.*prompt \([0-9]*\) tokens, \([0-9]*\) of them new.*/\1 \2/p' "$T/chat.err" | tail -1)
 read -r tot new <<<"$newt"
 if [ -n "${new:-}" ] && [ "$new" -lt "$tot" ]; then ok; else bad "second turn reran all: $newt"; fi
-sw chatphi chat "$T/phi.gguf" < "$T/chat.in"; expect_fail chatphi
-has chatphi err "chatml"
-has chatphi err "--chat-template"
+sw chatphi chat "$T/phi.gguf" -n 4 --temp 0 < "$T/chat.in"; expect_rc chatphi 0
+has chatphi err "chat template: phi3-4k"
+sw chatvic chat "$T/vic.gguf" < "$T/chat.in"; expect_fail chatvic
+has chatvic err "chatml"
+has chatvic err "--chat-template"
 sw chatnone chat "$T/m.gguf" < "$T/chat.in"; expect_fail chatnone
-sw chatov chat "$T/phi.gguf" --chat-template chatml -n 4 --temp 0 < "$T/chat.in"
+sw chatov chat "$T/vic.gguf" --chat-template chatml -n 4 --temp 0 < "$T/chat.in"
 expect_rc chatov 0; has chatov err "chat template: chatml"
 sw chatbad chat "$T/tl.gguf" --chat-template nosuch < "$T/chat.in"; expect_fail chatbad
 has chatbad err "nosuch"

@@ -90,7 +90,7 @@ sw badcap generate "$T/m.gguf" --arm ssd --cap lots --prompt "$P"; expect_rc bad
 has badcap err "--cap 'lots'"
 
 # a streamed byte corrupted in place, size and mtime kept (the checksum cache stays valid):
-# the content gate voids the run, exit 3
+# the content gate fails the prompt's pass, so no text comes out; exit 3 (issue 19)
 cp -p "$T/m.gguf" "$T/bad.gguf"
 sw warm generate "$T/bad.gguf" --arm ssd --cap "$CAP" --prompt "$P" -n 1 --temp 0; expect_rc warm 0
 python3 - "$T/bad.gguf" blk.3.ffn_down.weight <<'EOF' && ok || bad "could not corrupt the copy"
@@ -128,9 +128,8 @@ EOF
 sw corrupt generate "$T/bad.gguf" --arm ssd --cap "$CAP" --prompt "$P" -n 4 --temp 0 \
     --out "$T/bad.jsonl"; expect_rc corrupt 3
 has corrupt err "checksums: cache"
-has corrupt err "the run is void: content"
-eq "corrupt: content gate" "$(jfield "$T/bad.jsonl" gates.content)" void
-eq "corrupt: void" "$(jfield "$T/bad.jsonl" void)" True
+has corrupt err "content gate: streamed layer 3 checksum mismatch"
+eq "corrupt: no text computed from it" "$(tr -d '\n' <"$T/corrupt.out")" ""
 
 # perplexity --arm ssd: the reference arm's figure to the last digit, gates passed
 for _ in $(seq 1 40); do printf 'Once upon a time the cat sat on the mat, 12 + 30 = 42. ' ; done >"$T/text.txt"
@@ -142,7 +141,7 @@ has pssd err "content pass"
 eq "perplexity ssd = reference" "$(grep -o 'perplexity [0-9.]*' "$T/pssd.out")" \
     "$(grep -o 'perplexity [0-9.]*' "$T/pref.out")"
 sw pcorr perplexity "$T/bad.gguf" --file "$T/text.txt" --ctx 16 --arm ssd --cap "$CAP"
-expect_rc pcorr 3; has pcorr err "void: content"
+expect_rc pcorr 3; has pcorr err "content gate: streamed layer 3 checksum mismatch"
 
 # serve --arm ssd: one slot, /health says ssd, greedy = generate's text
 sw par2 serve "$T/m.gguf" --arm ssd --parallel 2 --listen 127.0.0.1:0; expect_rc par2 2

@@ -145,10 +145,12 @@ elif phase == "bad":
     bad("max_tokens 0", 400, "invalid_value", body={"prompt": "x", "max_tokens": 0})
     bad("prompt a number", 400, "invalid_type", body={"prompt": 5})
     bad("token id outside the vocabulary", 400, "invalid_value", body={"prompt": [1, 99999999]})
-    bad("unknown model", 404, "model_not_found", body={"prompt": "x", "model": "gpt-9"})
-    bad("n = 2", 400, "unsupported_parameter", body={"prompt": "x", "n": 2})
-    bad("tools", 400, "unsupported_parameter", path="/v1/chat/completions",
-        body={"messages": [{"role": "user", "content": "x"}], "tools": []})
+    bad("model not a string", 400, "invalid_type", body={"prompt": "x", "model": 5})
+    bad("n = 17", 400, "invalid_value", body={"prompt": "x", "n": 17})
+    bad("an unknown field", 400, "unknown_parameter", body={"prompt": "x", "frobnicate": 1})
+    bad("a tool with a bad name", 400, "invalid_value", path="/v1/chat/completions",
+        body={"messages": [{"role": "user", "content": "x"}],
+              "tools": [{"type": "function", "function": {"name": "no spaces"}}]})
     bad("stream_options unknown field", 400, "unknown_parameter",
         body={"prompt": "x", "stream": True, "stream_options": {"include_usag": True}})
     bad("messages missing", 400, "invalid_type", path="/v1/chat/completions", body={})

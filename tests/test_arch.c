@@ -676,9 +676,10 @@ static void s_test_families(void)
     CHECK(arch_model_bind(&h, "qwen2", err, sizeof err) == 0 && !strcmp(h.hp.name, "qwen2") &&
           arch_model_has(&h, ARCH_KV), "bind qwen2: %s", err);
     memset(&h, 0, sizeof h);
-    CHECK(arch_model_bind(&h, "gemma3", err, sizeof err) == -1 &&
-          strstr(err, "'gemma3' is not supported (supported: swarm-dense, llama, qwen2)") &&
-          !h.ops && !arch_model_has(&h, 0), "bind gemma3: '%s'", err);
+    CHECK(arch_model_bind(&h, "phi2", err, sizeof err) == -1 &&
+          strstr(err, "'phi2' is not supported (supported: swarm-dense, llama, qwen2, qwen3, "
+                      "gemma2, gemma3, phi3)") &&
+          !h.ops && !arch_model_has(&h, 0), "bind phi2: '%s'", err);
 }
 
 static void s_test_bad_files(void)
@@ -697,7 +698,8 @@ static void s_test_bad_files(void)
         memcpy(p - 5, "gemma", 5);
     s_spit(s_path("bad-arch.gguf"), buf, n);
     s_expect_open_error("unknown architecture", s_path("bad-arch.gguf"),
-                        "'gemma' is not supported (supported: swarm-dense, llama, qwen2)");
+                        "'gemma' is not supported (supported: swarm-dense, llama, qwen2, qwen3, "
+                        "gemma2, gemma3, phi3)");
     /* unsupported type: q8_0 (34 bytes a block) relabelled q4_1 (20: smaller, stays inside) */
     memcpy(buf, orig, n);
     if ((p = s_after_str(buf, n, "blk.1.attn_q.weight")))
@@ -763,11 +765,29 @@ static void s_test_bad_files(void)
 
 /* ---------------------------------------------------------------- (g) llama.cpp's answers */
 
-static void s_test_llama_cpp(void)
+/* A model's vocabulary: the fixture it names ("tok/X.gguf.gz"), unpacked once, or the file's
+ * default (expected.json's models all use llama-spm). */
+static const char *s_vocab_of(json_t *spec)
+{
+    static char path[1300];
+    const char *v = json_string_value(json_object_get(spec, "vocab"));
+    if (!v)
+        return s_vocab;
+    const char *base = strrchr(v, '/') ? strrchr(v, '/') + 1 : v;
+    snprintf(path, sizeof path, "%s/%.*s", s_dir, (int)(strlen(base) - 3), base);
+    if (access(path, R_OK)) {
+        char cmd[3000];
+        snprintf(cmd, sizeof cmd, "gzip -dc 'tests/fixtures/%s' > '%s'", v, path);
+        CHECK(system(cmd) == 0, "cannot unpack %s", v);
+    }
+    return path;
+}
+
+static void s_test_llama_cpp(const char *fixture)
 {
     json_error_t je;
-    json_t *root = json_load_file("tests/fixtures/llama/expected.json", 0, &je);
-    CHECK(root != NULL, "expected.json: %s (line %d)", je.text, je.line);
+    json_t *root = json_load_file(fixture, 0, &je);
+    CHECK(root != NULL, "%s: %s (line %d)", fixture, je.text, je.line);
     if (!root)
         return;
     size_t mi;
@@ -786,7 +806,7 @@ static void s_test_llama_cpp(void)
         }
         snprintf(file, sizeof file, "cpp-%s.gguf", name);
         arch_gen_opts o = {
-            .arch = !strcmp(arch, "qwen2") ? "qwen2" : "llama",
+            .arch = arch,
             .dim = (uint32_t)json_integer_value(json_object_get(spec, "dim")),
             .n_layers = (uint32_t)json_integer_value(json_object_get(spec, "layers")),
             .n_head = (uint32_t)json_integer_value(json_object_get(spec, "heads")),
@@ -794,7 +814,13 @@ static void s_test_llama_cpp(void)
             .n_ff = (uint32_t)json_integer_value(json_object_get(spec, "ff")),
             .type = type, .tied = json_is_true(json_object_get(spec, "tied")),
             .seed = (uint64_t)json_integer_value(json_object_get(spec, "seed")),
-            .vocab_from = s_vocab,
+            .vocab_from = s_vocab_of(spec),
+            .head_dim = (uint32_t)json_integer_value(json_object_get(spec, "head_dim")),
+            .swa = (uint32_t)json_integer_value(json_object_get(spec, "swa")),
+            .softcap = (float)json_number_value(json_object_get(spec, "softcap")),
+            .attn_softcap = (float)json_number_value(json_object_get(spec, "attn_softcap")),
+            .rope_dim = (uint32_t)json_integer_value(json_object_get(spec, "rope_dim")),
+            .longrope = (uint32_t)json_integer_value(json_object_get(spec, "longrope")),
             .rope_linear = (float)json_number_value(json_object_get(spec, "rope_linear")),
             .rope_llama3 = json_is_true(json_object_get(spec, "rope_llama3")),
         };
@@ -817,7 +843,7 @@ static void s_test_llama_cpp(void)
             int32_t *ids = malloc((np + 1) * sizeof(int32_t));
             for (uint32_t i = 0; i < np; i++)
                 ids[i] = (int32_t)json_integer_value(json_array_get(pid, i));
-            llm_session *s = llm_session_new(m, 128, 64, err, sizeof err);
+            llm_session *s = llm_session_new(m, np + 16 > 128 ? 512 : 128, 64, err, sizeof err);
             int rc = s ? llm_eval(s, ids, np, lg, 0, err, sizeof err) : -1;
             CHECK(rc == 0, "%s: %s", name, err);
             /* the first position's distribution: log p_i - log p_top1 is logit_i - logit_top1 */
@@ -842,7 +868,7 @@ static void s_test_llama_cpp(void)
             double u_act = type == QUANT_F16 ? 0x1p-11 : type == QUANT_BF16 ? 0x1p-8 : 0;
             double tol = (4 * u_act + 256 * 0x1p-24) * lmax;
             worst = fmax(worst, dmax / tol);
-            CHECK(dmax <= tol, "%s '%s': logit differences vs llama.cpp off by %.3g > %.3g", name,
+            CHECK(dmax <= tol, "%s '%.40s': logit differences vs llama.cpp off by %.3g > %.3g", name,
                   json_string_value(json_object_get(cs, "prompt")), dmax, tol);
             if (getenv("ARCH_DEBUG"))
                 printf("  %s: off by %.3g, tolerance %.3g\n", name, dmax, tol);
@@ -853,7 +879,7 @@ static void s_test_llama_cpp(void)
                 int32_t want = (int32_t)json_integer_value(json_array_get(gr, g));
                 n_tok++;
                 n_tok_same += best == want;
-                CHECK(best == want, "%s '%s': token %zu is %d, llama.cpp %d", name,
+                CHECK(best == want, "%s '%.40s': token %zu is %d, llama.cpp %d", name,
                       json_string_value(json_object_get(cs, "prompt")), g, best, want);
                 rc = llm_eval(s, &best, 1, lg, 0, err, sizeof err);
             }
@@ -863,8 +889,8 @@ static void s_test_llama_cpp(void)
         free(lg);
         llm_model_free(&m);
     }
-    printf("  llama.cpp parity: %d of %d greedy tokens identical; logit differences at worst "
-           "%.2f of their tolerance\n", n_tok_same, n_tok, worst);
+    printf("  llama.cpp parity (%s): %d of %d greedy tokens identical; logit differences at "
+           "worst %.2f of their tolerance\n", fixture, n_tok_same, n_tok, worst);
     json_decref(root);
 }
 
@@ -886,7 +912,8 @@ int main(void)
     s_test_determinism();
     s_test_families();
     s_test_bad_files();
-    s_test_llama_cpp();
+    s_test_llama_cpp("tests/fixtures/llama/expected.json");
+    s_test_llama_cpp("tests/fixtures/llama/expected-families.json");
     quant_pool_shutdown();
     return CHECK_DONE("test_arch");
 }

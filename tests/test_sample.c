@@ -565,6 +565,63 @@ static void s_report_cost(void)
     free(l);
 }
 
+/* logit_bias: first in the chain; -100 (or below) bans, any other value is added; a bad entry is
+ * refused by sampler_new naming it. */
+static void s_test_bias(void)
+{
+    enum { N = 10, DRAWS = 2000 };
+    float l[N];
+    for (int i = 0; i < N; i++)
+        l[i] = (float)i * 0.1f; /* token 9 is the greedy one */
+    sampler_bias ban[2] = { { 9, -100.0f }, { 8, -250.0f } };
+    sampler_opts o = s_opts(0.0f, 0, 1.0f, 0.0f, 1);
+    o.bias = ban;
+    o.n_bias = 2;
+    sampler_t *s = s_new(&o, N);
+    CHECK(sampler_sample(s, l, NULL, 0, NULL) == 7, "greedy with 9 and 8 banned: not 7");
+    sampler_destroy(&s);
+    o.temperature = 2.0f;
+    s = s_new(&o, N);
+    int seen[N] = {0};
+    for (int i = 0; i < DRAWS; i++) {
+        int32_t t = sampler_sample(s, l, NULL, 0, NULL);
+        if (t >= 0 && t < N)
+            seen[t]++;
+    }
+    CHECK(seen[9] == 0 && seen[8] == 0 && seen[0] > 0, "temperature 2: banned drawn %d, %d times",
+          seen[9], seen[8]);
+    sampler_destroy(&s);
+    sampler_bias up = { 2, 5.0f };
+    o = s_opts(0.0f, 0, 1.0f, 0.0f, 1);
+    o.bias = &up;
+    o.n_bias = 1;
+    s = s_new(&o, N);
+    sampler_step_info info = { .n_top = 1 };
+    int32_t t = sampler_sample(s, l, NULL, 0, &info);
+    /* logprobs stay the model's: the bias changes the choice, not what is reported */
+    CHECK(t == 2 && info.top[0].token == 9, "+5 on token 2: %d (top %d)", t, info.top[0].token);
+    sampler_destroy(&s);
+    /* a ban of every token leaves nothing to draw: a clear error, not a pick */
+    sampler_bias all[N];
+    for (int i = 0; i < N; i++)
+        all[i] = (sampler_bias){ i, -100.0f };
+    o.bias = all;
+    o.n_bias = N;
+    s = s_new(&o, N);
+    CHECK(sampler_sample(s, l, NULL, 0, NULL) == -1 && strstr(sampler_error(s), "-inf"),
+          "every token banned: '%s'", sampler_error(s));
+    sampler_destroy(&s);
+    char err[256] = "";
+    sampler_bias bad = { N, 1.0f };
+    o.bias = &bad;
+    o.n_bias = 1;
+    CHECK(sampler_new(&o, N, err, sizeof err) == NULL && strstr(err, "logit_bias token 10"),
+          "bias of token 10 of 10: '%s'", err);
+    bad = (sampler_bias){ 1, NAN };
+    CHECK(sampler_new(&o, N, err, sizeof err) == NULL && strstr(err, "finite"),
+          "NaN bias: '%s'", err);
+}
+
 int main(void)
 {
     s_test_validation();
@@ -576,6 +633,7 @@ int main(void)
     s_test_filters();
     s_test_penalties();
     s_test_logprobs();
+    s_test_bias();
     s_report_cost();
     return CHECK_DONE("test_sample");
 }

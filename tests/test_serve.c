@@ -69,6 +69,7 @@ int main(void)
     CHECK(srv.tok != NULL, "%s", err);
     if (!srv.tok)
         return CHECK_DONE("test_serve");
+    srv.n_vocab = (uint32_t)tokenizer_n_vocab(srv.tok);
     s_case(&srv, EP_COMPLETIONS, "{\"prompt\":\"hi\"}", 0, NULL, NULL);
     s_case(&srv, EP_COMPLETIONS, "{\"prompt\":[1,2,3],\"model\":\"tiny\",\"n\":1}", 0, NULL, NULL);
     s_case(&srv, EP_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\","
@@ -90,18 +91,61 @@ int main(void)
            "seed");
     s_case(&srv, EP_COMPLETIONS, "{\"prompt\":\"x\",\"stream\":1}", 400, "invalid_value",
            "stream");
+    s_case(&srv, EP_COMPLETIONS, "{\"prompt\":\"x\",\"model\":\"gpt-4o\"}", 0, NULL, NULL);
+    srv.strict_model = 1;
     s_case(&srv, EP_COMPLETIONS, "{\"prompt\":\"x\",\"model\":\"gpt-4o\"}", 404,
            "model_not_found", "model");
+    s_case(&srv, EP_COMPLETIONS, "{\"prompt\":\"x\",\"model\":\"tiny\"}", 0, NULL, NULL);
+    srv.strict_model = 0;
     s_case(&srv, EP_COMPLETIONS, "{\"prompt\":\"x\",\"model\":7}", 400, "invalid_type", "model");
-    s_case(&srv, EP_COMPLETIONS, "{\"prompt\":\"x\",\"n\":3}", 400, "unsupported_parameter",
-           "n");
+    s_case(&srv, EP_COMPLETIONS, "{\"prompt\":\"x\",\"n\":3}", 0, NULL, NULL);
+    s_case(&srv, EP_COMPLETIONS, "{\"prompt\":\"x\",\"n\":17}", 400, "invalid_value", "n");
+    /* every field is in the table: unknown and refused ones are 400s naming them */
+    s_case(&srv, EP_COMPLETIONS, "{\"prompt\":\"x\",\"frobnicate\":1}", 400,
+           "unknown_parameter", "frobnicate");
+    s_case(&srv, EP_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],"
+                          "\"echo\":true}", 400, "unknown_parameter", "echo");
+    s_case(&srv, EP_COMPLETIONS, "{\"prompt\":\"x\",\"echo\":true}", 400,
+           "unsupported_parameter", "echo");
+    s_case(&srv, EP_COMPLETIONS, "{\"prompt\":\"x\",\"echo\":false,\"best_of\":1,"
+                                 "\"mirostat\":0,\"user\":\"u\"}", 0, NULL, NULL);
+    s_case(&srv, EP_COMPLETIONS, "{\"prompt\":\"x\",\"typical_p\":0.5}", 400,
+           "unsupported_parameter", "typical_p");
+    s_case(&srv, EP_COMPLETIONS, "{\"prompt\":\"x\",\"logit_bias\":{\"7256\":\"x\"}}", 400,
+           "invalid_value", "logit_bias");
+    s_case(&srv, EP_COMPLETIONS, "{\"prompt\":\"x\",\"logit_bias\":{\"32000\":1}}", 400,
+           "invalid_value", "logit_bias");
+    s_case(&srv, EP_COMPLETIONS, "{\"prompt\":\"x\",\"logit_bias\":{\"7x\":1}}", 400,
+           "invalid_value", "logit_bias");
+    s_case(&srv, EP_COMPLETIONS, "{\"prompt\":\"x\",\"logit_bias\":{\"5\":101}}", 400,
+           "invalid_value", "logit_bias");
+    s_case(&srv, EP_COMPLETIONS, "{\"prompt\":\"x\",\"logit_bias\":[[5,false],[6,-2.5]]}", 0,
+           NULL, NULL);
+    s_case(&srv, EP_COMPLETIONS, "{\"prompt\":\"x\",\"top_k\":-2}", 400, "invalid_value",
+           "top_k");
+    s_case(&srv, EP_COMPLETIONS, "{\"prompt\":\"x\",\"repeat_penalty\":0}", 400,
+           "invalid_value", "repeat_penalty");
+    s_case(&srv, EP_CHAT, "{\"messages\":[{\"role\":\"developer\",\"content\":\"x\"}]}", 0,
+           NULL, NULL);
     s_case(&srv, EP_COMPLETIONS, "{\"prompt\":\"x\",\"logprobs\":6}", 400, "invalid_value",
            "logprobs");
     s_case(&srv, EP_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],"
                           "\"top_logprobs\":2}", 400, "invalid_value", "top_logprobs");
     s_case(&srv, EP_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],"
-                          "\"response_format\":{\"type\":\"json_object\"}}", 400,
-           "unsupported_parameter", "response_format");
+                          "\"response_format\":{\"type\":\"json_object\"}}", 0, NULL, NULL);
+    s_case(&srv, EP_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],"
+                          "\"response_format\":{\"type\":\"xml\"}}", 400, "invalid_value",
+           "response_format");
+    s_case(&srv, EP_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],"
+                          "\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"schema\":"
+                          "{\"type\":\"string\",\"pattern\":\"a\"}}}}", 400, "unsupported_schema",
+           "response_format");
+    s_case(&srv, EP_COMPLETIONS, "{\"prompt\":\"x\",\"grammar\":\"root ::= foo\"}", 400,
+           "invalid_grammar", "grammar");
+    s_case(&srv, EP_COMPLETIONS, "{\"prompt\":\"x\",\"tools\":[]}", 400, "invalid_value", "tools");
+    s_case(&srv, EP_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],"
+                          "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}],"
+                          "\"tool_choice\":\"sometimes\"}", 400, "invalid_value", "tool_choice");
     s_case(&srv, EP_CHAT, "{\"messages\":[]}", 400, "invalid_type", "messages");
     s_case(&srv, EP_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":5}]}", 400,
            "invalid_type", "messages[0]");
@@ -134,6 +178,20 @@ int main(void)
           "OpenAI's sampling defaults");
     CHECK(r.max_tokens == srv.n_ctx - r.n_prompt && r.n_stop == 1 && !strcmp(r.stop[0], "\n\n"),
           "max_tokens %u, stops %u", r.max_tokens, r.n_stop);
+    uint64_t seed1 = r.so.seed;
+    api_req_free(&r);
+    CHECK(api_parse(&srv, EP_COMPLETIONS, ok, strlen(ok), &r, &st, &e) == 0 &&
+          r.so.seed != seed1 && r.so.seed <= UINT32_MAX, "no seed: a fresh one each (%llu, %llu)",
+          (unsigned long long)seed1, (unsigned long long)r.so.seed);
+    api_req_free(&r);
+    /* null is unset: max_completion_tokens null leaves max_tokens 3 in force */
+    const char *m3 = "{\"prompt\":\"hi\",\"max_tokens\":3,\"max_completion_tokens\":null,"
+                     "\"n\":2,\"seed\":9,\"logit_bias\":{\"5\":-100,\"6\":2}}";
+    CHECK(api_parse(&srv, EP_COMPLETIONS, m3, strlen(m3), &r, &st, &e) == 0 &&
+          r.max_tokens == 3 && r.max_set && r.n == 2 && r.so.seed == 9 && r.so.n_bias == 2 &&
+          r.so.bias[0].token == 5 && r.so.bias[0].bias == -100.0f && r.so.bias[1].bias == 2.0f,
+          "max_tokens %u, n %u, seed %llu, %u biases", r.max_tokens, r.n,
+          (unsigned long long)r.so.seed, r.so.n_bias);
     api_req_free(&r);
 
     /* ---- Prometheus text ---- */
@@ -141,6 +199,8 @@ int main(void)
     metrics_request(m, EP_CHAT, 200);
     metrics_request(m, EP_CHAT, 429);
     metrics_request(m, EP_OTHER, 404);
+    metrics_request(m, EP_SLOTS, 200);
+    metrics_request(m, EP_TOKENIZE, 204);
     metrics_ttft(m, 0.003);
     metrics_itl(m, 0.0005);
     metrics_itl(m, 20);
@@ -148,6 +208,10 @@ int main(void)
     char *t = metrics_render(m, 2, 1, 4, "reference", STATE_SERVING, NULL);
     CHECK(t && strstr(t, "swarm_serve_requests_total{endpoint=\"/v1/chat/completions\","
                          "status=\"429\"} 1\n"), "requests by endpoint and status");
+    CHECK(t && strstr(t, "swarm_serve_requests_total{endpoint=\"/slots\",status=\"200\"} 1\n") &&
+          strstr(t, "swarm_serve_requests_total{endpoint=\"/tokenize\",status=\"204\"} 1\n") &&
+          strstr(t, "swarm_serve_requests_total{endpoint=\"other\",status=\"404\"} 1\n"),
+          "llama-server's endpoints have their own labels");
     CHECK(t && strstr(t, "swarm_serve_ttft_seconds_bucket{le=\"0.0025\"} 0\n") &&
           strstr(t, "swarm_serve_ttft_seconds_bucket{le=\"0.005\"} 1\n"), "ttft buckets");
     CHECK(t && strstr(t, "swarm_serve_itl_seconds_bucket{le=\"10\"} 1\n") &&

@@ -116,14 +116,20 @@ static char *s_stream(const tokenizer *t, const int32_t *ids, size_t n, int spec
 
 /* ---------------------------------------------------------------- llama.cpp parity */
 
-static void test_parity(const char *spm_path, const char *bpe_path)
+/* One table of llama.cpp's answers (tsv, at least min_lines of them): llama-spm lines through
+ * spm_path, the lines of fixture `own` (qwen3-bpe, gemma3-spm, gpt4o-bpe) through own_path
+ * (NULL: none), the rest through the Llama 3 vocabulary under their pre-tokenizer. */
+static void test_parity(const char *tsv, size_t min_lines, const char *spm_path,
+                        const char *bpe_path, const char *own, const char *own_path)
 {
-    FILE *f = fopen(FIX_DIR "/expected.tsv", "r");
-    CHECK(f != NULL, "open " FIX_DIR "/expected.tsv: %s", strerror(errno));
+    FILE *f = fopen(tsv, "r");
+    CHECK(f != NULL, "open %s: %s", tsv, strerror(errno));
     if (!f)
         return;
     const char *pres[] = { "llama-bpe", "qwen2", "smollm", "default" };
     tokenizer *spm = tokenizer_load(spm_path, (char[256]){ 0 }, 256);
+    tokenizer *ot = own_path ? tokenizer_load(own_path, (char[256]){ 0 }, 256) : NULL;
+    CHECK(!own_path || ot, "%s fixture opens", own ? own : "?");
     tokenizer *bpe[4];
     for (int i = 0; i < 4; i++)
         bpe[i] = s_open_with_pre(bpe_path, pres[i]);
@@ -147,6 +153,10 @@ static void test_parity(const char *spm_path, const char *bpe_path)
         tokenizer *t = NULL;
         if (!strcmp(fld[0], "llama-spm"))
             t = spm;
+        else if (own && !strcmp(fld[0], own))
+            t = ot;
+        if (!t && strcmp(fld[0], "llama3-bpe"))
+            continue;
         for (int i = 0; i < 4 && !t; i++)
             if (!strcmp(fld[1], pres[i]))
                 t = bpe[i];
@@ -191,17 +201,18 @@ static void test_parity(const char *spm_path, const char *bpe_path)
         free(ids);
     }
     fclose(f);
-    CHECK(lines >= 600, "expected.tsv has %zu expectations", lines);
+    CHECK(lines >= min_lines, "%s has %zu expectations", tsv, lines);
     CHECK(id_bad == 0, "%zu of %zu strings tokenize differently from llama.cpp", id_bad, lines);
     CHECK(dec_bad == 0, "%zu of %zu decodes differ from llama.cpp's detokenize", dec_bad, lines);
     CHECK(stream_bad == 0, "%zu of %zu streamed decodes split a character or differ", stream_bad,
           lines);
-    printf("  llama.cpp parity: %zu expectations (%zu also agreed by the JS tokenizers), %zu id "
-           "and %zu decode mismatches\n", lines, js_checked, id_bad, dec_bad);
+    printf("  llama.cpp parity (%s): %zu expectations (%zu also agreed by the JS tokenizers), %zu id "
+           "and %zu decode mismatches\n", tsv, lines, js_checked, id_bad, dec_bad);
     free(line);
     free(text);
     free(want);
     tokenizer_free(&spm);
+    tokenizer_free(&ot);
     for (int i = 0; i < 4; i++)
         tokenizer_free(&bpe[i]);
 }
@@ -532,17 +543,23 @@ static void test_fuzz(void)
 int main(void)
 {
     const char *d = getenv("SWARM_TEST_TMP");
-    char spm[600], bpe[600];
+    char spm[600], bpe[600], qwen3[600], gemma3[600], gpt4o[600];
     snprintf(s_dir, sizeof s_dir, "%s", d && *d ? d : "tests/tmp");
     if (mkdir(s_dir, 0755) && errno != EEXIST) {
         fprintf(stderr, "mkdir %s: %s\n", s_dir, strerror(errno));
         return 1;
     }
     int have = s_gunzip("llama-spm.gguf", spm, sizeof spm) == 0 &&
-               s_gunzip("llama3-bpe.gguf", bpe, sizeof bpe) == 0;
+               s_gunzip("llama3-bpe.gguf", bpe, sizeof bpe) == 0 &&
+               s_gunzip("qwen3-bpe.gguf", qwen3, sizeof qwen3) == 0 &&
+               s_gunzip("gemma3-spm.gguf", gemma3, sizeof gemma3) == 0 &&
+               s_gunzip("gpt4o-bpe.gguf", gpt4o, sizeof gpt4o) == 0;
     CHECK(have, "unpack the fixtures from " FIX_DIR " (run from the repository root)");
     if (have) {
-        test_parity(spm, bpe);
+        test_parity(FIX_DIR "/expected.tsv", 600, spm, bpe, NULL, NULL);
+        test_parity(FIX_DIR "/expected-qwen3.tsv", 150, spm, bpe, "qwen3-bpe", qwen3);
+        test_parity(FIX_DIR "/expected-gemma3.tsv", 150, spm, bpe, "gemma3-spm", gemma3);
+        test_parity(FIX_DIR "/expected-gpt4o.tsv", 150, spm, bpe, "gpt4o-bpe", gpt4o);
         test_behaviour(spm, bpe);
         test_threads(spm, bpe);
     }

@@ -19,6 +19,13 @@ typedef enum {
     S_ZEPHYR,
     S_TINYLLAMA,
     S_GEMMA,
+    S_GEMMA3,
+    S_QWEN3,
+    S_QWEN3_NO_THINK,
+    S_PHI3,
+    S_PHI3_4K,
+    S_PHI4,
+    S_PHI4_MINI,
 } s_family;
 
 static const struct {
@@ -40,6 +47,13 @@ static const struct {
     {"zephyr", S_ZEPHYR, "", "Zephyr with <|endoftext|> ending each turn (StableLM Zephyr); llama.cpp's zephyr"},
     {"tinyllama", S_TINYLLAMA, "", "Zephyr with eos_token </s> ending each turn: TinyLlama-1.1B-Chat, zephyr-7b"},
     {"gemma", S_GEMMA, "<bos>", "Gemma <start_of_turn>user/model ... <end_of_turn> (system joins the first user turn)"},
+    {"gemma3", S_GEMMA3, "<bos>", "Gemma 3's own template: the system text, untrimmed, opens the first user turn; roles must alternate"},
+    {"qwen3", S_QWEN3, "", "Qwen3's own template: ChatML, <think> reasoning dropped from earlier assistant turns, kept after the last user turn"},
+    {"qwen3-no-think", S_QWEN3_NO_THINK, "", "Qwen3's template with enable_thinking false: an empty <think></think> opens the answer"},
+    {"phi3", S_PHI3, "", "Phi-3.5-mini / Phi-3 128k: <|system|>, <|user|>, <|assistant|> each on its own line, <|end|> after each"},
+    {"phi3-4k", S_PHI3_4K, "<s>", "Phi-3-mini-4k: <|user|> ... <|end|> then <|assistant|>, no system role"},
+    {"phi4", S_PHI4, "", "Phi-4: <|im_start|>role<|im_sep|> ... <|im_end|>"},
+    {"phi4-mini", S_PHI4_MINI, "", "Phi-4-mini: <|role|> ... <|end|>, no newlines"},
 };
 #define S_NTMPL (sizeof s_tmpl / sizeof s_tmpl[0])
 
@@ -58,7 +72,8 @@ static void s_fail(char *err, size_t errlen, const char *fmt, ...)
  * constant array rather than one filled on first use: callable from any thread. */
 static const char *const s_names[] = {
     "chatml", "llama2", "llama2-sys", "llama2-sys-bos", "llama2-sys-strip", "mistral-v1",
-    "mistral-v3", "mistral-v3-tekken", "mistral-v7", "llama3", "zephyr", "tinyllama", "gemma", NULL,
+    "mistral-v3", "mistral-v3-tekken", "mistral-v7", "llama3", "zephyr", "tinyllama", "gemma",
+    "gemma3", "qwen3", "qwen3-no-think", "phi3", "phi3-4k", "phi4", "phi4-mini", NULL,
 };
 _Static_assert(sizeof s_names / sizeof s_names[0] == S_NTMPL + 1, "s_names and s_tmpl differ");
 
@@ -133,10 +148,11 @@ static int s_detect(const char *j, const char **why)
 {
     *why = NULL;
     if (s_has(j, "<|im_start|>")) {
-        if (s_has(j, "<|im_sep|>")) {
-            *why = "looks like Phi-4 (<|im_start|> with <|im_sep|>), which swarm does not render";
-            return -1;
-        }
+        if (s_has(j, "<|im_sep|>"))
+            return S_PHI4;
+        /* Qwen3's own template: ChatML that splits reasoning at </think> */
+        if (s_has(j, "</think>") && s_has(j, "last_query_index"))
+            return S_QWEN3;
         if (s_has(j, "<end_of_utterance>")) {
             *why = "looks like SmolVLM (<end_of_utterance>), which swarm does not render";
             return -1;
@@ -161,12 +177,15 @@ static int s_detect(const char *j, const char **why)
             return S_LLAMA2_SYS;
         return S_LLAMA2;
     }
+    if (s_has(j, "<|end|>") &&
+        (s_has(j, "<|tool|>") || s_has(j, "'<|' + message['role'] + '|>' + message['content']")))
+        return S_PHI4_MINI; /* Phi-4-mini: the role tag written from the role, no newline */
     if (s_has(j, "<|user|>") || s_has(j, "<|assistant|>")) {
-        /* Phi-3 and ChatGLM share the role tags; their turn ends differ. */
-        if (s_has(j, "<|end|>")) {
-            *why = "looks like Phi-3 (<|user|> with <|end|>), which swarm does not render";
-            return -1;
-        }
+        /* Phi-3 and ChatGLM share the role tags; their turn ends differ. Phi-3-mini-4k's
+         * template has no system role and opens the assistant's turn after each user turn;
+         * Phi-3.5's and the 128k ones' have <|system|> */
+        if (s_has(j, "<|end|>"))
+            return s_has(j, "<|system|>") ? S_PHI3 : S_PHI3_4K;
         if (s_has(j, "[gMASK]")) {
             *why = "looks like ChatGLM ([gMASK]), which swarm does not render";
             return -1;
@@ -183,7 +202,7 @@ static int s_detect(const char *j, const char **why)
         return -1;
     }
     if (s_has(j, "<start_of_turn>"))
-        return S_GEMMA;
+        return s_has(j, "first_user_prefix") ? S_GEMMA3 : S_GEMMA;
     if (s_has(j, "<|start_header_id|>") && s_has(j, "<|end_header_id|>"))
         return S_LLAMA3;
     if (s_has(j, "<|header_start|>")) {
@@ -389,6 +408,160 @@ static void s_gemma(s_buf *b, const chat_msg *m, size_t n, int gen)
         s_puts(b, "<start_of_turn>model\n");
 }
 
+/* Gemma 3's own template (tokenizer.chat_template of gemma-3-*-it): a first system message's
+ * text, as it is, and a blank line open the first user turn; every message trimmed (Jinja's
+ * trim: Python's str.strip, here the ASCII whitespace); roles after it must alternate user,
+ * model, user... or the template raises, and so does this. */
+static int s_gemma3(s_buf *b, const chat_msg *m, size_t n, int gen, char *err, size_t errlen)
+{
+    size_t first = n && strcmp(m[0].role, "system") == 0 ? 1 : 0;
+    for (size_t i = first; i < n; i++) {
+        int user = strcmp(m[i].role, "user") == 0;
+        if (user != ((i - first) % 2 == 0)) {
+            s_fail(err, errlen, "gemma3: Conversation roles must alternate "
+                   "user/assistant/user/assistant/... (message %zu is %s)", i, m[i].role);
+            return -1;
+        }
+        s_puts(b, "<start_of_turn>");
+        s_puts(b, user ? "user" : "model");
+        s_puts(b, "\n");
+        if (i == first && first) {
+            s_puts(b, m[0].content);
+            s_puts(b, "\n\n");
+        }
+        s_put_trim(b, m[i].content);
+        s_puts(b, "<end_of_turn>\n");
+    }
+    if (gen)
+        s_puts(b, "<start_of_turn>model\n");
+    return 0;
+}
+
+/* Python's str.strip('\n') / lstrip / rstrip of [a, z) of s: moves a and z. */
+static void s_strip_nl(const char *s, size_t *a, size_t *z, int left, int right)
+{
+    while (left && *a < *z && s[*a] == '\n')
+        (*a)++;
+    while (right && *z > *a && s[*z - 1] == '\n')
+        (*z)--;
+}
+
+/* The last occurrence of needle in s[0..n), or NULL. */
+static const char *s_last(const char *s, size_t n, const char *needle)
+{
+    size_t k = strlen(needle);
+    for (size_t i = n >= k ? n - k + 1 : 0; i-- > 0;)
+        if (memcmp(s + i, needle, k) == 0)
+            return s + i;
+    return NULL;
+}
+
+/* Qwen3's own template, the branches a conversation of system, user and assistant messages
+ * takes (tools aside): ChatML turns; an assistant message with "</think>" is split there into
+ * reasoning (before the first "</think>", after the last "<think>" before it, newlines
+ * stripped) and answer (after the last "</think>", leading newlines stripped); before the last
+ * user turn only the answer is kept, after it the reasoning is written back in <think> tags
+ * (always for the last message); the generation prompt opens the assistant's turn, with an
+ * empty <think></think> when thinking is off (enable_thinking false). */
+static void s_qwen3(s_buf *b, const chat_msg *m, size_t n, int gen, int no_think)
+{
+    size_t last_query = n ? n - 1 : 0;
+    for (size_t i = n; i-- > 0;)
+        if (strcmp(m[i].role, "user") == 0) {
+            last_query = i;
+            break;
+        }
+    for (size_t i = 0; i < n; i++) {
+        const char *c = m[i].content;
+        size_t len = strlen(c);
+        if (strcmp(m[i].role, "assistant") != 0) {
+            s_puts(b, "<|im_start|>");
+            s_puts(b, m[i].role);
+            s_puts(b, "\n");
+            s_puts(b, c);
+            s_puts(b, "<|im_end|>\n");
+            continue;
+        }
+        size_t ca = 0, cz = len, ra = 0, rz = 0; /* answer [ca, cz), reasoning [ra, rz) */
+        const char *end1 = strstr(c, "</think>");
+        if (end1) {
+            ca = (size_t)(s_last(c, len, "</think>") - c) + 8;
+            s_strip_nl(c, &ca, &cz, 1, 0);
+            rz = (size_t)(end1 - c);
+            s_strip_nl(c, &ra, &rz, 0, 1);
+            const char *open = s_last(c, rz, "<think>");
+            ra = open ? (size_t)(open - c) + 7 : 0;
+            s_strip_nl(c, &ra, &rz, 1, 0);
+        }
+        s_puts(b, "<|im_start|>assistant\n");
+        if (i > last_query && (i == n - 1 || rz > ra)) {
+            s_strip_nl(c, &ra, &rz, 1, 1);
+            s_strip_nl(c, &ca, &cz, 1, 0);
+            s_puts(b, "<think>\n");
+            s_put(b, c + ra, rz - ra);
+            s_puts(b, "\n</think>\n\n");
+        }
+        s_put(b, c + ca, cz - ca);
+        s_puts(b, "<|im_end|>\n");
+    }
+    if (gen) {
+        s_puts(b, "<|im_start|>assistant\n");
+        if (no_think)
+            s_puts(b, "<think>\n\n</think>\n\n");
+    }
+}
+
+/* The Phi families, as their own templates write them. eos is the text the template writes
+ * after the last turn when no generation prompt is asked (eos_token: <|endoftext|>). */
+static void s_phi(s_buf *b, s_family f, const chat_msg *m, size_t n, int gen)
+{
+    for (size_t i = 0; i < n; i++) {
+        const char *r = m[i].role, *c = m[i].content;
+        switch (f) {
+        case S_PHI3: /* a system message only when it has text */
+            if (strcmp(r, "system") == 0 && !c[0])
+                break;
+            s_puts(b, "<|");
+            s_puts(b, r);
+            s_puts(b, "|>\n");
+            s_puts(b, c);
+            s_puts(b, "<|end|>\n");
+            break;
+        case S_PHI3_4K: /* no system role; each user turn opens the assistant's */
+            if (strcmp(r, "user") == 0) {
+                s_puts(b, "<|user|>\n");
+                s_puts(b, c);
+                s_puts(b, "<|end|>\n<|assistant|>\n");
+            } else if (strcmp(r, "assistant") == 0) {
+                s_puts(b, c);
+                s_puts(b, "<|end|>\n");
+            }
+            break;
+        case S_PHI4:
+            s_puts(b, "<|im_start|>");
+            s_puts(b, r);
+            s_puts(b, "<|im_sep|>");
+            s_puts(b, c);
+            s_puts(b, "<|im_end|>");
+            break;
+        default: /* S_PHI4_MINI */
+            s_puts(b, "<|");
+            s_puts(b, r);
+            s_puts(b, "|>");
+            s_puts(b, c);
+            s_puts(b, "<|end|>");
+            break;
+        }
+    }
+    if (f == S_PHI3_4K)
+        return;
+    if (gen)
+        s_puts(b, f == S_PHI3 ? "<|assistant|>\n" : f == S_PHI4 ? "<|im_start|>assistant<|im_sep|>"
+                                                                 : "<|assistant|>");
+    else if (f != S_PHI4)
+        s_puts(b, "<|endoftext|>");
+}
+
 /* The families whose turn is "open role, content, close" (ChatML, Llama 3, Zephyr). */
 static void s_turns(s_buf *b, s_family f, const chat_msg *m, size_t n, int gen)
 {
@@ -478,6 +651,20 @@ int chat_render(const char *name, const chat_msg *msgs, size_t n, int add_genera
         break;
     case S_GEMMA:
         s_gemma(&b, msgs, n, add_generation_prompt);
+        break;
+    case S_GEMMA3:
+        if (s_gemma3(&b, msgs, n, add_generation_prompt, err, errlen))
+            return -1;
+        break;
+    case S_QWEN3:
+    case S_QWEN3_NO_THINK:
+        s_qwen3(&b, msgs, n, add_generation_prompt, f == S_QWEN3_NO_THINK);
+        break;
+    case S_PHI3:
+    case S_PHI3_4K:
+    case S_PHI4:
+    case S_PHI4_MINI:
+        s_phi(&b, f, msgs, n, add_generation_prompt);
         break;
     default:
         s_turns(&b, f, msgs, n, add_generation_prompt);

@@ -6,7 +6,8 @@
  * ...), never by comparing the whole text, and each family is rendered by a few lines of C that
  * write exactly the text llama.cpp writes for it, byte for byte, whitespace included. The one
  * family llama.cpp has no renderer for, TinyLlama's (Zephyr tags, eos_token after each turn),
- * is rendered as its own template renders it. A template with none of the markers is an error
+ * is rendered as its own template renders it, and so are Gemma 3's, Qwen3's (with its thinking
+ * tags), Phi-3's, Phi-4's and Phi-4-mini's. A template with none of the markers is an error
  * ("unrecognised"): there is no silent fallback to ChatML.
  *
  * The text has no BOS unless asked (add_bos_in_text): like llama.cpp, the tokenizer adds BOS as
@@ -36,8 +37,8 @@ const char *chat_template_describe(const char *name);
 
 /* Recognise tokenizer.chat_template (the Jinja text). On success writes the family's name
  * into name (len bytes, NUL-terminated) and returns 0. A NULL or empty template, or one with
- * none of the known markers (or the markers of a family we do not render, such as Phi-3's
- * <|end|>), returns -1 with err saying so and listing the names --chat-template accepts. */
+ * none of the known markers (or the markers of a family we do not render, such as ChatGLM's
+ * [gMASK]), returns -1 with err saying so and listing the names --chat-template accepts. */
 int chat_template_detect(const char *jinja, char *name, size_t len, char *err, size_t errlen);
 
 /* Render msgs[0..n) as template `name`, ending with the assistant's opening when

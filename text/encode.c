@@ -320,6 +320,14 @@ static const char *const s_re_llama3[] = {
 static const char *const s_re_qwen2[] = {
     "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|"
     "\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+", NULL };
+/* gpt-4o (o200k): llama.cpp's adapted form, letters split into runs by case with lookaheads
+ * instead of the case categories of the tokenizer.json regex */
+static const char *const s_re_gpt4o[] = {
+    "[^\\r\\n\\p{L}\\p{N}]?((?=[\\p{L}])([^a-z]))*((?=[\\p{L}])([^A-Z]))+"
+    "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|"
+    "[^\\r\\n\\p{L}\\p{N}]?((?=[\\p{L}])([^a-z]))+((?=[\\p{L}])([^A-Z]))*"
+    "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|"
+    "\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+", NULL };
 static const char *const s_re_smollm[] = {
     "\\p{N}",
     "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)", NULL };
@@ -331,7 +339,8 @@ static const char *const s_re_default[] = {
 int tok_pre_compile(tokenizer *t, char *err, size_t errlen)
 {
     const char *const *re = t->pre == PRE_LLAMA3 ? s_re_llama3 : t->pre == PRE_QWEN2 ? s_re_qwen2
-                          : t->pre == PRE_SMOLLM ? s_re_smollm : s_re_default;
+                          : t->pre == PRE_SMOLLM ? s_re_smollm : t->pre == PRE_GPT4O ? s_re_gpt4o
+                          : s_re_default;
     for (; *re; re++) {
         int code;
         PCRE2_SIZE at;

@@ -20,6 +20,7 @@ struct engine {
     int32_t *hist;                /* the ids in the KV cache, in order (n_hist of them) */
     uint32_t n_hist;
     float *logits;                /* n_vocab: the last position's */
+    float *masked;                /* n_vocab: the logits with a grammar's refusals at -inf */
     double *itl, *itl_sorted;     /* n_ctx each */
     uint32_t n_itl;
     char *pend;                   /* decoded text not yet released (a stop string may start) */
@@ -64,11 +65,12 @@ engine *engine_new(llm_model *m, const tokenizer *t, uint32_t n_ctx, uint32_t n_
     e->dec.cap = maxpiece + 8;
     e->hist = malloc((size_t)n_ctx * sizeof *e->hist);
     e->logits = malloc((size_t)e->n_vocab * sizeof *e->logits);
+    e->masked = malloc((size_t)e->n_vocab * sizeof *e->masked);
     e->itl = malloc((size_t)n_ctx * sizeof *e->itl);
     e->itl_sorted = malloc((size_t)n_ctx * sizeof *e->itl_sorted);
     e->pend = malloc(e->pend_cap);
     e->dec.buf = malloc(e->dec.cap);
-    if (!e->hist || !e->logits || !e->itl || !e->itl_sorted || !e->pend || !e->dec.buf) {
+    if (!e->hist || !e->logits || !e->masked || !e->itl || !e->itl_sorted || !e->pend || !e->dec.buf) {
         util_errf(err, errlen, "engine", "out of memory for a context of %u", n_ctx);
         goto err;
     }
@@ -87,6 +89,7 @@ void engine_free(engine **ep)
     tokenizer_decoder_free(&e->dec);
     free(e->hist);
     free(e->logits);
+    free(e->masked);
     free(e->itl);
     free(e->itl_sorted);
     free(e->pend);
@@ -242,6 +245,33 @@ static int s_prefill(engine *e, const engine_request *q, engine_stats *st, char 
     return 0;
 }
 
+/* The grammar's word on the token just drawn (*id): kept if allowed, else drawn again from
+ * the masked logits; then the grammar advances over it. -1 when nothing is allowed. */
+static int s_constrain(engine *e, const engine_request *q, sampler_t *smp, uint32_t g,
+                       int32_t *id, sampler_step_info *info, engine_stats *st)
+{
+    uint64_t t0 = util_now_ns();
+    uint32_t budget = q->max_tokens - g;
+    int rc = 0;
+    if (!grammar_allows(q->grammar, *id, budget)) {
+        memcpy(e->masked, e->logits, (size_t)e->n_vocab * sizeof *e->masked);
+        if (grammar_mask(q->grammar, e->masked, e->n_vocab, budget) == 0) {
+            rc = -1;
+            goto out;
+        }
+        st->n_masked++;
+        info->n_top = q->logprobs ? q->top_logprobs : 0;
+        *id = sampler_sample(smp, e->masked, e->hist, e->n_hist, q->logprobs ? info : NULL);
+        if (*id < 0)
+            goto out;
+    }
+    if (grammar_accept_token(q->grammar, *id))
+        rc = -1;
+out:
+    st->grammar_ms += (double)(util_now_ns() - t0) / 1e6;
+    return rc;
+}
+
 /* Report token tok (or the held tail when tok->id is -1); 1 when the callback says stop. */
 static int s_report(const engine_request *q, const engine_token *tok)
 {
@@ -280,6 +310,11 @@ int engine_generate(engine *e, const engine_request *q, engine_stats *st, char *
         info.n_top = q->logprobs ? q->top_logprobs : 0;
         int32_t id = sampler_sample(smp, e->logits, e->hist, e->n_hist,
                                     q->logprobs ? &info : NULL);
+        if (id >= 0 && q->grammar && s_constrain(e, q, smp, g, &id, &info, st)) {
+            util_errf(err, errlen, "grammar", "token %u: the grammar allows no token", g);
+            fin = ENGINE_FINISH_ERROR;
+            break;
+        }
         if (id < 0) {
             util_errf(err, errlen, "sampler", "token %u: %s", g, sampler_error(smp));
             fin = ENGINE_FINISH_ERROR;

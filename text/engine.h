@@ -30,6 +30,7 @@
 #include <stdint.h>
 
 #include "runtime/llm.h"
+#include "text/grammar.h"
 #include "text/sample.h"
 #include "text/tokenizer.h"
 
@@ -75,6 +76,12 @@ typedef struct {
     engine_token_fn on_token;     /* may be NULL */
     void *user;
     const atomic_int *cancel;     /* may be NULL; non-zero = stop at the next check */
+    grammar_state *grammar;       /* may be NULL: constrain every token to the grammar (at its
+                                     start, or inactive if lazy; the caller resets it). The
+                                     drawn token is checked first; only a refused one costs a
+                                     mask of the vocabulary and a second draw from what is
+                                     left, within the budget of max_tokens (text/grammar.h).
+                                     logprobs are then those of the masked logits. */
 } engine_request;
 
 typedef struct {
@@ -91,6 +98,8 @@ typedef struct {
     double gen_tok_s;             /* (n_gen - 1) / gen_ms: the steady rate, 1 / mean ITL */
     uint64_t ids_digest;          /* XXH3-64 of the generated ids (int32, in order) */
     uint64_t logits_digest;       /* XXH3-64 of the f32 logits of every generated position */
+    uint32_t n_masked;            /* grammar: tokens drawn again from a masked vocabulary */
+    double grammar_ms;            /* grammar: time spent checking, masking and advancing */
 } engine_stats;
 
 typedef struct engine engine;

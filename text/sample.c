@@ -123,6 +123,22 @@ static int s_check_opts(const sampler_opts *o, uint32_t n_vocab, char *err, size
                (double)o->presence_penalty);
         return -1;
     }
+    if (o->n_bias && !o->bias) {
+        s_fail(err, errlen, "sampler: %u logit biases and no array", o->n_bias);
+        return -1;
+    }
+    for (uint32_t i = 0; i < o->n_bias; i++) {
+        if (o->bias[i].token < 0 || (uint32_t)o->bias[i].token >= n_vocab) {
+            s_fail(err, errlen, "sampler: logit_bias token %d is outside the vocabulary 0..%u",
+                   (int)o->bias[i].token, n_vocab - 1);
+            return -1;
+        }
+        if (isnan(o->bias[i].bias) || isinf(o->bias[i].bias)) {
+            s_fail(err, errlen, "sampler: logit_bias for token %d must be finite",
+                   (int)o->bias[i].token);
+            return -1;
+        }
+    }
     if (n_vocab == 0 || n_vocab > INT32_MAX) {
         s_fail(err, errlen, "sampler: vocabulary size %u must be in 1..%d", n_vocab, INT32_MAX);
         return -1;
@@ -371,6 +387,13 @@ int32_t sampler_sample(sampler_t *s, const float *logits, const int32_t *recent,
         return -1;
     }
 
+    /* 0. logit bias (llama.cpp's chain starts with it): a ban is -inf, so no later step and
+     * no draw can pick the token. */
+    for (uint32_t i = 0; i < s->o.n_bias; i++) {
+        float *l = &s->cand[s->o.bias[i].token].logit;
+        *l = s->o.bias[i].bias <= SAMPLER_BIAS_BAN ? -INFINITY : *l + s->o.bias[i].bias;
+    }
+
     /* 1. penalties, over the last repeat_last_n tokens */
     uint32_t w = n_recent < s->o.repeat_last_n ? n_recent : s->o.repeat_last_n;
     int penalise = s->o.repeat_penalty != 1.0f || s->o.frequency_penalty != 0.0f ||
@@ -447,6 +470,6 @@ int32_t sampler_sample(sampler_t *s, const float *logits, const int32_t *recent,
     return tok;
 all_masked:
     /* A multiplied repetition penalty can push the last finite logit to -inf. */
-    snprintf(s->error, sizeof s->error, "sampler: every logit is -inf after the penalties");
+    snprintf(s->error, sizeof s->error, "sampler: every logit is -inf after the logit bias and the penalties");
     return -1;
 }

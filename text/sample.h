@@ -3,7 +3,7 @@
  * The chain is llama.cpp's default order (common/sampling.cpp upstream), applied to the logits
  * of one position:
  *
- *   penalties -> top_k -> top_p -> min_p -> temperature -> distribution
+ *   logit_bias -> penalties -> top_k -> top_p -> min_p -> temperature -> distribution
  *
  * so top_p and min_p see the temperature-1 probabilities, and temperature only reshapes what
  * survived them. temperature 0 is greedy: the largest logit after the penalties (the filters
@@ -28,6 +28,15 @@
 
 /* OpenAI's top_logprobs goes up to 20. */
 #define SAMPLER_TOP_MAX 20
+/* A bias at or below this bans the token (its logit becomes -inf): OpenAI's "-100 should
+ * result in a ban", made exact, as llama.cpp's server does for a bias of false. */
+#define SAMPLER_BIAS_BAN (-100.0f)
+
+/* One logit bias: added to the token's logit before anything else. */
+typedef struct {
+    int32_t token;
+    float bias;               /* finite; <= SAMPLER_BIAS_BAN bans the token */
+} sampler_bias;
 
 typedef struct {
     float temperature;        /* 0 = greedy; > 0 divides the logits (llama.cpp default 0.8) */
@@ -39,6 +48,8 @@ typedef struct {
     float frequency_penalty;  /* logit -= count x this, count in the window; [-2,2], 0 = off (OpenAI's) */
     float presence_penalty;   /* logit -= this once a token is in the window; [-2,2], 0 = off */
     uint64_t seed;            /* PRNG seed; the same seed gives the same draws */
+    const sampler_bias *bias; /* n_bias entries (borrowed: must outlive the sampler); NULL = none */
+    uint32_t n_bias;
 } sampler_opts;
 
 /* One (token, log-probability) pair for logprobs reporting. */

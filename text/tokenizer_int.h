@@ -8,7 +8,7 @@
 #include "text/tokenizer.h"
 
 typedef enum { TOK_SPM, TOK_BPE } tok_kind;
-typedef enum { PRE_NONE, PRE_LLAMA3, PRE_QWEN2, PRE_SMOLLM, PRE_DEFAULT } tok_pre;
+typedef enum { PRE_NONE, PRE_LLAMA3, PRE_QWEN2, PRE_SMOLLM, PRE_DEFAULT, PRE_GPT4O } tok_pre;
 
 #define TOK_MAX_RE 4 /* regexes in one pre-tokenizer (default has 4) */
 
@@ -42,6 +42,8 @@ struct tokenizer {
     pcre2_code *re[TOK_MAX_RE];
     int n_re;
     int32_t bos, eos, eot, eom, pad, unk;
+    int32_t eog[16];              /* more end-of-generation ids, by text (vocab.c s_by_text) */
+    int n_eog;
     int add_bos, add_eos, add_space_prefix, ignore_merges, clean_spaces;
 };
 

@@ -93,6 +93,46 @@ static int s_cmp_special(const void *a, const void *b, void *arg)
     return x < y ? -1 : x > y;
 }
 
+/* Tokens llama.cpp's load_vocab recognises by their text (src/llama-vocab.cpp, "auto-detect
+ * special tokens by text" and "maintain a list of tokens that cause end-of-generation") and
+ * makes control tokens whatever type the file gives them ("control-looking token ... its type
+ * will be overridden"): so Qwen's "</s>", a normal token of its vocabulary, is parsed as a
+ * special token and ends a generation there too. 2: end of generation as well; 1: FIM tokens
+ * (control only; llama.cpp adds the pad, repo and separator ones to the EOG set: 2). */
+static int s_by_text(const char *txt, size_t len)
+{
+    static const struct {
+        const char *text;
+        int eog;
+    } tab[] = {
+        { "<|eot_id|>", 2 }, { "<|im_end|>", 2 }, { "<|end|>", 2 }, { "<|return|>", 2 },
+        { "<|call|>", 2 }, { "<|flush|>", 2 }, { "<|calls|>", 2 }, { "<end_of_turn>", 2 },
+        { "<|endoftext|>", 2 }, { "</s>", 2 }, { "<|eom_id|>", 2 }, { "<EOT>", 2 },
+        { "_<EOT>", 2 }, { "[EOT]", 2 }, { "[EOS]", 2 }, { "<|end_of_text|>", 2 },
+        { "<end_of_utterance>", 2 }, { "<eos>", 2 }, { "<turn|>", 2 }, { "<|tool_response>", 2 },
+        { "<｜end▁of▁sentence｜>", 2 },
+        { "[e~[", 2 },
+        { "<|fim_prefix|>", 1 }, { "<fim-prefix>", 1 }, { "<fim_prefix>", 1 },
+        { "<｜fim▁begin｜>", 1 }, { "<PRE>", 1 },
+        { "▁<PRE>", 1 }, { "<|code_prefix|>", 1 }, { "<|prefix|>", 1 },
+        { "<|fim_suffix|>", 1 }, { "<fim-suffix>", 1 }, { "<fim_suffix>", 1 },
+        { "<｜fim▁hole｜>", 1 }, { "<SUF>", 1 },
+        { "▁<SUF>", 1 }, { "<|code_suffix|>", 1 }, { "<|suffix|>", 1 },
+        { "<|fim_middle|>", 1 }, { "<fim-middle>", 1 }, { "<fim_middle>", 1 },
+        { "<｜fim▁end｜>", 1 }, { "<MID>", 1 },
+        { "▁<MID>", 1 }, { "<|code_middle|>", 1 }, { "<|middle|>", 1 },
+        { "<|fim_pad|>", 2 }, { "<fim-pad>", 2 }, { "<fim_pad>", 2 }, { "<PAD>", 2 },
+        { "[PAD]", 2 },
+        { "<|fim_repo|>", 2 }, { "<|repo_name|>", 2 }, { "<fim-repo>", 2 }, { "<REPO>", 2 },
+        { "<reponame>", 2 },
+        { "<|file_sep|>", 2 },
+    };
+    for (size_t i = 0; i < sizeof tab / sizeof tab[0]; i++)
+        if (strlen(tab[i].text) == len && !memcmp(tab[i].text, txt, len))
+            return tab[i].eog;
+    return 0;
+}
+
 /* Copy the token texts, scores and types; index texts. */
 static int s_vocab(tokenizer *t, const gguf_file *g, char *err, size_t errlen)
 {
@@ -160,6 +200,11 @@ static int s_vocab(tokenizer *t, const gguf_file *g, char *err, size_t errlen)
             return -1;
         }
         t->type[i] = (uint8_t)ty_i;
+        int by_text = s_by_text(t->text[i], len);
+        if (by_text && t->type[i] != TOKEN_UNUSED)
+            t->type[i] = TOKEN_CONTROL;
+        if (by_text == 2 && t->n_eog < (int)(sizeof t->eog / sizeof t->eog[0]))
+            t->eog[t->n_eog++] = (int32_t)i;
         /* A text given twice maps to its last id, as llama.cpp's token_to_id. */
         uint32_t h = (uint32_t)XXH3_64bits(t->text[i], len) & t->text_mask;
         while (t->text_slot[h] && (t->text_len[t->text_slot[h] - 1] != len ||
@@ -302,9 +347,12 @@ tokenizer *tokenizer_open(const gguf_file *g, char *err, size_t errlen)
         } else if (!strcmp(pre, "smollm")) {
             t->pre = PRE_SMOLLM;
             t->pre_name = "smollm";
+        } else if (!strcmp(pre, "gpt-4o")) { /* o200k: GPT-4o's, Phi-4-mini's */
+            t->pre = PRE_GPT4O;
+            t->pre_name = "gpt-4o";
         } else {
             s_err(err, errlen, path, "tokenizer.ggml.pre '%.40s' is not supported (supported: "
-                  "llama-bpe, qwen2, smollm, default)", pre);
+                  "llama-bpe, qwen2, smollm, gpt-4o, default)", pre);
             goto err;
         }
         if (s_merges(t, g, err, errlen) || tok_pre_compile(t, err, errlen))
@@ -412,7 +460,14 @@ int32_t tokenizer_pad(const tokenizer *t) { return t->pad; }
 
 int tokenizer_is_eog(const tokenizer *t, int32_t id)
 {
-    return id >= 0 && (id == t->eos || id == t->eot || id == t->eom);
+    if (id < 0)
+        return 0;
+    if (id == t->eos || id == t->eot || id == t->eom)
+        return 1;
+    for (int i = 0; i < t->n_eog; i++)
+        if (t->eog[i] == id)
+            return 1;
+    return 0;
 }
 
 const char *tokenizer_text(const tokenizer *t, int32_t id)

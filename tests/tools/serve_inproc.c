@@ -93,6 +93,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "serve_inproc: %s\n", err);
         return 1;
     }
+    s_srv.n_vocab = (uint32_t)tokenizer_n_vocab(s_srv.tok);
     uint32_t train = llm_model_arch(s_srv.model)->hp.n_ctx_train;
     s_srv.n_ctx = train < 2048 ? train : 2048;
     s_srv.metrics = metrics_new();

@@ -1,0 +1,690 @@
+/* decoder.c — the decoder layer llama, qwen2, qwen3, gemma2, gemma3 and phi3 share: the
+ * hyper-parameters every one of them reads, a layer's tensors by role, and the forward pass.
+ * arch/
+ *
+ * One layer, in the order its tensors are consumed (llama2.c's forward() is the model; a role
+ * a layer lacks is skipped):
+ *   before(q)    xb = rmsnorm(x) . attn_norm
+ *   rows q,k,v   q, k, v = W xb for every position (quant_matmat over the n positions); or
+ *                rows qkv, one matrix whose rows are q's, k's then v's (phi3)
+ *   before(o)    (qkv split); + biases (qwen2); per-head rmsnorm of q and k (qwen3, gemma3); RoPE on q and
+ *                k; k and v into the cache; attention (a sliding window on gemma's local
+ *                layers, gemma2's scores soft-capped) -> att
+ *   rows o       o = Wo att
+ *   before(gate) o = rmsnorm(o) . post_attention_norm (gemma2, gemma3); x += o;
+ *                xb = rmsnorm(x) . ffn_norm
+ *   rows gate,up gate, up = W xb; or rows of one ffn_up of 2 n_ff rows, gate's then up's
+ *                (phi3)
+ *   before(down) gate = act(gate) . up (silu, or gemma's GELU)
+ *   rows down    down = Wd gate
+ *   end          down = rmsnorm(down) . post_ffw_norm (gemma2, gemma3); x += down
+ * As llama.cpp's graphs (src/models/llama.cpp, qwen2.cpp, qwen3.cpp, gemma2.cpp, gemma3.cpp,
+ * phi3.cpp) build it.
+ * RoPE as llama.cpp's llama_model_rope_type gives it: NORM pairs (2i, 2i+1) for llama, NEOX
+ * pairs (i, i + rope_dim/2) for the others (arch/attn.c makes the angles as ggml does).
+ *
+ * Determinism: every product row is one quant_vec_dot (fixed order, same bits for any row
+ * range, thread count and batch: quant.h); norms, attention and softmax are fixed-order loops
+ * per (position, head), and a position's attention reads only cache positions 0..pos, all
+ * written before any attention runs. So a batch of n positions gives the bits of n single
+ * steps, and a layer streamed by row ranges gives the bits of a resident one.
+ */
+#include "arch/decoder.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include "arch/attn.h"
+#include "quant/quant.h"
+
+#define S_MAX_VOCAB (1u << 24)
+#define S_MAX_FF (1u << 20)
+#define S_MAX_HEADS 1024
+
+/* A run's scratch: the layer's vectors in f32, then the activations of n positions. */
+typedef struct {
+    float *vec[DEC_N_VECTORS];    /* this layer's vectors by role, or NULL (not in the layer) */
+    float *vbuf[DEC_N_VECTORS];   /* (max(dim, q_dim)) each, owned */
+    float *xb;                    /* (max_pos, dim) normed input of q/k/v, then of gate/up */
+    float *q, *att;               /* (max_pos, q_dim) */
+    float *o, *down;              /* (max_pos, dim) */
+    float *k, *v;                 /* (max_pos, kv_dim) */
+    float *gate, *up;             /* (max_pos, n_ff); gate becomes act(gate) . up */
+    float *qkv;                   /* (max_pos, q_dim + 2 kv_dim): a fused qkv's products */
+    float *gu;                    /* (max_pos, 2 n_ff): a fused gate/up's products */
+    float *tmp;                   /* (max_pos, max rows of a matrix): a row range's products */
+    float *scores;                /* (nthreads, scores_ctx) attention weights */
+    uint32_t scores_ctx;
+    arch_rope_args rope;          /* this layer's (set by begin) */
+    uint32_t window;              /* this layer's sliding window, 0 = none */
+    int fused_qkv, fused_gu;      /* this layer has DEC_QKV / DEC_GATE_UP */
+} s_run;
+
+static uint32_t s_qdim(const arch_hparams *hp)
+{
+    return hp->n_head * hp->head_dim;
+}
+
+static uint32_t s_kvdim(const arch_hparams *hp)
+{
+    return hp->n_head_kv * hp->head_dim;
+}
+
+/* ---------------------------------------------------------------- opening */
+
+int arch_dec_u32(const gguf_file *g, const char *arch, const char *key, int required,
+                 uint32_t dflt, uint32_t *out, char *err, size_t errlen)
+{
+    char k[128];
+    snprintf(k, sizeof k, "%s.%s", arch, key);
+    if (!gguf_find_kv(g, k)) {
+        if (required) {
+            arch_err(err, errlen, g->path, "metadata key '%s' is missing", k);
+            return -1;
+        }
+        *out = dflt;
+        return 0;
+    }
+    return gguf_get_u32(g, k, out, err, errlen);
+}
+
+int arch_dec_f32(const gguf_file *g, const char *arch, const char *key, int required, float dflt,
+                 float *out, char *err, size_t errlen)
+{
+    char k[128];
+    snprintf(k, sizeof k, "%s.%s", arch, key);
+    if (!gguf_find_kv(g, k)) {
+        if (required) {
+            arch_err(err, errlen, g->path, "metadata key '%s' is missing", k);
+            return -1;
+        }
+        *out = dflt;
+        return 0;
+    }
+    if (gguf_get_f32(g, k, out, err, errlen))
+        return -1;
+    if (!isfinite(*out)) {
+        arch_err(err, errlen, g->path, "metadata key '%s' is not finite", k);
+        return -1;
+    }
+    return 0;
+}
+
+/* Rope scaling keys as llama.cpp's llm_load_hparams reads them: rope.scaling.type (default
+ * "linear"), rope.scaling.factor or the older rope.scale_linear (0 or absent = none), and
+ * llama3's per-pair divisors as the tensor rope_freqs.weight. */
+static int s_rope_scaling(arch_model *m, int rope_freqs_ok, char *err, size_t errlen)
+{
+    const gguf_file *g = m->g;
+    arch_hparams *hp = &m->hp;
+    char k[128];
+    const char *type = "linear";
+    snprintf(k, sizeof k, "%s.rope.scaling.type", hp->name);
+    if (gguf_find_kv(g, k) && gguf_get_str(g, k, &type, err, errlen))
+        return -1;
+    float factor = 0;
+    snprintf(k, sizeof k, "%s.rope.scaling.factor", hp->name);
+    if (gguf_find_kv(g, k)) {
+        if (arch_dec_f32(g, hp->name, "rope.scaling.factor", 1, 0, &factor, err, errlen))
+            return -1;
+    } else if (arch_dec_f32(g, hp->name, "rope.scale_linear", 0, 0, &factor, err, errlen)) {
+        return -1;
+    }
+    if (arch_dec_u32(g, hp->name, "rope.scaling.original_context_length", 0, 0, &hp->rope_orig_ctx,
+              err, errlen))
+        return -1;
+    if (factor < 0) {
+        arch_err(err, errlen, g->path, "%s.rope.scaling.factor %g is negative", hp->name,
+                 (double)factor);
+        return -1;
+    }
+    hp->rope_scale_factor = factor == 0 ? 1.0f : factor;
+    if (!strcmp(type, "none") || factor == 0 || factor == 1.0f) {
+        hp->rope_scaling = ARCH_ROPE_NONE;
+        hp->rope_scale_factor = 1.0f;
+    } else if (!strcmp(type, "linear")) {
+        hp->rope_scaling = ARCH_ROPE_LINEAR;
+    } else {
+        arch_err(err, errlen, g->path,
+                 "%s.rope.scaling.type '%s' is not supported (supported: none, linear, and "
+                 "llama3 through rope_freqs.weight)", hp->name, type);
+        return -1;
+    }
+    if (!gguf_find_tensor(g, "rope_freqs.weight"))
+        return 0;
+    if (!rope_freqs_ok) {
+        /* llama.cpp reads rope_freqs for llama only and refuses the extra tensor elsewhere */
+        arch_err(err, errlen, g->path, "tensor 'rope_freqs.weight' is not part of a %s model",
+                 hp->name);
+        return -1;
+    }
+    if (arch_dec_factors(g, "rope_freqs.weight", hp->rope_dim / 2, &m->rope_freqs, err, errlen))
+        return -1;
+    hp->rope_scaling = ARCH_ROPE_LLAMA3;
+    return 0;
+}
+
+static int s_hparams(arch_model *m, int rope_freqs_ok, char *err, size_t errlen)
+{
+    const gguf_file *g = m->g;
+    arch_hparams *hp = &m->hp;
+    const char *a = hp->name;
+    if (arch_dec_u32(g, a, "block_count", 1, 0, &hp->n_layers, err, errlen) ||
+        arch_dec_u32(g, a, "embedding_length", 1, 0, &hp->dim, err, errlen) ||
+        arch_dec_u32(g, a, "feed_forward_length", 1, 0, &hp->n_ff, err, errlen) ||
+        arch_dec_u32(g, a, "attention.head_count", 1, 0, &hp->n_head, err, errlen) ||
+        arch_dec_u32(g, a, "attention.head_count_kv", 0, hp->n_head, &hp->n_head_kv, err, errlen) ||
+        arch_dec_u32(g, a, "context_length", 1, 0, &hp->n_ctx_train, err, errlen) ||
+        arch_dec_f32(g, a, "attention.layer_norm_rms_epsilon", 1, 0, &hp->norm_eps, err, errlen) ||
+        arch_dec_f32(g, a, "rope.freq_base", 0, 10000.0f, &hp->rope_freq_base, err, errlen))
+        return -1;
+    const char *bad = NULL;
+    if (hp->n_layers < 1 || hp->n_layers > 4096)
+        bad = "block_count must be 1..4096";
+    else if (hp->dim < 1 || hp->dim > 65536)
+        bad = "embedding_length must be 1..65536";
+    else if (hp->n_ff < 1 || hp->n_ff > S_MAX_FF)
+        bad = "feed_forward_length must be 1..1048576";
+    else if (hp->n_head < 1 || hp->n_head > S_MAX_HEADS || hp->dim % hp->n_head)
+        bad = "attention.head_count must be 1..1024 and divide embedding_length";
+    else if (hp->n_head_kv < 1 || hp->n_head % hp->n_head_kv)
+        bad = "attention.head_count_kv must be >= 1 and divide attention.head_count";
+    else if (hp->n_ctx_train < 1)
+        bad = "context_length must be >= 1";
+    else if (!(hp->norm_eps > 0 && hp->norm_eps < 1))
+        bad = "attention.layer_norm_rms_epsilon must be in (0, 1)";
+    else if (!(hp->rope_freq_base > 0))
+        bad = "rope.freq_base must be > 0";
+    if (bad) {
+        arch_err(err, errlen, g->path, "%s.%s", a, bad);
+        return -1;
+    }
+    hp->head_dim = hp->dim / hp->n_head;
+    uint32_t vl = 0;
+    if (arch_dec_u32(g, a, "attention.key_length", 0, hp->head_dim, &hp->head_dim, err, errlen) ||
+        arch_dec_u32(g, a, "attention.value_length", 0, hp->head_dim, &vl, err, errlen) ||
+        arch_dec_u32(g, a, "rope.dimension_count", 0, hp->head_dim, &hp->rope_dim, err, errlen))
+        return -1;
+    if (hp->head_dim < 2 || hp->head_dim > 4096 || vl != hp->head_dim) {
+        arch_err(err, errlen, g->path,
+                 "%s.attention.key_length %u and value_length %u must be equal and 2..4096", a,
+                 hp->head_dim, vl);
+        return -1;
+    }
+    if (hp->rope_dim < 2 || hp->rope_dim > hp->head_dim || hp->rope_dim % 2) {
+        arch_err(err, errlen, g->path, "%s.rope.dimension_count %u must be even and 2..%u", a,
+                 hp->rope_dim, hp->head_dim);
+        return -1;
+    }
+    return s_rope_scaling(m, rope_freqs_ok, err, errlen);
+}
+
+int arch_dec_factors(const gguf_file *g, const char *name, uint32_t n, float **out, char *err,
+                     size_t errlen)
+{
+    arch_tensor t;
+    if (arch_tensor_get(g, name, 0, 1, n, &t, err, errlen))
+        return -1;
+    if (t.type != QUANT_F32) {
+        arch_err(err, errlen, g->path, "tensor '%s': type %s, f32 expected", name,
+                 quant_type_name(t.type));
+        return -1;
+    }
+    if (!(*out = malloc(n * sizeof(float)))) {
+        arch_err(err, errlen, g->path, "out of memory");
+        return -1;
+    }
+    int fd = open(g->path, O_RDONLY | O_CLOEXEC);
+    ssize_t got = fd < 0 ? -1 : pread(fd, *out, n * sizeof(float), (off_t)t.off);
+    if (fd >= 0)
+        close(fd);
+    if (got != (ssize_t)(n * sizeof(float))) {
+        arch_err(err, errlen, g->path, "cannot read tensor '%s'", name);
+        return -1;
+    }
+    for (uint32_t i = 0; i < n; i++)
+        if (!isfinite((*out)[i]) || (*out)[i] <= 0) {
+            arch_err(err, errlen, g->path, "%s[%u] = %g: must be finite and > 0", name, i,
+                     (double)(*out)[i]);
+            return -1;
+        }
+    return 0;
+}
+
+int arch_dec_open(arch_model *m, const dec_family *f, char *err, size_t errlen)
+{
+    const gguf_file *g = m->g;
+    arch_hparams *hp = &m->hp;
+    hp->rope_type = f->rope_type;
+    if (s_hparams(m, f->rope_freqs_ok, err, errlen))
+        return -1;
+    hp->attn_scale = 1.0f / sqrtf((float)hp->head_dim);
+    hp->attn_scale_q = 0;
+    hp->rope_freq_base_swa = hp->rope_freq_base;
+    hp->rope_mscale = 1.0f;
+    hp->embd_scale = 1.0f;
+    hp->logit_softcap = 0;
+    hp->attn_softcap = 0;
+    hp->rope_scaling_local = 0;
+    hp->ffn_act = ARCH_ACT_SILU;
+    const gguf_tensor *te = gguf_find_tensor(g, "token_embd.weight");
+    if (!te) {
+        arch_err(err, errlen, g->path, "tensor 'token_embd.weight' is missing");
+        return -1;
+    }
+    if (te->n_dims != 2 || te->dims[1] < 1 || te->dims[1] > S_MAX_VOCAB) {
+        arch_err(err, errlen, g->path,
+                 "tensor 'token_embd.weight' must be [embedding_length, n_vocab <= %u]",
+                 S_MAX_VOCAB);
+        return -1;
+    }
+    hp->n_vocab = (uint32_t)te->dims[1];
+    uint32_t d = hp->dim;
+    if (arch_tensor_get(g, "token_embd.weight", 1, hp->n_vocab, d, &m->tok_embd, err, errlen) ||
+        arch_tensor_get(g, "output_norm.weight", 0, 1, d, &m->out_norm, err, errlen))
+        return -1;
+    if (gguf_find_tensor(g, "output.weight")) {
+        if (arch_tensor_get(g, "output.weight", 1, hp->n_vocab, d, &m->output, err, errlen))
+            return -1;
+    } else {
+        hp->tied_output = 1;
+        m->output = m->tok_embd;
+    }
+    return 0;
+}
+
+int arch_dec_layer(const arch_model *m, uint32_t l, arch_layer *ly, const dec_role *roles,
+                   size_t n, char *err, size_t errlen)
+{
+    const arch_hparams *hp = &m->hp;
+    uint32_t d = hp->dim, qd = s_qdim(hp), kvd = s_kvdim(hp), ff = hp->n_ff, hd = hp->head_dim;
+    static const char *const names[DEC_N_ROLES] = {
+        [DEC_ATTN_NORM] = "attn_norm.weight",   [DEC_FFN_NORM] = "ffn_norm.weight",
+        [DEC_BQ] = "attn_q.bias",               [DEC_BK] = "attn_k.bias",
+        [DEC_BV] = "attn_v.bias",               [DEC_Q_NORM] = "attn_q_norm.weight",
+        [DEC_K_NORM] = "attn_k_norm.weight",
+        [DEC_POST_ATTN_NORM] = "post_attention_norm.weight",
+        [DEC_POST_FFN_NORM] = "post_ffw_norm.weight",
+        [DEC_Q] = "attn_q.weight",              [DEC_K] = "attn_k.weight",
+        [DEC_V] = "attn_v.weight",              [DEC_O] = "attn_output.weight",
+        [DEC_GATE] = "ffn_gate.weight",         [DEC_UP] = "ffn_up.weight",
+        [DEC_DOWN] = "ffn_down.weight",         [DEC_QKV] = "attn_qkv.weight",
+        [DEC_GATE_UP] = "ffn_up.weight",
+    };
+    /* rows x cols of each role (a vector: 1 x cols) */
+    const uint32_t shape[DEC_N_ROLES][2] = {
+        [DEC_ATTN_NORM] = { 1, d },   [DEC_FFN_NORM] = { 1, d },  [DEC_BQ] = { 1, qd },
+        [DEC_BK] = { 1, kvd },        [DEC_BV] = { 1, kvd },      [DEC_Q_NORM] = { 1, hd },
+        [DEC_K_NORM] = { 1, hd },     [DEC_POST_ATTN_NORM] = { 1, d },
+        [DEC_POST_FFN_NORM] = { 1, d },
+        [DEC_Q] = { qd, d },          [DEC_K] = { kvd, d },       [DEC_V] = { kvd, d },
+        [DEC_O] = { d, qd },          [DEC_GATE] = { ff, d },     [DEC_UP] = { ff, d },
+        [DEC_DOWN] = { d, ff },       [DEC_QKV] = { qd + 2 * kvd, d },
+        [DEC_GATE_UP] = { 2 * ff, d },
+    };
+    for (size_t i = 0; i < n && i < ARCH_MAX_LAYER_TENSORS; i++) {
+        dec_role r = roles[i];
+        int matrix = r >= DEC_N_VECTORS;
+        char name[ARCH_NAME_MAX];
+        snprintf(name, sizeof name, "blk.%u.%s", l, names[r]);
+        arch_tensor *t = &ly->t[ly->n_tensors];
+        if (arch_tensor_get(m->g, name, matrix, shape[r][0], shape[r][1], t, err, errlen))
+            return -1;
+        t->role = r;
+        if (!matrix)
+            ly->n_vectors++;
+        ly->n_tensors++;
+    }
+    return 0;
+}
+
+int arch_dec_is_local(const arch_hparams *hp, uint32_t l)
+{
+    if (!hp->n_swa)
+        return 0;
+    return hp->swa_pattern == 0 || l % hp->swa_pattern < hp->swa_pattern - 1;
+}
+
+void arch_dec_cost(const arch_model *m, uint32_t l, arch_cost *c)
+{
+    arch_cost_matrices(&m->layers[l], c);
+    /* per cached position: q.k and a.v, head_dim multiply-adds each, for every head */
+    c->attn_flops_per_pos_ctx = 2.0 * 2.0 * m->hp.n_head * m->hp.head_dim;
+    /* K and V in f32 (see arch_kv) */
+    c->kv_bytes_per_pos = 2ull * m->hp.n_head_kv * m->hp.head_dim * sizeof(float);
+}
+
+/* ---------------------------------------------------------------- running */
+
+/* The widest matrix's rows, for tmp (a fused matrix's too, whichever the file has). */
+static uint64_t s_wide(const arch_hparams *hp)
+{
+    uint64_t w = hp->dim;
+    uint64_t c[] = { s_qdim(hp), s_kvdim(hp), hp->n_ff, (uint64_t)s_qdim(hp) + 2 * s_kvdim(hp),
+                     2ull * hp->n_ff };
+    for (size_t i = 0; i < sizeof c / sizeof c[0]; i++)
+        w = c[i] > w ? c[i] : w;
+    return w;
+}
+
+/* Whether the model's layers have a role (every layer of a family has the same list). */
+static int s_has(const arch_model *m, dec_role role)
+{
+    if (!m->layers)
+        return 0;
+    for (uint32_t i = 0; i < m->layers[0].n_tensors; i++)
+        if (m->layers[0].t[i].role == role)
+            return 1;
+    return 0;
+}
+
+uint64_t arch_dec_run_bytes(const arch_model *m, uint32_t max_pos)
+{
+    const arch_hparams *hp = &m->hp;
+    uint64_t P = max_pos, d = hp->dim, qd = s_qdim(hp), kvd = s_kvdim(hp), ff = hp->n_ff;
+    uint64_t vw = d > qd ? d : qd;
+    uint64_t fused = (s_has(m, DEC_QKV) ? qd + 2 * kvd : 0) +
+                     (s_has(m, DEC_GATE_UP) ? 2 * ff : 0);
+    /* arch_dec_run_init: xb o down (d), q att (qd), k v (kvd), gate up (ff), qkv gu (fused),
+     * tmp; vectors */
+    return (P * (3 * d + 2 * qd + 2 * kvd + 2 * ff + fused + s_wide(hp)) + DEC_N_VECTORS * vw) *
+           sizeof(float);
+}
+
+int arch_dec_run_init(arch_run *r, char *err, size_t errlen)
+{
+    const arch_hparams *hp = &r->m->hp;
+    size_t P = r->max_pos, d = hp->dim, qd = s_qdim(hp), kvd = s_kvdim(hp), ff = hp->n_ff;
+    size_t vw = d > qd ? d : qd;
+    s_run *s = r->fam = calloc(1, sizeof(s_run));
+    if (s) {
+        float **bufs[] = { &s->xb, &s->q, &s->att, &s->o, &s->down, &s->k, &s->v,
+                           &s->gate, &s->up, &s->tmp };
+        size_t sizes[] = { P * d, P * qd, P * qd, P * d, P * d, P * kvd, P * kvd, P * ff, P * ff,
+                           P * (size_t)s_wide(hp) };
+        for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
+            if (!(*bufs[i] = malloc(sizes[i] * sizeof(float))))
+                goto oom;
+        for (int i = 0; i < DEC_N_VECTORS; i++)
+            if (!(s->vbuf[i] = malloc(vw * sizeof(float))))
+                goto oom;
+        if (s_has(r->m, DEC_QKV) && !(s->qkv = malloc(P * (qd + 2 * kvd) * sizeof(float))))
+            goto oom;
+        if (s_has(r->m, DEC_GATE_UP) && !(s->gu = malloc(P * 2 * ff * sizeof(float))))
+            goto oom;
+        return 0;
+    }
+oom:
+    arch_err(err, errlen, r->m->g->path, "out of memory for a run of %u positions", r->max_pos);
+    return -1;
+}
+
+void arch_dec_run_free(arch_run *r)
+{
+    s_run *s = r->fam;
+    if (!s)
+        return;
+    float *bufs[] = { s->xb, s->q, s->att, s->o, s->down, s->k, s->v, s->gate, s->up, s->tmp,
+                      s->scores, s->qkv, s->gu };
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+        free(bufs[i]);
+    for (int i = 0; i < DEC_N_VECTORS; i++)
+        free(s->vbuf[i]);
+    free(s);
+    r->fam = NULL;
+}
+
+int arch_dec_begin(arch_run *r, char *err, size_t errlen)
+{
+    s_run *s = r->fam;
+    const arch_model *m = r->m;
+    const arch_hparams *hp = &m->hp;
+    const arch_layer *l = &m->layers[r->layer];
+    uint32_t kvd = s_kvdim(hp);
+    arch_kv *kv = r->kv;
+    if (!kv || !kv->k || !kv->v || kv->kv_dim != kvd) {
+        arch_err(err, errlen, m->g->path, "layer %u: a KV cache of width %u is needed", r->layer,
+                 kvd);
+        return -1;
+    }
+    if (r->pos0 > kv->n_ctx || r->n > kv->n_ctx - r->pos0) {
+        arch_err(err, errlen, m->g->path,
+                 "positions %u..%u do not fit the KV cache of %u positions", r->pos0,
+                 r->pos0 + r->n - 1, kv->n_ctx);
+        return -1;
+    }
+    memset(s->vec, 0, sizeof s->vec);
+    s->fused_qkv = s->fused_gu = 0;
+    for (uint32_t i = l->n_vectors; i < l->n_tensors; i++) {
+        s->fused_qkv |= l->t[i].role == DEC_QKV;
+        s->fused_gu |= l->t[i].role == DEC_GATE_UP;
+    }
+    for (uint32_t i = 0; i < l->n_vectors; i++) {
+        const arch_tensor *t = &l->t[i];
+        char why[160];
+        float *dst = s->vbuf[t->role];
+        if (!r->vectors[i] || quant_dequantize_row((quant_type)t->type, r->vectors[i], dst,
+                                                   t->cols, why, sizeof why)) {
+            arch_err(err, errlen, m->g->path, "tensor '%s': %s", t->name,
+                     r->vectors[i] ? why : "no data");
+            return -1;
+        }
+        s->vec[t->role] = dst;
+    }
+    /* this layer's RoPE and window: gemma3's local layers have their own base and no scaling,
+     * gemma2's the global scaling (llama.cpp's get_rope_freq_base / _scale); phi3's longrope picks its factors by the
+     * session's context against the original one (get_rope_factors) */
+    int local = arch_dec_is_local(hp, r->layer);
+    s->window = local ? hp->n_swa : 0;
+    s->rope.rope_dim = hp->rope_dim;
+    s->rope.neox = hp->rope_type == ARCH_ROPE_NEOX;
+    s->rope.base = local ? hp->rope_freq_base_swa : hp->rope_freq_base;
+    int scaled = (!local || hp->rope_scaling_local) && hp->rope_scaling == ARCH_ROPE_LINEAR;
+    s->rope.freq_scale = scaled ? 1.0f / hp->rope_scale_factor : 1.0f;
+    s->rope.mscale = hp->rope_mscale;
+    /* llama.cpp's context is a multiple of 256 (llama_context pads n_ctx_seq): the choice is
+     * made on that */
+    uint64_t ctx256 = ((uint64_t)kv->n_ctx + 255) / 256 * 256;
+    s->rope.factors = m->rope_freqs ? m->rope_freqs
+                      : m->rope_long && ctx256 > hp->rope_orig_ctx ? m->rope_long
+                                                                  : m->rope_short;
+    /* attention weights: one row of the cache's length per thread */
+    size_t need = (size_t)r->nthreads * kv->n_ctx;
+    if (need > (size_t)s->scores_ctx) {
+        float *w = realloc(s->scores, need * sizeof(float));
+        if (!w) {
+            arch_err(err, errlen, m->g->path, "out of memory for attention over %u positions",
+                     kv->n_ctx);
+            return -1;
+        }
+        s->scores = w;
+        s->scores_ctx = (uint32_t)need;
+    }
+    return 0;
+}
+
+/* One (position, head) pair per index, threads taking every nthreads-th: each pair's loop
+ * runs alone in a fixed order, so the bits do not depend on the split. */
+static void s_attn_task(void *arg, int tid, int nt)
+{
+    arch_run *r = arg;
+    s_run *s = r->fam;
+    const arch_hparams *hp = &r->m->hp;
+    uint32_t hd = hp->head_dim, qd = s_qdim(hp), kvd = s_kvdim(hp);
+    uint32_t group = hp->n_head / hp->n_head_kv;
+    float *w = s->scores + (size_t)tid * r->kv->n_ctx;
+    float scale = hp->attn_scale_q ? 1.0f : hp->attn_scale;
+    uint32_t total = r->n * hp->n_head;
+    for (uint32_t j = (uint32_t)tid; j < total; j += (uint32_t)nt) {
+        uint32_t p = j / hp->n_head, h = j % hp->n_head, kh = h / group;
+        uint32_t pos = r->pos0 + p;
+        /* causal: cache positions 0 .. pos; a local layer's only those > pos - window
+         * (llama.cpp's is_masked_swa: masked when pos - t >= n_swa) */
+        uint32_t t0 = s->window && pos >= s->window ? pos - s->window + 1 : 0;
+        const float *q = s->q + (size_t)p * qd + (size_t)h * hd;
+        arch_attn_head(q, r->kv->k + (size_t)t0 * kvd + (size_t)kh * hd,
+                       r->kv->v + (size_t)t0 * kvd + (size_t)kh * hd, kvd, pos + 1 - t0, hd,
+                       scale, hp->attn_softcap, w, s->att + (size_t)p * qd + (size_t)h * hd);
+    }
+}
+
+static void s_add(float *x, const float *b, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++)
+        x[i] += b[i];
+}
+
+static int s_attention(arch_run *r)
+{
+    s_run *s = r->fam;
+    const arch_model *m = r->m;
+    const arch_hparams *hp = &m->hp;
+    uint32_t qd = s_qdim(hp), kvd = s_kvdim(hp), hd = hp->head_dim;
+    for (uint32_t p = 0; p < r->n; p++) {
+        float *q = s->q + (size_t)p * qd, *k = s->k + (size_t)p * kvd, *v = s->v + (size_t)p * kvd;
+        if (s->fused_qkv) { /* q's rows, then k's, then v's (llama.cpp's build_qkv views) */
+            const float *row = s->qkv + (size_t)p * (qd + 2 * kvd);
+            memcpy(q, row, qd * sizeof(float));
+            memcpy(k, row + qd, kvd * sizeof(float));
+            memcpy(v, row + qd + kvd, kvd * sizeof(float));
+        }
+        if (s->vec[DEC_BQ])
+            s_add(q, s->vec[DEC_BQ], qd);
+        if (s->vec[DEC_BK])
+            s_add(k, s->vec[DEC_BK], kvd);
+        if (s->vec[DEC_BV])
+            s_add(v, s->vec[DEC_BV], kvd);
+        /* qwen3 / gemma3: each head's q and k through an rmsnorm of its own (head_dim wide) */
+        if (s->vec[DEC_Q_NORM])
+            for (uint32_t h = 0; h < hp->n_head; h++)
+                arch_rmsnorm(q + (size_t)h * hd, s->vec[DEC_Q_NORM], q + (size_t)h * hd, hd,
+                             hp->norm_eps);
+        if (s->vec[DEC_K_NORM])
+            for (uint32_t h = 0; h < hp->n_head_kv; h++)
+                arch_rmsnorm(k + (size_t)h * hd, s->vec[DEC_K_NORM], k + (size_t)h * hd, hd,
+                             hp->norm_eps);
+        uint32_t pos = r->pos0 + p;
+        arch_rope(q, hp->n_head, hd, &s->rope, pos);
+        arch_rope(k, hp->n_head_kv, hd, &s->rope, pos);
+        if (hp->attn_scale_q) /* gemma3's graph scales q itself (ggml_scale) */
+            for (uint32_t i = 0; i < qd; i++)
+                q[i] *= hp->attn_scale;
+        memcpy(r->kv->k + (size_t)pos * kvd, k, kvd * sizeof(float));
+        memcpy(r->kv->v + (size_t)pos * kvd, v, kvd * sizeof(float));
+    }
+    char why[160];
+    if (quant_pool_run(r->nthreads, s_attn_task, r, why, sizeof why))
+        return arch_run_fail(r, "layer %u: attention: %s", r->layer, why);
+    return 0;
+}
+
+/* GELU (tanh form) as ggml's CPU geglu computes it: through a table of f16 results indexed by
+ * the f16 rounding of x (ggml-cpu's GGML_GELU_FP16), 0 below -10, x above 10. */
+static float s_gelu(float x)
+{
+    if (x <= -10.0f)
+        return 0.0f;
+    if (x >= 10.0f)
+        return x;
+    float f = quant_f16_to_f32(quant_f32_to_f16(x));
+    const float a = 0.044715f, k = 0.79788456080286535587989211986876f;
+    float g = 0.5f * f * (1.0f + tanhf(k * f * (1.0f + a * f * f)));
+    return quant_f16_to_f32(quant_f32_to_f16(g));
+}
+
+static void s_norm_rows(arch_run *r, const float *x, const float *w, float *out)
+{
+    uint32_t d = r->m->hp.dim;
+    for (uint32_t p = 0; p < r->n; p++)
+        arch_rmsnorm(x + (size_t)p * d, w, out + (size_t)p * d, d, r->m->hp.norm_eps);
+}
+
+int arch_dec_before(arch_run *r, uint32_t tensor)
+{
+    s_run *s = r->fam;
+    const arch_hparams *hp = &r->m->hp;
+    uint32_t d = hp->dim, ff = hp->n_ff;
+    switch (r->m->layers[r->layer].t[tensor].role) {
+    case DEC_Q:
+    case DEC_QKV:
+        s_norm_rows(r, r->x, s->vec[DEC_ATTN_NORM], s->xb);
+        return 0;
+    case DEC_O:
+        return s_attention(r);
+    case DEC_GATE:
+    case DEC_GATE_UP:
+        if (s->vec[DEC_POST_ATTN_NORM])
+            s_norm_rows(r, s->o, s->vec[DEC_POST_ATTN_NORM], s->o);
+        for (size_t i = 0; i < (size_t)r->n * d; i++)
+            r->x[i] += s->o[i];
+        s_norm_rows(r, r->x, s->vec[DEC_FFN_NORM], s->xb);
+        return 0;
+    case DEC_DOWN:
+        if (s->fused_gu) /* gate's n_ff values, then up's (ggml_swiglu on the fused rows) */
+            for (uint32_t p = 0; p < r->n; p++) {
+                memcpy(s->gate + (size_t)p * ff, s->gu + (size_t)p * 2 * ff, ff * sizeof(float));
+                memcpy(s->up + (size_t)p * ff, s->gu + ((size_t)p * 2 + 1) * ff,
+                       ff * sizeof(float));
+            }
+        if (hp->ffn_act == ARCH_ACT_GELU) {
+            for (size_t i = 0; i < (size_t)r->n * ff; i++)
+                s->gate[i] = s_gelu(s->gate[i]) * s->up[i];
+            return 0;
+        }
+        /* SwiGLU: silu(gate) . up, silu(g) = g / (1 + e^-g) as ggml's ggml_silu_f32 */
+        for (size_t i = 0; i < (size_t)r->n * ff; i++) {
+            float g = s->gate[i];
+            s->gate[i] = g / (1.0f + expf(-g)) * s->up[i];
+        }
+        return 0;
+    default:
+        return 0; /* k, v, up: same input as the tensor before them */
+    }
+}
+
+int arch_dec_rows(arch_run *r, uint32_t tensor, uint64_t r0, uint64_t n, const void *rows)
+{
+    s_run *s = r->fam;
+    const arch_layer *l = &r->m->layers[r->layer];
+    const arch_tensor *t = &l->t[tensor];
+    const float *X;
+    float *Y;
+    switch (t->role) {
+    case DEC_Q: X = s->xb; Y = s->q; break;
+    case DEC_K: X = s->xb; Y = s->k; break;
+    case DEC_V: X = s->xb; Y = s->v; break;
+    case DEC_O: X = s->att; Y = s->o; break;
+    case DEC_GATE: X = s->xb; Y = s->gate; break;
+    case DEC_UP: X = s->xb; Y = s->up; break;
+    case DEC_QKV: X = s->xb; Y = s->qkv; break;
+    case DEC_GATE_UP: X = s->xb; Y = s->gu; break;
+    default: X = s->gate; Y = s->down; break;
+    }
+    char why[160];
+    int whole = r0 == 0 && n == t->rows;
+    /* a row range's products land in tmp (n positions x n rows), then in their columns of Y */
+    if (quant_matmat((quant_type)t->type, n, t->cols, rows, r->n, X, whole ? Y : s->tmp,
+                     r->nthreads, why, sizeof why))
+        return arch_run_fail(r, "layer %u: %s rows %llu..+%llu: %s", r->layer, t->name,
+                             (unsigned long long)r0, (unsigned long long)n, why);
+    if (!whole)
+        for (uint32_t p = 0; p < r->n; p++)
+            memcpy(Y + (size_t)p * t->rows + r0, s->tmp + (size_t)p * n, n * sizeof(float));
+    return 0;
+}
+
+int arch_dec_end(arch_run *r)
+{
+    s_run *s = r->fam;
+    size_t nd = (size_t)r->n * r->m->hp.dim;
+    if (s->vec[DEC_POST_FFN_NORM])
+        s_norm_rows(r, s->down, s->vec[DEC_POST_FFN_NORM], s->down);
+    for (size_t i = 0; i < nd; i++)
+        r->x[i] += s->down[i];
+    return 0;
+}
