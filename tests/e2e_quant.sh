@@ -41,9 +41,9 @@ sw kquants bench-quant --dim 512 --rows 40 --reps 2 --pool 1M --threads 1,2 --ty
     --batch 3
 expect_rc kquants 0
 rows_ok kquants 6
-sw bad_type bench-quant --types q3_K
+sw bad_type bench-quant --types iq2_xs
 expect_rc bad_type 2
-has bad_type err "q3_K"
+has bad_type err "iq2_xs"
 sw bad_threads bench-quant --threads 0
 expect_rc bad_threads 2
 sw bad_isa bench-quant --isa sse9

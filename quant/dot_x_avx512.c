@@ -1,0 +1,329 @@
+/* dot_x_avx512.c — AVX-512 (BW + VL + VNNI) dot products of Q4_1, Q5_0, Q5_1, IQ4_NL (against
+ * Q8_0) and Q2_K, Q3_K, IQ4_XS (against Q8_K), lane for lane quant_x.h's order. quant/
+ *
+ * Blocks of 32 go four at a time as dot_avx512.c's Q4_0: the four blocks' 16 nibble bytes in
+ * one vector's quarters; vpdpbusd multiplies unsigned levels by the signed activation and
+ * adds each quad into an int32 lane, starting from the offset the type needs (Q5_0: -16 *
+ * the quad sums = 2 * bias8; IQ4_NL, whose levels go in as value + 128 (1..241): -128 * the
+ * quad sums = 16 * bias8): exact, no int16 step. Q5's fifth bits are a mask register (the
+ * blocks' qh words side by side) and one masked add. Super-blocks: Q2_K / Q3_K two chunks
+ * per vector as dot_k_avx512.c's Q6_K (vpmaddubsw, then vpdpwssd by each 16-value
+ * sub-block's scale); IQ4_XS four sub-blocks per vector, |value| against the activation
+ * negated where the value is (levels 0..7 are the negative ones), then vpdpwssd by each
+ * sub-block's scale.
+ */
+#pragma GCC target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")
+#include <immintrin.h>
+#include <string.h>
+
+#include "quant/quant_x.h"
+#include "quant/reduce_avx.h"
+
+static inline uint16_t s_u16(const uint8_t *p)
+{
+    uint16_t v;
+    memcpy(&v, p, 2);
+    return v;
+}
+
+static inline uint32_t s_u32(const uint8_t *p)
+{
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+
+static inline size_t s_bb(quant_type t)
+{
+    return t == QUANT_Q4_1 ? sizeof(quant_block_q4_1) : t == QUANT_Q5_0 ? sizeof(quant_block_q5_0)
+           : t == QUANT_Q5_1 ? sizeof(quant_block_q5_1) : sizeof(quant_block_iq4_nl);
+}
+
+static inline size_t s_qs_off(quant_type t)
+{
+    return t == QUANT_Q4_1 ? offsetof(quant_block_q4_1, qs)
+           : t == QUANT_Q5_0 ? offsetof(quant_block_q5_0, qs)
+           : t == QUANT_Q5_1 ? offsetof(quant_block_q5_1, qs) : offsetof(quant_block_iq4_nl, qs);
+}
+
+/* The quads' activation sums as floats (Q4_1, Q5_1): -bias8 / 8, exact integers. */
+static inline __m512 s_ysum(const int32_t *b8)
+{
+    const __m512i s = _mm512_srai_epi32(_mm512_loadu_si512(b8), 3);
+    return _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_setzero_si512(), s));
+}
+
+/* One half (four blocks' elements 0..15 or 16..31) of levels lv: int32 quad sums of value*y. */
+static inline __attribute__((always_inline)) __m512i s_half(quant_type t, __m512i lv,
+                                                           const int8_t *yq, const int32_t *b8)
+{
+    const __m512i y = _mm512_loadu_si512(yq);
+    if (t == QUANT_IQ4_NL) {
+        const __m512i tab = _mm512_broadcast_i32x4(_mm_xor_si128(
+            _mm_loadu_si128((const __m128i *)quant_iq4nl_values), _mm_set1_epi8((char)0x80)));
+        return _mm512_dpbusd_epi32(_mm512_slli_epi32(_mm512_loadu_si512(b8), 4),
+                                   _mm512_shuffle_epi8(tab, lv), y);
+    }
+    if (t == QUANT_Q5_0)
+        return _mm512_dpbusd_epi32(_mm512_slli_epi32(_mm512_loadu_si512(b8), 1), lv, y);
+    return _mm512_dpbusd_epi32(_mm512_setzero_si512(), lv, y);
+}
+
+static inline __attribute__((always_inline)) float s_dot32(quant_type t, uint64_t n,
+                                                           const void *w, const void *act)
+{
+    const uint8_t *x = w;
+    const size_t bb = s_bb(t), qo = s_qs_off(t);
+    const int q5 = t == QUANT_Q5_0 || t == QUANT_Q5_1, mn = t == QUANT_Q4_1 || t == QUANT_Q5_1;
+    const quant_act_q8 y = quant_act_view(act, n);
+    const uint64_t nb = n / QUANT_QK;
+    const __m512i idx = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
+    const __m512i m = _mm512_set1_epi8(0x0F), h16 = _mm512_set1_epi8(0x10);
+    __m512 z0 = _mm512_setzero_ps(), z1 = z0;
+    float a[QUANT_LANES];
+    uint64_t b = 0;
+    for (; b + QUANT_QB_GROUP <= nb; b += QUANT_QB_GROUP, x += QUANT_QB_GROUP * bb) {
+        quant_prefetch(x, (unsigned)(QUANT_QB_GROUP * bb));
+        const __m128i h = _mm_setr_epi16((short)s_u16(x), (short)s_u16(x + bb),
+                                         (short)s_u16(x + 2 * bb), (short)s_u16(x + 3 * bb),
+                                         mn ? (short)s_u16(x + 2) : 0,
+                                         mn ? (short)s_u16(x + bb + 2) : 0,
+                                         mn ? (short)s_u16(x + 2 * bb + 2) : 0,
+                                         mn ? (short)s_u16(x + 3 * bb + 2) : 0);
+        const __m128 dx = _mm_loadu_ps(y.d + b);
+        const __m512 dd = _mm512_castps256_ps512(
+            _mm256_mul_ps(_mm256_cvtph_ps(h), _mm256_set_m128(dx, dx)));
+        const __m512 d = _mm512_permutexvar_ps(idx, dd);
+        __m512i v = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(x + qo)));
+        v = _mm512_mask_broadcast_i32x4(v, 0x00F0, _mm_loadu_si128((const __m128i *)(x + bb + qo)));
+        v = _mm512_mask_broadcast_i32x4(v, 0x0F00,
+                                        _mm_loadu_si128((const __m128i *)(x + 2 * bb + qo)));
+        v = _mm512_mask_broadcast_i32x4(v, 0xF000,
+                                        _mm_loadu_si128((const __m128i *)(x + 3 * bb + qo)));
+        __m512i lo = _mm512_and_si512(v, m), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m);
+        if (q5) {
+            const size_t ho = t == QUANT_Q5_0 ? 2 : 4;
+            const uint64_t q0 = s_u32(x + ho), q1 = s_u32(x + bb + ho), q2 = s_u32(x + 2 * bb + ho),
+                           q3 = s_u32(x + 3 * bb + ho);
+            const __mmask64 klo = (q0 & 0xFFFF) | (q1 & 0xFFFF) << 16 | (q2 & 0xFFFF) << 32 |
+                                  (q3 & 0xFFFF) << 48;
+            const __mmask64 khi = q0 >> 16 | (q1 >> 16) << 16 | (q2 >> 16) << 32 |
+                                  (q3 >> 16) << 48;
+            lo = _mm512_mask_add_epi8(lo, klo, lo, h16);
+            hi = _mm512_mask_add_epi8(hi, khi, hi, h16);
+        }
+        const int8_t *q = y.qs4 + b * 32;
+        const int32_t *b8 = y.bias8 + b * 8;
+        z0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s_half(t, lo, q, b8)), d, z0);
+        z1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s_half(t, hi, q + 64, b8 + 16)), d, z1);
+        if (mn) {
+            const __m512 md = _mm512_permutexvar_ps(_mm512_add_epi32(idx, _mm512_set1_epi32(4)),
+                                                    dd);
+            z0 = _mm512_fmadd_ps(s_ysum(b8), md, z0);
+            z1 = _mm512_fmadd_ps(s_ysum(b8 + 16), md, z1);
+        }
+    }
+    _mm512_storeu_ps(a, z0);
+    _mm512_storeu_ps(a + 16, z1);
+    for (; b < nb; b++, x += bb)
+        quant_x_block32(t, x, b, &y, a);
+    return quant_reduce32_avx(a);
+}
+
+float quant_dot_q4_1_avx512(uint64_t n, const void *w, const void *act)
+{
+    return s_dot32(QUANT_Q4_1, n, w, act);
+}
+
+float quant_dot_q5_0_avx512(uint64_t n, const void *w, const void *act)
+{
+    return s_dot32(QUANT_Q5_0, n, w, act);
+}
+
+float quant_dot_q5_1_avx512(uint64_t n, const void *w, const void *act)
+{
+    return s_dot32(QUANT_Q5_1, n, w, act);
+}
+
+float quant_dot_iq4_nl_avx512(uint64_t n, const void *w, const void *act)
+{
+    return s_dot32(QUANT_IQ4_NL, n, w, act);
+}
+
+/* ---------------------------------------------------------------- super-blocks */
+
+/* word i of a two-chunk vector (chunks c, c + 1) -> 16-value sub-block 2c + i / 8 */
+static inline __m512i s_idx2(int c)
+{
+    return _mm512_add_epi16(_mm512_set1_epi16((short)(2 * c)),
+                            _mm512_set_epi16(3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2, 1, 1,
+                                             1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0));
+}
+
+static inline __m256i s_fold(__m512i s)
+{
+    return _mm256_add_epi32(_mm512_castsi512_si256(s), _mm512_extracti64x4_epi64(s, 1));
+}
+
+/* Q2_K (q3 = 0) or Q3_K: 8 integer lanes (and Q2_K's min lanes). */
+static inline __attribute__((always_inline)) __m256i s_q23(int q3, const uint8_t *p,
+                                                          const quant_block_q8_K *y,
+                                                          __m256i *mins)
+{
+    const uint8_t *qs;
+    __m256i sc16;
+    __m512i hm = _mm512_setzero_si512();
+    const __m256i bs = _mm256_loadu_si256((const __m256i *)y->bsums);
+    if (!q3) {
+        const quant_block_q2_K *x = (const quant_block_q2_K *)p;
+        const __m128i s8 = _mm_loadu_si128((const __m128i *)x->scales);
+        sc16 = _mm256_cvtepu8_epi16(_mm_and_si128(s8, _mm_set1_epi8(0x0F)));
+        *mins = _mm256_madd_epi16(
+            _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(s8, 4), _mm_set1_epi8(0x0F))), bs);
+        qs = x->qs;
+    } else {
+        const quant_block_q3_K *x = (const quant_block_q3_K *)p;
+        uint32_t aux[4];
+        memcpy(aux, x->scales, 12);
+        const uint32_t k1 = 0x03030303, k2 = 0x0f0f0f0f, tmp = aux[2];
+        aux[2] = ((aux[0] >> 4) & k2) | (((tmp >> 4) & k1) << 4);
+        aux[3] = ((aux[1] >> 4) & k2) | (((tmp >> 6) & k1) << 4);
+        aux[0] = (aux[0] & k2) | (((tmp >> 0) & k1) << 4);
+        aux[1] = (aux[1] & k2) | (((tmp >> 2) & k1) << 4);
+        sc16 = _mm256_cvtepi8_epi16(
+            _mm_sub_epi8(_mm_loadu_si128((const __m128i *)aux), _mm_set1_epi8(32)));
+        hm = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)x->hmask));
+        qs = x->qs;
+    }
+    const __m512i sc = _mm512_castsi256_si512(sc16), m3 = _mm512_set1_epi8(3);
+    __m512i s = _mm512_setzero_si512();
+#pragma GCC unroll 2
+    for (int n = 0; n < 2; n++) {
+        const __m512i v = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(qs + 32 * n)));
+#pragma GCC unroll 2
+        for (int pr = 0; pr < 2; pr++) {
+            const int c = 4 * n + 2 * pr; /* chunks c (low half), c + 1 (high half) */
+            const __m512i sh = _mm512_mask_blend_epi16(0xFFFF0000u, _mm512_set1_epi16((short)(4 * pr)),
+                                                       _mm512_set1_epi16((short)(4 * pr + 2)));
+            __m512i q = _mm512_and_si512(_mm512_srlv_epi16(v, sh), m3);
+            if (q3) {
+                const __m512i bit = _mm512_mask_blend_epi8(0xFFFFFFFF00000000ull,
+                                                           _mm512_set1_epi8((char)(1 << c)),
+                                                           _mm512_set1_epi8((char)(2 << c)));
+                q = _mm512_mask_add_epi8(q, _mm512_test_epi8_mask(hm, bit), q,
+                                         _mm512_set1_epi8(4));
+            }
+            const __m512i pp = _mm512_maddubs_epi16(q, _mm512_loadu_si512(y->qs + 32 * c));
+            s = _mm512_dpwssd_epi32(s, pp, _mm512_permutexvar_epi16(s_idx2(c), sc));
+        }
+    }
+    __m256i r = s_fold(s);
+    if (q3)
+        r = _mm256_sub_epi32(r, _mm256_slli_epi32(_mm256_madd_epi16(sc16, bs), 2));
+    return r;
+}
+
+/* IQ4_XS: sub-blocks 4g..4g+3 in one vector's quarters (quant_x.h's lanes 4 (c % 2) + r
+ * after the fold). */
+static inline __attribute__((always_inline)) __m256i s_iq4xs(const quant_block_iq4_xs *x,
+                                                            const quant_block_q8_K *y)
+{
+    const __m128i kv = _mm_loadu_si128((const __m128i *)quant_iq4nl_values);
+    const __m512i tab = _mm512_broadcast_i32x4(_mm_abs_epi8(kv));
+    const __m512i m = _mm512_set1_epi8(0x0F), eight = _mm512_set1_epi8(8);
+    int16_t ls[8];
+    for (int c = 0; c < 8; c++)
+        ls[c] = (int16_t)((((x->scales_l[c / 2] >> 4 * (c % 2)) & 0xf) |
+                           (((x->scales_h >> 2 * c) & 3) << 4)) - 32);
+    const __m512i sc = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)ls));
+    __m512i s = _mm512_setzero_si512();
+#pragma GCC unroll 2
+    for (int g = 0; g < 2; g++) {
+        const __m512i v = _mm512_loadu_si512(x->qs + 64 * g);
+        const __m512i y0 = _mm512_loadu_si512(y->qs + 128 * g);
+        const __m512i y1 = _mm512_loadu_si512(y->qs + 128 * g + 64);
+        const __m512i nlo = _mm512_and_si512(v, m);
+        const __m512i nhi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m);
+        __m512i ylo = _mm512_shuffle_i64x2(y0, y1, 0x88), yhi = _mm512_shuffle_i64x2(y0, y1, 0xDD);
+        ylo = _mm512_mask_sub_epi8(ylo, _mm512_cmplt_epu8_mask(nlo, eight),
+                                   _mm512_setzero_si512(), ylo);
+        yhi = _mm512_mask_sub_epi8(yhi, _mm512_cmplt_epu8_mask(nhi, eight),
+                                   _mm512_setzero_si512(), yhi);
+        const __m512i scv = _mm512_permutexvar_epi16(
+            _mm512_add_epi16(_mm512_set1_epi16((short)(4 * g)),
+                             _mm512_set_epi16(3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2, 1, 1,
+                                              1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0)),
+            sc);
+        s = _mm512_dpwssd_epi32(s, _mm512_maddubs_epi16(_mm512_shuffle_epi8(tab, nlo), ylo), scv);
+        s = _mm512_dpwssd_epi32(s, _mm512_maddubs_epi16(_mm512_shuffle_epi8(tab, nhi), yhi), scv);
+    }
+    return s_fold(s);
+}
+
+static inline size_t s_bb256(quant_type t)
+{
+    return t == QUANT_Q2_K ? sizeof(quant_block_q2_K) : t == QUANT_Q3_K ? sizeof(quant_block_q3_K)
+                                                                        : sizeof(quant_block_iq4_xs);
+}
+
+static inline uint16_t s_d256(quant_type t, const uint8_t *p)
+{
+    return s_u16(t == QUANT_Q2_K ? p + offsetof(quant_block_q2_K, d)
+                 : t == QUANT_Q3_K ? p + offsetof(quant_block_q3_K, d) : p);
+}
+
+static inline __attribute__((always_inline)) __m256 s_acc(quant_type t, const uint8_t *p,
+                                                         const quant_block_q8_K *y, __m256 acc)
+{
+    __m256i s, mi = _mm256_setzero_si256();
+    if (t == QUANT_IQ4_XS)
+        s = s_iq4xs((const quant_block_iq4_xs *)p, y);
+    else
+        s = s_q23(t == QUANT_Q3_K, p, y, &mi);
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(_cvtsh_ss(s_d256(t, p)) * y->d),
+                          acc);
+    if (t == QUANT_Q2_K) /* fnmadd by dmin d_x: the bits of fmaf(m, -(dmin d_x), lane) */
+        acc = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(mi),
+                               _mm256_set1_ps(_cvtsh_ss(((const quant_block_q2_K *)p)->dmin) * y->d),
+                               acc);
+    return acc;
+}
+
+static inline __attribute__((always_inline)) float s_dot256(quant_type t, uint64_t n,
+                                                            const void *w, const void *act)
+{
+    const quant_block_q8_K *y = act;
+    const size_t bb = s_bb256(t);
+    const uint8_t *p = w;
+    const uint64_t nb = n / QUANT_QK_K;
+    __m256 acc[QUANT_QB_GROUP] = { _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
+                                   _mm256_setzero_ps() };
+    uint64_t b = 0;
+    for (; b + QUANT_QB_GROUP <= nb; b += QUANT_QB_GROUP) {
+        quant_prefetch(p, (unsigned)(QUANT_QB_GROUP * bb));
+#pragma GCC unroll 4
+        for (int g = 0; g < QUANT_QB_GROUP; g++, p += bb)
+            acc[g] = s_acc(t, p, &y[b + g], acc[g]);
+    }
+    for (int g = 0; b < nb; b++, g++, p += bb)
+        acc[g] = s_acc(t, p, &y[b], acc[g]);
+    float a[QUANT_LANES];
+    for (int g = 0; g < QUANT_QB_GROUP; g++)
+        _mm256_storeu_ps(a + 8 * g, acc[g]);
+    return quant_reduce32_avx(a);
+}
+
+float quant_dot_q2_K_avx512(uint64_t n, const void *w, const void *act)
+{
+    return s_dot256(QUANT_Q2_K, n, w, act);
+}
+
+float quant_dot_q3_K_avx512(uint64_t n, const void *w, const void *act)
+{
+    return s_dot256(QUANT_Q3_K, n, w, act);
+}
+
+float quant_dot_iq4_xs_avx512(uint64_t n, const void *w, const void *act)
+{
+    return s_dot256(QUANT_IQ4_XS, n, w, act);
+}
