@@ -698,13 +698,14 @@ static void s_test_bad_files(void)
     s_spit(s_path("bad-arch.gguf"), buf, n);
     s_expect_open_error("unknown architecture", s_path("bad-arch.gguf"),
                         "'gemma' is not supported (supported: swarm-dense, llama, qwen2)");
-    /* unsupported type: q8_0 (34 bytes a block) relabelled q4_1 (20: smaller, stays inside) */
+    /* unsupported type: q8_0 (34 bytes a block) relabelled mxfp4 (17: smaller, stays inside),
+     * a type ggml reads and swarm does not: refused naming the tensor and the type */
     memcpy(buf, orig, n);
     if ((p = s_after_str(buf, n, "blk.1.attn_q.weight")))
-        memcpy(p + 4 + 16, &(uint32_t){ 3 }, 4);
+        memcpy(p + 4 + 16, &(uint32_t){ 39 }, 4);
     s_spit(s_path("bad-type.gguf"), buf, n);
     s_expect_open_error("unsupported type", s_path("bad-type.gguf"),
-                        "type q4_1 (3) is not supported");
+                        "tensor 'blk.1.attn_q.weight': type mxfp4 (39) is not supported");
     /* wrong shapes: the metadata says 4 KV heads, the K matrix has 2 heads' rows */
     memcpy(buf, orig, n);
     if ((p = s_after_str(buf, n, "llama.attention.head_count_kv")))
