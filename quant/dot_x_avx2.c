@@ -186,6 +186,23 @@ static inline __m256i s_scale_c(__m256i sc16, int c)
                                                     2, 3));
 }
 
+/* Q3_K's 16 scales - 32 as bytes, in vector registers (ggml's kmask unpacking in scalar form
+ * went through memory: the 12-byte store and 16-byte reload missed store forwarding and
+ * cost the q3_K row ~3x in cache, 2026-12-02). Low 4 bits: bytes 0..7 of S low nibbles,
+ * then their high nibbles; high 2 bits of scale j: bits 2 (j / 4) of S[8 + j % 4]. S is read
+ * as the 16 bytes ending with the scales (the block's qs comes before them). */
+static inline __m128i s_q3_scales(const quant_block_q3_K *x)
+{
+    const __m128i S = _mm_srli_si128(_mm_loadu_si128((const __m128i *)(x->scales + 12 - 16)), 4);
+    const __m128i m4 = _mm_set1_epi8(0x0F);
+    const __m128i lo = _mm_unpacklo_epi64(_mm_and_si128(S, m4),
+                                          _mm_and_si128(_mm_srli_epi16(S, 4), m4));
+    const __m128i h = _mm_shuffle_epi32(_mm_srli_si128(S, 8), 0);
+    const __m128i hi = _mm_and_si128(_mm_srlv_epi32(h, _mm_setr_epi32(0, 2, 4, 6)),
+                                     _mm_set1_epi8(3));
+    return _mm_sub_epi8(_mm_or_si128(lo, _mm_slli_epi16(hi, 4)), _mm_set1_epi8(32));
+}
+
 /* Q2_K (q3 = 0) or Q3_K: the super-block's 8 integer lanes (and Q2_K's min lanes). */
 static inline __attribute__((always_inline)) __m256i s_q23(int q3, const uint8_t *p,
                                                           const quant_block_q8_K *y,
@@ -204,15 +221,7 @@ static inline __attribute__((always_inline)) __m256i s_q23(int q3, const uint8_t
     } else {
         const quant_block_q3_K *x = (const quant_block_q3_K *)p;
         /* ggml's kmask unpacking (dequantize_row_q3_K), then - 32 */
-        uint32_t aux[4];
-        memcpy(aux, x->scales, 12);
-        const uint32_t k1 = 0x03030303, k2 = 0x0f0f0f0f, tmp = aux[2];
-        aux[2] = ((aux[0] >> 4) & k2) | (((tmp >> 4) & k1) << 4);
-        aux[3] = ((aux[1] >> 4) & k2) | (((tmp >> 6) & k1) << 4);
-        aux[0] = (aux[0] & k2) | (((tmp >> 0) & k1) << 4);
-        aux[1] = (aux[1] & k2) | (((tmp >> 2) & k1) << 4);
-        const __m128i s8 = _mm_sub_epi8(_mm_loadu_si128((const __m128i *)aux), _mm_set1_epi8(32));
-        sc16 = _mm256_cvtepi8_epi16(s8);
+        sc16 = _mm256_cvtepi8_epi16(s_q3_scales(x));
         hm = _mm256_loadu_si256((const __m256i *)x->hmask);
         qs = x->qs;
     }
@@ -239,13 +248,33 @@ static inline __attribute__((always_inline)) __m256i s_q23(int q3, const uint8_t
     return s;
 }
 
+/* IQ4_XS's 8 scales ls - 32, dword c holding the 16-bit value twice (for vpmaddwd and
+ * vpdpwssd, which multiply words), computed in registers: from scales_l (4 bits each) and
+ * scales_h (2 bits each) broadcast and shifted per lane. Written to memory and read back as
+ * a vector they missed store forwarding, which cost the row ~3x in cache (2026-12-02). */
+static inline __m256i s_xs_scales(const quant_block_iq4_xs *x)
+{
+    uint32_t l;
+    memcpy(&l, x->scales_l, 4);
+    const __m256i lo = _mm256_and_si256(
+        _mm256_srlv_epi32(_mm256_set1_epi32((int)l), _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28)),
+        _mm256_set1_epi32(0xF));
+    const __m256i hi = _mm256_and_si256(
+        _mm256_srlv_epi32(_mm256_set1_epi32(x->scales_h), _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14)),
+        _mm256_set1_epi32(3));
+    const __m256i ls = _mm256_sub_epi32(_mm256_or_si256(lo, _mm256_slli_epi32(hi, 4)),
+                                        _mm256_set1_epi32(32));
+    return _mm256_or_si256(_mm256_and_si256(ls, _mm256_set1_epi32(0xFFFF)),
+                           _mm256_slli_epi32(ls, 16));
+}
+
 /* IQ4_XS: sub-blocks c, c + 1 as one vector's halves (quant_x.h's lanes 4 (c % 2) + r). */
 static inline __attribute__((always_inline)) __m256i s_iq4xs(const quant_block_iq4_xs *x,
                                                             const quant_block_q8_K *y)
 {
     const __m256i tab = _mm256_broadcastsi128_si256(
         _mm_loadu_si128((const __m128i *)quant_iq4nl_values));
-    const __m256i m = _mm256_set1_epi8(0x0F);
+    const __m256i m = _mm256_set1_epi8(0x0F), sc = s_xs_scales(x);
     __m256i s = _mm256_setzero_si256();
     for (int c = 0; c < 8; c += 2) {
         const __m256i v = _mm256_loadu_si256((const __m256i *)(x->qs + 16 * c));
@@ -255,10 +284,8 @@ static inline __attribute__((always_inline)) __m256i s_iq4xs(const quant_block_i
         const __m256i khi = _mm256_shuffle_epi8(tab, _mm256_and_si256(_mm256_srli_epi16(v, 4), m));
         const __m256i ylo = _mm256_permute2x128_si256(y0, y1, 0x20);
         const __m256i yhi = _mm256_permute2x128_si256(y0, y1, 0x31);
-        const int ls0 = ((x->scales_l[c / 2] & 0xf) | (((x->scales_h >> 2 * c) & 3) << 4)) - 32;
-        const int ls1 = ((x->scales_l[c / 2] >> 4) | (((x->scales_h >> 2 * (c + 1)) & 3) << 4)) -
-                        32;
-        const __m256i scv = _mm256_set_m128i(_mm_set1_epi16((short)ls1), _mm_set1_epi16((short)ls0));
+        const __m256i scv = _mm256_permutevar8x32_epi32(
+            sc, _mm256_setr_epi32(c, c, c, c, c + 1, c + 1, c + 1, c + 1));
         s = _mm256_add_epi32(
             s, _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(klo, klo),
                                                       _mm256_sign_epi8(ylo, klo)), scv));
@@ -281,6 +308,26 @@ static inline uint16_t s_d256(quant_type t, const uint8_t *p)
                  : t == QUANT_Q3_K ? p + offsetof(quant_block_q3_K, d) : p);
 }
 
+/* One super-block into its accumulator (quant_x.h): the integer lanes by d_w * d_x, then
+ * Q2_K's mins by -(dmin_w * d_x). */
+static inline __attribute__((always_inline)) __m256 s_acc(quant_type t, const uint8_t *p,
+                                                         const quant_block_q8_K *y, __m256 acc)
+{
+    __m256i s, mi = _mm256_setzero_si256();
+    if (t == QUANT_IQ4_XS)
+        s = s_iq4xs((const quant_block_iq4_xs *)p, y);
+    else
+        s = s_q23(t == QUANT_Q3_K, p, y, &mi);
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(_cvtsh_ss(s_d256(t, p)) * y->d),
+                          acc);
+    if (t == QUANT_Q2_K)
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mi),
+                              _mm256_set1_ps(-(_cvtsh_ss(((const quant_block_q2_K *)p)->dmin) *
+                                               y->d)),
+                              acc);
+    return acc;
+}
+
 static inline __attribute__((always_inline)) float s_dot256(quant_type t, uint64_t n,
                                                             const void *w, const void *act)
 {
@@ -288,27 +335,27 @@ static inline __attribute__((always_inline)) float s_dot256(quant_type t, uint64
     const size_t bb = s_bb256(t);
     const uint8_t *p = w;
     const uint64_t nb = n / QUANT_QK_K;
-    __m256 acc[QUANT_QB_GROUP] = { _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
-                                   _mm256_setzero_ps() };
-    for (uint64_t b = 0; b < nb; b += QUANT_QB_GROUP) {
+    /* four named accumulators: an array indexed by a variable stays in memory */
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    uint64_t b = 0;
+    for (; b + QUANT_QB_GROUP <= nb; b += QUANT_QB_GROUP, p += QUANT_QB_GROUP * bb) {
         quant_prefetch(p, (unsigned)(QUANT_QB_GROUP * bb));
-        for (uint64_t g = 0; g < QUANT_QB_GROUP && b + g < nb; g++, p += bb) {
-            __m256i s, mi = _mm256_setzero_si256();
-            if (t == QUANT_IQ4_XS)
-                s = s_iq4xs((const quant_block_iq4_xs *)p, &y[b + g]);
-            else
-                s = s_q23(t == QUANT_Q3_K, p, &y[b + g], &mi);
-            const float d = _cvtsh_ss(s_d256(t, p)) * y[b + g].d;
-            acc[g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(d), acc[g]);
-            if (t == QUANT_Q2_K) {
-                const float dm = -(_cvtsh_ss(((const quant_block_q2_K *)p)->dmin) * y[b + g].d);
-                acc[g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mi), _mm256_set1_ps(dm), acc[g]);
-            }
-        }
+        a0 = s_acc(t, p, &y[b], a0);
+        a1 = s_acc(t, p + bb, &y[b + 1], a1);
+        a2 = s_acc(t, p + 2 * bb, &y[b + 2], a2);
+        a3 = s_acc(t, p + 3 * bb, &y[b + 3], a3);
     }
+    if (b < nb)
+        a0 = s_acc(t, p, &y[b], a0);
+    if (b + 1 < nb)
+        a1 = s_acc(t, p + bb, &y[b + 1], a1);
+    if (b + 2 < nb)
+        a2 = s_acc(t, p + 2 * bb, &y[b + 2], a2);
     float a[QUANT_LANES];
-    for (int g = 0; g < QUANT_QB_GROUP; g++)
-        _mm256_storeu_ps(a + 8 * g, acc[g]);
+    _mm256_storeu_ps(a, a0);
+    _mm256_storeu_ps(a + 8, a1);
+    _mm256_storeu_ps(a + 16, a2);
+    _mm256_storeu_ps(a + 24, a3);
     return quant_reduce32_avx(a);
 }
 

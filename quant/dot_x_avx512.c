@@ -26,13 +26,6 @@ static inline uint16_t s_u16(const uint8_t *p)
     return v;
 }
 
-static inline uint32_t s_u32(const uint8_t *p)
-{
-    uint32_t v;
-    memcpy(&v, p, 4);
-    return v;
-}
-
 static inline size_t s_bb(quant_type t)
 {
     return t == QUANT_Q4_1 ? sizeof(quant_block_q4_1) : t == QUANT_Q5_0 ? sizeof(quant_block_q5_0)
@@ -44,6 +37,32 @@ static inline size_t s_qs_off(quant_type t)
     return t == QUANT_Q4_1 ? offsetof(quant_block_q4_1, qs)
            : t == QUANT_Q5_0 ? offsetof(quant_block_q5_0, qs)
            : t == QUANT_Q5_1 ? offsetof(quant_block_q5_1, qs) : offsetof(quant_block_iq4_nl, qs);
+}
+
+/* Word index (for vpermt2w over a group's first 64 bytes, then its last 64) of the 16-bit
+ * word at byte offset o of a group of 4 blocks of bb bytes (every offset used is even). */
+static inline short s_wi(size_t o, size_t bb)
+{
+    return (short)(o < 64 ? o / 2 : 32 + (o - (4 * bb - 64)) / 2);
+}
+
+/* The words s_dot32 gathers: d of blocks 0..3, then m (Q4_1, Q5_1; else d again), then the
+ * low halves of qh (Q5_0, Q5_1), then the high halves. */
+static inline __m512i s_hidx(quant_type t)
+{
+    const size_t bb = s_bb(t);
+    const int mn = t == QUANT_Q4_1 || t == QUANT_Q5_1;
+    const size_t ho = t == QUANT_Q5_0 ? 2 : 4; /* qh's offset (Q5 only) */
+    short w[16];
+    for (int i = 0; i < 4; i++) {
+        w[i] = s_wi(i * bb, bb);
+        w[4 + i] = s_wi(i * bb + (mn ? 2 : 0), bb);
+        w[8 + i] = s_wi(i * bb + ho, bb);
+        w[12 + i] = s_wi(i * bb + ho + 2, bb);
+    }
+    return _mm512_castsi256_si512(_mm256_setr_epi16(w[0], w[1], w[2], w[3], w[4], w[5], w[6],
+                                                    w[7], w[8], w[9], w[10], w[11], w[12], w[13],
+                                                    w[14], w[15]));
 }
 
 /* The quads' activation sums as floats (Q4_1, Q5_1): -bias8 / 8, exact integers. */
@@ -84,15 +103,14 @@ static inline __attribute__((always_inline)) float s_dot32(quant_type t, uint64_
     uint64_t b = 0;
     for (; b + QUANT_QB_GROUP <= nb; b += QUANT_QB_GROUP, x += QUANT_QB_GROUP * bb) {
         quant_prefetch(x, (unsigned)(QUANT_QB_GROUP * bb));
-        const __m128i h = _mm_setr_epi16((short)s_u16(x), (short)s_u16(x + bb),
-                                         (short)s_u16(x + 2 * bb), (short)s_u16(x + 3 * bb),
-                                         mn ? (short)s_u16(x + 2) : 0,
-                                         mn ? (short)s_u16(x + bb + 2) : 0,
-                                         mn ? (short)s_u16(x + 2 * bb + 2) : 0,
-                                         mn ? (short)s_u16(x + 3 * bb + 2) : 0);
+        /* the group's d (words 0..3), m (4..7: Q4_1, Q5_1) and fifth-bit words (8..15: qh's
+         * low halves, then high halves) by one word permute of its first and last 64 bytes:
+         * eight scalar loads and inserts cost ~10 shuffle-port uops, this 3 */
+        const __m512i g0 = _mm512_loadu_si512(x), g1 = _mm512_loadu_si512(x + 4 * bb - 64);
+        const __m256i hw = _mm512_castsi512_si256(_mm512_permutex2var_epi16(g0, s_hidx(t), g1));
         const __m128 dx = _mm_loadu_ps(y.d + b);
         const __m512 dd = _mm512_castps256_ps512(
-            _mm256_mul_ps(_mm256_cvtph_ps(h), _mm256_set_m128(dx, dx)));
+            _mm256_mul_ps(_mm256_cvtph_ps(_mm256_castsi256_si128(hw)), _mm256_set_m128(dx, dx)));
         const __m512 d = _mm512_permutexvar_ps(idx, dd);
         __m512i v = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(x + qo)));
         v = _mm512_mask_broadcast_i32x4(v, 0x00F0, _mm_loadu_si128((const __m128i *)(x + bb + qo)));
@@ -102,15 +120,9 @@ static inline __attribute__((always_inline)) float s_dot32(quant_type t, uint64_
                                         _mm_loadu_si128((const __m128i *)(x + 3 * bb + qo)));
         __m512i lo = _mm512_and_si512(v, m), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m);
         if (q5) {
-            const size_t ho = t == QUANT_Q5_0 ? 2 : 4;
-            const uint64_t q0 = s_u32(x + ho), q1 = s_u32(x + bb + ho), q2 = s_u32(x + 2 * bb + ho),
-                           q3 = s_u32(x + 3 * bb + ho);
-            const __mmask64 klo = (q0 & 0xFFFF) | (q1 & 0xFFFF) << 16 | (q2 & 0xFFFF) << 32 |
-                                  (q3 & 0xFFFF) << 48;
-            const __mmask64 khi = q0 >> 16 | (q1 >> 16) << 16 | (q2 >> 16) << 32 |
-                                  (q3 >> 16) << 48;
-            lo = _mm512_mask_add_epi8(lo, klo, lo, h16);
-            hi = _mm512_mask_add_epi8(hi, khi, hi, h16);
+            const __m128i qh = _mm256_extracti128_si256(hw, 1);
+            lo = _mm512_mask_add_epi8(lo, (__mmask64)_mm_cvtsi128_si64(qh), lo, h16);
+            hi = _mm512_mask_add_epi8(hi, (__mmask64)_mm_extract_epi64(qh, 1), hi, h16);
         }
         const int8_t *q = y.qs4 + b * 32;
         const int32_t *b8 = y.bias8 + b * 8;
@@ -165,6 +177,23 @@ static inline __m256i s_fold(__m512i s)
     return _mm256_add_epi32(_mm512_castsi512_si256(s), _mm512_extracti64x4_epi64(s, 1));
 }
 
+/* Q3_K's 16 scales - 32 as bytes, in vector registers (ggml's kmask unpacking in scalar form
+ * went through memory: the 12-byte store and 16-byte reload missed store forwarding and
+ * cost the q3_K row ~3x in cache, 2026-12-02). Low 4 bits: bytes 0..7 of S low nibbles,
+ * then their high nibbles; high 2 bits of scale j: bits 2 (j / 4) of S[8 + j % 4]. S is read
+ * as the 16 bytes ending with the scales (the block's qs comes before them). */
+static inline __m128i s_q3_scales(const quant_block_q3_K *x)
+{
+    const __m128i S = _mm_srli_si128(_mm_loadu_si128((const __m128i *)(x->scales + 12 - 16)), 4);
+    const __m128i m4 = _mm_set1_epi8(0x0F);
+    const __m128i lo = _mm_unpacklo_epi64(_mm_and_si128(S, m4),
+                                          _mm_and_si128(_mm_srli_epi16(S, 4), m4));
+    const __m128i h = _mm_shuffle_epi32(_mm_srli_si128(S, 8), 0);
+    const __m128i hi = _mm_and_si128(_mm_srlv_epi32(h, _mm_setr_epi32(0, 2, 4, 6)),
+                                     _mm_set1_epi8(3));
+    return _mm_sub_epi8(_mm_or_si128(lo, _mm_slli_epi16(hi, 4)), _mm_set1_epi8(32));
+}
+
 /* Q2_K (q3 = 0) or Q3_K: 8 integer lanes (and Q2_K's min lanes). */
 static inline __attribute__((always_inline)) __m256i s_q23(int q3, const uint8_t *p,
                                                           const quant_block_q8_K *y,
@@ -183,15 +212,7 @@ static inline __attribute__((always_inline)) __m256i s_q23(int q3, const uint8_t
         qs = x->qs;
     } else {
         const quant_block_q3_K *x = (const quant_block_q3_K *)p;
-        uint32_t aux[4];
-        memcpy(aux, x->scales, 12);
-        const uint32_t k1 = 0x03030303, k2 = 0x0f0f0f0f, tmp = aux[2];
-        aux[2] = ((aux[0] >> 4) & k2) | (((tmp >> 4) & k1) << 4);
-        aux[3] = ((aux[1] >> 4) & k2) | (((tmp >> 6) & k1) << 4);
-        aux[0] = (aux[0] & k2) | (((tmp >> 0) & k1) << 4);
-        aux[1] = (aux[1] & k2) | (((tmp >> 2) & k1) << 4);
-        sc16 = _mm256_cvtepi8_epi16(
-            _mm_sub_epi8(_mm_loadu_si128((const __m128i *)aux), _mm_set1_epi8(32)));
+        sc16 = _mm256_cvtepi8_epi16(s_q3_scales(x));
         hm = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)x->hmask));
         qs = x->qs;
     }
@@ -223,6 +244,26 @@ static inline __attribute__((always_inline)) __m256i s_q23(int q3, const uint8_t
     return r;
 }
 
+/* IQ4_XS's 8 scales ls - 32, dword c holding the 16-bit value twice (for vpmaddwd and
+ * vpdpwssd, which multiply words), computed in registers: from scales_l (4 bits each) and
+ * scales_h (2 bits each) broadcast and shifted per lane. Written to memory and read back as
+ * a vector they missed store forwarding, which cost the row ~3x in cache (2026-12-02). */
+static inline __m256i s_xs_scales(const quant_block_iq4_xs *x)
+{
+    uint32_t l;
+    memcpy(&l, x->scales_l, 4);
+    const __m256i lo = _mm256_and_si256(
+        _mm256_srlv_epi32(_mm256_set1_epi32((int)l), _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28)),
+        _mm256_set1_epi32(0xF));
+    const __m256i hi = _mm256_and_si256(
+        _mm256_srlv_epi32(_mm256_set1_epi32(x->scales_h), _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14)),
+        _mm256_set1_epi32(3));
+    const __m256i ls = _mm256_sub_epi32(_mm256_or_si256(lo, _mm256_slli_epi32(hi, 4)),
+                                        _mm256_set1_epi32(32));
+    return _mm256_or_si256(_mm256_and_si256(ls, _mm256_set1_epi32(0xFFFF)),
+                           _mm256_slli_epi32(ls, 16));
+}
+
 /* IQ4_XS: sub-blocks 4g..4g+3 in one vector's quarters (quant_x.h's lanes 4 (c % 2) + r
  * after the fold). */
 static inline __attribute__((always_inline)) __m256i s_iq4xs(const quant_block_iq4_xs *x,
@@ -231,11 +272,7 @@ static inline __attribute__((always_inline)) __m256i s_iq4xs(const quant_block_i
     const __m128i kv = _mm_loadu_si128((const __m128i *)quant_iq4nl_values);
     const __m512i tab = _mm512_broadcast_i32x4(_mm_abs_epi8(kv));
     const __m512i m = _mm512_set1_epi8(0x0F), eight = _mm512_set1_epi8(8);
-    int16_t ls[8];
-    for (int c = 0; c < 8; c++)
-        ls[c] = (int16_t)((((x->scales_l[c / 2] >> 4 * (c % 2)) & 0xf) |
-                           (((x->scales_h >> 2 * c) & 3) << 4)) - 32);
-    const __m512i sc = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)ls));
+    const __m512i sc = _mm512_castsi256_si512(s_xs_scales(x));
     __m512i s = _mm512_setzero_si512();
 #pragma GCC unroll 2
     for (int g = 0; g < 2; g++) {
@@ -249,10 +286,10 @@ static inline __attribute__((always_inline)) __m256i s_iq4xs(const quant_block_i
                                    _mm512_setzero_si512(), ylo);
         yhi = _mm512_mask_sub_epi8(yhi, _mm512_cmplt_epu8_mask(nhi, eight),
                                    _mm512_setzero_si512(), yhi);
-        const __m512i scv = _mm512_permutexvar_epi16(
-            _mm512_add_epi16(_mm512_set1_epi16((short)(4 * g)),
-                             _mm512_set_epi16(3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2, 1, 1,
-                                              1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0)),
+        /* quarter i (sub-block 4g + i): dword 4g + i's pair of words */
+        const __m512i scv = _mm512_permutexvar_epi32(
+            _mm512_add_epi32(_mm512_set1_epi32(4 * g),
+                             _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3)),
             sc);
         s = _mm512_dpwssd_epi32(s, _mm512_maddubs_epi16(_mm512_shuffle_epi8(tab, nlo), ylo), scv);
         s = _mm512_dpwssd_epi32(s, _mm512_maddubs_epi16(_mm512_shuffle_epi8(tab, nhi), yhi), scv);
@@ -296,20 +333,28 @@ static inline __attribute__((always_inline)) float s_dot256(quant_type t, uint64
     const size_t bb = s_bb256(t);
     const uint8_t *p = w;
     const uint64_t nb = n / QUANT_QK_K;
-    __m256 acc[QUANT_QB_GROUP] = { _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
-                                   _mm256_setzero_ps() };
+    /* four named accumulators, not an array: the last group's variable index kept an array in
+     * memory, a load and store around every fma */
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
     uint64_t b = 0;
-    for (; b + QUANT_QB_GROUP <= nb; b += QUANT_QB_GROUP) {
+    for (; b + QUANT_QB_GROUP <= nb; b += QUANT_QB_GROUP, p += QUANT_QB_GROUP * bb) {
         quant_prefetch(p, (unsigned)(QUANT_QB_GROUP * bb));
-#pragma GCC unroll 4
-        for (int g = 0; g < QUANT_QB_GROUP; g++, p += bb)
-            acc[g] = s_acc(t, p, &y[b + g], acc[g]);
+        a0 = s_acc(t, p, &y[b], a0);
+        a1 = s_acc(t, p + bb, &y[b + 1], a1);
+        a2 = s_acc(t, p + 2 * bb, &y[b + 2], a2);
+        a3 = s_acc(t, p + 3 * bb, &y[b + 3], a3);
     }
-    for (int g = 0; b < nb; b++, g++, p += bb)
-        acc[g] = s_acc(t, p, &y[b], acc[g]);
+    if (b < nb)
+        a0 = s_acc(t, p, &y[b], a0);
+    if (b + 1 < nb)
+        a1 = s_acc(t, p + bb, &y[b + 1], a1);
+    if (b + 2 < nb)
+        a2 = s_acc(t, p + 2 * bb, &y[b + 2], a2);
     float a[QUANT_LANES];
-    for (int g = 0; g < QUANT_QB_GROUP; g++)
-        _mm256_storeu_ps(a + 8 * g, acc[g]);
+    _mm256_storeu_ps(a, a0);
+    _mm256_storeu_ps(a + 8, a1);
+    _mm256_storeu_ps(a + 16, a2);
+    _mm256_storeu_ps(a + 24, a3);
     return quant_reduce32_avx(a);
 }
 
