@@ -773,7 +773,7 @@ static void s_test_llama_cpp(void)
         return;
     size_t mi;
     json_t *spec;
-    int n_tok = 0, n_tok_same = 0;
+    int n_tok = 0, n_tok_same = 0, n_tie = 0;
     double worst = 0;
     json_array_foreach(json_object_get(root, "models"), mi, spec) {
         const char *name = json_string_value(json_object_get(spec, "name"));
@@ -802,6 +802,18 @@ static void s_test_llama_cpp(void)
         if (arch_gen(s_path(file), &o, err, sizeof err)) {
             CHECK(0, "%s: %s", name, err);
             continue;
+        }
+        /* a mix: the f32 file through swarm quantize, as make_expected.mjs did */
+        const char *mix = json_string_value(json_object_get(spec, "mix"));
+        if (mix) {
+            char qfile[300];
+            requant_stats rs;
+            snprintf(qfile, sizeof qfile, "%s.q", file);
+            if (requant_file(s_path(file), s_path(qfile), mix, 1, 0, &rs, err, sizeof err)) {
+                CHECK(0, "%s: %s", name, err);
+                continue;
+            }
+            snprintf(file, sizeof file, "%s", qfile);
         }
         llm_model *m = llm_model_open(s_path(file), err, sizeof err);
         CHECK(m != NULL, "%s", err);
@@ -840,13 +852,22 @@ static void s_test_llama_cpp(void)
             double lmax = 0;
             for (uint32_t i = 0; i < V; i++)
                 lmax = fmax(lmax, fabs(lg[i]));
-            double u_act = type == QUANT_F16 ? 0x1p-11 : type == QUANT_BF16 ? 0x1p-8 : 0;
+            /* Q4_1 / Q5_1: llama.cpp's Q8_1 activation keeps d_x * sum q_x as an f16 (swarm
+             * the exact sum): one f16 rounding of the min terms */
+            double u_act = type == QUANT_F16 || type == QUANT_Q4_1 || type == QUANT_Q5_1 ? 0x1p-11
+                           : type == QUANT_BF16 ? 0x1p-8 : 0;
             double tol = (4 * u_act + 256 * 0x1p-24) * lmax;
             worst = fmax(worst, dmax / tol);
             CHECK(dmax <= tol, "%s '%s': logit differences vs llama.cpp off by %.3g > %.3g", name,
                   json_string_value(json_object_get(cs, "prompt")), dmax, tol);
             if (getenv("ARCH_DEBUG"))
                 printf("  %s: off by %.3g, tolerance %.3g\n", name, dmax, tol);
+            /* Greedy tokens identical, or diverging first where llama.cpp's own two best are
+             * nearly tied: its top-2 logit gap at that step (make_expected.mjs's "gap") within
+             * twice the logit tolerance above, i.e. a gap the two implementations' known
+             * rounding differences could close. After a divergence the sequences differ:
+             * nothing more is compared. */
+            json_t *gaps = json_object_get(cs, "gap");
             for (size_t g = 0; g < json_array_size(gr) && rc == 0; g++) {
                 int32_t best = 0;
                 for (uint32_t i = 1; i < V; i++)
@@ -854,6 +875,14 @@ static void s_test_llama_cpp(void)
                 int32_t want = (int32_t)json_integer_value(json_array_get(gr, g));
                 n_tok++;
                 n_tok_same += best == want;
+                if (best != want && gaps && json_number_value(json_array_get(gaps, g)) <= 2 * tol) {
+                    n_tie++;
+                    printf("  %s '%s': token %zu is %d, llama.cpp %d, at a near-tie (its top-2 "
+                           "gap %.3g, tolerance %.3g)\n", name,
+                           json_string_value(json_object_get(cs, "prompt")), g, best, want,
+                           json_number_value(json_array_get(gaps, g)), tol);
+                    break;
+                }
                 CHECK(best == want, "%s '%s': token %zu is %d, llama.cpp %d", name,
                       json_string_value(json_object_get(cs, "prompt")), g, best, want);
                 rc = llm_eval(s, &best, 1, lg, 0, err, sizeof err);
@@ -864,8 +893,8 @@ static void s_test_llama_cpp(void)
         free(lg);
         llm_model_free(&m);
     }
-    printf("  llama.cpp parity: %d of %d greedy tokens identical; logit differences at worst "
-           "%.2f of their tolerance\n", n_tok_same, n_tok, worst);
+    printf("  llama.cpp parity: %d of %d greedy tokens identical, %d divergences at a near-tie; "
+           "logit differences at worst %.2f of their tolerance\n", n_tok_same, n_tok, n_tie, worst);
     json_decref(root);
 }
 
