@@ -50,13 +50,6 @@ static inline __attribute__((always_inline)) __m256i s_half(quant_type t, __m256
     return p;
 }
 
-/* The quads' activation sums as floats (Q4_1, Q5_1): -bias8 / 8, exact integers. */
-static inline __m256 s_ysum(const int32_t *b8)
-{
-    const __m256i s = _mm256_srai_epi32(_mm256_loadu_si256((const __m256i *)b8), 3);
-    return _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_setzero_si256(), s));
-}
-
 static inline size_t s_bb(quant_type t)
 {
     return t == QUANT_Q4_1 ? sizeof(quant_block_q4_1) : t == QUANT_Q5_0 ? sizeof(quant_block_q5_0)
@@ -91,6 +84,7 @@ static inline __attribute__((always_inline)) float s_dot32(quant_type t, uint64_
     const size_t bb = s_bb(t), qo = s_qs_off(t);
     const int q5 = t == QUANT_Q5_0 || t == QUANT_Q5_1, mn = t == QUANT_Q4_1 || t == QUANT_Q5_1;
     const quant_act_q8 y = quant_act_view(act, n);
+    const float *sums = mn ? quant_act_q8_sums(act, n) : NULL;
     const uint64_t nb = n / QUANT_QK;
     const __m256i m = _mm256_set1_epi8(0x0F), h16 = _mm256_set1_epi8(0x10);
     const __m256i i01 = _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1);
@@ -107,8 +101,9 @@ static inline __attribute__((always_inline)) float s_dot32(quant_type t, uint64_
                                          mn ? (short)s_u16(x + bb + 2) : 0,
                                          mn ? (short)s_u16(x + 2 * bb + 2) : 0,
                                          mn ? (short)s_u16(x + 3 * bb + 2) : 0);
+        /* d_w * d_x in lanes 0..3, m_w (times 1: exact) in 4..7 */
         const __m128 dx = _mm_loadu_ps(y.d + b);
-        const __m256 dd = _mm256_mul_ps(_mm256_cvtph_ps(h), _mm256_set_m128(dx, dx));
+        const __m256 dd = _mm256_mul_ps(_mm256_cvtph_ps(h), _mm256_set_m128(_mm_set1_ps(1.0f), dx));
         const __m256 d01 = _mm256_permutevar8x32_ps(dd, i01);
         const __m256 d23 = _mm256_permutevar8x32_ps(dd, i23);
         const int8_t *q = y.qs4 + b * 32;
@@ -134,15 +129,15 @@ static inline __attribute__((always_inline)) float s_dot32(quant_type t, uint64_
         a1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s_half(t, l23, q + 32, b8 + 8)), d23, a1);
         a2 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s_half(t, u01, q + 64, b8 + 16)), d01, a2);
         a3 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s_half(t, u23, q + 96, b8 + 24)), d23, a3);
-        if (mn) {
-            const __m256 m01 = _mm256_permutevar8x32_ps(dd, _mm256_add_epi32(i01,
-                                                                            _mm256_set1_epi32(4)));
-            const __m256 m23 = _mm256_permutevar8x32_ps(dd, _mm256_add_epi32(i23,
-                                                                            _mm256_set1_epi32(4)));
-            a0 = _mm256_fmadd_ps(s_ysum(b8), m01, a0);
-            a1 = _mm256_fmadd_ps(s_ysum(b8 + 8), m23, a1);
-            a2 = _mm256_fmadd_ps(s_ysum(b8 + 16), m01, a2);
-            a3 = _mm256_fmadd_ps(s_ysum(b8 + 24), m23, a3);
+        if (mn) { /* m_w * s_y into the lane of quad 0 of each block: lanes 0 and 4 */
+            const __m256i four = _mm256_set1_epi32(4);
+            const __m256 sy = _mm256_castps128_ps256(_mm_loadu_ps(sums + b));
+            const __m256 s01 = _mm256_permutevar8x32_ps(sy, i01);
+            const __m256 s23 = _mm256_permutevar8x32_ps(sy, i23);
+            const __m256 m01 = _mm256_permutevar8x32_ps(dd, _mm256_add_epi32(i01, four));
+            const __m256 m23 = _mm256_permutevar8x32_ps(dd, _mm256_add_epi32(i23, four));
+            a0 = _mm256_blend_ps(a0, _mm256_fmadd_ps(s01, m01, a0), 0x11);
+            a1 = _mm256_blend_ps(a1, _mm256_fmadd_ps(s23, m23, a1), 0x11);
         }
     }
     _mm256_storeu_ps(a, a0);
@@ -150,7 +145,7 @@ static inline __attribute__((always_inline)) float s_dot32(quant_type t, uint64_
     _mm256_storeu_ps(a + 16, a2);
     _mm256_storeu_ps(a + 24, a3);
     for (; b < nb; b++, x += bb)
-        quant_x_block32(t, x, b, &y, a);
+        quant_x_block32(t, x, b, &y, sums, a);
     return quant_reduce32_avx(a);
 }
 

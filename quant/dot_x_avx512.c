@@ -65,13 +65,6 @@ static inline __m512i s_hidx(quant_type t)
                                                     w[14], w[15]));
 }
 
-/* The quads' activation sums as floats (Q4_1, Q5_1): -bias8 / 8, exact integers. */
-static inline __m512 s_ysum(const int32_t *b8)
-{
-    const __m512i s = _mm512_srai_epi32(_mm512_loadu_si512(b8), 3);
-    return _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_setzero_si512(), s));
-}
-
 /* One half (four blocks' elements 0..15 or 16..31) of levels lv: int32 quad sums of value*y. */
 static inline __attribute__((always_inline)) __m512i s_half(quant_type t, __m512i lv,
                                                            const int8_t *yq, const int32_t *b8)
@@ -95,6 +88,7 @@ static inline __attribute__((always_inline)) float s_dot32(quant_type t, uint64_
     const size_t bb = s_bb(t), qo = s_qs_off(t);
     const int q5 = t == QUANT_Q5_0 || t == QUANT_Q5_1, mn = t == QUANT_Q4_1 || t == QUANT_Q5_1;
     const quant_act_q8 y = quant_act_view(act, n);
+    const float *sums = mn ? quant_act_q8_sums(act, n) : NULL;
     const uint64_t nb = n / QUANT_QK;
     const __m512i idx = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
     const __m512i m = _mm512_set1_epi8(0x0F), h16 = _mm512_set1_epi8(0x10);
@@ -108,9 +102,10 @@ static inline __attribute__((always_inline)) float s_dot32(quant_type t, uint64_
          * eight scalar loads and inserts cost ~10 shuffle-port uops, this 3 */
         const __m512i g0 = _mm512_loadu_si512(x), g1 = _mm512_loadu_si512(x + 4 * bb - 64);
         const __m256i hw = _mm512_castsi512_si256(_mm512_permutex2var_epi16(g0, s_hidx(t), g1));
+        /* d_w * d_x in lanes 0..3, m_w (times 1: exact) in 4..7 */
         const __m128 dx = _mm_loadu_ps(y.d + b);
-        const __m512 dd = _mm512_castps256_ps512(
-            _mm256_mul_ps(_mm256_cvtph_ps(_mm256_castsi256_si128(hw)), _mm256_set_m128(dx, dx)));
+        const __m512 dd = _mm512_castps256_ps512(_mm256_mul_ps(
+            _mm256_cvtph_ps(_mm256_castsi256_si128(hw)), _mm256_set_m128(_mm_set1_ps(1.0f), dx)));
         const __m512 d = _mm512_permutexvar_ps(idx, dd);
         __m512i v = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(x + qo)));
         v = _mm512_mask_broadcast_i32x4(v, 0x00F0, _mm_loadu_si128((const __m128i *)(x + bb + qo)));
@@ -128,17 +123,18 @@ static inline __attribute__((always_inline)) float s_dot32(quant_type t, uint64_
         const int32_t *b8 = y.bias8 + b * 8;
         z0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s_half(t, lo, q, b8)), d, z0);
         z1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s_half(t, hi, q + 64, b8 + 16)), d, z1);
-        if (mn) {
-            const __m512 md = _mm512_permutexvar_ps(_mm512_add_epi32(idx, _mm512_set1_epi32(4)),
+        if (mn) { /* m_w * s_y into lane 4p (quad 0 of block b + p) */
+            const __m512 mw = _mm512_permutexvar_ps(_mm512_add_epi32(idx, _mm512_set1_epi32(4)),
                                                     dd);
-            z0 = _mm512_fmadd_ps(s_ysum(b8), md, z0);
-            z1 = _mm512_fmadd_ps(s_ysum(b8 + 16), md, z1);
+            const __m512 sy = _mm512_permutexvar_ps(idx,
+                                                    _mm512_castps128_ps512(_mm_loadu_ps(sums + b)));
+            z0 = _mm512_mask3_fmadd_ps(sy, mw, z0, 0x1111);
         }
     }
     _mm512_storeu_ps(a, z0);
     _mm512_storeu_ps(a + 16, z1);
     for (; b < nb; b++, x += bb)
-        quant_x_block32(t, x, b, &y, a);
+        quant_x_block32(t, x, b, &y, sums, a);
     return quant_reduce32_avx(a);
 }
 

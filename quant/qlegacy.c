@@ -176,22 +176,19 @@ void quant_legacy_dequantize(quant_type t, const void *in, float *y, uint64_t n)
 }
 
 void quant_x_block32(quant_type t, const void *blk, uint64_t b, const quant_act_q8 *y,
-                     float a[QUANT_LANES])
+                     const float *sums, float a[QUANT_LANES])
 {
     const float d = quant_f16_to_f32(s_d(blk)) * y->d[b];
-    const float md = s_has_min(t) ? s_m(blk) * y->d[b] : 0;
     const int8_t *yq = y->qs + b * QUANT_QK;
     for (int q = 0; q < QUANT_QB_LANES; q++) {
-        int s = 0, sy = 0;
-        for (int k = 4 * q; k < 4 * q + 4; k++) {
+        int s = 0;
+        for (int k = 4 * q; k < 4 * q + 4; k++)
             s += s_value(t, blk, k) * yq[k];
-            sy += yq[k];
-        }
         const uint64_t l = q < 4 ? 4 * (b % 4) + (uint64_t)q : 12 + 4 * (b % 4) + (uint64_t)q;
         a[l] = fmaf((float)s, d, a[l]);
-        if (s_has_min(t))
-            a[l] = fmaf((float)sy, md, a[l]);
     }
+    if (s_has_min(t)) /* ggml's m_w * s_y, in the lane of quad 0 */
+        a[4 * (b % 4)] = fmaf(sums[b], s_m(blk), a[4 * (b % 4)]);
 }
 
 float quant_dot_x_scalar(quant_type t, uint64_t n, const void *w, const void *act)
@@ -222,9 +219,10 @@ float quant_dot_x_scalar(quant_type t, uint64_t n, const void *w, const void *ac
         return quant_reduce32(a);
     }
     const quant_act_q8 y = quant_act_view(act, n);
+    const float *sums = s_has_min(t) ? quant_act_q8_sums(act, n) : NULL;
     const uint8_t *p = w;
     for (uint64_t b = 0; b < n / QUANT_QK; b++, p += s_bytes(t))
-        quant_x_block32(t, p, b, &y, a);
+        quant_x_block32(t, p, b, &y, sums, a);
     return quant_reduce32(a);
 }
 

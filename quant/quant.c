@@ -404,6 +404,8 @@ int quant_act_bytes(quant_type w, uint64_t n, uint64_t *bytes, char *err, size_t
          * Fits: n is a row ggml could address as 34-byte blocks. */
         const uint64_t nb = n / QUANT_QK;
         *bytes = 2 * n + nb * (4 + 32) + (nb + 3) / 4 * 128;
+        if (w == QUANT_Q4_1 || w == QUANT_Q5_1)
+            *bytes += nb * 4; /* block_q8_1's s per block (quant_x.h) */
     }
     return 0;
 }
@@ -419,6 +421,28 @@ static uint64_t s_qs4_index(uint64_t b, int k, uint64_t nb)
 static int s_q4_lane(uint64_t b, int q)
 {
     return q < 4 ? 4 * (int)(b % 4) + q : 16 + 4 * (int)(b % 4) + q - 4;
+}
+
+/* block_q8_1's s for Q4_1 / Q5_1 (ggml-cpu's vec_dot_type Q8_1): per block the quants' sum
+ * times the block's unrounded scale amax / 127, rounded to f16 (quantize_row_q8_1_ref; the
+ * quants are the Q8_0 form's), kept widened after the Q8_0 form. Their dot products add
+ * m_w * s per block as ggml's vec_dot_q4_1_q8_1 does, so the min terms carry ggml's rounding
+ * rather than an exact sum: against llama.cpp the logits then differ by f32 roundoff only
+ * (with the exact sum they were 2-3e-3 of the largest logit off, tests/test_arch.c). */
+static void s_q8_1_sums(const float *x, uint64_t n, void *act)
+{
+    const quant_act_q8 v = quant_act_view(act, n);
+    float *sums = (float *)quant_act_q8_sums(act, n);
+    for (uint64_t b = 0; b < n / QUANT_QK; b++) {
+        float amax = 0.0f;
+        int sum = 0;
+        for (int j = 0; j < QUANT_QK; j++) {
+            amax = S_MAX(amax, fabsf(x[b * QUANT_QK + j]));
+            sum += v.qs[b * QUANT_QK + j];
+        }
+        const float d = amax / ((1 << 7) - 1);
+        sums[b] = quant_f16_to_f32(quant_f32_to_f16(sum * d));
+    }
 }
 
 int quant_act_prepare(quant_type w, const float *x, uint64_t n, void *act, char *err,
@@ -455,8 +479,11 @@ int quant_act_prepare_isa(quant_isa isa, quant_type w, const float *x, uint64_t 
      * because libm's roundf is a call per element: the scalar path took ~12 us of a ~70 us
      * 1024 x 2048 Q4_0 product here (2026-12-01), serial ahead of every thread's share. */
     if (isa != QUANT_ISA_SCALAR && quant_dot_get(w, QUANT_ISA_AVX2) &&
-        quant_act_q8_avx2(x, n, act) == 0)
+        quant_act_q8_avx2(x, n, act) == 0) {
+        if (w == QUANT_Q4_1 || w == QUANT_Q5_1)
+            s_q8_1_sums(x, n, act);
         return 0;
+    }
     if (s_check_finite(x, n, err, errlen))
         return -1;
     quant_act_q8 v = quant_act_view(act, n);
@@ -480,5 +507,7 @@ int quant_act_prepare_isa(quant_isa isa, quant_type w, const float *x, uint64_t 
             b8[b / 4 * 32 + (uint64_t)s_q4_lane(b, q)] = -8 * s;
         }
     }
+    if (w == QUANT_Q4_1 || w == QUANT_Q5_1)
+        s_q8_1_sums(x, n, act);
     return 0;
 }

@@ -7,9 +7,8 @@
  *     activation's grouped copy qs4: block b's quad q goes to lane 4 (b % 4) + q (q < 4) or
  *     16 + 4 (b % 4) + q - 4. Per quad the exact integer sum of value * y (value: Q5_0
  *     level - 16, IQ4_NL kvalues_iq4nl[nibble], Q4_1 / Q5_1 the unsigned level) goes in with
- *     one fma by d_w * d_x; Q4_1 and Q5_1 then add the quad's activation sum (an exact
- *     integer) times m_w * d_x with a second fma (ggml: m_w * s_y, s_y = d_x * sum y stored as
- *     an f16 in block_q8_1; swarm keeps the sum exact);
+ *     one fma by d_w * d_x; Q4_1 and Q5_1 then add ggml's min term m_w * s_y (s_y = d_x
+ *     sum y as block_q8_1 keeps it, an f16) to the lane of quad 0 with a second fma;
  *   - super-blocks of 256 on the Q8_K activation (kquant_lo.c: Q2_K, Q3_K; iquant.c:
  *     IQ4_XS). As kquant.c: 8 integer lanes per super-block, lane k the sum over the 32-value
  *     chunks c of quad k of chunk c times its scale (Q2_K / Q3_K: 16-value sub-blocks, so
@@ -41,6 +40,14 @@ float quant_make_qkx2_quants(int n, int nmax, const float *x, const float *weigh
                              float *the_min, uint8_t *Laux, float rmin, float rdelta, int nstep,
                              int use_mad);
 
+/* Q4_1 / Q5_1's activation: the Q8_0 form, then per block block_q8_1's s as an f32
+ * (quant.c s_q8_1_sums). */
+static inline const float *quant_act_q8_sums(const void *act, uint64_t n)
+{
+    const uint64_t nb = n / QUANT_QK;
+    return (const float *)((const uint8_t *)act + 2 * n + nb * (4 + 32) + (nb + 3) / 4 * 128);
+}
+
 /* 1 if t is one of the types of this header. */
 int quant_x_has(quant_type t);
 
@@ -71,7 +78,7 @@ void quant_q3_K_scales(const uint8_t scales[12], int8_t sc[16]);
 /* Blocks of 32: block b (weights blk) against the Q8_0 activation y into the lanes a[]. The
  * SIMD kernels finish a row's last (< 4) blocks with it. */
 void quant_x_block32(quant_type t, const void *blk, uint64_t b, const quant_act_q8 *y,
-                     float a[QUANT_LANES]);
+                     const float *sums, float a[QUANT_LANES]);
 /* Super-blocks: b's 8 integer lanes s and (Q2_K) min lanes m (kquant_lo.c, iquant.c). */
 void quant_x_lanes256(quant_type t, const void *blk, const quant_block_q8_K *y, int32_t s[8],
                       int32_t m[8]);
