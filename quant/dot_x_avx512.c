@@ -305,6 +305,10 @@ static inline uint16_t s_d256(quant_type t, const uint8_t *p)
                  : t == QUANT_Q3_K ? p + offsetof(quant_block_q3_K, d) : p);
 }
 
+/* One super-block into its accumulator: the integer lanes by d_w * d_x, then Q2_K's mins by
+ * dmin_w * d_x with fnmadd (negating a product is exact: the bits of fmaf(m, -(dmin d_x),
+ * lane)). Q2_K's d and dmin are one 32-bit load, converted and scaled together (scalar
+ * conversions, each an insert, a convert and a broadcast, were a fifth of the row in cache). */
 static inline __attribute__((always_inline)) __m256 s_acc(quant_type t, const uint8_t *p,
                                                          const quant_block_q8_K *y, __m256 acc)
 {
@@ -313,12 +317,17 @@ static inline __attribute__((always_inline)) __m256 s_acc(quant_type t, const ui
         s = s_iq4xs((const quant_block_iq4_xs *)p, y);
     else
         s = s_q23(t == QUANT_Q3_K, p, y, &mi);
-    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(_cvtsh_ss(s_d256(t, p)) * y->d),
+    uint32_t dd = 0;
+    memcpy(&dd, t == QUANT_Q2_K ? p + offsetof(quant_block_q2_K, d)
+                : t == QUANT_Q3_K ? p + offsetof(quant_block_q3_K, d) : p, t == QUANT_Q2_K ? 4 : 2);
+    const __m256 d2 = _mm256_castps128_ps256(
+        _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi32_si128((int)(t == QUANT_Q2_K ? dd : dd & 0xFFFF))),
+                   _mm_set1_ps(y->d)));
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_permutexvar_ps(_mm256_setzero_si256(), d2),
                           acc);
-    if (t == QUANT_Q2_K) /* fnmadd by dmin d_x: the bits of fmaf(m, -(dmin d_x), lane) */
+    if (t == QUANT_Q2_K)
         acc = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(mi),
-                               _mm256_set1_ps(_cvtsh_ss(((const quant_block_q2_K *)p)->dmin) * y->d),
-                               acc);
+                               _mm256_permutexvar_ps(_mm256_set1_epi32(1), d2), acc);
     return acc;
 }
 
