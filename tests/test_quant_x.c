@@ -134,7 +134,7 @@ static void test_simd_vs_scalar(void)
 {
     char err[256];
     enum { NMAX = 4096 + 512 };
-    _Alignas(32) static uint8_t w[NMAX], act[NMAX * 4];
+    _Alignas(32) static uint8_t w[NMAX], act[NMAX * 8];
     static float x[NMAX], wd[NMAX];
     const uint64_t ns[] = { 256, 512, 768, 1024, 1280, 2048, 2304, 4096 + 256 };
     int compared = 0;
