@@ -10,8 +10,8 @@
  *
  * Dot products. A weight row of type T meets an activation in T's activation form
  * (quant_act_type): f32 for F32/F16/BF16, Q8_0 for the blocks of 32 (Q8_0, Q4_0, Q4_1, Q5_0,
- * Q5_1, IQ4_NL: ggml-cpu pairs Q4_1 / Q5_1 with Q8_1, which is Q8_0's quants with their sum
- * beside them; swarm takes the sum from the quants, exactly), Q8_K for the K-quants and
+ * Q5_1, IQ4_NL: ggml-cpu pairs Q4_1 / Q5_1 with Q8_1, which is Q8_0's quants with block_q8_1's
+ * f16 `s` beside them, appended to their form: quant_x.h), Q8_K for the K-quants and
  * IQ4_XS (whose
  * order within a super-block kquant.c states; as llama.cpp does: the
  * activation is quantized once per matrix-vector product, then every block's dot product is
