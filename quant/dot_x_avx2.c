@@ -171,16 +171,6 @@ float quant_dot_iq4_nl_avx2(uint64_t n, const void *w, const void *act)
 
 /* ---------------------------------------------------------------- super-blocks */
 
-/* Chunk c's scales for a vector of its 16 pair products: words 0..7 (elements 0..15) by
- * sc16[2c], 8..15 by sc16[2c + 1]: dword c of sc16 broadcast, then each half picks its word. */
-static inline __m256i s_scale_c(__m256i sc16, int c)
-{
-    const __m256i dw = _mm256_permutevar8x32_epi32(sc16, _mm256_set1_epi32(c));
-    return _mm256_shuffle_epi8(dw, _mm256_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0,
-                                                    1, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3,
-                                                    2, 3));
-}
-
 /* Q3_K's 16 scales - 32 as bytes, in vector registers (ggml's kmask unpacking in scalar form
  * went through memory: the 12-byte store and 16-byte reload missed store forwarding and
  * cost the q3_K row ~3x in cache, 2026-12-02). Low 4 bits: bytes 0..7 of S low nibbles,
@@ -221,9 +211,15 @@ static inline __attribute__((always_inline)) __m256i s_q23(int q3, const uint8_t
         qs = x->qs;
     }
     const __m256i m3 = _mm256_set1_epi8(3);
+    /* scales 0..7 in both halves (chunks 0..3), 8..15 in both (chunks 4..7): each chunk's
+     * scale words are then one vpshufb, not a cross-lane permute and a vpshufb */
+    const __m256i sl = _mm256_permute2x128_si256(sc16, sc16, 0x00);
+    const __m256i sh = _mm256_permute2x128_si256(sc16, sc16, 0x11);
     __m256i s = _mm256_setzero_si256();
+#pragma GCC unroll 2
     for (int n = 0; n < 2; n++) {
         const __m256i v = _mm256_loadu_si256((const __m256i *)(qs + 32 * n));
+#pragma GCC unroll 4
         for (int j = 0; j < 4; j++) {
             const int c = 4 * n + j;
             __m256i q = _mm256_and_si256(_mm256_srli_epi16(v, 2 * j), m3);
@@ -235,7 +231,17 @@ static inline __attribute__((always_inline)) __m256i s_q23(int q3, const uint8_t
             }
             const __m256i pr = _mm256_maddubs_epi16(
                 q, _mm256_loadu_si256((const __m256i *)(y->qs + 32 * c)));
-            s = _mm256_add_epi32(s, _mm256_madd_epi16(pr, s_scale_c(sc16, c)));
+            /* words 0..7 (elements 0..15) scale 2j, 8..15 scale 2j + 1 of this half's 8 */
+            const __m256i pick = _mm256_setr_epi8(
+                (char)(4 * j), (char)(4 * j + 1), (char)(4 * j), (char)(4 * j + 1), (char)(4 * j),
+                (char)(4 * j + 1), (char)(4 * j), (char)(4 * j + 1), (char)(4 * j),
+                (char)(4 * j + 1), (char)(4 * j), (char)(4 * j + 1), (char)(4 * j),
+                (char)(4 * j + 1), (char)(4 * j), (char)(4 * j + 1), (char)(4 * j + 2),
+                (char)(4 * j + 3), (char)(4 * j + 2), (char)(4 * j + 3), (char)(4 * j + 2),
+                (char)(4 * j + 3), (char)(4 * j + 2), (char)(4 * j + 3), (char)(4 * j + 2),
+                (char)(4 * j + 3), (char)(4 * j + 2), (char)(4 * j + 3), (char)(4 * j + 2),
+                (char)(4 * j + 3), (char)(4 * j + 2), (char)(4 * j + 3));
+            s = _mm256_add_epi32(s, _mm256_madd_epi16(pr, _mm256_shuffle_epi8(n ? sh : sl, pick)));
         }
     }
     if (q3) /* the levels were value + 4: lane k takes back 4 (sc bsums) of sub-blocks 2k, 2k+1 */
@@ -271,6 +277,7 @@ static inline __attribute__((always_inline)) __m256i s_iq4xs(const quant_block_i
         _mm_loadu_si128((const __m128i *)quant_iq4nl_values));
     const __m256i m = _mm256_set1_epi8(0x0F), sc = s_xs_scales(x);
     __m256i s = _mm256_setzero_si256();
+#pragma GCC unroll 4
     for (int c = 0; c < 8; c += 2) {
         const __m256i v = _mm256_loadu_si256((const __m256i *)(x->qs + 16 * c));
         const __m256i y0 = _mm256_loadu_si256((const __m256i *)(y->qs + 32 * c));
