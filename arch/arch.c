@@ -71,8 +71,8 @@ int arch_tensor_get(const gguf_file *g, const char *name, int is_matrix, uint64_
     const quant_type_info *ti = quant_type_get(gt->type);
     if (!ti) {
         arch_err(err, errlen, g->path,
-                 "tensor '%s': type %s (%u) is not supported (supported: f32, f16, bf16, q8_0, "
-                 "q4_0)", name, quant_type_name(gt->type), gt->type);
+                 "tensor '%s': type %s (%u) is not supported (supported: %s)", name,
+                 quant_type_name(gt->type), gt->type, quant_type_list());
         return -1;
     }
     uint64_t rb = 0, nb = 0;

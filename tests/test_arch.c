@@ -700,13 +700,14 @@ static void s_test_bad_files(void)
     s_expect_open_error("unknown architecture", s_path("bad-arch.gguf"),
                         "'gemma' is not supported (supported: swarm-dense, llama, qwen2, qwen3, "
                         "gemma2, gemma3, phi3)");
-    /* unsupported type: q8_0 (34 bytes a block) relabelled q4_1 (20: smaller, stays inside) */
+    /* unsupported type: q8_0 (34 bytes a block) relabelled mxfp4 (17: smaller, stays inside),
+     * a type ggml reads and swarm does not: refused naming the tensor and the type */
     memcpy(buf, orig, n);
     if ((p = s_after_str(buf, n, "blk.1.attn_q.weight")))
-        memcpy(p + 4 + 16, &(uint32_t){ 3 }, 4);
+        memcpy(p + 4 + 16, &(uint32_t){ 39 }, 4);
     s_spit(s_path("bad-type.gguf"), buf, n);
     s_expect_open_error("unsupported type", s_path("bad-type.gguf"),
-                        "type q4_1 (3) is not supported");
+                        "tensor 'blk.1.attn_q.weight': type mxfp4 (39) is not supported");
     /* wrong shapes: the metadata says 4 KV heads, the K matrix has 2 heads' rows */
     memcpy(buf, orig, n);
     if ((p = s_after_str(buf, n, "llama.attention.head_count_kv")))
@@ -792,7 +793,7 @@ static void s_test_llama_cpp(const char *fixture)
         return;
     size_t mi;
     json_t *spec;
-    int n_tok = 0, n_tok_same = 0;
+    int n_tok = 0, n_tok_same = 0, n_tie = 0, n_flip = 0;
     double worst = 0;
     json_array_foreach(json_object_get(root, "models"), mi, spec) {
         const char *name = json_string_value(json_object_get(spec, "name"));
@@ -827,6 +828,18 @@ static void s_test_llama_cpp(const char *fixture)
         if (arch_gen(s_path(file), &o, err, sizeof err)) {
             CHECK(0, "%s: %s", name, err);
             continue;
+        }
+        /* a mix: the f32 file through swarm quantize, as make_expected.mjs did */
+        const char *mix = json_string_value(json_object_get(spec, "mix"));
+        if (mix) {
+            char qfile[300];
+            requant_stats rs;
+            snprintf(qfile, sizeof qfile, "%s.q", file);
+            if (requant_file(s_path(file), s_path(qfile), mix, 1, 0, &rs, err, sizeof err)) {
+                CHECK(0, "%s: %s", name, err);
+                continue;
+            }
+            snprintf(file, sizeof file, "%s", qfile);
         }
         llm_model *m = llm_model_open(s_path(file), err, sizeof err);
         CHECK(m != NULL, "%s", err);
@@ -867,11 +880,34 @@ static void s_test_llama_cpp(const char *fixture)
                 lmax = fmax(lmax, fabs(lg[i]));
             double u_act = type == QUANT_F16 ? 0x1p-11 : type == QUANT_BF16 ? 0x1p-8 : 0;
             double tol = (4 * u_act + 256 * 0x1p-24) * lmax;
-            worst = fmax(worst, dmax / tol);
-            CHECK(dmax <= tol, "%s '%.40s': logit differences vs llama.cpp off by %.3g > %.3g", name,
-                  json_string_value(json_object_get(cs, "prompt")), dmax, tol);
+            /* Quantized weights meet 8-bit activations (Q8_0 / Q8_K blocks, as in llama.cpp):
+             * an f32 roundoff difference upstream (rmsnorm's or attention's sums taken in
+             * another order) can move one activation across a rounding boundary, a step of
+             * 1/127 of its block's largest value, and that step reaches the logits. With about
+             * 3e-5 of such a flip per element per roundoff and ~2e4 elements quantized per
+             * prompt here, about one prompt in three meets one: measured 0.3-0.7% of the
+             * largest logit (q3_K, iq4_nl, the Q2_K mix; 2026-12-02) where the other prompts
+             * agree to 1e-7. Such a case must stay within two quanta (2/127 of the largest
+             * logit) and is counted; everything else holds to the roundoff bound. */
+            const int qact = quant_act_type(mix ? QUANT_Q4_K : type) != QUANT_F32;
+            if (qact && dmax > tol && dmax <= lmax * 2 / 127) {
+                n_flip++;
+                printf("  %s '%.40s': logits off by %.3g (%.2f%% of the largest): an activation "
+                       "rounding flip\n", name, json_string_value(json_object_get(cs, "prompt")),
+                       dmax, 100 * dmax / lmax);
+            } else {
+                worst = fmax(worst, dmax / tol);
+                CHECK(dmax <= tol, "%s '%.40s': logit differences vs llama.cpp off by %.3g > %.3g",
+                      name, json_string_value(json_object_get(cs, "prompt")), dmax, tol);
+            }
             if (getenv("ARCH_DEBUG"))
                 printf("  %s: off by %.3g, tolerance %.3g\n", name, dmax, tol);
+            /* Greedy tokens identical, or diverging first where llama.cpp's own two best are
+             * nearly tied: its top-2 logit gap at that step (make_expected.mjs's "gap") within
+             * twice the logit tolerance above, i.e. a gap the two implementations' known
+             * rounding differences could close. After a divergence the sequences differ:
+             * nothing more is compared. */
+            json_t *gaps = json_object_get(cs, "gap");
             for (size_t g = 0; g < json_array_size(gr) && rc == 0; g++) {
                 int32_t best = 0;
                 for (uint32_t i = 1; i < V; i++)
@@ -879,6 +915,14 @@ static void s_test_llama_cpp(const char *fixture)
                 int32_t want = (int32_t)json_integer_value(json_array_get(gr, g));
                 n_tok++;
                 n_tok_same += best == want;
+                if (best != want && gaps && json_number_value(json_array_get(gaps, g)) <= 2 * tol) {
+                    n_tie++;
+                    printf("  %s '%.40s': token %zu is %d, llama.cpp %d, at a near-tie (its top-2 "
+                           "gap %.3g, tolerance %.3g)\n", name,
+                           json_string_value(json_object_get(cs, "prompt")), g, best, want,
+                           json_number_value(json_array_get(gaps, g)), tol);
+                    break;
+                }
                 CHECK(best == want, "%s '%.40s': token %zu is %d, llama.cpp %d", name,
                       json_string_value(json_object_get(cs, "prompt")), g, best, want);
                 rc = llm_eval(s, &best, 1, lg, 0, err, sizeof err);
@@ -889,8 +933,9 @@ static void s_test_llama_cpp(const char *fixture)
         free(lg);
         llm_model_free(&m);
     }
-    printf("  llama.cpp parity (%s): %d of %d greedy tokens identical; logit differences at "
-           "worst %.2f of their tolerance\n", fixture, n_tok_same, n_tok, worst);
+    printf("  llama.cpp parity: %d of %d greedy tokens identical, %d divergences at a near-tie; "
+           "logit differences at worst %.2f of their tolerance, %d cases of an activation "
+           "rounding flip\n", n_tok_same, n_tok, n_tie, worst, n_flip);
     json_decref(root);
 }
 
