@@ -6,6 +6,7 @@
  * threads sleep on a condition variable between products. The calling thread quantizes the
  * activation once, then takes share 0 of the rows itself.
  */
+#include "quant/gemm.h"
 #include "quant/quant_int.h"
 
 #include <pthread.h>
@@ -33,6 +34,8 @@ static s_pool_t s_pool = { .mu = PTHREAD_MUTEX_INITIALIZER, .go = PTHREAD_COND_I
 static pthread_mutex_t s_call_mu = PTHREAD_MUTEX_INITIALIZER;
 static void *s_act;           /* activation scratch, s_act_cap bytes (grown, never shrunk) */
 static size_t s_act_cap;
+static void *s_panel;         /* a batched kernel's panel (gemm.h), 64-aligned, s_panel_cap */
+static size_t s_panel_cap;
 
 typedef struct {
     int idx;                  /* 1..QUANT_MAX_THREADS-1 */
@@ -167,6 +170,9 @@ void quant_pool_shutdown(void)
     free(s_act);
     s_act = NULL;
     s_act_cap = 0;
+    free(s_panel);
+    s_panel = NULL;
+    s_panel_cap = 0;
     pthread_mutex_unlock(&s_call_mu);
 }
 
@@ -183,6 +189,8 @@ void quant_pool_shutdown(void)
 typedef struct {
     quant_dot_fn dot;
     quant_tile_fn tile;       /* 2 rows x 4 positions at once, or NULL */
+    const quant_gemm *gemm;   /* the batched kernel (gemm.h), or NULL */
+    quant_gemm_args ga;       /* its operands */
     uint64_t rows, cols, B;
     const uint8_t *W;
     uint64_t row_bytes;
@@ -245,6 +253,10 @@ static void s_rows(void *p, int i, int n)
         group = QUANT_TILE_ROWS;
     for (uint64_t g = r0; g < r1; g += group) {
         const uint64_t g1 = g + group < r1 ? g + group : r1;
+        if (j->gemm) {
+            j->gemm->run(&j->ga, g, g1, 0, j->B);
+            continue;
+        }
         for (uint64_t b0 = 0; b0 < j->B; b0 += S_POS_TILE)
             s_block(j, g, g1, b0, b0 + S_POS_TILE < j->B ? b0 + S_POS_TILE : j->B);
     }
@@ -299,6 +311,29 @@ static int s_product(quant_type t, uint64_t rows, uint64_t cols, const void *W, 
         }
     }
     j.act = s_act;
+    j.gemm = B > 1 ? quant_gemm_get(t) : NULL;
+    if (j.gemm) {
+        const uint64_t pb = j.gemm->panel_bytes(cols, B);
+        if (!pb) {
+            j.gemm = NULL; /* a length the kernel does not take: the tiles below */
+        } else if (pb > s_panel_cap) {
+            void *p = NULL;
+            if (pb > SIZE_MAX || posix_memalign(&p, 64, (size_t)pb)) {
+                snprintf(err, errlen, "out of memory for %llu bytes of a batch panel",
+                         (unsigned long long)pb);
+                goto out;
+            }
+            free(s_panel);
+            s_panel = p;
+            s_panel_cap = (size_t)pb;
+        }
+    }
+    if (j.gemm) {
+        j.gemm->pack(cols, B, s_act, j.act_bytes, s_panel, 0, B);
+        j.ga = (quant_gemm_args){ .n = cols, .W = j.W, .row_bytes = j.row_bytes, .B = B,
+                                  .panel = s_panel, .act = s_act, .act_bytes = j.act_bytes,
+                                  .dot = j.dot, .Y = Y, .ldy = rows };
+    }
     /* More threads than rows would leave some with nothing to do; fewer shares, same bits. */
     int n = (uint64_t)nthreads > rows ? (int)rows : nthreads;
     if (s_grow(n, err, errlen))
