@@ -70,5 +70,7 @@ int quant_gemm_force(int kind);
 
 /* The AVX-512 family (gemm_avx512.c). */
 extern const quant_gemm quant_gemm_q4_0_avx512, quant_gemm_q8_0_avx512;
+/* (gemm_k_avx512.c) */
+extern const quant_gemm quant_gemm_q4_K_avx512, quant_gemm_q5_K_avx512, quant_gemm_q6_K_avx512;
 
 #endif
