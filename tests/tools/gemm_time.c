@@ -1,7 +1,7 @@
 /* gemm_time.c — batched product timing, with and without the batched kernels, alternating in
  * one process (the machine is shared: compare within a run). tests/tools/
  *   build/tests/tools/gemm_time [TYPES=q4_0,q8_0] [ROWS=5632] [COLS=2048] [B=64] [THREADS=1]
- *                               [REPS=7]
+ *                               [REPS=7] [KIND=auto|avx512|avx-vnni|avx2]
  * Prints per type: CPU microseconds (all threads: the machine is shared, so CPU time, not wall
  * time, is what a busy neighbour disturbs least) per position of one rows x cols product (median over reps),
  * for the tiles (no batched kernel) and the batched kernel, and their ratio. Weights stay in
@@ -36,6 +36,21 @@ int main(int argc, char **argv)
     const uint64_t B = argc > 4 ? strtoull(argv[4], NULL, 10) : 64;
     const int threads = argc > 5 ? atoi(argv[5]) : 1;
     const int reps = argc > 6 ? atoi(argv[6]) : 7;
+    /* a kernel family and the row kernels' ISA it goes with (the tiles are timed on that ISA) */
+    const char *kname = argc > 7 ? argv[7] : "auto";
+    int kind = QUANT_GEMM_AUTO;
+    if (!strcmp(kname, "avx512"))
+        kind = QUANT_GEMM_AVX512;
+    else if (!strcmp(kname, "avx-vnni"))
+        kind = QUANT_GEMM_AVXVNNI;
+    else if (!strcmp(kname, "avx2"))
+        kind = QUANT_GEMM_AVX2;
+    if (kind != QUANT_GEMM_AUTO &&
+        (quant_gemm_force(kind) ||
+         quant_isa_set(kind == QUANT_GEMM_AVX512 ? QUANT_ISA_AVX512 : QUANT_ISA_AVX2))) {
+        fprintf(stderr, "gemm_time: this CPU cannot run %s\n", kname);
+        return 1;
+    }
     char err[256], buf[256];
     snprintf(buf, sizeof buf, "%s", types);
     for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
@@ -60,7 +75,7 @@ int main(int argc, char **argv)
         const int n = reps < 64 ? reps : 64;
         for (int k = 0; k < n; k++)
             for (int arm = 0; arm < 2; arm++) {
-                quant_gemm_force(arm ? QUANT_GEMM_AUTO : QUANT_GEMM_NONE);
+                quant_gemm_force(arm ? kind : QUANT_GEMM_NONE);
                 const double t0 = s_now();
                 if (quant_matmat(t, rows, cols, W, B, X, Y, threads, err, sizeof err)) {
                     fprintf(stderr, "gemm_time: %s\n", err);
@@ -70,6 +85,7 @@ int main(int argc, char **argv)
             }
         qsort(tm[0], (size_t)n, sizeof(double), s_cmp);
         qsort(tm[1], (size_t)n, sizeof(double), s_cmp);
+        quant_gemm_force(kind);
         const quant_gemm *g = quant_gemm_get(t);
         printf("%-5s %llu x %llu, batch %llu, %d thread(s): tiles %.1f us/position, %s %.1f "
                "(x%.2f)\n", tok, (unsigned long long)rows, (unsigned long long)cols,
