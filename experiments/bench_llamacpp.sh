@@ -4,8 +4,9 @@
 #
 # Makes the files once (swarm gen: llama, dim 2048, 22 layers, 32 heads, 4 kv heads, ff 5632,
 # the vocabulary of VOCAB, F16; swarm quantize for every other type), then for each type and
-# thread count runs both sides REPS times, alternating which goes first, and prints a markdown
-# table of the best of each side and their ratios (swarm / llama.cpp).
+# thread count runs both sides REPS times, alternating which goes first (from one run to the
+# next, and from one row to the next), and prints a markdown table of the best of each side and
+# their ratios (swarm / llama.cpp).
 #   llama.cpp: node-llama-cpp (its prebuilt CPU build) through experiments/bench_llamacpp.mjs:
 #     the prompt as one batch of PROMPT tokens, then GEN tokens one at a time (median).
 #   swarm: bin/swarm bench-llm --threads N --prompt PROMPT --gen GEN (prompt in batches of
@@ -60,12 +61,14 @@ s_ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) 
 
 echo "| type | threads | llama.cpp pp$PROMPT | swarm pp$PROMPT | ratio | llama.cpp tg | swarm tg | ratio |"
 echo "|---|---|---|---|---|---|---|---|"
+row=0
 for t in $TYPES; do
     f="$DIR/tl-$t.gguf"
     for th in $THREADS; do
         lp=0 lt=0 sp=0 st=0
+        row=$((row + 1))
         for r in $(seq 1 "$REPS"); do
-            for side in $( [ $((r % 2)) = 1 ] && echo "llama swarm" || echo "swarm llama"); do
+            for side in $( [ $(((r + row) % 2)) = 0 ] && echo "llama swarm" || echo "swarm llama"); do
                 if [ "$side" = llama ]; then read -r p g < <(s_llama "$f" "$th"; echo "0 0")
                     lp=$(s_max "$lp" "$p"); lt=$(s_max "$lt" "$g")
                 else read -r p g < <(s_swarm "$f" "$th"; echo "0 0")
