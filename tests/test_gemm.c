@@ -95,8 +95,48 @@ static void s_all(const char *label, quant_isa isa)
            quant_isa_name(isa), shapes);
 }
 
+/* The K-quants' activation form: every ISA's bytes are the scalar reference's (ggml's
+ * quantize_row_q8_K_ref), on random rows and on the cases its max and rounding turn on: a max
+ * reached twice with both signs, exact halves after scaling, zeros, tiny values. */
+static void s_q8_K_forms(void)
+{
+    enum { N = 1024 };
+    static float x[N];
+    static uint8_t a[8192], b[8192];
+    char err[256];
+    int same = 1, cases = 0;
+    for (int k = 0; k < 40; k++) {
+        for (int i = 0; i < N; i++)
+            x[i] = s_unif(-1.0f, 1.0f) * (k % 4 == 1 ? 1e-30f : 1.0f);
+        if (k % 5 == 2) { /* the max twice, negative first, then positive */
+            x[17] = -1.5f;
+            x[200] = 1.5f;
+        }
+        if (k % 5 == 3) /* a zero super-block */
+            memset(x + 256, 0, 256 * sizeof(float));
+        if (k % 5 == 4) /* values that scale to exact halves: 127 / 1.0 * (j + 0.5) / 127 */
+            for (int i = 0; i < 256; i++)
+                x[i] = (float)(i % 254 - 127) / 254.0f + (i == 0 ? 1.0f : 0.0f);
+        for (int isa = 1; isa < QUANT_ISA_COUNT; isa++) {
+            if (!quant_dot_get(QUANT_Q4_K, (quant_isa)isa))
+                continue;
+            memset(a, 0, sizeof a);
+            memset(b, 0xA5, sizeof b);
+            quant_act_prepare_isa(QUANT_ISA_SCALAR, QUANT_Q4_K, x, N, a, err, sizeof err);
+            quant_act_prepare_isa((quant_isa)isa, QUANT_Q4_K, x, N, b, err, sizeof err);
+            uint64_t ab;
+            quant_act_bytes(QUANT_Q4_K, N, &ab, err, sizeof err);
+            same &= !memcmp(a, b, ab);
+            cases++;
+        }
+    }
+    CHECK(same, "Q8_K activation forms: every ISA = the scalar reference, byte for byte");
+    printf("Q8_K activation forms: %d cases, every ISA = scalar\n", cases);
+}
+
 int main(void)
 {
+    s_q8_K_forms();
     static const struct {
         int kind;
         const char *name;
