@@ -248,8 +248,8 @@ s_q8_tile(const quant_gemm_args *a, uint64_t r, uint64_t b, const int R, const i
                 case 6: TILE(a, r, b, S_R, S_P >= 6 ? 6 : 1); break;                           \
                 case 5: TILE(a, r, b, S_R, S_P >= 5 ? 5 : 1); break;                           \
                 case 4: TILE(a, r, b, S_R, S_P >= 4 ? 4 : 1); break;                           \
-                case 3: TILE(a, r, b, S_R, S_P >= 3 ? 3 : 1); break;                                     \
-                case 2: TILE(a, r, b, S_R, S_P >= 2 ? 2 : 1); break;                                     \
+                case 3: TILE(a, r, b, S_R, S_P >= 3 ? 3 : 1); break;                           \
+                case 2: TILE(a, r, b, S_R, S_P >= 2 ? 2 : 1); break;                           \
                 default: TILE(a, r, b, S_R, 1); break;                                         \
                 }                                                                              \
             }                                                                                  \

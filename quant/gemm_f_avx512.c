@@ -1,5 +1,5 @@
-/* gemm_f_avx512.c — batched F16 and BF16 kernels (F32 too, unused: see S_R) on AVX-512: register tiles of weight
- * rows x positions, lane for lane quant.h's order for the float types. quant/
+/* gemm_f_avx512.c — batched F16 and BF16 kernels on AVX-512: register tiles of weight rows x
+ * positions, lane for lane quant.h's order for the float types. quant/
  *
  * Element i of a pair goes into lane i % 32 by one fmaf, in element order, then
  * quant_reduce32's tree: the row kernels' (dot_avx512.c) operations exactly. A weight vector
@@ -25,7 +25,7 @@
  * 5x2 196-214 / 194-198, 6x2 217-267 / 192-227, 2x4 267-307 / 251-256, 3x4 275-289 /
  * 250-263 (spills), 4x3 273-280 / 269-288 (spills), 3x2 302-314, 8x1 294-331, 6x1 272-282;
  * matvec.c's 2x4 tiles 306-379 / 292-372. F32 (8 KiB rows) gained nothing at any shape
- * (0.73-1.05x): it keeps the tiles (gemm.c lists no F32 kernel). -D to try others. */
+ * (0.73-1.05x, with an S_F32 case of s_tile): F32 keeps the tiles. -D to try others. */
 #ifndef S_R
 #define S_R 4
 #endif
@@ -109,7 +109,6 @@ s_tile(int kind, const quant_gemm_args *a, uint64_t r, uint64_t b, const int R, 
     {                                                                                          \
         s_tile(K, a, r, b, R, P);                                                              \
     }
-S_TILE_OF(S_F32, s_tile32)
 S_TILE_OF(S_F16, s_tile16)
 S_TILE_OF(S_BF16, s_tileb16)
 
@@ -139,10 +138,8 @@ S_TILE_OF(S_BF16, s_tileb16)
         }                                                                                      \
     }
 _Static_assert(S_P >= 1 && S_P <= 8, "S_RUN's switch covers widths 1..8");
-S_RUN(s_run32, s_tile32)
 S_RUN(s_run16, s_tile16)
 S_RUN(s_runb16, s_tileb16)
 
-const quant_gemm quant_gemm_f32_avx512 = { "avx512", s_panel_bytes, s_pack, s_run32 };
 const quant_gemm quant_gemm_f16_avx512 = { "avx512", s_panel_bytes, s_pack, s_run16 };
 const quant_gemm quant_gemm_bf16_avx512 = { "avx512", s_panel_bytes, s_pack, s_runb16 };

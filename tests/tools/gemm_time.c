@@ -3,10 +3,10 @@
  *   build/tests/tools/gemm_time [TYPES=q4_0,q8_0] [ROWS=5632] [COLS=2048] [B=64] [THREADS=1]
  *                               [REPS=7] [KIND=auto|avx512|avx-vnni|avx2]
  * Prints per type: CPU microseconds (all threads: the machine is shared, so CPU time, not wall
- * time, is what a busy neighbour disturbs least) per position of one rows x cols product (median over reps),
- * for the tiles (no batched kernel) and the batched kernel, and their ratio. Weights stay in
- * cache (a prompt's product is compute-bound); only speed is measured here: tests/test_gemm.c
- * holds the bits. */
+ * time, is what a busy neighbour disturbs least) per position of one rows x cols product
+ * (median over reps), for the tiles (no batched kernel) and the batched kernel, and their
+ * ratio. Weights stay in cache (a prompt's product is compute-bound); only speed is measured
+ * here: tests/test_gemm.c holds the bits. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
