@@ -14,7 +14,8 @@
 #   usage: experiments/bench_llamacpp.sh [MODEL_DIR]     (default build/bench_llamacpp)
 # Env: TYPES (default "Q4_0 Q4_K_M Q5_K_M Q6_K Q8_0 F16"), THREADS ("1 2"), REPS (2),
 #   PROMPT (512), GEN (32), NODE_DIR (/work/tokjs: node_modules/node-llama-cpp 3.22.1),
-#   VOCAB (/work/models/vocab.gguf), SWARM_BIN.
+#   VOCAB (/work/models/vocab.gguf), SWARM_BIN, FLIP (0; 1: the other side first in every run,
+#   for a second pass that completes the alternation of a REPS=1 one).
 set -eu -o pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 DIR=$(mkdir -p "${1:-$ROOT/build/bench_llamacpp}" && cd "${1:-$ROOT/build/bench_llamacpp}" && pwd)
@@ -26,6 +27,7 @@ PROMPT=${PROMPT:-512}
 GEN=${GEN:-32}
 NODE_DIR=${NODE_DIR:-/work/tokjs}
 VOCAB=${VOCAB:-/work/models/vocab.gguf}
+FLIP=${FLIP:-0}
 MJS="$ROOT/experiments/bench_llamacpp.mjs"
 
 [ -x "$BIN" ] || { echo "bench_llamacpp: $BIN missing (make bin/swarm)" >&2; exit 1; }
@@ -68,7 +70,7 @@ for t in $TYPES; do
         lp=0 lt=0 sp=0 st=0
         row=$((row + 1))
         for r in $(seq 1 "$REPS"); do
-            for side in $( [ $(((r + row) % 2)) = 0 ] && echo "llama swarm" || echo "swarm llama"); do
+            for side in $( [ $(((r + row + FLIP) % 2)) = 0 ] && echo "llama swarm" || echo "swarm llama"); do
                 if [ "$side" = llama ]; then read -r p g < <(s_llama "$f" "$th"; echo "0 0")
                     lp=$(s_max "$lp" "$p"); lt=$(s_max "$lt" "$g")
                 else read -r p g < <(s_swarm "$f" "$th"; echo "0 0")
