@@ -1,7 +1,8 @@
 // bench_llamacpp.mjs — llama.cpp's side of experiments/bench_llamacpp.sh: pp N and tg M through
 // node-llama-cpp's API, CPU only, a fixed thread count.
 //   node experiments/bench_llamacpp.mjs NODE_DIR MODEL.gguf THREADS [PROMPT=512] [GEN=32]
-// Prints one line: `llama.cpp pp=<tokens/s> tg=<tokens/s>`, as llama-bench counts them: the
+// Prints `llama.cpp pp=<tokens/s> tg=<tokens/s>`, as llama-bench counts them (then a line
+// `llama.cpp pp_cpu=<prompt tokens per CPU second of the process>`): the
 // prompt evaluated in one batch of PROMPT tokens (n_batch = n_ubatch = PROMPT) from an empty
 // cache; generation timed token by token after the prompt, the median per-token time (what
 // swarm bench-llm reports). Token ids are fixed pseudo-random ids below the vocabulary size.
@@ -27,8 +28,10 @@ for (let i = 0; i < pp; i++) {
 await seq.evaluateWithoutGeneratingNewTokens(toks.slice(0, 8));
 await seq.clearHistory();
 let t0 = process.hrtime.bigint();
+const c0 = process.cpuUsage();
 await seq.evaluateWithoutGeneratingNewTokens(toks);
 const ppS = Number(process.hrtime.bigint() - t0) / 1e9;
+const c1 = process.cpuUsage(c0); // every thread of the process, microseconds
 // generation: one token at a time, greedy (temperature 0), timed each
 const times = [];
 const it = seq.evaluate([toks[pp - 1]], { temperature: 0 });
@@ -44,6 +47,8 @@ await it.return();
 times.sort((a, b) => a - b);
 const med = times[Math.floor(times.length / 2)];
 console.log(`llama.cpp pp=${(pp / ppS).toFixed(2)} tg=${(1 / med).toFixed(2)}`);
+// the prompt per CPU second (all threads): what a shared machine's neighbours disturb least
+console.log(`llama.cpp pp_cpu=${(pp / ((c1.user + c1.system) / 1e6)).toFixed(2)}`);
 await ctx.dispose();
 await model.dispose();
 process.exit(0);
