@@ -462,11 +462,15 @@ int quant_act_prepare_isa(quant_isa isa, quant_type w, const float *x, uint64_t 
         return 0;
     }
     if (quant_act_type(w) == QUANT_Q8_K) {
-        /* ggml's quantize_row_q8_K_ref, scalar: once per product, not per row. */
+        /* ggml's quantize_row_q8_K_ref: once per product, not per row (AVX-512: the same
+         * bytes, tests/test_kquant.c). */
         if (s_check_finite(x, n, err, errlen))
             return -1;
         const uint64_t nb = n / QUANT_QK_K;
-        quant_q8_K_quantize(x, act, nb);
+        if (isa == QUANT_ISA_AVX512 && quant_dot_get(w, QUANT_ISA_AVX512))
+            quant_q8_K_quantize_avx512(x, act, nb);
+        else
+            quant_q8_K_quantize(x, act, nb);
         const quant_block_q8_K *blk = act;
         int8_t *pairs = (int8_t *)(blk + nb);
         static const int order[8] = { 0, 2, 1, 3, 4, 6, 5, 7 };
