@@ -394,6 +394,18 @@ static void s_end(void *ctx, uint64_t session)
     pthread_mutex_unlock(&sw->mu);
 }
 
+/* The session's cached positions follow the runner's rewinds and resets: ss[].cached is the
+ * one count of what a rebuild replays (s_replay) and a rejoin re-prefills. */
+static void s_trim(void *ctx, uint64_t session, uint32_t pos)
+{
+    llm_swarm *sw = ctx;
+    pthread_mutex_lock(&sw->mu);
+    for (uint32_t k = 0; k < sw->o.sessions; k++)
+        if (sw->ss[k].id == session && sw->ss[k].cached > pos)
+            sw->ss[k].cached = pos;
+    pthread_mutex_unlock(&sw->mu);
+}
+
 static void *s_monitor(void *arg)
 {
     llm_swarm *sw = arg;
@@ -711,7 +723,7 @@ void llm_swarm_free(llm_swarm **swp)
 
 void llm_swarm_hook(llm_swarm *sw, llm_layers_hook *h)
 {
-    *h = (llm_layers_hook){ .layers = s_layers, .end = s_end, .ctx = sw,
+    *h = (llm_layers_hook){ .layers = s_layers, .end = s_end, .trim = s_trim, .ctx = sw,
                             .max_batch = sw->max_batch, .n_ctx = sw->n_ctx };
 }
 

@@ -484,7 +484,7 @@ uint32_t llm_session_pos(const llm_session *s)
 
 void llm_session_reset(llm_session *s)
 {
-    s->n_past = 0;
+    llm_session_rewind(s, 0);
 }
 
 void llm_session_rewind(llm_session *s, uint32_t pos)
@@ -493,6 +493,8 @@ void llm_session_rewind(llm_session *s, uint32_t pos)
      * are overwritten by the next pass before attention reads them (it reads 0..n_past). */
     if (pos < s->n_past)
         s->n_past = pos;
+    if (s->m->arm == LLM_ARM_RESIDENT && s->m->hook.trim)
+        s->m->hook.trim(s->m->hook.ctx, s->id, s->n_past);
 }
 
 uint64_t llm_session_kv_bytes(const llm_session *s)

@@ -47,6 +47,12 @@ typedef struct {
     int (*layers)(void *ctx, uint64_t session, const int32_t *tokens, float *x, uint32_t n,
                   uint32_t pos0, char *err, size_t errlen);
     void (*end)(void *ctx, uint64_t session);
+    /* May be NULL. The session now keeps only positions 0..pos-1 (llm_session_rewind, or
+     * reset with pos 0): the layers' owner counts no more than that as cached, so a rebuild
+     * never replays what the runner has dropped. Positions beyond stay in the caches until
+     * the next pass, which starts at pos and overwrites them (a step may start anywhere up
+     * to the first uncached position: runtime/slice.h). */
+    void (*trim)(void *ctx, uint64_t session, uint32_t pos);
     void *ctx;
     uint32_t max_batch;           /* positions one call may carry */
     uint32_t n_ctx;               /* positions a session's caches hold */

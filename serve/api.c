@@ -348,6 +348,11 @@ static int s_stream(json_t *root, serve_req *r, int *status, json_t **errj)
     char msg[512];
     if (s_bool(root, "stream", &r->stream, msg, sizeof msg))
         return s_badparam(msg, "stream", status, errj);
+    /* llama-server's "cache_prompt" (default true): false runs the whole prompt */
+    int cache = 1;
+    if (s_bool(root, "cache_prompt", &cache, msg, sizeof msg))
+        return s_badparam(msg, "cache_prompt", status, errj);
+    r->no_cache = !cache;
     json_t *so = json_object_get(root, "stream_options");
     if (so && !json_is_null(so)) {
         const char *k;
@@ -554,11 +559,13 @@ json_t *api_chunk(serve_job *job, const char *text, size_t n, json_t *lp, const 
                      (json_int_t)job->created, "model", srv->model_id, "choices", ch);
 }
 
+/* OpenAI's usage; prompt_tokens_details.cached_tokens: prompt tokens the slot's cache held. */
 static json_t *s_usage(serve_job *job)
 {
-    return json_pack("{s:i,s:i,s:i}", "prompt_tokens", (int)job->req.n_prompt,
+    return json_pack("{s:i,s:i,s:i,s:{s:i}}", "prompt_tokens", (int)job->req.n_prompt,
                      "completion_tokens", (int)job->n_gen, "total_tokens",
-                     (int)(job->req.n_prompt + job->n_gen));
+                     (int)(job->req.n_prompt + job->n_gen), "prompt_tokens_details",
+                     "cached_tokens", (int)job->n_cached);
 }
 
 /* Server-side timings (llama.cpp's server has the same idea): what the page shows, and what
@@ -568,10 +575,17 @@ static json_t *s_timings(serve_job *job)
     double ttft = job->n_gen ? (job->t_first - job->t_recv) * 1e3 : 0;
     double prefill = job->n_gen ? (job->t_first - job->t_start) * 1e3 : 0;
     double gen = job->n_gen > 1 ? (job->t_last - job->t_first) : 0;
-    return json_pack("{s:f,s:f,s:f,s:i,s:f}", "queue_ms", (job->t_start - job->t_recv) * 1e3,
-                     "ttft_ms", ttft, "prefill_ms", prefill,
+    char ids[17], lg[17];
+    snprintf(ids, sizeof ids, "%016llx", (unsigned long long)job->ids_digest);
+    snprintf(lg, sizeof lg, "%016llx", (unsigned long long)job->logits_digest);
+    /* prompt_n / cache_n: llama-server's names for evaluated and cached prompt tokens; the
+     * digests (engine.h) let a client compare two runs bit for bit */
+    return json_pack("{s:f,s:f,s:f,s:i,s:f,s:i,s:i,s:s,s:s}", "queue_ms",
+                     (job->t_start - job->t_recv) * 1e3, "ttft_ms", ttft, "prefill_ms", prefill,
                      "predicted_n", (int)job->n_gen, "predicted_per_second",
-                     gen > 0 ? (job->n_gen - 1) / gen : 0.0);
+                     gen > 0 ? (job->n_gen - 1) / gen : 0.0, "prompt_n",
+                     (int)(job->req.n_prompt - job->n_cached), "cache_n", (int)job->n_cached,
+                     "ids_digest", ids, "logits_digest", lg);
 }
 
 json_t *api_usage_chunk(serve_job *job)

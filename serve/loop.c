@@ -74,10 +74,14 @@ int loop_run(serve *srv, engine *e, serve_job *job)
         .prompt = r->prompt, .n_prompt = r->n_prompt, .max_tokens = r->max_tokens,
         .sampling = r->so, .stop = (const char *const *)r->stop, .n_stop = r->n_stop,
         .logprobs = r->logprobs, .top_logprobs = r->top_logprobs, .on_token = s_on_token,
-        .user = job, .cancel = &job->cancel,
+        .user = job, .cancel = &job->cancel, .no_cache = r->no_cache,
     };
     engine_stats st;
-    if (engine_generate(e, &q, &st, job->err, sizeof job->err))
+    int rc = engine_generate(e, &q, &st, job->err, sizeof job->err);
+    job->n_cached = st.n_cached;
+    job->ids_digest = st.ids_digest;
+    job->logits_digest = st.logits_digest;
+    if (rc)
         return -1;
     switch (st.finish) {
     case ENGINE_FINISH_STOP: job->finish = FINISH_STOP; break;

@@ -34,6 +34,7 @@ struct serve_metrics {
     pthread_mutex_t mu;
     uint64_t req[EP_COUNT][N_CODES + 1];
     uint64_t tok_in, tok_out;
+    uint64_t tok_cached;          /* prompt tokens taken from slots' caches */
     s_hist ttft, itl;
     uint64_t sec_tok[RATE_WINDOW + 2]; /* tokens generated in second t, ring by t mod size */
     long long sec_of[RATE_WINDOW + 2];
@@ -72,6 +73,13 @@ void metrics_tokens(serve_metrics *m, uint32_t in, uint32_t out)
     pthread_mutex_lock(&m->mu);
     m->tok_in += in;
     m->tok_out += out;
+    pthread_mutex_unlock(&m->mu);
+}
+
+void metrics_cached(serve_metrics *m, uint32_t cached)
+{
+    pthread_mutex_lock(&m->mu);
+    m->tok_cached += cached;
     pthread_mutex_unlock(&m->mu);
 }
 
@@ -148,10 +156,15 @@ char *metrics_render(serve_metrics *m, uint32_t active, uint32_t queued, uint32_
     fprintf(f, "# HELP swarm_serve_prompt_tokens_total Prompt tokens of finished requests.\n"
                "# TYPE swarm_serve_prompt_tokens_total counter\n"
                "swarm_serve_prompt_tokens_total %llu\n"
+               "# HELP swarm_serve_prompt_tokens_cached_total Of those, taken from a slot's "
+               "prompt cache (not evaluated).\n"
+               "# TYPE swarm_serve_prompt_tokens_cached_total counter\n"
+               "swarm_serve_prompt_tokens_cached_total %llu\n"
                "# HELP swarm_serve_generated_tokens_total Tokens generated.\n"
                "# TYPE swarm_serve_generated_tokens_total counter\n"
                "swarm_serve_generated_tokens_total %llu\n",
-            (unsigned long long)m->tok_in, (unsigned long long)m->tok_out);
+            (unsigned long long)m->tok_in, (unsigned long long)m->tok_cached,
+            (unsigned long long)m->tok_out);
     /* The last RATE_WINDOW complete seconds (the current one is partial). */
     long long now = (long long)serve_now();
     uint64_t n = 0;

@@ -48,6 +48,7 @@ typedef struct {
     uint32_t top_logprobs;        /* 0..SAMPLER_TOP_MAX (completions: 0..5) */
     int32_t *prompt;              /* owned (tokenizer_encode's), BOS included */
     uint32_t n_prompt;
+    int no_cache;                 /* "cache_prompt": false: reuse no cached prefix */
 } serve_req;
 
 typedef enum { FINISH_NONE, FINISH_STOP, FINISH_LENGTH, FINISH_EOG, FINISH_CANCELLED,
@@ -72,6 +73,8 @@ typedef struct serve_job {
     /* filled by the slot, read by the slot only until done */
     serve_finish finish;
     uint32_t n_gen;
+    uint32_t n_cached;            /* prompt tokens taken from the slot's cache */
+    uint64_t ids_digest, logits_digest; /* engine_stats' (to compare runs bit for bit) */
     double t_recv, t_start, t_first, t_last; /* monotonic seconds: received, slot took it, tokens */
     char *text;                   /* whole text (non-streamed responses) */
     size_t text_len, text_cap;
@@ -99,6 +102,9 @@ void sched_counts(serve_sched *s, uint32_t *active, uint32_t *queued);
 double sched_mean_job_s(serve_sched *s);
 /* Cancel every job (queued ones finish at once as cancelled). */
 void sched_cancel_all(serve_sched *s);
+/* The prompt cache: positions slot (0..n_slots-1) holds in its KV cache, as of the end of its
+ * last job (0 for a slot out of range or never used). */
+uint32_t sched_slot_cached(serve_sched *s, uint32_t slot);
 
 serve_job *job_new(serve *srv, char *err, size_t errlen);
 void job_unref(serve_job *job);
@@ -137,6 +143,8 @@ serve_metrics *metrics_new(void);
 void metrics_free(serve_metrics **m);
 void metrics_request(serve_metrics *m, serve_endpoint ep, unsigned status);
 void metrics_tokens(serve_metrics *m, uint32_t in, uint32_t out);
+/* Prompt tokens a finished request took from a slot's cache (not evaluated). */
+void metrics_cached(serve_metrics *m, uint32_t cached);
 void metrics_ttft(serve_metrics *m, double s);
 void metrics_itl(serve_metrics *m, double s);
 /* Prometheus text exposition (malloc'd). */

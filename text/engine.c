@@ -110,6 +110,21 @@ void engine_reset(engine *e)
     e->n_hist = 0;
 }
 
+uint32_t engine_cached(const engine *e, const int32_t **ids)
+{
+    if (ids)
+        *ids = e->hist;
+    return e->n_hist;
+}
+
+uint32_t engine_reusable(const engine *e, const int32_t *prompt, uint32_t n)
+{
+    uint32_t keep = 0;
+    while (keep < e->n_hist && keep < n && e->hist[keep] == prompt[keep])
+        keep++;
+    return keep == n && keep ? keep - 1 : keep;
+}
+
 const double *engine_itl_ms(const engine *e)
 {
     return e->itl;
@@ -216,17 +231,15 @@ static void s_finish_stats(engine *e, engine_stats *st, uint64_t t_first, uint64
 static int s_prefill(engine *e, const engine_request *q, engine_stats *st, char *err,
                      size_t errlen)
 {
-    uint32_t keep = 0;
-    while (keep < e->n_hist && keep < q->n_prompt && e->hist[keep] == q->prompt[keep])
-        keep++;
-    /* The last prompt token must be run to get logits. A chat's re-tokenized history often
-     * differs from the ids generated (the tokenizer's split of the reply text is not the
-     * model's), so the cache is cut back to the common prefix rather than thrown away. */
-    if (keep == q->n_prompt)
-        keep--;
+    /* The last prompt token must be run to get logits (engine_reusable leaves it out). A
+     * chat's re-tokenized history often differs from the ids generated (the tokenizer's split
+     * of the reply text is not the model's), so the cache is cut back to the common prefix
+     * rather than thrown away. */
+    uint32_t keep = q->no_cache ? 0 : engine_reusable(e, q->prompt, q->n_prompt);
     llm_session_rewind(e->s, keep);
     e->n_hist = keep;
     st->n_prompt_eval = q->n_prompt - keep;
+    st->n_cached = keep;
     for (uint32_t i = keep; i < q->n_prompt; i += e->n_batch) {
         uint32_t nb = q->n_prompt - i < e->n_batch ? q->n_prompt - i : e->n_batch;
         if (s_cancelled(q))

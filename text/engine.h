@@ -75,6 +75,8 @@ typedef struct {
     engine_token_fn on_token;     /* may be NULL */
     void *user;
     const atomic_int *cancel;     /* may be NULL; non-zero = stop at the next check */
+    int no_cache;                 /* 1: evaluate the whole prompt, reusing nothing cached
+                                   * (a server's "cache_prompt": false) */
 } engine_request;
 
 typedef struct {
@@ -82,6 +84,7 @@ typedef struct {
     uint32_t n_prompt;            /* prompt tokens of the request */
     uint32_t n_prompt_eval;       /* of those, evaluated now (the rest were cached from the last
                                      request on this engine: a common prefix) */
+    uint32_t n_cached;            /* n_prompt - n_prompt_eval: positions taken from the cache */
     uint32_t n_gen;               /* tokens sampled, the end-of-generation token included */
     double prompt_ms;             /* prefill time (n_prompt_eval positions) */
     double ttft_ms;               /* request start to the first token sampled and reported */
@@ -104,12 +107,23 @@ uint32_t engine_n_ctx(const engine *e);
 llm_session *engine_session(engine *e);
 /* Forget the conversation (the next request evaluates its whole prompt). */
 void engine_reset(engine *e);
+/* The prompt cache: the ids whose positions the session's KV cache holds now (*ids, valid
+ * until the engine's next request or reset; may be NULL), how many. A server picks the slot
+ * whose cache shares the longest prefix with a prompt by it; read it only while no request
+ * runs on e. */
+uint32_t engine_cached(const engine *e, const int32_t **ids);
+/* How many leading ids of prompt (n of them) a request would take from the cache: the
+ * common prefix, less the last prompt token (always run again for its logits). */
+uint32_t engine_reusable(const engine *e, const int32_t *prompt, uint32_t n);
 /* The last request's latencies (stats->n_gen - 1 of them, ms, in order); valid until the
  * next request. */
 const double *engine_itl_ms(const engine *e);
 
 /* Run req. The longest common prefix of the tokens in the cache and req->prompt is kept (a
- * conversation grows turn by turn; at least the last prompt token is run again). Returns 0 when it finished with stop,
+ * conversation grows turn by turn; at least the last prompt token is run again; nothing with
+ * req->no_cache). Positions are written by index and a pass's bits do not depend on how the
+ * prompt was cut into batches (docs/design.md, "Determinism"), so the ids and logits of a
+ * request served from the cache equal those of the same request on an empty one. Returns 0 when it finished with stop,
  * length, eog or cancelled (stats->finish says which), -1 with err before any work for a bad
  * request (context overflow, a bad option, an empty prompt, a token outside the vocabulary)
  * or, with stats->finish = error, when a forward pass fails midway. */
