@@ -1,0 +1,98 @@
+#!/bin/bash
+# e2e_serve_cache.sh — swarm serve's prompt cache on every arm (reference with 2 slots, SSD
+# streaming its layers, resident over 2 workers) on a random-weight model: a request served from
+# a slot's cache gives the ids and logits digests of the same request with "cache_prompt": false
+# and of the reference arm, cached_tokens in usage, the slot with the longest prefix chosen, chat
+# turns reusing the conversation, the /metrics counter (tests/serve_cache.py); on the resident arm
+# a worker killed while the slots are idle: their caches are rebuilt and the cached request is
+# still exact. tests/
+# Env: SWARM_BIN (bin/swarm), SWARM_TEST_TMP (scratch). Closes with "e2e_serve_cache: N passed, N failed".
+set -u
+cd "$(dirname "$0")/.."
+: "${SWARM_BIN:=$PWD/bin/swarm}" "${SWARM_TEST_TMP:=$PWD/tests/tmp}"
+T="$SWARM_TEST_TMP/e2e_serve_cache"
+rm -rf "$T" && mkdir -p "$T"
+pass=0; fail=0
+. tests/lib.sh
+pids=()
+trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done' EXIT
+
+tally() { # the checker's "ok"/"FAIL" lines into pass/fail
+    local f=$1
+    pass=$((pass + $(grep -c '^ok ' "$f")))
+    local nf; nf=$(grep -c '^FAIL ' "$f")
+    fail=$((fail + nf))
+    [ "$nf" = 0 ] || grep '^FAIL ' "$f" >&2
+    grep -q -E '^(ok|FAIL) ' "$f" ||
+        { fail=$((fail + 1)); echo "FAIL: $f: no checks ran" >&2; tail -5 "$f" >&2; }
+}
+
+gzip -dc tests/fixtures/tok/llama-spm.gguf.gz > "$T/vocab.gguf"
+# dim 256, ff 512: a q8_0 layer is ≈0.7 MiB, so the SSD arm's smallest cap streams layers
+sw gen gen --arch llama --dim 256 --layers 4 --heads 4 --kv-heads 2 --ff 512 \
+    --vocab-from "$T/vocab.gguf" --ctx 512 --seed 9 --type q8_0 -o "$T/m.gguf"; expect_rc gen 0
+
+start() { # name, args...: a server in the background; waits for its port file and "ready"
+    local name=$1; shift
+    "$SWARM_BIN" serve "$T/m.gguf" --listen 127.0.0.1:0 --port-file "$T/$name.port" --ctx 512 \
+        --chat-template chatml "$@" >"$T/$name.out" 2>"$T/$name.err" &
+    pids+=($!); eval "${name}_pid=$!"
+    wait_for "$T/$name.err" "serve: ready" 60 ||
+        { bad "$name did not start"; tail -5 "$T/$name.err" >&2; }
+    eval "${name}_port=$(cat "$T/$name.port" 2>/dev/null || echo 0)"
+}
+stop() { # name
+    local p; p=$(eval echo "\$${1}_pid")
+    kill -TERM "$p"; if wait "$p"; then rc=0; else rc=$?; fi
+    eq "$1: SIGTERM exit 0" "$rc" 0
+}
+same_digests() { # description, file, reference file: every request's digests equal
+    if diff "$3" "$2" >"$T/diff.txt"; then ok; else bad "$1"; head -5 "$T/diff.txt" >&2; fi
+}
+
+# the reference arm, 2 slots
+start ref --parallel 2
+# shellcheck disable=SC2154
+python3 tests/serve_cache.py "$ref_port" 2 main "$T/ref.dig" >"$T/ref.txt" 2>&1; tally "$T/ref.txt"
+stop ref
+
+# the SSD arm (one slot) under the smallest cap its plan takes: layers streamed every pass
+sw small serve "$T/m.gguf" --arm ssd --cap 1M --ctx 512 --parallel 1 --listen 127.0.0.1:0
+expect_rc small 1
+need=$(sed -n 's/.*: \([0-9.]*\) MiB needed.*/\1/p' "$T/small.err" | head -1)
+cap=$(python3 -c "import math,sys; print(math.ceil(float(sys.argv[1]) * 4) * 262144)" "${need:-0}")
+start ssd --arm ssd --cap "$cap" --parallel 1
+streamed=$(sed -n 's/.* \([0-9]*\) streamed.*/\1/p' "$T/ssd.err" | head -1)
+[ "${streamed:-0}" -ge 1 ] && ok || bad "ssd: no layer streamed under cap $cap"
+# shellcheck disable=SC2154
+python3 tests/serve_cache.py "$ssd_port" 1 main "$T/ssd.dig" >"$T/ssd.txt" 2>&1; tally "$T/ssd.txt"
+stop ssd
+# the slot checks (2 slots) are the reference's only: compare the requests both made
+grep -vE '^(P2|P1 after|concurrent)' "$T/ref.dig" >"$T/ref1.dig"
+same_digests "ssd: every request's digests = the reference arm's" "$T/ssd.dig" "$T/ref1.dig"
+
+# the resident arm: 2 workers, 2 slots; then w1 killed while idle, respawned, re-prefilled
+start res --arm resident --workers 2 --parallel 2
+# shellcheck disable=SC2154
+python3 tests/serve_cache.py "$res_port" 2 main "$T/res.dig" >"$T/res.txt" 2>&1; tally "$T/res.txt"
+same_digests "resident: every request's digests = the reference arm's" "$T/res.dig" "$T/ref.dig"
+python3 tests/serve_cache.py "$res_port" 2 prime "$T/res1.dig" >"$T/res1.txt" 2>&1
+# shellcheck disable=SC2154
+w1=$(pgrep -P "$res_pid" -f -- "--id w1" | head -1)
+[ -n "$w1" ] && kill -9 "$w1"
+back=0
+for ((i = 0; i < 1200; i++)); do # the monitor finds it, a fresh w1 loads and is routed back
+    curl -s "http://127.0.0.1:$res_port/metrics" >"$T/res.metrics"
+    grep -q '^swarm_serve_failovers_total 1$' "$T/res.metrics" &&
+        grep -q '^swarm_serve_worker_up{worker="w1",.*} 1$' "$T/res.metrics" && { back=1; break; }
+    sleep 0.05
+done
+eq "resident: w1 killed while idle is respawned and back" "$back" 1
+python3 tests/serve_cache.py "$res_port" 2 again "$T/res2.dig" >"$T/res2.txt" 2>&1
+tally "$T/res2.txt"
+eq "resident: P1 from the rebuilt caches = the reference's" "$(cut -d' ' -f2- "$T/res2.dig")" \
+    "$(grep '^p1 ' "$T/ref.dig" | cut -d' ' -f2-)"
+stop res
+
+echo "e2e_serve_cache: $pass passed, $fail failed"
+[ "$fail" = 0 ]
