@@ -55,8 +55,9 @@ typedef struct {
     float *k, *v;                 /* (max_pos, kv_dim) */
     float *gate, *up;             /* (max_pos, n_ff); gate becomes silu(gate) . up */
     float *tmp;                   /* (max_pos, max rows of a matrix): a row range's products */
-    float *scores;                /* (nthreads, scores_ctx) attention weights */
-    uint32_t scores_ctx;
+    float *scores;                /* (nthreads, scores_row) attention weights */
+    uint32_t scores_ctx;          /* floats allocated */
+    uint32_t scores_row;          /* the longest cache of this pass's sessions */
 } s_run;
 
 /* ---------------------------------------------------------------- opening */
@@ -389,19 +390,24 @@ static int s_begin(arch_run *r, char *err, size_t errlen)
     const arch_model *m = r->m;
     const arch_hparams *hp = &m->hp;
     const arch_layer *l = &m->layers[r->layer];
-    uint32_t kvd = hp->n_head_kv * hp->head_dim;
-    arch_kv *kv = r->kv;
-    if (!kv || !kv->k || !kv->v || kv->kv_dim != kvd) {
-        arch_err(err, errlen, m->g->path, "layer %u: a KV cache of width %u is needed", r->layer,
-                 kvd);
-        return -1;
+    uint32_t kvd = hp->n_head_kv * hp->head_dim, ctx = 0;
+    for (uint32_t i = 0; i < r->n_segs; i++) {
+        const arch_seg *sg = &r->segs[i];
+        const arch_kv *kv = sg->kv;
+        if (!kv || !kv->k || !kv->v || kv->kv_dim != kvd) {
+            arch_err(err, errlen, m->g->path, "layer %u: a KV cache of width %u is needed",
+                     r->layer, kvd);
+            return -1;
+        }
+        if (sg->pos0 > kv->n_ctx || sg->n > kv->n_ctx - sg->pos0) {
+            arch_err(err, errlen, m->g->path,
+                     "positions %u..%u do not fit the KV cache of %u positions", sg->pos0,
+                     sg->pos0 + sg->n - 1, kv->n_ctx);
+            return -1;
+        }
+        ctx = kv->n_ctx > ctx ? kv->n_ctx : ctx;
     }
-    if (r->pos0 > kv->n_ctx || r->n > kv->n_ctx - r->pos0) {
-        arch_err(err, errlen, m->g->path,
-                 "positions %u..%u do not fit the KV cache of %u positions", r->pos0,
-                 r->pos0 + r->n - 1, kv->n_ctx);
-        return -1;
-    }
+    s->scores_row = ctx;
     for (uint32_t i = 0; i < l->n_vectors; i++) {
         const arch_tensor *t = &l->t[i];
         char why[160];
@@ -412,13 +418,13 @@ static int s_begin(arch_run *r, char *err, size_t errlen)
             return -1;
         }
     }
-    /* attention weights: one row of the cache's length per thread */
-    size_t need = (size_t)r->nthreads * kv->n_ctx;
+    /* attention weights: one row of the longest cache's length per thread */
+    size_t need = (size_t)r->nthreads * ctx;
     if (need > (size_t)s->scores_ctx) {
         float *w = realloc(s->scores, need * sizeof(float));
         if (!w) {
             arch_err(err, errlen, m->g->path, "out of memory for attention over %u positions",
-                     kv->n_ctx);
+                     ctx);
             return -1;
         }
         s->scores = w;
@@ -588,27 +594,40 @@ static int s_have_avx(void)
     return have;
 }
 
+/* Row p of the pass: its session's cache and its absolute position. A pass has a few
+ * segments (one per session in it), so a walk over them costs nothing beside a row's work. */
+static const arch_kv *s_row(const arch_run *r, uint32_t p, uint32_t *pos)
+{
+    uint32_t i = 0;
+    while (i + 1 < r->n_segs && p >= r->segs[i].n)
+        p -= r->segs[i++].n;
+    *pos = r->segs[i].pos0 + p;
+    return r->segs[i].kv;
+}
+
 /* One (position, head) pair per index, threads taking every nthreads-th: each pair's loop
- * runs alone in a fixed order, so the bits do not depend on the split. */
+ * runs alone in a fixed order over its own session's cache, so the bits depend neither on the
+ * split nor on the other sessions in the pass. */
 static void s_attn_task(void *arg, int tid, int nt)
 {
     arch_run *r = arg;
     s_run *s = r->fam;
     const arch_hparams *hp = &r->m->hp;
     uint32_t hd = hp->head_dim, kvd = hp->n_head_kv * hd, group = hp->n_head / hp->n_head_kv;
-    float *w = s->scores + (size_t)tid * r->kv->n_ctx;
+    float *w = s->scores + (size_t)tid * s->scores_row;
     float scale = 1.0f / sqrtf((float)hd);
     uint32_t total = r->n * hp->n_head;
     int avx = s_have_avx();
     for (uint32_t j = (uint32_t)tid; j < total; j += (uint32_t)nt) {
-        uint32_t p = j / hp->n_head, h = j % hp->n_head, kh = h / group;
-        uint32_t len = r->pos0 + p + 1; /* causal: cache positions 0 .. pos */
+        uint32_t p = j / hp->n_head, h = j % hp->n_head, kh = h / group, pos;
+        const arch_kv *kv = s_row(r, p, &pos);
+        uint32_t len = pos + 1; /* causal: cache positions 0 .. pos */
         const float *q = s->q + (size_t)p * hp->dim + (size_t)h * hd;
         float mx = -INFINITY;
         if (avx)
-            s_scores_avx(q, r->kv->k + (size_t)kh * hd, kvd, len, hd, scale, w);
+            s_scores_avx(q, kv->k + (size_t)kh * hd, kvd, len, hd, scale, w);
         for (uint32_t t = 0; t < len; t++) {
-            const float *k = r->kv->k + (size_t)t * kvd + (size_t)kh * hd;
+            const float *k = kv->k + (size_t)t * kvd + (size_t)kh * hd;
             if (!avx)
                 w[t] = s_dot8(q, k, hd) * scale;
             mx = w[t] > mx ? w[t] : mx;
@@ -620,7 +639,7 @@ static void s_attn_task(void *arg, int tid, int nt)
         }
         float inv = 1.0f / sum;
         float *out = s->att + (size_t)p * hp->dim + (size_t)h * hd;
-        const float *v = r->kv->v + (size_t)kh * hd;
+        const float *v = kv->v + (size_t)kh * hd;
         (avx ? s_wsum_avx : s_wsum)(out, w, inv, v, kvd, len, hd);
     }
 }
@@ -642,11 +661,12 @@ static int s_attention(arch_run *r)
                 v[i] += s->vec[LL_V_BV][i];
             }
         }
-        uint32_t pos = r->pos0 + p;
+        uint32_t pos;
+        const arch_kv *kv = s_row(r, p, &pos);
         s_rope(m, q, hp->n_head, pos);
         s_rope(m, k, hp->n_head_kv, pos);
-        memcpy(r->kv->k + (size_t)pos * kvd, k, kvd * sizeof(float));
-        memcpy(r->kv->v + (size_t)pos * kvd, v, kvd * sizeof(float));
+        memcpy(kv->k + (size_t)pos * kvd, k, kvd * sizeof(float));
+        memcpy(kv->v + (size_t)pos * kvd, v, kvd * sizeof(float));
     }
     char why[160];
     if (quant_pool_run(r->nthreads, s_attn_task, r, why, sizeof why))

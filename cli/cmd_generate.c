@@ -32,6 +32,7 @@ typedef struct s_extra s_extra;
 typedef struct {
     const char *model, *prompt, *out, *kl_base;
     int parity;
+    int batched;                  /* the sessions ran in shared passes (llm_model_batching) */
     uint32_t n_sess;              /* --sessions */
     llm_cli_gen_opts o;
     arm_flags af;
@@ -278,6 +279,14 @@ static int s_sessions(gen_run *g)
         fprintf(stderr, "swarm generate: out of memory\n");
         return -1;
     }
+    /* the reference arm's sessions share passes (llm_model_batching), as serve's slots do */
+    if (g->h.arm == LLM_ARM_REFERENCE && g->n_sess > 1) {
+        if (llm_model_batching(g->h.lm.m, g->o.n_batch + g->n_sess - 1, err, sizeof err)) {
+            fprintf(stderr, "swarm generate: %s\n", err);
+            return -1;
+        }
+        g->batched = 1;
+    }
     uint64_t t_gen = util_now_ns();
     if (s_start_extras(g))
         return -1;
@@ -385,7 +394,7 @@ static int s_parity(gen_run *g)
     if (!g->parity)
         return 0;
     llm_cli_model *pm = &g->h.lm;
-    if (g->h.arm != LLM_ARM_REFERENCE) {
+    if (g->h.arm != LLM_ARM_REFERENCE || g->batched) { /* batched: a plain model */
         g->ref.t = g->h.lm.t; /* borrowed: ref.m alone is freed */
         if (!(g->ref.m = llm_model_open(g->h.lm.path, err, sizeof err))) {
             fprintf(stderr, "swarm generate: parity reference: %s\n", err);

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +15,8 @@
 #include "arch/sums.h"
 #include "base/util.h"
 #include "quant/quant.h"
+
+typedef struct s_batch s_batch;
 
 struct llm_model {
     gguf_file *g;
@@ -34,6 +37,7 @@ struct llm_model {
     uint64_t next_session;
     uint64_t *sums;               /* per-layer checksums (arch/sums.h) */
     char sums_src[PATH_MAX + 64];
+    s_batch *batch;               /* continuous batching (llm_model_batching), NULL when off */
 };
 
 struct llm_session {
@@ -47,7 +51,13 @@ struct llm_session {
     float *x;                     /* (n_batch, dim) */
     float *xn;                    /* (n_batch, dim) final norm */
     float *norm_w;                /* (dim) output_norm in f32 */
+    int active;                   /* in a request (llm_session_active) */
 };
+
+static void s_batch_free(s_batch **bp);
+static int s_batch_step(llm_session *s, const int32_t *tok, uint32_t n, float *logits,
+                        char *err, size_t errlen);
+static uint32_t s_batch_chunk(const llm_session *s);
 
 llm_model *llm_model_open(const char *path, char *err, size_t errlen)
 {
@@ -275,6 +285,7 @@ void llm_model_free(llm_model **mp)
     if (m->map)
         munmap(m->map, m->map_len);
     exec_free(&m->ex);
+    s_batch_free(&m->batch);
     free(m->sums);
     for (int i = 0; i < 3; i++)
         free(m->buf[i]);
@@ -454,6 +465,7 @@ void llm_session_free(llm_session **sp)
     if (!sp || !*sp)
         return;
     llm_session *s = *sp;
+    llm_session_active(s, 0);
     if (s->m->arm == LLM_ARM_SSD && s->m->n_sessions && !s->run)
         s->m->n_sessions--;
     if (s->m->arm == LLM_ARM_RESIDENT)
@@ -569,16 +581,267 @@ int llm_eval(llm_session *s, const int32_t *tokens, uint32_t n, float *logits, i
                      tokens[i], hp->n_vocab - 1);
             return -1;
         }
-    for (uint32_t i = 0; i < n; i += s->n_batch) {
-        uint32_t nb = n - i < s->n_batch ? n - i : s->n_batch;
+    /* batched: chunks of at most a pass's rows, each queued to ride with the others' steps */
+    int batched = s->m->batch && !all;
+    uint32_t chunk = batched ? s_batch_chunk(s) : s->n_batch;
+    for (uint32_t i = 0; i < n; i += chunk) {
+        uint32_t nb = n - i < chunk ? n - i : chunk;
         int last = i + nb == n;
         float *out = NULL;
         if (logits && all)
             out = logits + (size_t)i * hp->n_vocab;
         else if (logits && last)
             out = logits;
-        if (s_pass(s, tokens + i, nb, out, all, err, errlen))
+        if (batched ? s_batch_step(s, tokens + i, nb, out, err, errlen)
+                    : s_pass(s, tokens + i, nb, out, all, err, errlen))
             return -1;
     }
     return 0;
+}
+
+/* ---------------------------------------------------------------- continuous batching */
+
+#define S_BATCH_MAX_SESSIONS 32   /* steps in one pass (the head's logits buffer holds them) */
+
+/* One session's part of a pass: its caller waits on it until a pass has run it. */
+typedef struct s_step {
+    struct s_step *next;
+    llm_session *s;
+    const int32_t *tok;
+    uint32_t n;                   /* positions, from s->n_past */
+    float *logits;                /* n_vocab for the last position, or NULL */
+    int done, rc;
+    char err[256];
+} s_step;
+
+struct s_batch {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;            /* on CLOCK_MONOTONIC */
+    s_step *head, *tail;          /* steps waiting for a pass, in arrival order */
+    uint32_t n_queued, n_active;
+    uint32_t max_rows;            /* positions one pass carries */
+    int running;                  /* a caller is running a pass */
+    uint64_t last_pass_ns;
+    uint64_t passes, rows;
+    /* the pass's own buffers (used by the caller running it, outside mu) */
+    arch_run *run;                /* max_rows positions */
+    float *x;                     /* (max_rows, dim) every step's rows, in step order */
+    float *xn;                    /* (S_BATCH_MAX_SESSIONS, dim) final norm of each last row */
+    float *logits;                /* (S_BATCH_MAX_SESSIONS, n_vocab) */
+    arch_seg segs[S_BATCH_MAX_SESSIONS];
+};
+
+static void s_batch_free(s_batch **bp)
+{
+    s_batch *b = *bp;
+    if (!b)
+        return;
+    arch_run_free(&b->run);
+    free(b->x);
+    free(b->xn);
+    free(b->logits);
+    pthread_cond_destroy(&b->cv);
+    pthread_mutex_destroy(&b->mu);
+    free(b);
+    *bp = NULL;
+}
+
+int llm_model_batching(llm_model *m, uint32_t max_rows, char *err, size_t errlen)
+{
+    const arch_hparams *hp = &m->am.hp;
+    if (m->arm != LLM_ARM_REFERENCE) {
+        arch_err(err, errlen, m->g->path, "continuous batching runs on the reference arm");
+        return -1;
+    }
+    if (m->batch)
+        return 0;
+    s_batch *b = calloc(1, sizeof *b);
+    pthread_condattr_t ca;
+    if (!b)
+        goto oom;
+    pthread_mutex_init(&b->mu, NULL);
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&b->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    b->max_rows = max_rows < 1 ? 1 : max_rows;
+    if (!(b->run = arch_run_new(&m->am, b->max_rows, err, errlen))) {
+        s_batch_free(&b);
+        return -1;
+    }
+    b->x = malloc((size_t)b->max_rows * hp->dim * sizeof(float));
+    b->xn = malloc((size_t)S_BATCH_MAX_SESSIONS * hp->dim * sizeof(float));
+    b->logits = malloc((size_t)S_BATCH_MAX_SESSIONS * hp->n_vocab * sizeof(float));
+    if (!b->x || !b->xn || !b->logits)
+        goto oom;
+    m->batch = b;
+    return 0;
+oom:
+    s_batch_free(&b);
+    arch_err(err, errlen, m->g->path, "out of memory for passes of %u positions", max_rows);
+    return -1;
+}
+
+void llm_session_active(llm_session *s, int on)
+{
+    s_batch *b = s->m->batch;
+    on = !!on;
+    if (s->active == on)
+        return;
+    s->active = on;
+    if (!b)
+        return;
+    pthread_mutex_lock(&b->mu);
+    b->n_active = on ? b->n_active + 1 : b->n_active - 1;
+    pthread_cond_broadcast(&b->cv); /* a pass waiting for this session need not */
+    pthread_mutex_unlock(&b->mu);
+}
+
+void llm_model_batch_counts(llm_model *m, uint64_t *passes, uint64_t *rows)
+{
+    *passes = *rows = 0;
+    if (!m->batch)
+        return;
+    pthread_mutex_lock(&m->batch->mu);
+    *passes = m->batch->passes;
+    *rows = m->batch->rows;
+    pthread_mutex_unlock(&m->batch->mu);
+}
+
+/* Positions per step: the session's batch, within a pass. */
+static uint32_t s_batch_chunk(const llm_session *s)
+{
+    uint32_t r = s->m->batch->max_rows;
+    return s->n_batch < r ? s->n_batch : r;
+}
+
+/* One forward pass over k sessions' steps: their rows embedded one after another, every layer
+ * over all of them (arch_layer_forward_segs: each weight read once), then the final norm of
+ * each step's last row and the head over those rows (one read of the head for all). Each row
+ * is computed as it would be alone (arch.h), so each session's bits are its own. */
+static int s_batch_pass(llm_model *m, s_step *const *st, uint32_t k, int nthreads, char *err,
+                        size_t errlen)
+{
+    s_batch *b = m->batch;
+    const arch_model *am = &m->am;
+    const arch_hparams *hp = &am->hp;
+    uint32_t d = hp->dim, row = 0, nl = 0;
+    char why[160];
+    for (uint32_t i = 0; i < k; i++) {
+        for (uint32_t p = 0; p < st[i]->n; p++) {
+            const uint8_t *er = (const uint8_t *)m->tok_embd +
+                                (uint64_t)st[i]->tok[p] * am->tok_embd.row_bytes;
+            if (quant_dequantize_row((quant_type)am->tok_embd.type, er,
+                                     b->x + (size_t)(row + p) * d, d, why, sizeof why)) {
+                arch_err(err, errlen, m->g->path, "token_embd.weight: %s", why);
+                return -1;
+            }
+        }
+        b->segs[i] = (arch_seg){ .pos0 = st[i]->s->n_past, .n = st[i]->n };
+        row += st[i]->n;
+    }
+    arch_run_set_threads(b->run, nthreads);
+    for (uint32_t l = 0; l < hp->n_layers; l++) {
+        for (uint32_t i = 0; i < k; i++)
+            b->segs[i].kv = &st[i]->s->kv[l];
+        if (arch_layer_forward_segs(b->run, l, llm_layer_data(m, l), b->segs, k, b->x, err,
+                                    errlen))
+            return -1;
+    }
+    row = 0;
+    for (uint32_t i = 0; i < k; i++) {
+        row += st[i]->n;
+        st[i]->s->n_past += st[i]->n;
+        if (st[i]->logits)
+            arch_rmsnorm(b->x + (size_t)(row - 1) * d, st[i]->s->norm_w, b->xn + (size_t)nl++ * d,
+                         d, hp->norm_eps);
+    }
+    if (!nl)
+        return 0;
+    if (quant_matmat((quant_type)am->output.type, hp->n_vocab, d, m->output, nl, b->xn,
+                     b->logits, nthreads, why, sizeof why)) {
+        arch_err(err, errlen, m->g->path, "%s: %s", am->output.name, why);
+        return -1;
+    }
+    nl = 0;
+    for (uint32_t i = 0; i < k; i++)
+        if (st[i]->logits)
+            memcpy(st[i]->logits, b->logits + (size_t)nl++ * hp->n_vocab,
+                   (size_t)hp->n_vocab * sizeof(float));
+    return 0;
+}
+
+/* Wait (under mu) for the other active sessions to queue their steps: at most a quarter of
+ * the last pass's time, so a session that is late (sampling, its client) costs the others
+ * little and rides the next pass. */
+static void s_batch_gather(s_batch *b)
+{
+    if (b->n_queued >= b->n_active || !b->last_pass_ns)
+        return;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    uint64_t t = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec + b->last_pass_ns / 4;
+    ts.tv_sec = (time_t)(t / 1000000000ull);
+    ts.tv_nsec = (long)(t % 1000000000ull);
+    while (b->n_queued < b->n_active)
+        if (pthread_cond_timedwait(&b->cv, &b->mu, &ts) == ETIMEDOUT)
+            break;
+}
+
+/* s's step into the next pass; the first caller to find no pass running runs one (over the
+ * steps queued, in order, within max_rows) and hands the next to whoever is still waiting. */
+static int s_batch_step(llm_session *s, const int32_t *tok, uint32_t n, float *logits,
+                        char *err, size_t errlen)
+{
+    s_batch *b = s->m->batch;
+    s_step me = { .s = s, .tok = tok, .n = n, .logits = logits };
+    pthread_mutex_lock(&b->mu);
+    if (b->tail)
+        b->tail->next = &me;
+    else
+        b->head = &me;
+    b->tail = &me;
+    b->n_queued++;
+    pthread_cond_broadcast(&b->cv);
+    while (!me.done) {
+        if (b->running) {
+            pthread_cond_wait(&b->cv, &b->mu);
+            continue;
+        }
+        b->running = 1;
+        s_batch_gather(b);
+        s_step *take[S_BATCH_MAX_SESSIONS];
+        uint32_t k = 0, rows = 0;
+        while (b->head && k < S_BATCH_MAX_SESSIONS && rows + b->head->n <= b->max_rows) {
+            s_step *t = b->head;
+            b->head = t->next;
+            if (!b->head)
+                b->tail = NULL;
+            t->next = NULL;
+            take[k++] = t;
+            rows += t->n;
+        }
+        b->n_queued -= k;
+        pthread_mutex_unlock(&b->mu);
+        char why[256];
+        uint64_t t0 = util_now_ns();
+        int rc = s_batch_pass(s->m, take, k, s->nthreads, why, sizeof why);
+        uint64_t dt = util_now_ns() - t0;
+        pthread_mutex_lock(&b->mu);
+        b->last_pass_ns = dt;
+        b->passes++;
+        b->rows += rows;
+        for (uint32_t i = 0; i < k; i++) {
+            take[i]->rc = rc;
+            if (rc)
+                snprintf(take[i]->err, sizeof take[i]->err, "%s", why);
+            take[i]->done = 1;
+        }
+        b->running = 0;
+        pthread_cond_broadcast(&b->cv);
+    }
+    pthread_mutex_unlock(&b->mu);
+    if (me.rc)
+        snprintf(err, errlen, "%s", me.err);
+    return me.rc;
 }

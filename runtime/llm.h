@@ -131,6 +131,24 @@ void llm_session_rewind(llm_session *s, uint32_t pos);
 /* Bytes of the session's KV cache. */
 uint64_t llm_session_kv_bytes(const llm_session *s);
 
+/* Continuous batching (the reference arm). With it on, llm_eval calls of different sessions
+ * made at once from different threads (a server's slots, generate --sessions) join one
+ * forward pass: every active session's next position(s) ride together, up to max_rows rows,
+ * each weight read once for all of them (arch_layer_forward_segs, and the head over every
+ * session's last row), while each row's bits stay those of its session run alone. A pass is
+ * run by one of the callers (the first to find none running); it first waits for the other
+ * active sessions (llm_session_active) to queue their steps, at most a quarter of the last
+ * pass's time, so a straggler costs the others little and is taken by the next pass. A
+ * prompt comes in chunks of its session's n_batch, queued in turn with the others' steps: a
+ * long prompt delays their next token by one chunk at most. Calls with every position's
+ * logits (perplexity) run alone. -1 with err: not the reference arm, or out of memory. */
+int llm_model_batching(llm_model *m, uint32_t max_rows, char *err, size_t errlen);
+/* The session is in a request (1) or idle (0): a pass waits only for active sessions. */
+void llm_session_active(llm_session *s, int on);
+/* Passes run and the rows they carried since batching was turned on (rows / passes: how
+ * many positions shared each read of the weights). */
+void llm_model_batch_counts(llm_model *m, uint64_t *passes, uint64_t *rows);
+
 /* Run n tokens at the next positions. logits: n_vocab floats for the last position, or
  * n x n_vocab (every position) when all; NULL for none. -1 with err when the tokens do not fit
  * the context (nothing is run then), a token id is outside the vocabulary, or a layer fails. */

@@ -274,6 +274,8 @@ int engine_generate(engine *e, const engine_request *q, engine_stats *st, char *
     if (!smp)
         return -1;
     uint64_t t0 = util_now_ns(), t_first = 0, t_prev = 0;
+    /* a batched pass (llm_model_batching) waits for the sessions in a request */
+    llm_session_active(e->s, 1);
     XXH3_64bits_reset(&e->ids_h);
     XXH3_64bits_reset(&e->logits_h);
     e->n_itl = 0;
@@ -283,6 +285,7 @@ int engine_generate(engine *e, const engine_request *q, engine_stats *st, char *
     int rc = s_prefill(e, q, st, err, errlen);
     st->prompt_ms = (double)(util_now_ns() - t0) / 1e6;
     if (rc) {
+        llm_session_active(e->s, 0);
         st->finish = rc > 0 ? ENGINE_FINISH_CANCELLED : ENGINE_FINISH_ERROR;
         sampler_destroy(&smp);
         return rc > 0 ? 0 : -1;
@@ -354,6 +357,7 @@ int engine_generate(engine *e, const engine_request *q, engine_stats *st, char *
         }
         e->hist[e->n_hist++] = id;
     }
+    llm_session_active(e->s, 0);
     if (fin == ENGINE_FINISH_LENGTH || fin == ENGINE_FINISH_EOG) {
         /* Generation ended with text still held for a stop string that never came (or a
          * truncated UTF-8 sequence): it is the model's output, so it is released. */
