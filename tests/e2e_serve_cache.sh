@@ -5,7 +5,8 @@
 # and of the reference arm, cached_tokens in usage, the slot with the longest prefix chosen, chat
 # turns reusing the conversation, the /metrics counter (tests/serve_cache.py); on the resident arm
 # a worker killed while the slots are idle: their caches are rebuilt and the cached request is
-# still exact. tests/
+# still exact. Continuous batching on the reference arm: 4 streams at once, each with the digests
+# it has alone, in fewer passes. tests/
 # Env: SWARM_BIN (bin/swarm), SWARM_TEST_TMP (scratch). Closes with "e2e_serve_cache: N passed, N failed".
 set -u
 cd "$(dirname "$0")/.."
@@ -55,6 +56,11 @@ start ref --parallel 2
 # shellcheck disable=SC2154
 python3 tests/serve_cache.py "$ref_port" 2 main "$T/ref.dig" >"$T/ref.txt" 2>&1; tally "$T/ref.txt"
 stop ref
+# continuous batching: 4 slots' streams in shared passes, each with its own digests alone
+start bat --parallel 4
+# shellcheck disable=SC2154
+python3 tests/serve_cache.py "$bat_port" 4 batch "$T/bat.dig" >"$T/bat.txt" 2>&1; tally "$T/bat.txt"
+stop bat
 
 # the SSD arm (one slot) under the smallest cap its plan takes: layers streamed every pass
 sw small serve "$T/m.gguf" --arm ssd --cap 1M --ctx 512 --parallel 1 --listen 127.0.0.1:0

@@ -5,8 +5,8 @@ with "cache_prompt": false, the slot with the longest common prefix is chosen, a
 reuse the conversation, the /metrics counter. tests/ (used by e2e_serve_cache.sh)
 
 usage: serve_cache.py PORT SLOTS PHASE DIGESTS_OUT
-PHASE: main (a fresh server), prime (P1 into a slot) or again (after a failover: P1 is still
-cached and still exact).
+PHASE: main (a fresh server), prime (P1 into a slot), again (after a failover: P1 is still
+cached and still exact) or batch (SLOTS streams at once, each exact, in fewer passes).
 Prints "ok NAME" / "FAIL NAME: why" lines, and writes one "NAME IDS LOGITS" line per request
 to DIGESTS_OUT so the script can compare arms.
 """
@@ -166,5 +166,39 @@ def again():
     check("after the failover: P1 cached", cached(b) == b["usage"]["prompt_tokens"] - 1, cached(b))
     record("p1_after_failover", b)
 
-{"main": main, "prime": prime, "again": again}[phase]()
+def counters():
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    c.request("GET", "/metrics")
+    m = c.getresponse().read().decode()
+    c.close()
+    v = {l.split()[0]: int(l.split()[1]) for l in m.splitlines()
+         if l.startswith("swarm_serve_batch_")}
+    return v.get("swarm_serve_batch_passes_total", 0), v.get("swarm_serve_batch_rows_total", 0)
+
+def batch():
+    """Continuous batching: SLOTS streams at once (different prompts, lengths and seeds, one
+    prompt long enough to be prefilled in several chunks while the others decode) give each
+    request's digests run alone, in fewer passes than one at a time."""
+    reqs = [dict(prompt=P1 * 3 if k == 0 else P2 + " %d" % k, max_tokens=24 + 4 * k,
+                 temperature=0.7 if k % 2 else 0, seed=11 + k, cache_prompt=False)
+            for k in range(slots)]
+    alone = []
+    p0, r0 = counters()
+    for q in reqs:
+        alone.append(post(q)[1])
+    p1, r1 = counters()
+    out = [None] * slots
+    def one(k):
+        out[k] = post(reqs[k])[1]
+    ts = [threading.Thread(target=one, args=(k,)) for k in range(slots)]
+    for t in ts: t.start()
+    for t in ts: t.join()
+    p2, r2 = counters()
+    for k in range(slots):
+        cmp("batched stream %d" % k, out[k], alone[k])
+    check("batching: the same rows", r2 - r1 == r1 - r0, f"{r2 - r1} vs {r1 - r0}")
+    check("batching: fewer passes together than one at a time (%d vs %d)" % (p2 - p1, p1 - p0),
+          0 < p2 - p1 <= 0.75 * (p1 - p0), f"{p2 - p1} vs {p1 - p0}")
+
+{"main": main, "prime": prime, "again": again, "batch": batch}[phase]()
 digests.close()
