@@ -73,8 +73,9 @@ static void s_usage(FILE *f)
             "                        first) is in flight; it is fenced, its layers move here,\n"
             "                        every live session's caches are rebuilt, and the tokens\n"
             "                        stay the reference arm's (the parity gate)\n"
-            "  --sessions K          K generations at once (reference or resident arm), each on\n"
-            "                        its own thread and KV cache, session k seeded seed + k;\n"
+            "  --sessions K          K generations at once, each on its own thread and KV\n"
+            "                        cache, session k seeded seed + k (reference and SSD arms:\n"
+            "                        their steps batched into shared passes);\n"
             "                        the text shown is session 0's; per-session latency and\n"
             "                        the aggregate tokens/s are reported, every session's\n"
             "                        tokens checked by the parity gate\n"
@@ -145,9 +146,8 @@ static int s_check(gen_run *g, char *err, size_t errlen)
     if (arm_flags_check(&g->af, ARM_F_ALL, ARM_ARMS_ALL, "generate", err, errlen))
         return -1;
     llm_arm arm = g->af.arm;
-    if (g->n_sess > 1 && (arm == LLM_ARM_SSD || g->kl_base)) {
-        snprintf(err, errlen, "--sessions runs on the reference and resident arms, without "
-                 "--kl-base (the SSD arm holds one session at a time)");
+    if (g->n_sess > 1 && g->kl_base) {
+        snprintf(err, errlen, "--sessions runs without --kl-base");
         return -1;
     }
     /* ssd: ppl_kl_span runs two models side by side, and under the cap only one may run;
@@ -279,7 +279,8 @@ static int s_sessions(gen_run *g)
         fprintf(stderr, "swarm generate: out of memory\n");
         return -1;
     }
-    /* the reference arm's sessions share passes (llm_model_batching), as serve's slots do */
+    /* the sessions share passes (llm_model_batching), as serve's slots do (the SSD arm
+     * planned for them has it on already) */
     if (g->h.arm == LLM_ARM_REFERENCE && g->n_sess > 1) {
         if (llm_model_batching(g->h.lm.m, g->o.n_batch + g->n_sess - 1, err, sizeof err)) {
             fprintf(stderr, "swarm generate: %s\n", err);

@@ -58,6 +58,8 @@ static void s_batch_free(s_batch **bp);
 static int s_batch_step(llm_session *s, const int32_t *tok, uint32_t n, float *logits,
                         char *err, size_t errlen);
 static uint32_t s_batch_chunk(const llm_session *s);
+static int s_batch_alone(llm_session *s, const int32_t *tok, uint32_t n, float *logits, int all,
+                         char *err, size_t errlen);
 
 llm_model *llm_model_open(const char *path, char *err, size_t errlen)
 {
@@ -90,6 +92,8 @@ static int s_ssd_defaults(const arch_hparams *hp, llm_opts *o, const char *path,
         o->n_batch = 32;
     if (o->n_batch > o->n_ctx)
         o->n_batch = o->n_ctx;
+    if (!o->n_sessions)
+        o->n_sessions = 1;
     if (o->n_ctx > hp->n_ctx_train) {
         arch_err(err, errlen, path, "context %u: must be 1..%u (the model's context_length)",
                  o->n_ctx, hp->n_ctx_train);
@@ -98,8 +102,26 @@ static int s_ssd_defaults(const arch_hparams *hp, llm_opts *o, const char *path,
     return 0;
 }
 
+#define S_BATCH_MAX_SESSIONS 32   /* steps in one pass (the head's logits buffer holds them) */
+
+/* Bytes of continuous batching's buffers for passes of max_rows positions and steps sessions
+ * (s_batch: the rows, the last rows' norms, their logits). */
+static uint64_t s_batch_bytes(const arch_hparams *hp, uint32_t max_rows, uint32_t steps)
+{
+    return ((uint64_t)max_rows * hp->dim + (uint64_t)steps * (hp->dim + hp->n_vocab)) *
+           sizeof(float);
+}
+
+/* An SSD arm's positions per pass: a prompt chunk of n_batch and a decode step of each other
+ * session. */
+static uint32_t s_ssd_max_pos(const llm_opts *o)
+{
+    return o->n_batch + o->n_sessions - 1;
+}
+
 /* What the executor is told the runner holds beside the layers: the embedding, final norm and
- * head in aligned buffers (the head once when tied) and one session. */
+ * head in aligned buffers (the head once when tied), the sessions and, for several, the
+ * batched passes' buffers. */
 static void s_ssd_exec_opts(const arch_model *am, const llm_opts *o, exec_opts *eo)
 {
     const arch_tensor *ts[3] = { &am->tok_embd, &am->out_norm, &am->output };
@@ -110,8 +132,11 @@ static void s_ssd_exec_opts(const arch_model *am, const llm_opts *o, exec_opts *
     *eo = (exec_opts){ .budget_bytes = o->cap_bytes, .queue_depth = o->queue_depth,
                        .chunk_bytes = o->chunk_bytes, .overhead_bytes = o->overhead_bytes,
                        .buffered = o->buffered, .total_steps = o->total_steps,
-                       .verify_resident = 1, .max_pos = o->n_batch,
-                       .held_bytes = held + s_session_bytes(&am->hp, o->n_ctx, o->n_batch) };
+                       .verify_resident = 1, .max_pos = s_ssd_max_pos(o),
+                       .held_bytes = held + o->n_sessions *
+                                                s_session_bytes(&am->hp, o->n_ctx, o->n_batch) };
+    if (o->n_sessions > 1)
+        eo->held_bytes += s_batch_bytes(&am->hp, s_ssd_max_pos(o), o->n_sessions);
 }
 
 int llm_ssd_plan(const char *path, const llm_opts *o, exec_plan *p, char *err, size_t errlen)
@@ -174,6 +199,10 @@ static int s_open_ssd(llm_model *m, const char *path, char *err, size_t errlen)
     exec_opts eo;
     s_ssd_exec_opts(&m->am, o, &eo); /* the same held bytes llm_ssd_plan counts */
     if (!(m->ex = exec_new_arch(&m->am, path, sums, 0, hp->n_layers, &eo, err, errlen)))
+        goto done;
+    /* several sessions share the one executor: their passes go through the batcher (one at a
+     * time, each carrying every session's step that is ready) */
+    if (o->n_sessions > 1 && llm_model_batching(m, s_ssd_max_pos(o), err, errlen))
         goto done;
     rc = 0;
     goto done;
@@ -396,12 +425,15 @@ llm_session *llm_session_new(llm_model *m, uint32_t n_ctx, uint32_t n_batch, cha
         n_batch = 1;
     if (n_batch > n_ctx)
         n_batch = n_ctx;
-    if (m->arm == LLM_ARM_SSD && (m->n_sessions || n_ctx > m->o.n_ctx)) {
-        arch_err(err, errlen, path,
-                 m->n_sessions ? "the SSD arm plans for one session at a time"
-                               : "context %u: the SSD arm was planned for %u positions (its "
-                                 "KV caches count against the cap; open it with a larger "
-                                 "n_ctx)", n_ctx, m->o.n_ctx);
+    if (m->arm == LLM_ARM_SSD && m->n_sessions >= (int)m->o.n_sessions) {
+        arch_err(err, errlen, path, "the SSD arm plans for %u session%s at a time (their KV "
+                 "caches count against the cap)", m->o.n_sessions, m->o.n_sessions > 1 ? "s" : "");
+        return NULL;
+    }
+    if (m->arm == LLM_ARM_SSD && n_ctx > m->o.n_ctx) {
+        arch_err(err, errlen, path, "context %u: the SSD arm was planned for %u positions (its "
+                 "KV caches count against the cap; open it with a larger n_ctx)", n_ctx,
+                 m->o.n_ctx);
         return NULL;
     }
     if (m->arm == LLM_ARM_SSD && n_batch > m->o.n_batch)
@@ -593,15 +625,14 @@ int llm_eval(llm_session *s, const int32_t *tokens, uint32_t n, float *logits, i
         else if (logits && last)
             out = logits;
         if (batched ? s_batch_step(s, tokens + i, nb, out, err, errlen)
-                    : s_pass(s, tokens + i, nb, out, all, err, errlen))
+                    : s->m->batch ? s_batch_alone(s, tokens + i, nb, out, all, err, errlen)
+                                  : s_pass(s, tokens + i, nb, out, all, err, errlen))
             return -1;
     }
     return 0;
 }
 
 /* ---------------------------------------------------------------- continuous batching */
-
-#define S_BATCH_MAX_SESSIONS 32   /* steps in one pass (the head's logits buffer holds them) */
 
 /* One session's part of a pass: its caller waits on it until a pass has run it. */
 typedef struct s_step {
@@ -620,6 +651,7 @@ struct s_batch {
     s_step *head, *tail;          /* steps waiting for a pass, in arrival order */
     uint32_t n_queued, n_active;
     uint32_t max_rows;            /* positions one pass carries */
+    uint32_t max_steps;           /* sessions one pass carries */
     int running;                  /* a caller is running a pass */
     uint64_t last_pass_ns;
     uint64_t passes, rows;
@@ -629,6 +661,7 @@ struct s_batch {
     float *xn;                    /* (S_BATCH_MAX_SESSIONS, dim) final norm of each last row */
     float *logits;                /* (S_BATCH_MAX_SESSIONS, n_vocab) */
     arch_seg segs[S_BATCH_MAX_SESSIONS];
+    exec_seg esegs[S_BATCH_MAX_SESSIONS];
 };
 
 static void s_batch_free(s_batch **bp)
@@ -649,12 +682,18 @@ static void s_batch_free(s_batch **bp)
 int llm_model_batching(llm_model *m, uint32_t max_rows, char *err, size_t errlen)
 {
     const arch_hparams *hp = &m->am.hp;
-    if (m->arm != LLM_ARM_REFERENCE) {
-        arch_err(err, errlen, m->g->path, "continuous batching runs on the reference arm");
+    if (m->arm == LLM_ARM_RESIDENT) {
+        arch_err(err, errlen, m->g->path, "continuous batching runs on the reference and SSD "
+                 "arms");
         return -1;
     }
     if (m->batch)
         return 0;
+    uint32_t steps = S_BATCH_MAX_SESSIONS;
+    if (m->arm == LLM_ARM_SSD) { /* what the plan counted against the cap, no more */
+        max_rows = max_rows < s_ssd_max_pos(&m->o) ? max_rows : s_ssd_max_pos(&m->o);
+        steps = m->o.n_sessions < steps ? m->o.n_sessions : steps;
+    }
     s_batch *b = calloc(1, sizeof *b);
     pthread_condattr_t ca;
     if (!b)
@@ -665,13 +704,15 @@ int llm_model_batching(llm_model *m, uint32_t max_rows, char *err, size_t errlen
     pthread_cond_init(&b->cv, &ca);
     pthread_condattr_destroy(&ca);
     b->max_rows = max_rows < 1 ? 1 : max_rows;
-    if (!(b->run = arch_run_new(&m->am, b->max_rows, err, errlen))) {
+    b->max_steps = steps;
+    /* the SSD arm's layers run in its executor (its own run, planned for these rows) */
+    if (!m->ex && !(b->run = arch_run_new(&m->am, b->max_rows, err, errlen))) {
         s_batch_free(&b);
         return -1;
     }
     b->x = malloc((size_t)b->max_rows * hp->dim * sizeof(float));
-    b->xn = malloc((size_t)S_BATCH_MAX_SESSIONS * hp->dim * sizeof(float));
-    b->logits = malloc((size_t)S_BATCH_MAX_SESSIONS * hp->n_vocab * sizeof(float));
+    b->xn = malloc((size_t)steps * hp->dim * sizeof(float));
+    b->logits = malloc((size_t)steps * hp->n_vocab * sizeof(float));
     if (!b->x || !b->xn || !b->logits)
         goto oom;
     m->batch = b;
@@ -738,15 +779,21 @@ static int s_batch_pass(llm_model *m, s_step *const *st, uint32_t k, int nthread
             }
         }
         b->segs[i] = (arch_seg){ .pos0 = st[i]->s->n_past, .n = st[i]->n };
+        b->esegs[i] = (exec_seg){ .kv = st[i]->s->kv, .pos0 = st[i]->s->n_past, .n = st[i]->n };
         row += st[i]->n;
     }
-    arch_run_set_threads(b->run, nthreads);
-    for (uint32_t l = 0; l < hp->n_layers; l++) {
-        for (uint32_t i = 0; i < k; i++)
-            b->segs[i].kv = &st[i]->s->kv[l];
-        if (arch_layer_forward_segs(b->run, l, llm_layer_data(m, l), b->segs, k, b->x, err,
-                                    errlen))
+    if (m->ex) { /* SSD: each streamed layer read once for every session in the pass */
+        if (exec_step_segs(m->ex, b->x, b->esegs, k, &m->st, err, errlen))
             return -1;
+    } else {
+        arch_run_set_threads(b->run, nthreads);
+        for (uint32_t l = 0; l < hp->n_layers; l++) {
+            for (uint32_t i = 0; i < k; i++)
+                b->segs[i].kv = &st[i]->s->kv[l];
+            if (arch_layer_forward_segs(b->run, l, llm_layer_data(m, l), b->segs, k, b->x, err,
+                                        errlen))
+                return -1;
+        }
     }
     row = 0;
     for (uint32_t i = 0; i < k; i++) {
@@ -812,7 +859,7 @@ static int s_batch_step(llm_session *s, const int32_t *tok, uint32_t n, float *l
         s_batch_gather(b);
         s_step *take[S_BATCH_MAX_SESSIONS];
         uint32_t k = 0, rows = 0;
-        while (b->head && k < S_BATCH_MAX_SESSIONS && rows + b->head->n <= b->max_rows) {
+        while (b->head && k < b->max_steps && rows + b->head->n <= b->max_rows) {
             s_step *t = b->head;
             b->head = t->next;
             if (!b->head)
@@ -844,4 +891,23 @@ static int s_batch_step(llm_session *s, const int32_t *tok, uint32_t n, float *l
     if (me.rc)
         snprintf(err, errlen, "%s", me.err);
     return me.rc;
+}
+
+/* A pass of s alone on a batched model (every position's logits: perplexity), between the
+ * batched ones: the SSD arm's one executor runs one pass at a time. */
+static int s_batch_alone(llm_session *s, const int32_t *tok, uint32_t n, float *logits, int all,
+                         char *err, size_t errlen)
+{
+    s_batch *b = s->m->batch;
+    pthread_mutex_lock(&b->mu);
+    while (b->running)
+        pthread_cond_wait(&b->cv, &b->mu);
+    b->running = 1;
+    pthread_mutex_unlock(&b->mu);
+    int rc = s_pass(s, tok, n, logits, all, err, errlen);
+    pthread_mutex_lock(&b->mu);
+    b->running = 0;
+    pthread_cond_broadcast(&b->cv);
+    pthread_mutex_unlock(&b->mu);
+    return rc;
 }

@@ -68,6 +68,9 @@ typedef struct {
     uint32_t n_ctx;               /* SSD: the session's context planned for (0: 512, at most the
                                    * model's context_length) */
     uint32_t n_batch;             /* SSD: positions per pass planned for (0: 32) */
+    uint32_t n_sessions;          /* SSD: sessions at once planned for (0: 1); above 1, their
+                                   * passes are batched (llm_model_batching: n_batch + n_sessions
+                                   * - 1 positions a pass, each streamed layer read once for all) */
     int buffered;                 /* SSD: page-cache reads (labelled; the cache gate judges) */
     uint64_t total_steps;         /* SSD: stop read-ahead after this many passes (0: never) */
     const llm_layers_hook *hook;  /* RESIDENT: where the layers run (copied; required) */
@@ -131,7 +134,7 @@ void llm_session_rewind(llm_session *s, uint32_t pos);
 /* Bytes of the session's KV cache. */
 uint64_t llm_session_kv_bytes(const llm_session *s);
 
-/* Continuous batching (the reference arm). With it on, llm_eval calls of different sessions
+/* Continuous batching (the reference arm, and the SSD arm planned for several sessions). With it on, llm_eval calls of different sessions
  * made at once from different threads (a server's slots, generate --sessions) join one
  * forward pass: every active session's next position(s) ride together, up to max_rows rows,
  * each weight read once for all of them (arch_layer_forward_segs, and the head over every
@@ -141,7 +144,9 @@ uint64_t llm_session_kv_bytes(const llm_session *s);
  * pass's time, so a straggler costs the others little and is taken by the next pass. A
  * prompt comes in chunks of its session's n_batch, queued in turn with the others' steps: a
  * long prompt delays their next token by one chunk at most. Calls with every position's
- * logits (perplexity) run alone. -1 with err: not the reference arm, or out of memory. */
+ * logits (perplexity) run alone. On the SSD arm a pass holds at most the planned n_batch +
+ * n_sessions - 1 positions (max_rows is cut to that) and streams each layer once for every
+ * session in it. -1 with err: the resident arm, or out of memory. */
 int llm_model_batching(llm_model *m, uint32_t max_rows, char *err, size_t errlen);
 /* The session is in a request (1) or idle (0): a pass waits only for active sessions. */
 void llm_session_active(llm_session *s, int on);
