@@ -33,6 +33,7 @@ typedef struct {
     const char *model, *prompt, *out, *kl_base;
     int parity;
     int batched;                  /* the sessions ran in shared passes (llm_model_batching) */
+    uint64_t passes, pass_rows;   /* those passes, and the positions they carried */
     uint32_t n_sess;              /* --sessions */
     llm_cli_gen_opts o;
     arm_flags af;
@@ -333,6 +334,11 @@ static int s_run(gen_run *g)
     fprintf(stderr, "%u session%s: %llu tokens generated in %.1f ms: %.2f tok/s aggregate\n",
             g->n_sess, g->n_sess > 1 ? "s" : "", (unsigned long long)all_gen, g->gen_wall_ms,
             g->agg_tok_s);
+    llm_model_batch_counts(g->h.lm.m, &g->passes, &g->pass_rows);
+    if (g->passes)
+        fprintf(stderr, "batched: %llu passes carried %llu positions (%.2f a pass)\n",
+                (unsigned long long)g->passes, (unsigned long long)g->pass_rows,
+                (double)g->pass_rows / (double)g->passes);
     /* the coordinator's peak before it maps the parity reference */
     g->coord_rss = util_vmhwm_bytes(0);
     g->io_gen = util_io_read_bytes();
@@ -618,6 +624,8 @@ static void s_json_speed(json_t *j, const gen_run *g)
     for (uint32_t k = 1; k < g->n_sess; k++)
         json_array_append_new(per, s_session_json(&g->extra[k - 1].st, g->o.so.seed + k));
     json_object_set_new(j, "sessions", json_integer(g->n_sess));
+    json_object_set_new(j, "batch_passes", json_integer((json_int_t)g->passes));
+    json_object_set_new(j, "batch_rows", json_integer((json_int_t)g->pass_rows));
     json_object_set_new(j, "per_session", per);
     json_object_set_new(j, "gen_wall_ms", json_real(g->gen_wall_ms));
     json_object_set_new(j, "aggregate_gen_tok_s", json_real(g->agg_tok_s));
