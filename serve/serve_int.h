@@ -10,7 +10,9 @@
  * is read-only after opening, and quant's thread pool serialises every call (the products and
  * llama.c's attention both go through it) with one mutex (quant/matvec.c, s_call_mu): the
  * pool's work of different sessions takes turns while the rest (norms, sampling, decoding,
- * HTTP) overlaps. So K sessions share one pool's throughput; they do not multiply it.
+ * HTTP) overlaps. On the reference and SSD arms the slots' steps are batched instead
+ * (llm_model_batching, turned on by sched_new): one pass carries every slot's next positions
+ * and reads each weight once for all of them.
  */
 #ifndef SWARM_SERVE_INT_H
 #define SWARM_SERVE_INT_H

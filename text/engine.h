@@ -19,7 +19,9 @@
  * connection or worker thread, over one llm_model and one tokenizer. The matrix products of all
  * sessions share quant's one thread pool, whose calls are serialised by a mutex: several
  * engines are safe at once but their products take turns (aggregate tokens/s of N sessions is
- * that of one, not N times it). To stop a request from another thread (a client gone while its
+ * that of one, not N times it), unless the model batches them (llm_model_batching: the engine
+ * marks its session active for the length of a request, and its llm_eval calls join shared
+ * passes with the bits they have alone). To stop a request from another thread (a client gone while its
  * prompt is processed) set *req->cancel; it is read between prefill batches and tokens.
  */
 #ifndef SWARM_ENGINE_H
