@@ -727,11 +727,9 @@ void llm_session_active(llm_session *s, int on)
 {
     s_batch *b = s->m->batch;
     on = !!on;
-    if (s->active == on)
+    if (!b || s->active == on) /* counted only while the model batches */
         return;
     s->active = on;
-    if (!b)
-        return;
     pthread_mutex_lock(&b->mu);
     b->n_active = on ? b->n_active + 1 : b->n_active - 1;
     pthread_cond_broadcast(&b->cv); /* a pass waiting for this session need not */
