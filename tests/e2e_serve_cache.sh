@@ -51,6 +51,20 @@ same_digests() { # description, file, reference file: every request's digests eq
     if diff "$3" "$2" >"$T/diff.txt"; then ok; else bad "$1"; head -5 "$T/diff.txt" >&2; fi
 }
 
+# generate --sessions 3 on the reference arm: the sessions' steps batched (fewer passes than
+# tokens), every session's ids and logits the reference arm's alone (the parity gate), greedy
+# and seeded
+for t in 0 0.8; do
+    sw "gs$t" generate "$T/m.gguf" --prompt "Once upon a time there was a dog" -n 20 --temp "$t" \
+        --seed 5 --sessions 3 --parity --out "$T/gs$t.jsonl"; expect_rc "gs$t" 0
+    has "gs$t" err "parity: pass (every session's token ids and logits identical"
+    python3 - "$T/gs$t.jsonl" <<'PY' && ok || bad "generate --sessions 3 (temp $t): not batched"
+import json, sys
+r = json.loads(open(sys.argv[1]).read().splitlines()[-1])
+sys.exit(0 if 0 < r["batch_passes"] < 3 * 20 and r["batch_rows"] >= 3 * 20 else 1)
+PY
+done
+
 # the reference arm, 2 slots
 start ref --parallel 2
 # shellcheck disable=SC2154
