@@ -14,10 +14,12 @@
  * read-ahead, each streamed layer hashed for the content gate against the per-layer checksums
  * (arch/sums.h: computed on first use and cached for a published GGUF). The embedding, the
  * final norm and the head are read once into aligned buffers. The plan counts everything
- * against the cap: the KV caches and activations of one session of n_ctx positions and
- * n_batch positions per pass, the embedding and head, the layer scratch, the ring and the
- * overhead; a cap that cannot hold them is refused with the numbers. Under the SSD arm one
- * session exists at a time and it may not ask for more than the n_ctx / n_batch planned.
+ * against the cap: the KV caches and activations of n_sessions sessions (default one) of
+ * n_ctx positions and n_batch positions per pass (and, for several, the batched passes'
+ * buffers), the embedding and head, the layer scratch, the ring and the overhead; a cap that
+ * cannot hold them is refused with the numbers. Under the SSD arm at most n_sessions sessions
+ * exist at a time, none asking for more than the n_ctx / n_batch planned; several share the
+ * executor through batched passes (llm_model_batching, turned on at open).
  * Token ids and logits are bit-identical to the reference arm's (same hooks, same order).
  * A command offering `--arm ssd` (generate, bench-llm) opens the model with
  * llm_model_open_opts(path, &(llm_opts){ .arm = LLM_ARM_SSD, .cap_bytes = cap, .n_ctx = ctx,
