@@ -357,9 +357,10 @@ static int s_load(serve *srv, s_cmd *c)
     if (c->h.ssd) {
         const exec_plan *p = llm_model_plan(srv->model);
         fprintf(stderr, "serve: ssd arm: cap %.1f MiB (%s), %u layers resident, %u streamed "
-                "(%.1f MiB per pass), one session at a time%s\n",
+                "(%.1f MiB per pass), %u session%s at a time%s\n",
                 c->h.ssd->lo.cap_bytes / 1048576.0, c->h.ssd->cap_mode, p->n_resident,
-                p->n_streamed, p->streamed_per_step / 1048576.0,
+                p->n_streamed, p->streamed_per_step / 1048576.0, srv->n_slots,
+                srv->n_slots > 1 ? "s (their passes batched)" : "",
                 c->parallel_set ? "" : " (--parallel 1)");
     }
     if (!(srv->sched = sched_new(srv, srv->n_slots, srv->n_queue, srv->n_ctx, srv->nthreads,
