@@ -868,9 +868,17 @@ static int s_batch_pass(llm_model *m, s_step *const *st, uint32_t k, int nthread
         b->esegs[i] = (exec_seg){ .kv = st[i]->s->kv, .pos0 = st[i]->s->n_past, .n = st[i]->n };
         row += st[i]->n;
     }
+    arch_embed_finish(am, b->x, row); /* the family's scale (gemma's sqrt(dim)), as s_pass */
+    if (atomic_load(&m->faulted)) {
+        snprintf(err, errlen, "%s", m->fault);
+        return -1;
+    }
     if (m->ex) { /* SSD: each streamed layer read once for every session in the pass */
+        uint64_t bad = m->st.content_fail;
         if (exec_step_segs(m->ex, b->x, b->esegs, k, &m->st, err, errlen))
             return -1;
+        if (m->st.content_fail != bad) /* this pass used bytes that are not the file's */
+            return s_content_fault(m, err, errlen);
     } else {
         arch_run_set_threads(b->run, nthreads);
         for (uint32_t l = 0; l < hp->n_layers; l++) {
@@ -896,6 +904,7 @@ static int s_batch_pass(llm_model *m, s_step *const *st, uint32_t k, int nthread
         arch_err(err, errlen, m->g->path, "%s: %s", am->output.name, why);
         return -1;
     }
+    arch_logits_finish(am, b->logits, nl); /* the family's final soft-cap, as s_pass */
     nl = 0;
     for (uint32_t i = 0; i < k; i++)
         if (st[i]->logits)
