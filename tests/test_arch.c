@@ -601,6 +601,115 @@ static void s_test_determinism(void)
     }
 }
 
+/* (e') several sessions in one pass (continuous batching): three sessions with different
+ * histories, their new positions in one arch_layer_forward_segs, give every session's bits of
+ * it run alone, activations and caches, on 1 and 3 threads, in every family of the shared
+ * decoder layer: llama and qwen2 (quantized and f16), qwen3's q/k norms, gemma3's sliding
+ * window (3 positions, shorter than the histories) on its local layers and a global one, its
+ * post-norms and GELU, gemma2's attention soft-cap, phi3's fused qkv / gate-up, partial rope
+ * and longrope, whose factors are chosen per session by its cache's size (16 and 300
+ * positions: short and long factors in one pass). */
+static void s_test_segs(void)
+{
+    static const struct {
+        const char *name, *arch;
+        uint32_t type, layers, head_dim, swa, rope_dim, longrope;
+        float attn_softcap;
+    } cases[] = {
+        { "d-llama-q4_0.gguf", NULL, 0, 0, 0, 0, 0, 0, 0 },
+        { "d-qwen2-q8_0.gguf", NULL, 0, 0, 0, 0, 0, 0, 0 },
+        { "d-llama-f16.gguf", NULL, 0, 0, 0, 0, 0, 0, 0 },
+        { "s-qwen3.gguf", "qwen3", QUANT_Q8_0, 2, 32, 0, 0, 0, 0 },
+        { "s-gemma3.gguf", "gemma3", QUANT_F32, 6, 32, 3, 0, 0, 0 },
+        { "s-gemma2.gguf", "gemma2", QUANT_F16, 2, 0, 3, 0, 0, 0.3f },
+        { "s-phi3.gguf", "phi3", QUANT_F32, 2, 0, 0, 8, 256, 0 },
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        char err[512];
+        if (cases[c].arch) {
+            arch_gen_opts o = { .arch = cases[c].arch, .dim = 128, .n_layers = cases[c].layers,
+                                .n_head = 8, .n_head_kv = 2, .n_ff = 192, .type = cases[c].type,
+                                .seed = 90 + c, .n_vocab = 300, .n_ctx = 512,
+                                .tied = !strcmp(cases[c].arch, "gemma2"),
+                                .head_dim = cases[c].head_dim, .swa = cases[c].swa,
+                                .rope_dim = cases[c].rope_dim, .longrope = cases[c].longrope,
+                                .attn_softcap = cases[c].attn_softcap };
+            if (arch_gen(s_path(cases[c].name), &o, err, sizeof err)) {
+                CHECK(0, "gen %s: %s", cases[c].name, err);
+                continue;
+            }
+        }
+        const char *name = cases[c].name;
+        llm_model *m = llm_model_open(s_path(name), err, sizeof err);
+        if (!m) {
+            CHECK(0, "%s", err);
+            continue;
+        }
+        const arch_model *am = llm_model_arch(m);
+        uint32_t d = am->hp.dim, kvd = am->hp.n_head_kv * am->hp.head_dim;
+        enum { K = 3 };
+        const uint32_t hist[K] = { 3, 0, 5 }, nnew[K] = { 2, 4, 1 }; /* 7 rows together */
+        const uint32_t nctx[K] = { 16, 300, 16 };
+        for (int threads = 1; threads <= 3; threads += 2) {
+            arch_run *r = arch_run_new(am, 8, err, sizeof err);
+            arch_run_set_threads(r, threads);
+            float *kva[K], *kvb[K], *xa[K], *xb = malloc(8 * d * 4);
+            arch_kv ka[K], kb[K];
+            arch_seg segs[K];
+            for (int k = 0; k < K; k++) {
+                kva[k] = calloc(2 * nctx[k] * kvd, 4);
+                kvb[k] = calloc(2 * nctx[k] * kvd, 4);
+                xa[k] = malloc(8 * d * 4);
+                ka[k] = (arch_kv){ nctx[k], kvd, kva[k], kva[k] + nctx[k] * kvd };
+                kb[k] = (arch_kv){ nctx[k], kvd, kvb[k], kvb[k] + nctx[k] * kvd };
+            }
+            int ok = 1;
+            for (uint32_t l = 0; l < am->hp.n_layers && ok; l++) {
+                const void *const *data = llm_layer_data(m, l);
+                uint32_t row = 0;
+                for (int k = 0; k < K; k++) {
+                    /* the history, the same in both caches */
+                    for (uint32_t p = 0; p < hist[k] * d; p++)
+                        xa[k][p] = (float)sin(p * 0.11 + k);
+                    if (hist[k]) {
+                        ok &= arch_layer_forward(r, l, data, &ka[k], xa[k], hist[k], 0, err,
+                                                 sizeof err) == 0;
+                        memcpy(kvb[k], kva[k], 2 * nctx[k] * kvd * 4);
+                    }
+                    for (uint32_t p = 0; p < nnew[k] * d; p++)
+                        xa[k][p] = xb[row * d + p] = (float)cos(p * 0.23 + 3 * k + l);
+                    segs[k] = (arch_seg){ &kb[k], hist[k], nnew[k] };
+                    row += nnew[k];
+                }
+                for (int k = 0; k < K; k++) /* alone */
+                    ok &= arch_layer_forward(r, l, data, &ka[k], xa[k], nnew[k], hist[k], err,
+                                             sizeof err) == 0;
+                ok &= arch_layer_forward_segs(r, l, data, segs, K, xb, err, sizeof err) == 0;
+                row = 0;
+                for (int k = 0; k < K; k++) {
+                    ok &= !memcmp(xa[k], xb + (size_t)row * d, nnew[k] * d * 4);
+                    ok &= !memcmp(kva[k], kvb[k], 2 * nctx[k] * kvd * 4);
+                    row += nnew[k];
+                }
+            }
+            CHECK(ok, "%s, %d thread(s): 3 sessions in one pass == each alone, bit for bit %s",
+                  name, threads, err);
+            for (int k = 0; k < K; k++)
+                free(kva[k]), free(kvb[k]), free(xa[k]);
+            free(xb);
+            arch_run_free(&r);
+        }
+        /* a bad call is refused, never computed */
+        arch_run *r = arch_run_new(am, 2, err, sizeof err);
+        float x[4096];
+        arch_seg two[2] = { { NULL, 0, 2 }, { NULL, 0, 1 } };
+        CHECK(arch_layer_forward_segs(r, 0, llm_layer_data(m, 0), two, 2, x, err, sizeof err) &&
+                  strstr(err, "positions"), "3 rows in a run of 2 refused: %s", err);
+        arch_run_free(&r);
+        llm_model_free(&m);
+    }
+}
+
 /* ---------------------------------------------------------------- (f) bad files */
 
 static unsigned char *s_slurp(const char *path, size_t *n)
@@ -955,6 +1064,7 @@ int main(void)
     s_test_dense_quant("q4_K", QUANT_Q4_K);
     s_test_reference();
     s_test_determinism();
+    s_test_segs();
     s_test_families();
     s_test_bad_files();
     s_test_llama_cpp("tests/fixtures/llama/expected.json");
