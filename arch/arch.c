@@ -71,8 +71,8 @@ int arch_tensor_get(const gguf_file *g, const char *name, int is_matrix, uint64_
     const quant_type_info *ti = quant_type_get(gt->type);
     if (!ti) {
         arch_err(err, errlen, g->path,
-                 "tensor '%s': type %s (%u) is not supported (supported: f32, f16, bf16, q8_0, "
-                 "q4_0)", name, quant_type_name(gt->type), gt->type);
+                 "tensor '%s': type %s (%u) is not supported (supported: %s)", name,
+                 quant_type_name(gt->type), gt->type, quant_type_list());
         return -1;
     }
     uint64_t rb = 0, nb = 0;
@@ -235,12 +235,32 @@ void arch_run_set_threads(arch_run *r, int nthreads)
 int arch_layer_begin(arch_run *r, uint32_t layer, const void *const *vectors, arch_kv *kv,
                      float *x, uint32_t n, uint32_t pos0, char *err, size_t errlen)
 {
+    r->seg1 = (arch_seg){ .kv = kv, .pos0 = pos0, .n = n };
+    return arch_layer_begin_segs(r, layer, vectors, &r->seg1, 1, x, err, errlen);
+}
+
+int arch_layer_begin_segs(arch_run *r, uint32_t layer, const void *const *vectors,
+                          const arch_seg *segs, uint32_t n_segs, float *x, char *err,
+                          size_t errlen)
+{
     const arch_model *m = r->m;
     const char *path = m->g ? m->g->path : NULL;
+    uint64_t n = 0;
     r->err[0] = 0;
+    for (uint32_t i = 0; segs && i < n_segs; i++) {
+        if (!segs[i].n) {
+            arch_err(err, errlen, path, "layer %u: segment %u has no positions", layer, i);
+            return -1;
+        }
+        n += segs[i].n;
+    }
+    if (!segs || !n_segs || (n_segs > 1 && !arch_model_has(m, ARCH_KV))) {
+        arch_err(err, errlen, path, "layer %u: %u segments: bad call", layer, n_segs);
+        return -1;
+    }
     if (layer >= m->hp.n_layers || !n || n > r->max_pos || !x) {
-        arch_err(err, errlen, path, "layer %u of %u over %u positions (run holds %u): bad call",
-                 layer, m->hp.n_layers, n, r->max_pos);
+        arch_err(err, errlen, path, "layer %u of %u over %llu positions (run holds %u): bad call",
+                 layer, m->hp.n_layers, (unsigned long long)n, r->max_pos);
         return -1;
     }
     if (m->layers[layer].n_vectors && !vectors) {
@@ -252,10 +272,12 @@ int arch_layer_begin(arch_run *r, uint32_t layer, const void *const *vectors, ar
     r->next_row = 0;
     r->ready = 0;
     r->vectors = vectors;
-    r->kv = kv;
+    r->segs = segs;
+    r->n_segs = n_segs;
+    r->kv = segs[0].kv;
     r->x = x;
-    r->n = n;
-    r->pos0 = pos0;
+    r->n = (uint32_t)n;
+    r->pos0 = segs[0].pos0;
     return m->ops->begin(r, err, errlen);
 }
 
@@ -318,7 +340,19 @@ int arch_layer_forward(arch_run *r, uint32_t layer, const void *const *data, arc
         arch_err(err, errlen, r->m->g ? r->m->g->path : NULL, "layer %u: no data", layer);
         return -1;
     }
-    if (arch_layer_begin(r, layer, data, kv, x, n, pos0, err, errlen))
+    r->seg1 = (arch_seg){ .kv = kv, .pos0 = pos0, .n = n };
+    return arch_layer_forward_segs(r, layer, data, &r->seg1, 1, x, err, errlen);
+}
+
+int arch_layer_forward_segs(arch_run *r, uint32_t layer, const void *const *data,
+                            const arch_seg *segs, uint32_t n_segs, float *x, char *err,
+                            size_t errlen)
+{
+    if (!data || layer >= r->m->hp.n_layers) {
+        arch_err(err, errlen, r->m->g ? r->m->g->path : NULL, "layer %u: no data", layer);
+        return -1;
+    }
+    if (arch_layer_begin_segs(r, layer, data, segs, n_segs, x, err, errlen))
         return -1;
     const arch_layer *l = &r->m->layers[layer];
     for (uint32_t t = l->n_vectors; t < l->n_tensors; t++)

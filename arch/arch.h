@@ -179,8 +179,16 @@ typedef struct {
     float *k, *v;                 /* (n_ctx, kv_dim) each, owned by the caller */
 } arch_kv;
 
-/* One layer's run over n positions of one session (n = 1 when generating). */
+/* One layer's run over n positions of one session (n = 1 when generating), or of several
+ * sessions at once (arch_layer_begin_segs: continuous batching). */
 typedef struct arch_run arch_run;
+
+/* A pass's rows that belong to one session: n positions from pos0 over its cache kv. A batch
+ * of several sessions is their segments in order, their rows one after another in x. */
+typedef struct {
+    arch_kv *kv;
+    uint32_t pos0, n;
+} arch_seg;
 
 /* Open the architecture of g: hyper-parameters and tensors, all validated (shapes against
  * the hyper-parameters, types against the supported list, extents against the file). An
@@ -206,12 +214,23 @@ uint64_t arch_run_bytes(const arch_model *m, uint32_t max_pos);
  * tensor i's bytes for i < n_vectors. */
 int arch_layer_begin(arch_run *r, uint32_t layer, const void *const *vectors, arch_kv *kv,
                      float *x, uint32_t n, uint32_t pos0, char *err, size_t errlen);
+/* The same over n_segs sessions' rows (segs[i].n of them each, in order; their sum <= the
+ * run's max_pos): every weight is read once for all of them, and each row's result has the
+ * bits of its session's rows run alone (products row by row, attention per (position, head)
+ * over that row's own cache). A family without a KV cache takes one segment only. */
+int arch_layer_begin_segs(arch_run *r, uint32_t layer, const void *const *vectors,
+                          const arch_seg *segs, uint32_t n_segs, float *x, char *err,
+                          size_t errlen);
 int arch_layer_before(arch_run *r, uint32_t tensor);
 int arch_layer_rows(arch_run *r, uint32_t tensor, uint64_t r0, uint64_t n, const void *rows);
 int arch_layer_end(arch_run *r);
 /* All of the above with every tensor resident: data[i] is tensor i's bytes. */
 int arch_layer_forward(arch_run *r, uint32_t layer, const void *const *data, arch_kv *kv,
                        float *x, uint32_t n, uint32_t pos0, char *err, size_t errlen);
+
+int arch_layer_forward_segs(arch_run *r, uint32_t layer, const void *const *data,
+                            const arch_seg *segs, uint32_t n_segs, float *x, char *err,
+                            size_t errlen);
 
 /* The hooks (before, rows, end) return -1 without an err buffer: the reason is kept here
  * until the next begin ("" when none). */

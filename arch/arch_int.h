@@ -53,7 +53,11 @@ struct arch_run {
     uint64_t next_row;            /* rows of cur done, in order */
     int ready;                    /* before(cur) has run */
     float *x;                     /* (n, dim), borrowed */
-    arch_kv *kv;                  /* borrowed; NULL for a family without ARCH_KV */
+    arch_kv *kv;                  /* borrowed; NULL for a family without ARCH_KV (segs[0]'s) */
+    const arch_seg *segs;         /* the sessions' rows in x, in order (borrowed until end; a
+                                   * single-session begin points it at seg1) */
+    uint32_t n_segs;
+    arch_seg seg1;
     const void *const *vectors;   /* borrowed until end */
     void *fam;                    /* the family's scratch (its run_init), owned */
 };

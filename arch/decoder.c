@@ -58,8 +58,9 @@ typedef struct {
     float *qkv;                   /* (max_pos, q_dim + 2 kv_dim): a fused qkv's products */
     float *gu;                    /* (max_pos, 2 n_ff): a fused gate/up's products */
     float *tmp;                   /* (max_pos, max rows of a matrix): a row range's products */
-    float *scores;                /* (nthreads, scores_ctx) attention weights */
-    uint32_t scores_ctx;
+    float *scores;                /* (nthreads, scores_row) attention weights */
+    uint32_t scores_ctx;          /* floats allocated */
+    uint32_t scores_row;          /* the longest cache of this pass's sessions */
     arch_rope_args rope;          /* this layer's (set by begin) */
     uint32_t window;              /* this layer's sliding window, 0 = none */
     int fused_qkv, fused_gu;      /* this layer has DEC_QKV / DEC_GATE_UP */
@@ -445,19 +446,26 @@ int arch_dec_begin(arch_run *r, char *err, size_t errlen)
     const arch_model *m = r->m;
     const arch_hparams *hp = &m->hp;
     const arch_layer *l = &m->layers[r->layer];
-    uint32_t kvd = s_kvdim(hp);
-    arch_kv *kv = r->kv;
-    if (!kv || !kv->k || !kv->v || kv->kv_dim != kvd) {
-        arch_err(err, errlen, m->g->path, "layer %u: a KV cache of width %u is needed", r->layer,
-                 kvd);
-        return -1;
+    uint32_t kvd = s_kvdim(hp), ctx = 0;
+    /* every session of the pass (one unless batched): its cache and positions checked, the
+     * attention weights sized for the longest cache */
+    for (uint32_t i = 0; i < r->n_segs; i++) {
+        const arch_seg *sg = &r->segs[i];
+        const arch_kv *kv = sg->kv;
+        if (!kv || !kv->k || !kv->v || kv->kv_dim != kvd) {
+            arch_err(err, errlen, m->g->path, "layer %u: a KV cache of width %u is needed",
+                     r->layer, kvd);
+            return -1;
+        }
+        if (sg->pos0 > kv->n_ctx || sg->n > kv->n_ctx - sg->pos0) {
+            arch_err(err, errlen, m->g->path,
+                     "positions %u..%u do not fit the KV cache of %u positions", sg->pos0,
+                     sg->pos0 + sg->n - 1, kv->n_ctx);
+            return -1;
+        }
+        ctx = kv->n_ctx > ctx ? kv->n_ctx : ctx;
     }
-    if (r->pos0 > kv->n_ctx || r->n > kv->n_ctx - r->pos0) {
-        arch_err(err, errlen, m->g->path,
-                 "positions %u..%u do not fit the KV cache of %u positions", r->pos0,
-                 r->pos0 + r->n - 1, kv->n_ctx);
-        return -1;
-    }
+    s->scores_row = ctx;
     memset(s->vec, 0, sizeof s->vec);
     s->fused_qkv = s->fused_gu = 0;
     for (uint32_t i = l->n_vectors; i < l->n_tensors; i++) {
@@ -477,8 +485,8 @@ int arch_dec_begin(arch_run *r, char *err, size_t errlen)
         s->vec[t->role] = dst;
     }
     /* this layer's RoPE and window: gemma3's local layers have their own base and no scaling,
-     * gemma2's the global scaling (llama.cpp's get_rope_freq_base / _scale); phi3's longrope picks its factors by the
-     * session's context against the original one (get_rope_factors) */
+     * gemma2's the global scaling (llama.cpp's get_rope_freq_base / _scale); phi3's longrope
+     * factors are picked per session in s_attention (s_factors) */
     int local = arch_dec_is_local(hp, r->layer);
     s->window = local ? hp->n_swa : 0;
     s->rope.rope_dim = hp->rope_dim;
@@ -487,19 +495,13 @@ int arch_dec_begin(arch_run *r, char *err, size_t errlen)
     int scaled = (!local || hp->rope_scaling_local) && hp->rope_scaling == ARCH_ROPE_LINEAR;
     s->rope.freq_scale = scaled ? 1.0f / hp->rope_scale_factor : 1.0f;
     s->rope.mscale = hp->rope_mscale;
-    /* llama.cpp's context is a multiple of 256 (llama_context pads n_ctx_seq): the choice is
-     * made on that */
-    uint64_t ctx256 = ((uint64_t)kv->n_ctx + 255) / 256 * 256;
-    s->rope.factors = m->rope_freqs ? m->rope_freqs
-                      : m->rope_long && ctx256 > hp->rope_orig_ctx ? m->rope_long
-                                                                  : m->rope_short;
-    /* attention weights: one row of the cache's length per thread */
-    size_t need = (size_t)r->nthreads * kv->n_ctx;
+    /* attention weights: one row of the longest cache's length per thread */
+    size_t need = (size_t)r->nthreads * ctx;
     if (need > (size_t)s->scores_ctx) {
         float *w = realloc(s->scores, need * sizeof(float));
         if (!w) {
             arch_err(err, errlen, m->g->path, "out of memory for attention over %u positions",
-                     kv->n_ctx);
+                     ctx);
             return -1;
         }
         s->scores = w;
@@ -508,8 +510,32 @@ int arch_dec_begin(arch_run *r, char *err, size_t errlen)
     return 0;
 }
 
+/* phi3's longrope factors for a session whose cache holds n_ctx positions: llama.cpp's context
+ * is a multiple of 256 (llama_context pads n_ctx_seq), the choice is made on that
+ * (get_rope_factors). Per session: the sessions of one pass may have caches of other sizes. */
+static const float *s_factors(const arch_model *m, uint32_t n_ctx)
+{
+    const arch_hparams *hp = &m->hp;
+    uint64_t ctx256 = ((uint64_t)n_ctx + 255) / 256 * 256;
+    return m->rope_freqs ? m->rope_freqs
+           : m->rope_long && ctx256 > hp->rope_orig_ctx ? m->rope_long
+                                                       : m->rope_short;
+}
+
+/* Row p of the pass: its session's cache and its absolute position. A pass has a few
+ * segments (one per session in it), so a walk over them costs nothing beside a row's work. */
+static arch_kv *s_row(const arch_run *r, uint32_t p, uint32_t *pos)
+{
+    uint32_t i = 0;
+    while (i + 1 < r->n_segs && p >= r->segs[i].n)
+        p -= r->segs[i++].n;
+    *pos = r->segs[i].pos0 + p;
+    return r->segs[i].kv;
+}
+
 /* One (position, head) pair per index, threads taking every nthreads-th: each pair's loop
- * runs alone in a fixed order, so the bits do not depend on the split. */
+ * runs alone in a fixed order over its own session's cache, so the bits depend neither on the
+ * split nor on the other sessions in the pass. */
 static void s_attn_task(void *arg, int tid, int nt)
 {
     arch_run *r = arg;
@@ -517,18 +543,18 @@ static void s_attn_task(void *arg, int tid, int nt)
     const arch_hparams *hp = &r->m->hp;
     uint32_t hd = hp->head_dim, qd = s_qdim(hp), kvd = s_kvdim(hp);
     uint32_t group = hp->n_head / hp->n_head_kv;
-    float *w = s->scores + (size_t)tid * r->kv->n_ctx;
+    float *w = s->scores + (size_t)tid * s->scores_row;
     float scale = hp->attn_scale_q ? 1.0f : hp->attn_scale;
     uint32_t total = r->n * hp->n_head;
     for (uint32_t j = (uint32_t)tid; j < total; j += (uint32_t)nt) {
-        uint32_t p = j / hp->n_head, h = j % hp->n_head, kh = h / group;
-        uint32_t pos = r->pos0 + p;
+        uint32_t p = j / hp->n_head, h = j % hp->n_head, kh = h / group, pos;
+        const arch_kv *kv = s_row(r, p, &pos);
         /* causal: cache positions 0 .. pos; a local layer's only those > pos - window
          * (llama.cpp's is_masked_swa: masked when pos - t >= n_swa) */
         uint32_t t0 = s->window && pos >= s->window ? pos - s->window + 1 : 0;
         const float *q = s->q + (size_t)p * qd + (size_t)h * hd;
-        arch_attn_head(q, r->kv->k + (size_t)t0 * kvd + (size_t)kh * hd,
-                       r->kv->v + (size_t)t0 * kvd + (size_t)kh * hd, kvd, pos + 1 - t0, hd,
+        arch_attn_head(q, kv->k + (size_t)t0 * kvd + (size_t)kh * hd,
+                       kv->v + (size_t)t0 * kvd + (size_t)kh * hd, kvd, pos + 1 - t0, hd,
                        scale, hp->attn_softcap, w, s->att + (size_t)p * qd + (size_t)h * hd);
     }
 }
@@ -568,14 +594,16 @@ static int s_attention(arch_run *r)
             for (uint32_t h = 0; h < hp->n_head_kv; h++)
                 arch_rmsnorm(k + (size_t)h * hd, s->vec[DEC_K_NORM], k + (size_t)h * hd, hd,
                              hp->norm_eps);
-        uint32_t pos = r->pos0 + p;
+        uint32_t pos;
+        arch_kv *kv = s_row(r, p, &pos);
+        s->rope.factors = s_factors(m, kv->n_ctx);
         arch_rope(q, hp->n_head, hd, &s->rope, pos);
         arch_rope(k, hp->n_head_kv, hd, &s->rope, pos);
         if (hp->attn_scale_q) /* gemma3's graph scales q itself (ggml_scale) */
             for (uint32_t i = 0; i < qd; i++)
                 q[i] *= hp->attn_scale;
-        memcpy(r->kv->k + (size_t)pos * kvd, k, kvd * sizeof(float));
-        memcpy(r->kv->v + (size_t)pos * kvd, v, kvd * sizeof(float));
+        memcpy(kv->k + (size_t)pos * kvd, k, kvd * sizeof(float));
+        memcpy(kv->v + (size_t)pos * kvd, v, kvd * sizeof(float));
     }
     char why[160];
     if (quant_pool_run(r->nthreads, s_attn_task, r, why, sizeof why))

@@ -33,6 +33,8 @@ typedef struct s_extra s_extra;
 typedef struct {
     const char *model, *prompt, *out, *kl_base;
     int parity;
+    int batched;                  /* the sessions ran in shared passes (llm_model_batching) */
+    uint64_t passes, pass_rows;   /* those passes, and the positions they carried */
     uint32_t n_sess;              /* --sessions */
     llm_cli_gen_opts o;
     arm_flags af;
@@ -74,8 +76,9 @@ static void s_usage(FILE *f)
             "                        first) is in flight; it is fenced, its layers move here,\n"
             "                        every live session's caches are rebuilt, and the tokens\n"
             "                        stay the reference arm's (the parity gate)\n"
-            "  --sessions K          K generations at once (reference or resident arm), each on\n"
-            "                        its own thread and KV cache, session k seeded seed + k;\n"
+            "  --sessions K          K generations at once, each on its own thread and KV\n"
+            "                        cache, session k seeded seed + k (reference and SSD arms:\n"
+            "                        their steps batched into shared passes);\n"
             "                        the text shown is session 0's; per-session latency and\n"
             "                        the aggregate tokens/s are reported, every session's\n"
             "                        tokens checked by the parity gate\n"
@@ -146,9 +149,8 @@ static int s_check(gen_run *g, char *err, size_t errlen)
     if (arm_flags_check(&g->af, ARM_F_ALL, ARM_ARMS_ALL, "generate", err, errlen))
         return -1;
     llm_arm arm = g->af.arm;
-    if (g->n_sess > 1 && (arm == LLM_ARM_SSD || g->kl_base)) {
-        snprintf(err, errlen, "--sessions runs on the reference and resident arms, without "
-                 "--kl-base (the SSD arm holds one session at a time)");
+    if (g->n_sess > 1 && g->kl_base) {
+        snprintf(err, errlen, "--sessions runs without --kl-base");
         return -1;
     }
     /* ssd: ppl_kl_span runs two models side by side, and under the cap only one may run;
@@ -280,6 +282,15 @@ static int s_sessions(gen_run *g)
         fprintf(stderr, "swarm generate: out of memory\n");
         return -1;
     }
+    /* the sessions share passes (llm_model_batching), as serve's slots do (the SSD arm
+     * planned for them has it on already) */
+    if (g->h.arm == LLM_ARM_REFERENCE && g->n_sess > 1) {
+        if (llm_model_batching(g->h.lm.m, g->o.n_batch + g->n_sess - 1, err, sizeof err)) {
+            fprintf(stderr, "swarm generate: %s\n", err);
+            return -1;
+        }
+        g->batched = 1;
+    }
     uint64_t t_gen = util_now_ns();
     if (s_start_extras(g))
         return -1;
@@ -326,6 +337,11 @@ static int s_run(gen_run *g)
     fprintf(stderr, "%u session%s: %llu tokens generated in %.1f ms: %.2f tok/s aggregate\n",
             g->n_sess, g->n_sess > 1 ? "s" : "", (unsigned long long)all_gen, g->gen_wall_ms,
             g->agg_tok_s);
+    llm_model_batch_counts(g->h.lm.m, &g->passes, &g->pass_rows);
+    if (g->passes)
+        fprintf(stderr, "batched: %llu passes carried %llu positions (%.2f a pass)\n",
+                (unsigned long long)g->passes, (unsigned long long)g->pass_rows,
+                (double)g->pass_rows / (double)g->passes);
     /* the coordinator's peak before it maps the parity reference */
     g->coord_rss = util_vmhwm_bytes(0);
     g->io_gen = util_io_read_bytes();
@@ -388,7 +404,7 @@ static int s_parity(gen_run *g)
     if (!g->parity)
         return 0;
     llm_cli_model *pm = &g->h.lm;
-    if (g->h.arm != LLM_ARM_REFERENCE) {
+    if (g->h.arm != LLM_ARM_REFERENCE || g->batched) { /* batched: a plain model */
         g->ref.t = g->h.lm.t; /* borrowed: ref.m alone is freed */
         if (!(g->ref.m = llm_model_open(g->h.lm.path, err, sizeof err))) {
             fprintf(stderr, "swarm generate: parity reference: %s\n", err);
@@ -611,6 +627,8 @@ static void s_json_speed(json_t *j, const gen_run *g)
     for (uint32_t k = 1; k < g->n_sess; k++)
         json_array_append_new(per, s_session_json(&g->extra[k - 1].st, g->o.so.seed + k));
     json_object_set_new(j, "sessions", json_integer(g->n_sess));
+    json_object_set_new(j, "batch_passes", json_integer((json_int_t)g->passes));
+    json_object_set_new(j, "batch_rows", json_integer((json_int_t)g->pass_rows));
     json_object_set_new(j, "per_session", per);
     json_object_set_new(j, "gen_wall_ms", json_real(g->gen_wall_ms));
     json_object_set_new(j, "aggregate_gen_tok_s", json_real(g->agg_tok_s));

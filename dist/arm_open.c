@@ -53,6 +53,8 @@ static int s_open_ssd(const arm_open_opts *o, arm_handle *h, char *err, size_t e
         return -1;
     }
     char why[768];
+    /* several sessions: each one's KV cache under the cap, their passes batched */
+    h->ssd->lo.n_sessions = o->sessions ? o->sessions : 1;
     if (llm_ssd_open(h->ssd, &h->lm, h->n_ctx, o->n_batch, why, sizeof why)) {
         snprintf(err, errlen, "ssd arm: %s", why);
         return -1;

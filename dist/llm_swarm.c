@@ -62,12 +62,26 @@ static int s_embed(llm_swarm *sw, const int32_t *tok, uint32_t n, float *x, char
     return 0;
 }
 
-/* Every live session's cached positions through units 0..stop, in passes of max_batch. */
+/* Every live session's cached positions through units 0..stop, in passes of max_batch. An
+ * idle session (a server's slot between requests, keeping its prompt cache) is not replayed:
+ * its caches are dropped, so the stall is the live sessions' only, and its runner is told
+ * through llm_layers_hook.cached (s_cached): a later request on it runs its prompt again. */
 static int s_replay(llm_swarm *sw, int stop, uint32_t *sessions, uint64_t *tokens, int *lost,
                     char *how, size_t howlen, char *err, size_t errlen)
 {
     *sessions = 0;
     *tokens = 0;
+    uint32_t dropped = 0;
+    for (uint32_t k = 0; k < sw->o.sessions; k++) {
+        ls_session *s = &sw->ss[k];
+        if (s->id && s->cached && !s->active) {
+            s->cached = 0;
+            dropped++;
+        }
+    }
+    if (dropped)
+        log_info("caches of %u idle sessions dropped, not rebuilt (their next request runs "
+                 "its prompt again)", dropped);
     for (uint32_t k = 0; k < sw->o.sessions; k++) {
         ls_session *s = &sw->ss[k];
         if (!s->id || !s->cached)
@@ -262,6 +276,7 @@ static ls_session *s_session(llm_swarm *sw, uint64_t id)
     if (free_slot) {
         free_slot->id = id;
         free_slot->cached = 0;
+        free_slot->active = -1;
     }
     return free_slot;
 }
@@ -432,6 +447,40 @@ static void s_end(void *ctx, uint64_t session)
         if (sw->ss[k].id == session)
             sw->ss[k].id = sw->ss[k].cached = 0;
     pthread_mutex_unlock(&sw->mu);
+}
+
+/* The session's cached positions follow the runner's rewinds and resets: ss[].cached is the
+ * one count of what a rebuild replays (s_replay) and a rejoin re-prefills. */
+static void s_trim(void *ctx, uint64_t session, uint32_t pos)
+{
+    llm_swarm *sw = ctx;
+    pthread_mutex_lock(&sw->mu);
+    for (uint32_t k = 0; k < sw->o.sessions; k++)
+        if (sw->ss[k].id == session && sw->ss[k].cached > pos)
+            sw->ss[k].cached = pos;
+    pthread_mutex_unlock(&sw->mu);
+}
+
+static void s_active(void *ctx, uint64_t session, int on)
+{
+    llm_swarm *sw = ctx;
+    pthread_mutex_lock(&sw->mu);
+    ls_session *s = s_session(sw, session);
+    if (s)
+        s->active = on;
+    pthread_mutex_unlock(&sw->mu);
+}
+
+static uint32_t s_cached(void *ctx, uint64_t session)
+{
+    llm_swarm *sw = ctx;
+    uint32_t n = 0;
+    pthread_mutex_lock(&sw->mu);
+    for (uint32_t k = 0; k < sw->o.sessions; k++)
+        if (sw->ss[k].id == session)
+            n = sw->ss[k].cached;
+    pthread_mutex_unlock(&sw->mu);
+    return n;
 }
 
 static void *s_monitor(void *arg)
@@ -804,7 +853,8 @@ void llm_swarm_free(llm_swarm **swp)
 
 void llm_swarm_hook(llm_swarm *sw, llm_layers_hook *h)
 {
-    *h = (llm_layers_hook){ .layers = s_layers, .end = s_end, .ctx = sw,
+    *h = (llm_layers_hook){ .layers = s_layers, .end = s_end, .trim = s_trim,
+                            .active = s_active, .cached = s_cached, .ctx = sw,
                             .max_batch = sw->max_batch, .n_ctx = sw->n_ctx };
 }
 

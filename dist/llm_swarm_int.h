@@ -125,6 +125,9 @@ typedef struct {
     uint64_t id;                  /* 0: free slot */
     int32_t *tok;                 /* n_ctx: the tokens at each position */
     uint32_t cached;              /* positions 0..cached-1 are in every cache */
+    int active;                   /* llm_layers_hook.active: 1 in a request, 0 idle (its caches
+                                   * dropped, not replayed, by a rebuild), -1 never told (a
+                                   * runner without requests: replayed) */
     float *xin;                   /* max_batch x dim: its pass's input, kept for a rerun */
 } ls_session;
 

@@ -6,6 +6,7 @@
  * lane, so a lane's value does not depend on which implementation computed it.
  */
 #include "quant/quant_int.h"
+#include "quant/quant_x.h"
 
 #include <math.h>
 #include <stdatomic.h>
@@ -174,7 +175,8 @@ quant_dot_fn quant_dot_get(quant_type t, quant_isa isa)
     for (size_t i = 0; i < S_NSLOT; i++)
         if (s_slot_types[i] == t)
             return s_dots[isa][i];
-    return NULL;
+    const quant_dot_fn *x = quant_x_dots(t); /* the later types' table (quant_x.h) */
+    return x ? x[isa] : NULL;
 }
 
 quant_tile_fn quant_tile_get(quant_type t, quant_isa isa)

@@ -15,6 +15,7 @@
  * one fma each, then (Q4_K, Q5_K) chunk k's min term into lane k with a second fma.
  */
 #include "quant/quant_int.h"
+#include "quant/quant_x.h"
 
 #include <math.h>
 #include <string.h>
@@ -35,10 +36,10 @@ static inline int s_nearest_int(float fval)
 
 /* ggml-quants.c make_qkx2_quants: the scale and (negated) min of a group of n values over
  * levels 0..nmax, searched over nstep+1 candidate scales, minimising the weighted squared
- * (use_mad false, the only use here) error. */
-static float s_make_qkx2_quants(int n, int nmax, const float *x, const float *weights,
-                                uint8_t *L, float *the_min, uint8_t *Laux, float rmin,
-                                float rdelta, int nstep)
+ * error (use_mad 0: Q4_K, Q5_K) or absolute error (use_mad 1: Q2_K, kquant_lo.c). */
+float quant_make_qkx2_quants(int n, int nmax, const float *x, const float *weights, uint8_t *L,
+                             float *the_min, uint8_t *Laux, float rmin, float rdelta, int nstep,
+                             int use_mad)
 {
     float min = x[0];
     float max = x[0];
@@ -68,7 +69,7 @@ static float s_make_qkx2_quants(int n, int nmax, const float *x, const float *we
         int l = s_nearest_int(iscale * (x[i] - min));
         L[i] = (uint8_t)S_MAX(0, S_MIN(nmax, l));
         float diff = scale * L[i] + min - x[i];
-        diff = diff * diff;
+        diff = use_mad ? fabsf(diff) : diff * diff;
         float w = weights[i];
         best_error += w * diff;
     }
@@ -99,7 +100,7 @@ static float s_make_qkx2_quants(int n, int nmax, const float *x, const float *we
             float cur_error = 0;
             for (int i = 0; i < n; ++i) {
                 float diff = this_scale * Laux[i] + this_min - x[i];
-                diff = diff * diff;
+                diff = use_mad ? fabsf(diff) : diff * diff;
                 float w = weights[i];
                 cur_error += w * diff;
             }
@@ -206,8 +207,8 @@ static void s_quantize_k_scales(const float *x, int nmax, float rmin, int nstep,
         float av_x = sqrtf(sum_x2 / 32);
         for (int l = 0; l < 32; ++l)
             weights[l] = av_x + fabsf(x[32 * j + l]);
-        scales[j] = s_make_qkx2_quants(32, nmax, x + 32 * j, weights, L + 32 * j, &mins[j], Laux,
-                                       rmin, 0.1f, nstep);
+        scales[j] = quant_make_qkx2_quants(32, nmax, x + 32 * j, weights, L + 32 * j, &mins[j],
+                                           Laux, rmin, 0.1f, nstep, 0);
         if (scales[j] > max_scale)
             max_scale = scales[j];
         if (mins[j] > max_min)

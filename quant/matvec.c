@@ -3,9 +3,12 @@
  * Work is split by output rows only: each output element is one quant_vec_dot over one whole
  * row, computed by whichever thread owns that row, so the bits of y do not depend on the
  * thread count or on batching (quant.h). The pool is process-wide and grows on demand; its
- * threads sleep on a condition variable between products. The calling thread quantizes the
- * activation once, then takes share 0 of the rows itself.
+ * threads sleep on a condition variable between products. Each activation is brought into its
+ * type's form once (a batch's positions shared out over the threads), then the calling thread
+ * takes share 0 of the rows itself. A batch goes through a batched kernel where the type has
+ * one (gemm.h), else through the tiles below or one dot per pair: the same bits either way.
  */
+#include "quant/gemm.h"
 #include "quant/quant_int.h"
 
 #include <pthread.h>
@@ -33,6 +36,8 @@ static s_pool_t s_pool = { .mu = PTHREAD_MUTEX_INITIALIZER, .go = PTHREAD_COND_I
 static pthread_mutex_t s_call_mu = PTHREAD_MUTEX_INITIALIZER;
 static void *s_act;           /* activation scratch, s_act_cap bytes (grown, never shrunk) */
 static size_t s_act_cap;
+static void *s_panel;         /* a batched kernel's panel (gemm.h), 64-aligned, s_panel_cap */
+static size_t s_panel_cap;
 
 typedef struct {
     int idx;                  /* 1..QUANT_MAX_THREADS-1 */
@@ -167,6 +172,9 @@ void quant_pool_shutdown(void)
     free(s_act);
     s_act = NULL;
     s_act_cap = 0;
+    free(s_panel);
+    s_panel = NULL;
+    s_panel_cap = 0;
     pthread_mutex_unlock(&s_call_mu);
 }
 
@@ -183,6 +191,8 @@ void quant_pool_shutdown(void)
 typedef struct {
     quant_dot_fn dot;
     quant_tile_fn tile;       /* 2 rows x 4 positions at once, or NULL */
+    const quant_gemm *gemm;   /* the batched kernel (gemm.h), or NULL */
+    quant_gemm_args ga;       /* its operands */
     uint64_t rows, cols, B;
     const uint8_t *W;
     uint64_t row_bytes;
@@ -245,9 +255,42 @@ static void s_rows(void *p, int i, int n)
         group = QUANT_TILE_ROWS;
     for (uint64_t g = r0; g < r1; g += group) {
         const uint64_t g1 = g + group < r1 ? g + group : r1;
+        if (j->gemm) {
+            j->gemm->run(&j->ga, g, g1, 0, j->B);
+            continue;
+        }
         for (uint64_t b0 = 0; b0 < j->B; b0 += S_POS_TILE)
             s_block(j, g, g1, b0, b0 + S_POS_TILE < j->B ? b0 + S_POS_TILE : j->B);
     }
+}
+
+/* Activation forms of a batch's positions, shared out by position ranges. */
+typedef struct {
+    quant_type t;
+    uint64_t cols, B;
+    const float *X;
+    uint8_t *act;
+    uint64_t act_bytes;
+    const quant_gemm *gemm;   /* pack into panel too, or NULL */
+    uint8_t *panel;
+    uint64_t bad[QUANT_MAX_THREADS]; /* per share: the first position that failed, or B */
+    char why[QUANT_MAX_THREADS][160];
+} s_prep;
+
+static void s_prep_task(void *arg, int i, int n)
+{
+    s_prep *p = arg;
+    const uint64_t b0 = p->B * (uint64_t)i / (uint64_t)n;
+    const uint64_t b1 = p->B * (uint64_t)(i + 1) / (uint64_t)n;
+    p->bad[i] = p->B;
+    for (uint64_t b = b0; b < b1; b++)
+        if (quant_act_prepare(p->t, p->X + b * p->cols, p->cols, p->act + b * p->act_bytes,
+                              p->why[i], sizeof p->why[i])) {
+            p->bad[i] = b;
+            return;
+        }
+    if (p->gemm)
+        p->gemm->pack(p->cols, p->B, p->act, p->act_bytes, p->panel, b0, b1);
 }
 
 static int s_product(quant_type t, uint64_t rows, uint64_t cols, const void *W, uint64_t B,
@@ -290,15 +333,44 @@ static int s_product(quant_type t, uint64_t rows, uint64_t cols, const void *W, 
         s_act = p;
         s_act_cap = need;
     }
-    for (uint64_t b = 0; b < B; b++) {
-        char e2[160];
-        if (quant_act_prepare(t, X + b * cols, cols, (uint8_t *)s_act + b * j.act_bytes, e2,
-                              sizeof e2)) {
-            snprintf(err, errlen, "activation of position %llu: %s", (unsigned long long)b, e2);
-            goto out;
+    j.act = s_act;
+    j.gemm = B > 1 ? quant_gemm_get(t) : NULL;
+    if (j.gemm) {
+        const uint64_t pb = j.gemm->panel_bytes(cols, B);
+        if (!pb) {
+            j.gemm = NULL; /* a length the kernel does not take: the tiles below */
+        } else if (pb > s_panel_cap) {
+            void *p = NULL;
+            if (pb > SIZE_MAX || posix_memalign(&p, 64, (size_t)pb)) {
+                snprintf(err, errlen, "out of memory for %llu bytes of a batch panel",
+                         (unsigned long long)pb);
+                goto out;
+            }
+            free(s_panel);
+            s_panel = p;
+            s_panel_cap = (size_t)pb;
         }
     }
-    j.act = s_act;
+    /* The positions' activation forms (and the panel) by the pool's threads, a contiguous range
+     * of positions each: on the calling thread alone they were ~2% of a 1-thread Q4_0
+     * TinyLlama prompt (perf, 2026-12-02), so ~4% of a 2-thread one. Each position's bytes are
+     * the same whoever makes them. */
+    s_prep p = { .t = t, .cols = cols, .B = B, .X = X, .act = s_act, .act_bytes = j.act_bytes,
+                 .gemm = j.gemm, .panel = s_panel };
+    int np = B < (uint64_t)nthreads ? (int)B : nthreads;
+    if (s_grow(np, err, errlen))
+        goto out;
+    s_run(np, s_prep_task, &p);
+    for (int i = 0; i < np; i++)
+        if (p.bad[i] < B) {
+            snprintf(err, errlen, "activation of position %llu: %s",
+                     (unsigned long long)p.bad[i], p.why[i]);
+            goto out;
+        }
+    if (j.gemm)
+        j.ga = (quant_gemm_args){ .n = cols, .W = j.W, .row_bytes = j.row_bytes, .B = B,
+                                  .panel = s_panel, .act = s_act, .act_bytes = j.act_bytes,
+                                  .dot = j.dot, .Y = Y, .ldy = rows };
     /* More threads than rows would leave some with nothing to do; fewer shares, same bits. */
     int n = (uint64_t)nthreads > rows ? (int)rows : nthreads;
     if (s_grow(n, err, errlen))

@@ -8,6 +8,7 @@
  */
 #include "quant/quant.h"
 #include "quant/quant_int.h"
+#include "quant/quant_x.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -28,7 +29,23 @@ static const quant_type_info s_types[] = {
     { QUANT_Q5_K, "q5_K", QUANT_QK_K, sizeof(quant_block_q5_K) },
     { QUANT_Q6_K, "q6_K", QUANT_QK_K, sizeof(quant_block_q6_K) },
     { QUANT_BF16, "bf16", 1, 2 },
+    { QUANT_Q4_1, "q4_1", QUANT_QK, sizeof(quant_block_q4_1) },
+    { QUANT_Q5_0, "q5_0", QUANT_QK, sizeof(quant_block_q5_0) },
+    { QUANT_Q5_1, "q5_1", QUANT_QK, sizeof(quant_block_q5_1) },
+    { QUANT_IQ4_NL, "iq4_nl", QUANT_QK, sizeof(quant_block_iq4_nl) },
+    { QUANT_Q2_K, "q2_K", QUANT_QK_K, sizeof(quant_block_q2_K) },
+    { QUANT_Q3_K, "q3_K", QUANT_QK_K, sizeof(quant_block_q3_K) },
+    { QUANT_IQ4_XS, "iq4_xs", QUANT_QK_K, sizeof(quant_block_iq4_xs) },
 };
+
+/* The table's names in one line, for messages (kept beside the table it lists). */
+static const char s_type_list[] =
+    "f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, q2_K, q3_K, q4_K, q5_K, q6_K, iq4_xs";
+
+const char *quant_type_list(void)
+{
+    return s_type_list;
+}
 
 /* ggml's type names by id (ggml.c type_traits .type_name); ids ggml retired keep their old
  * names so an old file's error still says what it holds. */
@@ -61,9 +78,7 @@ int quant_type_parse(const char *name, quant_type *out, char *err, size_t errlen
             return 0;
         }
     }
-    snprintf(err, errlen,
-             "unknown tensor type '%s' (supported: f32, f16, bf16, q8_0, q4_0, q4_K, q5_K, q6_K)",
-             name);
+    snprintf(err, errlen, "unknown tensor type '%s' (supported: %s)", name, s_type_list);
     return -1;
 }
 
@@ -244,6 +259,17 @@ int quant_quantize_row(quant_type t, const float *x, void *out, uint64_t n, char
             return -1;
         quant_kquant_quantize(t, x, out, n / QUANT_QK_K);
         return 0;
+    case QUANT_Q4_1:
+    case QUANT_Q5_0:
+    case QUANT_Q5_1:
+    case QUANT_IQ4_NL:
+    case QUANT_Q2_K:
+    case QUANT_Q3_K:
+    case QUANT_IQ4_XS:
+        if (s_check_finite(x, n, err, errlen))
+            return -1;
+        quant_x_quantize(t, x, out, n);
+        return 0;
     case QUANT_Q8_K:
         break;
     }
@@ -299,6 +325,15 @@ int quant_dequantize_row(quant_type t, const void *in, float *y, uint64_t n, cha
     case QUANT_Q6_K:
         quant_kquant_dequantize(t, in, y, n / QUANT_QK_K);
         return 0;
+    case QUANT_Q4_1:
+    case QUANT_Q5_0:
+    case QUANT_Q5_1:
+    case QUANT_IQ4_NL:
+    case QUANT_Q2_K:
+    case QUANT_Q3_K:
+    case QUANT_IQ4_XS:
+        quant_x_dequantize(t, in, y, n);
+        return 0;
     case QUANT_Q8_K:
         break;
     }
@@ -317,9 +352,24 @@ int quant_dequantize_row(quant_type t, const void *in, float *y, uint64_t n, cha
  * every activation element. */
 quant_type quant_act_type(quant_type w)
 {
-    if (w == QUANT_Q4_K || w == QUANT_Q5_K || w == QUANT_Q6_K)
+    switch (w) {
+    case QUANT_Q4_K:
+    case QUANT_Q5_K:
+    case QUANT_Q6_K:
+    case QUANT_Q2_K:
+    case QUANT_Q3_K:
+    case QUANT_IQ4_XS: /* ggml-cpu's vec_dot_type for all six */
         return QUANT_Q8_K;
-    return w == QUANT_Q8_0 || w == QUANT_Q4_0 ? QUANT_Q8_0 : QUANT_F32;
+    case QUANT_Q8_0:
+    case QUANT_Q4_0:
+    case QUANT_Q5_0:
+    case QUANT_IQ4_NL: /* vec_dot_type Q8_0 */
+    case QUANT_Q4_1:
+    case QUANT_Q5_1:   /* vec_dot_type Q8_1: Q8_0's quants and d, plus their sum (quant.h) */
+        return QUANT_Q8_0;
+    default:
+        return QUANT_F32;
+    }
 }
 
 quant_act_q8 quant_act_view(const void *act, uint64_t n)
@@ -354,6 +404,8 @@ int quant_act_bytes(quant_type w, uint64_t n, uint64_t *bytes, char *err, size_t
          * Fits: n is a row ggml could address as 34-byte blocks. */
         const uint64_t nb = n / QUANT_QK;
         *bytes = 2 * n + nb * (4 + 32) + (nb + 3) / 4 * 128;
+        if (w == QUANT_Q4_1 || w == QUANT_Q5_1)
+            *bytes += nb * 4; /* block_q8_1's s per block (quant_x.h) */
     }
     return 0;
 }
@@ -369,6 +421,28 @@ static uint64_t s_qs4_index(uint64_t b, int k, uint64_t nb)
 static int s_q4_lane(uint64_t b, int q)
 {
     return q < 4 ? 4 * (int)(b % 4) + q : 16 + 4 * (int)(b % 4) + q - 4;
+}
+
+/* block_q8_1's s for Q4_1 / Q5_1 (ggml-cpu's vec_dot_type Q8_1): per block the quants' sum
+ * times the block's unrounded scale amax / 127, rounded to f16 (quantize_row_q8_1_ref; the
+ * quants are the Q8_0 form's), kept widened after the Q8_0 form. Their dot products add
+ * m_w * s per block as ggml's vec_dot_q4_1_q8_1 does, so the min terms carry ggml's rounding
+ * rather than an exact sum: against llama.cpp the logits then differ by f32 roundoff only
+ * (with the exact sum they were 2-3e-3 of the largest logit off, tests/test_arch.c). */
+static void s_q8_1_sums(const float *x, uint64_t n, void *act)
+{
+    const quant_act_q8 v = quant_act_view(act, n);
+    float *sums = (float *)quant_act_q8_sums(act, n);
+    for (uint64_t b = 0; b < n / QUANT_QK; b++) {
+        float amax = 0.0f;
+        int sum = 0;
+        for (int j = 0; j < QUANT_QK; j++) {
+            amax = S_MAX(amax, fabsf(x[b * QUANT_QK + j]));
+            sum += v.qs[b * QUANT_QK + j];
+        }
+        const float d = amax / ((1 << 7) - 1);
+        sums[b] = quant_f16_to_f32(quant_f32_to_f16(sum * d));
+    }
 }
 
 int quant_act_prepare(quant_type w, const float *x, uint64_t n, void *act, char *err,
@@ -388,11 +462,15 @@ int quant_act_prepare_isa(quant_isa isa, quant_type w, const float *x, uint64_t 
         return 0;
     }
     if (quant_act_type(w) == QUANT_Q8_K) {
-        /* ggml's quantize_row_q8_K_ref, scalar: once per product, not per row. */
+        /* ggml's quantize_row_q8_K_ref: once per product, not per row (AVX-512: the same
+         * bytes, tests/test_kquant.c). */
         if (s_check_finite(x, n, err, errlen))
             return -1;
         const uint64_t nb = n / QUANT_QK_K;
-        quant_q8_K_quantize(x, act, nb);
+        if (isa == QUANT_ISA_AVX512 && quant_dot_get(w, QUANT_ISA_AVX512))
+            quant_q8_K_quantize_avx512(x, act, nb);
+        else
+            quant_q8_K_quantize(x, act, nb);
         const quant_block_q8_K *blk = act;
         int8_t *pairs = (int8_t *)(blk + nb);
         static const int order[8] = { 0, 2, 1, 3, 4, 6, 5, 7 };
@@ -405,8 +483,11 @@ int quant_act_prepare_isa(quant_isa isa, quant_type w, const float *x, uint64_t 
      * because libm's roundf is a call per element: the scalar path took ~12 us of a ~70 us
      * 1024 x 2048 Q4_0 product here (2026-12-01), serial ahead of every thread's share. */
     if (isa != QUANT_ISA_SCALAR && quant_dot_get(w, QUANT_ISA_AVX2) &&
-        quant_act_q8_avx2(x, n, act) == 0)
+        quant_act_q8_avx2(x, n, act) == 0) {
+        if (w == QUANT_Q4_1 || w == QUANT_Q5_1)
+            s_q8_1_sums(x, n, act);
         return 0;
+    }
     if (s_check_finite(x, n, err, errlen))
         return -1;
     quant_act_q8 v = quant_act_view(act, n);
@@ -430,5 +511,7 @@ int quant_act_prepare_isa(quant_isa isa, quant_type w, const float *x, uint64_t 
             b8[b / 4 * 32 + (uint64_t)s_q4_lane(b, q)] = -8 * s;
         }
     }
+    if (w == QUANT_Q4_1 || w == QUANT_Q5_1)
+        s_q8_1_sums(x, n, act);
     return 0;
 }

@@ -1,5 +1,5 @@
-/* quant.h — ggml tensor types (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K): layouts, rows,
- * dot products. quant/
+/* quant.h — ggml tensor types (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K,
+ * Q4_K, Q5_K, Q6_K, IQ4_XS): layouts, rows, dot products. quant/
  *
  * The types a real GGUF file stores its weights in, with exactly ggml's block layouts, so a
  * row read from a file (or written by quant_quantize_row) is byte-for-byte what ggml reads
@@ -9,7 +9,10 @@
  * type traits (vec_dot_type: Q8_0 for both quantized types).
  *
  * Dot products. A weight row of type T meets an activation in T's activation form
- * (quant_act_type): f32 for F32/F16/BF16, Q8_0 for Q8_0/Q4_0, Q8_K for the K-quants (whose
+ * (quant_act_type): f32 for F32/F16/BF16, Q8_0 for the blocks of 32 (Q8_0, Q4_0, Q4_1, Q5_0,
+ * Q5_1, IQ4_NL: ggml-cpu pairs Q4_1 / Q5_1 with Q8_1, which is Q8_0's quants with block_q8_1's
+ * f16 `s` beside them, appended to their form: quant_x.h), Q8_K for the K-quants and
+ * IQ4_XS (whose
  * order within a super-block kquant.c states; as llama.cpp does: the
  * activation is quantized once per matrix-vector product, then every block's dot product is
  * integer). Every implementation (scalar, AVX2, AVX-512) follows one fixed order, so a row's
@@ -41,16 +44,26 @@ typedef enum {
     QUANT_F32 = 0,
     QUANT_F16 = 1,
     QUANT_Q4_0 = 2,
+    QUANT_Q4_1 = 3,
+    QUANT_Q5_0 = 6,
+    QUANT_Q5_1 = 7,
     QUANT_Q8_0 = 8,
+    QUANT_Q2_K = 10,
+    QUANT_Q3_K = 11,
     QUANT_Q4_K = 12,
     QUANT_Q5_K = 13,
     QUANT_Q6_K = 14,
     QUANT_Q8_K = 15,           /* activation form of the K-quants only: never a weight type */
+    QUANT_IQ4_NL = 20,
+    QUANT_IQ4_XS = 23,
     QUANT_BF16 = 30,
 } quant_type;
 _Static_assert(QUANT_F32 == 0 && QUANT_F16 == 1, "ggml GGML_TYPE_F32 / GGML_TYPE_F16");
 _Static_assert(QUANT_Q4_0 == 2 && QUANT_Q8_0 == 8, "ggml GGML_TYPE_Q4_0 / GGML_TYPE_Q8_0");
 _Static_assert(QUANT_BF16 == 30, "ggml GGML_TYPE_BF16");
+_Static_assert(QUANT_Q4_1 == 3 && QUANT_Q5_0 == 6 && QUANT_Q5_1 == 7 && QUANT_Q2_K == 10 &&
+                   QUANT_Q3_K == 11 && QUANT_IQ4_NL == 20 && QUANT_IQ4_XS == 23,
+               "ggml GGML_TYPE_Q4_1 / Q5_0 / Q5_1 / Q2_K / Q3_K / IQ4_NL / IQ4_XS");
 _Static_assert(QUANT_Q4_K == 12 && QUANT_Q5_K == 13 && QUANT_Q6_K == 14 && QUANT_Q8_K == 15,
                "ggml GGML_TYPE_Q4_K / Q5_K / Q6_K / Q8_K");
 
@@ -72,6 +85,45 @@ typedef struct {
 
 _Static_assert(sizeof(quant_block_q8_0) == 34, "ggml block_q8_0 is 2 + 32 bytes");
 _Static_assert(sizeof(quant_block_q4_0) == 18, "ggml block_q4_0 is 2 + 16 bytes");
+
+/* The other blocks of 32 keep block_q4_0's nibbles (byte j: element j low, j + 16 high).
+ * ggml-common.h block_q4_1: value = nibble * d + m. 20 bytes. */
+typedef struct {
+    uint16_t d;                /* scale, IEEE half */
+    uint16_t m;                /* min (the value of level 0), IEEE half */
+    uint8_t qs[QUANT_QK / 2];
+} quant_block_q4_1;
+
+/* ggml-common.h block_q5_0: a fifth bit per element, element j's in bit j of qh (little
+ * endian); value = ((nibble | bit << 4) - 16) * d. 22 bytes. */
+typedef struct {
+    uint16_t d;
+    uint8_t qh[4];
+    uint8_t qs[QUANT_QK / 2];
+} quant_block_q5_0;
+
+/* ggml-common.h block_q5_1: value = (nibble | bit << 4) * d + m. 24 bytes. */
+typedef struct {
+    uint16_t d;
+    uint16_t m;
+    uint8_t qh[4];
+    uint8_t qs[QUANT_QK / 2];
+} quant_block_q5_1;
+
+/* ggml-common.h block_iq4_nl: value = kvalues_iq4nl[nibble] * d (the non-linear levels,
+ * quant_iq4nl_values below). 18 bytes. */
+typedef struct {
+    uint16_t d;
+    uint8_t qs[QUANT_QK / 2];
+} quant_block_iq4_nl;
+
+_Static_assert(sizeof(quant_block_q4_1) == 20, "ggml block_q4_1 is 2*2 + 16 bytes");
+_Static_assert(sizeof(quant_block_q5_0) == 22, "ggml block_q5_0 is 2 + 4 + 16 bytes");
+_Static_assert(sizeof(quant_block_q5_1) == 24, "ggml block_q5_1 is 2*2 + 4 + 16 bytes");
+_Static_assert(sizeof(quant_block_iq4_nl) == 18, "ggml block_iq4_nl is 2 + 16 bytes");
+
+/* ggml-common.h kvalues_iq4nl: IQ4_NL's and IQ4_XS's 16 levels. */
+extern const int8_t quant_iq4nl_values[16];
 
 /* K-quants: super-blocks of 256 (ggml-common.h QK_K). */
 #define QUANT_QK_K 256
@@ -108,6 +160,40 @@ typedef struct {
     uint16_t d;
 } quant_block_q6_K;
 
+/* ggml-common.h block_q2_K: 16 sub-blocks of 16; element 128 n + 32 j + l (j = 0..3,
+ * l = 0..31) is bits 2 j..2 j + 1 of qs[32 n + l], in sub-block 8 n + 2 j + l / 16, whose
+ * scales[] byte holds a 4-bit scale (low) and min (high); value = d sc q - dmin m. 84 bytes. */
+typedef struct {
+    uint8_t scales[QUANT_QK_K / 16];
+    uint8_t qs[QUANT_QK_K / 4];
+    uint16_t d;
+    uint16_t dmin;
+} quant_block_q2_K;
+
+/* ggml-common.h block_q3_K: q2_K's 2-bit layout plus a third bit, element 128 n + 32 j + l's
+ * in hmask[l] bit 4 n + j; 16 6-bit scales packed in scales[12] (ggml's dequantize_row_q3_K
+ * unpacks them), stored + 32; value = d (sc - 32) (q - (bit ? 0 : 4)). 110 bytes. */
+typedef struct {
+    uint8_t hmask[QUANT_QK_K / 8];
+    uint8_t qs[QUANT_QK_K / 4];
+    uint8_t scales[12];
+    uint16_t d;
+} quant_block_q3_K;
+
+/* ggml-common.h block_iq4_xs: 8 sub-blocks of 32 with iq4_nl's nibbles (16 bytes each) and a
+ * 6-bit scale ls (low 4 bits in scales_l, high 2 in scales_h), value = d (ls - 32)
+ * kvalues_iq4nl[nibble]. 136 bytes. */
+typedef struct {
+    uint16_t d;
+    uint16_t scales_h;
+    uint8_t scales_l[QUANT_QK_K / 64];
+    uint8_t qs[QUANT_QK_K / 2];
+} quant_block_iq4_xs;
+
+_Static_assert(sizeof(quant_block_q2_K) == 84, "ggml block_q2_K is 16 + 64 + 2*2 bytes");
+_Static_assert(sizeof(quant_block_q3_K) == 110, "ggml block_q3_K is 32 + 64 + 12 + 2 bytes");
+_Static_assert(sizeof(quant_block_iq4_xs) == 136, "ggml block_iq4_xs is 2 + 2 + 4 + 128 bytes");
+
 /* ggml-common.h block_q8_K, the K-quants' activation (ggml-cpu's vec_dot_type for all three):
  * value = qs * d, bsums the sums of each 16 quants. 292 bytes. */
 typedef struct {
@@ -135,6 +221,8 @@ const quant_type_info *quant_type_get(uint32_t id);
 const char *quant_type_name(uint32_t id);
 /* Parse a name ("q8_0", "Q8_0", "f16") into a supported type. 0 / -1 with err. */
 int quant_type_parse(const char *name, quant_type *out, char *err, size_t errlen);
+/* The supported weight types' names, comma separated, for messages. A static string. */
+const char *quant_type_list(void);
 
 /* Bytes of a row of n elements of type t. -1 with err (naming type, n and block) if t is
  * unsupported, n is not a multiple of the block, or the size overflows. */
@@ -165,7 +253,8 @@ quant_type quant_act_type(quant_type w);
 
 /* The activation form, for a row of n elements (quant_act_bytes bytes):
  *   F32, F16, BF16 weights: the n floats.
- *   Q8_0, Q4_0 weights: x quantized to Q8_0 blocks exactly as quantize_row_q8_0_ref does
+ *   Q8_0, Q4_0 (and Q4_1, Q5_0, Q5_1, IQ4_NL, in Q4_0's lane order: quant_x.h) weights: x
+ *   quantized to Q8_0 blocks exactly as quantize_row_q8_0_ref does
  *     (llama.cpp's vec_dot_type for both), stored for the kernels' loads rather than as
  *     34-byte blocks, in two arrangements:
  *     qs, bias128 (for Q8_0 weights): the n quants in element order; per block the 8 quad

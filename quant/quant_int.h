@@ -56,6 +56,8 @@ float quant_dot_q4_0_scalar(uint64_t n, const void *w, const void *act);
 void quant_kquant_quantize(quant_type t, const float *x, void *out, uint64_t nb);
 void quant_kquant_dequantize(quant_type t, const void *in, float *y, uint64_t nb);
 void quant_q8_K_quantize(const float *x, quant_block_q8_K *y, uint64_t nb);
+/* The same bytes on AVX-512 F+BW+VL (q8k_avx512.c); only called when the CPU has it. */
+void quant_q8_K_quantize_avx512(const float *x, quant_block_q8_K *y, uint64_t nb);
 void quant_k_scales(const uint8_t scales[12], uint8_t sc[8], uint8_t m[8]);
 float quant_dot_k_scalar(quant_type t, uint64_t n, const void *w, const void *act);
 float quant_dot_q4_K_scalar(uint64_t n, const void *w, const void *act);

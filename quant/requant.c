@@ -1,20 +1,31 @@
 /* requant.c — `swarm quantize`: a GGUF file's weights into another type, tensor by tensor. quant/
  *
- * Type per tensor, after llama.cpp's llama_tensor_get_type (src/llama-quant.cpp) without an
- * importance matrix, for the rules that apply to a dense llama-style model:
+ * Type per tensor, after llama.cpp's llama_tensor_get_type (src/llama-quant.cpp, the version
+ * node-llama-cpp 3.22.1 ships) without an importance matrix, for the rules that apply to a
+ * dense (not mixture-of-experts, not falcon) model:
  *   - only 2-D tensors whose name ends in "weight" are quantized (norms and other 1-D tensors
  *     are copied as stored);
  *   - output.weight (token_embd.weight when there is no output.weight): Q6_K, or Q8_0 if its
  *     rows are not whole 256-blocks; a Q8_0 target keeps Q8_0;
- *   - attn_v.weight: Q6_K in the use_more_bits layers for Q4_K_M / Q5_K_M, Q5_K in the first
- *     4 for Q4_K_S; ffn_down: Q6_K in the use_more_bits layers for Q4_K_M / Q5_K_M;
- *     attn_qkv.weight: Q5_K for Q4_K_M, Q6_K for Q5_K_M;
- *   - a row that does not fit the chosen block falls back: llama.cpp's Q4_K -> Q5_0, Q5_K ->
- *     Q5_1, Q6_K -> Q8_0; swarm has neither Q5_0 nor Q5_1, so every K type falls back to Q8_0
- *     (more bits, never fewer), and Q8_0 / Q4_0 to F16.
- * Q4_K and Q5_K as TYPE mean Q4_K_M and Q5_K_M, as llama-quantize takes them. The lab's dense
- * model (swarm-dense) has one matrix per layer (blk.N.w): it gets the target's base type and its
- * per-layer checksums are recomputed over the bytes as stored (xxh3-64 of g then W).
+ *   - attn_v.weight and attn_qkv.weight (llama.cpp's attn_v category; i counts them):
+ *       Q4_K_M, Q5_K_M: Q6_K where use_more_bits(i); Q4_K_S: Q5_K for i < 4;
+ *       Q2_K: Q4_K if n_head / n_head_kv >= 4, else Q3_K; Q3_K_M: Q5_K for i < 2, else Q4_K;
+ *       Q3_K_L: Q5_K; IQ4_NL, IQ4_XS: Q5_K if n_head / n_head_kv >= 4;
+ *       and a 70B llama (80 layers, grouped KV heads) takes Q5_K for Q3_K or Q4_K;
+ *   - ffn_down (i counts them, n of them): Q4_K_M, Q5_K_M: Q6_K where use_more_bits(i);
+ *     Q4_K_S: Q5_K for i < n / 8; Q2_K: Q3_K; Q3_K_M: Q5_K for i < n / 16, else Q4_K;
+ *     Q3_K_L: Q5_K; IQ4_NL, IQ4_XS: Q5_K for i < n / 8 (no importance matrix);
+ *   - attn_output.weight: Q2_K: Q3_K; Q3_K_M: Q4_K; Q3_K_L: Q5_K;
+ *   - a row that does not fit the chosen block falls back as llama.cpp's
+ *     tensor_type_fallback: Q2_K, Q3_K -> Q4_0; Q4_K -> Q5_0; Q5_K -> Q5_1; Q6_K -> Q8_0;
+ *     IQ4_XS -> IQ4_NL; and F16 if that does not fit either (blocks of 32 go to F16).
+ * Q3_K, Q4_K and Q5_K as TYPE mean Q3_K_M, Q4_K_M and Q5_K_M, as llama-quantize takes them.
+ * Which mixes need an importance matrix: none of these. llama.cpp requires one for the IQ
+ * types below 4 bits (IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS) and for Q2_K_S; swarm
+ * writes none of those. IQ4_NL / IQ4_XS and Q2_K do not need one (Q2_K without one is poor:
+ * llama-quantize warns, and so does swarm's usage text). The lab's dense model (swarm-dense)
+ * has one matrix per layer (blk.N.w): it gets the target's base type and its per-layer
+ * checksums are recomputed over the bytes as stored (xxh3-64 of g then W).
  */
 #include "quant/requant.h"
 
@@ -33,7 +44,17 @@
 #include "gguf/gguf.h"
 #include "quant/quant.h"
 
-typedef enum { S_PURE, S_Q4_K_M, S_Q4_K_S, S_Q5_K_M } s_kind;
+typedef enum {
+    S_PURE,
+    S_Q4_K_M,
+    S_Q4_K_S,
+    S_Q5_K_M,
+    S_Q2_K,
+    S_Q3_K_S,
+    S_Q3_K_M,
+    S_Q3_K_L,
+    S_IQ4, /* IQ4_NL and IQ4_XS: the same rules */
+} s_kind;
 
 typedef struct {
     const char *name;
@@ -47,6 +68,11 @@ static const s_mix s_mixes[] = {
     { "Q6_K", QUANT_Q6_K, 18, S_PURE },    { "Q4_K_S", QUANT_Q4_K, 14, S_Q4_K_S },
     { "Q4_K_M", QUANT_Q4_K, 15, S_Q4_K_M }, { "Q4_K", QUANT_Q4_K, 15, S_Q4_K_M },
     { "Q5_K_M", QUANT_Q5_K, 17, S_Q5_K_M }, { "Q5_K", QUANT_Q5_K, 17, S_Q5_K_M },
+    { "Q4_1", QUANT_Q4_1, 3, S_PURE },     { "Q5_0", QUANT_Q5_0, 8, S_PURE },
+    { "Q5_1", QUANT_Q5_1, 9, S_PURE },     { "Q2_K", QUANT_Q2_K, 10, S_Q2_K },
+    { "Q3_K_S", QUANT_Q3_K, 11, S_Q3_K_S }, { "Q3_K_M", QUANT_Q3_K, 12, S_Q3_K_M },
+    { "Q3_K", QUANT_Q3_K, 12, S_Q3_K_M },  { "Q3_K_L", QUANT_Q3_K, 13, S_Q3_K_L },
+    { "IQ4_NL", QUANT_IQ4_NL, 25, S_IQ4 }, { "IQ4_XS", QUANT_IQ4_XS, 30, S_IQ4 },
 };
 
 /* llama-quant.cpp use_more_bits. */
@@ -64,6 +90,8 @@ static int s_ends(const char *s, const char *suf)
 typedef struct {
     const s_mix *mix;
     int dense, has_output;
+    int gqa4;                 /* n_head / n_head_kv >= 4 (llama.cpp's n_gqa() >= 4) */
+    int is70b;                /* a llama of 80 layers with grouped KV heads: llama.cpp's 70B */
     uint64_t n_v, i_v, n_down, i_down;
 } s_ctx;
 
@@ -73,6 +101,57 @@ static int s_quantizable(const s_ctx *c, const gguf_tensor *t)
         return t->n_dims == 2 && s_ends(t->name, ".w");
     return t->n_dims >= 2 && s_ends(t->name, "weight") && !strstr(t->name, "_norm") &&
            !strstr(t->name, "ffn_gate_inp");
+}
+
+/* llama.cpp's tensor_type_fallback: the type of the smaller block for a row that does not
+ * fit, or F16 when none fits. */
+static quant_type s_fallback(quant_type q, uint64_t cols)
+{
+    quant_type f = q;
+    switch (q) {
+    case QUANT_Q2_K:
+    case QUANT_Q3_K: f = QUANT_Q4_0; break;
+    case QUANT_Q4_K: f = QUANT_Q5_0; break;
+    case QUANT_Q5_K: f = QUANT_Q5_1; break;
+    case QUANT_Q6_K: f = QUANT_Q8_0; break;
+    case QUANT_IQ4_XS: f = QUANT_IQ4_NL; break;
+    default: break;
+    }
+    return cols % quant_type_get((uint32_t)f)->block ? QUANT_F16 : f;
+}
+
+/* attn_v / attn_qkv (the c->i_v-th of c->n_v). */
+static quant_type s_pick_v(const s_ctx *c, quant_type q)
+{
+    switch (c->mix->kind) {
+    case S_Q4_K_M:
+    case S_Q5_K_M: q = s_more_bits(c->i_v, c->n_v) ? QUANT_Q6_K : q; break;
+    case S_Q4_K_S: q = c->i_v < 4 ? QUANT_Q5_K : q; break;
+    case S_Q2_K: q = c->gqa4 ? QUANT_Q4_K : QUANT_Q3_K; break;
+    case S_Q3_K_M: q = c->i_v < 2 ? QUANT_Q5_K : QUANT_Q4_K; break;
+    case S_Q3_K_L: q = QUANT_Q5_K; break;
+    case S_IQ4: q = c->gqa4 ? QUANT_Q5_K : q; break;
+    default: break;
+    }
+    if (c->is70b && (q == QUANT_Q3_K || q == QUANT_Q4_K))
+        q = QUANT_Q5_K;
+    return q;
+}
+
+/* ffn_down (the c->i_down-th of c->n_down). */
+static quant_type s_pick_down(const s_ctx *c, quant_type q)
+{
+    const uint64_t i = c->i_down, n = c->n_down;
+    switch (c->mix->kind) {
+    case S_Q4_K_M:
+    case S_Q5_K_M: return s_more_bits(i, n) ? QUANT_Q6_K : q;
+    case S_Q4_K_S: return i < n / 8 ? QUANT_Q5_K : q;
+    case S_Q2_K: return QUANT_Q3_K;
+    case S_Q3_K_M: return i < n / 16 ? QUANT_Q5_K : QUANT_Q4_K;
+    case S_Q3_K_L: return QUANT_Q5_K;
+    case S_IQ4: return i < n / 8 ? QUANT_Q5_K : q;
+    default: return q;
+    }
 }
 
 /* The type for t (a quantizable tensor); *fell set if its rows did not fit. */
@@ -88,29 +167,47 @@ static quant_type s_pick(s_ctx *c, const gguf_tensor *t, int *fell)
                 q = QUANT_Q8_0;
             else if (q != QUANT_Q8_0)
                 q = QUANT_Q6_K;
-        } else if (strstr(n, "attn_v.weight")) {
-            if ((k == S_Q4_K_M || k == S_Q5_K_M) && s_more_bits(c->i_v, c->n_v))
-                q = QUANT_Q6_K;
-            else if (k == S_Q4_K_S && c->i_v < 4)
-                q = QUANT_Q5_K;
+        } else if (strstr(n, "attn_qkv.weight") && (k == S_Q4_K_M || k == S_Q5_K_M)) {
+            /* swarm's rule from an older llama.cpp, kept for the mixes it had: */
+            q = k == S_Q4_K_M ? QUANT_Q5_K : QUANT_Q6_K;
+            c->i_v++;
+        } else if (strstr(n, "attn_v.weight") || strstr(n, "attn_qkv.weight")) {
+            q = s_pick_v(c, q);
             c->i_v++;
         } else if (strstr(n, "ffn_down")) {
-            if ((k == S_Q4_K_M || k == S_Q5_K_M) && s_more_bits(c->i_down, c->n_down))
-                q = QUANT_Q6_K;
+            q = s_pick_down(c, q);
             c->i_down++;
-        } else if (strstr(n, "attn_qkv.weight")) {
-            if (k == S_Q4_K_M)
-                q = QUANT_Q5_K;
-            else if (k == S_Q5_K_M)
-                q = QUANT_Q6_K;
+        } else if (strstr(n, "attn_output.weight")) {
+            q = k == S_Q2_K ? QUANT_Q3_K : k == S_Q3_K_M ? QUANT_Q4_K
+                : k == S_Q3_K_L ? QUANT_Q5_K : q;
         }
     }
-    const quant_type_info *ti = quant_type_get((uint32_t)q);
-    if (t->dims[0] % ti->block) {
+    if (t->dims[0] % quant_type_get((uint32_t)q)->block) {
         *fell = 1;
-        q = (ti->block == QUANT_QK_K && t->dims[0] % QUANT_QK == 0) ? QUANT_Q8_0 : QUANT_F16;
+        q = s_fallback(q, t->dims[0]);
     }
     return q;
+}
+
+/* llama.cpp's n_gqa() >= 4 and its 70B test, from the file's hyper-parameters. */
+static int s_hparams(const gguf_file *g, const char *arch, s_ctx *c, char *err, size_t errlen)
+{
+    char key[160];
+    uint32_t nh = 0, nkv = 0, nl = 0;
+    snprintf(key, sizeof key, "%s.attention.head_count", arch);
+    if (gguf_find_kv(g, key) && gguf_get_u32(g, key, &nh, err, errlen))
+        return -1;
+    snprintf(key, sizeof key, "%s.attention.head_count_kv", arch);
+    if (gguf_find_kv(g, key) && gguf_get_u32(g, key, &nkv, err, errlen))
+        return -1;
+    snprintf(key, sizeof key, "%s.block_count", arch);
+    if (gguf_find_kv(g, key) && gguf_get_u32(g, key, &nl, err, errlen))
+        return -1;
+    if (!nkv)
+        nkv = nh;
+    c->gqa4 = nkv && nh / nkv >= 4;
+    c->is70b = !strcmp(arch, "llama") && nl == 80 && nh != nkv;
+    return 0;
 }
 
 static int s_pread_all(int fd, void *buf, uint64_t n, uint64_t off)
@@ -199,6 +296,8 @@ int requant_file(const char *in_path, const char *out_path, const char *type, in
         gguf_get_str(g, "general.architecture", &arch, err, errlen))
         goto out;
     c.dense = !strcmp(arch, "swarm-dense");
+    if (!c.dense && s_hparams(g, arch, &c, err, errlen))
+        goto out;
     if (!(types = calloc(g->n_tensors ? g->n_tensors : 1, sizeof *types)))
         goto oom;
     for (uint64_t i = 0; i < g->n_tensors; i++) {

@@ -56,8 +56,9 @@ struct exec {
     const void *stage_ptr[ARCH_MAX_LAYER_TENSORS];
     /* the step being streamed (s_stream_step) */
     float *x;
-    uint32_t n, pos0;
-    arch_kv *kv;
+    const exec_seg *segs;      /* its sessions' rows (exec_step_segs) */
+    uint32_t k;
+    arch_seg lsegs[EXEC_MAX_SEGS]; /* the layer being computed: segs with that layer's cache */
     /* streaming ring: every slot's buffer lies in one huge-page-backed mapping (iobuf.h) */
     iobuf ring_mem;
     s_slot *slots;
@@ -539,6 +540,15 @@ const char *exec_io_buffers(const exec_t *e)
     return e->ring_mem.p ? e->ring_mem.desc : "none (nothing streamed)";
 }
 
+/* The step's sessions as layer l's segments (NULL caches for a stateless family). */
+static const arch_seg *s_lsegs(exec_t *e, const exec_seg *segs, uint32_t k, uint32_t l)
+{
+    for (uint32_t i = 0; i < k; i++)
+        e->lsegs[i] = (arch_seg){ .kv = segs[i].kv ? &segs[i].kv[l - e->first] : NULL,
+                                  .pos0 = segs[i].pos0, .n = segs[i].n };
+    return e->lsegs;
+}
+
 /* Feed one arrived chunk to the layer hooks: a vector goes to the stage (the layer begins
  * after its last vector); a matrix's first range prepares its input, its rows are computed,
  * and the layer's last chunk ends it. */
@@ -554,15 +564,14 @@ static int s_compute(exec_t *e, const exec_chunk *ch, const void *data, char *er
         memcpy(e->stage + at, data, T->nbytes);
         e->stage_ptr[ch->tensor] = e->stage + at;
         if (ch->tensor + 1 == L->n_vectors &&
-            arch_layer_begin(e->run, ch->layer, e->stage_ptr,
-                             e->kv ? &e->kv[ch->layer - e->first] : NULL, e->x, e->n, e->pos0,
-                             err, errlen))
+            arch_layer_begin_segs(e->run, ch->layer, e->stage_ptr,
+                                  s_lsegs(e, e->segs, e->k, ch->layer), e->k, e->x, err, errlen))
             return -1;
         return 0;
     }
     if (ch->r0 == 0 && L->n_vectors == 0 && ch->tensor == 0 &&
-        arch_layer_begin(e->run, ch->layer, NULL, e->kv ? &e->kv[ch->layer - e->first] : NULL,
-                         e->x, e->n, e->pos0, err, errlen))
+        arch_layer_begin_segs(e->run, ch->layer, NULL, s_lsegs(e, e->segs, e->k, ch->layer),
+                              e->k, e->x, err, errlen))
         return -1;
     if ((ch->r0 == 0 && arch_layer_before(e->run, ch->tensor)) ||
         arch_layer_rows(e->run, ch->tensor, ch->r0, ch->nrows, data) ||
@@ -635,10 +644,20 @@ int exec_step(exec_t *e, float *x, exec_stats *st, char *err, size_t errlen)
 int exec_step_n(exec_t *e, float *x, uint32_t n, uint32_t pos0, arch_kv *kv, exec_stats *st,
                 char *err, size_t errlen)
 {
-    uint64_t t;
-    if (n < 1 || n > e->o.max_pos) {
-        snprintf(err, errlen, "%s: a step of %u positions (the executor holds 1..%u)", e->path,
-                 n, e->o.max_pos);
+    exec_seg one = { .kv = kv, .pos0 = pos0, .n = n };
+    return exec_step_segs(e, x, &one, 1, st, err, errlen);
+}
+
+int exec_step_segs(exec_t *e, float *x, const exec_seg *segs, uint32_t k, exec_stats *st,
+                   char *err, size_t errlen)
+{
+    uint64_t t, n = 0;
+    for (uint32_t i = 0; i < k; i++)
+        n += segs[i].n;
+    if (k < 1 || k > EXEC_MAX_SEGS || n < 1 || n > e->o.max_pos) {
+        snprintf(err, errlen, "%s: a step of %llu positions of %u sessions (the executor holds "
+                 "1..%u positions, 1..%d sessions)", e->path, (unsigned long long)n, k,
+                 e->o.max_pos, EXEC_MAX_SEGS);
         return -1;
     }
     if (e->plan.n_streamed)
@@ -647,8 +666,9 @@ int exec_step_n(exec_t *e, float *x, uint32_t n, uint32_t pos0, arch_kv *kv, exe
         t = util_now_ns();
         for (uint32_t i = 0; i < e->plan.n_resident; i++) {
             uint32_t l = e->first + i;
-            if (arch_layer_forward(e->run, l, e->res_data + (size_t)i * ARCH_MAX_LAYER_TENSORS,
-                                   kv ? &kv[i] : NULL, x, n, pos0, err, errlen))
+            if (arch_layer_forward_segs(e->run, l,
+                                        e->res_data + (size_t)i * ARCH_MAX_LAYER_TENSORS,
+                                        s_lsegs(e, segs, k, l), k, x, err, errlen))
                 return -1;
             /* Keep queue_depth reads in flight while the resident layers compute (≈3 ms each
              * here): the ring has more free slots than the depth, and refilling only after
@@ -663,9 +683,8 @@ int exec_step_n(exec_t *e, float *x, uint32_t n, uint32_t pos0, arch_kv *kv, exe
     if (e->plan.n_streamed) {
         st->layers_due += e->plan.n_streamed;
         e->x = x;
-        e->n = n;
-        e->pos0 = pos0;
-        e->kv = kv;
+        e->segs = segs;
+        e->k = k;
         return s_stream_step(e, st, err, errlen);
     }
     return 0;

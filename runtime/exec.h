@@ -128,6 +128,18 @@ int exec_step(exec_t *e, float *x, exec_stats *st, char *err, size_t errlen);
  * no state). */
 int exec_step_n(exec_t *e, float *x, uint32_t n, uint32_t pos0, arch_kv *kv, exec_stats *st,
                 char *err, size_t errlen);
+/* One session's rows of a step of several (continuous batching): n positions from pos0 over
+ * its per-layer caches kv[0 .. last - first). */
+typedef struct {
+    arch_kv *kv;
+    uint32_t pos0, n;
+} exec_seg;
+#define EXEC_MAX_SEGS 64          /* sessions in one step */
+/* The same over k sessions' rows, one after another in x (their sum <= max_pos): each layer,
+ * resident or streamed, is read once for all of them (arch_layer_begin_segs) and each row's
+ * bits are its session's alone. exec_step_n is the one-session case. */
+int exec_step_segs(exec_t *e, float *x, const exec_seg *segs, uint32_t k, exec_stats *st,
+                   char *err, size_t errlen);
 /* Threads of the layer run's products and attention (arch_run_set_threads). */
 void exec_set_threads(exec_t *e, int nthreads);
 /* Wait for every read in flight (before reading /proc/self/io for the cache gate). */

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +17,8 @@
 #include "base/log.h"
 #include "base/util.h"
 #include "quant/quant.h"
+
+typedef struct s_batch s_batch;
 
 struct llm_model {
     gguf_file *g;
@@ -41,6 +44,7 @@ struct llm_model {
      * fault is written once, before faulted is set. */
     atomic_int faulted;
     char fault[384];
+    s_batch *batch;               /* continuous batching (llm_model_batching), NULL when off */
 };
 
 struct llm_session {
@@ -54,7 +58,15 @@ struct llm_session {
     float *x;                     /* (n_batch, dim) */
     float *xn;                    /* (n_batch, dim) final norm */
     float *norm_w;                /* (dim) output_norm in f32 */
+    int active;                   /* in a request (llm_session_active) */
 };
+
+static void s_batch_free(s_batch **bp);
+static int s_batch_step(llm_session *s, const int32_t *tok, uint32_t n, float *logits,
+                        char *err, size_t errlen);
+static uint32_t s_batch_chunk(const llm_session *s);
+static int s_batch_alone(llm_session *s, const int32_t *tok, uint32_t n, float *logits, int all,
+                         char *err, size_t errlen);
 
 llm_model *llm_model_open(const char *path, char *err, size_t errlen)
 {
@@ -87,6 +99,8 @@ static int s_ssd_defaults(const arch_hparams *hp, llm_opts *o, const char *path,
         o->n_batch = 32;
     if (o->n_batch > o->n_ctx)
         o->n_batch = o->n_ctx;
+    if (!o->n_sessions)
+        o->n_sessions = 1;
     if (o->n_ctx > hp->n_ctx_train) {
         arch_err(err, errlen, path, "context %u: must be 1..%u (the model's context_length)",
                  o->n_ctx, hp->n_ctx_train);
@@ -95,8 +109,26 @@ static int s_ssd_defaults(const arch_hparams *hp, llm_opts *o, const char *path,
     return 0;
 }
 
+#define S_BATCH_MAX_SESSIONS 32   /* steps in one pass (the head's logits buffer holds them) */
+
+/* Bytes of continuous batching's buffers for passes of max_rows positions and steps sessions
+ * (s_batch: the rows, the last rows' norms, their logits). */
+static uint64_t s_batch_bytes(const arch_hparams *hp, uint32_t max_rows, uint32_t steps)
+{
+    return ((uint64_t)max_rows * hp->dim + (uint64_t)steps * (hp->dim + hp->n_vocab)) *
+           sizeof(float);
+}
+
+/* An SSD arm's positions per pass: a prompt chunk of n_batch and a decode step of each other
+ * session. */
+static uint32_t s_ssd_max_pos(const llm_opts *o)
+{
+    return o->n_batch + o->n_sessions - 1;
+}
+
 /* What the executor is told the runner holds beside the layers: the embedding, final norm and
- * head in aligned buffers (the head once when tied) and one session. */
+ * head in aligned buffers (the head once when tied), the sessions and, for several, the
+ * batched passes' buffers. */
 static void s_ssd_exec_opts(const arch_model *am, const llm_opts *o, exec_opts *eo)
 {
     const arch_tensor *ts[3] = { &am->tok_embd, &am->out_norm, &am->output };
@@ -107,8 +139,11 @@ static void s_ssd_exec_opts(const arch_model *am, const llm_opts *o, exec_opts *
     *eo = (exec_opts){ .budget_bytes = o->cap_bytes, .queue_depth = o->queue_depth,
                        .chunk_bytes = o->chunk_bytes, .overhead_bytes = o->overhead_bytes,
                        .buffered = o->buffered, .total_steps = o->total_steps,
-                       .verify_resident = 1, .max_pos = o->n_batch,
-                       .held_bytes = held + s_session_bytes(&am->hp, o->n_ctx, o->n_batch) };
+                       .verify_resident = 1, .max_pos = s_ssd_max_pos(o),
+                       .held_bytes = held + o->n_sessions *
+                                                s_session_bytes(&am->hp, o->n_ctx, o->n_batch) };
+    if (o->n_sessions > 1)
+        eo->held_bytes += s_batch_bytes(&am->hp, s_ssd_max_pos(o), o->n_sessions);
 }
 
 int llm_ssd_plan(const char *path, const llm_opts *o, exec_plan *p, char *err, size_t errlen)
@@ -171,6 +206,10 @@ static int s_open_ssd(llm_model *m, const char *path, char *err, size_t errlen)
     exec_opts eo;
     s_ssd_exec_opts(&m->am, o, &eo); /* the same held bytes llm_ssd_plan counts */
     if (!(m->ex = exec_new_arch(&m->am, path, sums, 0, hp->n_layers, &eo, err, errlen)))
+        goto done;
+    /* several sessions share the one executor: their passes go through the batcher (one at a
+     * time, each carrying every session's step that is ready) */
+    if (o->n_sessions > 1 && llm_model_batching(m, s_ssd_max_pos(o), err, errlen))
         goto done;
     rc = 0;
     goto done;
@@ -324,6 +363,7 @@ void llm_model_free(llm_model **mp)
     if (m->map)
         munmap(m->map, m->map_len);
     exec_free(&m->ex);
+    s_batch_free(&m->batch);
     free(m->sums);
     for (int i = 0; i < 3; i++)
         free(m->buf[i]);
@@ -434,12 +474,15 @@ llm_session *llm_session_new(llm_model *m, uint32_t n_ctx, uint32_t n_batch, cha
         n_batch = 1;
     if (n_batch > n_ctx)
         n_batch = n_ctx;
-    if (m->arm == LLM_ARM_SSD && (m->n_sessions || n_ctx > m->o.n_ctx)) {
-        arch_err(err, errlen, path,
-                 m->n_sessions ? "the SSD arm plans for one session at a time"
-                               : "context %u: the SSD arm was planned for %u positions (its "
-                                 "KV caches count against the cap; open it with a larger "
-                                 "n_ctx)", n_ctx, m->o.n_ctx);
+    if (m->arm == LLM_ARM_SSD && m->n_sessions >= (int)m->o.n_sessions) {
+        arch_err(err, errlen, path, "the SSD arm plans for %u session%s at a time (their KV "
+                 "caches count against the cap)", m->o.n_sessions, m->o.n_sessions > 1 ? "s" : "");
+        return NULL;
+    }
+    if (m->arm == LLM_ARM_SSD && n_ctx > m->o.n_ctx) {
+        arch_err(err, errlen, path, "context %u: the SSD arm was planned for %u positions (its "
+                 "KV caches count against the cap; open it with a larger n_ctx)", n_ctx,
+                 m->o.n_ctx);
         return NULL;
     }
     if (m->arm == LLM_ARM_SSD && n_batch > m->o.n_batch)
@@ -503,6 +546,7 @@ void llm_session_free(llm_session **sp)
     if (!sp || !*sp)
         return;
     llm_session *s = *sp;
+    llm_session_active(s, 0);
     if (s->m->arm == LLM_ARM_SSD && s->m->n_sessions && !s->run)
         s->m->n_sessions--;
     if (s->m->arm == LLM_ARM_RESIDENT)
@@ -528,17 +572,19 @@ void llm_session_set_threads(llm_session *s, int nthreads)
 
 uint32_t llm_session_pos(const llm_session *s)
 {
+    const llm_model *m = s->m;
+    if (m->arm == LLM_ARM_RESIDENT && m->hook.cached && s->n_past) {
+        uint32_t held = m->hook.cached(m->hook.ctx, s->id);
+        return held < s->n_past ? held : s->n_past;
+    }
     return s->n_past;
 }
 
 void llm_session_reset(llm_session *s)
 {
-    s->n_past = 0;
     /* The resident arm's caches live in the swarm, which counts what each session holds to
-     * rebuild it after a loss: a reset session holds nothing there either (a server resets a
-     * slot after every request, and an idle slot must not be replayed in a failover). */
-    if (s->m->arm == LLM_ARM_RESIDENT)
-        s->m->hook.end(s->m->hook.ctx, s->id);
+     * rebuild it after a loss: a reset session holds nothing there either (the trim hook). */
+    llm_session_rewind(s, 0);
 }
 
 void llm_session_rewind(llm_session *s, uint32_t pos)
@@ -547,6 +593,8 @@ void llm_session_rewind(llm_session *s, uint32_t pos)
      * are overwritten by the next pass before attention reads them (it reads 0..n_past). */
     if (pos < s->n_past)
         s->n_past = pos;
+    if (s->m->arm == LLM_ARM_RESIDENT && s->m->hook.trim)
+        s->m->hook.trim(s->m->hook.ctx, s->id, s->n_past);
 }
 
 uint64_t llm_session_kv_bytes(const llm_session *s)
@@ -651,16 +699,310 @@ int llm_eval(llm_session *s, const int32_t *tokens, uint32_t n, float *logits, i
                      tokens[i], hp->n_vocab - 1);
             return -1;
         }
-    for (uint32_t i = 0; i < n; i += s->n_batch) {
-        uint32_t nb = n - i < s->n_batch ? n - i : s->n_batch;
+    /* batched: chunks of at most a pass's rows, each queued to ride with the others' steps */
+    int batched = s->m->batch && !all;
+    uint32_t chunk = batched ? s_batch_chunk(s) : s->n_batch;
+    for (uint32_t i = 0; i < n; i += chunk) {
+        uint32_t nb = n - i < chunk ? n - i : chunk;
         int last = i + nb == n;
         float *out = NULL;
         if (logits && all)
             out = logits + (size_t)i * hp->n_vocab;
         else if (logits && last)
             out = logits;
-        if (s_pass(s, tokens + i, nb, out, all, err, errlen))
+        if (batched ? s_batch_step(s, tokens + i, nb, out, err, errlen)
+                    : s->m->batch ? s_batch_alone(s, tokens + i, nb, out, all, err, errlen)
+                                  : s_pass(s, tokens + i, nb, out, all, err, errlen))
             return -1;
     }
     return 0;
+}
+
+/* ---------------------------------------------------------------- continuous batching */
+
+/* One session's part of a pass: its caller waits on it until a pass has run it. */
+typedef struct s_step {
+    struct s_step *next;
+    llm_session *s;
+    const int32_t *tok;
+    uint32_t n;                   /* positions, from s->n_past */
+    float *logits;                /* n_vocab for the last position, or NULL */
+    int done, rc;
+    char err[256];
+} s_step;
+
+struct s_batch {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;            /* on CLOCK_MONOTONIC */
+    s_step *head, *tail;          /* steps waiting for a pass, in arrival order */
+    uint32_t n_queued, n_active;
+    uint32_t max_rows;            /* positions one pass carries */
+    uint32_t max_steps;           /* sessions one pass carries */
+    int running;                  /* a caller is running a pass */
+    uint64_t last_pass_ns;
+    uint64_t passes, rows;
+    /* the pass's own buffers (used by the caller running it, outside mu) */
+    arch_run *run;                /* max_rows positions */
+    float *x;                     /* (max_rows, dim) every step's rows, in step order */
+    float *xn;                    /* (S_BATCH_MAX_SESSIONS, dim) final norm of each last row */
+    float *logits;                /* (S_BATCH_MAX_SESSIONS, n_vocab) */
+    arch_seg segs[S_BATCH_MAX_SESSIONS];
+    exec_seg esegs[S_BATCH_MAX_SESSIONS];
+};
+
+static void s_batch_free(s_batch **bp)
+{
+    s_batch *b = *bp;
+    if (!b)
+        return;
+    arch_run_free(&b->run);
+    free(b->x);
+    free(b->xn);
+    free(b->logits);
+    pthread_cond_destroy(&b->cv);
+    pthread_mutex_destroy(&b->mu);
+    free(b);
+    *bp = NULL;
+}
+
+int llm_model_batching(llm_model *m, uint32_t max_rows, char *err, size_t errlen)
+{
+    const arch_hparams *hp = &m->am.hp;
+    if (m->arm == LLM_ARM_RESIDENT) {
+        arch_err(err, errlen, m->g->path, "continuous batching runs on the reference and SSD "
+                 "arms");
+        return -1;
+    }
+    if (m->batch)
+        return 0;
+    uint32_t steps = S_BATCH_MAX_SESSIONS;
+    if (m->arm == LLM_ARM_SSD) { /* what the plan counted against the cap, no more */
+        max_rows = max_rows < s_ssd_max_pos(&m->o) ? max_rows : s_ssd_max_pos(&m->o);
+        steps = m->o.n_sessions < steps ? m->o.n_sessions : steps;
+    }
+    s_batch *b = calloc(1, sizeof *b);
+    pthread_condattr_t ca;
+    if (!b)
+        goto oom;
+    pthread_mutex_init(&b->mu, NULL);
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&b->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    b->max_rows = max_rows < 1 ? 1 : max_rows;
+    b->max_steps = steps;
+    /* the SSD arm's layers run in its executor (its own run, planned for these rows) */
+    if (!m->ex && !(b->run = arch_run_new(&m->am, b->max_rows, err, errlen))) {
+        s_batch_free(&b);
+        return -1;
+    }
+    b->x = malloc((size_t)b->max_rows * hp->dim * sizeof(float));
+    b->xn = malloc((size_t)steps * hp->dim * sizeof(float));
+    b->logits = malloc((size_t)steps * hp->n_vocab * sizeof(float));
+    if (!b->x || !b->xn || !b->logits)
+        goto oom;
+    m->batch = b;
+    return 0;
+oom:
+    s_batch_free(&b);
+    arch_err(err, errlen, m->g->path, "out of memory for passes of %u positions", max_rows);
+    return -1;
+}
+
+void llm_session_active(llm_session *s, int on)
+{
+    s_batch *b = s->m->batch;
+    on = !!on;
+    if (s->m->arm == LLM_ARM_RESIDENT && s->m->hook.active)
+        s->m->hook.active(s->m->hook.ctx, s->id, on);
+    if (!b || s->active == on) /* counted only while the model batches */
+        return;
+    s->active = on;
+    pthread_mutex_lock(&b->mu);
+    b->n_active = on ? b->n_active + 1 : b->n_active - 1;
+    pthread_cond_broadcast(&b->cv); /* a pass waiting for this session need not */
+    pthread_mutex_unlock(&b->mu);
+}
+
+void llm_model_batch_counts(llm_model *m, uint64_t *passes, uint64_t *rows)
+{
+    *passes = *rows = 0;
+    if (!m->batch)
+        return;
+    pthread_mutex_lock(&m->batch->mu);
+    *passes = m->batch->passes;
+    *rows = m->batch->rows;
+    pthread_mutex_unlock(&m->batch->mu);
+}
+
+/* Positions per step: the session's batch, within a pass. */
+static uint32_t s_batch_chunk(const llm_session *s)
+{
+    uint32_t r = s->m->batch->max_rows;
+    return s->n_batch < r ? s->n_batch : r;
+}
+
+/* One forward pass over k sessions' steps: their rows embedded one after another, every layer
+ * over all of them (arch_layer_forward_segs: each weight read once), then the final norm of
+ * each step's last row and the head over those rows (one read of the head for all). Each row
+ * is computed as it would be alone (arch.h), so each session's bits are its own. */
+static int s_batch_pass(llm_model *m, s_step *const *st, uint32_t k, int nthreads, char *err,
+                        size_t errlen)
+{
+    s_batch *b = m->batch;
+    const arch_model *am = &m->am;
+    const arch_hparams *hp = &am->hp;
+    uint32_t d = hp->dim, row = 0, nl = 0;
+    char why[160];
+    for (uint32_t i = 0; i < k; i++) {
+        for (uint32_t p = 0; p < st[i]->n; p++) {
+            const uint8_t *er = (const uint8_t *)m->tok_embd +
+                                (uint64_t)st[i]->tok[p] * am->tok_embd.row_bytes;
+            if (quant_dequantize_row((quant_type)am->tok_embd.type, er,
+                                     b->x + (size_t)(row + p) * d, d, why, sizeof why)) {
+                arch_err(err, errlen, m->g->path, "token_embd.weight: %s", why);
+                return -1;
+            }
+        }
+        b->segs[i] = (arch_seg){ .pos0 = st[i]->s->n_past, .n = st[i]->n };
+        b->esegs[i] = (exec_seg){ .kv = st[i]->s->kv, .pos0 = st[i]->s->n_past, .n = st[i]->n };
+        row += st[i]->n;
+    }
+    arch_embed_finish(am, b->x, row); /* the family's scale (gemma's sqrt(dim)), as s_pass */
+    if (atomic_load(&m->faulted)) {
+        snprintf(err, errlen, "%s", m->fault);
+        return -1;
+    }
+    if (m->ex) { /* SSD: each streamed layer read once for every session in the pass */
+        uint64_t bad = m->st.content_fail;
+        if (exec_step_segs(m->ex, b->x, b->esegs, k, &m->st, err, errlen))
+            return -1;
+        if (m->st.content_fail != bad) /* this pass used bytes that are not the file's */
+            return s_content_fault(m, err, errlen);
+    } else {
+        arch_run_set_threads(b->run, nthreads);
+        for (uint32_t l = 0; l < hp->n_layers; l++) {
+            for (uint32_t i = 0; i < k; i++)
+                b->segs[i].kv = &st[i]->s->kv[l];
+            if (arch_layer_forward_segs(b->run, l, llm_layer_data(m, l), b->segs, k, b->x, err,
+                                        errlen))
+                return -1;
+        }
+    }
+    row = 0;
+    for (uint32_t i = 0; i < k; i++) {
+        row += st[i]->n;
+        st[i]->s->n_past += st[i]->n;
+        if (st[i]->logits)
+            arch_rmsnorm(b->x + (size_t)(row - 1) * d, st[i]->s->norm_w, b->xn + (size_t)nl++ * d,
+                         d, hp->norm_eps);
+    }
+    if (!nl)
+        return 0;
+    if (quant_matmat((quant_type)am->output.type, hp->n_vocab, d, m->output, nl, b->xn,
+                     b->logits, nthreads, why, sizeof why)) {
+        arch_err(err, errlen, m->g->path, "%s: %s", am->output.name, why);
+        return -1;
+    }
+    arch_logits_finish(am, b->logits, nl); /* the family's final soft-cap, as s_pass */
+    nl = 0;
+    for (uint32_t i = 0; i < k; i++)
+        if (st[i]->logits)
+            memcpy(st[i]->logits, b->logits + (size_t)nl++ * hp->n_vocab,
+                   (size_t)hp->n_vocab * sizeof(float));
+    return 0;
+}
+
+/* Wait (under mu) for the other active sessions to queue their steps: at most a quarter of
+ * the last pass's time, so a session that is late (sampling, its client) costs the others
+ * little and rides the next pass. */
+static void s_batch_gather(s_batch *b)
+{
+    if (b->n_queued >= b->n_active || !b->last_pass_ns)
+        return;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    uint64_t t = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec + b->last_pass_ns / 4;
+    ts.tv_sec = (time_t)(t / 1000000000ull);
+    ts.tv_nsec = (long)(t % 1000000000ull);
+    while (b->n_queued < b->n_active)
+        if (pthread_cond_timedwait(&b->cv, &b->mu, &ts) == ETIMEDOUT)
+            break;
+}
+
+/* s's step into the next pass; the first caller to find no pass running runs one (over the
+ * steps queued, in order, within max_rows) and hands the next to whoever is still waiting. */
+static int s_batch_step(llm_session *s, const int32_t *tok, uint32_t n, float *logits,
+                        char *err, size_t errlen)
+{
+    s_batch *b = s->m->batch;
+    s_step me = { .s = s, .tok = tok, .n = n, .logits = logits };
+    pthread_mutex_lock(&b->mu);
+    if (b->tail)
+        b->tail->next = &me;
+    else
+        b->head = &me;
+    b->tail = &me;
+    b->n_queued++;
+    pthread_cond_broadcast(&b->cv);
+    while (!me.done) {
+        if (b->running) {
+            pthread_cond_wait(&b->cv, &b->mu);
+            continue;
+        }
+        b->running = 1;
+        s_batch_gather(b);
+        s_step *take[S_BATCH_MAX_SESSIONS];
+        uint32_t k = 0, rows = 0;
+        while (b->head && k < b->max_steps && rows + b->head->n <= b->max_rows) {
+            s_step *t = b->head;
+            b->head = t->next;
+            if (!b->head)
+                b->tail = NULL;
+            t->next = NULL;
+            take[k++] = t;
+            rows += t->n;
+        }
+        b->n_queued -= k;
+        pthread_mutex_unlock(&b->mu);
+        char why[256];
+        uint64_t t0 = util_now_ns();
+        int rc = s_batch_pass(s->m, take, k, s->nthreads, why, sizeof why);
+        uint64_t dt = util_now_ns() - t0;
+        pthread_mutex_lock(&b->mu);
+        b->last_pass_ns = dt;
+        b->passes++;
+        b->rows += rows;
+        for (uint32_t i = 0; i < k; i++) {
+            take[i]->rc = rc;
+            if (rc)
+                snprintf(take[i]->err, sizeof take[i]->err, "%s", why);
+            take[i]->done = 1;
+        }
+        b->running = 0;
+        pthread_cond_broadcast(&b->cv);
+    }
+    pthread_mutex_unlock(&b->mu);
+    if (me.rc)
+        snprintf(err, errlen, "%s", me.err);
+    return me.rc;
+}
+
+/* A pass of s alone on a batched model (every position's logits: perplexity), between the
+ * batched ones: the SSD arm's one executor runs one pass at a time. */
+static int s_batch_alone(llm_session *s, const int32_t *tok, uint32_t n, float *logits, int all,
+                         char *err, size_t errlen)
+{
+    s_batch *b = s->m->batch;
+    pthread_mutex_lock(&b->mu);
+    while (b->running)
+        pthread_cond_wait(&b->cv, &b->mu);
+    b->running = 1;
+    pthread_mutex_unlock(&b->mu);
+    int rc = s_pass(s, tok, n, logits, all, err, errlen);
+    pthread_mutex_lock(&b->mu);
+    b->running = 0;
+    pthread_cond_broadcast(&b->cv);
+    pthread_mutex_unlock(&b->mu);
+    return rc;
 }

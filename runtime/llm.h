@@ -14,10 +14,12 @@
  * read-ahead, each streamed layer hashed for the content gate against the per-layer checksums
  * (arch/sums.h: computed on first use and cached for a published GGUF). The embedding, the
  * final norm and the head are read once into aligned buffers. The plan counts everything
- * against the cap: the KV caches and activations of one session of n_ctx positions and
- * n_batch positions per pass, the embedding and head, the layer scratch, the ring and the
- * overhead; a cap that cannot hold them is refused with the numbers. Under the SSD arm one
- * session exists at a time and it may not ask for more than the n_ctx / n_batch planned.
+ * against the cap: the KV caches and activations of n_sessions sessions (default one) of
+ * n_ctx positions and n_batch positions per pass (and, for several, the batched passes'
+ * buffers), the embedding and head, the layer scratch, the ring and the overhead; a cap that
+ * cannot hold them is refused with the numbers. Under the SSD arm at most n_sessions sessions
+ * exist at a time, none asking for more than the n_ctx / n_batch planned; several share the
+ * executor through batched passes (llm_model_batching, turned on at open).
  * Token ids and logits are bit-identical to the reference arm's (same hooks, same order).
  * A command offering `--arm ssd` (generate, bench-llm) opens the model with
  * llm_model_open_opts(path, &(llm_opts){ .arm = LLM_ARM_SSD, .cap_bytes = cap, .n_ctx = ctx,
@@ -47,6 +49,19 @@ typedef struct {
     int (*layers)(void *ctx, uint64_t session, const int32_t *tokens, float *x, uint32_t n,
                   uint32_t pos0, char *err, size_t errlen);
     void (*end)(void *ctx, uint64_t session);
+    /* May be NULL. The session now keeps only positions 0..pos-1 (llm_session_rewind, or
+     * reset with pos 0): the layers' owner counts no more than that as cached, so a rebuild
+     * never replays what the runner has dropped. Positions beyond stay in the caches until
+     * the next pass, which starts at pos and overwrites them (a step may start anywhere up
+     * to the first uncached position: runtime/slice.h). */
+    void (*trim)(void *ctx, uint64_t session, uint32_t pos);
+    /* May be NULL (both). A session in a request (llm_session_active) keeps its caches through
+     * a rebuild after a loss; an idle one's may be dropped there rather than replayed (the
+     * failover's stall is the live sessions' only), and cached() then says how many positions
+     * the layers' owner still holds for it: llm_session_pos never claims more, so a request
+     * reusing an idle slot's prompt runs again what was dropped. */
+    void (*active)(void *ctx, uint64_t session, int on);
+    uint32_t (*cached)(void *ctx, uint64_t session);
     void *ctx;
     uint32_t max_batch;           /* positions one call may carry */
     uint32_t n_ctx;               /* positions a session's caches hold */
@@ -62,6 +77,9 @@ typedef struct {
     uint32_t n_ctx;               /* SSD: the session's context planned for (0: 512, at most the
                                    * model's context_length) */
     uint32_t n_batch;             /* SSD: positions per pass planned for (0: 32) */
+    uint32_t n_sessions;          /* SSD: sessions at once planned for (0: 1); above 1, their
+                                   * passes are batched (llm_model_batching: n_batch + n_sessions
+                                   * - 1 positions a pass, each streamed layer read once for all) */
     int buffered;                 /* SSD: page-cache reads (labelled; the cache gate judges) */
     uint64_t total_steps;         /* SSD: stop read-ahead after this many passes (0: never) */
     const llm_layers_hook *hook;  /* RESIDENT: where the layers run (copied; required) */
@@ -120,7 +138,8 @@ llm_session *llm_session_new(llm_model *m, uint32_t n_ctx, uint32_t n_batch, cha
 void llm_session_free(llm_session **s);
 /* Threads for the products and attention (same bits for any count). */
 void llm_session_set_threads(llm_session *s, int nthreads);
-/* Positions already in the cache; forget them all. */
+/* Positions already in the cache (the resident arm: at most what its layers' owner still
+ * holds, llm_layers_hook.cached); forget them all. */
 uint32_t llm_session_pos(const llm_session *s);
 void llm_session_reset(llm_session *s);
 /* Keep only the first pos positions (pos <= llm_session_pos): what follows is run again over
@@ -129,6 +148,27 @@ void llm_session_reset(llm_session *s);
 void llm_session_rewind(llm_session *s, uint32_t pos);
 /* Bytes of the session's KV cache. */
 uint64_t llm_session_kv_bytes(const llm_session *s);
+
+/* Continuous batching (the reference arm, and the SSD arm planned for several sessions). With it on, llm_eval calls of different sessions
+ * made at once from different threads (a server's slots, generate --sessions) join one
+ * forward pass: every active session's next position(s) ride together, up to max_rows rows,
+ * each weight read once for all of them (arch_layer_forward_segs, and the head over every
+ * session's last row), while each row's bits stay those of its session run alone. A pass is
+ * run by one of the callers (the first to find none running); it first waits for the other
+ * active sessions (llm_session_active) to queue their steps, at most a quarter of the last
+ * pass's time, so a straggler costs the others little and is taken by the next pass. A
+ * prompt comes in chunks of its session's n_batch, queued in turn with the others' steps: a
+ * long prompt delays their next token by one chunk at most. Calls with every position's
+ * logits (perplexity) run alone. On the SSD arm a pass holds at most the planned n_batch +
+ * n_sessions - 1 positions (max_rows is cut to that) and streams each layer once for every
+ * session in it. -1 with err: the resident arm, or out of memory. */
+int llm_model_batching(llm_model *m, uint32_t max_rows, char *err, size_t errlen);
+/* The session is in a request (1) or idle (0): a pass waits only for active sessions, and the
+ * resident arm's rebuild after a loss replays only active sessions (llm_layers_hook.active). */
+void llm_session_active(llm_session *s, int on);
+/* Passes run and the rows they carried since batching was turned on (rows / passes: how
+ * many positions shared each read of the weights). */
+void llm_model_batch_counts(llm_model *m, uint64_t *passes, uint64_t *rows);
 
 /* Run n tokens at the next positions. logits: n_vocab floats for the last position, or
  * n x n_vocab (every position) when all; NULL for none. -1 with err when the tokens do not fit

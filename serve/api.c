@@ -152,13 +152,13 @@ static const struct {
     { "stream", F_BOTH, F_HONOURED, NAN },
     { "stream_options", F_BOTH, F_HONOURED, NAN },
     { "ignore_eos", F_BOTH, F_HONOURED, NAN },
+    { "cache_prompt", F_BOTH, F_HONOURED, NAN },         /* llama-server's: the prompt cache */
     { "user", F_BOTH, F_NO_EFFECT, NAN },
     { "metadata", F_BOTH, F_NO_EFFECT, NAN },
     { "store", F_BOTH, F_NO_EFFECT, NAN },
     { "service_tier", F_BOTH, F_NO_EFFECT, NAN },
     { "prompt_cache_key", F_BOTH, F_NO_EFFECT, NAN },
     { "safety_identifier", F_BOTH, F_NO_EFFECT, NAN },
-    { "cache_prompt", F_BOTH, F_NO_EFFECT, NAN },         /* llama-server's; a slot is reset per job */
     { "echo", F_CMPL, F_REFUSED, NAN },
     { "suffix", F_CMPL, F_REFUSED, NAN },
     { "best_of", F_CMPL, F_REFUSED, 1 },
@@ -632,6 +632,11 @@ static int s_stream(json_t *root, serve_req *r, int *status, json_t **errj)
     char msg[512];
     if (s_bool(root, "stream", &r->stream, msg, sizeof msg))
         return s_badparam(msg, "stream", status, errj);
+    /* llama-server's "cache_prompt" (default true): false runs the whole prompt */
+    int cache = 1;
+    if (s_bool(root, "cache_prompt", &cache, msg, sizeof msg))
+        return s_badparam(msg, "cache_prompt", status, errj);
+    r->no_cache = !cache;
     json_t *so = json_object_get(root, "stream_options");
     if (so && !json_is_null(so)) {
         const char *k;
@@ -864,11 +869,13 @@ json_t *api_shutdown_error(void)
                      "out); retry on another server", "server_error", NULL, "shutting_down");
 }
 
+/* OpenAI's usage; prompt_tokens_details.cached_tokens: prompt tokens the slot's cache held. */
 static json_t *s_usage(serve_job *job)
 {
-    return json_pack("{s:i,s:i,s:i}", "prompt_tokens", (int)job->req.n_prompt,
+    return json_pack("{s:i,s:i,s:i,s:{s:i}}", "prompt_tokens", (int)job->req.n_prompt,
                      "completion_tokens", (int)job->n_gen, "total_tokens",
-                     (int)(job->req.n_prompt + job->n_gen));
+                     (int)(job->req.n_prompt + job->n_gen), "prompt_tokens_details",
+                     "cached_tokens", (int)job->n_cached);
 }
 
 /* Server-side timings (llama.cpp's server has the same idea): what the page shows, and what
@@ -878,11 +885,17 @@ static json_t *s_timings(serve_job *job)
     double ttft = job->n_gen ? (job->t_first - job->t_recv) * 1e3 : 0;
     double prefill = job->n_gen ? (job->t_first - job->t_start) * 1e3 : 0;
     double gen = job->n_gen > 1 ? (job->t_last - job->t_first) : 0;
-    json_t *t = json_pack("{s:f,s:f,s:f,s:i,s:i,s:f}", "queue_ms",
+    char ids[17], lg[17];
+    snprintf(ids, sizeof ids, "%016llx", (unsigned long long)job->ids_digest);
+    snprintf(lg, sizeof lg, "%016llx", (unsigned long long)job->logits_digest);
+    /* prompt_n / cache_n: llama-server's names for evaluated and cached prompt tokens; the
+     * digests (engine.h) let a client compare two runs bit for bit */
+    json_t *t = json_pack("{s:f,s:f,s:f,s:i,s:f,s:i,s:i,s:s,s:s}", "queue_ms",
                           (job->t_start - job->t_recv) * 1e3, "ttft_ms", ttft, "prefill_ms",
-                          prefill, "prompt_n", (int)job->req.n_prompt, "predicted_n",
-                          (int)job->n_gen, "predicted_per_second",
-                          gen > 0 ? (job->n_gen - 1) / gen : 0.0);
+                          prefill, "predicted_n", (int)job->n_gen, "predicted_per_second",
+                          gen > 0 ? (job->n_gen - 1) / gen : 0.0, "prompt_n",
+                          (int)(job->req.n_prompt - job->n_cached), "cache_n",
+                          (int)job->n_cached, "ids_digest", ids, "logits_digest", lg);
     tools_timings(job, t);
     return t;
 }

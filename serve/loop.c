@@ -109,6 +109,9 @@ int loop_run(serve *srv, engine *e, serve_job *job)
             .ignore_eog = r->ignore_eos, .logprobs = r->logprobs,
             .top_logprobs = r->top_logprobs, .on_token = s_on_token, .user = job,
             .cancel = &job->cancel,
+            /* "cache_prompt": false runs the prompt once; the choices after the first reuse
+             * what the first computed for this request */
+            .no_cache = r->no_cache && job->cur == 0,
         };
         q.sampling.seed = r->so.seed + job->cur;
         /* each choice its own grammar state: constrained from the start of its own reply */
@@ -121,6 +124,11 @@ int loop_run(serve *srv, engine *e, serve_job *job)
         grammar_state_free(&gs);
         job->grammar_ms += st.grammar_ms;
         job->n_masked += st.n_masked;
+        if (job->cur == 0) { /* the request's prompt cache use and digests: its first choice */
+            job->n_cached = st.n_cached;
+            job->ids_digest = st.ids_digest;
+            job->logits_digest = st.logits_digest;
+        }
         if (rc)
             return -1;
         c->finish = job->finish = s_finish_of(st.finish);

@@ -37,6 +37,8 @@ struct serve_metrics {
     pthread_mutex_t mu;
     uint64_t req[EP_COUNT][N_CODES + 1];
     uint64_t tok_in, tok_out;
+    uint64_t tok_cached;          /* prompt tokens taken from slots' caches */
+    uint64_t passes, pass_rows;   /* continuous batching: forward passes, positions in them */
     s_hist ttft, itl;
     uint64_t sec_tok[RATE_WINDOW + 2]; /* tokens generated in second t, ring by t mod size */
     long long sec_of[RATE_WINDOW + 2];
@@ -75,6 +77,21 @@ void metrics_tokens(serve_metrics *m, uint32_t in, uint32_t out)
     pthread_mutex_lock(&m->mu);
     m->tok_in += in;
     m->tok_out += out;
+    pthread_mutex_unlock(&m->mu);
+}
+
+void metrics_cached(serve_metrics *m, uint32_t cached)
+{
+    pthread_mutex_lock(&m->mu);
+    m->tok_cached += cached;
+    pthread_mutex_unlock(&m->mu);
+}
+
+void metrics_batch(serve_metrics *m, uint64_t passes, uint64_t rows)
+{
+    pthread_mutex_lock(&m->mu);
+    m->passes = passes;
+    m->pass_rows = rows;
     pthread_mutex_unlock(&m->mu);
 }
 
@@ -151,10 +168,15 @@ char *metrics_render(serve_metrics *m, uint32_t active, uint32_t queued, uint32_
     fprintf(f, "# HELP swarm_serve_prompt_tokens_total Prompt tokens of finished requests.\n"
                "# TYPE swarm_serve_prompt_tokens_total counter\n"
                "swarm_serve_prompt_tokens_total %llu\n"
+               "# HELP swarm_serve_prompt_tokens_cached_total Of those, taken from a slot's "
+               "prompt cache (not evaluated).\n"
+               "# TYPE swarm_serve_prompt_tokens_cached_total counter\n"
+               "swarm_serve_prompt_tokens_cached_total %llu\n"
                "# HELP swarm_serve_generated_tokens_total Tokens generated.\n"
                "# TYPE swarm_serve_generated_tokens_total counter\n"
                "swarm_serve_generated_tokens_total %llu\n",
-            (unsigned long long)m->tok_in, (unsigned long long)m->tok_out);
+            (unsigned long long)m->tok_in, (unsigned long long)m->tok_cached,
+            (unsigned long long)m->tok_out);
     /* The last RATE_WINDOW complete seconds (the current one is partial). */
     long long now = (long long)serve_now();
     uint64_t n = 0;
@@ -169,6 +191,15 @@ char *metrics_render(serve_metrics *m, uint32_t active, uint32_t queued, uint32_
                &m->ttft);
     s_hist_out(f, "swarm_serve_itl_seconds", "Between consecutive tokens of one request.",
                &m->itl);
+    if (m->passes)
+        fprintf(f, "# HELP swarm_serve_batch_passes_total Forward passes run (continuous "
+                   "batching: every active session's next positions in one pass).\n"
+                   "# TYPE swarm_serve_batch_passes_total counter\n"
+                   "swarm_serve_batch_passes_total %llu\n"
+                   "# HELP swarm_serve_batch_rows_total Positions those passes carried.\n"
+                   "# TYPE swarm_serve_batch_rows_total counter\n"
+                   "swarm_serve_batch_rows_total %llu\n",
+                (unsigned long long)m->passes, (unsigned long long)m->pass_rows);
     pthread_mutex_unlock(&m->mu);
     fprintf(f, "# HELP swarm_serve_sessions_active Requests generating now.\n"
                "# TYPE swarm_serve_sessions_active gauge\nswarm_serve_sessions_active %u\n"

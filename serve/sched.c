@@ -3,10 +3,13 @@
  *
  * Each slot is a thread with its own engine (text/engine.c: an llm session, KV cache of n_ctx
  * positions, allocated once at start: K x llm_session_kv_bytes is the server's KV memory,
- * reported at start). A job is taken in arrival order; the engine is reset after every job, so
- * a cancelled request leaves nothing behind and its cache is free for the next one at once
- * (the engine's reuse of a common prefix between requests is not used: a slot serves
- * different clients in turn).
+ * reported at start). Jobs leave the queue in arrival order. The prompt cache: a slot keeps
+ * its session's cache when a job ends (a cancelled one too: what was computed is valid), and
+ * the job at the head of the queue goes to the idle slot whose cached tokens share the longest
+ * prefix with its prompt, then the one idle longest (least recently used), as llama-server's
+ * slots do; the engine then runs only the rest of the prompt (engine_reusable). A job with
+ * "cache_prompt": false takes the least recently used idle slot and runs its whole prompt.
+ * What each slot holds is counted here only (s_slot.n_cached, under mu: sched_slot_cached).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -22,7 +25,11 @@ typedef struct {
     pthread_t th;
     int started;
     engine *eng;                  /* its own llm session and KV cache */
-    serve_job *job;               /* running now (under s->mu), NULL when idle */
+    serve_job *job;               /* given to it or running now (under s->mu), NULL when idle */
+    /* the prompt cache, under s->mu: what the engine holds while the slot is idle */
+    uint32_t n_cached;            /* positions its KV cache holds (engine_cached) */
+    uint64_t last_used;           /* the dispatch count when it last took a job (LRU) */
+    int gone;                     /* its thread has ended (the server is stopping) */
 } s_slot;
 
 struct serve_sched {
@@ -34,6 +41,7 @@ struct serve_sched {
     int quit;
     double busy_s;                /* seconds finished jobs held a slot */
     uint64_t n_done;
+    uint64_t n_dispatched;        /* jobs given to slots: the LRU clock */
     s_slot *slots;
 };
 
@@ -154,6 +162,7 @@ static void s_finish(serve_job *job)
 {
     serve *srv = job->srv;
     metrics_tokens(srv->metrics, job->req.n_prompt, job->n_gen);
+    metrics_cached(srv->metrics, job->n_cached);
     if (job->finish == FINISH_CANCELLED && atomic_load(&job->shutdown)) {
         /* The server stopped under it (--grace ran out): the client is still there and is
          * told so; a stream ends as a stream should. A whole response's 503 is http.c's. */
@@ -196,18 +205,35 @@ static void s_finish(serve_job *job)
 
 /* ---- slots ---- */
 
-static void *s_slot_main(void *p)
+/* The idle slot for job: the longest reusable prefix of its prompt, then the least recently
+ * used; NULL when every slot is busy. An idle slot's engine is not touched by its thread
+ * (it waits for a job under mu), so its cache can be read here. Under mu. */
+static s_slot *s_pick(serve_sched *s, const serve_job *job)
 {
-    s_slot *sl = p;
-    serve_sched *s = sl->s;
-    for (;;) {
-        pthread_mutex_lock(&s->mu);
-        while (!s->head && !s->quit)
-            pthread_cond_wait(&s->cv, &s->mu);
-        if (!s->head) {
-            pthread_mutex_unlock(&s->mu);
-            break;
+    s_slot *best = NULL;
+    uint32_t best_keep = 0;
+    for (uint32_t i = 0; i < s->n_slots; i++) {
+        s_slot *sl = &s->slots[i];
+        if (sl->job || sl->gone)
+            continue;
+        uint32_t keep = job->req.no_cache ? 0 : engine_reusable(sl->eng, job->req.prompt,
+                                                                job->req.n_prompt);
+        if (!best || keep > best_keep || (keep == best_keep && sl->last_used < best->last_used)) {
+            best = sl;
+            best_keep = keep;
         }
+    }
+    return best;
+}
+
+/* Give queued jobs to idle slots, head first. Under mu. */
+static void s_dispatch(serve_sched *s)
+{
+    int given = 0;
+    while (s->head) {
+        s_slot *sl = s_pick(s, s->head);
+        if (!sl)
+            break;
         serve_job *job = s->head;
         s->head = job->next;
         if (!s->head)
@@ -215,22 +241,42 @@ static void *s_slot_main(void *p)
         s->n_queued--;
         s->n_active++;
         sl->job = job;
+        sl->last_used = ++s->n_dispatched;
+        given = 1;
+    }
+    if (given)
+        pthread_cond_broadcast(&s->cv);
+}
+
+static void *s_slot_main(void *p)
+{
+    s_slot *sl = p;
+    serve_sched *s = sl->s;
+    for (;;) {
+        pthread_mutex_lock(&s->mu);
+        while (!sl->job && !s->quit)
+            pthread_cond_wait(&s->cv, &s->mu);
+        serve_job *job = sl->job;
+        sl->gone = !job; /* no job is given to it from now on */
         pthread_mutex_unlock(&s->mu);
+        if (!job)
+            break;
 
         job->t_start = serve_now();
         if (atomic_load(&job->cancel))
             job->finish = FINISH_CANCELLED;
         else
             loop_run(s->srv, sl->eng, job);
-        /* Free the cache for the next job before anyone is told this one is over. */
-        engine_reset(sl->eng);
         /* The session is free before the client reads its last bytes: a client that has its
-         * [DONE] never sees itself still counted active (/metrics, /health). */
+         * [DONE] never sees itself still counted active (/metrics, /health). Its cache stays
+         * for the next job that shares a prefix with it. */
         pthread_mutex_lock(&s->mu);
+        sl->n_cached = engine_cached(sl->eng, NULL);
         sl->job = NULL;
         s->n_active--;
         s->busy_s += serve_now() - job->t_start;
         s->n_done++;
+        s_dispatch(s);
         pthread_mutex_unlock(&s->mu);
         s_finish(job);
         job_set_done(job);
@@ -256,6 +302,11 @@ serve_sched *sched_new(serve *srv, uint32_t n_slots, uint32_t n_queue, uint32_t 
     s->n_batch = n_ctx < 64 ? n_ctx : 64;
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);
+    /* Continuous batching on the reference arm: the slots' steps share each pass (a prefill
+     * chunk of n_batch plus a decode step of every other slot), each weight read once. */
+    if (n_slots > 1 && llm_model_arm(srv->model) == LLM_ARM_REFERENCE &&
+        llm_model_batching(srv->model, s->n_batch + n_slots - 1, err, errlen))
+        goto err;
     for (uint32_t i = 0; i < n_slots; i++) {
         s_slot *sl = &s->slots[i];
         sl->s = s;
@@ -303,6 +354,8 @@ void sched_slot(serve_sched *s, uint32_t i, sched_slot_info *out)
         out->n_cached = atomic_load(&j->cached);
         out->so = j->req.so;
         out->max_tokens = j->req.max_set ? j->req.max_tokens : 0;
+    } else if (i < s->n_slots) {
+        out->n_cached = s->slots[i].n_cached; /* idle: the prompt cache it keeps */
     }
     pthread_mutex_unlock(&s->mu);
 }
@@ -346,7 +399,7 @@ int sched_submit(serve_sched *s, serve_job *job)
         s->head = job;
     s->tail = job;
     s->n_queued++;
-    pthread_cond_signal(&s->cv);
+    s_dispatch(s);
     pthread_mutex_unlock(&s->mu);
     return 0;
 }
@@ -396,4 +449,12 @@ uint64_t sched_kv_bytes(serve_sched *s)
     for (uint32_t i = 0; i < s->n_slots; i++)
         b += llm_session_kv_bytes(engine_session(s->slots[i].eng));
     return b;
+}
+
+uint32_t sched_slot_cached(serve_sched *s, uint32_t slot)
+{
+    pthread_mutex_lock(&s->mu);
+    uint32_t n = slot < s->n_slots ? s->slots[slot].n_cached : 0;
+    pthread_mutex_unlock(&s->mu);
+    return n;
 }

@@ -39,7 +39,8 @@ static void s_usage(FILE *f)
         "  /health, /metrics, and a chat page at /. One access log line per request on stderr.\n"
         "  --listen HOST:PORT     address (default 127.0.0.1:8080; port 0 = any free port)\n"
         "  --port-file F          write the bound port to F once listening\n"
-        "  The arm: ssd runs one session at a time (--parallel 1); resident: every slot is a\n"
+        "  The arm: ssd runs one session unless --parallel says more (each one's KV cache\n"
+        "  under the cap, their passes batched); resident: every slot is a\n"
         "  session in flight, and a lost worker is respawned unless --no-respawn (/health says\n"
         "  degraded meanwhile).\n"
         ARM_FLAGS_USAGE
@@ -301,14 +302,9 @@ static int s_parse(serve *srv, s_cmd *c, int argc, char **argv)
     }
     srv->model_path = model_buf;
     srv->arm = c->af.arm_name;
-    if (c->af.arm == LLM_ARM_SSD && c->parallel_set && srv->n_slots > 1) {
-        /* the SSD arm's plan holds one session's KV cache under the cap (arch/llm.h) */
-        fprintf(stderr, "swarm serve: --parallel %u: the SSD arm runs one session at a time "
-                "(its plan holds one KV cache under the cap); use --parallel 1 and --queue for "
-                "waiting requests\n", srv->n_slots);
-        return EXIT_USAGE;
-    }
-    if (c->af.arm == LLM_ARM_SSD)
+    /* the SSD arm's plan holds every slot's KV cache under the cap (runtime/llm.h): one
+     * unless asked; several share each streamed layer's read (continuous batching) */
+    if (c->af.arm == LLM_ARM_SSD && !c->parallel_set)
         srv->n_slots = 1;
     if ((c->key_file && !(c->key = s_read_key(c->key_file))) || s_listen_addr(c))
         return EXIT_USAGE;
@@ -381,9 +377,10 @@ static int s_load(serve *srv, s_cmd *c)
     if (c->h.ssd) {
         const exec_plan *p = llm_model_plan(srv->model);
         fprintf(stderr, "serve: ssd arm: cap %.1f MiB (%s), %u layers resident, %u streamed "
-                "(%.1f MiB per pass), one session at a time%s\n",
+                "(%.1f MiB per pass), %u session%s at a time%s\n",
                 c->h.ssd->lo.cap_bytes / 1048576.0, c->h.ssd->cap_mode, p->n_resident,
-                p->n_streamed, p->streamed_per_step / 1048576.0,
+                p->n_streamed, p->streamed_per_step / 1048576.0, srv->n_slots,
+                srv->n_slots > 1 ? "s (their passes batched)" : "",
                 c->parallel_set ? "" : " (--parallel 1)");
     }
     if (!(srv->sched = sched_new(srv, srv->n_slots, srv->n_queue, srv->n_ctx, srv->nthreads,

@@ -10,7 +10,9 @@
  * is read-only after opening, and quant's thread pool serialises every call (the products and
  * llama.c's attention both go through it) with one mutex (quant/matvec.c, s_call_mu): the
  * pool's work of different sessions takes turns while the rest (norms, sampling, decoding,
- * HTTP) overlaps. So K sessions share one pool's throughput; they do not multiply it.
+ * HTTP) overlaps. On the reference and SSD arms the slots' steps are batched instead
+ * (llm_model_batching, turned on by sched_new): one pass carries every slot's next positions
+ * and reads each weight once for all of them.
  */
 #ifndef SWARM_SERVE_INT_H
 #define SWARM_SERVE_INT_H
@@ -71,6 +73,7 @@ typedef struct {
     int32_t *prompt;              /* owned (tokenizer_encode's), BOS included */
     uint32_t n_prompt;
     serve_tools tl;
+    int no_cache;                 /* "cache_prompt": false: reuse no cached prefix */
 } serve_req;
 
 typedef enum { FINISH_NONE, FINISH_STOP, FINISH_LENGTH, FINISH_EOG, FINISH_CANCELLED,
@@ -113,6 +116,9 @@ typedef struct serve_job {
     uint32_t n_gen;               /* tokens of every choice together */
     uint32_t cur;                 /* the choice being generated */
     serve_choice ch[SERVE_MAX_N];
+    uint32_t n_cached;            /* prompt tokens taken from the slot's cache (first choice) */
+    uint64_t ids_digest, logits_digest; /* engine_stats' (to compare runs bit for bit; the
+                                         * first choice's) */
     double t_recv, t_start, t_first, t_last; /* monotonic seconds: received, slot took it, tokens */
     double grammar_ms;            /* time the grammar took, every choice together */
     uint32_t n_masked;            /* tokens drawn again from a masked vocabulary (every choice) */
@@ -150,6 +156,9 @@ typedef struct {
 } sched_slot_info;
 /* Slot i's state (i < n_slots). */
 void sched_slot(serve_sched *s, uint32_t i, sched_slot_info *out);
+/* The prompt cache: positions slot (0..n_slots-1) holds in its KV cache, as of the end of its
+ * last job (0 for a slot out of range or never used). */
+uint32_t sched_slot_cached(serve_sched *s, uint32_t slot);
 
 serve_job *job_new(serve *srv, char *err, size_t errlen);
 void job_unref(serve_job *job);
@@ -222,6 +231,10 @@ serve_metrics *metrics_new(void);
 void metrics_free(serve_metrics **m);
 void metrics_request(serve_metrics *m, serve_endpoint ep, unsigned status);
 void metrics_tokens(serve_metrics *m, uint32_t in, uint32_t out);
+/* Prompt tokens a finished request took from a slot's cache (not evaluated). */
+void metrics_cached(serve_metrics *m, uint32_t cached);
+/* Continuous batching's counters as of now (llm_model_batch_counts), for the next render. */
+void metrics_batch(serve_metrics *m, uint64_t passes, uint64_t rows);
 void metrics_ttft(serve_metrics *m, double s);
 void metrics_itl(serve_metrics *m, double s);
 /* Prometheus text exposition (malloc'd). */

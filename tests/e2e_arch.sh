@@ -24,8 +24,8 @@ sw genv gen --arch qwen2 --dim 64 --layers 2 --heads 4 --kv-heads 2 --ff 96 \
     --vocab-from "$T/vocab.gguf" --type q8_0 --tied --seed 1 -o "$T/q.gguf"; expect_rc genv 0
 sw tok tokenize "$T/q.gguf" "Hello world"; expect_rc tok 0
 # bad flags and impossible shapes: usage errors or one clear error, never a crash
-sw badtype gen --arch llama --vocab 300 --type q3_K -o "$T/x.gguf"; expect_rc badtype 2
-has badtype err "q3_K"
+sw badtype gen --arch llama --vocab 300 --type iq2_xs -o "$T/x.gguf"; expect_rc badtype 2
+has badtype err "iq2_xs"
 sw badarch gen --arch gemma --vocab 300 -o "$T/x.gguf"; expect_rc badarch 2
 sw badheads gen --arch llama --dim 64 --heads 5 --vocab 300 -o "$T/x.gguf"; expect_fail badheads
 sw badblock gen --arch llama --dim 48 --heads 4 --ff 96 --type q8_0 --vocab 300 -o "$T/x.gguf"

@@ -14,6 +14,12 @@ pass=0; fail=0
 # ---- README.md is the user's door: at most 200 lines ----------------------------------------
 n=$(wc -l <README.md)
 if [ "$n" -le 200 ]; then ok; else bad "README.md has $n lines; at most 200 (move the rest to docs/)"; fi
+# It opens with exactly two commands, one that sets up and runs the main job and one that runs
+# the tests: the first code block holds those two lines and nothing else.
+first=$(awk '/^```/{n++; next} n==1' README.md)
+if [ "$(grep -c . <<<"$first")" = 2 ] && grep -q '^make lab' <<<"$first" &&
+   grep -q '^make test' <<<"$first"; then ok
+else bad "README.md's first code block must hold exactly the two commands (make lab, make test); it holds: $first"; fi
 
 # ---- every relative link resolves -----------------------------------------------------------
 # Anchors are GitHub's: a heading's text lower-cased, markup and punctuation other than '-' and

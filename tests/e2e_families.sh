@@ -1,6 +1,7 @@
 #!/bin/bash
 # e2e_families.sh — the families after llama/qwen2 (qwen3, gemma2, gemma3, phi3) through every
-# arm on tiny random models: the reference arm (its --parity rerun), the SSD arm under a cap
+# arm on tiny random models: the reference arm (its --parity rerun; 3 sessions batched in shared
+# passes, each with its own bits: generate --sessions 3 --parity), the SSD arm under a cap
 # that streams layers (parity, cache and content gates), the resident arm in 2 spawned workers
 # (the same token ids and logits as the reference), and the quantized arm (an f16 file
 # quantized by `swarm quantize` to q8_0 and Q4_K_M, run on the reference and resident arms with
@@ -47,6 +48,12 @@ for fam in qwen3 gemma2 gemma3 phi3; do
     sw ${fam}_ref generate "$T/$fam.gguf" "${G[@]}" --threads 2 --parity --out "$T/${fam}_ref.jsonl"
     expect_rc ${fam}_ref 0; has ${fam}_ref err "parity: pass"
     eq "$fam architecture" "$(jfield "$T/${fam}_ref.jsonl" architecture)" $fam
+    # 3 sessions batched in shared passes (embedding scale, window, soft-caps per session):
+    # every session's bits are the reference arm's alone
+    sw ${fam}_bat generate "$T/$fam.gguf" "${G[@]}" --threads 2 --sessions 3 --parity
+    expect_rc ${fam}_bat 0
+    has ${fam}_bat err "parity: pass (every session's token ids and logits identical"
+    has ${fam}_bat err "batched: "
     ntok=$(jfield "$T/${fam}_ref.jsonl" tokens_in)
     if [ "${ntok:-0}" -gt 24 ]; then ok; else bad "$fam: prompt of $ntok tokens does not pass the window"; fi
 

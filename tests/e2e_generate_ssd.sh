@@ -3,7 +3,8 @@
 # model (fixture vocabulary) with a cap that streams some layers: parity with the reference arm,
 # the cache and content gates and the SSD fields of --out, a corrupted streamed byte voiding the
 # run (exit 3), a cap too small refused with its numbers (exit 1), serve --arm ssd answering
-# what generate prints, --parallel above 1 refused, perplexity equal to the reference arm's. tests/
+# what generate prints, --sessions 3 batched under a cap planned for them, perplexity equal to
+# the reference arm's. tests/
 # Env: SWARM_BIN (bin/swarm), SWARM_TEST_TMP (scratch). Closes with "e2e_generate_ssd: N passed, N failed".
 set -u
 cd "$(dirname "$0")/.."
@@ -143,9 +144,19 @@ eq "perplexity ssd = reference" "$(grep -o 'perplexity [0-9.]*' "$T/pssd.out")" 
 sw pcorr perplexity "$T/bad.gguf" --file "$T/text.txt" --ctx 16 --arm ssd --cap "$CAP"
 expect_rc pcorr 3; has pcorr err "content gate: streamed layer 3 checksum mismatch"
 
-# serve --arm ssd: one slot, /health says ssd, greedy = generate's text
-sw par2 serve "$T/m.gguf" --arm ssd --parallel 2 --listen 127.0.0.1:0; expect_rc par2 2
-has par2 err "one session at a time"
+# several sessions under the same cap: each one's KV cache planned in (fewer layers stay
+# resident), their passes batched (each streamed layer read once for all): every session's ids
+# and logits are the reference arm's, the gates pass, as many layers streamed as one session's
+# run streams per pass, not three times as many
+sw ssd3 generate "$T/m.gguf" --arm ssd --cap "$CAP" --prompt "$P" -n 16 --temp 0.8 --seed 3 \
+    --sessions 3 --parity --out "$T/ssd3.jsonl"; expect_rc ssd3 0
+has ssd3 err "parity: pass (every session's token ids and logits identical"
+has ssd3 err "ssd gates: cache pass"
+read -r res3 str3 <<<"$(plan ssd3)"
+hashed=$(sed -n 's/.*content pass (\([0-9]*\) streamed layers hashed.*/\1/p' "$T/ssd3.err" | head -1)
+[ "${str3:-0}" -ge 1 ] && [ "${hashed:-0}" -le $((str3 * (16 + 8))) ] && ok ||
+    bad "ssd3: ${hashed:-?} streamed layers hashed for 3 sessions of 16 tokens (${str3:-?} a pass)"
+# serve --arm ssd: one slot unless --parallel, /health says ssd, greedy = generate's text
 # serve plans 64 positions where the probe above planned the prompt + 16, under the same 32 MiB
 # overhead as every command's SSD arm (dist/arm_open.c): a MiB more holds the larger KV cache
 "$SWARM_BIN" serve "$T/m.gguf" --arm ssd --cap "$((CAP + 1048576))" --ctx 64 --listen 127.0.0.1:0 \

@@ -207,9 +207,9 @@ import json, sys
 f = json.loads(open(sys.argv[1]).read().splitlines()[-1])["failovers"][0]
 sys.exit(0 if f["rejoin_ms"] is not None and f["reprefill_tokens"] >= f["tokens_replayed"] else 1)
 PY
-sw multi_ssd generate "$T/m.gguf" --prompt "$P" --arm ssd --sessions 2
-expect_rc multi_ssd 2
-has multi_ssd err "--sessions runs on the reference and resident arms"
+sw multi_kl generate "$T/m.gguf" --prompt "$P" --sessions 2 --kl-base "$T/m.gguf"
+expect_rc multi_kl 2
+has multi_kl err "--sessions runs without --kl-base"
 
 # An emulated WAN on every data link (RTT 60 ms: 30 ms each way, workers + 1 = 4 hops): the
 # same tokens, and every token waits at least the 4 one-way delays (a lower bound: the

@@ -15,7 +15,7 @@ pass=0; fail=0
 # Every row of the table: type, threads, then positive figures (matvec and read GB/s, ratio).
 rows_ok() { # name, wanted row count
     local n
-    n=$(awk '$1 ~ /^(f16|bf16|q8_0|q4_0|f32|q4_K|q5_K|q6_K)$/ &&
+    n=$(awk '$1 ~ /^(f16|bf16|q8_0|q4_0|f32|q4_K|q5_K|q6_K|q4_1|q5_0|q5_1|iq4_nl|q2_K|q3_K|iq4_xs)$/ &&
              $2 > 0 && $6 > 0 && $8 > 0 && $9 > 0' \
         "$T/$1.out" | wc -l)
     eq "$1: complete rows" "$n" "$2"
@@ -41,9 +41,13 @@ sw kquants bench-quant --dim 512 --rows 40 --reps 2 --pool 1M --threads 1,2 --ty
     --batch 3
 expect_rc kquants 0
 rows_ok kquants 6
-sw bad_type bench-quant --types q3_K
+sw newtypes bench-quant --dim 512 --rows 40 --reps 2 --pool 1M --threads 1,2 \
+    --types q4_1,q5_0,q5_1,iq4_nl,q2_K,q3_K,iq4_xs --batch 3
+expect_rc newtypes 0
+rows_ok newtypes 14
+sw bad_type bench-quant --types iq2_xs
 expect_rc bad_type 2
-has bad_type err "q3_K"
+has bad_type err "iq2_xs"
 sw bad_threads bench-quant --threads 0
 expect_rc bad_threads 2
 sw bad_isa bench-quant --isa sse9
@@ -82,6 +86,32 @@ expect_rc qthreads 2
 sw qt2 quantize --threads 2 "$T/dense.gguf" "$T/dense-q8-t2.gguf" Q8_0
 expect_rc qt2 0
 cmp -s "$T/dense-q8.gguf" "$T/dense-q8-t2.gguf" && ok || bad "qt2: 2 threads wrote other bytes"
+
+# swarm quantize on a llama file: llama.cpp's mixes (Q3_K_M, Q2_K, IQ4_XS) and the pure
+# Q5_1 load and generate; 1 and 2 threads agree on the text (the kernels' order is fixed).
+gzip -dc tests/fixtures/tok/llama-spm.gguf.gz > "$T/vocab.gguf"
+sw lgen gen --arch llama --dim 256 --layers 2 --heads 4 --kv-heads 2 --ff 512 \
+    --vocab-from "$T/vocab.gguf" --seed 5 -o "$T/l.gguf"; expect_rc lgen 0
+for m in Q3_K_M Q2_K IQ4_XS Q5_1; do
+    sw "lq_$m" quantize -v "$T/l.gguf" "$T/l-$m.gguf" "$m"; expect_rc "lq_$m" 0
+    sw "lg1_$m" generate "$T/l-$m.gguf" --prompt "Once upon a time" -n 6 --temp 0 --threads 1
+    expect_rc "lg1_$m" 0
+    sw "lg2_$m" generate "$T/l-$m.gguf" --prompt "Once upon a time" -n 6 --temp 0 --threads 2
+    eq "$m: threads 1 vs 2" "$(cat "$T/lg2_$m.out")" "$(cat "$T/lg1_$m.out")"
+done
+typed() { # name, tensor, type: the -v line "TENSOR FROM -> TO"
+    eq "$1: $2" "$(awk -v t="$2" '$1 == t { print $4 }' "$T/$1.out")" "$3"
+}
+typed lq_Q3_K_M blk.0.attn_v.weight q5_K
+typed lq_Q3_K_M blk.1.attn_v.weight q5_K
+typed lq_Q3_K_M blk.1.attn_output.weight q4_K
+typed lq_Q3_K_M blk.1.ffn_up.weight q3_K
+typed lq_Q2_K blk.0.ffn_down.weight q3_K
+typed lq_Q2_K blk.0.attn_v.weight q3_K
+typed lq_Q2_K blk.0.attn_q.weight q2_K
+typed lq_IQ4_XS blk.1.ffn_up.weight iq4_xs
+typed lq_IQ4_XS blk.0.ffn_down.weight iq4_xs
+typed lq_IQ4_XS output.weight q6_K
 
 echo "e2e_quant: $pass passed, $fail failed"
 [ "$fail" = 0 ]

@@ -601,6 +601,115 @@ static void s_test_determinism(void)
     }
 }
 
+/* (e') several sessions in one pass (continuous batching): three sessions with different
+ * histories, their new positions in one arch_layer_forward_segs, give every session's bits of
+ * it run alone, activations and caches, on 1 and 3 threads, in every family of the shared
+ * decoder layer: llama and qwen2 (quantized and f16), qwen3's q/k norms, gemma3's sliding
+ * window (3 positions, shorter than the histories) on its local layers and a global one, its
+ * post-norms and GELU, gemma2's attention soft-cap, phi3's fused qkv / gate-up, partial rope
+ * and longrope, whose factors are chosen per session by its cache's size (16 and 300
+ * positions: short and long factors in one pass). */
+static void s_test_segs(void)
+{
+    static const struct {
+        const char *name, *arch;
+        uint32_t type, layers, head_dim, swa, rope_dim, longrope;
+        float attn_softcap;
+    } cases[] = {
+        { "d-llama-q4_0.gguf", NULL, 0, 0, 0, 0, 0, 0, 0 },
+        { "d-qwen2-q8_0.gguf", NULL, 0, 0, 0, 0, 0, 0, 0 },
+        { "d-llama-f16.gguf", NULL, 0, 0, 0, 0, 0, 0, 0 },
+        { "s-qwen3.gguf", "qwen3", QUANT_Q8_0, 2, 32, 0, 0, 0, 0 },
+        { "s-gemma3.gguf", "gemma3", QUANT_F32, 6, 32, 3, 0, 0, 0 },
+        { "s-gemma2.gguf", "gemma2", QUANT_F16, 2, 0, 3, 0, 0, 0.3f },
+        { "s-phi3.gguf", "phi3", QUANT_F32, 2, 0, 0, 8, 256, 0 },
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        char err[512];
+        if (cases[c].arch) {
+            arch_gen_opts o = { .arch = cases[c].arch, .dim = 128, .n_layers = cases[c].layers,
+                                .n_head = 8, .n_head_kv = 2, .n_ff = 192, .type = cases[c].type,
+                                .seed = 90 + c, .n_vocab = 300, .n_ctx = 512,
+                                .tied = !strcmp(cases[c].arch, "gemma2"),
+                                .head_dim = cases[c].head_dim, .swa = cases[c].swa,
+                                .rope_dim = cases[c].rope_dim, .longrope = cases[c].longrope,
+                                .attn_softcap = cases[c].attn_softcap };
+            if (arch_gen(s_path(cases[c].name), &o, err, sizeof err)) {
+                CHECK(0, "gen %s: %s", cases[c].name, err);
+                continue;
+            }
+        }
+        const char *name = cases[c].name;
+        llm_model *m = llm_model_open(s_path(name), err, sizeof err);
+        if (!m) {
+            CHECK(0, "%s", err);
+            continue;
+        }
+        const arch_model *am = llm_model_arch(m);
+        uint32_t d = am->hp.dim, kvd = am->hp.n_head_kv * am->hp.head_dim;
+        enum { K = 3 };
+        const uint32_t hist[K] = { 3, 0, 5 }, nnew[K] = { 2, 4, 1 }; /* 7 rows together */
+        const uint32_t nctx[K] = { 16, 300, 16 };
+        for (int threads = 1; threads <= 3; threads += 2) {
+            arch_run *r = arch_run_new(am, 8, err, sizeof err);
+            arch_run_set_threads(r, threads);
+            float *kva[K], *kvb[K], *xa[K], *xb = malloc(8 * d * 4);
+            arch_kv ka[K], kb[K];
+            arch_seg segs[K];
+            for (int k = 0; k < K; k++) {
+                kva[k] = calloc(2 * nctx[k] * kvd, 4);
+                kvb[k] = calloc(2 * nctx[k] * kvd, 4);
+                xa[k] = malloc(8 * d * 4);
+                ka[k] = (arch_kv){ nctx[k], kvd, kva[k], kva[k] + nctx[k] * kvd };
+                kb[k] = (arch_kv){ nctx[k], kvd, kvb[k], kvb[k] + nctx[k] * kvd };
+            }
+            int ok = 1;
+            for (uint32_t l = 0; l < am->hp.n_layers && ok; l++) {
+                const void *const *data = llm_layer_data(m, l);
+                uint32_t row = 0;
+                for (int k = 0; k < K; k++) {
+                    /* the history, the same in both caches */
+                    for (uint32_t p = 0; p < hist[k] * d; p++)
+                        xa[k][p] = (float)sin(p * 0.11 + k);
+                    if (hist[k]) {
+                        ok &= arch_layer_forward(r, l, data, &ka[k], xa[k], hist[k], 0, err,
+                                                 sizeof err) == 0;
+                        memcpy(kvb[k], kva[k], 2 * nctx[k] * kvd * 4);
+                    }
+                    for (uint32_t p = 0; p < nnew[k] * d; p++)
+                        xa[k][p] = xb[row * d + p] = (float)cos(p * 0.23 + 3 * k + l);
+                    segs[k] = (arch_seg){ &kb[k], hist[k], nnew[k] };
+                    row += nnew[k];
+                }
+                for (int k = 0; k < K; k++) /* alone */
+                    ok &= arch_layer_forward(r, l, data, &ka[k], xa[k], nnew[k], hist[k], err,
+                                             sizeof err) == 0;
+                ok &= arch_layer_forward_segs(r, l, data, segs, K, xb, err, sizeof err) == 0;
+                row = 0;
+                for (int k = 0; k < K; k++) {
+                    ok &= !memcmp(xa[k], xb + (size_t)row * d, nnew[k] * d * 4);
+                    ok &= !memcmp(kva[k], kvb[k], 2 * nctx[k] * kvd * 4);
+                    row += nnew[k];
+                }
+            }
+            CHECK(ok, "%s, %d thread(s): 3 sessions in one pass == each alone, bit for bit %s",
+                  name, threads, err);
+            for (int k = 0; k < K; k++)
+                free(kva[k]), free(kvb[k]), free(xa[k]);
+            free(xb);
+            arch_run_free(&r);
+        }
+        /* a bad call is refused, never computed */
+        arch_run *r = arch_run_new(am, 2, err, sizeof err);
+        float x[4096];
+        arch_seg two[2] = { { NULL, 0, 2 }, { NULL, 0, 1 } };
+        CHECK(arch_layer_forward_segs(r, 0, llm_layer_data(m, 0), two, 2, x, err, sizeof err) &&
+                  strstr(err, "positions"), "3 rows in a run of 2 refused: %s", err);
+        arch_run_free(&r);
+        llm_model_free(&m);
+    }
+}
+
 /* ---------------------------------------------------------------- (f) bad files */
 
 static unsigned char *s_slurp(const char *path, size_t *n)
@@ -700,13 +809,14 @@ static void s_test_bad_files(void)
     s_expect_open_error("unknown architecture", s_path("bad-arch.gguf"),
                         "'gemma' is not supported (supported: swarm-dense, llama, qwen2, qwen3, "
                         "gemma2, gemma3, phi3)");
-    /* unsupported type: q8_0 (34 bytes a block) relabelled q4_1 (20: smaller, stays inside) */
+    /* unsupported type: q8_0 (34 bytes a block) relabelled mxfp4 (17: smaller, stays inside),
+     * a type ggml reads and swarm does not: refused naming the tensor and the type */
     memcpy(buf, orig, n);
     if ((p = s_after_str(buf, n, "blk.1.attn_q.weight")))
-        memcpy(p + 4 + 16, &(uint32_t){ 3 }, 4);
+        memcpy(p + 4 + 16, &(uint32_t){ 39 }, 4);
     s_spit(s_path("bad-type.gguf"), buf, n);
     s_expect_open_error("unsupported type", s_path("bad-type.gguf"),
-                        "type q4_1 (3) is not supported");
+                        "tensor 'blk.1.attn_q.weight': type mxfp4 (39) is not supported");
     /* wrong shapes: the metadata says 4 KV heads, the K matrix has 2 heads' rows */
     memcpy(buf, orig, n);
     if ((p = s_after_str(buf, n, "llama.attention.head_count_kv")))
@@ -792,7 +902,7 @@ static void s_test_llama_cpp(const char *fixture)
         return;
     size_t mi;
     json_t *spec;
-    int n_tok = 0, n_tok_same = 0;
+    int n_tok = 0, n_tok_same = 0, n_tie = 0, n_flip = 0;
     double worst = 0;
     json_array_foreach(json_object_get(root, "models"), mi, spec) {
         const char *name = json_string_value(json_object_get(spec, "name"));
@@ -827,6 +937,18 @@ static void s_test_llama_cpp(const char *fixture)
         if (arch_gen(s_path(file), &o, err, sizeof err)) {
             CHECK(0, "%s: %s", name, err);
             continue;
+        }
+        /* a mix: the f32 file through swarm quantize, as make_expected.mjs did */
+        const char *mix = json_string_value(json_object_get(spec, "mix"));
+        if (mix) {
+            char qfile[300];
+            requant_stats rs;
+            snprintf(qfile, sizeof qfile, "%s.q", file);
+            if (requant_file(s_path(file), s_path(qfile), mix, 1, 0, &rs, err, sizeof err)) {
+                CHECK(0, "%s: %s", name, err);
+                continue;
+            }
+            snprintf(file, sizeof file, "%s", qfile);
         }
         llm_model *m = llm_model_open(s_path(file), err, sizeof err);
         CHECK(m != NULL, "%s", err);
@@ -867,11 +989,34 @@ static void s_test_llama_cpp(const char *fixture)
                 lmax = fmax(lmax, fabs(lg[i]));
             double u_act = type == QUANT_F16 ? 0x1p-11 : type == QUANT_BF16 ? 0x1p-8 : 0;
             double tol = (4 * u_act + 256 * 0x1p-24) * lmax;
-            worst = fmax(worst, dmax / tol);
-            CHECK(dmax <= tol, "%s '%.40s': logit differences vs llama.cpp off by %.3g > %.3g", name,
-                  json_string_value(json_object_get(cs, "prompt")), dmax, tol);
+            /* Quantized weights meet 8-bit activations (Q8_0 / Q8_K blocks, as in llama.cpp):
+             * an f32 roundoff difference upstream (rmsnorm's or attention's sums taken in
+             * another order) can move one activation across a rounding boundary, a step of
+             * 1/127 of its block's largest value, and that step reaches the logits. With about
+             * 3e-5 of such a flip per element per roundoff and ~2e4 elements quantized per
+             * prompt here, about one prompt in three meets one: measured 0.3-0.7% of the
+             * largest logit (q3_K, iq4_nl, the Q2_K mix; 2026-12-02) where the other prompts
+             * agree to 1e-7. Such a case must stay within two quanta (2/127 of the largest
+             * logit) and is counted; everything else holds to the roundoff bound. */
+            const int qact = quant_act_type(mix ? QUANT_Q4_K : type) != QUANT_F32;
+            if (qact && dmax > tol && dmax <= lmax * 2 / 127) {
+                n_flip++;
+                printf("  %s '%.40s': logits off by %.3g (%.2f%% of the largest): an activation "
+                       "rounding flip\n", name, json_string_value(json_object_get(cs, "prompt")),
+                       dmax, 100 * dmax / lmax);
+            } else {
+                worst = fmax(worst, dmax / tol);
+                CHECK(dmax <= tol, "%s '%.40s': logit differences vs llama.cpp off by %.3g > %.3g",
+                      name, json_string_value(json_object_get(cs, "prompt")), dmax, tol);
+            }
             if (getenv("ARCH_DEBUG"))
                 printf("  %s: off by %.3g, tolerance %.3g\n", name, dmax, tol);
+            /* Greedy tokens identical, or diverging first where llama.cpp's own two best are
+             * nearly tied: its top-2 logit gap at that step (make_expected.mjs's "gap") within
+             * twice the logit tolerance above, i.e. a gap the two implementations' known
+             * rounding differences could close. After a divergence the sequences differ:
+             * nothing more is compared. */
+            json_t *gaps = json_object_get(cs, "gap");
             for (size_t g = 0; g < json_array_size(gr) && rc == 0; g++) {
                 int32_t best = 0;
                 for (uint32_t i = 1; i < V; i++)
@@ -879,6 +1024,14 @@ static void s_test_llama_cpp(const char *fixture)
                 int32_t want = (int32_t)json_integer_value(json_array_get(gr, g));
                 n_tok++;
                 n_tok_same += best == want;
+                if (best != want && gaps && json_number_value(json_array_get(gaps, g)) <= 2 * tol) {
+                    n_tie++;
+                    printf("  %s '%.40s': token %zu is %d, llama.cpp %d, at a near-tie (its top-2 "
+                           "gap %.3g, tolerance %.3g)\n", name,
+                           json_string_value(json_object_get(cs, "prompt")), g, best, want,
+                           json_number_value(json_array_get(gaps, g)), tol);
+                    break;
+                }
                 CHECK(best == want, "%s '%.40s': token %zu is %d, llama.cpp %d", name,
                       json_string_value(json_object_get(cs, "prompt")), g, best, want);
                 rc = llm_eval(s, &best, 1, lg, 0, err, sizeof err);
@@ -889,8 +1042,9 @@ static void s_test_llama_cpp(const char *fixture)
         free(lg);
         llm_model_free(&m);
     }
-    printf("  llama.cpp parity (%s): %d of %d greedy tokens identical; logit differences at "
-           "worst %.2f of their tolerance\n", fixture, n_tok_same, n_tok, worst);
+    printf("  llama.cpp parity: %d of %d greedy tokens identical, %d divergences at a near-tie; "
+           "logit differences at worst %.2f of their tolerance, %d cases of an activation "
+           "rounding flip\n", n_tok_same, n_tok, n_tie, worst, n_flip);
     json_decref(root);
 }
 
@@ -910,6 +1064,7 @@ int main(void)
     s_test_dense_quant("q4_K", QUANT_Q4_K);
     s_test_reference();
     s_test_determinism();
+    s_test_segs();
     s_test_families();
     s_test_bad_files();
     s_test_llama_cpp("tests/fixtures/llama/expected.json");

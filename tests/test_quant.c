@@ -54,11 +54,11 @@ static void test_table(void)
     CHECK(q8 && q8->block == 32 && q8->block_bytes == 34 && !strcmp(q8->name, "q8_0"), "q8_0");
     CHECK(q4 && q4->block == 32 && q4->block_bytes == 18 && !strcmp(q4->name, "q4_0"), "q4_0");
     CHECK(quant_type_get(30) && quant_type_get(30)->block_bytes == 2, "bf16");
-    CHECK(quant_type_get(11) == NULL && !strcmp(quant_type_name(11), "q3_K"), "q3_K unsupported");
+    CHECK(quant_type_get(16) == NULL && !strcmp(quant_type_name(16), "iq2_xxs"), "iq2_xxs unsupported");
     CHECK(!strcmp(quant_type_name(1000), "unknown"), "past the enum");
     quant_type t;
     CHECK(quant_type_parse("Q8_0", &t, err, sizeof err) == 0 && t == QUANT_Q8_0, "parse");
-    CHECK(quant_type_parse("iq4_nl", &t, err, sizeof err) == -1 && strstr(err, "iq4_nl"), "%s",
+    CHECK(quant_type_parse("iq2_xs", &t, err, sizeof err) == -1 && strstr(err, "iq2_xs"), "%s",
           err);
 
     CHECK(quant_row_bytes(QUANT_Q8_0, 64, &b, err, sizeof err) == 0 && b == 68, "q8_0 row");
@@ -67,7 +67,7 @@ static void test_table(void)
     CHECK(quant_row_bytes(QUANT_Q4_0, 100, &b, err, sizeof err) == -1 &&
               strstr(err, "q4_0") && strstr(err, "100") && strstr(err, "32-element"),
           "bad length: %s", err);
-    CHECK(quant_row_bytes((quant_type)11, 256, &b, err, sizeof err) == -1 && strstr(err, "q3_K"),
+    CHECK(quant_row_bytes((quant_type)16, 256, &b, err, sizeof err) == -1 && strstr(err, "iq2_xxs"),
           "%s", err);
     CHECK(quant_row_bytes(QUANT_F32, 1ull << 62, &b, err, sizeof err) == -1 &&
               strstr(err, "too large"), "row overflow: %s", err);
@@ -409,8 +409,8 @@ static void test_products(void)
     /* Rejects: a length that is not whole blocks, an unsupported type, bad thread counts. */
     CHECK(quant_matvec(QUANT_Q4_0, 4, 100, W, X, y[0], 1, err, sizeof err) == -1 &&
               strstr(err, "not a multiple"), "%s", err);
-    CHECK(quant_matvec((quant_type)11, 4, 256, W, X, y[0], 1, err, sizeof err) == -1 &&
-              strstr(err, "q3_K"), "%s", err);
+    CHECK(quant_matvec((quant_type)16, 4, 256, W, X, y[0], 1, err, sizeof err) == -1 &&
+              strstr(err, "iq2_xxs"), "%s", err);
     CHECK(quant_matvec(QUANT_F32, 4, 32, W, X, y[0], 0, err, sizeof err) == -1 &&
               strstr(err, "thread count 0"), "%s", err);
     CHECK(quant_matvec(QUANT_F32, 4, 32, W, X, y[0], QUANT_MAX_THREADS + 1, err, sizeof err) == -1,

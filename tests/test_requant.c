@@ -21,6 +21,7 @@
 #include "tests/check.h"
 
 enum { E = 256, FF = 512, L = 8 };
+static uint32_t s_kv_heads = 4; /* of 4 heads: 1 makes n_gqa() 4 */
 static uint64_t V = 300; /* vocabulary: 300 made-up tokens, or SWARM_REQUANT_VOCAB's */
 static gguf_file *s_vocab;
 
@@ -100,7 +101,7 @@ static int s_make_llama(const char *path, uint64_t emb)
     gguf_writer_kv_u32(w, "llama.context_length", 512);
     gguf_writer_kv_u32(w, "llama.feed_forward_length", FF);
     gguf_writer_kv_u32(w, "llama.attention.head_count", 4);
-    gguf_writer_kv_u32(w, "llama.attention.head_count_kv", 4);
+    gguf_writer_kv_u32(w, "llama.attention.head_count_kv", s_kv_heads);
     gguf_writer_kv_u32(w, "llama.rope.dimension_count", (uint32_t)emb / 4);
     gguf_writer_kv_f32(w, "llama.attention.layer_norm_rms_epsilon", 1e-5f);
     if (!s_vocab)
@@ -189,6 +190,56 @@ static uint32_t s_type_of(const gguf_file *g, const char *name)
     return t ? t->type : 9999;
 }
 
+/* llama.cpp's type (src/llama-quant.cpp llama_tensor_get_type, no importance matrix) for
+ * tensor kind `cat` of layer l in an 8-layer llama whose rows all fit, written out per mix. */
+static uint32_t s_want(const char *mix, const char *cat, int l)
+{
+    static const int more[L] = { 1, 0, 0, 1, 0, 0, 1, 1 }; /* use_more_bits for 8 layers */
+    const int gqa4 = 4 / s_kv_heads >= 4;
+    struct { const char *name; uint32_t base; } bases[] = {
+        { "Q4_K_M", QUANT_Q4_K }, { "q5_k_m", QUANT_Q5_K }, { "Q4_K_S", QUANT_Q4_K },
+        { "Q6_K", QUANT_Q6_K },   { "Q8_0", QUANT_Q8_0 },   { "Q4_0", QUANT_Q4_0 },
+        { "Q4_K", QUANT_Q4_K },   { "Q4_1", QUANT_Q4_1 },   { "Q5_0", QUANT_Q5_0 },
+        { "Q5_1", QUANT_Q5_1 },   { "IQ4_NL", QUANT_IQ4_NL }, { "IQ4_XS", QUANT_IQ4_XS },
+        { "Q2_K", QUANT_Q2_K },   { "Q3_K_S", QUANT_Q3_K }, { "Q3_K_M", QUANT_Q3_K },
+        { "Q3_K", QUANT_Q3_K },   { "Q3_K_L", QUANT_Q3_K },
+    };
+    uint32_t base = 0;
+    for (size_t i = 0; i < sizeof bases / sizeof bases[0]; i++)
+        if (!strcmp(mix, bases[i].name))
+            base = bases[i].base;
+    const int km = !strcmp(mix, "Q4_K_M") || !strcmp(mix, "Q4_K") || !strcmp(mix, "q5_k_m");
+    const int q3m = !strcmp(mix, "Q3_K_M") || !strcmp(mix, "Q3_K"), q3l = !strcmp(mix, "Q3_K_L");
+    const int q2 = !strcmp(mix, "Q2_K"), iq4 = !strncmp(mix, "IQ4", 3);
+    if (!strcmp(cat, "attn_v")) {
+        if (km)
+            return more[l] ? QUANT_Q6_K : base;
+        if (!strcmp(mix, "Q4_K_S"))
+            return l < 4 ? QUANT_Q5_K : base;
+        if (q2)
+            return gqa4 ? QUANT_Q4_K : QUANT_Q3_K;
+        if (q3m)
+            return l < 2 ? QUANT_Q5_K : QUANT_Q4_K;
+        if (q3l || (iq4 && gqa4))
+            return QUANT_Q5_K;
+        return base;
+    }
+    if (!strcmp(cat, "ffn_down")) {
+        if (km)
+            return more[l] ? QUANT_Q6_K : base;
+        if (!strcmp(mix, "Q4_K_S") || iq4)
+            return l < L / 8 ? QUANT_Q5_K : base;
+        if (q2)
+            return QUANT_Q3_K;
+        if (q3m)
+            return l < L / 16 ? QUANT_Q5_K : QUANT_Q4_K;
+        return q3l ? QUANT_Q5_K : base;
+    }
+    if (!strcmp(cat, "attn_output"))
+        return q2 ? QUANT_Q3_K : q3m ? QUANT_Q4_K : q3l ? QUANT_Q5_K : base;
+    return base;
+}
+
 static void test_llama_mixes(void)
 {
     char in[512], out[512], err[512];
@@ -198,10 +249,10 @@ static void test_llama_mixes(void)
     CHECK(s_make_llama(in, E) == 0, "make input");
     gguf_file *gi = gguf_open(in, err, sizeof err);
     CHECK(gi != NULL, "%s", err);
-    /* use_more_bits for 8 layers: 0, 3, 6, 7 */
-    const int more[L] = { 1, 0, 0, 1, 0, 0, 1, 1 };
-    const char *types[] = { "Q4_K_M", "q5_k_m", "Q4_K_S", "Q6_K", "Q8_0", "Q4_0", "Q4_K" };
-    const uint32_t ftype[] = { 15, 17, 14, 18, 7, 2, 15 };
+    const char *types[] = { "Q4_K_M", "q5_k_m", "Q4_K_S", "Q6_K", "Q8_0", "Q4_0", "Q4_K",
+                            "Q4_1", "Q5_0", "Q5_1", "IQ4_NL", "IQ4_XS", "Q2_K", "Q3_K_S",
+                            "Q3_K_M", "Q3_K", "Q3_K_L" };
+    const uint32_t ftype[] = { 15, 17, 14, 18, 7, 2, 15, 3, 8, 9, 25, 30, 10, 11, 12, 12, 13 };
     for (size_t k = 0; k < sizeof types / sizeof types[0]; k++) {
         CHECK(requant_file(in, out, types[k], 2, 0, &st, err, sizeof err) == 0, "%s: %s", types[k],
               err);
@@ -215,18 +266,16 @@ static void test_llama_mixes(void)
         CHECK(s_same_kvs(gi, go), "%s: every metadata key kept", types[k]);
         CHECK(go->n_tensors == gi->n_tensors && go->alignment == gi->alignment,
               "%s: tensors and alignment", types[k]);
-        const int m = !strncmp(types[k], "Q4_K_M", 6) || !strcasecmp(types[k], "q5_k_m") ||
-                      !strcmp(types[k], "Q4_K");
-        const uint32_t base = k == 1 ? QUANT_Q5_K : k == 3 ? QUANT_Q6_K : k == 4 ? QUANT_Q8_0
-                              : k == 5 ? QUANT_Q4_0 : QUANT_Q4_K;
+        const uint32_t base = s_want(types[k], "base", 0);
         int ok = 1;
         for (int l = 0; l < L; l++) {
             char n[64];
             snprintf(n, sizeof n, "blk.%d.attn_v.weight", l);
-            uint32_t want = m && more[l] ? QUANT_Q6_K : (k == 2 && l < 4) ? QUANT_Q5_K : base;
-            ok &= s_type_of(go, n) == want;
+            ok &= s_type_of(go, n) == s_want(types[k], "attn_v", l);
             snprintf(n, sizeof n, "blk.%d.ffn_down.weight", l);
-            ok &= s_type_of(go, n) == (m && more[l] ? QUANT_Q6_K : base);
+            ok &= s_type_of(go, n) == s_want(types[k], "ffn_down", l);
+            snprintf(n, sizeof n, "blk.%d.attn_output.weight", l);
+            ok &= s_type_of(go, n) == s_want(types[k], "attn_output", l);
             snprintf(n, sizeof n, "blk.%d.attn_q.weight", l);
             ok &= s_type_of(go, n) == base;
             snprintf(n, sizeof n, "blk.%d.ffn_norm.weight", l);
@@ -253,7 +302,9 @@ static void test_llama_mixes(void)
             se += ((double)xi[i] - xo[i]) * ((double)xi[i] - xo[i]);
             sx += (double)xi[i] * xi[i];
         }
-        CHECK(sqrt(se / sx) < 0.12, "%s: ffn_up rms error %.4f", types[k], sqrt(se / sx));
+        /* 2 and 3 bits cost more: Q2_K ~0.23, Q3_K ~0.125 on these rows */
+        const double lim = base == QUANT_Q2_K ? 0.3 : base == QUANT_Q3_K ? 0.16 : 0.12;
+        CHECK(sqrt(se / sx) < lim, "%s: ffn_up rms error %.4f", types[k], sqrt(se / sx));
         printf("%-6s: %llu tensors, %llu quantized, %.2f MiB -> %.2f MiB, ffn_up rms error %.4f\n",
                types[k], (unsigned long long)st.tensors, (unsigned long long)st.quantized,
                st.bytes_in / 1048576.0, st.bytes_out / 1048576.0, sqrt(se / sx));
@@ -282,6 +333,25 @@ static void test_llama_mixes(void)
     char cmp[1200];
     snprintf(cmp, sizeof cmp, "cmp -s '%s' '%s'", out1, out3);
     CHECK(system(cmp) == 0, "1 and 3 threads write the same bytes");
+    /* Grouped KV heads (n_gqa() 4): Q2_K's and the IQ4 mixes' attn_v take more bits. */
+    s_kv_heads = 1;
+    char ing[512];
+    s_path(ing, sizeof ing, "llama-gqa.gguf");
+    CHECK(s_make_llama(ing, E) == 0, "make gqa input");
+    const char *gq[] = { "Q2_K", "IQ4_XS", "Q3_K_M" };
+    for (int k = 0; k < 3; k++) {
+        CHECK(requant_file(ing, out, gq[k], 1, 0, &st, err, sizeof err) == 0, "%s", err);
+        gguf_file *go = gguf_open(out, err, sizeof err);
+        int ok = go != NULL;
+        for (int l = 0; ok && l < L; l++) {
+            char n[64];
+            snprintf(n, sizeof n, "blk.%d.attn_v.weight", l);
+            ok &= s_type_of(go, n) == s_want(gq[k], "attn_v", l);
+        }
+        CHECK(ok, "%s with 4 heads per KV head: attn_v as llama.cpp", gq[k]);
+        gguf_close(&go);
+    }
+    s_kv_heads = 4;
     /* Unknown type: named, with the list; the output is not created. */
     unlink(out);
     CHECK(requant_file(in, out, "Q3_K_XL", 2, 0, &st, err, sizeof err) == -1 &&
@@ -289,7 +359,8 @@ static void test_llama_mixes(void)
           "unknown type: %s", err);
 }
 
-/* Rows of 96 do not fit a 256-block: K types fall back to Q8_0 (Q4_0 keeps Q4_0). */
+/* Rows of 96 do not fit a 256-block: llama.cpp's fallbacks (Q4_K -> Q5_0, Q6_K -> Q8_0,
+ * Q2_K / Q3_K -> Q4_0, IQ4_XS -> IQ4_NL; Q4_0 keeps Q4_0). */
 static void test_fallback(void)
 {
     char in[512], out[512], err[512];
@@ -299,12 +370,22 @@ static void test_fallback(void)
     CHECK(s_make_llama(in, 96) == 0, "make narrow input");
     CHECK(requant_file(in, out, "Q4_K_M", 2, 0, &st, err, sizeof err) == 0, "%s", err);
     gguf_file *go = gguf_open(out, err, sizeof err);
-    CHECK(go && s_type_of(go, "blk.1.attn_q.weight") == QUANT_Q8_0 &&
+    CHECK(go && s_type_of(go, "blk.1.attn_q.weight") == QUANT_Q5_0 &&
+              s_type_of(go, "blk.0.attn_v.weight") == QUANT_Q8_0 &&
               s_type_of(go, "output.weight") == QUANT_Q8_0 &&
               s_type_of(go, "blk.1.ffn_down.weight") == QUANT_Q4_K && st.fallbacks > 0,
-          "96-wide rows fall back to q8_0 (%llu fallbacks); 512-wide ffn_down stays q4_K",
-          (unsigned long long)st.fallbacks);
+          "96-wide rows: q4_K -> q5_0, q6_K -> q8_0 (%llu fallbacks); 512-wide ffn_down stays "
+          "q4_K", (unsigned long long)st.fallbacks);
     gguf_close(&go);
+    const char *mix[] = { "Q2_K", "Q3_K_M", "IQ4_XS", "Q5_K_M" };
+    const uint32_t want[] = { QUANT_Q4_0, QUANT_Q4_0, QUANT_IQ4_NL, QUANT_Q5_1 };
+    for (int k = 0; k < 4; k++) {
+        CHECK(requant_file(in, out, mix[k], 1, 0, &st, err, sizeof err) == 0, "%s", err);
+        go = gguf_open(out, err, sizeof err);
+        CHECK(go && s_type_of(go, "blk.1.attn_q.weight") == want[k], "%s: 96-wide attn_q -> %s",
+              mix[k], quant_type_name(want[k]));
+        gguf_close(&go);
+    }
 }
 
 /* Corrupt and missing inputs: clear errors naming the file; no output left behind. */

@@ -113,6 +113,21 @@ void engine_reset(engine *e)
     e->n_hist = 0;
 }
 
+uint32_t engine_cached(const engine *e, const int32_t **ids)
+{
+    if (ids)
+        *ids = e->hist;
+    return e->n_hist;
+}
+
+uint32_t engine_reusable(const engine *e, const int32_t *prompt, uint32_t n)
+{
+    uint32_t keep = 0;
+    while (keep < e->n_hist && keep < n && e->hist[keep] == prompt[keep])
+        keep++;
+    return keep == n && keep ? keep - 1 : keep;
+}
+
 const double *engine_itl_ms(const engine *e)
 {
     return e->itl;
@@ -219,17 +234,20 @@ static void s_finish_stats(engine *e, engine_stats *st, uint64_t t_first, uint64
 static int s_prefill(engine *e, const engine_request *q, engine_stats *st, char *err,
                      size_t errlen)
 {
-    uint32_t keep = 0;
-    while (keep < e->n_hist && keep < q->n_prompt && e->hist[keep] == q->prompt[keep])
-        keep++;
-    /* The last prompt token must be run to get logits. A chat's re-tokenized history often
-     * differs from the ids generated (the tokenizer's split of the reply text is not the
-     * model's), so the cache is cut back to the common prefix rather than thrown away. */
-    if (keep == q->n_prompt)
-        keep--;
+    /* The last prompt token must be run to get logits (engine_reusable leaves it out). A
+     * chat's re-tokenized history often differs from the ids generated (the tokenizer's split
+     * of the reply text is not the model's), so the cache is cut back to the common prefix
+     * rather than thrown away. */
+    uint32_t keep = q->no_cache ? 0 : engine_reusable(e, q->prompt, q->n_prompt);
+    /* at most what the session still holds: the resident arm's rebuild after a loss drops an
+     * idle session's caches (llm_layers_hook.cached). Asked here, not in engine_reusable: a
+     * server picks slots with that under its own lock, which must never wait on the swarm. */
+    uint32_t held = llm_session_pos(e->s);
+    keep = keep < held ? keep : held;
     llm_session_rewind(e->s, keep);
     e->n_hist = keep;
     st->n_prompt_eval = q->n_prompt - keep;
+    st->n_cached = keep;
     for (uint32_t i = keep; i < q->n_prompt; i += e->n_batch) {
         uint32_t nb = q->n_prompt - i < e->n_batch ? q->n_prompt - i : e->n_batch;
         if (s_cancelled(q))
@@ -291,6 +309,8 @@ int engine_generate(engine *e, const engine_request *q, engine_stats *st, char *
     if (!smp)
         return -1;
     uint64_t t0 = util_now_ns(), t_first = 0, t_prev = 0;
+    /* a batched pass (llm_model_batching) waits for the sessions in a request */
+    llm_session_active(e->s, 1);
     XXH3_64bits_reset(&e->ids_h);
     XXH3_64bits_reset(&e->logits_h);
     e->n_itl = 0;
@@ -300,6 +320,7 @@ int engine_generate(engine *e, const engine_request *q, engine_stats *st, char *
     int rc = s_prefill(e, q, st, err, errlen);
     st->prompt_ms = (double)(util_now_ns() - t0) / 1e6;
     if (rc) {
+        llm_session_active(e->s, 0);
         st->finish = rc > 0 ? ENGINE_FINISH_CANCELLED : ENGINE_FINISH_ERROR;
         sampler_destroy(&smp);
         return rc > 0 ? 0 : -1;
@@ -376,6 +397,7 @@ int engine_generate(engine *e, const engine_request *q, engine_stats *st, char *
         }
         e->hist[e->n_hist++] = id;
     }
+    llm_session_active(e->s, 0);
     if (fin == ENGINE_FINISH_LENGTH || fin == ENGINE_FINISH_EOG) {
         /* Generation ended with text still held for a stop string that never came (or a
          * truncated UTF-8 sequence): it is the model's output, so it is released. */

@@ -19,7 +19,9 @@
  * connection or worker thread, over one llm_model and one tokenizer. The matrix products of all
  * sessions share quant's one thread pool, whose calls are serialised by a mutex: several
  * engines are safe at once but their products take turns (aggregate tokens/s of N sessions is
- * that of one, not N times it). To stop a request from another thread (a client gone while its
+ * that of one, not N times it), unless the model batches them (llm_model_batching: the engine
+ * marks its session active for the length of a request, and its llm_eval calls join shared
+ * passes with the bits they have alone). To stop a request from another thread (a client gone while its
  * prompt is processed) set *req->cancel; it is read between prefill batches and tokens.
  */
 #ifndef SWARM_ENGINE_H
@@ -82,6 +84,8 @@ typedef struct {
                                      mask of the vocabulary and a second draw from what is
                                      left, within the budget of max_tokens (text/grammar.h).
                                      logprobs are then those of the masked logits. */
+    int no_cache;                 /* 1: evaluate the whole prompt, reusing nothing cached
+                                   * (a server's "cache_prompt": false) */
 } engine_request;
 
 typedef struct {
@@ -89,6 +93,7 @@ typedef struct {
     uint32_t n_prompt;            /* prompt tokens of the request */
     uint32_t n_prompt_eval;       /* of those, evaluated now (the rest were cached from the last
                                      request on this engine: a common prefix) */
+    uint32_t n_cached;            /* n_prompt - n_prompt_eval: positions taken from the cache */
     uint32_t n_gen;               /* tokens sampled, the end-of-generation token included */
     double prompt_ms;             /* prefill time (n_prompt_eval positions) */
     double ttft_ms;               /* request start to the first token sampled and reported */
@@ -113,12 +118,23 @@ uint32_t engine_n_ctx(const engine *e);
 llm_session *engine_session(engine *e);
 /* Forget the conversation (the next request evaluates its whole prompt). */
 void engine_reset(engine *e);
+/* The prompt cache: the ids whose positions the session's KV cache holds now (*ids, valid
+ * until the engine's next request or reset; may be NULL), how many. A server picks the slot
+ * whose cache shares the longest prefix with a prompt by it; read it only while no request
+ * runs on e. */
+uint32_t engine_cached(const engine *e, const int32_t **ids);
+/* How many leading ids of prompt (n of them) a request would take from the cache: the
+ * common prefix, less the last prompt token (always run again for its logits). */
+uint32_t engine_reusable(const engine *e, const int32_t *prompt, uint32_t n);
 /* The last request's latencies (stats->n_gen - 1 of them, ms, in order); valid until the
  * next request. */
 const double *engine_itl_ms(const engine *e);
 
 /* Run req. The longest common prefix of the tokens in the cache and req->prompt is kept (a
- * conversation grows turn by turn; at least the last prompt token is run again). Returns 0 when it finished with stop,
+ * conversation grows turn by turn; at least the last prompt token is run again; nothing with
+ * req->no_cache). Positions are written by index and a pass's bits do not depend on how the
+ * prompt was cut into batches (docs/design.md, "Determinism"), so the ids and logits of a
+ * request served from the cache equal those of the same request on an empty one. Returns 0 when it finished with stop,
  * length, eog or cancelled (stats->finish says which), -1 with err before any work for a bad
  * request (context overflow, a bad option, an empty prompt, a token outside the vocabulary)
  * or, with stats->finish = error, when a forward pass fails midway. */

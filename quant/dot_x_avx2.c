@@ -1,0 +1,377 @@
+/* dot_x_avx2.c — AVX2 dot products of Q4_1, Q5_0, Q5_1, IQ4_NL (against Q8_0) and Q2_K, Q3_K,
+ * IQ4_XS (against Q8_K), lane for lane quant_x.h's order. quant/
+ *
+ * Blocks of 32 go four at a time as dot_avx2.c's Q4_0: two blocks' 16 nibble bytes side by
+ * side are one vector, masked the blocks' elements 0..15, shifted 16..31, meeting the
+ * activation's grouped copy qs4 in one load each. Unsigned levels (Q4_1 0..15, Q5_0 / Q5_1
+ * 0..31) times signed activation bytes: vpmaddubsw (2 * 31 * 127 < 2^15: no saturation),
+ * pairs to int32 with vpmaddwd; Q5_0's offset is -16 * the quad sums = 2 * bias8; IQ4_NL's
+ * signed levels (|v| <= 127) go in as |v| and the activation takes v's sign (vpsignb), so
+ * the int16 step stays below 2 * 127 * 127. Super-blocks go one 32-value chunk per vector,
+ * as dot_k_avx2.c's Q6_K.
+ */
+#pragma GCC target("avx2,fma,f16c")
+#include <immintrin.h>
+#include <string.h>
+
+#include "quant/quant_x.h"
+#include "quant/reduce_avx.h"
+
+/* Bit i of w (32 bits) as byte i of the result, 0xFF or 0 (ggml's bytes_from_bits_32). */
+static inline __m256i s_bits32(uint32_t w)
+{
+    const __m256i shuf = _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202,
+                                           0x0101010101010101, 0x0000000000000000);
+    __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32((int)w), shuf);
+    v = _mm256_or_si256(v, _mm256_set1_epi64x(0x7fbfdfeff7fbfdfe));
+    return _mm256_cmpeq_epi8(v, _mm256_set1_epi64x(-1));
+}
+
+static inline __m256i s_ones_madd(__m256i p16)
+{
+    return _mm256_madd_epi16(p16, _mm256_set1_epi16(1));
+}
+
+/* One half (two blocks' elements 0..15 or 16..31): nib the levels (or nibbles), yq the
+ * activation bytes, b8 the -8 * quad sums. The int32 quad sums of value * y. */
+static inline __attribute__((always_inline)) __m256i s_half(quant_type t, __m256i nib,
+                                                           const int8_t *yq, const int32_t *b8)
+{
+    const __m256i y = _mm256_loadu_si256((const __m256i *)yq);
+    if (t == QUANT_IQ4_NL) {
+        const __m256i tab = _mm256_broadcastsi128_si256(
+            _mm_loadu_si128((const __m128i *)quant_iq4nl_values));
+        const __m256i v = _mm256_shuffle_epi8(tab, nib);
+        return s_ones_madd(_mm256_maddubs_epi16(_mm256_sign_epi8(v, v), _mm256_sign_epi8(y, v)));
+    }
+    const __m256i p = s_ones_madd(_mm256_maddubs_epi16(nib, y));
+    if (t == QUANT_Q5_0)
+        return _mm256_add_epi32(p, _mm256_slli_epi32(_mm256_loadu_si256((const __m256i *)b8), 1));
+    return p;
+}
+
+static inline size_t s_bb(quant_type t)
+{
+    return t == QUANT_Q4_1 ? sizeof(quant_block_q4_1) : t == QUANT_Q5_0 ? sizeof(quant_block_q5_0)
+           : t == QUANT_Q5_1 ? sizeof(quant_block_q5_1) : sizeof(quant_block_iq4_nl);
+}
+
+static inline size_t s_qs_off(quant_type t)
+{
+    return t == QUANT_Q4_1 ? offsetof(quant_block_q4_1, qs)
+           : t == QUANT_Q5_0 ? offsetof(quant_block_q5_0, qs)
+           : t == QUANT_Q5_1 ? offsetof(quant_block_q5_1, qs) : offsetof(quant_block_iq4_nl, qs);
+}
+
+static inline uint32_t s_qh(quant_type t, const uint8_t *blk)
+{
+    uint32_t h;
+    memcpy(&h, blk + (t == QUANT_Q5_0 ? 2 : 4), 4);
+    return h;
+}
+
+static inline uint16_t s_u16(const uint8_t *p)
+{
+    uint16_t v;
+    memcpy(&v, p, 2);
+    return v;
+}
+
+static inline __attribute__((always_inline)) float s_dot32(quant_type t, uint64_t n,
+                                                           const void *w, const void *act)
+{
+    const uint8_t *x = w;
+    const size_t bb = s_bb(t), qo = s_qs_off(t);
+    const int q5 = t == QUANT_Q5_0 || t == QUANT_Q5_1, mn = t == QUANT_Q4_1 || t == QUANT_Q5_1;
+    const quant_act_q8 y = quant_act_view(act, n);
+    const float *sums = mn ? quant_act_q8_sums(act, n) : NULL;
+    const uint64_t nb = n / QUANT_QK;
+    const __m256i m = _mm256_set1_epi8(0x0F), h16 = _mm256_set1_epi8(0x10);
+    const __m256i i01 = _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1);
+    const __m256i i23 = _mm256_setr_epi32(2, 2, 2, 2, 3, 3, 3, 3);
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    float a[QUANT_LANES];
+    uint64_t b = 0;
+    for (; b + QUANT_QB_GROUP <= nb; b += QUANT_QB_GROUP, x += QUANT_QB_GROUP * bb) {
+        quant_prefetch(x, (unsigned)(QUANT_QB_GROUP * bb));
+        /* d of the four blocks in lanes 0..3, m (Q4_1, Q5_1) in 4..7, both times d_x */
+        const __m128i h = _mm_setr_epi16((short)s_u16(x), (short)s_u16(x + bb),
+                                         (short)s_u16(x + 2 * bb), (short)s_u16(x + 3 * bb),
+                                         mn ? (short)s_u16(x + 2) : 0,
+                                         mn ? (short)s_u16(x + bb + 2) : 0,
+                                         mn ? (short)s_u16(x + 2 * bb + 2) : 0,
+                                         mn ? (short)s_u16(x + 3 * bb + 2) : 0);
+        /* d_w * d_x in lanes 0..3, m_w (times 1: exact) in 4..7 */
+        const __m128 dx = _mm_loadu_ps(y.d + b);
+        const __m256 dd = _mm256_mul_ps(_mm256_cvtph_ps(h), _mm256_set_m128(_mm_set1_ps(1.0f), dx));
+        const __m256 d01 = _mm256_permutevar8x32_ps(dd, i01);
+        const __m256 d23 = _mm256_permutevar8x32_ps(dd, i23);
+        const int8_t *q = y.qs4 + b * 32;
+        const int32_t *b8 = y.bias8 + b * 8;
+        const __m256i v01 = _mm256_loadu2_m128i((const __m128i *)(x + bb + qo),
+                                                (const __m128i *)(x + qo));
+        const __m256i v23 = _mm256_loadu2_m128i((const __m128i *)(x + 3 * bb + qo),
+                                                (const __m128i *)(x + 2 * bb + qo));
+        __m256i l01 = _mm256_and_si256(v01, m), l23 = _mm256_and_si256(v23, m);
+        __m256i u01 = _mm256_and_si256(_mm256_srli_epi16(v01, 4), m);
+        __m256i u23 = _mm256_and_si256(_mm256_srli_epi16(v23, 4), m);
+        if (q5) {
+            const uint32_t q0 = s_qh(t, x), q1 = s_qh(t, x + bb), q2 = s_qh(t, x + 2 * bb),
+                           q3 = s_qh(t, x + 3 * bb);
+            l01 = _mm256_or_si256(l01, _mm256_and_si256(s_bits32((q0 & 0xFFFF) | q1 << 16), h16));
+            l23 = _mm256_or_si256(l23, _mm256_and_si256(s_bits32((q2 & 0xFFFF) | q3 << 16), h16));
+            u01 = _mm256_or_si256(u01, _mm256_and_si256(s_bits32(q0 >> 16 | (q1 & 0xFFFF0000u)),
+                                                        h16));
+            u23 = _mm256_or_si256(u23, _mm256_and_si256(s_bits32(q2 >> 16 | (q3 & 0xFFFF0000u)),
+                                                        h16));
+        }
+        a0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s_half(t, l01, q, b8)), d01, a0);
+        a1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s_half(t, l23, q + 32, b8 + 8)), d23, a1);
+        a2 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s_half(t, u01, q + 64, b8 + 16)), d01, a2);
+        a3 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s_half(t, u23, q + 96, b8 + 24)), d23, a3);
+        if (mn) { /* m_w * s_y into the lane of quad 0 of each block: lanes 0 and 4 */
+            const __m256i four = _mm256_set1_epi32(4);
+            const __m256 sy = _mm256_castps128_ps256(_mm_loadu_ps(sums + b));
+            const __m256 s01 = _mm256_permutevar8x32_ps(sy, i01);
+            const __m256 s23 = _mm256_permutevar8x32_ps(sy, i23);
+            const __m256 m01 = _mm256_permutevar8x32_ps(dd, _mm256_add_epi32(i01, four));
+            const __m256 m23 = _mm256_permutevar8x32_ps(dd, _mm256_add_epi32(i23, four));
+            a0 = _mm256_blend_ps(a0, _mm256_fmadd_ps(s01, m01, a0), 0x11);
+            a1 = _mm256_blend_ps(a1, _mm256_fmadd_ps(s23, m23, a1), 0x11);
+        }
+    }
+    _mm256_storeu_ps(a, a0);
+    _mm256_storeu_ps(a + 8, a1);
+    _mm256_storeu_ps(a + 16, a2);
+    _mm256_storeu_ps(a + 24, a3);
+    for (; b < nb; b++, x += bb)
+        quant_x_block32(t, x, b, &y, sums, a);
+    return quant_reduce32_avx(a);
+}
+
+float quant_dot_q4_1_avx2(uint64_t n, const void *w, const void *act)
+{
+    return s_dot32(QUANT_Q4_1, n, w, act);
+}
+
+float quant_dot_q5_0_avx2(uint64_t n, const void *w, const void *act)
+{
+    return s_dot32(QUANT_Q5_0, n, w, act);
+}
+
+float quant_dot_q5_1_avx2(uint64_t n, const void *w, const void *act)
+{
+    return s_dot32(QUANT_Q5_1, n, w, act);
+}
+
+float quant_dot_iq4_nl_avx2(uint64_t n, const void *w, const void *act)
+{
+    return s_dot32(QUANT_IQ4_NL, n, w, act);
+}
+
+/* ---------------------------------------------------------------- super-blocks */
+
+/* Q3_K's 16 scales - 32 as bytes, in vector registers (ggml's kmask unpacking in scalar form
+ * went through memory: the 12-byte store and 16-byte reload missed store forwarding and
+ * cost the q3_K row ~3x in cache, 2026-12-02). Low 4 bits: bytes 0..7 of S low nibbles,
+ * then their high nibbles; high 2 bits of scale j: bits 2 (j / 4) of S[8 + j % 4]. S is read
+ * as the 16 bytes ending with the scales (the block's qs comes before them). */
+static inline __m128i s_q3_scales(const quant_block_q3_K *x)
+{
+    const __m128i S = _mm_srli_si128(_mm_loadu_si128((const __m128i *)(x->scales + 12 - 16)), 4);
+    const __m128i m4 = _mm_set1_epi8(0x0F);
+    const __m128i lo = _mm_unpacklo_epi64(_mm_and_si128(S, m4),
+                                          _mm_and_si128(_mm_srli_epi16(S, 4), m4));
+    const __m128i h = _mm_shuffle_epi32(_mm_srli_si128(S, 8), 0);
+    const __m128i hi = _mm_and_si128(_mm_srlv_epi32(h, _mm_setr_epi32(0, 2, 4, 6)),
+                                     _mm_set1_epi8(3));
+    return _mm_sub_epi8(_mm_or_si128(lo, _mm_slli_epi16(hi, 4)), _mm_set1_epi8(32));
+}
+
+/* Q2_K (q3 = 0) or Q3_K: the super-block's 8 integer lanes (and Q2_K's min lanes). */
+static inline __attribute__((always_inline)) __m256i s_q23(int q3, const uint8_t *p,
+                                                          const quant_block_q8_K *y,
+                                                          __m256i *mins)
+{
+    const uint8_t *qs;
+    __m256i sc16, hm = _mm256_setzero_si256();
+    const __m256i bs = _mm256_loadu_si256((const __m256i *)y->bsums);
+    if (!q3) {
+        const quant_block_q2_K *x = (const quant_block_q2_K *)p;
+        const __m128i s8 = _mm_loadu_si128((const __m128i *)x->scales);
+        sc16 = _mm256_cvtepu8_epi16(_mm_and_si128(s8, _mm_set1_epi8(0x0F)));
+        *mins = _mm256_madd_epi16(
+            _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(s8, 4), _mm_set1_epi8(0x0F))), bs);
+        qs = x->qs;
+    } else {
+        const quant_block_q3_K *x = (const quant_block_q3_K *)p;
+        /* ggml's kmask unpacking (dequantize_row_q3_K), then - 32 */
+        sc16 = _mm256_cvtepi8_epi16(s_q3_scales(x));
+        hm = _mm256_loadu_si256((const __m256i *)x->hmask);
+        qs = x->qs;
+    }
+    const __m256i m3 = _mm256_set1_epi8(3);
+    /* scales 0..7 in both halves (chunks 0..3), 8..15 in both (chunks 4..7): each chunk's
+     * scale words are then one vpshufb, not a cross-lane permute and a vpshufb */
+    const __m256i sl = _mm256_permute2x128_si256(sc16, sc16, 0x00);
+    const __m256i sh = _mm256_permute2x128_si256(sc16, sc16, 0x11);
+    __m256i s = _mm256_setzero_si256();
+#pragma GCC unroll 2
+    for (int n = 0; n < 2; n++) {
+        const __m256i v = _mm256_loadu_si256((const __m256i *)(qs + 32 * n));
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; j++) {
+            const int c = 4 * n + j;
+            __m256i q = _mm256_and_si256(_mm256_srli_epi16(v, 2 * j), m3);
+            if (q3) {
+                const __m256i bit = _mm256_set1_epi8((char)(1 << c));
+                q = _mm256_or_si256(q, _mm256_and_si256(
+                                           _mm256_cmpeq_epi8(_mm256_and_si256(hm, bit), bit),
+                                           _mm256_set1_epi8(4)));
+            }
+            const __m256i pr = _mm256_maddubs_epi16(
+                q, _mm256_loadu_si256((const __m256i *)(y->qs + 32 * c)));
+            /* words 0..7 (elements 0..15) scale 2j, 8..15 scale 2j + 1 of this half's 8 */
+            const __m256i pick = _mm256_setr_epi8(
+                (char)(4 * j), (char)(4 * j + 1), (char)(4 * j), (char)(4 * j + 1), (char)(4 * j),
+                (char)(4 * j + 1), (char)(4 * j), (char)(4 * j + 1), (char)(4 * j),
+                (char)(4 * j + 1), (char)(4 * j), (char)(4 * j + 1), (char)(4 * j),
+                (char)(4 * j + 1), (char)(4 * j), (char)(4 * j + 1), (char)(4 * j + 2),
+                (char)(4 * j + 3), (char)(4 * j + 2), (char)(4 * j + 3), (char)(4 * j + 2),
+                (char)(4 * j + 3), (char)(4 * j + 2), (char)(4 * j + 3), (char)(4 * j + 2),
+                (char)(4 * j + 3), (char)(4 * j + 2), (char)(4 * j + 3), (char)(4 * j + 2),
+                (char)(4 * j + 3), (char)(4 * j + 2), (char)(4 * j + 3));
+            s = _mm256_add_epi32(s, _mm256_madd_epi16(pr, _mm256_shuffle_epi8(n ? sh : sl, pick)));
+        }
+    }
+    if (q3) /* the levels were value + 4: lane k takes back 4 (sc bsums) of sub-blocks 2k, 2k+1 */
+        s = _mm256_sub_epi32(s, _mm256_slli_epi32(_mm256_madd_epi16(sc16, bs), 2));
+    return s;
+}
+
+/* IQ4_XS's 8 scales ls - 32, dword c holding the 16-bit value twice (for vpmaddwd and
+ * vpdpwssd, which multiply words), computed in registers: from scales_l (4 bits each) and
+ * scales_h (2 bits each) broadcast and shifted per lane. Written to memory and read back as
+ * a vector they missed store forwarding, which cost the row ~3x in cache (2026-12-02). */
+static inline __m256i s_xs_scales(const quant_block_iq4_xs *x)
+{
+    uint32_t l;
+    memcpy(&l, x->scales_l, 4);
+    const __m256i lo = _mm256_and_si256(
+        _mm256_srlv_epi32(_mm256_set1_epi32((int)l), _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28)),
+        _mm256_set1_epi32(0xF));
+    const __m256i hi = _mm256_and_si256(
+        _mm256_srlv_epi32(_mm256_set1_epi32(x->scales_h), _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14)),
+        _mm256_set1_epi32(3));
+    const __m256i ls = _mm256_sub_epi32(_mm256_or_si256(lo, _mm256_slli_epi32(hi, 4)),
+                                        _mm256_set1_epi32(32));
+    return _mm256_or_si256(_mm256_and_si256(ls, _mm256_set1_epi32(0xFFFF)),
+                           _mm256_slli_epi32(ls, 16));
+}
+
+/* IQ4_XS: sub-blocks c, c + 1 as one vector's halves (quant_x.h's lanes 4 (c % 2) + r). */
+static inline __attribute__((always_inline)) __m256i s_iq4xs(const quant_block_iq4_xs *x,
+                                                            const quant_block_q8_K *y)
+{
+    const __m256i tab = _mm256_broadcastsi128_si256(
+        _mm_loadu_si128((const __m128i *)quant_iq4nl_values));
+    const __m256i m = _mm256_set1_epi8(0x0F), sc = s_xs_scales(x);
+    __m256i s = _mm256_setzero_si256();
+#pragma GCC unroll 4
+    for (int c = 0; c < 8; c += 2) {
+        const __m256i v = _mm256_loadu_si256((const __m256i *)(x->qs + 16 * c));
+        const __m256i y0 = _mm256_loadu_si256((const __m256i *)(y->qs + 32 * c));
+        const __m256i y1 = _mm256_loadu_si256((const __m256i *)(y->qs + 32 * c + 32));
+        const __m256i klo = _mm256_shuffle_epi8(tab, _mm256_and_si256(v, m));
+        const __m256i khi = _mm256_shuffle_epi8(tab, _mm256_and_si256(_mm256_srli_epi16(v, 4), m));
+        const __m256i ylo = _mm256_permute2x128_si256(y0, y1, 0x20);
+        const __m256i yhi = _mm256_permute2x128_si256(y0, y1, 0x31);
+        const __m256i scv = _mm256_permutevar8x32_epi32(
+            sc, _mm256_setr_epi32(c, c, c, c, c + 1, c + 1, c + 1, c + 1));
+        s = _mm256_add_epi32(
+            s, _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(klo, klo),
+                                                      _mm256_sign_epi8(ylo, klo)), scv));
+        s = _mm256_add_epi32(
+            s, _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(khi, khi),
+                                                      _mm256_sign_epi8(yhi, khi)), scv));
+    }
+    return s;
+}
+
+static inline size_t s_bb256(quant_type t)
+{
+    return t == QUANT_Q2_K ? sizeof(quant_block_q2_K) : t == QUANT_Q3_K ? sizeof(quant_block_q3_K)
+                                                                        : sizeof(quant_block_iq4_xs);
+}
+
+static inline uint16_t s_d256(quant_type t, const uint8_t *p)
+{
+    return s_u16(t == QUANT_Q2_K ? p + offsetof(quant_block_q2_K, d)
+                 : t == QUANT_Q3_K ? p + offsetof(quant_block_q3_K, d) : p);
+}
+
+/* One super-block into its accumulator (quant_x.h): the integer lanes by d_w * d_x, then
+ * Q2_K's mins by -(dmin_w * d_x). */
+static inline __attribute__((always_inline)) __m256 s_acc(quant_type t, const uint8_t *p,
+                                                         const quant_block_q8_K *y, __m256 acc)
+{
+    __m256i s, mi = _mm256_setzero_si256();
+    if (t == QUANT_IQ4_XS)
+        s = s_iq4xs((const quant_block_iq4_xs *)p, y);
+    else
+        s = s_q23(t == QUANT_Q3_K, p, y, &mi);
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(_cvtsh_ss(s_d256(t, p)) * y->d),
+                          acc);
+    if (t == QUANT_Q2_K)
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mi),
+                              _mm256_set1_ps(-(_cvtsh_ss(((const quant_block_q2_K *)p)->dmin) *
+                                               y->d)),
+                              acc);
+    return acc;
+}
+
+static inline __attribute__((always_inline)) float s_dot256(quant_type t, uint64_t n,
+                                                            const void *w, const void *act)
+{
+    const quant_block_q8_K *y = act;
+    const size_t bb = s_bb256(t);
+    const uint8_t *p = w;
+    const uint64_t nb = n / QUANT_QK_K;
+    /* four named accumulators: an array indexed by a variable stays in memory */
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    uint64_t b = 0;
+    for (; b + QUANT_QB_GROUP <= nb; b += QUANT_QB_GROUP, p += QUANT_QB_GROUP * bb) {
+        quant_prefetch(p, (unsigned)(QUANT_QB_GROUP * bb));
+        a0 = s_acc(t, p, &y[b], a0);
+        a1 = s_acc(t, p + bb, &y[b + 1], a1);
+        a2 = s_acc(t, p + 2 * bb, &y[b + 2], a2);
+        a3 = s_acc(t, p + 3 * bb, &y[b + 3], a3);
+    }
+    if (b < nb)
+        a0 = s_acc(t, p, &y[b], a0);
+    if (b + 1 < nb)
+        a1 = s_acc(t, p + bb, &y[b + 1], a1);
+    if (b + 2 < nb)
+        a2 = s_acc(t, p + 2 * bb, &y[b + 2], a2);
+    float a[QUANT_LANES];
+    _mm256_storeu_ps(a, a0);
+    _mm256_storeu_ps(a + 8, a1);
+    _mm256_storeu_ps(a + 16, a2);
+    _mm256_storeu_ps(a + 24, a3);
+    return quant_reduce32_avx(a);
+}
+
+float quant_dot_q2_K_avx2(uint64_t n, const void *w, const void *act)
+{
+    return s_dot256(QUANT_Q2_K, n, w, act);
+}
+
+float quant_dot_q3_K_avx2(uint64_t n, const void *w, const void *act)
+{
+    return s_dot256(QUANT_Q3_K, n, w, act);
+}
+
+float quant_dot_iq4_xs_avx2(uint64_t n, const void *w, const void *act)
+{
+    return s_dot256(QUANT_IQ4_XS, n, w, act);
+}

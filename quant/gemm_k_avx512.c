@@ -1,0 +1,273 @@
+/* gemm_k_avx512.c — batched Q4_K, Q5_K and Q6_K kernels on AVX-512 (BW + VNNI): register
+ * tiles of weight rows x positions over a repacked Q8_K panel, lane for lane kquant.c's
+ * order (the one-row kernels are dot_k_avx512.c's). quant/
+ *
+ * Each super-block of a row is unpacked once (levels, scale words permuted to their int16
+ * pairs, the mins) into registers and serves S_P positions; each position's record (its 256
+ * quants in the order the kernel loads them, its 16 bsums and d, one 320-byte record per
+ * super-block and position, positions side by side) is read once per S_R rows. Integer sums
+ * per pair: vpmaddubsw then vpdpwssd by the chunk's scale, folded to kquant.c's 8 lanes
+ * (exact, so any grouping is the same). Float per pair and super-block: the row kernel's
+ * fmaf(isum, d_w * d_x, lane) and, for Q4_K/Q5_K, fmaf(-mins, dmin_w * d_x, lane), into the
+ * lanes (b % 4) * 8 of the pair's 32 (kept in memory: 8 lanes of each pair per super-block,
+ * a load and a store beside ~16 vector operations), then quant_reduce32's tree.
+ */
+#pragma GCC target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")
+#include <immintrin.h>
+#include <string.h>
+
+#include "quant/gemm.h"
+#include "quant/reduce_avx.h"
+
+/* Rows x positions per register tile, measured like gemm_avx512.c's (tests/tools/gemm_time,
+ * 5632 x 2048, batch 64, 1 thread, CPU us per position, two runs each, 2026-12-02, load
+ * average ~9): q4_K / q5_K / q6_K 2x4 123-130 / 134-145 / 133-146, 2x3 132-145 / 148-157 /
+ * 123-150, 3x3 139-152 / 153-157 / 149-176, 4x2 144-153 / 168-178 / 180-185, 1x8 109-139 /
+ * 141-145 / 122-131, 2x5 114-126 / 126-127 / 120-127, and 2x6 111-116 / 123 / 120-123 (the
+ * tiles of dot_k_avx512.c: 270-385). A super-block's unpacking (8 vectors a row) is the
+ * expensive part here, so positions count more than rows. -D to try others. */
+#ifndef S_R
+#define S_R 2
+#endif
+#ifndef S_P
+#define S_P 6
+#endif
+
+/* A record: 256 quants (Q4_K/Q5_K: the pair-ordered copy, quant.h; Q6_K: element order),
+ * the 16 bsums (int16), d (f32), padding to a multiple of 64. */
+#define K_REC 320
+#define K_BSUMS 256
+#define K_D 288
+
+static uint64_t s_panel_bytes(uint64_t n, uint64_t B)
+{
+    const uint64_t nb = n / QUANT_QK_K;
+    return nb ? nb * B * K_REC : 0;
+}
+
+static inline void s_pack(int q6, uint64_t n, uint64_t B, const uint8_t *act, uint64_t ab,
+                          uint8_t *panel, uint64_t b0, uint64_t b1)
+{
+    const uint64_t nb = n / QUANT_QK_K;
+    for (uint64_t b = b0; b < b1; b++) {
+        const quant_block_q8_K *y = (const quant_block_q8_K *)(act + b * ab);
+        const int8_t *yp = (const int8_t *)(y + nb);
+        for (uint64_t s = 0; s < nb; s++) {
+            uint8_t *o = panel + (s * B + b) * K_REC;
+            memcpy(o, q6 ? y[s].qs : yp + s * QUANT_QK_K, QUANT_QK_K);
+            memcpy(o + K_BSUMS, y[s].bsums, sizeof y[s].bsums);
+            memcpy(o + K_D, &y[s].d, 4);
+        }
+    }
+}
+
+static void s_pack45(uint64_t n, uint64_t B, const uint8_t *act, uint64_t ab, uint8_t *panel,
+                     uint64_t b0, uint64_t b1)
+{
+    s_pack(0, n, B, act, ab, panel, b0, b1);
+}
+
+static void s_pack6(uint64_t n, uint64_t B, const uint8_t *act, uint64_t ab, uint8_t *panel,
+                    uint64_t b0, uint64_t b1)
+{
+    s_pack(1, n, B, act, ab, panel, b0, b1);
+}
+
+/* The scale-word index vectors and the 6-bit scale unpacking: dot_k_avx512.c's, repeated
+ * here (static there) so that file stays as it is. */
+static inline __m512i s_idx_pair2(int c)
+{
+    const __m512i lo = _mm512_set1_epi16((short)c);
+    return _mm512_mask_blend_epi16(0xFFFF0000u, lo, _mm512_set1_epi16((short)(c + 2)));
+}
+
+static inline __m512i s_idx_q6(int c)
+{
+    return _mm512_add_epi16(_mm512_set1_epi16((short)(2 * c)),
+                            _mm512_set_epi16(3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2, 1, 1,
+                                             1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0));
+}
+
+static inline __m128i s_unpack_v(const uint8_t *scales)
+{
+    const __m128i S = _mm_loadu_si128((const __m128i *)scales);
+    const __m128i a = _mm_shuffle_epi8(S, _mm_setr_epi8(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 8,
+                                                        9, 10, 11));
+    const __m128i lo = _mm_and_si128(_mm_mask_srli_epi16(a, 0xC0, a, 4),
+                                     _mm_setr_epi8(63, 63, 63, 63, 15, 15, 15, 15, 63, 63, 63, 63,
+                                                   15, 15, 15, 15));
+    const __m128i b = _mm_shuffle_epi8(S, _mm_setr_epi8(-1, -1, -1, -1, 0, 1, 2, 3, -1, -1, -1,
+                                                        -1, 4, 5, 6, 7));
+    return _mm_or_si128(lo, _mm_and_si128(_mm_srli_epi16(b, 2), _mm_set1_epi8(0x30)));
+}
+
+/* One row's super-block, unpacked: 4 x 64 levels, their 4 scale-word vectors, and the float
+ * scales; mm (Q4_K/Q5_K: each min twice, as int16) or sc16 (Q6_K: the 16 scales). */
+typedef struct {
+    __m512i q[4], sc[4];
+    __m256i m16;
+    float dw, dmw;
+} s_sb;
+
+static inline __attribute__((always_inline)) void s_unpack(quant_type t, const uint8_t *x,
+                                                           s_sb *u)
+{
+    const __m512i m4 = _mm512_set1_epi8(0x0F), m2 = _mm512_set1_epi8(3);
+    if (t == QUANT_Q6_K) {
+        const quant_block_q6_K *x6 = (const quant_block_q6_K *)x;
+        u->m16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)x6->scales));
+        const __m512i s512 = _mm512_castsi256_si512(u->m16);
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; h++) {
+            const __m512i l = _mm512_loadu_si512(x6->ql + 64 * h);
+            const __m512i hv = _mm512_broadcast_i64x4(
+                _mm256_loadu_si256((const __m256i *)(x6->qh + 32 * h)));
+#pragma GCC unroll 2
+            for (int pr = 0; pr < 2; pr++) {
+                const __m512i lo = pr ? _mm512_and_si512(_mm512_srli_epi16(l, 4), m4)
+                                      : _mm512_and_si512(l, m4);
+                const __m512i sh = _mm512_mask_blend_epi16(
+                    0xFFFF0000u, _mm512_set1_epi16((short)(4 * pr)),
+                    _mm512_set1_epi16((short)(4 * pr + 2)));
+                u->q[2 * h + pr] = _mm512_or_si512(
+                    lo, _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(hv, sh), m2), 4));
+                u->sc[2 * h + pr] = _mm512_permutexvar_epi16(s_idx_q6(4 * h + 2 * pr), s512);
+            }
+        }
+        u->dw = _cvtsh_ss(x6->d);
+        u->dmw = 0;
+        return;
+    }
+    const quant_block_q4_K *x4 = (const quant_block_q4_K *)x;
+    const quant_block_q5_K *x5 = (const quant_block_q5_K *)x;
+    const uint8_t *qs = t == QUANT_Q5_K ? x5->qs : x4->qs;
+    const __m128i scm = s_unpack_v(x4->scales);
+    u->m16 = _mm256_cvtepu8_epi16(_mm_unpackhi_epi8(scm, scm));
+    const __m512i s512 = _mm512_castsi128_si512(_mm_cvtepu8_epi16(scm));
+    __m512i qh = _mm512_setzero_si512();
+    if (t == QUANT_Q5_K)
+        qh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)x5->qh));
+#pragma GCC unroll 2
+    for (int jj = 0; jj < 2; jj++) {
+        const __m512i v = _mm512_loadu_si512(qs + 64 * jj);
+        __m512i lo = _mm512_and_si512(v, m4);
+        __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+        if (t == QUANT_Q5_K) {
+            const __m512i h16 = _mm512_set1_epi8(16);
+            const __m512i blo = _mm512_mask_blend_epi8(0xFFFFFFFF00000000ull,
+                                                       _mm512_set1_epi8((char)(1 << (4 * jj))),
+                                                       _mm512_set1_epi8((char)(4 << (4 * jj))));
+            const __m512i bhi = _mm512_add_epi8(blo, blo);
+            lo = _mm512_mask_add_epi8(lo, _mm512_test_epi8_mask(qh, blo), lo, h16);
+            hi = _mm512_mask_add_epi8(hi, _mm512_test_epi8_mask(qh, bhi), hi, h16);
+        }
+        u->q[2 * jj] = lo;
+        u->q[2 * jj + 1] = hi;
+        u->sc[2 * jj] = _mm512_permutexvar_epi16(s_idx_pair2(4 * jj), s512);
+        u->sc[2 * jj + 1] = _mm512_permutexvar_epi16(s_idx_pair2(4 * jj + 1), s512);
+    }
+    u->dw = _cvtsh_ss(x4->d);
+    u->dmw = _cvtsh_ss(x4->dmin);
+}
+
+static inline __attribute__((always_inline)) void
+s_tile(quant_type t, const quant_gemm_args *a, uint64_t r, uint64_t b, const int R, const int P)
+{
+    const size_t bb = t == QUANT_Q4_K ? sizeof(quant_block_q4_K)
+                      : t == QUANT_Q5_K ? sizeof(quant_block_q5_K) : sizeof(quant_block_q6_K);
+    const uint64_t nb = a->n / QUANT_QK_K;
+    float acc[S_R][S_P][QUANT_LANES] __attribute__((aligned(32)));
+    memset(acc, 0, sizeof acc);
+    const uint8_t *pp = a->panel + b * K_REC;
+    const uint64_t gs = a->B * K_REC;
+    for (uint64_t s = 0; s < nb; s++, pp += gs) {
+        const uint64_t g = s % QUANT_QB_GROUP;
+        s_sb u[S_R];
+#pragma GCC unroll 8
+        for (int i = 0; i < R; i++)
+            s_unpack(t, a->W + (r + (uint64_t)i) * a->row_bytes + s * bb, &u[i]);
+#pragma GCC unroll 8
+        for (int p = 0; p < P; p++) {
+            const uint8_t *o = pp + (uint64_t)p * K_REC;
+            const __m256i bs = _mm256_load_si256((const __m256i *)(o + K_BSUMS));
+            float dx;
+            memcpy(&dx, o + K_D, 4);
+#pragma GCC unroll 8
+            for (int i = 0; i < R; i++) {
+                __m512i sv = _mm512_setzero_si512();
+#pragma GCC unroll 4
+                for (int c = 0; c < 4; c++)
+                    sv = _mm512_dpwssd_epi32(
+                        sv, _mm512_maddubs_epi16(u[i].q[c], _mm512_load_si512(o + 64 * c)),
+                        u[i].sc[c]);
+                __m256i s8 = _mm256_add_epi32(_mm512_castsi512_si256(sv),
+                                              _mm512_extracti64x4_epi64(sv, 1));
+                float *lane = acc[i][p] + g * QUANT_QB_LANES;
+                __m256 v;
+                if (t == QUANT_Q6_K) {
+                    s8 = _mm256_sub_epi32(s8, _mm256_slli_epi32(_mm256_madd_epi16(u[i].m16, bs),
+                                                                5));
+                    v = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s8), _mm256_set1_ps(u[i].dw * dx),
+                                        _mm256_load_ps(lane));
+                } else {
+                    v = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s8), _mm256_set1_ps(u[i].dw * dx),
+                                        _mm256_load_ps(lane));
+                    v = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(bs, u[i].m16)),
+                                         _mm256_set1_ps(u[i].dmw * dx), v);
+                }
+                _mm256_store_ps(lane, v);
+            }
+        }
+    }
+#pragma GCC unroll 8
+    for (int i = 0; i < R; i++)
+#pragma GCC unroll 8
+        for (int p = 0; p < P; p++)
+            a->Y[(b + (uint64_t)p) * a->ldy + r + (uint64_t)i] = quant_reduce32_avx(acc[i][p]);
+}
+
+#define S_TILE_OF(T, NAME)                                                                     \
+    static inline __attribute__((always_inline)) void NAME(const quant_gemm_args *a,           \
+                                                           uint64_t r, uint64_t b, const int R, \
+                                                           const int P)                        \
+    {                                                                                          \
+        s_tile(T, a, r, b, R, P);                                                              \
+    }
+S_TILE_OF(QUANT_Q4_K, s_tile4)
+S_TILE_OF(QUANT_Q5_K, s_tile5)
+S_TILE_OF(QUANT_Q6_K, s_tile6)
+
+/* Positions outermost in tiles of S_P, rows in tiles of S_R, edges by the row kernel. */
+#define S_RUN(NAME, TILE)                                                                       \
+    static void NAME(const quant_gemm_args *a, uint64_t r0, uint64_t r1, uint64_t b0,          \
+                     uint64_t b1)                                                              \
+    {                                                                                          \
+        for (uint64_t b = b0; b < b1; b += S_P) {                                              \
+            const uint64_t np = b1 - b < S_P ? b1 - b : S_P;                                   \
+            uint64_t r = r0;                                                                   \
+            for (; r + S_R <= r1; r += S_R) {                                                  \
+                switch (np) {                                                                  \
+                case 8: TILE(a, r, b, S_R, S_P >= 8 ? 8 : 1); break;                           \
+                case 7: TILE(a, r, b, S_R, S_P >= 7 ? 7 : 1); break;                           \
+                case 6: TILE(a, r, b, S_R, S_P >= 6 ? 6 : 1); break;                           \
+                case 5: TILE(a, r, b, S_R, S_P >= 5 ? 5 : 1); break;                           \
+                case 4: TILE(a, r, b, S_R, S_P >= 4 ? 4 : 1); break;                           \
+                case 3: TILE(a, r, b, S_R, S_P >= 3 ? 3 : 1); break;                           \
+                case 2: TILE(a, r, b, S_R, S_P >= 2 ? 2 : 1); break;                           \
+                default: TILE(a, r, b, S_R, 1); break;                                         \
+                }                                                                              \
+            }                                                                                  \
+            for (; r < r1; r++)                                                                \
+                for (uint64_t p = b; p < b + np; p++)                                          \
+                    a->Y[p * a->ldy + r] = a->dot(a->n, a->W + r * a->row_bytes,               \
+                                                  a->act + p * a->act_bytes);                  \
+        }                                                                                      \
+    }
+_Static_assert(S_P >= 1 && S_P <= 8, "S_RUN's switch covers widths 1..8");
+S_RUN(s_run4, s_tile4)
+S_RUN(s_run5, s_tile5)
+S_RUN(s_run6, s_tile6)
+
+const quant_gemm quant_gemm_q4_K_avx512 = { "avx512-vnni", s_panel_bytes, s_pack45, s_run4 };
+const quant_gemm quant_gemm_q5_K_avx512 = { "avx512-vnni", s_panel_bytes, s_pack45, s_run5 };
+const quant_gemm quant_gemm_q6_K_avx512 = { "avx512-vnni", s_panel_bytes, s_pack6, s_run6 };
