@@ -56,12 +56,20 @@ int llm_cli_hosts(const char *arg, llm_swarm_opts *so, char *err, size_t errlen)
         return -1;
     }
     config_defaults(c);
-    if (config_load(c, arg, err, errlen))
-        goto out;
-    if (!c->n_workers) {
-        rc = 0;
-        goto out;
-    }
+    if (config_load(c, arg, err, errlen) == 0)
+        rc = llm_cli_hosts_cfg(c, arg, so, err, errlen);
+    free(c);
+    return rc;
+}
+
+int llm_cli_hosts_cfg(const config_t *c, const char *arg, llm_swarm_opts *so, char *err,
+                      size_t errlen)
+{
+    int rc = -1;
+    so->n_hosts = 0;
+    so->key_pub[0] = so->key_secret[0] = so->bind_host[0] = 0;
+    if (!c->n_workers)
+        return 0;
     if (c->n_workers > sizeof so->hosts / sizeof so->hosts[0]) {
         snprintf(err, errlen, "%s lists %u workers; the llm swarm takes at most %zu", arg,
                  c->n_workers, sizeof so->hosts / sizeof so->hosts[0]);
@@ -114,7 +122,6 @@ int llm_cli_hosts(const char *arg, llm_swarm_opts *so, char *err, size_t errlen)
 out:
     if (rc)
         so->key_pub[0] = so->key_secret[0] = 0;
-    free(c);
     return rc;
 }
 

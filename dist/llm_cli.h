@@ -13,6 +13,7 @@
 #include "runtime/llm.h"
 #include "base/cap.h"
 #include "base/devstat.h"
+#include "dist/config.h"
 #include "dist/llm_swarm.h"
 #include "runtime/result.h"
 #include "text/engine.h"
@@ -43,6 +44,9 @@ int llm_cli_resolve(const char *arg, char *path, size_t len, char *err, size_t e
  * loopback only when the config says so). so->n_hosts 0 when arg is a .gguf, a text-lab
  * config or lists none. 0, or -1 with err naming the file and section. */
 int llm_cli_hosts(const char *arg, llm_swarm_opts *so, char *err, size_t errlen);
+/* The same from a config already loaded (arg: its name, for the messages). */
+int llm_cli_hosts_cfg(const config_t *c, const char *arg, llm_swarm_opts *so, char *err,
+                      size_t errlen);
 int llm_cli_open_model(llm_cli_model *lm, const llm_opts *o, char *err, size_t errlen);
 
 /* --arm ssd's knobs. A knob not given on the command line comes from a CONFIG's [ssd] section

@@ -1,11 +1,13 @@
-/* llm_pipe.c — the llm swarm's workers: their processes, control plane and routes, and one
- * pass through the units in order (chains of LIVE workers on the wire, copies of lost
- * workers' layers here). dist/
+/* llm_pipe.c — the one coordinator's workers: their processes, control plane and routes, and
+ * one pass through the units in order (chains of LIVE workers on the wire, copies of lost
+ * workers' layers here), for a real model's sessions (llm_swarm.c) and the dense lab's steps
+ * (steps.c) alike. dist/
  *
  * Nothing waits on a guess: a reply is awaited until it comes, the worker's process is gone
  * (waitpid, checked every LS_POLL_MS), or its control plane leaves heartbeats unanswered
- * for PIRATE_LIVENESS periods (dist/pirate.h). The workers answer heartbeats on their loop whatever they compute
- * (dist/compute.c), so silence means dead, frozen or cut off, never slow.
+ * for `liveness` periods (dist/pirate.h's defaults, or a dense config's [swarm] settings).
+ * The workers answer heartbeats on their loop whatever they compute (dist/compute.c), so
+ * silence means dead, frozen or cut off, never slow.
  */
 #include <errno.h>
 #include <signal.h>
@@ -27,12 +29,23 @@
 #include "dist/spawn.h"
 
 #define LS_POLL_MS 20 /* how often a wait looks at the processes: a kill is seen this soon */
-/* A listed worker has this long to answer the first hello (the dense swarm's bound: a
+/* A listed worker has this long to answer the first hello (a
  * connection and a CURVE handshake take milliseconds; a host that is down never answers). */
 #define LS_HELLO_MS 10000
 #define S_EV_REFUSED                                                                    \
     (ZMQ_EVENT_HANDSHAKE_FAILED_AUTH | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |            \
      ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL)
+
+/* The control plane's period and liveness: a config's, or the defaults (pirate.h). */
+static uint32_t s_hb_ms(const llm_swarm *sw)
+{
+    return sw->hb_ms ? sw->hb_ms : PIRATE_HEARTBEAT_MS;
+}
+
+static uint32_t s_liveness(const llm_swarm *sw)
+{
+    return sw->liveness ? sw->liveness : PIRATE_LIVENESS;
+}
 
 static void s_send(llm_swarm *sw, void *sock)
 {
@@ -64,8 +77,10 @@ void lp_fence(llm_swarm *sw, uint32_t i)
     /* A listed worker cannot be killed from here: its connection goes, and the new epoch
      * makes anything it still sends stale (a frozen one that wakes is dropped by every
      * hop; it forgets us after its own silence bound, PIRATE_WORKER_SILENT_MS). */
-    if (w->pid > 0)
-        spawn_reap(w->pid, SPAWN_KILL, NULL, NULL, 0); /* works on a stopped process too */
+    uint64_t rd = 0;
+    if (w->pid > 0 && /* works on a stopped process too */
+        spawn_reap(w->pid, SPAWN_KILL, &rd, NULL, 0) == 1)
+        sw->reaped_read_bytes += rd;
     w->pid = 0;
     s_close(w);
     if (w->rep_fd >= 0)
@@ -78,6 +93,14 @@ void lp_fence(llm_swarm *sw, uint32_t i)
      * went must be dropped by the others, not computed after the pass's rerun */
     for (uint32_t k = 0; k < sw->n; k++)
         sw->w[k].routed_next = -2;
+}
+
+void lp_detach(llm_swarm *sw, uint32_t i)
+{
+    ls_worker *w = &sw->w[i];
+    s_close(w);
+    for (uint32_t k = 0; k < sw->n; k++)
+        sw->w[k].routed_next = -2; /* a new epoch: what it still sends is stale */
 }
 
 static void s_hello_msg(llm_swarm *sw, ls_worker *w)
@@ -105,14 +128,21 @@ static void s_send_hello(llm_swarm *sw, ls_worker *w)
                                             LS_DEADLINE_PLUS_MS * 1000000ull : 0;
 }
 
-/* A listed worker: its control socket, CURVE when it has a key. One routing id for this
- * coordinator's life, so a worker that lost us for a while (a cut, a freeze) knows us when
- * we say hello again; its ROUTER hands the id over to the new connection. */
+/* One routing id for this coordinator's life on every control socket, so a worker that lost
+ * us for a while (a cut, a freeze) knows us when we say hello again; its ROUTER hands the id
+ * over to the new connection. */
+static void s_routing_id(void *ctl)
+{
+    char rid[64];
+    snprintf(rid, sizeof rid, "llm-coord-%d", (int)getpid());
+    zmq_setsockopt(ctl, ZMQ_ROUTING_ID, rid, strlen(rid));
+}
+
+/* A listed worker: its control socket, CURVE when it has a key, with our one routing id. */
 static int s_connect_remote(llm_swarm *sw, uint32_t i, char *err, size_t errlen)
 {
     ls_worker *w = &sw->w[i];
     int linger = 0;
-    char rid[64];
     s_close(w);
     w->ctl = zmq_socket(sw->zctx, ZMQ_DEALER);
     if (!w->ctl) {
@@ -120,8 +150,7 @@ static int s_connect_remote(llm_swarm *sw, uint32_t i, char *err, size_t errlen)
         return -1;
     }
     zmq_setsockopt(w->ctl, ZMQ_LINGER, &linger, sizeof linger);
-    snprintf(rid, sizeof rid, "llm-coord-%d", (int)getpid());
-    zmq_setsockopt(w->ctl, ZMQ_ROUTING_ID, rid, strlen(rid));
+    s_routing_id(w->ctl);
     if (w->pub[0] && sec_client(w->ctl, sw->o.key_pub, sw->o.key_secret, w->pub)) {
         snprintf(err, errlen, "%s: cannot enable CURVE: %s", w->id, zmq_strerror(errno));
         return -1;
@@ -136,6 +165,36 @@ static int s_connect_remote(llm_swarm *sw, uint32_t i, char *err, size_t errlen)
         return -1;
     }
     s_send_hello(sw, w);
+    return 0;
+}
+
+int lp_probe(llm_swarm *sw, uint32_t i, char *err, size_t errlen)
+{
+    ls_worker *w = &sw->w[i];
+    int linger = 0;
+    /* no join deadline: a process that is alive may be stopped for a while, and its layers
+     * run here meanwhile; it is taken back whenever it answers */
+    if (w->remote) {
+        int rc = s_connect_remote(sw, i, err, errlen);
+        w->deadline_ns = 0;
+        return rc;
+    }
+    s_close(w);
+    w->ctl = zmq_socket(sw->zctx, ZMQ_DEALER);
+    if (!w->ctl) {
+        snprintf(err, errlen, "%s: no socket: %s", w->id, zmq_strerror(errno));
+        return -1;
+    }
+    zmq_setsockopt(w->ctl, ZMQ_LINGER, &linger, sizeof linger);
+    s_routing_id(w->ctl);
+    if (zmq_connect(w->ctl, w->ctl_ep)) {
+        snprintf(err, errlen, "%s: cannot connect to %s: %s", w->id, w->ctl_ep,
+                 zmq_strerror(errno));
+        s_close(w);
+        return -1;
+    }
+    s_send_hello(sw, w);
+    w->deadline_ns = 0;
     return 0;
 }
 
@@ -156,8 +215,9 @@ int lp_spawn(llm_swarm *sw, uint32_t i, char *err, size_t errlen)
      * monitor): the worker must not die with that thread, so it is not tied to it; it drops
      * a silent coordinator itself (PIRATE_WORKER_SILENT_MS). Nothing waits for its endpoint
      * here: lp_poll reads it when it comes, against the deadline set now. */
-    spawn_opts o = { .exe = sw->self, .id = w->id, .cap_bytes = sw->o.cap_bytes,
-                     .slowdown = sw->o.slowdown };
+    spawn_opts o = { .exe = sw->self, .id = w->id, .cap_bytes = w->cap_bytes,
+                     .slowdown = sw->o.slowdown,
+                     .host = sw->o.bind_host[0] ? sw->o.bind_host : NULL };
     if (spawn_begin(&o, &w->pid, &w->rep_fd, err, errlen))
         return -1;
     uint64_t now = util_now_ns();
@@ -196,8 +256,10 @@ static int s_spawn_progress(llm_swarm *sw, uint32_t i, uint64_t now)
     close(w->rep_fd);
     w->rep_fd = -1;
     w->took_spawn_ns = now - w->join_ns;
+    snprintf(w->ctl_ep, sizeof w->ctl_ep, "%s", ep); /* said hello to again by lp_probe */
     w->ctl = zmq_socket(sw->zctx, ZMQ_DEALER);
     zmq_setsockopt(w->ctl, ZMQ_LINGER, &linger, sizeof linger);
+    s_routing_id(w->ctl);
     if (zmq_connect(w->ctl, ep)) {
         snprintf(w->why, sizeof w->why, "cannot connect to %s: %s", ep, zmq_strerror(errno));
         return -1;
@@ -270,6 +332,8 @@ static void s_on_hello(llm_swarm *sw, uint32_t i, const msg_hello *h)
         return;
     }
     snprintf(w->data_ep, sizeof w->data_ep, "%s", h->data_ep);
+    w->hello_ns = util_now_ns();
+    w->hello_pid = h->pid;
     memset(a, 0, sizeof *a);
     snprintf(a->model_path, sizeof a->model_path, "%s", sw->model);
     a->model_size = sw->g->file_size;
@@ -312,8 +376,10 @@ static void s_on_fetch(llm_swarm *sw, uint32_t i, const msg_fetch *f)
     }
     msg_chunk ch = { .off = f->off, .seq = f->seq, .hash = XXH3_64bits(sw->chunk, f->len),
                      .len = f->len, .data = sw->chunk };
-    if (proto_encode_chunk(sw->b, &ch) == 0) /* the worker counts what it got (fetched_bytes) */
+    if (proto_encode_chunk(sw->b, &ch) == 0) { /* the worker counts what it got too */
         s_send(sw, w->ctl);
+        sw->served_bytes += f->len;
+    }
 }
 
 /* One control message from worker i (already known not to be over a cut link). 1 when it
@@ -325,14 +391,28 @@ static int s_on_ctl(llm_swarm *sw, uint32_t i, size_t n, char *how, size_t howle
     int linger = 0;
     memset(sw->m, 0, sizeof *sw->m);
     if (proto_decode_n(sw->frame, n, 0, 1, sw->m, why, sizeof why)) {
+        sw->bad_msgs++;
         log_warn("%s: bad control message (%zu bytes): %s", w->id, n, why);
         return 0;
     }
     sw->wire += n;
     pirate_heard(&w->hb, util_now_ns());
     switch (sw->m->type) {
-    case MSG_HEARTBEAT:
-        w->echo_seq = sw->m->u.hb.seq;
+    case MSG_HEARTBEAT: {
+        const msg_heartbeat *hb = &sw->m->u.hb;
+        w->echo_seq = hb->seq;
+        /* Progress: it finished an activation since its last echo, or it is computing one
+         * and not for so long that it looks stuck */
+        int computing = hb->busy_ns && (!w->stall_ns || hb->busy_ns < w->stall_ns);
+        if (w->state == LW_LIVE && (hb->acts > w->hb_acts || computing))
+            sw->progress_ns = util_now_ns();
+        w->hb_acts = hb->acts;
+        w->hb_busy_ns = hb->busy_ns;
+        break;
+    }
+    case MSG_STATS:
+        w->stats = sw->m->u.stats;
+        w->have_stats = 1;
         break;
     case MSG_HELLO:
         if (w->state == LW_JOIN_HELLO)
@@ -397,9 +477,38 @@ static int s_on_ctl(llm_swarm *sw, uint32_t i, size_t n, char *how, size_t howle
     return 0;
 }
 
+/* Worker i's control messages under an emulated control link: each is held for the link's
+ * round trip first (both directions folded into our receive side: a heartbeat's echo comes
+ * back 2 x one-way later, as on the real link). 1 when one says the worker cannot serve. */
+static int s_ctl_held(llm_swarm *sw, uint32_t i, char *how, size_t howlen)
+{
+    ls_worker *w = &sw->w[i];
+    zmq_msg_t m;
+    int said = 0;
+    zmq_msg_init(&m);
+    while (w->ctl && zmq_msg_recv(&m, w->ctl, ZMQ_DONTWAIT) >= 0) {
+        uint64_t now = util_now_ns();
+        if (w->cut_until_ns)
+            continue; /* nothing is heard over a cut link */
+        if (netem_queue_push(w->ctlq, &m, netem_release_at(sw->ctl_shaper, now,
+                                                          zmq_msg_size(&m)), now))
+            log_warn("%s: control link queue full: a message dropped", w->id);
+    }
+    while (!said && netem_queue_pop_due(w->ctlq, util_now_ns(), &m, NULL)) {
+        size_t n = zmq_msg_size(&m);
+        if (n > sw->frame_cap || w->cut_until_ns)
+            continue;
+        memcpy(sw->frame, zmq_msg_data(&m), n);
+        said = s_on_ctl(sw, i, n, how, howlen);
+    }
+    zmq_msg_close(&m);
+    return said;
+}
+
 int lp_poll(llm_swarm *sw, char *how, size_t howlen)
 {
     uint64_t now = util_now_ns();
+    uint32_t hb_ms = s_hb_ms(sw), live = s_liveness(sw);
     for (uint32_t i = 0; i < sw->n; i++) {
         ls_worker *w = &sw->w[i];
         fault_release(w->pid, now, &w->cont_at_ns, &w->cut_until_ns);
@@ -420,7 +529,12 @@ int lp_poll(llm_swarm *sw, char *how, size_t howlen)
             continue;
         }
         int n;
-        while (w->ctl && (n = zmq_recv(w->ctl, sw->frame, sw->frame_cap, ZMQ_DONTWAIT)) >= 0) {
+        if (sw->ctl_shaper && w->ctlq) {
+            if (s_ctl_held(sw, i, how, howlen))
+                return (int)i;
+        }
+        while (!sw->ctl_shaper && w->ctl &&
+               (n = zmq_recv(w->ctl, sw->frame, sw->frame_cap, ZMQ_DONTWAIT)) >= 0) {
             if (w->cut_until_ns || (size_t)n > sw->frame_cap)
                 continue; /* nothing is heard over a cut link */
             if (s_on_ctl(sw, i, (size_t)n, how, howlen))
@@ -440,11 +554,13 @@ int lp_poll(llm_swarm *sw, char *how, size_t howlen)
             continue;
         }
         char ended[64];
-        int reaped = w->pid > 0 ? spawn_reap(w->pid, SPAWN_POLL, NULL, ended, sizeof ended) : -1;
+        uint64_t rd = 0;
+        int reaped = w->pid > 0 ? spawn_reap(w->pid, SPAWN_POLL, &rd, ended, sizeof ended) : -1;
         if (reaped == 0)
             w->alive_ns = now; /* it ended after this, if it ends */
         if (reaped == 1) {
             w->pid = 0;
+            sw->reaped_read_bytes += rd;
             if (w->state == LW_LIVE) {
                 snprintf(how, howlen, "%s", ended);
                 w->sign_ns = w->alive_ns;
@@ -455,7 +571,7 @@ int lp_poll(llm_swarm *sw, char *how, size_t howlen)
             continue;
         }
         if (s_attached(w) && w->state != LW_JOIN_HELLO &&
-            pirate_due(&w->hb, now, PIRATE_HEARTBEAT_MS)) {
+            pirate_due(&w->hb, now, hb_ms)) {
             msg_heartbeat hb = { .seq = pirate_sent(&w->hb, now), .sent_ns = now };
             if (!w->cut_until_ns && proto_encode_heartbeat(sw->b, &hb) == 0)
                 s_send(sw, w->ctl); /* over a cut link it is lost, and goes unanswered */
@@ -468,7 +584,7 @@ int lp_poll(llm_swarm *sw, char *how, size_t howlen)
             continue;
         }
         if (w->state == LW_LIVE &&
-            pirate_lost(&w->hb, now, PIRATE_HEARTBEAT_MS, PIRATE_LIVENESS, 0)) {
+            pirate_lost(&w->hb, now, hb_ms, live, sw->ctl_allow_ns)) {
             snprintf(how, howlen, "heartbeats stopped (%.0f ms unanswered)",
                      (double)(now - w->hb.heard_ns) / 1e6);
             w->sign_ns = w->hb.heard_ns;
@@ -505,6 +621,54 @@ void lp_wait_results(llm_swarm *sw)
 {
     zmq_pollitem_t it = { sw->pull, 0, ZMQ_POLLIN, 0 };
     zmq_poll(&it, 1, s_wait_ms(sw));
+}
+
+void lp_wait_any(llm_swarm *sw)
+{
+    zmq_pollitem_t it[LS_MAX_W + 1];
+    int k = 0;
+    uint64_t now = util_now_ns(), next = sw->rq ? netem_queue_next(sw->rq) : UINT64_MAX;
+    long ms = (long)s_hb_ms(sw) / 2; /* heartbeats go out on time */
+    if (ms > LS_POLL_MS)
+        ms = LS_POLL_MS;
+    for (uint32_t i = 0; i < sw->n; i++) {
+        uint64_t cn = sw->w[i].ctlq ? netem_queue_next(sw->w[i].ctlq) : UINT64_MAX;
+        if (cn < next)
+            next = cn;
+        if (sw->w[i].ctl)
+            it[k++] = (zmq_pollitem_t){ sw->w[i].ctl, 0, ZMQ_POLLIN, 0 };
+    }
+    /* zmq_poll counts whole ms: a held message due sooner than that is slept for to the ns
+     * (an emulated LAN's one-way delay is 0.2 ms) */
+    if (next != UINT64_MAX && next <= now + 1000000) {
+        if (next > now)
+            util_sleep_until_ns(next);
+        return;
+    }
+    if (next != UINT64_MAX && (long)((next - now) / 1000000) < ms)
+        ms = (long)((next - now) / 1000000);
+    it[k++] = (zmq_pollitem_t){ sw->pull, 0, ZMQ_POLLIN, 0 };
+    zmq_poll(it, k, ms);
+}
+
+void lp_collect_stats(llm_swarm *sw, uint32_t timeout_ms)
+{
+    char how[256];
+    uint64_t deadline = util_now_ns() + (uint64_t)timeout_ms * 1000000ull;
+    msg_stats q = { 0 };
+    for (uint32_t i = 0; i < sw->n; i++)
+        if (sw->w[i].state == LW_LIVE && s_attached(&sw->w[i]) && !sw->w[i].cut_until_ns &&
+            proto_encode_stats(sw->b, &q) == 0)
+            s_send(sw, sw->w[i].ctl);
+    while (util_now_ns() < deadline) {
+        int pending = 0;
+        for (uint32_t i = 0; i < sw->n; i++)
+            pending += sw->w[i].state == LW_LIVE && !sw->w[i].have_stats;
+        if (!pending)
+            break;
+        lp_poll(sw, how, sizeof how); /* a loss now is moot: its figures stay the last known */
+        lp_wait_any(sw);
+    }
 }
 
 int lp_join_all(llm_swarm *sw, char *err, size_t errlen)
@@ -697,9 +861,15 @@ static int s_advance(llm_swarm *sw, ls_pass *p, int *lost, char *how, size_t how
             return LP_OK;
         }
         if (w->state != LW_LIVE) {
+            uint64_t t = util_now_ns();
             lr_record(sw, (uint32_t)p->unit, p->session, p->pos0, p->n, p->x);
-            if (slice_step(w->fb, p->session, p->pos0, p->n, p->x, p->err, sizeof p->err))
+            if (slice_step_stats(w->fb, p->session, p->pos0, p->n, p->x, &sw->fb_stats, p->err,
+                                 sizeof p->err))
                 goto fail;
+            if (p->n_tr < PROTO_MAX_TRACE) /* its stage, as a worker's trace would say */
+                p->tr[p->n_tr++] = (msg_trace){ .stage = (uint32_t)p->unit,
+                                                .compute_ns = util_now_ns() - t };
+            p->here = 1;
             p->unit++;
             continue;
         }
@@ -720,7 +890,10 @@ static int s_advance(llm_swarm *sw, ls_pass *p, int *lost, char *how, size_t how
         msg_act a = { .req = ++sw->req, .step = sw->req, .epoch = sw->epoch,
                       .hop = (uint32_t)p->unit, .session = p->session, .pos = p->pos0,
                       .n_pos = p->n, .dim = sw->dim, .x = p->x };
-        if (proto_encode_act(sw->b, MSG_ACT, &a)) {
+        uint64_t t_enc = util_now_ns();
+        int enc = proto_encode_act(sw->b, MSG_ACT, &a);
+        sw->coord_ser_ns += util_now_ns() - t_enc;
+        if (enc) {
             snprintf(p->err, sizeof p->err, "session %llu: cannot encode %u positions",
                      (unsigned long long)p->session, p->n);
             goto fail;
@@ -732,6 +905,7 @@ static int s_advance(llm_swarm *sw, ls_pass *p, int *lost, char *how, size_t how
             s_fire(sw, p->pos0, p->n);
         if (!w->cut_until_ns) /* over a cut link the act is lost; the wait finds the cut */
             s_send(sw, w->push);
+        sw->act_bytes += proto_buf_len(sw->b);
         p->req = a.req;
         p->unit = k + 1;
         return LP_OK;
@@ -750,6 +924,9 @@ fail:
 
 int lp_start(llm_swarm *sw, ls_pass *p, int *lost, char *how, size_t howlen)
 {
+    p->n_tr = 0;
+    p->held_ns = 0;
+    p->here = 0;
     p->state = LP_RUN;
     p->unit = p->first;
     p->req = 0;
@@ -762,13 +939,18 @@ int lp_start(llm_swarm *sw, ls_pass *p, int *lost, char *how, size_t howlen)
 
 /* One result frame: into its pass, which moves on. A worker found lost on the way: its
  * index; else -1. */
-static int s_on_result(llm_swarm *sw, const void *frame, size_t got, char *how, size_t howlen)
+static int s_on_result(llm_swarm *sw, const void *frame, size_t got, uint64_t arrival_ns,
+                       char *how, size_t howlen)
 {
     char why[256];
+    uint64_t t0 = util_now_ns();
     memset(sw->m, 0, sizeof *sw->m);
     sw->m->u.act.x = sw->ax; /* not a pass's x: a stale result must not touch it */
-    if (got > sw->frame_cap ||
-        proto_decode_n(frame, got, sw->dim, sw->max_batch, sw->m, why, sizeof why)) {
+    int bad = got > sw->frame_cap ||
+              proto_decode_n(frame, got, sw->dim, sw->max_batch, sw->m, why, sizeof why);
+    sw->coord_deser_ns += util_now_ns() - t0;
+    if (bad) {
+        sw->bad_msgs++;
         log_warn("bad message on the result socket (%zu bytes): %s", got,
                  got > sw->frame_cap ? "too long" : why);
         return -1;
@@ -786,11 +968,17 @@ static int s_on_result(llm_swarm *sw, const void *frame, size_t got, char *how, 
     }
     sw->acts++;
     p->req = 0;
+    /* the result's last link is emulated at our end: its hold time is a wait too */
+    p->held_ns += t0 > arrival_ns ? t0 - arrival_ns : 0;
     for (uint32_t k = 0; k < a->n_trace && k < PROTO_MAX_TRACE; k++) {
         const msg_trace *t = &a->trace[k];
         if (t->stage >= sw->n)
             continue;
+        if (p->n_tr < PROTO_MAX_TRACE)
+            p->tr[p->n_tr++] = *t;
         ls_worker *tw = &sw->w[t->stage];
+        if (t->compute_ns > tw->max_compute_ns)
+            tw->max_compute_ns = t->compute_ns;
         tw->tr_acts++;
         tw->tr_wait_ns += t->wait_ns;
         tw->tr_compute_ns += t->compute_ns;
@@ -826,10 +1014,10 @@ int lp_collect(llm_swarm *sw, char *how, size_t howlen)
                 log_warn("result link queue full: a result dropped");
             continue;
         }
-        lost = s_on_result(sw, zmq_msg_data(&m), zmq_msg_size(&m), how, howlen);
+        lost = s_on_result(sw, zmq_msg_data(&m), zmq_msg_size(&m), util_now_ns(), how, howlen);
     }
     while (lost < 0 && sw->rq && netem_queue_pop_due(sw->rq, util_now_ns(), &m, &arrival))
-        lost = s_on_result(sw, zmq_msg_data(&m), zmq_msg_size(&m), how, howlen);
+        lost = s_on_result(sw, zmq_msg_data(&m), zmq_msg_size(&m), arrival, how, howlen);
     zmq_msg_close(&m);
     return lost;
 }

@@ -1,6 +1,7 @@
-/* llm_swarm_int.h — the llm swarm's state, shared by llm_swarm.c (sessions, failover policy)
- * and llm_pipe.c (the worker processes, the wire, the pass through the route): llm_swarm.c
- * calls llm_pipe.c, never the other way. Not an API. dist/ */
+/* llm_swarm_int.h — the one coordinator's state, shared by llm_pipe.c (the worker processes,
+ * the wire, the pass through the route) and the two policies on it: llm_swarm.c (a real
+ * model's sessions, failover with cache rebuilds) and steps.c (the dense lab's steps). They
+ * call llm_pipe.c, never the other way. Not an API. dist/ */
 #ifndef SWARM_LLM_SWARM_INT_H
 #define SWARM_LLM_SWARM_INT_H
 
@@ -13,6 +14,8 @@
 #include "gguf/gguf.h"
 #include "base/sec.h"
 #include "dist/llm_swarm.h"
+#include "netem/netem.h"
+#include "runtime/exec.h"
 #include "dist/pirate.h"
 #include "proto/proto.h"
 #include "runtime/slice.h"
@@ -84,6 +87,18 @@ typedef struct {
                                    * one) after a loss, and those that failed */
     int routed_next;              /* its route in force: next worker, -1 the coordinator,
                                    * -2 none */
+    /* What its heartbeats' echoes and its stats say (the dense lab's steps use them: a slow
+     * worker told from a stuck one, its figures at the end; dist/steps.c) */
+    uint64_t hb_acts;             /* activations completed, as its last echo said */
+    uint64_t hb_busy_ns;          /* time on its current activation, as its last echo said */
+    uint64_t max_compute_ns;      /* its slowest activation so far (from result traces) */
+    uint64_t stall_ns;            /* busy longer than this is no progress (0: any busy is) */
+    msg_stats stats;              /* its end-of-run stats (have_stats) */
+    int have_stats;
+    netem_queue *ctlq;            /* control messages held by an emulated control link */
+    uint64_t probe_ns;            /* lost, kept alive (steps): when it was last said hello to */
+    uint64_t hello_ns;            /* when it last answered hello */
+    uint32_t hello_pid;           /* its process id, as that hello said */
     /* Rejoin without a second stall (llm_rejoin.c): while its layers run here, the input of
      * its first layer at every position of every live session is kept (rec, sessions x
      * n_ctx x dim; rec_n[k]: positions 0..rec_n[k]-1 of session slot k held), and a fresh
@@ -135,6 +150,12 @@ typedef struct ls_pass {
     uint64_t req;                 /* the act awaited (0: none) */
     int state;
     uint32_t *cached;             /* set to pos0 + n when it is done (NULL: replays) */
+    /* what each stage did (the dense lab's stage times; dist/steps.c): the traces of every
+     * result it took, its units run here appended */
+    msg_trace tr[PROTO_MAX_TRACE];
+    uint32_t n_tr;
+    uint64_t held_ns;             /* its results' time held by the emulated link into us */
+    int here;                     /* a unit of it ran here (a lost worker's layers) */
     char err[512];
     struct ls_pass *next;
 } ls_pass;
@@ -200,6 +221,21 @@ struct llm_swarm {
     cpu_set_t cpus0;              /* the caller's cores before, given back at the end */
     netem_shaper *shaper;         /* the results' link into the coordinator (NULL: none) */
     netem_queue *rq;              /* results held by that link until their release */
+    /* The control plane's settings and emulation (0 / NULL: PIRATE_* defaults, none). The
+     * dense lab's configs set them ([swarm] heartbeat_ms, liveness; a profile with
+     * control_plane): each control message is held for the link's round trip at our end. */
+    uint32_t hb_ms, liveness;
+    uint64_t ctl_allow_ns;        /* liveness allowance for the emulated control link */
+    netem_shaper *ctl_shaper;
+    /* Counters the dense lab reports (dist/steps.c) */
+    exec_stats fb_stats;          /* what those copies' steps read and hashed */
+    uint64_t progress_ns;         /* last sign of work: a worker finished or is computing */
+    uint64_t act_bytes;           /* acts sent by the coordinator, bytes */
+    uint64_t served_bytes;        /* model bytes served to fetching workers */
+    uint64_t reaped_read_bytes;   /* storage reads of reaped workers (the kernel adds them
+                                   * to ours) */
+    uint64_t coord_ser_ns, coord_deser_ns;
+    uint64_t bad_msgs;            /* undecodable control messages and results, dropped */
 };
 
 /* llm_pipe.c */
@@ -246,6 +282,17 @@ void lp_fence(llm_swarm *sw, uint32_t i);
 void lp_close_all(llm_swarm *sw);
 /* A session's end to every LIVE worker (a rejoiner's: lr_session_end). */
 void lp_session_end(llm_swarm *sw, uint64_t session);
+/* Worker i's sockets closed and its routes reset as lp_fence does, its process left
+ * running (a stateless range's worker that froze or was cut off may come back: lp_probe). */
+void lp_detach(llm_swarm *sw, uint32_t i);
+/* Say hello to worker i again on a fresh control socket (its process, or a listed worker,
+ * still at ctl_ep): JOIN_HELLO, then as a joining worker (lp_poll). -1 with err. */
+int lp_probe(llm_swarm *sw, uint32_t i, char *err, size_t errlen);
+/* Ask every LIVE worker for its stats and wait up to timeout_ms for their answers. */
+void lp_collect_stats(llm_swarm *sw, uint32_t timeout_ms);
+/* Wait up to LS_POLL_MS (less when a held message is due) for the result socket or a
+ * control socket. */
+void lp_wait_any(llm_swarm *sw);
 void lp_session_end_one(llm_swarm *sw, uint32_t i, uint64_t session);
 /* Worker i (READY) routed alone in the current epoch, its results to the coordinator: the
  * catch-up's route, confirmed by the heartbeat sent after it (route_seq). */
