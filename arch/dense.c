@@ -72,7 +72,7 @@ static int s_layer(const arch_model *m, uint32_t l, arch_layer *ly, char *err, s
 /* The matrix products only: no attention, no cache (positions are independent). */
 static void s_cost(const arch_model *m, uint32_t l, arch_cost *c)
 {
-    arch_cost_matrices(&m->layers[l], c);
+    arch_cost_matrices(&m->layers[l], 0, c);
 }
 
 static uint64_t s_run_bytes(const arch_model *m, uint32_t max_pos)

@@ -235,7 +235,7 @@ llm_model *llm_model_open_opts(const char *path, const llm_opts *o, char *err, s
     if (!arch_model_has(&m->am, ARCH_TOKENS)) {
         arch_err(err, errlen, path,
                  "a swarm-dense model has no tokens (run it with `swarm run`); a token "
-                 "family (llama, qwen2, qwen3, gemma2, gemma3, phi3) needed");
+                 "family (llama, qwen2, qwen3, qwen3moe, gemma2, gemma3, phi3) needed");
         goto err;
     }
     if (o)
