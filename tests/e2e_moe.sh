@@ -4,7 +4,7 @@
 # under a cap that streams layers (parity, cache and content gates; it streams every expert of
 # a streamed layer: expert-granular reads are not built yet), the resident arm in 2 spawned
 # workers (the same token ids and logits as the reference; a layer's experts are never split
-# across workers), and the quantized arm (the f16 file quantized to q8_0 by `swarm quantize`,
+# across workers; a worker killed mid-generation changes nothing), and the quantized arm (the f16 file quantized to q8_0 by `swarm quantize`,
 # its 3-D expert tensors included). llama.cpp parity of these families: test_arch
 # (tests/fixtures/llama/expected-moe.json). tests/
 # Env: SWARM_BIN, SWARM_TEST_TMP. Closes with "e2e_moe: N passed, N failed".
@@ -73,6 +73,12 @@ for fam in mixtral qwen3moe; do
     eq "$fam resident digests" "$(digests "$T/${fam}_res.jsonl")" "$(digests "$T/${fam}_ref.jsonl")"
     eq "$fam resident: the last worker ends at the last layer" \
         "$(jfield "$T/${fam}_res.jsonl" workers.1.last)" "$nl"
+
+    # failover: a worker killed mid-generation, the same tokens and logits
+    sw ${fam}_kill generate "$T/$fam.gguf" "${G[@]}" --arm resident --workers 2 \
+        --worker-cap 64M --threads 1 --kill-worker w1@4 --out "$T/${fam}_kill.jsonl"
+    expect_rc ${fam}_kill 0; has ${fam}_kill err "failover w1 (killed by signal 9)"
+    eq "$fam failover digests" "$(digests "$T/${fam}_kill.jsonl")" "$(digests "$T/${fam}_ref.jsonl")"
 
     # quantized: the f16 file to q8_0 (3-D expert tensors too), reference and resident
     sw ${fam}_quant quantize "$T/$fam-f16.gguf" "$T/$fam-q8.gguf" q8_0; expect_rc ${fam}_quant 0
