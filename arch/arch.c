@@ -307,7 +307,10 @@ int arch_layer_before(arch_run *r, uint32_t tensor)
 int arch_layer_rows(arch_run *r, uint32_t tensor, uint64_t r0, uint64_t n, const void *rows)
 {
     const arch_layer *l = &r->m->layers[r->layer];
-    if (tensor >= l->n_tensors || !l->t[tensor].is_matrix || !rows || !n ||
+    /* rows NULL: only an expert tensor's, for experts no position routes to (the family
+     * checks that) */
+    if (tensor >= l->n_tensors || !l->t[tensor].is_matrix || (!rows && !l->t[tensor].n_expert) ||
+        !n ||
         r0 > l->t[tensor].rows || n > l->t[tensor].rows - r0)
         return arch_run_fail(r, "layer %u: rows %llu..+%llu of tensor %u are outside it",
                              r->layer, (unsigned long long)r0, (unsigned long long)n, tensor);
@@ -327,6 +330,17 @@ int arch_layer_rows(arch_run *r, uint32_t tensor, uint64_t r0, uint64_t n, const
         r->ready = 0;
     }
     return 0;
+}
+
+uint32_t arch_layer_experts(const arch_run *r, uint8_t *used)
+{
+    const arch_layer *l = &r->m->layers[r->layer];
+    /* routing is known once the first expert tensor is being prepared */
+    if (r->cur >= l->n_tensors || !l->t[r->cur].n_expert || (!r->ready && r->next_row == 0 &&
+                                                            r->cur > 0 &&
+                                                            !l->t[r->cur - 1].n_expert))
+        return 0;
+    return r->m->ops->experts(r, used);
 }
 
 int arch_layer_end(arch_run *r)

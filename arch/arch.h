@@ -222,6 +222,11 @@ int arch_layer_begin(arch_run *r, uint32_t layer, const void *const *vectors, ar
 int arch_layer_before(arch_run *r, uint32_t tensor);
 int arch_layer_rows(arch_run *r, uint32_t tensor, uint64_t r0, uint64_t n, const void *rows);
 int arch_layer_end(arch_run *r);
+/* A layer with experts: the experts the run's positions route to (used[0..n_expert) = 1), and
+ * their count, once before(the first expert tensor) has run (0 before, and for a layer without
+ * experts). The SSD arm reads only those experts' rows and passes NULL rows for the others
+ * (arch_layer_rows refuses NULL where a position routes). */
+uint32_t arch_layer_experts(const arch_run *r, uint8_t *used);
 /* All of the above with every tensor resident: data[i] is tensor i's bytes. */
 int arch_layer_forward(arch_run *r, uint32_t layer, const void *const *data, arch_kv *kv,
                        float *x, uint32_t n, uint32_t pos0, char *err, size_t errlen);

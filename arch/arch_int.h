@@ -30,6 +30,10 @@ struct arch_ops {
     int (*before)(arch_run *r, uint32_t tensor);
     int (*rows)(arch_run *r, uint32_t tensor, uint64_t r0, uint64_t n, const void *rows);
     int (*end)(arch_run *r);
+    /* the experts the run's positions route to in the current layer, into used[0..n_expert)
+     * (1 = routed); their count. Called only between before(the first expert tensor) and end
+     * of a layer with experts (arch.c checks); a family without experts returns 0 */
+    uint32_t (*experts)(const arch_run *r, uint8_t *used);
 };
 
 /* The families (arch.c's table lists them). */

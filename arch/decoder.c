@@ -759,6 +759,12 @@ int arch_dec_rows(arch_run *r, uint32_t tensor, uint64_t r0, uint64_t n, const v
     return 0;
 }
 
+uint32_t arch_dec_experts(const arch_run *r, uint8_t *used)
+{
+    const s_run *s = r->fam;
+    return s->moe ? arch_moe_used(s->moe, r->n, used) : 0;
+}
+
 int arch_dec_end(arch_run *r)
 {
     s_run *s = r->fam;

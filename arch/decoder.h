@@ -79,12 +79,13 @@ int arch_dec_begin(arch_run *r, char *err, size_t errlen);
 int arch_dec_before(arch_run *r, uint32_t tensor);
 int arch_dec_rows(arch_run *r, uint32_t tensor, uint64_t r0, uint64_t n, const void *rows);
 int arch_dec_end(arch_run *r);
+uint32_t arch_dec_experts(const arch_run *r, uint8_t *used);
 
 /* A table entry of a decoder family: its name, open and layer; the rest is the decoder's. */
 #define ARCH_DEC_OPS(NAME, OPEN, LAYER)                                                    \
     { .name = NAME, .props = ARCH_TOKENS | ARCH_KV, .open = OPEN, .layer = LAYER,           \
       .cost = arch_dec_cost, .run_bytes = arch_dec_run_bytes, .run_init = arch_dec_run_init, \
       .run_free = arch_dec_run_free, .begin = arch_dec_begin, .before = arch_dec_before,    \
-      .rows = arch_dec_rows, .end = arch_dec_end }
+      .rows = arch_dec_rows, .end = arch_dec_end, .experts = arch_dec_experts }
 
 #endif

@@ -4,6 +4,7 @@
 #include "arch/moe.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -128,6 +129,18 @@ void arch_moe_route_all(arch_moe *m, uint32_t n)
                        m->scale, m->sel + (size_t)p * m->k, m->w + (size_t)p * m->k);
 }
 
+uint32_t arch_moe_used(const arch_moe *m, uint32_t n, uint8_t *used)
+{
+    uint32_t c = 0;
+    memset(used, 0, m->n_expert);
+    for (size_t i = 0; i < (size_t)n * m->k; i++)
+        if (!used[m->sel[i]]) {
+            used[m->sel[i]] = 1;
+            c++;
+        }
+    return c;
+}
+
 int arch_moe_rows(arch_moe *m, int which, const arch_tensor *t, uint64_t r0, uint64_t nr,
                   const void *rows, const float *x, uint32_t n, int nthreads, char *why,
                   size_t whylen)
@@ -138,12 +151,17 @@ int arch_moe_rows(arch_moe *m, int which, const arch_tensor *t, uint64_t r0, uin
     for (uint64_t e = r0 / per; e * per < r0 + nr; e++) {
         uint64_t lo = e * per > r0 ? e * per : r0;
         uint64_t hi = (e + 1) * per < r0 + nr ? (e + 1) * per : r0 + nr;
-        const uint8_t *src = (const uint8_t *)rows + (lo - r0) * t->row_bytes;
+        const uint8_t *src = rows ? (const uint8_t *)rows + (lo - r0) * t->row_bytes : NULL;
         for (uint32_t p = 0; p < n; p++)
             for (uint32_t j = 0; j < m->k; j++) {
                 size_t slot = (size_t)p * m->k + j;
                 if (m->sel[slot] != e)
                     continue;
+                if (!src) {
+                    snprintf(why, whylen, "expert %llu is routed to but its rows were not read",
+                             (unsigned long long)e);
+                    return -1;
+                }
                 const float *in = which == 2 ? m->gate + slot * m->ff : x + (size_t)p * m->dim;
                 if (quant_matmat((quant_type)t->type, hi - lo, t->cols, src, 1, in,
                                  out + slot * outw + (lo - e * per), nthreads, why, whylen))

@@ -43,8 +43,12 @@ float *arch_moe_logits(arch_moe *m);
 void arch_moe_route_all(arch_moe *m, uint32_t n);
 /* Positions 0..n's chosen experts: sel[p * k + j] (k = n_expert_used). */
 const uint32_t *arch_moe_selected(const arch_moe *m);
+/* The experts positions 0..n route to: used[e] = 1; their count. */
+uint32_t arch_moe_used(const arch_moe *m, uint32_t n, uint8_t *used);
 /* Rows r0..r0+nr of expert tensor t (which: 0 gate, 1 up, 2 down) for n positions: gate and up
- * read x (n x dim, the normed input), down the activations. 0 / -1 with why. */
+ * read x (n x dim, the normed input), down the activations. rows NULL: the range was not read
+ * (the SSD arm reads only routed experts), refused when a position routes to an expert in it.
+ * 0 / -1 with why. */
 int arch_moe_rows(arch_moe *m, int which, const arch_tensor *t, uint64_t r0, uint64_t nr,
                   const void *rows, const float *x, uint32_t n, int nthreads, char *why,
                   size_t whylen);
