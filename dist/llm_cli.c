@@ -174,6 +174,10 @@ int llm_cli_ssd_flag(llm_cli_ssd_flags *f, int argc, char **argv, int *i, char *
         f->buffered = 1;
         return 1;
     }
+    if (!strcmp(k, "--stream-all-experts")) {
+        f->experts_dense = 1;
+        return 1;
+    }
     if (strcmp(k, "--cap") && strcmp(k, "--chunk") && strcmp(k, "--queue-depth"))
         return 0;
     if (*i + 1 >= argc) {
@@ -216,6 +220,7 @@ int llm_cli_ssd_opts(const llm_cli_ssd_flags *f, const char *arg, llm_opts *o, c
     o->queue_depth = f->queue_depth ? f->queue_depth : c->queue_depth;
     o->overhead_bytes = c->overhead_bytes;
     o->buffered = f->buffered >= 0 ? f->buffered : c->buffered;
+    o->experts_dense = f->experts_dense;
     free(c);
     return 0;
 }

@@ -107,6 +107,7 @@ static void s_ssd_exec_opts(const arch_model *am, const llm_opts *o, exec_opts *
     *eo = (exec_opts){ .budget_bytes = o->cap_bytes, .queue_depth = o->queue_depth,
                        .chunk_bytes = o->chunk_bytes, .overhead_bytes = o->overhead_bytes,
                        .buffered = o->buffered, .total_steps = o->total_steps,
+                       .experts_dense = o->experts_dense,
                        .verify_resident = 1, .max_pos = o->n_batch,
                        .held_bytes = held + s_session_bytes(&am->hp, o->n_ctx, o->n_batch) };
 }

@@ -63,6 +63,7 @@ typedef struct {
                                    * model's context_length) */
     uint32_t n_batch;             /* SSD: positions per pass planned for (0: 32) */
     int buffered;                 /* SSD: page-cache reads (labelled; the cache gate judges) */
+    int experts_dense;            /* SSD: stream every expert with its layer (exec_opts) */
     uint64_t total_steps;         /* SSD: stop read-ahead after this many passes (0: never) */
     const llm_layers_hook *hook;  /* RESIDENT: where the layers run (copied; required) */
 } llm_opts;

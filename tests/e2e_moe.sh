@@ -1,11 +1,13 @@
 #!/bin/bash
 # e2e_moe.sh — the Mixture-of-Experts families (Mixtral-style llama with experts, qwen3moe)
 # through every arm on tiny random models: the reference arm (its --parity rerun), the SSD arm
-# under a cap that streams layers (parity, cache and content gates; it streams every expert of
-# a streamed layer: expert-granular reads are not built yet), the resident arm in 2 spawned
-# workers (the same token ids and logits as the reference; a layer's experts are never split
-# across workers; a worker killed mid-generation changes nothing), and the quantized arm (the f16 file quantized to q8_0 by `swarm quantize`,
-# its 3-D expert tensors included). llama.cpp parity of these families: test_arch
+# under a cap that streams layers (parity, cache and content gates; a streamed layer reads
+# only its routed experts into an expert cache: fewer bytes than every expert, each slice
+# hashed; --stream-all-experts, the dense read, gives the same bits; a corrupted expert fails
+# the content gate, exit 3), the resident arm in 2 spawned workers (the same token ids and
+# logits as the reference; a layer's experts are never split across workers; a worker killed
+# mid-generation changes nothing), and the quantized arm (the f16 file quantized to q8_0 by
+# `swarm quantize`, its 3-D expert tensors included). llama.cpp parity of these families: test_arch
 # (tests/fixtures/llama/expected-moe.json). tests/
 # Env: SWARM_BIN, SWARM_TEST_TMP. Closes with "e2e_moe: N passed, N failed".
 set -u
@@ -65,6 +67,22 @@ for fam in mixtral qwen3moe; do
         eq "$fam ssd gate $g" "$(jfield "$T/${fam}_ssd.jsonl" gates.$g)" pass
     done
     eq "$fam ssd digests" "$(digests "$T/${fam}_ssd.jsonl")" "$(digests "$T/${fam}_ref.jsonl")"
+    has ${fam}_ssd err "ssd experts:"
+    python3 - "$T/${fam}_ssd.jsonl" <<'PY' && ok || bad "$fam: expert streaming figures"
+import json, sys
+o = json.loads(open(sys.argv[1]).readlines()[-1])
+r, d = o["expert_read_bytes"], o["expert_dense_bytes"]
+h, m = o["expert_cache_hits"], o["expert_cache_misses"]
+assert 0 < r < d, (r, d)
+assert m > 0 and o["experts_hashed"] >= m, o
+assert o["expert_cache_slots"] >= 1
+print(f"  experts read {r} of {d} bytes ({r / d:.2f}), cache hit rate {h / (h + m):.2f}")
+PY
+    # the same run with every expert streamed with its layer (the dense read): the same bits
+    sw ${fam}_ssdd generate "$T/$fam.gguf" --arm ssd --cap "$CAP" "${G[@]}" --stream-all-experts \
+        --out "$T/${fam}_ssdd.jsonl"; expect_rc ${fam}_ssdd 0
+    eq "$fam ssd dense digests" "$(digests "$T/${fam}_ssdd.jsonl")" "$(digests "$T/${fam}_ref.jsonl")"
+    eq "$fam ssd dense: no expert cache" "$(jfield "$T/${fam}_ssdd.jsonl" expert_cache_slots)" MISSING
 
     # resident: 2 workers, partitioned by bytes (every layer's experts priced in)
     sw ${fam}_res generate "$T/$fam.gguf" "${G[@]}" --arm resident --workers 2 \
@@ -89,6 +107,53 @@ for fam in mixtral qwen3moe; do
         --worker-cap 64M --threads 1 --out "$T/${fam}_qres.jsonl"; expect_rc ${fam}_qres 0
     eq "$fam q8_0 resident digests" "$(digests "$T/${fam}_qres.jsonl")" "$(digests "$T/${fam}_qref.jsonl")"
 done
+
+# a byte of every expert's slice of one streamed expert tensor corrupted in place, size and
+# mtime kept (the checksum caches stay valid): whichever experts are routed fail the content
+# gate, no text comes out, exit 3
+F=qwen3moe
+cp -p "$T/$F.gguf" "$T/bad.gguf"
+sw warm generate "$T/bad.gguf" --arm ssd --cap "$CAP" "${G[@]}"; expect_rc warm 0
+python3 - "$T/bad.gguf" blk.3.ffn_up_exps.weight 16 <<'EOF' && ok || bad "could not corrupt the copy"
+import os, struct, sys
+path, name, E = sys.argv[1], sys.argv[2], int(sys.argv[3])
+f = open(path, "r+b"); d = f.read()
+p = 4 + 4
+nt, nkv = struct.unpack_from("<QQ", d, p); p += 16
+def s(p):
+    n, = struct.unpack_from("<Q", d, p); return d[p + 8:p + 8 + n].decode(), p + 8 + n
+SZ = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
+def val(t, p):
+    if t == 8: return s(p)
+    if t == 9:
+        at, n = struct.unpack_from("<IQ", d, p); p += 12
+        for _ in range(n): v, p = val(at, p)
+        return None, p
+    v = struct.unpack_from({4: "<I", 5: "<i"}.get(t, "<%dx" % SZ[t]), d, p)
+    return (v[0] if v else None), p + SZ[t]
+align = 32
+for _ in range(nkv):
+    k, p = s(p); t, = struct.unpack_from("<I", d, p); v, p = val(t, p + 4)
+    if k == "general.alignment": align = v
+off = None
+for _ in range(nt):
+    n, p = s(p); nd, = struct.unpack_from("<I", d, p)
+    dims = struct.unpack_from("<%dQ" % nd, d, p + 4); p += 4 + 8 * nd
+    t, o = struct.unpack_from("<IQ", d, p); p += 12
+    if n == name: off, nbytes = o, dims[0] * dims[1] * dims[2] // 32 * 34  # q8_0 blocks
+base = (p + align - 1) // align * align
+st = os.stat(path)
+for e in range(E):
+    at = base + off + e * (nbytes // E) + 100
+    f.seek(at); b = f.read(1); f.seek(at); f.write(bytes([b[0] ^ 0x40]))
+f.close()
+os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+EOF
+sw corrupt generate "$T/bad.gguf" --arm ssd --cap "$CAP" "${G[@]}" --out "$T/bad.jsonl"
+expect_rc corrupt 3
+has corrupt err "content gate: layer 3 expert"
+has corrupt err "checksum mismatch"
+eq "corrupt: no text computed from it" "$(tr -d '\n' <"$T/corrupt.out")" ""
 
 # bad input: experts where the family has none, a qwen3moe file without them
 sw bad_fam gen --arch qwen3 --experts 8 --vocab-from "$T/vocab.gguf" --seed 1 -o "$T/bad.gguf"
