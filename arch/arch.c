@@ -335,10 +335,10 @@ int arch_layer_rows(arch_run *r, uint32_t tensor, uint64_t r0, uint64_t n, const
 uint32_t arch_layer_experts(const arch_run *r, uint8_t *used)
 {
     const arch_layer *l = &r->m->layers[r->layer];
-    /* routing is known once the first expert tensor is being prepared */
-    if (r->cur >= l->n_tensors || !l->t[r->cur].n_expert || (!r->ready && r->next_row == 0 &&
-                                                            r->cur > 0 &&
-                                                            !l->t[r->cur - 1].n_expert))
+    /* routing is known once before(the first expert tensor) has run: the current matrix is
+     * an expert tensor, prepared, or after another expert tensor */
+    if (r->cur >= l->n_tensors || !l->t[r->cur].n_expert ||
+        (!r->ready && (r->cur == 0 || !l->t[r->cur - 1].n_expert)))
         return 0;
     return r->m->ops->experts(r, used);
 }
