@@ -34,6 +34,7 @@ static const arch_ops *const s_families[] = {
     &arch_llama_ops,
     &arch_qwen2_ops,
     &arch_qwen3_ops,
+    &arch_qwen3moe_ops,
     &arch_gemma2_ops,
     &arch_gemma3_ops,
     &arch_phi3_ops,
@@ -42,8 +43,9 @@ static const arch_ops *const s_families[] = {
 
 /* ---------------------------------------------------------------- opening */
 
-int arch_tensor_get(const gguf_file *g, const char *name, int is_matrix, uint64_t rows,
-                    uint64_t cols, arch_tensor *t, char *err, size_t errlen)
+/* n_expert > 0: a 3-D [cols, rows, n_expert] tensor, seen as n_expert x rows rows */
+static int s_tensor_get(const gguf_file *g, const char *name, int is_matrix, uint32_t n_expert,
+                        uint64_t rows, uint64_t cols, arch_tensor *t, char *err, size_t errlen)
 {
     const gguf_tensor *gt = gguf_find_tensor(g, name);
     char why[160];
@@ -51,14 +53,18 @@ int arch_tensor_get(const gguf_file *g, const char *name, int is_matrix, uint64_
         arch_err(err, errlen, g->path, "tensor '%s' is missing", name);
         return -1;
     }
-    uint32_t want_dims = is_matrix ? 2 : 1;
-    if (gt->n_dims != want_dims || gt->dims[0] != cols || (is_matrix && gt->dims[1] != rows)) {
+    uint32_t want_dims = n_expert ? 3 : is_matrix ? 2 : 1;
+    if (gt->n_dims != want_dims || gt->dims[0] != cols || (is_matrix && gt->dims[1] != rows) ||
+        (n_expert && gt->dims[2] != n_expert)) {
         char have[96] = "", want[64];
         size_t k = 0;
         for (uint32_t i = 0; i < gt->n_dims && k < sizeof have; i++)
             k += (size_t)snprintf(have + k, sizeof have - k, "%s%llu", i ? ", " : "",
                                   (unsigned long long)gt->dims[i]);
-        if (is_matrix)
+        if (n_expert)
+            snprintf(want, sizeof want, "[%llu, %llu, %u]", (unsigned long long)cols,
+                     (unsigned long long)rows, n_expert);
+        else if (is_matrix)
             snprintf(want, sizeof want, "[%llu, %llu]", (unsigned long long)cols,
                      (unsigned long long)rows);
         else
@@ -75,6 +81,8 @@ int arch_tensor_get(const gguf_file *g, const char *name, int is_matrix, uint64_
                  quant_type_name(gt->type), gt->type, quant_type_list());
         return -1;
     }
+    if (n_expert)
+        rows *= n_expert;
     uint64_t rb = 0, nb = 0;
     if (quant_row_bytes((quant_type)gt->type, cols, &rb, why, sizeof why) ||
         quant_tensor_bytes((quant_type)gt->type, rows, cols, &nb, why, sizeof why)) {
@@ -96,7 +104,21 @@ int arch_tensor_get(const gguf_file *g, const char *name, int is_matrix, uint64_
     t->nbytes = gt->nbytes;
     t->row_bytes = rb;
     t->is_matrix = is_matrix;
+    t->n_expert = n_expert;
     return 0;
+}
+
+int arch_tensor_get(const gguf_file *g, const char *name, int is_matrix, uint64_t rows,
+                    uint64_t cols, arch_tensor *t, char *err, size_t errlen)
+{
+    return s_tensor_get(g, name, is_matrix, 0, rows, cols, t, err, errlen);
+}
+
+int arch_tensor_get_experts(const gguf_file *g, const char *name, uint32_t n_expert,
+                            uint64_t rows, uint64_t cols, arch_tensor *t, char *err,
+                            size_t errlen)
+{
+    return s_tensor_get(g, name, 1, n_expert, rows, cols, t, err, errlen);
 }
 
 static void s_layer_seal(arch_layer *l)
@@ -165,12 +187,18 @@ int arch_model_has(const arch_model *m, unsigned props)
     return m->ops && (m->ops->props & props) == props;
 }
 
-void arch_cost_matrices(const arch_layer *l, arch_cost *c)
+void arch_cost_matrices(const arch_layer *l, uint32_t n_expert_used, arch_cost *c)
 {
     c->weight_bytes = l->weight_bytes;
-    for (uint32_t i = 0; i < l->n_tensors; i++)
-        if (l->t[i].is_matrix)
-            c->flops_per_pos += 2.0 * (double)l->t[i].rows * (double)l->t[i].cols;
+    c->routed_bytes = 0;
+    for (uint32_t i = 0; i < l->n_tensors; i++) {
+        const arch_tensor *t = &l->t[i];
+        /* an expert tensor: a position multiplies n_expert_used experts' rows of it */
+        double share = t->n_expert ? (double)n_expert_used / t->n_expert : 1.0;
+        if (t->is_matrix)
+            c->flops_per_pos += 2.0 * (double)t->rows * (double)t->cols * share;
+        c->routed_bytes += t->n_expert ? t->nbytes / t->n_expert * n_expert_used : t->nbytes;
+    }
 }
 
 void arch_layer_cost(const arch_model *m, uint32_t layer, arch_cost *c)
@@ -301,7 +329,10 @@ int arch_layer_before(arch_run *r, uint32_t tensor)
 int arch_layer_rows(arch_run *r, uint32_t tensor, uint64_t r0, uint64_t n, const void *rows)
 {
     const arch_layer *l = &r->m->layers[r->layer];
-    if (tensor >= l->n_tensors || !l->t[tensor].is_matrix || !rows || !n ||
+    /* rows NULL: only an expert tensor's, for experts no position routes to (the family
+     * checks that) */
+    if (tensor >= l->n_tensors || !l->t[tensor].is_matrix || (!rows && !l->t[tensor].n_expert) ||
+        !n ||
         r0 > l->t[tensor].rows || n > l->t[tensor].rows - r0)
         return arch_run_fail(r, "layer %u: rows %llu..+%llu of tensor %u are outside it",
                              r->layer, (unsigned long long)r0, (unsigned long long)n, tensor);
@@ -321,6 +352,17 @@ int arch_layer_rows(arch_run *r, uint32_t tensor, uint64_t r0, uint64_t n, const
         r->ready = 0;
     }
     return 0;
+}
+
+uint32_t arch_layer_experts(const arch_run *r, uint8_t *used)
+{
+    const arch_layer *l = &r->m->layers[r->layer];
+    /* routing is known once before(the first expert tensor) has run: the current matrix is
+     * an expert tensor, prepared, or after another expert tensor */
+    if (r->cur >= l->n_tensors || !l->t[r->cur].n_expert ||
+        (!r->ready && (r->cur == 0 || !l->t[r->cur - 1].n_expert)))
+        return 0;
+    return r->m->ops->experts(r, used);
 }
 
 int arch_layer_end(arch_run *r)

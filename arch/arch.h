@@ -125,6 +125,13 @@ typedef struct {
     float embd_scale;             /* the embedding rows times this (gemma: sqrt(dim); else 1) */
     float logit_softcap;          /* logits = c tanh(logits / c) when > 0 */
     arch_ffn_act ffn_act;
+    /* Mixture-of-Experts (arch/moe.c): 0 experts = a dense feed-forward */
+    uint32_t n_expert;            /* <arch>.expert_count */
+    uint32_t n_expert_used;       /* <arch>.expert_used_count: the top k a position routes to */
+    uint32_t n_ff_exp;            /* an expert's feed-forward width (llama: feed_forward_length;
+                                   * qwen3moe: expert_feed_forward_length) */
+    float expert_weights_scale;   /* <arch>.expert_weights_scale: the routing weights times
+                                   * this (0 or 1: none) */
 } arch_hparams;
 
 /* One tensor of a layer as the file has it. A matrix has `rows` rows of `cols` elements
@@ -137,6 +144,9 @@ typedef struct {
     uint64_t row_bytes;           /* bytes of one row of this type */
     int is_matrix;
     uint32_t role;                /* the family's tag for the tensor's part in its layer */
+    uint32_t n_expert;            /* a 3-D expert tensor (ggml [cols, rows / n_expert,
+                                   * n_expert]) seen as one matrix: expert e's rows are
+                                   * [e rows / n_expert, (e + 1) rows / n_expert); 0 otherwise */
 } arch_tensor;
 
 typedef struct {
@@ -152,6 +162,9 @@ typedef struct {
     double flops_per_pos;         /* multiply-adds x 2, excluding attention over the cache */
     double attn_flops_per_pos_ctx;/* attention flops per position per cached position */
     uint64_t kv_bytes_per_pos;    /* KV cache bytes one position adds (0 for dense) */
+    uint64_t routed_bytes;        /* the weight bytes one position reads: every tensor but the
+                                   * experts', and n_expert_used of n_expert experts
+                                   * (= weight_bytes for a dense layer) */
 } arch_cost;
 
 /* A model: hyper-parameters and every layer's tensors, from one GGUF file. */
@@ -224,6 +237,11 @@ int arch_layer_begin_segs(arch_run *r, uint32_t layer, const void *const *vector
 int arch_layer_before(arch_run *r, uint32_t tensor);
 int arch_layer_rows(arch_run *r, uint32_t tensor, uint64_t r0, uint64_t n, const void *rows);
 int arch_layer_end(arch_run *r);
+/* A layer with experts: the experts the run's positions route to (used[0..n_expert) = 1), and
+ * their count, once before(the first expert tensor) has run (0 before, and for a layer without
+ * experts). The SSD arm reads only those experts' rows and passes NULL rows for the others
+ * (arch_layer_rows refuses NULL where a position routes). */
+uint32_t arch_layer_experts(const arch_run *r, uint8_t *used);
 /* All of the above with every tensor resident: data[i] is tensor i's bytes. */
 int arch_layer_forward(arch_run *r, uint32_t layer, const void *const *data, arch_kv *kv,
                        float *x, uint32_t n, uint32_t pos0, char *err, size_t errlen);

@@ -30,6 +30,10 @@ struct arch_ops {
     int (*before)(arch_run *r, uint32_t tensor);
     int (*rows)(arch_run *r, uint32_t tensor, uint64_t r0, uint64_t n, const void *rows);
     int (*end)(arch_run *r);
+    /* the experts the run's positions route to in the current layer, into used[0..n_expert)
+     * (1 = routed); their count. Called only between before(the first expert tensor) and end
+     * of a layer with experts (arch.c checks); a family without experts returns 0 */
+    uint32_t (*experts)(const arch_run *r, uint8_t *used);
 };
 
 /* The families (arch.c's table lists them). */
@@ -37,6 +41,7 @@ extern const arch_ops arch_dense_ops; /* dense.c: "swarm-dense", the lab's layer
 extern const arch_ops arch_llama_ops; /* llama.c: "llama" */
 extern const arch_ops arch_qwen2_ops; /* llama.c: "qwen2", llama with Q/K/V biases */
 extern const arch_ops arch_qwen3_ops; /* qwen3.c: "qwen3", per-head q/k norms */
+extern const arch_ops arch_qwen3moe_ops; /* qwen3.c: "qwen3moe", qwen3 with experts */
 extern const arch_ops arch_gemma2_ops; /* gemma2.c: "gemma2", attention soft-capping */
 extern const arch_ops arch_gemma3_ops; /* gemma3.c: "gemma3" */
 extern const arch_ops arch_phi3_ops;  /* phi3.c: "phi3", fused qkv and gate/up, longrope */
@@ -72,8 +77,14 @@ int arch_run_fail(arch_run *r, const char *fmt, ...) __attribute__((format(print
  * ne[0] = cols, ne[1] = rows, a supported type, a row a whole number of blocks. */
 int arch_tensor_get(const gguf_file *g, const char *name, int is_matrix, uint64_t rows,
                     uint64_t cols, arch_tensor *t, char *err, size_t errlen);
+/* A 3-D expert tensor [cols, rows, n_expert] as one matrix of n_expert x rows rows
+ * (t->n_expert set); the checks of arch_tensor_get. */
+int arch_tensor_get_experts(const gguf_file *g, const char *name, uint32_t n_expert,
+                            uint64_t rows, uint64_t cols, arch_tensor *t, char *err,
+                            size_t errlen);
 /* The cost every family shares: the layer's weight bytes, and 2 flops a weight of each matrix
- * per position (every weight is used once a position). */
-void arch_cost_matrices(const arch_layer *l, arch_cost *c);
+ * per position (every weight is used once a position; of an expert tensor, the share of the
+ * n_expert_used experts a position routes to, which is also what routed_bytes counts). */
+void arch_cost_matrices(const arch_layer *l, uint32_t n_expert_used, arch_cost *c);
 
 #endif

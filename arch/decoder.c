@@ -18,6 +18,10 @@
  *   before(down) gate = act(gate) . up (silu, or gemma's GELU)
  *   rows down    down = Wd gate
  *   end          down = rmsnorm(down) . post_ffw_norm (gemma2, gemma3); x += down
+ * A layer with experts (llama with expert_count, qwen3moe) has, in place of gate, up and down,
+ * the router then the experts (arch/moe.c): before(gate_inp) as before(gate); rows gate_inp,
+ * the router's logits; before(gate_exps) routes each position; rows gate/up/down_exps compute
+ * only the routed experts' rows; before(down_exps) their SwiGLU; end their weighted sum is down.
  * As llama.cpp's graphs (src/models/llama.cpp, qwen2.cpp, qwen3.cpp, gemma2.cpp, gemma3.cpp,
  * phi3.cpp) build it.
  * RoPE as llama.cpp's llama_model_rope_type gives it: NORM pairs (2i, 2i+1) for llama, NEOX
@@ -40,6 +44,7 @@
 #include <unistd.h>
 
 #include "arch/attn.h"
+#include "arch/moe.h"
 #include "quant/quant.h"
 
 #define S_MAX_VOCAB (1u << 24)
@@ -64,6 +69,7 @@ typedef struct {
     arch_rope_args rope;          /* this layer's (set by begin) */
     uint32_t window;              /* this layer's sliding window, 0 = none */
     int fused_qkv, fused_gu;      /* this layer has DEC_QKV / DEC_GATE_UP */
+    arch_moe *moe;                /* the experts' scratch (a model with experts), owned */
 } s_run;
 
 static uint32_t s_qdim(const arch_hparams *hp)
@@ -225,6 +231,52 @@ static int s_hparams(arch_model *m, int rope_freqs_ok, char *err, size_t errlen)
     return s_rope_scaling(m, rope_freqs_ok, err, errlen);
 }
 
+/* The experts' keys as llama.cpp's llm_load_hparams reads them (expert_count, expert_used_count
+ * and, for qwen3moe, expert_feed_forward_length, default feed_forward_length / used). */
+static int s_experts(arch_model *m, int experts, char *err, size_t errlen)
+{
+    const gguf_file *g = m->g;
+    arch_hparams *hp = &m->hp;
+    const char *a = hp->name;
+    if (arch_dec_u32(g, a, "expert_count", experts == 2, 0, &hp->n_expert, err, errlen) ||
+        arch_dec_u32(g, a, "expert_used_count", hp->n_expert > 0, 0, &hp->n_expert_used, err,
+                     errlen) ||
+        arch_dec_f32(g, a, "expert_weights_scale", 0, 0, &hp->expert_weights_scale, err, errlen))
+        return -1;
+    if (!hp->n_expert) {
+        if (experts == 2) {
+            arch_err(err, errlen, g->path, "%s.expert_count must be >= 1", a);
+            return -1;
+        }
+        hp->n_expert_used = 0;
+        return 0;
+    }
+    if (!experts) {
+        arch_err(err, errlen, g->path, "%s.expert_count: a %s model has no experts", a, a);
+        return -1;
+    }
+    hp->n_ff_exp = hp->n_ff;
+    if (experts == 2 &&
+        arch_dec_u32(g, a, "expert_feed_forward_length", 0, hp->n_ff / hp->n_expert_used,
+                     &hp->n_ff_exp, err, errlen))
+        return -1;
+    const char *bad = NULL;
+    if (hp->n_expert > ARCH_MOE_MAX_EXPERTS)
+        bad = "expert_count must be 1..512";
+    else if (hp->n_expert_used < 1 || hp->n_expert_used > hp->n_expert ||
+             hp->n_expert_used > ARCH_MOE_MAX_USED)
+        bad = "expert_used_count must be 1..min(expert_count, 64)";
+    else if (hp->n_ff_exp < 1 || hp->n_ff_exp > S_MAX_FF)
+        bad = "the experts' feed_forward_length must be 1..1048576";
+    else if (!(hp->expert_weights_scale >= 0))
+        bad = "expert_weights_scale must be >= 0";
+    if (bad) {
+        arch_err(err, errlen, g->path, "%s.%s", a, bad);
+        return -1;
+    }
+    return 0;
+}
+
 int arch_dec_factors(const gguf_file *g, const char *name, uint32_t n, float **out, char *err,
                      size_t errlen)
 {
@@ -262,7 +314,7 @@ int arch_dec_open(arch_model *m, const dec_family *f, char *err, size_t errlen)
     const gguf_file *g = m->g;
     arch_hparams *hp = &m->hp;
     hp->rope_type = f->rope_type;
-    if (s_hparams(m, f->rope_freqs_ok, err, errlen))
+    if (s_hparams(m, f->rope_freqs_ok, err, errlen) || s_experts(m, f->experts, err, errlen))
         return -1;
     hp->attn_scale = 1.0f / sqrtf((float)hp->head_dim);
     hp->attn_scale_q = 0;
@@ -304,6 +356,7 @@ int arch_dec_layer(const arch_model *m, uint32_t l, arch_layer *ly, const dec_ro
 {
     const arch_hparams *hp = &m->hp;
     uint32_t d = hp->dim, qd = s_qdim(hp), kvd = s_kvdim(hp), ff = hp->n_ff, hd = hp->head_dim;
+    uint32_t fe = hp->n_ff_exp;
     static const char *const names[DEC_N_ROLES] = {
         [DEC_ATTN_NORM] = "attn_norm.weight",   [DEC_FFN_NORM] = "ffn_norm.weight",
         [DEC_BQ] = "attn_q.bias",               [DEC_BK] = "attn_k.bias",
@@ -315,7 +368,9 @@ int arch_dec_layer(const arch_model *m, uint32_t l, arch_layer *ly, const dec_ro
         [DEC_V] = "attn_v.weight",              [DEC_O] = "attn_output.weight",
         [DEC_GATE] = "ffn_gate.weight",         [DEC_UP] = "ffn_up.weight",
         [DEC_DOWN] = "ffn_down.weight",         [DEC_QKV] = "attn_qkv.weight",
-        [DEC_GATE_UP] = "ffn_up.weight",
+        [DEC_GATE_UP] = "ffn_up.weight",        [DEC_GATE_INP] = "ffn_gate_inp.weight",
+        [DEC_GATE_EXPS] = "ffn_gate_exps.weight", [DEC_UP_EXPS] = "ffn_up_exps.weight",
+        [DEC_DOWN_EXPS] = "ffn_down_exps.weight",
     };
     /* rows x cols of each role (a vector: 1 x cols) */
     const uint32_t shape[DEC_N_ROLES][2] = {
@@ -327,6 +382,9 @@ int arch_dec_layer(const arch_model *m, uint32_t l, arch_layer *ly, const dec_ro
         [DEC_O] = { d, qd },          [DEC_GATE] = { ff, d },     [DEC_UP] = { ff, d },
         [DEC_DOWN] = { d, ff },       [DEC_QKV] = { qd + 2 * kvd, d },
         [DEC_GATE_UP] = { 2 * ff, d },
+        [DEC_GATE_INP] = { hp->n_expert, d },
+        /* one expert's rows x cols (arch_tensor_get_experts makes n_expert of them) */
+        [DEC_GATE_EXPS] = { fe, d },  [DEC_UP_EXPS] = { fe, d },  [DEC_DOWN_EXPS] = { d, fe },
     };
     for (size_t i = 0; i < n && i < ARCH_MAX_LAYER_TENSORS; i++) {
         dec_role r = roles[i];
@@ -334,7 +392,10 @@ int arch_dec_layer(const arch_model *m, uint32_t l, arch_layer *ly, const dec_ro
         char name[ARCH_NAME_MAX];
         snprintf(name, sizeof name, "blk.%u.%s", l, names[r]);
         arch_tensor *t = &ly->t[ly->n_tensors];
-        if (arch_tensor_get(m->g, name, matrix, shape[r][0], shape[r][1], t, err, errlen))
+        int exps = r == DEC_GATE_EXPS || r == DEC_UP_EXPS || r == DEC_DOWN_EXPS;
+        if (exps ? arch_tensor_get_experts(m->g, name, hp->n_expert, shape[r][0], shape[r][1], t,
+                                           err, errlen)
+                 : arch_tensor_get(m->g, name, matrix, shape[r][0], shape[r][1], t, err, errlen))
             return -1;
         t->role = r;
         if (!matrix)
@@ -353,7 +414,7 @@ int arch_dec_is_local(const arch_hparams *hp, uint32_t l)
 
 void arch_dec_cost(const arch_model *m, uint32_t l, arch_cost *c)
 {
-    arch_cost_matrices(&m->layers[l], c);
+    arch_cost_matrices(&m->layers[l], m->hp.n_expert_used, c);
     /* per cached position: q.k and a.v, head_dim multiply-adds each, for every head */
     c->attn_flops_per_pos_ctx = 2.0 * 2.0 * m->hp.n_head * m->hp.head_dim;
     /* K and V in f32 (see arch_kv) */
@@ -367,7 +428,7 @@ static uint64_t s_wide(const arch_hparams *hp)
 {
     uint64_t w = hp->dim;
     uint64_t c[] = { s_qdim(hp), s_kvdim(hp), hp->n_ff, (uint64_t)s_qdim(hp) + 2 * s_kvdim(hp),
-                     2ull * hp->n_ff };
+                     2ull * hp->n_ff, hp->n_expert };
     for (size_t i = 0; i < sizeof c / sizeof c[0]; i++)
         w = c[i] > w ? c[i] : w;
     return w;
@@ -394,7 +455,8 @@ uint64_t arch_dec_run_bytes(const arch_model *m, uint32_t max_pos)
     /* arch_dec_run_init: xb o down (d), q att (qd), k v (kvd), gate up (ff), qkv gu (fused),
      * tmp; vectors */
     return (P * (3 * d + 2 * qd + 2 * kvd + 2 * ff + fused + s_wide(hp)) + DEC_N_VECTORS * vw) *
-           sizeof(float);
+               sizeof(float) +
+           (hp->n_expert ? arch_moe_bytes(hp, max_pos) : 0);
 }
 
 int arch_dec_run_init(arch_run *r, char *err, size_t errlen)
@@ -418,6 +480,8 @@ int arch_dec_run_init(arch_run *r, char *err, size_t errlen)
             goto oom;
         if (s_has(r->m, DEC_GATE_UP) && !(s->gu = malloc(P * 2 * ff * sizeof(float))))
             goto oom;
+        if (hp->n_expert && !(s->moe = arch_moe_new(hp, r->max_pos)))
+            goto oom;
         return 0;
     }
 oom:
@@ -436,6 +500,7 @@ void arch_dec_run_free(arch_run *r)
         free(bufs[i]);
     for (int i = 0; i < DEC_N_VECTORS; i++)
         free(s->vbuf[i]);
+    arch_moe_free(s->moe);
     free(s);
     r->fam = NULL;
 }
@@ -646,6 +711,7 @@ int arch_dec_before(arch_run *r, uint32_t tensor)
         return s_attention(r);
     case DEC_GATE:
     case DEC_GATE_UP:
+    case DEC_GATE_INP:
         if (s->vec[DEC_POST_ATTN_NORM])
             s_norm_rows(r, s->o, s->vec[DEC_POST_ATTN_NORM], s->o);
         for (size_t i = 0; i < (size_t)r->n * d; i++)
@@ -670,6 +736,12 @@ int arch_dec_before(arch_run *r, uint32_t tensor)
             s->gate[i] = g / (1.0f + expf(-g)) * s->up[i];
         }
         return 0;
+    case DEC_GATE_EXPS: /* the router's logits are in: each position's experts */
+        arch_moe_route_all(s->moe, r->n);
+        return 0;
+    case DEC_DOWN_EXPS:
+        arch_moe_act(s->moe, r->n);
+        return 0;
     default:
         return 0; /* k, v, up: same input as the tensor before them */
     }
@@ -682,6 +754,15 @@ int arch_dec_rows(arch_run *r, uint32_t tensor, uint64_t r0, uint64_t n, const v
     const arch_tensor *t = &l->t[tensor];
     const float *X;
     float *Y;
+    char why[160];
+    if (t->n_expert) { /* the routed experts' rows of this range only */
+        int which = t->role == DEC_GATE_EXPS ? 0 : t->role == DEC_UP_EXPS ? 1 : 2;
+        if (arch_moe_rows(s->moe, which, t, r0, n, rows, s->xb, r->n, r->nthreads, why,
+                          sizeof why))
+            return arch_run_fail(r, "layer %u: %s rows %llu..+%llu: %s", r->layer, t->name,
+                                 (unsigned long long)r0, (unsigned long long)n, why);
+        return 0;
+    }
     switch (t->role) {
     case DEC_Q: X = s->xb; Y = s->q; break;
     case DEC_K: X = s->xb; Y = s->k; break;
@@ -691,9 +772,9 @@ int arch_dec_rows(arch_run *r, uint32_t tensor, uint64_t r0, uint64_t n, const v
     case DEC_UP: X = s->xb; Y = s->up; break;
     case DEC_QKV: X = s->xb; Y = s->qkv; break;
     case DEC_GATE_UP: X = s->xb; Y = s->gu; break;
+    case DEC_GATE_INP: X = s->xb; Y = arch_moe_logits(s->moe); break;
     default: X = s->gate; Y = s->down; break;
     }
-    char why[160];
     int whole = r0 == 0 && n == t->rows;
     /* a row range's products land in tmp (n positions x n rows), then in their columns of Y */
     if (quant_matmat((quant_type)t->type, n, t->cols, rows, r->n, X, whole ? Y : s->tmp,
@@ -706,10 +787,18 @@ int arch_dec_rows(arch_run *r, uint32_t tensor, uint64_t r0, uint64_t n, const v
     return 0;
 }
 
+uint32_t arch_dec_experts(const arch_run *r, uint8_t *used)
+{
+    const s_run *s = r->fam;
+    return s->moe ? arch_moe_used(s->moe, r->n, used) : 0;
+}
+
 int arch_dec_end(arch_run *r)
 {
     s_run *s = r->fam;
     size_t nd = (size_t)r->n * r->m->hp.dim;
+    if (s->moe)
+        arch_moe_out(s->moe, r->n, s->down);
     if (s->vec[DEC_POST_FFN_NORM])
         s_norm_rows(r, s->down, s->vec[DEC_POST_FFN_NORM], s->down);
     for (size_t i = 0; i < nd; i++)

@@ -1,5 +1,6 @@
 /* decoder.h — the decoder layer the token families share (llama, qwen2, qwen3, gemma3, phi3): its
- * hyper-parameters, a layer's tensors by role, and the forward hooks a family's table points
+ * hyper-parameters, a layer's tensors by role (a Mixture-of-Experts feed-forward among them:
+ * arch/moe.c), and the forward hooks a family's table points
  * at. arch/ (internal: the family files include it; nothing above arch/ does)
  *
  * A family is data here: which tensors its layers carry (a list of roles, in consumption
@@ -33,6 +34,10 @@ typedef enum {
     DEC_DOWN,            /* ffn_down.weight */
     DEC_QKV,             /* attn_qkv.weight: q, k, v rows in one matrix (phi3) */
     DEC_GATE_UP,         /* ffn_up.weight of 2 n_ff rows: gate then up (phi3) */
+    DEC_GATE_INP,        /* ffn_gate_inp.weight: the router, n_expert rows (arch/moe.c) */
+    DEC_GATE_EXPS,       /* ffn_gate_exps.weight: [dim, n_ff_exp, n_expert] */
+    DEC_UP_EXPS,         /* ffn_up_exps.weight: [dim, n_ff_exp, n_expert] */
+    DEC_DOWN_EXPS,       /* ffn_down_exps.weight: [n_ff_exp, dim, n_expert] */
     DEC_N_ROLES
 } dec_role;
 
@@ -40,6 +45,10 @@ typedef enum {
 typedef struct {
     arch_rope_type rope_type;
     int rope_freqs_ok;            /* Llama 3.1's rope_freqs.weight may be present (llama only) */
+    int experts;                  /* 0: no experts; 1: `<arch>.expert_count` may make the
+                                   * feed-forward a Mixture-of-Experts of feed_forward_length
+                                   * wide experts (llama); 2: it must, the experts
+                                   * expert_feed_forward_length wide (qwen3moe) */
 } dec_family;
 
 /* Read the hyper-parameters every decoder family shares (`<arch>.*`, validated; the extras in
@@ -56,6 +65,8 @@ int arch_dec_factors(const gguf_file *g, const char *name, uint32_t n, float **o
 /* Layer l's tensors: roles[0..n) in consumption order (vectors first), each checked. */
 int arch_dec_layer(const arch_model *m, uint32_t l, arch_layer *ly, const dec_role *roles,
                    size_t n, char *err, size_t errlen);
+/* The roles of a Mixture-of-Experts feed-forward, in consumption order (after DEC_O). */
+#define DEC_MOE_ROLES DEC_GATE_INP, DEC_GATE_EXPS, DEC_UP_EXPS, DEC_DOWN_EXPS
 /* 1 when layer l attends through the sliding window. */
 int arch_dec_is_local(const arch_hparams *hp, uint32_t l);
 
@@ -68,12 +79,13 @@ int arch_dec_begin(arch_run *r, char *err, size_t errlen);
 int arch_dec_before(arch_run *r, uint32_t tensor);
 int arch_dec_rows(arch_run *r, uint32_t tensor, uint64_t r0, uint64_t n, const void *rows);
 int arch_dec_end(arch_run *r);
+uint32_t arch_dec_experts(const arch_run *r, uint8_t *used);
 
 /* A table entry of a decoder family: its name, open and layer; the rest is the decoder's. */
 #define ARCH_DEC_OPS(NAME, OPEN, LAYER)                                                    \
     { .name = NAME, .props = ARCH_TOKENS | ARCH_KV, .open = OPEN, .layer = LAYER,           \
       .cost = arch_dec_cost, .run_bytes = arch_dec_run_bytes, .run_init = arch_dec_run_init, \
       .run_free = arch_dec_run_free, .begin = arch_dec_begin, .before = arch_dec_before,    \
-      .rows = arch_dec_rows, .end = arch_dec_end }
+      .rows = arch_dec_rows, .end = arch_dec_end, .experts = arch_dec_experts }
 
 #endif

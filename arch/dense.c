@@ -72,7 +72,7 @@ static int s_layer(const arch_model *m, uint32_t l, arch_layer *ly, char *err, s
 /* The matrix products only: no attention, no cache (positions are independent). */
 static void s_cost(const arch_model *m, uint32_t l, arch_cost *c)
 {
-    arch_cost_matrices(&m->layers[l], c);
+    arch_cost_matrices(&m->layers[l], 0, c);
 }
 
 static uint64_t s_run_bytes(const arch_model *m, uint32_t max_pos)
@@ -158,6 +158,13 @@ static int s_end(arch_run *r)
 }
 
 /* No tokens (the lab feeds activations) and no cache: ARCH_TOKENS and ARCH_KV are absent. */
+/* no experts: arch.c never asks (no tensor of the layer has any) */
+static uint32_t s_experts(const arch_run *r, uint8_t *used)
+{
+    (void)r, (void)used;
+    return 0;
+}
+
 const arch_ops arch_dense_ops = {
     .name = MODEL_ARCH,
     .props = 0,
@@ -167,6 +174,7 @@ const arch_ops arch_dense_ops = {
     .run_bytes = s_run_bytes,
     .run_init = s_run_init,
     .run_free = s_run_free,
+    .experts = s_experts,
     .begin = s_begin,
     .before = s_before,
     .rows = s_rows,

@@ -1,4 +1,5 @@
-/* gen.c — random-weight llama, qwen2, qwen3, gemma2, gemma3, phi3 GGUF files (swarm gen --arch).
+/* gen.c — random-weight llama (with experts: Mixtral), qwen2, qwen3, qwen3moe, gemma2, gemma3,
+ * phi3 GGUF files (swarm gen --arch).
  * arch/
  *
  * Tensors in the order llama.cpp's converter writes them (token_embd, then each block, then
@@ -36,21 +37,24 @@ typedef struct {
     int post_norms;               /* post_attention_norm, post_ffw_norm (gemma3) */
     int key_length;               /* attention.key_length / value_length always written */
     int fused;                    /* attn_qkv and a 2 n_ff ffn_up, no ffn_gate (phi3) */
+    int experts;                  /* 0 none; 1 may have experts (llama); 2 must (qwen3moe) */
 } s_family;
 
 static const s_family s_families[] = {
-    { "llama", 0, 1e-5f, 10000.0f, 1, 0, 0, 0, 0 },
-    { "qwen2", 1, 1e-6f, 1000000.0f, 0, 0, 0, 0, 0 },
-    { "qwen3", 0, 1e-6f, 1000000.0f, 0, 1, 0, 1, 0 },
-    { "gemma2", 0, 1e-6f, 10000.0f, 0, 0, 1, 1, 0 },
-    { "gemma3", 0, 1e-6f, 1000000.0f, 0, 1, 1, 1, 0 },
-    { "phi3", 0, 1e-5f, 10000.0f, 0, 0, 0, 0, 1 },
+    { "llama", 0, 1e-5f, 10000.0f, 1, 0, 0, 0, 0, 1 },
+    { "qwen2", 1, 1e-6f, 1000000.0f, 0, 0, 0, 0, 0, 0 },
+    { "qwen3", 0, 1e-6f, 1000000.0f, 0, 1, 0, 1, 0, 0 },
+    { "qwen3moe", 0, 1e-6f, 1000000.0f, 0, 1, 0, 1, 0, 2 },
+    { "gemma2", 0, 1e-6f, 10000.0f, 0, 0, 1, 1, 0, 0 },
+    { "gemma3", 0, 1e-6f, 1000000.0f, 0, 1, 1, 1, 0, 0 },
+    { "phi3", 0, 1e-5f, 10000.0f, 0, 0, 0, 0, 1, 0 },
 };
 
 typedef struct {
     char name[ARCH_NAME_MAX];
     int matrix;
     uint32_t rows, cols;
+    uint32_t n_expert;            /* > 0: a 3-D [cols, rows, n_expert] expert tensor */
     float center, half;           /* values in center +- half */
 } s_spec;
 
@@ -165,7 +169,7 @@ static int s_specs(const arch_gen_opts *o, const s_family *fam, uint32_t n_vocab
     uint32_t hd = o->head_dim ? o->head_dim : o->dim / o->n_head;
     uint32_t d = o->dim, qd = o->n_head * hd, kvd = o->n_head_kv * hd, ff = o->n_ff;
     int bias = fam->qkv_bias;
-    uint32_t per = 9 + (bias ? 3 : 0) + (fam->qk_norm ? 2 : 0) + (fam->post_norms ? 2 : 0);
+    uint32_t per = 10 + (bias ? 3 : 0) + (fam->qk_norm ? 2 : 0) + (fam->post_norms ? 2 : 0);
     uint32_t n = 1 + per * o->n_layers + 1 + (o->tied ? 0 : 1) + (o->rope_llama3 ? 1 : 0) +
                  (o->longrope ? 2 : 0);
     s_spec *s = calloc(n, sizeof *s);
@@ -207,13 +211,23 @@ static int s_specs(const arch_gen_opts *o, const s_family *fam, uint32_t n_vocab
         if (fam->post_norms)
             S_BLK("post_attention_norm.weight", 0, 1, d, 1.0f, 0.1f);
         S_BLK("ffn_norm.weight", 0, 1, d, 1.0f, 0.1f);
-        if (fam->fused) {
+        if (o->n_expert) { /* as llama.cpp's converter names and shapes them */
+            uint32_t fe = o->n_ff_exp ? o->n_ff_exp : ff;
+            S_BLK("ffn_gate_inp.weight", 1, o->n_expert, d, 0.0f, S_W_HALF);
+            S_BLK("ffn_gate_exps.weight", 1, fe, d, 0.0f, S_W_HALF);
+            s[k - 1].n_expert = o->n_expert;
+            S_BLK("ffn_up_exps.weight", 1, fe, d, 0.0f, S_W_HALF);
+            s[k - 1].n_expert = o->n_expert;
+            S_BLK("ffn_down_exps.weight", 1, d, fe, 0.0f, S_W_HALF);
+            s[k - 1].n_expert = o->n_expert;
+        } else if (fam->fused) {
             S_BLK("ffn_up.weight", 1, 2 * ff, d, 0.0f, S_W_HALF);
         } else {
             S_BLK("ffn_gate.weight", 1, ff, d, 0.0f, S_W_HALF);
             S_BLK("ffn_up.weight", 1, ff, d, 0.0f, S_W_HALF);
         }
-        S_BLK("ffn_down.weight", 1, d, ff, 0.0f, S_W_HALF);
+        if (!o->n_expert)
+            S_BLK("ffn_down.weight", 1, d, ff, 0.0f, S_W_HALF);
         if (fam->post_norms)
             S_BLK("post_ffw_norm.weight", 0, 1, d, 1.0f, 0.1f);
 #undef S_BLK
@@ -254,7 +268,7 @@ int arch_gen(const char *path, const arch_gen_opts *o, char *err, size_t errlen)
     const char *bad = NULL;
     uint32_t hd = o->head_dim ? o->head_dim : (o->n_head ? o->dim / o->n_head : 0);
     if (!fam)
-        bad = "the architecture must be llama, qwen2, qwen3, gemma2, gemma3 or phi3";
+        bad = "the architecture must be llama, qwen2, qwen3, qwen3moe, gemma2, gemma3 or phi3";
     else if (!o->dim || o->dim > 65536 || !o->n_head || o->dim % o->n_head)
         bad = "dim must be 1..65536 and a multiple of heads";
     else if (hd < 2 || hd > 4096 || hd % 2)
@@ -281,6 +295,15 @@ int arch_gen(const char *path, const arch_gen_opts *o, char *err, size_t errlen)
         bad = "ff must be 1..1048576";
     else if (!o->vocab_from && (!o->n_vocab || o->n_vocab > (1u << 24)))
         bad = "a vocabulary is needed: --vocab-from FILE or --vocab 1..16777216";
+    else if (o->n_expert && !fam->experts)
+        bad = "experts belong to llama and qwen3moe files";
+    else if (fam->experts == 2 && !o->n_expert)
+        bad = "a qwen3moe file needs --experts N";
+    else if (o->n_expert && (o->n_expert > 512 || (o->n_expert_used ? o->n_expert_used : 2) >
+                                                      (o->n_expert < 64 ? o->n_expert : 64)))
+        bad = "experts must be 1..512 and experts-used 1..min(experts, 64)";
+    else if (o->n_ff_exp && fam->experts != 2)
+        bad = "an expert feed-forward width of its own belongs to qwen3moe files";
     else if (o->rope_llama3 && !fam->rope_freqs)
         bad = "Llama 3.1's rope_freqs.weight belongs to llama files only";
     if (bad) {
@@ -288,7 +311,8 @@ int arch_gen(const char *path, const arch_gen_opts *o, char *err, size_t errlen)
         return -1;
     }
     const quant_type_info *ti = quant_type_get(o->type);
-    if (!ti || o->dim % ti->block || o->n_ff % ti->block || (o->n_head * hd) % ti->block) {
+    if (!ti || o->dim % ti->block || o->n_ff % ti->block || (o->n_head * hd) % ti->block ||
+        o->n_ff_exp % ti->block) {
         arch_err(err, errlen, path,
                  "gen: type %s needs dim, ff and heads x head size multiples of its block %u",
                  quant_type_name(o->type), ti ? ti->block : 0);
@@ -331,6 +355,14 @@ int arch_gen(const char *path, const arch_gen_opts *o, char *err, size_t errlen)
         goto oom;
     if (o->swa && gguf_writer_kv_u32(w, S_KEY("attention.sliding_window"), o->swa))
         goto oom;
+    if (o->n_expert &&
+        (gguf_writer_kv_u32(w, S_KEY("expert_count"), o->n_expert) ||
+         gguf_writer_kv_u32(w, S_KEY("expert_used_count"),
+                            o->n_expert_used ? o->n_expert_used : 2) ||
+         (fam->experts == 2 &&
+          gguf_writer_kv_u32(w, S_KEY("expert_feed_forward_length"),
+                             o->n_ff_exp ? o->n_ff_exp : o->n_ff))))
+        goto oom;
     /* phi3's 128k longrope as conversion/phi.py writes it: the original context and
      * attn_factor sqrt(1 + ln(scale) / ln(original)), scale = context / original */
     if (o->longrope) {
@@ -358,12 +390,14 @@ int arch_gen(const char *path, const arch_gen_opts *o, char *err, size_t errlen)
     uint32_t widest = o->dim > o->n_ff ? o->dim : o->n_ff;
     widest = widest > o->n_head * hd ? widest : o->n_head * hd;
     widest = widest > 2 * o->n_ff ? widest : 2 * o->n_ff;
+    widest = widest > o->n_ff_exp ? widest : o->n_ff_exp;
     if (!(row = malloc(widest * sizeof(float))) || !(qrow = malloc(widest * 4)))
         goto oom;
     for (uint32_t i = 0; i < n_specs; i++) {
-        uint64_t dims[2] = { sp[i].cols, sp[i].rows };
+        uint64_t dims[3] = { sp[i].cols, sp[i].rows, sp[i].n_expert };
         uint32_t type = sp[i].matrix ? o->type : QUANT_F32;
-        if (gguf_writer_tensor(w, sp[i].name, type, sp[i].matrix ? 2 : 1, dims) < 0) {
+        if (gguf_writer_tensor(w, sp[i].name, type, sp[i].n_expert ? 3 : sp[i].matrix ? 2 : 1,
+                               dims) < 0) {
             arch_err(err, errlen, path, "gen: cannot declare tensor '%s'", sp[i].name);
             goto err;
         }
@@ -380,7 +414,8 @@ int arch_gen(const char *path, const arch_gen_opts *o, char *err, size_t errlen)
         uint64_t rb = 0;
         if (quant_row_bytes(type, sp[i].cols, &rb, why, sizeof why))
             goto why;
-        for (uint32_t r = 0; r < sp[i].rows; r++) {
+        uint64_t n_rows = (uint64_t)sp[i].rows * (sp[i].n_expert ? sp[i].n_expert : 1);
+        for (uint64_t r = 0; r < n_rows; r++) {
             s_fill_row(&st, row, sp[i].cols, sp[i].center, sp[i].half);
             if (!strcmp(sp[i].name, "rope_freqs.weight"))
                 s_llama3_freqs(base, o->rope_dim ? o->rope_dim : hd, row);

@@ -1,4 +1,4 @@
-/* gen.h — small random-weight llama / qwen2 / qwen3 / gemma3 / phi3 GGUF files for tests and benchmarks. arch/ */
+/* gen.h — small random-weight llama / qwen2 / qwen3 / qwen3moe / gemma3 / phi3 GGUF files for tests and benchmarks. arch/ */
 #ifndef SWARM_ARCH_GEN_H
 #define SWARM_ARCH_GEN_H
 
@@ -31,6 +31,11 @@ typedef struct {
     uint32_t longrope;            /* phi3: > 0 writes the 128k variants' longrope with this
                                    * original context (rope_factors_long/short.weight,
                                    * rope.scaling.attn_factor); 0: none */
+    uint32_t n_expert;            /* > 0: a Mixture-of-Experts feed-forward of this many experts
+                                   * (llama: Mixtral's; qwen3moe needs it) */
+    uint32_t n_expert_used;       /* the top k a position routes to (0: 2) */
+    uint32_t n_ff_exp;            /* qwen3moe: expert_feed_forward_length (0: ff); llama's
+                                   * experts are ff wide */
     const char *chat_template;    /* tokenizer.chat_template to write (replacing the
                                      vocabulary's), or NULL */
 } arch_gen_opts;

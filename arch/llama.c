@@ -1,4 +1,4 @@
-/* llama.c — the llama family and its qwen2 variant: the table entries arch_llama_ops and
+/* llama.c — the llama family (Mixtral's experts among it: arch/moe.c) and its qwen2 variant: the table entries arch_llama_ops and
  * arch_qwen2_ops over the shared decoder layer (arch/decoder.c: attention with RoPE over a KV
  * cache, SwiGLU FFN). arch/
  *
@@ -13,7 +13,7 @@
 
 static int s_llama_open(arch_model *m, char *err, size_t errlen)
 {
-    const dec_family f = { .rope_type = ARCH_ROPE_NORM, .rope_freqs_ok = 1 };
+    const dec_family f = { .rope_type = ARCH_ROPE_NORM, .rope_freqs_ok = 1, .experts = 1 };
     return arch_dec_open(m, &f, err, errlen);
 }
 
@@ -28,6 +28,12 @@ static int s_llama_layer(const arch_model *m, uint32_t l, arch_layer *ly, char *
 {
     static const dec_role roles[] = { DEC_ATTN_NORM, DEC_FFN_NORM, DEC_Q, DEC_K, DEC_V, DEC_O,
                                       DEC_GATE, DEC_UP, DEC_DOWN };
+    /* Mixtral: the same attention, experts in place of the feed-forward (decided at open by
+     * expert_count, as llama.cpp's llama graph branches on ffn_gate_inp) */
+    static const dec_role moe[] = { DEC_ATTN_NORM, DEC_FFN_NORM, DEC_Q, DEC_K, DEC_V, DEC_O,
+                                    DEC_MOE_ROLES };
+    if (m->hp.n_expert)
+        return arch_dec_layer(m, l, ly, moe, sizeof moe / sizeof moe[0], err, errlen);
     return arch_dec_layer(m, l, ly, roles, sizeof roles / sizeof roles[0], err, errlen);
 }
 

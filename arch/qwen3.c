@@ -23,3 +23,21 @@ static int s_layer(const arch_model *m, uint32_t l, arch_layer *ly, char *err, s
 }
 
 const arch_ops arch_qwen3_ops = ARCH_DEC_OPS("qwen3", s_open, s_layer);
+
+/* qwen3moe (Qwen3-30B-A3B, 235B-A22B): qwen3's attention, a Mixture-of-Experts feed-forward of
+ * expert_feed_forward_length wide experts (llama.cpp's src/models/qwen3moe.cpp: softmax
+ * gating, the top-k weights normalised) */
+static int s_moe_open(arch_model *m, char *err, size_t errlen)
+{
+    const dec_family f = { .rope_type = ARCH_ROPE_NEOX, .rope_freqs_ok = 0, .experts = 2 };
+    return arch_dec_open(m, &f, err, errlen);
+}
+
+static int s_moe_layer(const arch_model *m, uint32_t l, arch_layer *ly, char *err, size_t errlen)
+{
+    static const dec_role roles[] = { DEC_ATTN_NORM, DEC_FFN_NORM, DEC_Q_NORM, DEC_K_NORM,
+                                      DEC_Q, DEC_K, DEC_V, DEC_O, DEC_MOE_ROLES };
+    return arch_dec_layer(m, l, ly, roles, sizeof roles / sizeof roles[0], err, errlen);
+}
+
+const arch_ops arch_qwen3moe_ops = ARCH_DEC_OPS("qwen3moe", s_moe_open, s_moe_layer);

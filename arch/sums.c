@@ -110,19 +110,19 @@ uint64_t sums_of_layer(const arch_model *am, uint32_t l, const void *const *data
 }
 
 /* The cache's two places: beside the model, or the user's cache folder. */
-static void s_paths(const char *path, const s_key *k, char *beside, size_t blen, char *cache,
-                    size_t clen)
+static void s_paths(const char *path, const s_key *k, const char *suffix, char *beside,
+                    size_t blen, char *cache, size_t clen)
 {
     const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
     const char *base = strrchr(path, '/');
     base = base ? base + 1 : path;
-    snprintf(beside, blen, "%s.swarm-sums", path);
+    snprintf(beside, blen, "%s%s", path, suffix);
     if (xdg && *xdg)
-        snprintf(cache, clen, "%s/swarm/%s-%016llx.swarm-sums", xdg, base,
-                 (unsigned long long)k->header);
+        snprintf(cache, clen, "%s/swarm/%s-%016llx%s", xdg, base, (unsigned long long)k->header,
+                 suffix);
     else if (home && *home)
-        snprintf(cache, clen, "%s/.cache/swarm/%s-%016llx.swarm-sums", home, base,
-                 (unsigned long long)k->header);
+        snprintf(cache, clen, "%s/.cache/swarm/%s-%016llx%s", home, base,
+                 (unsigned long long)k->header, suffix);
     else
         cache[0] = 0;
 }
@@ -232,27 +232,20 @@ static void s_mkdirs(const char *file)
     mkdir(d, 0755);
 }
 
-int sums_get(const arch_model *am, const char *path, uint64_t *sums, sums_source *src,
-             char *cache_path, size_t cache_len, char *err, size_t errlen)
+typedef int (*s_compute_fn)(const arch_model *am, const char *path, uint64_t *sums, char *err,
+                            size_t errlen);
+
+/* The n sums of a cache file with this suffix: loaded when valid, else computed and kept. */
+static int s_cached(const arch_model *am, const char *path, const char *suffix, uint32_t L,
+                    uint64_t *sums, s_compute_fn compute, sums_source *src, char *cache_path,
+                    size_t cache_len, char *err, size_t errlen)
 {
     char beside[PATH_MAX + 16], cache[PATH_MAX + 16], why[PATH_MAX + 128] = "";
     const char *places[2] = { beside, cache };
-    uint32_t L = am->hp.n_layers;
     s_key k;
-    const gguf_kv *kv;
-    if (cache_path && cache_len)
-        cache_path[0] = 0;
-    /* the lab's files: swarm.layer_checksums, the same bytes in the same order */
-    if (am->g && (kv = gguf_find_kv(am->g, "swarm.layer_checksums")) &&
-        kv->type == GGUF_T_ARRAY && kv->arr_type == GGUF_T_UINT64 && kv->arr_n == L &&
-        kv->arr_u64) {
-        memcpy(sums, kv->arr_u64, L * sizeof *sums);
-        *src = SUMS_METADATA;
-        return 0;
-    }
     if (s_key_of(am, path, &k, err, errlen))
         return -1;
-    s_paths(path, &k, beside, sizeof beside, cache, sizeof cache);
+    s_paths(path, &k, suffix, beside, sizeof beside, cache, sizeof cache);
     for (int i = 0; i < 2; i++) {
         if (!places[i][0])
             continue;
@@ -266,9 +259,9 @@ int sums_get(const arch_model *am, const char *path, uint64_t *sums, sums_source
         if (rc < 0)
             log_info("%s: per-layer checksums recomputed: %s", path, why);
     }
-    log_info("%s: computing per-layer checksums (%u layers, one read of the file): no valid "
-             "cache yet", path, L);
-    if (sums_compute(am, path, sums, err, errlen))
+    log_info("%s: computing %s checksums (%u, one read of the file): no valid cache yet", path,
+             compute == sums_compute ? "per-layer" : "per-expert", L);
+    if (compute(am, path, sums, err, errlen))
         return -1;
     *src = SUMS_COMPUTED;
     for (int i = 0; i < 2; i++) {
@@ -286,4 +279,117 @@ int sums_get(const arch_model *am, const char *path, uint64_t *sums, sums_source
     log_warn("%s: per-layer checksums could not be cached anywhere: they will be computed "
              "again next time", path);
     return 0;
+}
+
+int sums_get(const arch_model *am, const char *path, uint64_t *sums, sums_source *src,
+             char *cache_path, size_t cache_len, char *err, size_t errlen)
+{
+    uint32_t L = am->hp.n_layers;
+    const gguf_kv *kv;
+    if (cache_path && cache_len)
+        cache_path[0] = 0;
+    /* the lab's files: swarm.layer_checksums, the same bytes in the same order */
+    if (am->g && (kv = gguf_find_kv(am->g, "swarm.layer_checksums")) &&
+        kv->type == GGUF_T_ARRAY && kv->arr_type == GGUF_T_UINT64 && kv->arr_n == L &&
+        kv->arr_u64) {
+        memcpy(sums, kv->arr_u64, L * sizeof *sums);
+        *src = SUMS_METADATA;
+        return 0;
+    }
+    return s_cached(am, path, ".swarm-sums", L, sums, sums_compute, src, cache_path, cache_len,
+                    err, errlen);
+}
+
+/* ---------------------------------------------------------------- per expert */
+
+uint64_t sums_experts_layout(const arch_model *am, uint64_t *base)
+{
+    uint64_t n = 0;
+    for (uint32_t l = 0; l < am->hp.n_layers; l++) {
+        const arch_layer *L = &am->layers[l];
+        if (base)
+            base[l] = n;
+        n++;
+        for (uint32_t t = 0; t < L->n_tensors; t++)
+            n += L->t[t].n_expert;
+    }
+    if (base)
+        base[am->hp.n_layers] = n;
+    return n;
+}
+
+/* Hash bytes [off, off + len) of fd into xx (reset by the caller). */
+static int s_hash_range(int fd, uint8_t *buf, uint64_t off, uint64_t len, XXH3_state_t *xx)
+{
+    for (uint64_t at = 0; at < len;) {
+        uint64_t want = len - at < S_BUF ? len - at : S_BUF;
+        ssize_t n = pread(fd, buf, want, (off_t)(off + at));
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return -1;
+        XXH3_64bits_update(xx, buf, (size_t)n);
+        at += (uint64_t)n;
+    }
+    return 0;
+}
+
+static int s_compute_experts(const arch_model *am, const char *path, uint64_t *sums, char *err,
+                             size_t errlen)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC), rc = -1;
+    uint8_t *buf = malloc(S_BUF);
+    XXH3_state_t *xx = XXH3_createState(), *ex = XXH3_createState();
+    uint64_t at = 0;
+    if (fd < 0 || !buf || !xx || !ex) {
+        snprintf(err, errlen, "%s: %s", path, fd < 0 ? strerror(errno) : "out of memory");
+        goto done;
+    }
+    for (uint32_t l = 0; l < am->hp.n_layers; l++) {
+        const arch_layer *L = &am->layers[l];
+        uint64_t head = at++;
+        XXH3_64bits_reset(xx);
+        for (uint32_t t = 0; t < L->n_tensors; t++) {
+            const arch_tensor *T = &L->t[t];
+            if (!T->n_expert) {
+                if (s_hash_range(fd, buf, T->off, T->nbytes, xx))
+                    goto bad;
+                continue;
+            }
+            uint64_t slice = T->nbytes / T->n_expert;
+            for (uint32_t e = 0; e < T->n_expert; e++) {
+                XXH3_64bits_reset(ex);
+                if (s_hash_range(fd, buf, T->off + e * slice, slice, ex))
+                    goto bad;
+                sums[at++] = XXH3_64bits_digest(ex);
+            }
+        }
+        sums[head] = XXH3_64bits_digest(xx);
+        continue;
+bad:
+        snprintf(err, errlen, "%s: layer %u: cannot read its tensors: %s", path, l,
+                 strerror(errno ? errno : EIO));
+        goto done;
+    }
+    rc = 0;
+done:
+    if (fd >= 0)
+        close(fd);
+    free(buf);
+    XXH3_freeState(xx);
+    XXH3_freeState(ex);
+    return rc;
+}
+
+int sums_get_experts(const arch_model *am, const char *path, uint64_t *sums, char *err,
+                     size_t errlen)
+{
+    sums_source src;
+    uint64_t n = sums_experts_layout(am, NULL);
+    if (n > UINT32_MAX) {
+        snprintf(err, errlen, "%s: too many experts to checksum", path);
+        return -1;
+    }
+    return s_cached(am, path, ".swarm-esums", (uint32_t)n, sums, s_compute_experts, &src, NULL,
+                    0, err, errlen);
 }

@@ -37,6 +37,16 @@ int sums_get(const arch_model *am, const char *path, uint64_t *sums, sums_source
 int sums_err_is_mismatch(const char *err);
 /* Layer l's checksum over its tensors in memory (data[t]: tensor t of arch_layer l). */
 uint64_t sums_of_layer(const arch_model *am, uint32_t l, const void *const *data);
+/* Per-expert checksums, for the SSD arm that reads only the routed experts of a layer with
+ * experts (runtime/exec.c): per layer, at base[l] (sums_experts_layout), the XXH3-64 of its
+ * tensors other than the experts' in consumption order, then of each expert's slice of each
+ * expert tensor (tensor by tensor in consumption order, experts in order); a layer without
+ * experts has its one layer checksum there. Cached as sums_get does (MODEL.gguf.swarm-esums),
+ * computed on first use with one read of the layers. */
+/* The count of sums, and base[0 .. n_layers] (base may be NULL). */
+uint64_t sums_experts_layout(const arch_model *am, uint64_t *base);
+int sums_get_experts(const arch_model *am, const char *path, uint64_t *sums, char *err,
+                     size_t errlen);
 /* Compute only (no cache): what the streaming hash of each layer must give. */
 int sums_compute(const arch_model *am, const char *path, uint64_t *sums, char *err,
                  size_t errlen);

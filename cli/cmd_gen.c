@@ -1,5 +1,5 @@
 /* cmd_gen.c — `swarm gen`: a synthetic dense model, or a random-weight file of a token family
- * (llama, qwen2, qwen3, gemma2, gemma3, phi3). cli/ */
+ * (llama, qwen2, qwen3, qwen3moe, gemma2, gemma3, phi3). cli/ */
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,13 +20,14 @@ static void s_gen_usage(void)
            "  Writes a synthetic dense model in GGUF v3: per layer g (d f32) and W (d x d\n"
            "  f32), deterministic from the seed, with a checksum per layer in the\n"
            "  metadata. Alignment defaults to 4096 (O_DIRECT friendly).\n"
-           "usage: swarm gen --arch llama|qwen2|qwen3|gemma2|gemma3|phi3 [--dim D --layers L\n"
+           "usage: swarm gen --arch llama|qwen2|qwen3|qwen3moe|gemma2|gemma3|phi3 [--dim D --layers L\n"
            "                 --heads H --kv-heads K --ff F --head-dim HD --rope-dim R]\n"
            "                 [--vocab-from VOCAB.gguf | --vocab N]\n"
            "                 [--type TYPE] [--tied] [--ctx N]\n"
            "                 [--rope-linear FACTOR | --rope-llama3] [--chat-template FILE]\n"
            "                 [--swa WINDOW] [--softcap C] [--attn-softcap C]\n"
            "                 [--longrope ORIG_CTX]\n"
+           "                 [--experts N [--experts-used K] [--ff-exp F]]\n"
            "                 --seed S -o FILE\n"
            "  Writes a random-weight model of the family (weights of standard deviation 0.02,\n"
            "  norms near 1, deterministic from the seed; matrices in --type, any tensor type\n"
@@ -42,6 +43,10 @@ static void s_gen_usage(void)
            "  gemma2 only: --attn-softcap: attn_logit_softcapping (default 50).\n"
            "  phi3 only: --longrope: the 128k variants' rope_factors_long/short.weight\n"
            "  with this original context.\n"
+           "  llama and qwen3moe: --experts: a Mixture-of-Experts feed-forward of N experts\n"
+           "  (ffn_gate_inp and 3-D ffn_{gate,up,down}_exps; qwen3moe needs it), each\n"
+           "  position routed to --experts-used (default 2); --ff-exp: qwen3moe's\n"
+           "  expert_feed_forward_length (default ff; llama's experts are ff wide).\n"
            "  Defaults: dim 256, 2 layers, 8 heads, kv-heads = heads, ff 768, type f32,\n"
            "  ctx 2048, alignment 32 (as published files).\n");
 }
@@ -71,7 +76,9 @@ static int s_parse(s_gen *g, int argc, char **argv)
         { "head-dim", required_argument, 0, 'D' }, { "swa", required_argument, 0, 'W' },
         { "softcap", required_argument, 0, 'S' }, { "rope-dim", required_argument, 0, 'r' },
         { "longrope", required_argument, 0, 'l' },
-        { "attn-softcap", required_argument, 0, 'c' }, { 0, 0, 0, 0 }
+        { "attn-softcap", required_argument, 0, 'c' },
+        { "experts", required_argument, 0, 'E' }, { "experts-used", required_argument, 0, 'k' },
+        { "ff-exp", required_argument, 0, 'f' }, { 0, 0, 0, 0 }
     };
     arch_gen_opts *go = &g->go;
     char err[512];
@@ -101,6 +108,9 @@ static int s_parse(s_gen *g, int argc, char **argv)
         case 'r': go->rope_dim = (uint32_t)strtoul(optarg, NULL, 10); break;
         case 'l': go->longrope = (uint32_t)strtoul(optarg, NULL, 10); break;
         case 'c': go->attn_softcap = strtof(optarg, NULL); break;
+        case 'E': go->n_expert = (uint32_t)strtoul(optarg, NULL, 10); break;
+        case 'k': go->n_expert_used = (uint32_t)strtoul(optarg, NULL, 10); break;
+        case 'f': go->n_ff_exp = (uint32_t)strtoul(optarg, NULL, 10); break;
         case 'T': {
             quant_type qt;
             if (quant_type_parse(optarg, &qt, err, sizeof err)) {
@@ -123,9 +133,10 @@ static int s_gen_llm(s_gen *g, uint64_t t0)
     arch_gen_opts *go = &g->go;
     char err[512];
     if (strcmp(g->arch, "llama") && strcmp(g->arch, "qwen2") && strcmp(g->arch, "qwen3") &&
-        strcmp(g->arch, "gemma2") && strcmp(g->arch, "gemma3") && strcmp(g->arch, "phi3")) {
-        fprintf(stderr, "swarm gen: --arch '%s': one of swarm-dense, llama, qwen2, qwen3, gemma2, "
-                "gemma3, phi3\n", g->arch);
+        strcmp(g->arch, "qwen3moe") && strcmp(g->arch, "gemma2") && strcmp(g->arch, "gemma3") &&
+        strcmp(g->arch, "phi3")) {
+        fprintf(stderr, "swarm gen: --arch '%s': one of swarm-dense, llama, qwen2, qwen3, "
+                "qwen3moe, gemma2, gemma3, phi3\n", g->arch);
         return EXIT_USAGE;
     }
     go->arch = g->arch;
@@ -152,10 +163,10 @@ static int s_gen_llm(s_gen *g, uint64_t t0)
         log_error("%s", err);
         return EXIT_FAIL;
     }
-    log_info("wrote %s: %s, %u layers x %u, %u heads (%u kv), ff %u, %s%s, seed %llu (%.1f s)",
-             g->out, g->arch, go->n_layers, go->dim, go->n_head, go->n_head_kv, go->n_ff,
-             quant_type_name(go->type), go->tied ? ", tied" : "", (unsigned long long)g->seed,
-             (util_now_ns() - t0) / 1e9);
+    log_info("wrote %s: %s, %u layers x %u, %u heads (%u kv), ff %u, %u experts, %s%s, seed %llu "
+             "(%.1f s)", g->out, g->arch, go->n_layers, go->dim, go->n_head, go->n_head_kv,
+             go->n_ff, go->n_expert, quant_type_name(go->type), go->tied ? ", tied" : "",
+             (unsigned long long)g->seed, (util_now_ns() - t0) / 1e9);
     return EXIT_OK;
 }
 

@@ -162,8 +162,8 @@ int arm_flags_check(const arm_flags *f, unsigned honours, unsigned arms, const c
             return -1;
         }
         if (bit == ARM_F_SSD && f->arm != LLM_ARM_SSD) {
-            snprintf(err, errlen, "%s: --cap, --queue-depth, --chunk and --buffered are the "
-                     "SSD arm's (add --arm ssd)", f->name[k]);
+            snprintf(err, errlen, "%s: --cap, --queue-depth, --chunk, --buffered and "
+                     "--stream-all-experts are the SSD arm's (add --arm ssd)", f->name[k]);
             return -1;
         }
     }

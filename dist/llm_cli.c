@@ -181,6 +181,10 @@ int llm_cli_ssd_flag(llm_cli_ssd_flags *f, int argc, char **argv, int *i, char *
         f->buffered = 1;
         return 1;
     }
+    if (!strcmp(k, "--stream-all-experts")) {
+        f->experts_dense = 1;
+        return 1;
+    }
     if (strcmp(k, "--cap") && strcmp(k, "--chunk") && strcmp(k, "--queue-depth"))
         return 0;
     if (*i + 1 >= argc) {
@@ -223,6 +227,7 @@ int llm_cli_ssd_opts(const llm_cli_ssd_flags *f, const char *arg, llm_opts *o, c
     o->queue_depth = f->queue_depth ? f->queue_depth : c->queue_depth;
     o->overhead_bytes = c->overhead_bytes;
     o->buffered = f->buffered >= 0 ? f->buffered : c->buffered;
+    o->experts_dense = f->experts_dense;
     free(c);
     return 0;
 }
@@ -434,15 +439,31 @@ void llm_ssd_judge(llm_ssd *x, llm_model *m)
     x->io1 = util_io_read_bytes();
     x->cgroup_peak = cap_peak(&x->cap);
     x->peak_rss = util_vmhwm_bytes(0);
+    if (x->s1.expert_layers > x->s0.expert_layers) {
+        uint64_t hit = x->s1.expert_hits - x->s0.expert_hits;
+        uint64_t miss = x->s1.expert_misses - x->s0.expert_misses;
+        fprintf(stderr, "ssd experts: %.1f MiB read for routed experts where streaming every "
+                "expert reads %.1f MiB; cache %u slots, hit rate %.3f (%llu of %llu), %llu "
+                "slices hashed\n",
+                (x->s1.expert_read_bytes - x->s0.expert_read_bytes) / 1048576.0,
+                (x->s1.expert_dense_bytes - x->s0.expert_dense_bytes) / 1048576.0,
+                llm_model_plan(m)->expert_slots, hit + miss ? (double)hit / (hit + miss) : 0.0,
+                (unsigned long long)hit, (unsigned long long)(hit + miss),
+                (unsigned long long)(x->s1.experts_hashed - x->s0.experts_hashed));
+    }
     exec_stats d = { .content_fail = x->s1.content_fail - x->s0.content_fail,
                      .layers_streamed = x->s1.layers_streamed - x->s0.layers_streamed,
                      .layers_due = x->s1.layers_due - x->s0.layers_due };
-    gate_cache_judge(&x->rr, x->io1 - x->io0, x->s1.streamed_bytes - x->s0.streamed_bytes, 0);
+    /* the cache gate: storage against every byte the steps asked of the file, the experts'
+     * reads included */
+    uint64_t asked = x->s1.streamed_bytes - x->s0.streamed_bytes + x->s1.expert_read_bytes -
+                     x->s0.expert_read_bytes;
+    gate_cache_judge(&x->rr, x->io1 - x->io0, asked, 0);
     gate_content_judge(&x->rr, &d);
     fprintf(stderr, "ssd gates: cache %s (storage %.1f MiB for %.1f MiB streamed), content %s "
             "(%llu streamed layers hashed, %llu failed)%s%s\n",
             result_gate_name(x->rr.gate_cache), (x->io1 - x->io0) / 1048576.0,
-            (x->s1.streamed_bytes - x->s0.streamed_bytes) / 1048576.0,
+            asked / 1048576.0,
             result_gate_name(x->rr.gate_content), (unsigned long long)d.layers_streamed,
             (unsigned long long)d.content_fail, x->rr.void_reason[0] ? ": " : "",
             x->rr.void_reason);
@@ -461,6 +482,24 @@ void llm_ssd_json(json_t *j, const llm_ssd *x, const llm_model *m)
     json_object_set_new(j, "streamed_layers", json_integer(p->n_streamed));
     json_object_set_new(j, "streamed_per_pass_bytes",
                         json_integer((json_int_t)p->streamed_per_step));
+    if (p->expert_slots) {
+        uint64_t hit = x->s1.expert_hits - x->s0.expert_hits;
+        uint64_t miss = x->s1.expert_misses - x->s0.expert_misses;
+        json_object_set_new(j, "expert_read_bytes",
+                            json_integer((json_int_t)(x->s1.expert_read_bytes -
+                                                      x->s0.expert_read_bytes)));
+        json_object_set_new(j, "expert_dense_bytes",
+                            json_integer((json_int_t)(x->s1.expert_dense_bytes -
+                                                      x->s0.expert_dense_bytes)));
+        json_object_set_new(j, "expert_cache_slots", json_integer(p->expert_slots));
+        json_object_set_new(j, "expert_cache_bytes",
+                            json_integer((json_int_t)p->expert_cache_bytes));
+        json_object_set_new(j, "expert_cache_hits", json_integer((json_int_t)hit));
+        json_object_set_new(j, "expert_cache_misses", json_integer((json_int_t)miss));
+        json_object_set_new(j, "experts_hashed",
+                            json_integer((json_int_t)(x->s1.experts_hashed -
+                                                      x->s0.experts_hashed)));
+    }
     json_object_set_new(j, "queue_depth", json_integer(x->lo.queue_depth));
     json_object_set_new(j, "chunk_bytes", json_integer((json_int_t)x->lo.chunk_bytes));
     json_object_set_new(j, "ring_slots", json_integer(p->n_streamed ? p->ring_slots : 0));

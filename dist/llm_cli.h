@@ -57,6 +57,7 @@ typedef struct {
     uint64_t cap_bytes, chunk_bytes;  /* 0: not given */
     uint32_t queue_depth;             /* 0: not given */
     int buffered;                     /* -1: not given */
+    int experts_dense;                /* --stream-all-experts */
 } llm_cli_ssd_flags;
 
 #define LLM_CLI_SSD_USAGE                                                                     \
@@ -65,11 +66,14 @@ typedef struct {
     "  --queue-depth N       SSD arm: reads in flight    --chunk SIZE  bytes per read\n"       \
     "  --buffered            SSD arm: read through the page cache (labelled; the cache gate\n" \
     "                        judges)\n"                                                        \
+    "  --stream-all-experts  SSD arm: stream a layer's experts whole (the dense read), not\n" \
+    "                        only the routed ones through the expert cache\n"               \
     "                        Not given: the CONFIG's [ssd] section when MODEL is a config,\n" \
     "                        else cap 600M, queue depth 8, chunk 4M, overhead 32M, direct\n"
 
 void llm_cli_ssd_init(llm_cli_ssd_flags *f);
-/* argv[*i] one of --cap, --queue-depth, --chunk, --buffered? 1 / 0 / -1 with err. */
+/* argv[*i] one of --cap, --queue-depth, --chunk, --buffered, --stream-all-experts? 1 / 0 / -1
+ * with err. */
 int llm_cli_ssd_flag(llm_cli_ssd_flags *f, int argc, char **argv, int *i, char *err,
                      size_t errlen);
 /* The SSD arm's llm_opts for model argument arg (n_ctx, n_batch left to the caller). */

@@ -15,11 +15,22 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include "arch/sums.h"
 #include "base/iobuf.h"
 #include "base/log.h"
 #include "base/util.h"
 
 enum { S_FREE = 0, S_INFLIGHT = 1, S_DONE = 2 };
+
+/* One expert cache slot: an expert of a layer, each expert tensor's slice at part[k] + skip[k]
+ * of its bytes. */
+#define S_MAX_XT 4                /* expert tensors a layer may have (gate, up, down) */
+typedef struct {
+    uint32_t layer, expert;
+    int valid;                    /* read and its checksums matched */
+    uint64_t used;                /* xtick of the last use: LRU */
+    uint64_t pin;                 /* xepoch of the layer using it (not evictable then) */
+} s_xslot;
 
 #define S_HASHER_STACK (256u << 10)    /* stack for the hasher thread (static TLS lives there too) */
 #define S_HASHER_MIN_CHUNK (1u << 20) /* smaller chunks are hashed inline (s_hasher_wanted) */
@@ -82,6 +93,16 @@ struct exec {
     uint32_t h_bad_n, h_bad_layer[3];
     uint64_t h_bad_hash[3];
     XXH3_state_t *xx;          /* the hasher's own */
+    /* expert streaming (plan.expert_slots > 0): exec.h says how */
+    uint64_t *esums, *ebase;   /* sums_get_experts and each layer's place in it */
+    uint8_t *xmem;             /* expert_slots x expert_slot_bytes, EXEC_ALIGN-aligned */
+    s_xslot *xs;               /* expert_slots */
+    uint64_t xtick, xepoch;
+    uint8_t *xused;            /* (n_expert) the current layer's routed experts */
+    int32_t *xmap;             /* (n_expert) their slots */
+    struct io_uring xring;
+    int xring_ok;
+    uint32_t xdepth;
 };
 
 void *exec_read_aligned(int fd, uint64_t off, uint64_t len, const void **data, char *err,
@@ -438,6 +459,216 @@ oom:
     return -1;
 }
 
+/* Expert streaming's state: the per-expert checksums (the streamed layers' own checksum
+ * becomes their non-expert tensors'), the cache, and a ring for the expert reads. */
+static int s_experts_init(exec_t *e, char *err, size_t errlen)
+{
+    const arch_model *am = e->am;
+    uint32_t L = am->hp.n_layers, E = am->hp.n_expert ? am->hp.n_expert : 1;
+    uint64_t n = sums_experts_layout(am, NULL);
+    char why[512];
+    e->ebase = malloc((L + 1) * sizeof *e->ebase);
+    e->esums = malloc(n * sizeof *e->esums);
+    e->xs = calloc(e->plan.expert_slots, sizeof *e->xs);
+    e->xused = calloc(E, 1);
+    e->xmap = calloc(E, sizeof *e->xmap);
+    if (!e->ebase || !e->esums || !e->xs || !e->xused || !e->xmap ||
+        posix_memalign((void **)&e->xmem, EXEC_ALIGN,
+                       e->plan.expert_slots * e->plan.expert_slot_bytes)) {
+        e->xmem = NULL;
+        snprintf(err, errlen, "out of memory for the expert cache");
+        return -1;
+    }
+    sums_experts_layout(am, e->ebase);
+    if (sums_get_experts(am, e->path, e->esums, why, sizeof why)) {
+        snprintf(err, errlen, "%s", why);
+        return -1;
+    }
+    for (uint32_t l = e->first + e->plan.n_resident; l < e->last; l++)
+        e->sums[l] = e->esums[e->ebase[l]];
+    /* every read of a layer's misses in flight at once: up to a step's experts x tensors */
+    uint64_t k = (uint64_t)e->o.max_pos * am->hp.n_expert_used;
+    e->xdepth = (uint32_t)((k < E ? k : E) * S_MAX_XT);
+    if (e->xdepth > 4096)
+        e->xdepth = 4096;
+    int rc = io_uring_queue_init(e->xdepth < 8 ? 8 : e->xdepth, &e->xring, 0);
+    e->xring_ok = rc == 0;
+    if (rc)
+        log_warn("io_uring unavailable for expert reads (%s): synchronous pread instead",
+                 strerror(-rc));
+    return 0;
+}
+
+/* Read the missing experts' slices of layer l (those with xmap[x] >= 0 and a slot not valid):
+ * all at once, then each one hashed against its checksum. */
+static int s_experts_read(exec_t *e, uint32_t l, exec_stats *st, char *err, size_t errlen)
+{
+    const arch_layer *L = &e->am->layers[l];
+    uint32_t E = 0, nsub = 0, nt = 0, tix[S_MAX_XT];
+    for (uint32_t t = 0; t < L->n_tensors && nt < S_MAX_XT; t++)
+        if (L->t[t].n_expert) {
+            tix[nt++] = t;
+            E = L->t[t].n_expert;
+        }
+    uint64_t t0 = util_now_ns();
+    for (int pass = 0; pass < 2; pass++) { /* 0: submit every read, 1: reap and check */
+        for (uint32_t x = 0; x < E; x++) {
+            if (!e->xused[x] || e->xs[e->xmap[x]].valid)
+                continue;
+            uint8_t *slot = e->xmem + (uint64_t)e->xmap[x] * e->plan.expert_slot_bytes;
+            uint64_t part = 0;
+            for (uint32_t k = 0; k < nt; k++) {
+                const arch_tensor *T = &L->t[tix[k]];
+                uint64_t slice = T->nbytes / E, off = T->off + x * slice;
+                uint64_t aoff = off / EXEC_ALIGN * EXEC_ALIGN;
+                uint64_t alen = exec_round_up(off + slice, EXEC_ALIGN) - aoff;
+                if (pass == 0) {
+                    struct io_uring_sqe *sqe = e->xring_ok ? io_uring_get_sqe(&e->xring) : NULL;
+                    if (sqe) {
+                        io_uring_prep_read(sqe, e->fd, slot + part, (unsigned)alen, aoff);
+                        io_uring_sqe_set_data64(sqe, alen);
+                        nsub++;
+                    } else {
+                        ssize_t got;
+                        do
+                            got = pread(e->fd, slot + part, alen, (off_t)aoff);
+                        while (got < 0 && errno == EINTR);
+                        if (got < (ssize_t)(off + slice - aoff)) {
+                            snprintf(err, errlen, "%s: layer %u expert %u (%s): %s", e->path, l,
+                                     x, T->name, got < 0 ? strerror(errno) : "short read");
+                            return -1;
+                        }
+                    }
+                    st->expert_read_bytes += alen;
+                } else {
+                    uint64_t h = XXH3_64bits(slot + part + (off - aoff), slice);
+                    uint64_t want = e->esums[e->ebase[l] + 1 + (uint64_t)k * E + x];
+                    st->experts_hashed++;
+                    if (h != want) {
+                        st->content_fail++;
+                        st->content_bad_layer = l + 1;
+                        st->content_bad_hash = h;
+                        log_error("%s: content gate: layer %u expert %u of %s hashes to %016llx, "
+                                  "expected %016llx", e->path, l, x, T->name,
+                                  (unsigned long long)h, (unsigned long long)want);
+                        e->xs[e->xmap[x]].valid = -1; /* read again next time */
+                    }
+                }
+                part += exec_round_up(slice + 2 * EXEC_ALIGN, EXEC_ALIGN);
+            }
+            if (pass == 1 && e->xs[e->xmap[x]].valid == 0)
+                e->xs[e->xmap[x]].valid = 1;
+        }
+        if (pass == 0 && nsub) {
+            io_uring_submit(&e->xring);
+            for (uint32_t i = 0; i < nsub; i++) {
+                struct io_uring_cqe *cqe;
+                int rc;
+                while ((rc = io_uring_wait_cqe(&e->xring, &cqe)) == -EINTR)
+                    ;
+                if (rc < 0) {
+                    snprintf(err, errlen, "%s: layer %u expert reads: %s", e->path, l,
+                             strerror(-rc));
+                    return -1;
+                }
+                /* a short read of an aligned superset ends only at the end of the file, past
+                 * every tensor's bytes: a read error is negative */
+                int res = cqe->res;
+                io_uring_cqe_seen(&e->xring, cqe);
+                if (res < 0) {
+                    snprintf(err, errlen, "%s: layer %u expert reads: %s", e->path, l,
+                             strerror(-res));
+                    return -1;
+                }
+            }
+        }
+    }
+    st->wait_ns += util_now_ns() - t0;
+    return 0;
+}
+
+/* A streamed layer with experts, its other tensors computed: route, fetch the routed
+ * experts (cache, else the file), compute them, end the layer. */
+static int s_experts_run(exec_t *e, uint32_t l, exec_stats *st, char *err, size_t errlen)
+{
+    const arch_layer *L = &e->am->layers[l];
+    uint32_t t0 = L->n_tensors, E = 0;
+    for (uint32_t t = L->n_vectors; t < L->n_tensors; t++)
+        if (L->t[t].n_expert) {
+            t0 = t0 < t ? t0 : t;
+            E = L->t[t].n_expert;
+            st->expert_dense_bytes += L->t[t].nbytes;
+        }
+    if (arch_layer_before(e->run, t0))
+        goto fail;
+    arch_layer_experts(e->run, e->xused);
+    e->xepoch++;
+    for (uint32_t x = 0; x < E; x++) {
+        if (!e->xused[x])
+            continue;
+        int32_t hit = -1, victim = -1;
+        for (uint32_t i = 0; i < e->plan.expert_slots; i++) {
+            s_xslot *s = &e->xs[i];
+            if (s->valid == 1 && s->layer == l && s->expert == x) {
+                hit = (int32_t)i;
+                break;
+            }
+            /* the least recently used slot this layer does not hold (empty ones first) */
+            if (s->pin != e->xepoch &&
+                (victim < 0 || (s->valid != 1 && e->xs[victim].valid == 1) ||
+                 ((s->valid == 1) == (e->xs[victim].valid == 1) && s->used < e->xs[victim].used)))
+                victim = (int32_t)i;
+        }
+        if (hit < 0 && victim < 0) { /* the plan keeps a step's worth: never */
+            snprintf(err, errlen, "%s: layer %u: the expert cache of %u slots is full", e->path,
+                     l, e->plan.expert_slots);
+            return -1;
+        }
+        if (hit >= 0) {
+            st->expert_hits++;
+        } else {
+            st->expert_misses++;
+            hit = victim;
+            e->xs[hit] = (s_xslot){ .layer = l, .expert = x, .valid = 0 };
+        }
+        e->xs[hit].pin = e->xepoch;
+        e->xs[hit].used = ++e->xtick;
+        e->xmap[x] = hit;
+    }
+    if (s_experts_read(e, l, st, err, errlen))
+        return -1;
+    st->expert_layers++;
+    uint64_t part = 0;
+    for (uint32_t t = t0; t < L->n_tensors; t++) {
+        const arch_tensor *T = &L->t[t];
+        uint64_t per = T->rows / E, slice = T->nbytes / E;
+        if (t != t0 && arch_layer_before(e->run, t))
+            goto fail;
+        for (uint32_t x = 0; x < E; x++) {
+            const uint8_t *rows = NULL;
+            if (e->xused[x] && e->xs[e->xmap[x]].valid == 1) {
+                uint64_t off = T->off + x * slice;
+                rows = e->xmem + (uint64_t)e->xmap[x] * e->plan.expert_slot_bytes + part +
+                       (off - off / EXEC_ALIGN * EXEC_ALIGN);
+            } else if (e->xused[x]) {
+                /* its bytes failed the gate: the step fails (content_fail), as a layer's */
+                snprintf(err, errlen, "%s: layer %u expert %u: %s", e->path, l, x,
+                         SUMS_MISMATCH);
+                return -1;
+            }
+            if (arch_layer_rows(e->run, t, x * per, per, rows))
+                goto fail;
+        }
+        part += exec_round_up(slice + 2 * EXEC_ALIGN, EXEC_ALIGN);
+    }
+    if (arch_layer_end(e->run))
+        goto fail;
+    return 0;
+fail:
+    snprintf(err, errlen, "%s: %s", e->path, arch_run_error(e->run));
+    return -1;
+}
+
 static exec_t *s_new(exec_t *e, const uint64_t *sums, uint32_t first, uint32_t last,
                      const exec_opts *o, char *err, size_t errlen)
 {
@@ -463,6 +694,8 @@ static exec_t *s_new(exec_t *e, const uint64_t *sums, uint32_t first, uint32_t l
     if (s_load_resident(e, err, errlen))
         goto err;
     if (e->plan.n_streamed && s_ring_init(e, err, errlen))
+        goto err;
+    if (e->plan.expert_slots && s_experts_init(e, err, errlen))
         goto err;
     return e;
 err:
@@ -552,8 +785,8 @@ static const arch_seg *s_lsegs(exec_t *e, const exec_seg *segs, uint32_t k, uint
 /* Feed one arrived chunk to the layer hooks: a vector goes to the stage (the layer begins
  * after its last vector); a matrix's first range prepares its input, its rows are computed,
  * and the layer's last chunk ends it. */
-static int s_compute(exec_t *e, const exec_chunk *ch, const void *data, char *err,
-                     size_t errlen)
+static int s_compute(exec_t *e, const exec_chunk *ch, const void *data, exec_stats *st,
+                     char *err, size_t errlen)
 {
     const arch_layer *L = &e->am->layers[ch->layer];
     const arch_tensor *T = &L->t[ch->tensor];
@@ -574,8 +807,16 @@ static int s_compute(exec_t *e, const exec_chunk *ch, const void *data, char *er
                               e->k, e->x, err, errlen))
         return -1;
     if ((ch->r0 == 0 && arch_layer_before(e->run, ch->tensor)) ||
-        arch_layer_rows(e->run, ch->tensor, ch->r0, ch->nrows, data) ||
-        (ch->last && arch_layer_end(e->run))) {
+        arch_layer_rows(e->run, ch->tensor, ch->r0, ch->nrows, data)) {
+        snprintf(err, errlen, "%s: %s", e->path, arch_run_error(e->run));
+        return -1;
+    }
+    if (!ch->last)
+        return 0;
+    /* the ring carries no expert tensor: a layer with experts goes on after its router */
+    if (e->plan.expert_slots && ch->tensor + 1 < L->n_tensors && L->t[ch->tensor + 1].n_expert)
+        return s_experts_run(e, ch->layer, st, err, errlen);
+    if (arch_layer_end(e->run)) {
         snprintf(err, errlen, "%s: %s", e->path, arch_run_error(e->run));
         return -1;
     }
@@ -618,7 +859,7 @@ static int s_stream_step(exec_t *e, exec_stats *st, char *err, size_t errlen)
         s_hash_post(e);
         if (!e->o.io_only) {
             t = util_now_ns();
-            rc = s_compute(e, ch, s->buf + s->skip, err, errlen);
+            rc = s_compute(e, ch, s->buf + s->skip, st, err, errlen);
             st->compute_ns += util_now_ns() - t;
             if (rc) {
                 s->state = S_FREE;
@@ -717,6 +958,14 @@ void exec_free(exec_t **pe)
     }
     if (e->uring_ok)
         io_uring_queue_exit(&e->ring);
+    if (e->xring_ok)
+        io_uring_queue_exit(&e->xring);
+    free(e->esums);
+    free(e->ebase);
+    free(e->xmem);
+    free(e->xs);
+    free(e->xused);
+    free(e->xmap);
     iobuf_free(&e->ring_mem);
     free(e->slots);
     for (size_t i = 0; e->res_mem && i < (size_t)e->plan.n_resident * ARCH_MAX_LAYER_TENSORS;

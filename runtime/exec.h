@@ -20,6 +20,15 @@
  * compared with the layer's checksum (the lab file's metadata; for any other GGUF the
  * checksum cache, arch/sums.h) before the step returns; both its cost and the step's wait for
  * it are reported.
+ * Experts: a streamed layer with experts (arch_tensor.n_expert) streams everything but its
+ * expert tensors through the ring; once its router has run (arch_layer_experts), the routed
+ * experts' slices of each expert tensor are read (O_DIRECT, all of the layer's misses in
+ * flight together on an io_uring of their own) into an expert cache of whole-expert slots,
+ * least recently used evicted, and the layer is computed from them (NULL rows for the rest).
+ * The content gate then hashes the layer's other tensors as one (against the per-expert
+ * checksums' layer entry, arch/sums.h) and each expert slice as it is read (against its own);
+ * a cached slice was checked when it was read. The plan keeps at least min(n_expert, max_pos x
+ * n_expert_used) slots, then gives the cache what the resident layers and the ring leave.
  */
 #ifndef SWARM_EXEC_H
 #define SWARM_EXEC_H
@@ -58,6 +67,8 @@ typedef struct {
     uint64_t held_bytes;       /* what the caller holds under the same cap (a runner's KV
                                 * caches, embedding, head, activations): planned, named in a
                                 * refusal */
+    int experts_dense;         /* 1: a streamed layer's experts stream with it, every expert
+                                * every step; 0 (default): only the routed ones (see below) */
 } exec_opts;
 
 typedef struct {
@@ -76,7 +87,10 @@ typedef struct {
     uint64_t ring_bytes;       /* ring_slots chunk buffers */
     uint64_t working_set;      /* resident + ring + stage + scratch + overhead + held: what
                                 * the cap must hold */
-    uint64_t streamed_per_step;/* bytes requested from the file per step */
+    uint64_t streamed_per_step;/* bytes requested from the file per step (experts apart) */
+    uint32_t expert_slots;     /* the expert cache (0: experts stream with their layers) */
+    uint64_t expert_slot_bytes;/* one slot: an expert's slices of each expert tensor, aligned */
+    uint64_t expert_cache_bytes;
 } exec_plan;
 
 typedef struct {
@@ -90,6 +104,12 @@ typedef struct {
     uint64_t content_fail;     /* streamed layers whose hash did not match */
     uint32_t content_bad_layer;/* 1 + the last layer that failed (0: none yet) */
     uint64_t content_bad_hash; /* what its bytes hashed to */
+    /* expert streaming */
+    uint64_t expert_read_bytes;  /* bytes read for routed experts (aligned supersets) */
+    uint64_t expert_dense_bytes; /* every expert of those layers: what streaming them whole reads */
+    uint64_t expert_hits, expert_misses; /* the expert cache's lookups */
+    uint64_t experts_hashed;     /* expert slices read and hashed (content gate) */
+    uint64_t expert_layers;      /* streamed layers whose experts were routed and read */
 } exec_stats;
 
 typedef struct exec exec_t;

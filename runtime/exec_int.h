@@ -26,6 +26,9 @@ exec_chunk *exec_schedule(const arch_model *am, const exec_plan *p, uint32_t fir
 uint64_t exec_chunk_rows(const arch_tensor *t, uint64_t chunk_bytes);
 /* Bytes a layer takes resident: each tensor in its own EXEC_ALIGN-aligned buffer. */
 uint64_t exec_arch_layer_bytes(const arch_layer *l);
+/* Bytes one expert takes in the expert cache: its slice of each of layer l's expert tensors,
+ * each an aligned superset. */
+uint64_t exec_expert_slot_bytes(const arch_layer *l);
 /* Bytes the vector staging area of a streamed layer takes (its vectors, 64-byte aligned). */
 uint64_t exec_stage_bytes(const arch_layer *l);
 /* The lab model as an architecture (no file opened: the tensors from model_t's offsets). */

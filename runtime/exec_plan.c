@@ -154,6 +154,8 @@ exec_chunk *exec_schedule(const arch_model *am, const exec_plan *p, uint32_t fir
             uint64_t layer_first = cnt;
             for (uint32_t t = 0; t < ly->n_tensors; t++) {
                 const arch_tensor *T = &ly->t[t];
+                if (p->expert_slots && T->n_expert)
+                    continue; /* read by expert, after routing (exec.c) */
                 uint64_t rows = exec_chunk_rows(T, chunk_bytes);
                 for (uint64_t r0 = 0; r0 < T->rows; r0 += rows, cnt++) {
                     if (!c)
@@ -194,10 +196,47 @@ static int s_short(char *err, size_t errlen, const char *path, const char *what,
     return -1;
 }
 
+/* One expert's slot in the cache: its slice of each expert tensor of layer l, each in the
+ * aligned superset an O_DIRECT read of it takes. */
+uint64_t exec_expert_slot_bytes(const arch_layer *l)
+{
+    uint64_t b = 0;
+    for (uint32_t t = 0; t < l->n_tensors; t++)
+        if (l->t[t].n_expert)
+            b += exec_round_up(l->t[t].nbytes / l->t[t].n_expert + 2 * EXEC_ALIGN, EXEC_ALIGN);
+    return b;
+}
+
+/* Expert streaming for layers [first, last): the slot size (0: no layer has experts, or the
+ * options keep experts with their layers) and the fewest slots a step can need. */
+static uint64_t s_expert_slot(const arch_model *am, uint32_t first, uint32_t last,
+                              const exec_opts *o, uint32_t *min_slots)
+{
+    uint64_t slot = 0;
+    uint32_t mn = 0;
+    if (o->experts_dense || o->io_only || o->stream_all || o->resident_only || !o->budget_bytes)
+        return 0;
+    for (uint32_t l = first; l < last; l++) {
+        const arch_layer *ly = &am->layers[l];
+        uint64_t b = exec_expert_slot_bytes(ly);
+        slot = b > slot ? b : slot;
+        for (uint32_t t = 0; t < ly->n_tensors; t++)
+            if (ly->t[t].n_expert) {
+                uint64_t k = (uint64_t)(o->max_pos ? o->max_pos : 1) * am->hp.n_expert_used;
+                uint32_t need = k < ly->t[t].n_expert ? (uint32_t)k : ly->t[t].n_expert;
+                mn = need > mn ? need : mn;
+            }
+    }
+    *min_slots = mn;
+    return slot;
+}
+
 int exec_plan_arch(const arch_model *am, const char *path, uint32_t first, uint32_t last,
                    const exec_opts *o, exec_plan *p, char *err, size_t errlen)
 {
     uint64_t fixed = s_fixed_bytes(am, o), all = 0, slot_cap = 0, stage = 0;
+    uint32_t xmin = 0;
+    uint64_t xslot = 0;
     char what[96];
     memset(p, 0, sizeof *p);
     if (first >= last || last > am->hp.n_layers) {
@@ -207,6 +246,7 @@ int exec_plan_arch(const arch_model *am, const char *path, uint32_t first, uint3
     }
     p->n_layers = last - first;
     p->layer_alloc = exec_arch_layer_bytes(&am->layers[first]);
+    xslot = s_expert_slot(am, first, last, o, &xmin);
     /* The ring's slot holds the largest chunk of any layer in the range (plus the aligned
      * superset's two partial blocks); the stage holds the largest layer's vectors. */
     for (uint32_t l = first; l < last; l++) {
@@ -215,6 +255,8 @@ int exec_plan_arch(const arch_model *am, const char *path, uint32_t first, uint3
         if (exec_stage_bytes(ly) > stage)
             stage = exec_stage_bytes(ly);
         for (uint32_t t = 0; t < ly->n_tensors; t++) {
+            if (xslot && ly->t[t].n_expert)
+                continue; /* never a chunk of the ring */
             uint64_t s = exec_round_up(exec_chunk_rows(&ly->t[t], o->chunk_bytes) *
                                            ly->t[t].row_bytes + 2 * EXEC_ALIGN, EXEC_ALIGN);
             if (s > slot_cap)
@@ -244,10 +286,12 @@ int exec_plan_arch(const arch_model *am, const char *path, uint32_t first, uint3
     } else if (fixed + all <= o->budget_bytes) {
         p->n_resident = p->n_layers; /* everything fits without a ring */
     } else {
-        uint64_t need_min = fixed + ring + stage, used = need_min;
+        uint64_t xc = (uint64_t)xmin * xslot; /* the fewest expert slots a step can use */
+        uint64_t need_min = fixed + ring + stage + xc, used = need_min;
         if (need_min > o->budget_bytes)
             return s_short(err, errlen, path, "even the streaming ring", need_min, fixed,
-                           "of ring and vector stage", ring + stage, o);
+                           xc ? "of ring, vector stage and expert cache"
+                              : "of ring and vector stage", ring + stage + xc, o);
         for (uint32_t l = first; l < last; l++) {
             uint64_t b = exec_arch_layer_bytes(&am->layers[l]);
             if (used + b > o->budget_bytes)
@@ -280,7 +324,29 @@ int exec_plan_arch(const arch_model *am, const char *path, uint32_t first, uint3
     }
     p->ring_bytes = p->n_streamed ? (uint64_t)p->ring_slots * slot_cap : 0;
     p->stage_bytes = p->n_streamed ? stage : 0;
-    p->working_set = p->resident_bytes + p->ring_bytes + p->stage_bytes + fixed;
+    if (p->n_streamed && xslot) {
+        /* the cache: at least a step's worth, then what the budget leaves (one chunk slot
+         * kept unspent, as the ring does), at most every streamed expert */
+        uint64_t used = fixed + p->ring_bytes + p->stage_bytes + p->resident_bytes;
+        uint64_t most = 0, n = xmin;
+        for (uint32_t l = first + p->n_resident; l < last; l++)
+            for (uint32_t t = 0; t < am->layers[l].n_tensors; t++)
+                if (am->layers[l].t[t].n_expert) {
+                    most += am->layers[l].t[t].n_expert;
+                    break;
+                }
+        if (o->budget_bytes > used + slot_cap + n * xslot)
+            n = (o->budget_bytes - used - slot_cap) / xslot;
+        n = n > most ? most : n;
+        n = n < xmin ? xmin : n;
+        if (n) {
+            p->expert_slots = (uint32_t)n;
+            p->expert_slot_bytes = xslot;
+            p->expert_cache_bytes = n * xslot;
+        }
+    }
+    p->working_set = p->resident_bytes + p->ring_bytes + p->stage_bytes + fixed +
+                     p->expert_cache_bytes;
     if (p->n_streamed) {
         /* Bytes requested per step: each chunk's aligned superset. */
         uint64_t n = 0;

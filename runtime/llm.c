@@ -139,6 +139,7 @@ static void s_ssd_exec_opts(const arch_model *am, const llm_opts *o, exec_opts *
     *eo = (exec_opts){ .budget_bytes = o->cap_bytes, .queue_depth = o->queue_depth,
                        .chunk_bytes = o->chunk_bytes, .overhead_bytes = o->overhead_bytes,
                        .buffered = o->buffered, .total_steps = o->total_steps,
+                       .experts_dense = o->experts_dense,
                        .verify_resident = 1, .max_pos = s_ssd_max_pos(o),
                        .held_bytes = held + o->n_sessions *
                                                 s_session_bytes(&am->hp, o->n_ctx, o->n_batch) };
@@ -274,7 +275,7 @@ llm_model *llm_model_open_opts(const char *path, const llm_opts *o, char *err, s
     if (!arch_model_has(&m->am, ARCH_TOKENS)) {
         arch_err(err, errlen, path,
                  "a swarm-dense model has no tokens (run it with `swarm run`); a token "
-                 "family (llama, qwen2, qwen3, gemma2, gemma3, phi3) needed");
+                 "family (llama, qwen2, qwen3, qwen3moe, gemma2, gemma3, phi3) needed");
         goto err;
     }
     if (o)

@@ -81,6 +81,7 @@ typedef struct {
                                    * passes are batched (llm_model_batching: n_batch + n_sessions
                                    * - 1 positions a pass, each streamed layer read once for all) */
     int buffered;                 /* SSD: page-cache reads (labelled; the cache gate judges) */
+    int experts_dense;            /* SSD: stream every expert with its layer (exec_opts) */
     uint64_t total_steps;         /* SSD: stop read-ahead after this many passes (0: never) */
     const llm_layers_hook *hook;  /* RESIDENT: where the layers run (copied; required) */
 } llm_opts;

@@ -3,6 +3,7 @@
  * and llama.cpp's own answers for the same random models. tests/ */
 #include "arch/arch.h"
 #include "arch/gen.h"
+#include "arch/moe.h"
 #include "runtime/llm.h"
 #include "gguf/gguf.h"
 #include "arch/kernel.h"
@@ -37,6 +38,8 @@ static const char *s_path(const char *name)
 static float s_rope_linear;
 static int s_rope_llama3;
 
+static uint32_t s_experts; /* the next s_gen's experts (top 3), then 0 */
+
 static int s_gen(const char *name, const char *arch, uint32_t dim, uint32_t layers, uint32_t heads,
                  uint32_t kvh, uint32_t ff, quant_type type, int tied, uint64_t seed,
                  uint32_t n_vocab)
@@ -45,9 +48,11 @@ static int s_gen(const char *name, const char *arch, uint32_t dim, uint32_t laye
                         .n_head_kv = kvh, .n_ff = ff, .type = type, .tied = tied, .seed = seed,
                         .n_vocab = n_vocab, .vocab_from = n_vocab ? NULL : s_vocab,
                         .n_ctx = 256, .rope_linear = s_rope_linear,
-                        .rope_llama3 = s_rope_llama3 };
+                        .rope_llama3 = s_rope_llama3, .n_expert = s_experts,
+                        .n_expert_used = s_experts ? 3 : 0 };
     s_rope_linear = 0;
     s_rope_llama3 = 0;
+    s_experts = 0;
     char err[512];
     if (arch_gen(s_path(name), &o, err, sizeof err)) {
         fprintf(stderr, "gen %s: %s\n", name, err);
@@ -520,15 +525,20 @@ static void s_test_determinism(void)
         const char *name;
         const char *arch;
         quant_type type;
+        uint32_t experts;
     } cases[] = {
-        { "d-llama-q4_0.gguf", "llama", QUANT_Q4_0 },
-        { "d-qwen2-q8_0.gguf", "qwen2", QUANT_Q8_0 },
-        { "d-llama-f16.gguf", "llama", QUANT_F16 },
-        { "d-qwen2-f32.gguf", "qwen2", QUANT_F32 },
+        { "d-llama-q4_0.gguf", "llama", QUANT_Q4_0, 0 },
+        { "d-qwen2-q8_0.gguf", "qwen2", QUANT_Q8_0, 0 },
+        { "d-llama-f16.gguf", "llama", QUANT_F16, 0 },
+        { "d-qwen2-f32.gguf", "qwen2", QUANT_F32, 0 },
+        /* experts: each row range computes only the routed experts' rows */
+        { "d-mixtral-q8_0.gguf", "llama", QUANT_Q8_0, 8 },
+        { "d-qwen3moe-f32.gguf", "qwen3moe", QUANT_F32, 6 },
     };
     int32_t toks[11] = { 5, 9, 100, 250, 7, 7, 1, 33, 64, 128, 2 };
     uint32_t n = 11;
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        s_experts = cases[c].experts;
         if (s_gen(cases[c].name, cases[c].arch, 128, 2, 8, 2, 192, cases[c].type, 0, 40 + c,
                   260))
             continue;
@@ -752,6 +762,41 @@ static void s_expect_open_error(const char *what, const char *path, const char *
 
 /* The table of families: each name finds its entry once, and what the file's family decides
  * at open (the layer's tensors, the RoPE pairing, the properties) is set by that entry. */
+/* Routing as llama.cpp's build_moe_ffn: softmax over every expert, the top k largest first
+ * (ties: the lower index), their probabilities normalised by their sum, then scaled. */
+static void s_test_moe_route(void)
+{
+    uint32_t sel[4];
+    float w[4];
+    const float tie[5] = { 0.1f, 2.0f, -1.0f, 1.5f, 2.0f };
+    arch_moe_route(tie, 5, 2, 1, 0, sel, w);
+    CHECK(sel[0] == 1 && sel[1] == 4 && w[0] == 0.5f && w[1] == 0.5f,
+          "tie: experts %u %u weights %g %g", sel[0], sel[1], (double)w[0], (double)w[1]);
+    const float l[6] = { 1, 2, 3, 4, -2, 0 };
+    arch_moe_route(l, 6, 3, 1, 0, sel, w);
+    double e1 = exp(1), e2 = exp(2), sum = 1 + 1 / e1 + 1 / e2;
+    CHECK(sel[0] == 3 && sel[1] == 2 && sel[2] == 1, "top 3: %u %u %u", sel[0], sel[1], sel[2]);
+    CHECK(fabs(w[0] - 1 / sum) < 1e-6 && fabs(w[1] - 1 / e1 / sum) < 1e-6 &&
+              fabs(w[2] - 1 / e2 / sum) < 1e-6 && fabs(w[0] + w[1] + w[2] - 1) < 1e-6,
+          "normalised weights %g %g %g", (double)w[0], (double)w[1], (double)w[2]);
+    /* without normalisation: the softmax over all 6 experts */
+    double all = 0;
+    for (int e = 0; e < 6; e++)
+        all += exp(l[e] - 4);
+    arch_moe_route(l, 6, 2, 0, 0, sel, w);
+    CHECK(fabs(w[0] - 1 / all) < 1e-6 && fabs(w[1] - exp(-1) / all) < 1e-6,
+          "softmax weights %g %g", (double)w[0], (double)w[1]);
+    /* expert_weights_scale multiplies after the normalisation; 1 and 0 mean none */
+    float w1[2];
+    arch_moe_route(l, 6, 2, 1, 0, sel, w1);
+    arch_moe_route(l, 6, 2, 1, 2.5f, sel, w);
+    CHECK(w[0] == w1[0] * 2.5f && w[1] == w1[1] * 2.5f, "scaled %g", (double)w[0]);
+    /* k = n: every expert, weights the whole softmax */
+    arch_moe_route(l, 4, 4, 1, 0, sel, w);
+    CHECK(sel[0] == 3 && sel[3] == 0 && fabs(w[0] + w[1] + w[2] + w[3] - 1) < 1e-6,
+          "k = n: %u .. %u", sel[0], sel[3]);
+}
+
 static void s_test_families(void)
 {
     static const struct {
@@ -787,7 +832,7 @@ static void s_test_families(void)
     memset(&h, 0, sizeof h);
     CHECK(arch_model_bind(&h, "phi2", err, sizeof err) == -1 &&
           strstr(err, "'phi2' is not supported (supported: swarm-dense, llama, qwen2, qwen3, "
-                      "gemma2, gemma3, phi3)") &&
+                      "qwen3moe, gemma2, gemma3, phi3)") &&
           !h.ops && !arch_model_has(&h, 0), "bind phi2: '%s'", err);
 }
 
@@ -808,7 +853,7 @@ static void s_test_bad_files(void)
     s_spit(s_path("bad-arch.gguf"), buf, n);
     s_expect_open_error("unknown architecture", s_path("bad-arch.gguf"),
                         "'gemma' is not supported (supported: swarm-dense, llama, qwen2, qwen3, "
-                        "gemma2, gemma3, phi3)");
+                        "qwen3moe, gemma2, gemma3, phi3)");
     /* unsupported type: q8_0 (34 bytes a block) relabelled mxfp4 (17: smaller, stays inside),
      * a type ggml reads and swarm does not: refused naming the tensor and the type */
     memcpy(buf, orig, n);
@@ -933,6 +978,9 @@ static void s_test_llama_cpp(const char *fixture)
             .longrope = (uint32_t)json_integer_value(json_object_get(spec, "longrope")),
             .rope_linear = (float)json_number_value(json_object_get(spec, "rope_linear")),
             .rope_llama3 = json_is_true(json_object_get(spec, "rope_llama3")),
+            .n_expert = (uint32_t)json_integer_value(json_object_get(spec, "experts")),
+            .n_expert_used = (uint32_t)json_integer_value(json_object_get(spec, "experts_used")),
+            .n_ff_exp = (uint32_t)json_integer_value(json_object_get(spec, "ff_exp")),
         };
         if (arch_gen(s_path(file), &o, err, sizeof err)) {
             CHECK(0, "%s: %s", name, err);
@@ -1065,10 +1113,12 @@ int main(void)
     s_test_reference();
     s_test_determinism();
     s_test_segs();
+    s_test_moe_route();
     s_test_families();
     s_test_bad_files();
     s_test_llama_cpp("tests/fixtures/llama/expected.json");
     s_test_llama_cpp("tests/fixtures/llama/expected-families.json");
+    s_test_llama_cpp("tests/fixtures/llama/expected-moe.json");
     quant_pool_shutdown();
     return CHECK_DONE("test_arch");
 }

@@ -1,0 +1,195 @@
+/* moe.c — the Mixture-of-Experts feed-forward of the decoder layer: routing, the routed
+ * experts' products, the weighted sum (arch/moe.h says how, as llama.cpp's build_moe_ffn).
+ * arch/ */
+#include "arch/moe.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "quant/quant.h"
+
+struct arch_moe {
+    uint32_t n_expert, k, dim, ff, max_pos;
+    int norm_w;
+    float scale;
+    float *logits;                /* (max_pos, n_expert) */
+    uint32_t *sel;                /* (max_pos, k) */
+    float *w;                     /* (max_pos, k) */
+    float *gate, *up;             /* (max_pos, k, ff): gate becomes silu(gate) . up */
+    float *down;                  /* (max_pos, k, dim) */
+};
+
+uint64_t arch_moe_bytes(const arch_hparams *hp, uint32_t max_pos)
+{
+    uint64_t P = max_pos, k = hp->n_expert_used;
+    return P * ((uint64_t)hp->n_expert * sizeof(float) + k * (sizeof(uint32_t) + sizeof(float)) +
+                k * (2ull * hp->n_ff_exp + hp->dim) * sizeof(float)) + sizeof(arch_moe);
+}
+
+arch_moe *arch_moe_new(const arch_hparams *hp, uint32_t max_pos)
+{
+    arch_moe *m = calloc(1, sizeof *m);
+    if (!m)
+        return NULL;
+    size_t P = max_pos, k = hp->n_expert_used;
+    m->n_expert = hp->n_expert;
+    m->k = hp->n_expert_used;
+    m->dim = hp->dim;
+    m->ff = hp->n_ff_exp;
+    m->max_pos = max_pos;
+    m->norm_w = 1; /* llama and qwen3moe both normalise (build_moe_ffn's norm_w = true) */
+    m->scale = hp->expert_weights_scale;
+    m->logits = malloc(P * m->n_expert * sizeof(float));
+    m->sel = malloc(P * k * sizeof(uint32_t));
+    m->w = malloc(P * k * sizeof(float));
+    m->gate = malloc(P * k * m->ff * sizeof(float));
+    m->up = malloc(P * k * m->ff * sizeof(float));
+    m->down = malloc(P * k * m->dim * sizeof(float));
+    if (!m->logits || !m->sel || !m->w || !m->gate || !m->up || !m->down) {
+        arch_moe_free(m);
+        return NULL;
+    }
+    return m;
+}
+
+void arch_moe_free(arch_moe *m)
+{
+    if (!m)
+        return;
+    free(m->logits);
+    free(m->sel);
+    free(m->w);
+    free(m->gate);
+    free(m->up);
+    free(m->down);
+    free(m);
+}
+
+void arch_moe_route(const float *logits, uint32_t n_expert, uint32_t k, int norm_w, float scale,
+                    uint32_t *sel, float *w)
+{
+    /* ggml_soft_max: e^(x - max), summed in double, times the float of 1 / sum */
+    float mx = -INFINITY;
+    for (uint32_t e = 0; e < n_expert; e++)
+        mx = logits[e] > mx ? logits[e] : mx;
+    double sum = 0;
+    for (uint32_t e = 0; e < n_expert; e++)
+        sum += (double)expf(logits[e] - mx);
+    float inv = (float)(1.0 / sum);
+    /* top k by probability, largest first (ggml_argsort_top_k); ties keep the lower index.
+     * The probabilities are recomputed (the same bits) rather than stored: k is small. */
+    for (uint32_t j = 0; j < k; j++) {
+        uint32_t best = n_expert;
+        float bp = -INFINITY;
+        for (uint32_t e = 0; e < n_expert; e++) {
+            int taken = 0;
+            for (uint32_t i = 0; i < j; i++)
+                taken |= sel[i] == e;
+            float p = expf(logits[e] - mx) * inv;
+            if (!taken && (best == n_expert || p > bp)) {
+                best = e;
+                bp = p;
+            }
+        }
+        sel[j] = best;
+        w[j] = bp;
+    }
+    if (norm_w) {
+        /* ggml_sum_rows (a double sum), clamped at f16's smallest normal, then ggml_div */
+        double s = 0;
+        for (uint32_t j = 0; j < k; j++)
+            s += (double)w[j];
+        float fs = (float)s;
+        if (!(fs >= 6.103515625e-5f))
+            fs = 6.103515625e-5f;
+        for (uint32_t j = 0; j < k; j++)
+            w[j] = w[j] / fs;
+    }
+    if (scale != 0.0f && scale != 1.0f)
+        for (uint32_t j = 0; j < k; j++)
+            w[j] *= scale;
+}
+
+float *arch_moe_logits(arch_moe *m)
+{
+    return m->logits;
+}
+
+const uint32_t *arch_moe_selected(const arch_moe *m)
+{
+    return m->sel;
+}
+
+void arch_moe_route_all(arch_moe *m, uint32_t n)
+{
+    for (uint32_t p = 0; p < n; p++)
+        arch_moe_route(m->logits + (size_t)p * m->n_expert, m->n_expert, m->k, m->norm_w,
+                       m->scale, m->sel + (size_t)p * m->k, m->w + (size_t)p * m->k);
+}
+
+uint32_t arch_moe_used(const arch_moe *m, uint32_t n, uint8_t *used)
+{
+    uint32_t c = 0;
+    memset(used, 0, m->n_expert);
+    for (size_t i = 0; i < (size_t)n * m->k; i++)
+        if (!used[m->sel[i]]) {
+            used[m->sel[i]] = 1;
+            c++;
+        }
+    return c;
+}
+
+int arch_moe_rows(arch_moe *m, int which, const arch_tensor *t, uint64_t r0, uint64_t nr,
+                  const void *rows, const float *x, uint32_t n, int nthreads, char *why,
+                  size_t whylen)
+{
+    uint64_t per = t->rows / t->n_expert;
+    uint32_t outw = which == 2 ? m->dim : m->ff;
+    float *out = which == 0 ? m->gate : which == 1 ? m->up : m->down;
+    for (uint64_t e = r0 / per; e * per < r0 + nr; e++) {
+        uint64_t lo = e * per > r0 ? e * per : r0;
+        uint64_t hi = (e + 1) * per < r0 + nr ? (e + 1) * per : r0 + nr;
+        const uint8_t *src = rows ? (const uint8_t *)rows + (lo - r0) * t->row_bytes : NULL;
+        for (uint32_t p = 0; p < n; p++)
+            for (uint32_t j = 0; j < m->k; j++) {
+                size_t slot = (size_t)p * m->k + j;
+                if (m->sel[slot] != e)
+                    continue;
+                if (!src) {
+                    snprintf(why, whylen, "expert %llu is routed to but its rows were not read",
+                             (unsigned long long)e);
+                    return -1;
+                }
+                const float *in = which == 2 ? m->gate + slot * m->ff : x + (size_t)p * m->dim;
+                if (quant_matmat((quant_type)t->type, hi - lo, t->cols, src, 1, in,
+                                 out + slot * outw + (lo - e * per), nthreads, why, whylen))
+                    return -1;
+            }
+    }
+    return 0;
+}
+
+void arch_moe_act(arch_moe *m, uint32_t n)
+{
+    /* SwiGLU as the dense layer: silu(g) = g / (1 + e^-g) (ggml_silu_f32), times up */
+    for (size_t i = 0; i < (size_t)n * m->k * m->ff; i++) {
+        float g = m->gate[i];
+        m->gate[i] = g / (1.0f + expf(-g)) * m->up[i];
+    }
+}
+
+void arch_moe_out(arch_moe *m, uint32_t n, float *out)
+{
+    for (uint32_t p = 0; p < n; p++) {
+        float *o = out + (size_t)p * m->dim;
+        for (uint32_t j = 0; j < m->k; j++) {
+            size_t slot = (size_t)p * m->k + j;
+            const float *d = m->down + slot * m->dim;
+            float wj = m->w[slot];
+            for (uint32_t i = 0; i < m->dim; i++)
+                o[i] = j ? o[i] + d[i] * wj : d[i] * wj;
+        }
+    }
+}
