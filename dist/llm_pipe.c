@@ -754,7 +754,13 @@ int lp_route(llm_swarm *sw, int stop, int *lost, char *how, size_t howlen, char 
         return LP_OK;
     }
     sw->epoch++;
-    for (uint32_t i = 0; i < sw->n; i++) {
+    /* Downstream first, each route confirmed before the one of the worker that sends to it:
+     * a route both lets the previous hop's key through its data socket's ZAP check and
+     * connects to the next hop. Sent all at once, a worker could connect before the next
+     * had allowed its key: that CURVE handshake is refused, libzmq does not retry a
+     * connection refused by ZAP, and the act queued on it is lost without a word (the
+     * resident arm then waited forever: the e2e_hosts_llm hang). */
+    for (uint32_t i = sw->n; i-- > 0;) {
         ls_worker *w = &sw->w[i];
         if (w->state != LW_LIVE)
             continue;
@@ -779,24 +785,19 @@ int lp_route(llm_swarm *sw, int stop, int *lost, char *how, size_t howlen, char 
         if (proto_encode_heartbeat(sw->b, &hb) == 0)
             s_send(sw, w->ctl);
         w->route_seq = hb.seq;
-    }
-    /* the echo of the heartbeat sent after a route says the route is in force */
-    for (;;) {
-        int l = lp_poll(sw, how, howlen);
-        if (l >= 0) {
-            *lost = l;
-            sw->route_stop = -1;
-            for (uint32_t i = 0; i < sw->n; i++)
-                sw->w[i].routed_next = -2; /* not known to be in force */
-            return LP_LOST;
+        /* the echo of the heartbeat sent after a route says the route is in force */
+        while (w->state == LW_LIVE && w->echo_seq < w->route_seq) {
+            int l = lp_poll(sw, how, howlen);
+            if (l >= 0) {
+                *lost = l;
+                sw->route_stop = -1;
+                for (uint32_t k = 0; k < sw->n; k++)
+                    sw->w[k].routed_next = -2; /* not known to be in force */
+                return LP_LOST;
+            }
+            if (w->echo_seq < w->route_seq)
+                s_wait(sw, 0);
         }
-        int all = 1;
-        for (uint32_t i = 0; i < sw->n; i++)
-            if (sw->w[i].state == LW_LIVE && sw->w[i].echo_seq < sw->w[i].route_seq)
-                all = 0;
-        if (all)
-            break;
-        s_wait(sw, 0);
     }
     sw->route_stop = stop;
     return LP_OK;
