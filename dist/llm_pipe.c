@@ -1077,9 +1077,9 @@ int lp_check_deadline(llm_swarm *sw, char *how, size_t howlen)
             continue;
         if (p->deadline_tries >= LS_DEADLINE_REPLAYS) {
             int i = s_lost_on(sw, p);
-            snprintf(how, howlen, "the act for positions %u..%u was lost on its hop %d times "
-                     "(replays did not help)", p->pos0, p->pos0 + p->n - 1,
-                     p->deadline_tries + 1);
+            /* short: a failover record keeps 64 characters of it */
+            snprintf(how, howlen, "no result after %u replays (positions %u..%u)",
+                     p->deadline_tries, p->pos0, p->pos0 + p->n - 1);
             return i;
         }
         p->deadline_tries++;
