@@ -76,6 +76,11 @@ static void s_usage(FILE *f)
             "                        first) is in flight; it is fenced, its layers move here,\n"
             "                        every live session's caches are rebuilt, and the tokens\n"
             "                        stay the reference arm's (the parity gate)\n"
+            "  --drop-result wI@TOKEN\n"
+            "                        resident: discard worker I's first result to the\n"
+            "                        coordinator from that pass on (I: the chain's last\n"
+            "                        worker), as if lost on the link: the pass deadline finds\n"
+            "                        it and replays (deadline_replays in --out)\n"
             "  --sessions K          K generations at once, each on its own thread and KV\n"
             "                        cache, session k seeded seed + k (reference and SSD arms:\n"
             "                        their steps batched into shared passes);\n"
@@ -588,6 +593,7 @@ static void s_json_resident(json_t *j, const arm_handle *h)
     json_object_set_new(j, "head_at", json_string(plan->head_at));
     json_object_set_new(j, "worker_cap_bytes", json_integer((json_int_t)h->worker_cap));
     json_object_set_new(j, "acts", json_integer((json_int_t)h->acts));
+    json_object_set_new(j, "deadline_replays", json_integer((json_int_t)h->deadline_replays));
     json_object_set_new(j, "failovers", s_failovers_json(h->fos, h->fos ? h->n_fo : 0));
     json_object_set_new(j, "profile", json_string(netem_profile_is_none(&h->profile)
                                                       ? "none" : h->profile.name));

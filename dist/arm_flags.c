@@ -109,7 +109,7 @@ int arm_flags_parse(arm_flags *f, int argc, char **argv, int *i, char *err, size
     static const char *const with_value[] = { "--arm", "--threads", "--workers",
                                               "--worker-cap", "--profile", "--worker-slowdown",
                                               "--kill-worker", "--stop-worker", "--cut-link",
-                                              NULL };
+                                              "--drop-result", NULL };
     const char *k = argv[*i];
     if (!strcmp(k, "--respawn") || !strcmp(k, "--no-respawn")) {
         f->respawn = !strcmp(k, "--respawn");
@@ -157,7 +157,8 @@ int arm_flags_check(const arm_flags *f, unsigned honours, unsigned arms, const c
             continue;
         if ((bit & resident) && f->arm != LLM_ARM_RESIDENT) {
             snprintf(err, errlen, "%s: --worker-cap, --respawn, --no-respawn, --profile, "
-                     "--worker-slowdown, --kill-worker, --stop-worker and --cut-link are the "
+                     "--worker-slowdown, --kill-worker, --stop-worker, --cut-link and --drop-result "
+                     "are the "
                      "resident arm's (add --arm resident)", f->name[k]);
             return -1;
         }

@@ -137,6 +137,7 @@ struct arm_handle {
     llm_failover *fos;
     uint32_t n_fo;
     uint64_t acts, wire, workers_rss;
+    uint64_t deadline_replays;     /* passes replayed: their result never came */
 };
 
 /* Open o->model under o->flags' arm into h (zeroed here). 0, or -1 with err (h->refused set

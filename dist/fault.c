@@ -17,7 +17,7 @@ int fault_parse(fault_kind kind, const char *s, const char *form, fault_t *f, ch
         goto bad;
     memcpy(f->worker, s, (size_t)(at - s));
     f->at = strtoull(at + 1, &end, 10);
-    if (kind != FAULT_KILL) {
+    if (kind != FAULT_KILL && kind != FAULT_DROP) {
         if (*end != ':')
             goto bad;
         const char *v = end + 1;
@@ -29,7 +29,7 @@ int fault_parse(fault_kind kind, const char *s, const char *form, fault_t *f, ch
         goto bad;
     return 0;
 bad:
-    if (kind == FAULT_KILL)
+    if (kind == FAULT_KILL || kind == FAULT_DROP)
         snprintf(err, errlen, "'%s': want %s", s, form);
     else
         snprintf(err, errlen, "'%s': want %s:SECONDS (0 < SECONDS < %d)", s, form,
@@ -39,13 +39,15 @@ bad:
 
 const char *fault_flag(fault_kind kind)
 {
-    return kind == FAULT_KILL ? "--kill-worker" : kind == FAULT_STOP ? "--stop-worker"
-                                                                     : "--cut-link";
+    return kind == FAULT_KILL   ? "--kill-worker"
+           : kind == FAULT_STOP ? "--stop-worker"
+           : kind == FAULT_CUT  ? "--cut-link"
+                                : "--drop-result";
 }
 
 fault_kind fault_kind_of_flag(const char *flag)
 {
-    for (fault_kind k = FAULT_KILL; k <= FAULT_CUT; k++)
+    for (fault_kind k = FAULT_KILL; k <= FAULT_DROP; k++)
         if (!strcmp(flag, fault_flag(k)))
             return k;
     return (fault_kind)0;
@@ -69,6 +71,8 @@ int fault_inject(const fault_t *f, pid_t pid, uint64_t now_ns, uint64_t *cont_at
         return 0;
     case FAULT_CUT:
         *cut_until_ns = now_ns + dur;
+        return 0;
+    case FAULT_DROP: /* the coordinator's own doing (llm_pipe.c): nothing to signal */
         return 0;
     }
     return -1;

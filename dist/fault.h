@@ -8,6 +8,10 @@
  * architecture: a step is a position), the generated token for a real model (the caller maps
  * it to the position whose pass carries it). The coordinator then finds the loss the way it
  * finds any: the process gone, or the heartbeats unanswered (dist/pirate.h).
+ * The resident arm takes a fourth, --drop-result ID@AT: the coordinator discards the first
+ * result that worker sends it from the pass carrying AT on (the chain's last worker: the one
+ * whose results come back), as if lost on the link; nothing else is told, so only the pass
+ * deadline (dist/llm_pipe.c, lp_check_deadline) finds it.
  */
 #ifndef SWARM_FAULT_H
 #define SWARM_FAULT_H
@@ -20,7 +24,7 @@
 #define FAULT_MAX_SECONDS 3600    /* a stop or cut longer than an hour is a typo */
 #define FAULT_ID_MAX 64           /* a worker's name, NUL included */
 
-typedef enum { FAULT_KILL = 1, FAULT_STOP = 2, FAULT_CUT = 3 } fault_kind;
+typedef enum { FAULT_KILL = 1, FAULT_STOP = 2, FAULT_CUT = 3, FAULT_DROP = 4 } fault_kind;
 
 typedef struct {
     fault_kind kind;

@@ -754,7 +754,13 @@ int lp_route(llm_swarm *sw, int stop, int *lost, char *how, size_t howlen, char 
         return LP_OK;
     }
     sw->epoch++;
-    for (uint32_t i = 0; i < sw->n; i++) {
+    /* Downstream first, each route confirmed before the one of the worker that sends to it:
+     * a route both lets the previous hop's key through its data socket's ZAP check and
+     * connects to the next hop. Sent all at once, a worker could connect before the next
+     * had allowed its key: that CURVE handshake is refused, libzmq does not retry a
+     * connection refused by ZAP, and the act queued on it is lost without a word (the
+     * resident arm then waited forever: the e2e_hosts_llm hang). */
+    for (uint32_t i = sw->n; i-- > 0;) {
         ls_worker *w = &sw->w[i];
         if (w->state != LW_LIVE)
             continue;
@@ -779,24 +785,19 @@ int lp_route(llm_swarm *sw, int stop, int *lost, char *how, size_t howlen, char 
         if (proto_encode_heartbeat(sw->b, &hb) == 0)
             s_send(sw, w->ctl);
         w->route_seq = hb.seq;
-    }
-    /* the echo of the heartbeat sent after a route says the route is in force */
-    for (;;) {
-        int l = lp_poll(sw, how, howlen);
-        if (l >= 0) {
-            *lost = l;
-            sw->route_stop = -1;
-            for (uint32_t i = 0; i < sw->n; i++)
-                sw->w[i].routed_next = -2; /* not known to be in force */
-            return LP_LOST;
+        /* the echo of the heartbeat sent after a route says the route is in force */
+        while (w->state == LW_LIVE && w->echo_seq < w->route_seq) {
+            int l = lp_poll(sw, how, howlen);
+            if (l >= 0) {
+                *lost = l;
+                sw->route_stop = -1;
+                for (uint32_t k = 0; k < sw->n; k++)
+                    sw->w[k].routed_next = -2; /* not known to be in force */
+                return LP_LOST;
+            }
+            if (w->echo_seq < w->route_seq)
+                s_wait(sw, 0);
         }
-        int all = 1;
-        for (uint32_t i = 0; i < sw->n; i++)
-            if (sw->w[i].state == LW_LIVE && sw->w[i].echo_seq < sw->w[i].route_seq)
-                all = 0;
-        if (all)
-            break;
-        s_wait(sw, 0);
     }
     sw->route_stop = stop;
     return LP_OK;
@@ -818,6 +819,11 @@ static void s_fire(llm_swarm *sw, uint32_t pos0, uint32_t n)
             continue;
         }
         w->fault_ns = now;
+        if (f->f.kind == FAULT_DROP) {
+            log_info("%s: its next result will be dropped (position %u)", w->id, pos);
+            w->drop_result = 1;
+            continue;
+        }
         if (f->f.kind == FAULT_KILL)
             log_info("%s: killing it (position %u)", w->id, pos);
         else if (f->f.kind == FAULT_STOP)
@@ -907,6 +913,11 @@ static int s_advance(llm_swarm *sw, ls_pass *p, int *lost, char *how, size_t how
             s_send(sw, w->push);
         sw->act_bytes += proto_buf_len(sw->b);
         p->req = a.req;
+        p->sent_ns = util_now_ns();
+        p->chain0 = p->unit;
+        p->chain1 = k;
+        for (uint32_t i = 0; i < sw->n; i++)
+            p->acts0[i] = sw->w[i].hb_acts;
         p->unit = k + 1;
         return LP_OK;
     }
@@ -930,6 +941,7 @@ int lp_start(llm_swarm *sw, ls_pass *p, int *lost, char *how, size_t howlen)
     p->state = LP_RUN;
     p->unit = p->first;
     p->req = 0;
+    p->sent_ns = 0;
     p->err[0] = 0;
     p->next = sw->inflight;
     sw->inflight = p;
@@ -966,8 +978,17 @@ static int s_on_result(llm_swarm *sw, const void *frame, size_t got, uint64_t ar
         sw->stale_results++; /* an old epoch's, replayed since */
         return -1;
     }
+    ls_worker *from = a->hop >= 1 && a->hop <= sw->n ? &sw->w[a->hop - 1] : NULL;
+    if (from && from->drop_result) { /* --drop-result: as if lost on the link */
+        from->drop_result = 0;
+        log_info("%s: its result for positions %llu..%llu dropped (--drop-result)", from->id,
+                 (unsigned long long)a->pos, (unsigned long long)(a->pos + a->n_pos - 1));
+        return -1;
+    }
     sw->acts++;
     p->req = 0;
+    if (p->sent_ns && t0 - p->sent_ns > sw->max_rt_ns)
+        sw->max_rt_ns = t0 - p->sent_ns;
     /* the result's last link is emulated at our end: its hold time is a wait too */
     p->held_ns += t0 > arrival_ns ? t0 - arrival_ns : 0;
     for (uint32_t k = 0; k < a->n_trace && k < PROTO_MAX_TRACE; k++) {
@@ -1020,6 +1041,61 @@ int lp_collect(llm_swarm *sw, char *how, size_t howlen)
         lost = s_on_result(sw, zmq_msg_data(&m), zmq_msg_size(&m), arrival, how, howlen);
     zmq_msg_close(&m);
     return lost;
+}
+
+int lp_all_heard(const llm_swarm *sw, uint64_t from)
+{
+    for (uint32_t i = 0; i < sw->n; i++)
+        if (sw->w[i].state == LW_LIVE && sw->w[i].hb.heard_ns <= from)
+            return 0;
+    return 1;
+}
+
+/* The hop a pass's act was lost on: the first worker of its chain that finished nothing
+ * since it left (it never got it), else the chain's last (its result to us was lost). */
+static int s_lost_on(const llm_swarm *sw, const ls_pass *p)
+{
+    for (int i = p->chain0; i <= p->chain1; i++)
+        if (sw->w[i].state == LW_LIVE && sw->w[i].hb_acts == p->acts0[i])
+            return i;
+    return p->chain1;
+}
+
+int lp_check_deadline(llm_swarm *sw, char *how, size_t howlen)
+{
+    uint64_t now = util_now_ns();
+    uint64_t deadline = pirate_window_ns(s_hb_ms(sw), s_liveness(sw), sw->ctl_allow_ns);
+    if (LS_DEADLINE_X * sw->max_rt_ns > deadline)
+        deadline = LS_DEADLINE_X * sw->max_rt_ns;
+    for (ls_pass *p = sw->inflight; p; p = p->next) {
+        if (p->state != LP_RUN || p->rejoin || !p->req || !p->sent_ns)
+            continue;
+        /* from the act's leaving or the pipeline's last sign of work, whichever is later (as
+         * the dense steps' deadline): a long pass that is being computed is slow, not lost */
+        uint64_t from = p->sent_ns > sw->progress_ns ? p->sent_ns : sw->progress_ns;
+        if (now - from <= deadline || !lp_all_heard(sw, from))
+            continue;
+        if (p->deadline_tries >= LS_DEADLINE_REPLAYS) {
+            int i = s_lost_on(sw, p);
+            /* short: a failover record keeps 64 characters of it */
+            snprintf(how, howlen, "no result after %u replays (positions %u..%u)",
+                     p->deadline_tries, p->pos0, p->pos0 + p->n - 1);
+            return i;
+        }
+        p->deadline_tries++;
+        sw->deadline_replays++;
+        log_warn("session %llu positions %u..%u: no result from %s..%s in %.0f ms, no progress "
+                 "for %.0f ms (the deadline: %dx the slowest act so far, at least a liveness "
+                 "window) with every worker heard since: replaying what is in flight under a "
+                 "new epoch", (unsigned long long)p->session, p->pos0, p->pos0 + p->n - 1,
+                 sw->w[p->chain0].id, sw->w[p->chain1].id, (now - p->sent_ns) / 1e6,
+                 (now - from) / 1e6, LS_DEADLINE_X);
+        sw->route_stop = -1; /* every route set again: every worker on a fresh data socket */
+        for (uint32_t i = 0; i < sw->n; i++)
+            sw->w[i].routed_next = -2;
+        return -2;
+    }
+    return -1;
 }
 
 void lp_abort_all(llm_swarm *sw, int state, const char *why)

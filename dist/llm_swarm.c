@@ -342,8 +342,11 @@ static void s_pump(llm_swarm *sw, uint32_t at_pos)
     int lost = lp_collect(sw, how, sizeof how);
     if (lost < 0)
         lost = lp_poll(sw, how, sizeof how);
+    int late = lost < 0 ? lp_check_deadline(sw, how, sizeof how) : -1;
+    if (late >= 0)
+        lost = late;
     s_snapshot(sw);
-    if (lost >= 0)
+    if (lost >= 0 || late == -2) /* a replay: what is in flight runs again, like a failover's */
         s_failover_now(sw, lost, how, at_pos);
     else if (!sw->settling)
         lr_pump(sw); /* a rejoiner's next catch-up pass, beside the others */
@@ -862,11 +865,13 @@ const partition_llm_plan *llm_swarm_plan(const llm_swarm *sw) { return sw->plan;
 
 int llm_swarm_cpu(const llm_swarm *sw) { return sw->cpu; }
 
-void llm_swarm_counts(llm_swarm *sw, uint64_t *acts, uint64_t *wire_bytes)
+void llm_swarm_counts(llm_swarm *sw, uint64_t *acts, uint64_t *wire_bytes,
+                      uint64_t *deadline_replays)
 {
     pthread_mutex_lock(&sw->mu);
     *acts = sw->acts;
     *wire_bytes = sw->wire;
+    *deadline_replays = sw->deadline_replays;
     pthread_mutex_unlock(&sw->mu);
 }
 

@@ -85,6 +85,7 @@ typedef struct {
     uint64_t took_spawn_ns, took_load_ns; /* its last join: fork to endpoint, hello to ready */
     uint32_t respawns, respawn_fails; /* starts of a fresh process (or hellos to a listed
                                    * one) after a loss, and those that failed */
+    int drop_result;              /* --drop-result: its next result to us is discarded */
     int routed_next;              /* its route in force: next worker, -1 the coordinator,
                                    * -2 none */
     /* What its heartbeats' echoes and its stats say (the dense lab's steps use them: a slow
@@ -155,6 +156,12 @@ typedef struct ls_pass {
     msg_trace tr[PROTO_MAX_TRACE];
     uint32_t n_tr;
     uint64_t held_ns;             /* its results' time held by the emulated link into us */
+    /* the act awaited: when it left, the chain it went through, what each worker had
+     * finished then (lp_check_deadline: which hop lost it), deadline replays of this pass */
+    uint64_t sent_ns;
+    int chain0, chain1;
+    uint64_t acts0[LS_MAX_W];
+    uint32_t deadline_tries;
     int here;                     /* a unit of it ran here (a lost worker's layers) */
     char err[512];
     struct ls_pass *next;
@@ -236,10 +243,26 @@ struct llm_swarm {
                                    * to ours) */
     uint64_t coord_ser_ns, coord_deser_ns;
     uint64_t bad_msgs;            /* undecodable control messages and results, dropped */
+    uint64_t max_rt_ns;           /* the slowest act, sent to its result back, so far */
+    uint64_t deadline_replays;    /* passes replayed because their result never came */
 };
 
 /* llm_pipe.c */
 enum { LP_OK = 0, LP_LOST = 1 };
+/* A pass whose result is this many deadlines late after as many replays: its hop is lost. */
+#define LS_DEADLINE_REPLAYS 2
+/* Has every LIVE worker said something since `from`? Only then does "nothing came back" mean
+ * something was lost: a coordinator that was itself descheduled has not asked (seen under
+ * ASan on a loaded machine). A worker never heard from is liveness's to judge. */
+int lp_all_heard(const llm_swarm *sw, uint64_t from);
+/* Issue 19's rule for the resident arm: a pass in flight whose result has not come within
+ * LS_DEADLINE_X x the slowest act so far (never under one liveness window), counted from
+ * when it left or the pipeline's last sign of work (sw->progress_ns: a worker finished an act
+ * or is computing one), while every worker was heard since, is named and replayed under a new epoch (every route set
+ * again, every worker on a fresh data socket): -2, the caller reruns what is in flight. After
+ * LS_DEADLINE_REPLAYS replays of it, the worker on whose hop it was lost: its index (how
+ * filled), a failover like a silent worker's. -1: nothing late. Under mu, no poller. */
+int lp_check_deadline(llm_swarm *sw, char *how, size_t howlen);
 /* fork + exec worker i (state JOIN_SPAWN; lp_poll connects and says hello once it reports
  * its endpoint), or a listed one's connection and hello (JOIN_HELLO). Nothing waits here. */
 int lp_spawn(llm_swarm *sw, uint32_t i, char *err, size_t errlen);

@@ -557,17 +557,6 @@ static void s_record(steps_t *c, uint32_t k)
             }
 }
 
-/* Has every live worker said something since `from`? Only then does "no progress since from"
- * mean the pipeline is stuck: a coordinator that was itself descheduled has not asked (seen
- * under ASan on a loaded machine). A worker never heard from is liveness's to judge. */
-static int s_all_heard(const steps_t *c, uint64_t from)
-{
-    for (uint32_t i = 0; i < c->n; i++)
-        if (c->sw->w[i].state == LW_LIVE && c->sw->w[i].hb.heard_ns <= from)
-            return 0;
-    return 1;
-}
-
 /* A step out longer than the deadline, counted from when it was sent or from the pipeline's
  * last sign of progress, whichever is later, runs again with every step in flight under a new
  * epoch: a message lost on the way (nothing moves) is replayed, a slow pipeline that is
@@ -586,7 +575,7 @@ static void s_check_deadlines(steps_t *c)
         if (s == ST_FREE || c->slot[k].state != LP_RUN)
             continue;
         uint64_t from = c->sent_ns[s] > c->sw->progress_ns ? c->sent_ns[s] : c->sw->progress_ns;
-        if (now - from > deadline && s_all_heard(c, from)) {
+        if (now - from > deadline && lp_all_heard(c->sw, from)) {
             log_warn("step %u not back and no progress for %.0f ms: replaying the steps in "
                      "flight", s, deadline / 1e6);
             c->deadline_replays++;

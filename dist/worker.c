@@ -271,7 +271,10 @@ static void s_on_route(worker_t *w, const msg_route *r)
         if (r->prev_key[0])
             sec_allow(w->sec, r->prev_key);
     }
-    if (strcmp(r->next_ep, w->push_ep) || strcmp(r->next_key, w->push_key)) {
+    /* A new epoch gets a fresh socket even to the same hop: a connection the next hop's ZAP
+     * refused is not retried by libzmq, and what was queued on it is stale by now anyway. */
+    if (strcmp(r->next_ep, w->push_ep) || strcmp(r->next_key, w->push_key) ||
+        r->epoch != w->route.epoch) {
         if (w->push)
             zmq_close(w->push);
         w->push = zsock_new(w->ctx, ZMQ_PUSH, err, sizeof err);

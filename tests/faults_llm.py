@@ -332,6 +332,22 @@ try:
 except (OSError, ValueError, IndexError, KeyError) as e:
     C.check(False, f"no failover record: {e}")
 
+# ---- nothing waits on a pass without a deadline: w2's result (the chain's last) dropped once,
+# as if lost on the link, with every worker alive and heard: the pass deadline replays what is
+# in flight under a new epoch, the text stays the reference arm's and no worker is lost.
+rc, out, err = run(T, "drop", ["generate", M, "--prompt", P, "-n", "24", "--temp", "0",
+                               "--arm", "resident", "--workers", "3", "--drop-result", "w2@5",
+                               "--out", f"{T}/drop.jsonl"], LIMIT)
+C.check(rc == 0 and out == ref_out, f"a result dropped: exit {rc}, the same text "
+        f"{err.strip().splitlines()[-1:]}")
+C.check("replaying what is in flight" in err, "the late pass is named in the log")
+try:
+    r = json.loads(open(f"{T}/drop.jsonl").read().splitlines()[-1])
+    C.check(r["deadline_replays"] >= 1 and r["failovers"] == [],
+            f"deadline_replays {r['deadline_replays']}, failovers {r['failovers']}")
+except (OSError, ValueError, IndexError, KeyError) as e:
+    C.check(False, f"no result: {e}")
+
 # ---- finding 8: a coordinator restarted at once after a kill -9 is taken by its listed
 # workers (they hand over once the old one is silent for a coordinator's liveness window, and
 # the new one says hello again while they are busy), and a coordinator paused longer than the
