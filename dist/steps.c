@@ -150,6 +150,16 @@ static int s_faults(steps_t *c, char *err, size_t errlen)
     return 0;
 }
 
+/* A host's strings into the worker's fixed fields, cut to fit. Not snprintf: both live in the
+ * one swarm struct here, and GCC's -Wrestrict (at -O1, the sanitizer build) cannot tell the
+ * fields apart and fails the build. */
+static void s_copy(char *dst, size_t cap, const char *src)
+{
+    size_t n = strnlen(src, cap - 1);
+    memmove(dst, src, n);
+    dst[n] = 0;
+}
+
 /* The swarm's state for the dense model, built here rather than by llm_swarm_new: the plan is
  * by layer count under the workers' resident rule (the lab's predictions use it), the
  * assignment is stateless (n_ctx 0), and the control plane's settings are the config's. */
@@ -204,9 +214,9 @@ static int s_open(steps_t *c, char *err, size_t errlen)
         if (i < sw->o.n_hosts) {
             const llm_swarm_host *h = &sw->o.hosts[i];
             w->remote = 1;
-            snprintf(w->id, sizeof w->id, "%s", h->id);
-            snprintf(w->ctl_ep, sizeof w->ctl_ep, "%s", h->endpoint);
-            snprintf(w->pub, sizeof w->pub, "%s", h->pub);
+            s_copy(w->id, sizeof w->id, h->id);
+            s_copy(w->ctl_ep, sizeof w->ctl_ep, h->endpoint);
+            s_copy(w->pub, sizeof w->pub, h->pub);
             w->cap_bytes = h->cap_bytes;
         }
         w->routed_next = -2;
