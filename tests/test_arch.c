@@ -1045,8 +1045,13 @@ static void s_test_llama_cpp(const char *fixture)
              * prompt here, about one prompt in three meets one: measured 0.3-0.7% of the
              * largest logit (q3_K, iq4_nl, the Q2_K mix; 2026-12-02) where the other prompts
              * agree to 1e-7. Such a case must stay within two quanta (2/127 of the largest
-             * logit) and is counted; everything else holds to the roundoff bound. */
-            const int qact = quant_act_type(mix ? QUANT_Q4_K : type) != QUANT_F32;
+             * logit) and is counted; everything else holds to the roundoff bound. The
+             * allowance is for the types where it was seen (this round's types and mixes):
+             * the files committed before them (f32, f16, bf16, q4_0, q8_0) keep the roundoff
+             * bound they always met. */
+            const int qact = mix || type == QUANT_Q4_1 || type == QUANT_Q5_0 ||
+                             type == QUANT_Q5_1 || type == QUANT_Q2_K || type == QUANT_Q3_K ||
+                             type == QUANT_IQ4_NL || type == QUANT_IQ4_XS;
             if (qact && dmax > tol && dmax <= lmax * 2 / 127) {
                 n_flip++;
                 printf("  %s '%.40s': logits off by %.3g (%.2f%% of the largest): an activation "
