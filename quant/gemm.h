@@ -77,4 +77,34 @@ extern const quant_gemm quant_gemm_f16_avx512, quant_gemm_bf16_avx512;
 /* (gemm_k_avx512.c) */
 extern const quant_gemm quant_gemm_q4_K_avx512, quant_gemm_q5_K_avx512, quant_gemm_q6_K_avx512;
 
+/* The driver every AVX-512 kernel file shares: positions outermost in tiles of S_P, rows in
+ * tiles of S_R (both #defined by the including file before use), a tile of np < S_P positions
+ * by its own instance (widths 1..8), the rows past the last whole tile by the row kernel, so an
+ * edge gives the row kernel's bits. TILE(a, r, b, R, P) is an always-inline tile function. */
+#define QUANT_GEMM_RUN(NAME, TILE)                                                             \
+    static void NAME(const quant_gemm_args *a, uint64_t r0, uint64_t r1, uint64_t b0,          \
+                     uint64_t b1)                                                              \
+    {                                                                                          \
+        for (uint64_t b = b0; b < b1; b += S_P) {                                              \
+            const uint64_t np = b1 - b < S_P ? b1 - b : S_P;                                   \
+            uint64_t r = r0;                                                                   \
+            for (; r + S_R <= r1; r += S_R) {                                                  \
+                switch (np) {                                                                  \
+                case 8: TILE(a, r, b, S_R, S_P >= 8 ? 8 : 1); break;                           \
+                case 7: TILE(a, r, b, S_R, S_P >= 7 ? 7 : 1); break;                           \
+                case 6: TILE(a, r, b, S_R, S_P >= 6 ? 6 : 1); break;                           \
+                case 5: TILE(a, r, b, S_R, S_P >= 5 ? 5 : 1); break;                           \
+                case 4: TILE(a, r, b, S_R, S_P >= 4 ? 4 : 1); break;                           \
+                case 3: TILE(a, r, b, S_R, S_P >= 3 ? 3 : 1); break;                           \
+                case 2: TILE(a, r, b, S_R, S_P >= 2 ? 2 : 1); break;                           \
+                default: TILE(a, r, b, S_R, 1); break;                                         \
+                }                                                                              \
+            }                                                                                  \
+            for (; r < r1; r++)                                                                \
+                for (uint64_t p = b; p < b + np; p++)                                          \
+                    a->Y[p * a->ldy + r] = a->dot(a->n, a->W + r * a->row_bytes,               \
+                                                  a->act + p * a->act_bytes);                  \
+        }                                                                                      \
+    }
+
 #endif

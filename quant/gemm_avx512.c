@@ -34,6 +34,7 @@
 #endif
 #ifndef S_P
 #define S_P 3
+_Static_assert(S_P >= 1 && S_P <= 8, "QUANT_GEMM_RUN covers widths 1..8");
 #endif
 
 /* ---------------------------------------------------------------- Q4_0 */
@@ -234,35 +235,8 @@ s_q8_tile(const quant_gemm_args *a, uint64_t r, uint64_t b, const int R, const i
 /* Positions in tiles of S_P (the last one narrower), rows in tiles of S_R (the last row
  * alone): positions outermost, so one tile's panel records stay in L1 while the rows of the
  * block (matvec.c keeps a block within L2) stream past them. */
-#define S_RUN(NAME, TILE)                                                                       \
-    static void NAME(const quant_gemm_args *a, uint64_t r0, uint64_t r1, uint64_t b0,          \
-                     uint64_t b1)                                                              \
-    {                                                                                          \
-        for (uint64_t b = b0; b < b1; b += S_P) {                                              \
-            const uint64_t np = b1 - b < S_P ? b1 - b : S_P;                                   \
-            uint64_t r = r0;                                                                   \
-            for (; r + S_R <= r1; r += S_R) {                                                  \
-                switch (np) {                                                                  \
-                case 8: TILE(a, r, b, S_R, S_P >= 8 ? 8 : 1); break;                           \
-                case 7: TILE(a, r, b, S_R, S_P >= 7 ? 7 : 1); break;                           \
-                case 6: TILE(a, r, b, S_R, S_P >= 6 ? 6 : 1); break;                           \
-                case 5: TILE(a, r, b, S_R, S_P >= 5 ? 5 : 1); break;                           \
-                case 4: TILE(a, r, b, S_R, S_P >= 4 ? 4 : 1); break;                           \
-                case 3: TILE(a, r, b, S_R, S_P >= 3 ? 3 : 1); break;                           \
-                case 2: TILE(a, r, b, S_R, S_P >= 2 ? 2 : 1); break;                           \
-                default: TILE(a, r, b, S_R, 1); break;                                         \
-                }                                                                              \
-            }                                                                                  \
-            for (; r < r1; r++)                                                                \
-                for (uint64_t p = b; p < b + np; p++)                                          \
-                    a->Y[p * a->ldy + r] = a->dot(a->n, a->W + r * a->row_bytes,               \
-                                                  a->act + p * a->act_bytes);                  \
-        }                                                                                      \
-    }
-
-_Static_assert(S_P >= 1 && S_P <= 8, "S_RUN's switch covers widths 1..8");
-S_RUN(s_q4_run, s_q4_tile)
-S_RUN(s_q8_run, s_q8_tile)
+QUANT_GEMM_RUN(s_q4_run, s_q4_tile)
+QUANT_GEMM_RUN(s_q8_run, s_q8_tile)
 
 const quant_gemm quant_gemm_q4_0_avx512 = { "avx512-vnni", s_q4_panel_bytes, s_q4_pack,
                                             s_q4_run };

@@ -31,6 +31,7 @@
 #endif
 #ifndef S_P
 #define S_P 2
+_Static_assert(S_P >= 1 && S_P <= 8, "QUANT_GEMM_RUN covers widths 1..8");
 #endif
 
 enum { S_F32, S_F16, S_BF16 };
@@ -112,34 +113,8 @@ s_tile(int kind, const quant_gemm_args *a, uint64_t r, uint64_t b, const int R, 
 S_TILE_OF(S_F16, s_tile16)
 S_TILE_OF(S_BF16, s_tileb16)
 
-#define S_RUN(NAME, TILE)                                                                       \
-    static void NAME(const quant_gemm_args *a, uint64_t r0, uint64_t r1, uint64_t b0,          \
-                     uint64_t b1)                                                              \
-    {                                                                                          \
-        for (uint64_t b = b0; b < b1; b += S_P) {                                              \
-            const uint64_t np = b1 - b < S_P ? b1 - b : S_P;                                   \
-            uint64_t r = r0;                                                                   \
-            for (; r + S_R <= r1; r += S_R) {                                                  \
-                switch (np) {                                                                  \
-                case 8: TILE(a, r, b, S_R, S_P >= 8 ? 8 : 1); break;                           \
-                case 7: TILE(a, r, b, S_R, S_P >= 7 ? 7 : 1); break;                           \
-                case 6: TILE(a, r, b, S_R, S_P >= 6 ? 6 : 1); break;                           \
-                case 5: TILE(a, r, b, S_R, S_P >= 5 ? 5 : 1); break;                           \
-                case 4: TILE(a, r, b, S_R, S_P >= 4 ? 4 : 1); break;                           \
-                case 3: TILE(a, r, b, S_R, S_P >= 3 ? 3 : 1); break;                           \
-                case 2: TILE(a, r, b, S_R, S_P >= 2 ? 2 : 1); break;                           \
-                default: TILE(a, r, b, S_R, 1); break;                                         \
-                }                                                                              \
-            }                                                                                  \
-            for (; r < r1; r++)                                                                \
-                for (uint64_t p = b; p < b + np; p++)                                          \
-                    a->Y[p * a->ldy + r] = a->dot(a->n, a->W + r * a->row_bytes,               \
-                                                  a->act + p * a->act_bytes);                  \
-        }                                                                                      \
-    }
-_Static_assert(S_P >= 1 && S_P <= 8, "S_RUN's switch covers widths 1..8");
-S_RUN(s_run16, s_tile16)
-S_RUN(s_runb16, s_tileb16)
+QUANT_GEMM_RUN(s_run16, s_tile16)
+QUANT_GEMM_RUN(s_runb16, s_tileb16)
 
 const quant_gemm quant_gemm_f16_avx512 = { "avx512", s_panel_bytes, s_pack, s_run16 };
 const quant_gemm quant_gemm_bf16_avx512 = { "avx512", s_panel_bytes, s_pack, s_runb16 };

@@ -31,6 +31,7 @@
 #endif
 #ifndef S_P
 #define S_P 6
+_Static_assert(S_P >= 1 && S_P <= 8, "QUANT_GEMM_RUN covers widths 1..8");
 #endif
 
 /* A record: 256 quants (Q4_K/Q5_K: the pair-ordered copy, quant.h; Q6_K: element order),
@@ -237,36 +238,9 @@ S_TILE_OF(QUANT_Q4_K, s_tile4)
 S_TILE_OF(QUANT_Q5_K, s_tile5)
 S_TILE_OF(QUANT_Q6_K, s_tile6)
 
-/* Positions outermost in tiles of S_P, rows in tiles of S_R, edges by the row kernel. */
-#define S_RUN(NAME, TILE)                                                                       \
-    static void NAME(const quant_gemm_args *a, uint64_t r0, uint64_t r1, uint64_t b0,          \
-                     uint64_t b1)                                                              \
-    {                                                                                          \
-        for (uint64_t b = b0; b < b1; b += S_P) {                                              \
-            const uint64_t np = b1 - b < S_P ? b1 - b : S_P;                                   \
-            uint64_t r = r0;                                                                   \
-            for (; r + S_R <= r1; r += S_R) {                                                  \
-                switch (np) {                                                                  \
-                case 8: TILE(a, r, b, S_R, S_P >= 8 ? 8 : 1); break;                           \
-                case 7: TILE(a, r, b, S_R, S_P >= 7 ? 7 : 1); break;                           \
-                case 6: TILE(a, r, b, S_R, S_P >= 6 ? 6 : 1); break;                           \
-                case 5: TILE(a, r, b, S_R, S_P >= 5 ? 5 : 1); break;                           \
-                case 4: TILE(a, r, b, S_R, S_P >= 4 ? 4 : 1); break;                           \
-                case 3: TILE(a, r, b, S_R, S_P >= 3 ? 3 : 1); break;                           \
-                case 2: TILE(a, r, b, S_R, S_P >= 2 ? 2 : 1); break;                           \
-                default: TILE(a, r, b, S_R, 1); break;                                         \
-                }                                                                              \
-            }                                                                                  \
-            for (; r < r1; r++)                                                                \
-                for (uint64_t p = b; p < b + np; p++)                                          \
-                    a->Y[p * a->ldy + r] = a->dot(a->n, a->W + r * a->row_bytes,               \
-                                                  a->act + p * a->act_bytes);                  \
-        }                                                                                      \
-    }
-_Static_assert(S_P >= 1 && S_P <= 8, "S_RUN's switch covers widths 1..8");
-S_RUN(s_run4, s_tile4)
-S_RUN(s_run5, s_tile5)
-S_RUN(s_run6, s_tile6)
+QUANT_GEMM_RUN(s_run4, s_tile4)
+QUANT_GEMM_RUN(s_run5, s_tile5)
+QUANT_GEMM_RUN(s_run6, s_tile6)
 
 const quant_gemm quant_gemm_q4_K_avx512 = { "avx512-vnni", s_panel_bytes, s_pack45, s_run4 };
 const quant_gemm quant_gemm_q5_K_avx512 = { "avx512-vnni", s_panel_bytes, s_pack45, s_run5 };
