@@ -413,10 +413,15 @@ int llm_ssd_open(llm_ssd *x, llm_cli_model *lm, uint32_t n_ctx, uint32_t n_batch
         return -1;
     const exec_plan *p = llm_model_plan(lm->m);
     char b1[32], b2[32], b3[32];
+    char split[160] = "";
+    if (p->n_split || p->expert_slots)
+        snprintf(split, sizeof split, ", %u split (attention and router resident, experts "
+                 "through a cache of %u slots, LRU)", p->n_split, p->expert_slots);
     fprintf(stderr, "ssd arm: cap %s (%s; knobs from %s), %u layers resident, %u streamed "
-            "(%.1f MiB per pass), ring %u x %s, working set %s, %s, buffers %s, checksums: %s\n",
+            "(%.1f MiB per pass)%s, ring %u x %s, working set %s, %s, buffers %s, checksums: "
+            "%s\n",
             util_fmt_size(x->lo.cap_bytes, b1, sizeof b1), x->cap_mode, x->from, p->n_resident,
-            p->n_streamed, p->streamed_per_step / 1048576.0, p->ring_slots,
+            p->n_streamed, p->streamed_per_step / 1048576.0, split, p->ring_slots,
             util_fmt_size(p->slot_bytes, b2, sizeof b2),
             util_fmt_size(p->working_set, b3, sizeof b3),
             exec_is_direct(llm_model_exec(lm->m)) ? "O_DIRECT" : "buffered (labelled)",
@@ -480,6 +485,7 @@ void llm_ssd_json(json_t *j, const llm_ssd *x, const llm_model *m)
     json_object_set_new(j, "streamed_bytes", json_integer((json_int_t)sb));
     json_object_set_new(j, "resident_layers", json_integer(p->n_resident));
     json_object_set_new(j, "streamed_layers", json_integer(p->n_streamed));
+    json_object_set_new(j, "split_layers", json_integer(p->n_split));
     json_object_set_new(j, "streamed_per_pass_bytes",
                         json_integer((json_int_t)p->streamed_per_step));
     if (p->expert_slots) {
@@ -496,6 +502,16 @@ void llm_ssd_json(json_t *j, const llm_ssd *x, const llm_model *m)
                             json_integer((json_int_t)p->expert_cache_bytes));
         json_object_set_new(j, "expert_cache_hits", json_integer((json_int_t)hit));
         json_object_set_new(j, "expert_cache_misses", json_integer((json_int_t)miss));
+        /* one-position steps (generated tokens), apart from the prompt's passes */
+        json_object_set_new(j, "steps_1", json_integer((json_int_t)(x->s1.steps_1 - x->s0.steps_1)));
+        json_object_set_new(j, "expert_read_bytes_1",
+                            json_integer((json_int_t)(x->s1.expert_read_bytes_1 -
+                                                      x->s0.expert_read_bytes_1)));
+        json_object_set_new(j, "expert_cache_hits_1",
+                            json_integer((json_int_t)(x->s1.expert_hits_1 - x->s0.expert_hits_1)));
+        json_object_set_new(j, "expert_cache_misses_1",
+                            json_integer((json_int_t)(x->s1.expert_misses_1 -
+                                                      x->s0.expert_misses_1)));
         json_object_set_new(j, "experts_hashed",
                             json_integer((json_int_t)(x->s1.experts_hashed -
                                                       x->s0.experts_hashed)));
