@@ -290,6 +290,14 @@ static int s_workers(ll_lab *L)
         return -1;
     }
     L->n_layers = am.hp.n_layers;
+    int resident = 0;
+    for (uint32_t i = 0; i < L->cfg.n_conditions; i++)
+        resident |= !strcmp(L->cond[i].arm, "resident");
+    if (!resident) { /* no pipeline to plan (an SSD arm under a cap no worker could take) */
+        arch_model_close(&am);
+        gguf_close(&g);
+        return 0;
+    }
     partition_llm_opts po = { .sessions = 1, .n_ctx = L->cfg.llm.ctx,
                               .max_batch = L->cfg.llm.batch, .threads = L->cfg.llm.threads };
     partition_llm_plan plan;

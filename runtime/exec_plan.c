@@ -348,7 +348,9 @@ int exec_plan_arch(const arch_model *am, const char *path, uint32_t first, uint3
          * holds ≈15 ms of reads at 2.4 GB/s against ≈25 ms of resident compute. Measured on
          * lab02 (2026-12-01, 3 pairs back to back, load ≈2.5): 9 slots 493-563 ms per step,
          * device busy 74-88%; 13 slots 466-494 ms, busy 86-94% (its 600 MiB cap gives 12). */
-        uint64_t used = fixed + ring + stage + p->resident_bytes;
+        /* the expert cache's fewest slots are spoken for: extra ring slots taken from them
+         * left a plan over its cap (434.8 MiB under 400 MiB with 9 extra 4 MiB slots) */
+        uint64_t used = fixed + ring + stage + p->resident_bytes + (uint64_t)xmin * xslot;
         uint64_t extra = o->budget_bytes > used + slot_cap
                              ? (o->budget_bytes - used - slot_cap) / slot_cap
                              : 0;
