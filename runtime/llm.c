@@ -51,6 +51,8 @@ struct llm_model {
     xsim *xsim;
     uint32_t xsim_slots;
     uint8_t *xused;
+    uint32_t *xmissed;            /* a layer's missed experts, for the log */
+    FILE *xlog;                   /* SWARM_EXPERT_SIM_LOG: "ONEPOS LAYER EXPERT..." a line */
     uint64_t xhits[2], xmisses[2], xsteps1; /* [0] every pass, [1] one-position passes */
 };
 
@@ -311,6 +313,13 @@ llm_model *llm_model_open_opts(const char *path, const llm_opts *o, char *err, s
             goto err;
         }
         m->xsim_slots = (uint32_t)n;
+        /* the misses themselves, for the lab's disk figure of exactly these reads */
+        const char *lp = getenv("SWARM_EXPERT_SIM_LOG");
+        if (lp && (!(m->xmissed = calloc(m->am.hp.n_expert, sizeof *m->xmissed)) ||
+                   !(m->xlog = fopen(lp, "w")))) {
+            arch_err(err, errlen, path, "SWARM_EXPERT_SIM_LOG '%s': %s", lp, strerror(errno));
+            goto err;
+        }
     }
     if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0) {
         arch_err(err, errlen, path, "open: %s", strerror(errno));
@@ -391,6 +400,9 @@ void llm_model_free(llm_model **mp)
                 (unsigned long long)m->xhits[0], (unsigned long long)m->xmisses[0]);
         xsim_free(&m->xsim);
     }
+    if (m->xlog)
+        fclose(m->xlog);
+    free(m->xmissed);
     free(m->xused);
     s_batch_free(&m->batch);
     free(m->sums);
@@ -650,9 +662,16 @@ static int s_forward_sim(llm_session *s, uint32_t n, char *err, size_t errlen)
                 goto fail;
             if (L->t[t].n_expert && !seen++) {
                 uint64_t h = 0, x = 0;
+                uint32_t nm = 0;
                 memset(m->xused, 0, L->t[t].n_expert);
                 arch_layer_experts(s->run, m->xused);
-                xsim_layer(m->xsim, l, m->xused, L->t[t].n_expert, &h, &x);
+                xsim_layer(m->xsim, l, m->xused, L->t[t].n_expert, &h, &x, m->xmissed, &nm);
+                if (m->xlog && nm) {
+                    fprintf(m->xlog, "%d %u", n == 1, l);
+                    for (uint32_t i = 0; i < nm; i++)
+                        fprintf(m->xlog, " %u", m->xmissed[i]);
+                    fputc('\n', m->xlog);
+                }
                 m->xhits[0] += h;
                 m->xmisses[0] += x;
                 m->xhits[1] += n == 1 ? h : 0;

@@ -29,8 +29,10 @@ xsim *xsim_new(uint32_t slots)
 
 /* The same choices as exec.c's s_experts_run, slot for slot. */
 void xsim_layer(xsim *s, uint32_t layer, const uint8_t *used, uint32_t E, uint64_t *hits,
-                uint64_t *misses)
+                uint64_t *misses, uint32_t *missed, uint32_t *n_missed)
 {
+    if (n_missed)
+        *n_missed = 0;
     s->epoch++;
     for (uint32_t x = 0; x < E; x++) {
         if (!used[x])
@@ -51,6 +53,8 @@ void xsim_layer(xsim *s, uint32_t layer, const uint8_t *used, uint32_t E, uint64
             (*hits)++;
         } else if (victim >= 0) {
             (*misses)++;
+            if (missed)
+                missed[(*n_missed)++] = x;
             hit = victim;
             s->xs[hit] = (s_slot){ .layer = layer, .expert = x, .valid = 1 };
         } else {

@@ -15,9 +15,11 @@ typedef struct xsim xsim;
 
 /* NULL when out of memory or slots is 0. */
 xsim *xsim_new(uint32_t slots);
-/* One layer's routed experts (used[0..E) = 1): adds its hits and misses. */
+/* One layer's routed experts (used[0..E) = 1): adds its hits and misses; the missed experts,
+ * in the order the arm reads them, into missed[0 .. *n_missed) when missed is not NULL (room
+ * for E). */
 void xsim_layer(xsim *s, uint32_t layer, const uint8_t *used, uint32_t E, uint64_t *hits,
-                uint64_t *misses);
+                uint64_t *misses, uint32_t *missed, uint32_t *n_missed);
 void xsim_free(xsim **s);
 
 #endif

@@ -55,7 +55,7 @@ expect_rc lab 0
 has lab err "3 split"
 has lab err "ssd under uniform routing:"
 has lab err "(the reference's routing replayed)"
-has lab err "disk: "
+has lab err "disk: the calibration's misses replayed"
 python3 - "$T/run/results.jsonl" <<'PY' && ok || bad "lab: gates and expert figures"
 import json, sys
 ssd = None
