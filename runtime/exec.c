@@ -569,6 +569,8 @@ static int s_experts_read(exec_t *e, uint32_t l, exec_stats *st, char *err, size
             if (pass == 1 && e->xs[e->xmap[x]].valid == 0)
                 e->xs[e->xmap[x]].valid = 1;
         }
+        if (pass == 0 && !nsub)
+            st->expert_read_ns += util_now_ns() - t0; /* synchronous reads, or none */
         if (pass == 0 && nsub) {
             io_uring_submit(&e->xring);
             for (uint32_t i = 0; i < nsub; i++) {
@@ -591,6 +593,7 @@ static int s_experts_read(exec_t *e, uint32_t l, exec_stats *st, char *err, size
                     return -1;
                 }
             }
+            st->expert_read_ns += util_now_ns() - t0;
         }
     }
     st->wait_ns += util_now_ns() - t0;

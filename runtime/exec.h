@@ -118,6 +118,7 @@ typedef struct {
     uint64_t expert_hits, expert_misses; /* the expert cache's lookups */
     uint64_t experts_hashed;     /* expert slices read and hashed (content gate) */
     uint64_t expert_layers;      /* streamed layers whose experts were routed and read */
+    uint64_t expert_read_ns;     /* in expert reads: submitted to all completed (no hash) */
     /* the same over one-position steps only (a generated token's, not a prompt's pass) */
     uint64_t steps_1;            /* one-position steps */
     uint64_t expert_read_bytes_1, expert_hits_1, expert_misses_1;
