@@ -89,6 +89,10 @@ assert o["streamed_bytes"] == 0 and o["split_layers"] >= 1, o
 assert o["expert_read_bytes"] > 0 and 9 <= o["steps_1"] <= 10, o
 assert 0 < o["expert_read_bytes_1"] <= o["expert_read_bytes"], o
 assert o["expert_cache_hits_1"] + o["expert_cache_misses_1"] > 0, o
+# the disk bound of a generated token's expert bytes at the rate the arm's reads ran
+b = o["expert_read_bytes_per_token"]
+assert abs(b - o["expert_read_bytes_1"] / o["steps_1"]) < 1 and o["expert_read_gbps"] > 0, o
+assert abs(o["expert_disk_bound_ms_per_token"] - b / (o["expert_read_gbps"] * 1e6)) < 1e-6, o
 PY
     echo "$fam: ssd cap $CAP: $(plan ${fam}_probe) (resident, streamed layers)"
     sw ${fam}_ssd generate "$T/$fam.gguf" --arm ssd --cap "$CAP" "${G[@]}" --parity \
