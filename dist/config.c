@@ -61,6 +61,7 @@ void config_defaults(config_t *c)
     c->llm.dim = 2048, c->llm.layers = 22, c->llm.heads = 32, c->llm.kv_heads = 4;
     c->llm.ff = 5632, c->llm.ctx_train = 2048, c->llm.seed = 1;
     snprintf(c->llm.type, sizeof c->llm.type, "f16");
+    snprintf(c->llm.arch, sizeof c->llm.arch, "llama");
     snprintf(c->llm.prompt, sizeof c->llm.prompt, "Once upon a time");
     c->llm.tokens = 32, c->llm.ctx = 512, c->llm.batch = 32, c->llm.threads = 1;
     c->llm.cap = 600ull << 20;
@@ -295,6 +296,11 @@ static const s_key s_keys[] = {
     S_U32("llm", "kv_heads", llm.kv_heads, 1, 1024),
     S_U32("llm", "ff", llm.ff, 8, 262144),
     S_U32("llm", "ctx_train", llm.ctx_train, 16, 1u << 20),
+    S_STR("llm", "arch", llm.arch),
+    S_U32("llm", "head_dim", llm.head_dim, 0, 1024),
+    S_U32("llm", "experts", llm.experts, 0, 512),
+    S_U32("llm", "experts_used", llm.experts_used, 0, 64),
+    S_U32("llm", "ff_exp", llm.ff_exp, 0, 262144),
     S_FN("llm", "type", s_llm_type),
     S_U32("llm", "seed", llm.seed, 0, UINT32_MAX),
     S_STR("llm", "prompt", llm.prompt),

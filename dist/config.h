@@ -38,6 +38,9 @@ typedef struct {
     int generate;             /* 1: the text lab generates a missing model (a random llama) */
     char vocab[PATH_MAX];     /* the generated model's vocabulary: a GGUF (.gz unpacked first) */
     uint32_t dim, layers, heads, kv_heads, ff, ctx_train; /* the generated model's shape */
+    char arch[16];            /* its family (swarm gen --arch): llama (default) or qwen3moe */
+    uint32_t head_dim;        /* its attention.key_length (0: dim / heads) */
+    uint32_t experts, experts_used, ff_exp; /* Mixture-of-Experts (0: dense; swarm gen) */
     char type[16];            /* its matrices' tensor type (swarm gen --type) */
     uint32_t seed;            /* its weights' seed */
     char prompt[512];         /* every run's prompt */

@@ -413,10 +413,15 @@ int llm_ssd_open(llm_ssd *x, llm_cli_model *lm, uint32_t n_ctx, uint32_t n_batch
         return -1;
     const exec_plan *p = llm_model_plan(lm->m);
     char b1[32], b2[32], b3[32];
+    char split[160] = "";
+    if (p->n_split || p->expert_slots)
+        snprintf(split, sizeof split, ", %u split (attention and router resident, experts "
+                 "through a cache of %u slots, LRU)", p->n_split, p->expert_slots);
     fprintf(stderr, "ssd arm: cap %s (%s; knobs from %s), %u layers resident, %u streamed "
-            "(%.1f MiB per pass), ring %u x %s, working set %s, %s, buffers %s, checksums: %s\n",
+            "(%.1f MiB per pass)%s, ring %u x %s, working set %s, %s, buffers %s, checksums: "
+            "%s\n",
             util_fmt_size(x->lo.cap_bytes, b1, sizeof b1), x->cap_mode, x->from, p->n_resident,
-            p->n_streamed, p->streamed_per_step / 1048576.0, p->ring_slots,
+            p->n_streamed, p->streamed_per_step / 1048576.0, split, p->ring_slots,
             util_fmt_size(p->slot_bytes, b2, sizeof b2),
             util_fmt_size(p->working_set, b3, sizeof b3),
             exec_is_direct(llm_model_exec(lm->m)) ? "O_DIRECT" : "buffered (labelled)",
@@ -432,6 +437,20 @@ int llm_ssd_open(llm_ssd *x, llm_cli_model *lm, uint32_t n_ctx, uint32_t n_batch
 
 /* After the run: storage against streamed bytes (cache gate), every streamed layer
  * hashed and matching (content gate). */
+int llm_ssd_expert_bound(const llm_ssd *x, double *bytes_per_token, double *gbps,
+                         double *bound_ms)
+{
+    uint64_t steps = x->s1.steps_1 - x->s0.steps_1, ns = x->s1.expert_read_ns - x->s0.expert_read_ns;
+    uint64_t all = x->s1.expert_read_bytes - x->s0.expert_read_bytes;
+    uint64_t h = x->s1.expert_hits_1 - x->s0.expert_hits_1, m = x->s1.expert_misses_1 - x->s0.expert_misses_1;
+    if (!steps || !ns || !all || !(h + m))
+        return 0;
+    *bytes_per_token = (double)(x->s1.expert_read_bytes_1 - x->s0.expert_read_bytes_1) / steps;
+    *gbps = (double)all / (double)ns;
+    *bound_ms = *bytes_per_token / (*gbps * 1e6);
+    return 1;
+}
+
 void llm_ssd_judge(llm_ssd *x, llm_model *m)
 {
     llm_model_drain(m);
@@ -450,6 +469,15 @@ void llm_ssd_judge(llm_ssd *x, llm_model *m)
                 llm_model_plan(m)->expert_slots, hit + miss ? (double)hit / (hit + miss) : 0.0,
                 (unsigned long long)hit, (unsigned long long)(hit + miss),
                 (unsigned long long)(x->s1.experts_hashed - x->s0.experts_hashed));
+        double tok, gbps, bound;
+        if (llm_ssd_expert_bound(x, &tok, &gbps, &bound))
+            fprintf(stderr, "ssd experts a generated token: %.1f MiB read (hit rate %.3f); at "
+                    "the rate the arm's expert reads ran, %.2f GB/s, the disk bound of those "
+                    "bytes is %.2f ms a token\n", tok / 1048576.0,
+                    (double)(x->s1.expert_hits_1 - x->s0.expert_hits_1) /
+                        (double)(x->s1.expert_hits_1 - x->s0.expert_hits_1 + x->s1.expert_misses_1 -
+                                 x->s0.expert_misses_1),
+                    gbps, bound);
     }
     exec_stats d = { .content_fail = x->s1.content_fail - x->s0.content_fail,
                      .layers_streamed = x->s1.layers_streamed - x->s0.layers_streamed,
@@ -480,6 +508,7 @@ void llm_ssd_json(json_t *j, const llm_ssd *x, const llm_model *m)
     json_object_set_new(j, "streamed_bytes", json_integer((json_int_t)sb));
     json_object_set_new(j, "resident_layers", json_integer(p->n_resident));
     json_object_set_new(j, "streamed_layers", json_integer(p->n_streamed));
+    json_object_set_new(j, "split_layers", json_integer(p->n_split));
     json_object_set_new(j, "streamed_per_pass_bytes",
                         json_integer((json_int_t)p->streamed_per_step));
     if (p->expert_slots) {
@@ -496,6 +525,24 @@ void llm_ssd_json(json_t *j, const llm_ssd *x, const llm_model *m)
                             json_integer((json_int_t)p->expert_cache_bytes));
         json_object_set_new(j, "expert_cache_hits", json_integer((json_int_t)hit));
         json_object_set_new(j, "expert_cache_misses", json_integer((json_int_t)miss));
+        double tok, gbps, bound;
+        json_object_set_new(j, "expert_read_ms",
+                            json_real((x->s1.expert_read_ns - x->s0.expert_read_ns) / 1e6));
+        if (llm_ssd_expert_bound(x, &tok, &gbps, &bound)) {
+            json_object_set_new(j, "expert_read_bytes_per_token", json_real(tok));
+            json_object_set_new(j, "expert_read_gbps", json_real(gbps));
+            json_object_set_new(j, "expert_disk_bound_ms_per_token", json_real(bound));
+        }
+        /* one-position steps (generated tokens), apart from the prompt's passes */
+        json_object_set_new(j, "steps_1", json_integer((json_int_t)(x->s1.steps_1 - x->s0.steps_1)));
+        json_object_set_new(j, "expert_read_bytes_1",
+                            json_integer((json_int_t)(x->s1.expert_read_bytes_1 -
+                                                      x->s0.expert_read_bytes_1)));
+        json_object_set_new(j, "expert_cache_hits_1",
+                            json_integer((json_int_t)(x->s1.expert_hits_1 - x->s0.expert_hits_1)));
+        json_object_set_new(j, "expert_cache_misses_1",
+                            json_integer((json_int_t)(x->s1.expert_misses_1 -
+                                                      x->s0.expert_misses_1)));
         json_object_set_new(j, "experts_hashed",
                             json_integer((json_int_t)(x->s1.experts_hashed -
                                                       x->s0.experts_hashed)));

@@ -152,6 +152,12 @@ int llm_ssd_open(llm_ssd *x, llm_cli_model *lm, uint32_t n_ctx, uint32_t n_batch
                  size_t errlen);
 /* After the run: drain, the counters again, x->rr's cache and content gates (printed). */
 void llm_ssd_judge(llm_ssd *x, llm_model *m);
+/* With experts streaming and a generated token: the expert bytes a generated token read
+ * (one-position passes), the rate every expert read of the run ran at (bytes over the time
+ * from submission to the last completion, hashes apart), and the disk bound of those bytes at
+ * that rate (ms a token). 0 when there is nothing to say. */
+int llm_ssd_expert_bound(const llm_ssd *x, double *bytes_per_token, double *gbps,
+                         double *bound_ms);
 /* Leave the cgroup (before anything that is not the SSD arm's runs). Safe twice. */
 void llm_ssd_leave(llm_ssd *x);
 /* The SSD fields of a result object. */

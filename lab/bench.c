@@ -1,9 +1,13 @@
 /* bench.c — disk bandwidth in the SSD arm's pattern and resident-layer compute time. lab/ */
 #include "lab/bench.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <liburing.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "arch/sums.h"
 #include "runtime/exec.h"
@@ -191,5 +195,188 @@ out:
     free(y);
     free(tr);
     free(ts);
+    return rc;
+}
+
+/* One visit's reads: submitted together, then every completion reaped. */
+static int s_visit(struct io_uring *r, int fd, uint8_t **buf, const uint64_t *aoff,
+                   const uint64_t *alen, uint32_t n, char *err, size_t errlen)
+{
+    for (uint32_t i = 0; i < n; i++) {
+        struct io_uring_sqe *sqe = io_uring_get_sqe(r);
+        if (!sqe) {
+            snprintf(err, errlen, "expert reads: io_uring queue full");
+            return -1;
+        }
+        io_uring_prep_read(sqe, fd, buf[i], (unsigned)alen[i], aoff[i]);
+    }
+    io_uring_submit(r);
+    for (uint32_t i = 0; i < n; i++) {
+        struct io_uring_cqe *cqe;
+        int rc;
+        while ((rc = io_uring_wait_cqe(r, &cqe)) == -EINTR)
+            ;
+        if (rc < 0 || cqe->res < 0) {
+            snprintf(err, errlen, "expert reads: %s", strerror(rc < 0 ? -rc : -cqe->res));
+            return -1;
+        }
+        io_uring_cqe_seen(r, cqe);
+    }
+    return 0;
+}
+
+int bench_experts_gguf(const char *path, uint32_t first, uint32_t experts, uint64_t bytes,
+                       uint32_t seed, bench_disk_result *out, char *err, size_t errlen)
+{
+    enum { S_NT = 4 };
+    gguf_file *g = gguf_open(path, err, errlen);
+    arch_model am;
+    struct io_uring r;
+    int fd = -1, ring = 0, rc = -1;
+    uint32_t n = 0;
+    uint8_t *buf[64 * S_NT] = { 0 };
+    uint64_t aoff[64 * S_NT], alen[64 * S_NT], got = 0, x = seed * 2654435761u + 1;
+    memset(out, 0, sizeof *out);
+    if (!g || arch_model_open(&am, g, err, errlen)) {
+        gguf_close(&g);
+        return -1;
+    }
+    experts = experts < 1 ? 1 : experts > 64 ? 64 : experts;
+    if (first >= am.hp.n_layers || !am.hp.n_expert) {
+        snprintf(err, errlen, "%s: no layer with experts from %u on", path, first);
+        goto out;
+    }
+    if ((fd = open(path, O_RDONLY | O_DIRECT | O_CLOEXEC)) < 0 ||
+        io_uring_queue_init(experts * S_NT, &r, 0)) {
+        snprintf(err, errlen, "%s: %s", path, fd < 0 ? strerror(errno) : "io_uring unavailable");
+        goto out;
+    }
+    ring = 1;
+    uint64_t t0 = util_now_ns(), io0 = util_io_read_bytes();
+    while (got < bytes) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17; /* xorshift64: layer and experts */
+        const arch_layer *L = &am.layers[first + x % (am.hp.n_layers - first)];
+        n = 0;
+        for (uint32_t e = 0; e < experts; e++) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            for (uint32_t t = 0; t < L->n_tensors && n < 64 * S_NT; t++) {
+                const arch_tensor *T = &L->t[t];
+                if (!T->n_expert)
+                    continue;
+                uint64_t slice = T->nbytes / T->n_expert, off = T->off + (x % T->n_expert) * slice;
+                aoff[n] = off / EXEC_ALIGN * EXEC_ALIGN;
+                alen[n] = (off + slice + EXEC_ALIGN - 1) / EXEC_ALIGN * EXEC_ALIGN - aoff[n];
+                if (!buf[n] && posix_memalign((void **)&buf[n], EXEC_ALIGN, alen[n] + EXEC_ALIGN)) {
+                    buf[n] = NULL;
+                    snprintf(err, errlen, "out of memory");
+                    goto out;
+                }
+                got += alen[n++];
+            }
+        }
+        if (s_visit(&r, fd, buf, aoff, alen, n, err, errlen))
+            goto out;
+    }
+    out->seconds = (util_now_ns() - t0) / 1e9;
+    out->read_bytes = util_io_read_bytes() - io0;
+    out->bytes = got;
+    out->queue_depth = n;
+    out->chunk_bytes = n ? got / n : 0;
+    out->gbps = out->seconds > 0 ? got / out->seconds / 1e9 : 0;
+    out->cache_pass = gate_cache_ok(out->read_bytes, out->bytes);
+    rc = 0;
+out:
+    for (uint32_t i = 0; i < 64 * S_NT; i++)
+        free(buf[i]);
+    if (ring)
+        io_uring_queue_exit(&r);
+    if (fd >= 0)
+        close(fd);
+    arch_model_close(&am);
+    gguf_close(&g);
+    return rc;
+}
+
+int bench_experts_replay(const char *path, const char *log, bench_disk_result *out, char *err,
+                         size_t errlen)
+{
+    enum { S_NT = 4, S_MAXR = 64 * S_NT };
+    gguf_file *g = gguf_open(path, err, errlen);
+    arch_model am;
+    struct io_uring r;
+    FILE *f = NULL;
+    int fd = -1, ring = 0, rc = -1;
+    uint8_t *buf[S_MAXR] = { 0 };
+    uint64_t aoff[S_MAXR], alen[S_MAXR], timed = 0, ns = 0, all = 0;
+    char *line = NULL;
+    size_t cap = 0;
+    memset(out, 0, sizeof *out);
+    if (!g || arch_model_open(&am, g, err, errlen)) {
+        gguf_close(&g);
+        return -1;
+    }
+    if (!(f = fopen(log, "r")) || (fd = open(path, O_RDONLY | O_DIRECT | O_CLOEXEC)) < 0 ||
+        io_uring_queue_init(S_MAXR, &r, 0)) {
+        snprintf(err, errlen, "%s: %s", f ? path : log, strerror(errno ? errno : EIO));
+        goto out;
+    }
+    ring = 1;
+    uint64_t io0 = util_io_read_bytes();
+    while (getline(&line, &cap, f) > 0) {
+        char *p = line, *end;
+        int one = (int)strtol(p, &end, 10);
+        uint32_t l = (uint32_t)strtoul(end, &p, 10), n = 0;
+        if (p == end || l >= am.hp.n_layers) {
+            snprintf(err, errlen, "%s: not a miss line: %s", log, line);
+            goto out;
+        }
+        const arch_layer *L = &am.layers[l];
+        for (unsigned long x; (x = strtoul(p, &end, 10)), end != p; p = end)
+            for (uint32_t t = 0; t < L->n_tensors && n < S_MAXR; t++) {
+                const arch_tensor *T = &L->t[t];
+                if (!T->n_expert || x >= T->n_expert)
+                    continue;
+                uint64_t slice = T->nbytes / T->n_expert, off = T->off + x * slice;
+                aoff[n] = off / EXEC_ALIGN * EXEC_ALIGN;
+                alen[n] = (off + slice + EXEC_ALIGN - 1) / EXEC_ALIGN * EXEC_ALIGN - aoff[n];
+                if (!buf[n] && posix_memalign((void **)&buf[n], EXEC_ALIGN, 8u << 20)) {
+                    buf[n] = NULL;
+                    snprintf(err, errlen, "out of memory");
+                    goto out;
+                }
+                if (alen[n] > (8u << 20)) {
+                    snprintf(err, errlen, "%s: an expert slice over 8 MiB", path);
+                    goto out;
+                }
+                all += alen[n++];
+            }
+        uint64_t t0 = util_now_ns(), b = 0;
+        for (uint32_t i = 0; i < n; i++)
+            b += alen[i];
+        if (n && s_visit(&r, fd, buf, aoff, alen, n, err, errlen))
+            goto out;
+        if (one) {
+            ns += util_now_ns() - t0;
+            timed += b;
+        }
+    }
+    out->read_bytes = util_io_read_bytes() - io0;
+    out->bytes = all;
+    out->seconds = ns / 1e9;
+    out->gbps = ns ? timed / (double)ns : 0;
+    out->cache_pass = gate_cache_ok(out->read_bytes, out->bytes);
+    rc = 0;
+out:
+    free(line);
+    for (uint32_t i = 0; i < S_MAXR; i++)
+        free(buf[i]);
+    if (ring)
+        io_uring_queue_exit(&r);
+    if (fd >= 0)
+        close(fd);
+    if (f)
+        fclose(f);
+    arch_model_close(&am);
+    gguf_close(&g);
     return rc;
 }

@@ -48,6 +48,19 @@ int bench_disk_run(const model_t *m, const bench_disk_opts *bo, bench_disk_resul
  * whole rows, whose bytes differ between tensors). */
 int bench_disk_run_gguf(const char *path, const bench_disk_opts *bo, bench_disk_result *out,
                         char *err, size_t errlen);
+/* The SSD arm's expert reads as it makes them (runtime/exec.c): a visit reads `experts`
+ * random experts of one random layer in [first, L), each expert's slice of every expert tensor
+ * as its 4096-aligned superset, O_DIRECT, all in flight together on one io_uring, and waits
+ * for them all; visits go on until `bytes` were read. Deterministic from seed. The result's
+ * gbps is bytes over the visits' time; queue_depth the reads of a visit. 0 / -1. */
+int bench_experts_gguf(const char *path, uint32_t first, uint32_t experts, uint64_t bytes,
+                       uint32_t seed, bench_disk_result *out, char *err, size_t errlen);
+/* The same reads as a given sequence of misses (runtime/llm.c's SWARM_EXPERT_SIM_LOG: lines
+ * "ONEPOS LAYER EXPERT..."; one visit a line, its experts' slices all in flight, then a wait),
+ * in order: every visit read, only one-position passes' visits timed (gbps is their bytes over
+ * their time; bytes the whole log's). 0 / -1. */
+int bench_experts_replay(const char *path, const char *log, bench_disk_result *out, char *err,
+                         size_t errlen);
 /* Per-layer compute time of a resident layer (median of reps, ms) with `threads` BLAS
  * threads; loads layer 0 of m. */
 int bench_layer_ms(const model_t *m, int threads, int reps, double *ms, char *err,

@@ -35,6 +35,7 @@
 #include "base/log.h"
 #include "base/util.h"
 #include "lab/bench.h"
+#include "lab/predict.h"
 #include "dist/config.h"
 #include "dist/llm_cli.h"
 #include "dist/partition.h"
@@ -49,6 +50,8 @@ typedef struct {
     const char *arm;              /* reference | ssd | resident */
     netem_profile prof;
     double pred_ms;               /* predicted ms per generated token */
+    double pred_read, pred_hit;   /* ssd: predicted bytes read a token, expert cache hit rate */
+    double uni_ms, uni_read, uni_hit; /* the same under uniform routing (a bound) */
 } ll_cond;
 
 typedef struct {
@@ -60,6 +63,13 @@ typedef struct {
     double disk_gbps;             /* the SSD arm's reader on its streamed layers */
     uint64_t pass_bytes, streamed_bytes;
     uint32_t n_resident, n_layers;
+    /* Mixture-of-Experts (expert_slots > 0): the experts' reads (predict_llm_routed) */
+    uint32_t n_split, expert_slots, k;
+    uint64_t routed_read, cache_experts;
+    double hash_gbps;
+    double disk_uni_gbps;         /* the disk at uniform routing's misses' depth */
+    int has_sim;                  /* the calibration replayed its routing through the cache */
+    double sim_hit;               /* ... and hit this often on one-position passes */
 } ll_lab;
 
 /* ---------------------------------------------------------------- children */
@@ -189,12 +199,36 @@ static int s_make_model(ll_lab *L)
     snprintf(ff, sizeof ff, "%u", L->cfg.llm.ff);
     snprintf(ct, sizeof ct, "%u", L->cfg.llm.ctx_train);
     snprintf(sd, sizeof sd, "%u", L->cfg.llm.seed);
-    const char *argv[] = { L->self, "gen", "--arch", "llama", "--dim", d, "--layers", l,
-                           "--heads", h, "--kv-heads", kv, "--ff", ff, "--ctx", ct, "--seed", sd,
-                           "--type", L->cfg.llm.type, "--vocab-from", vocab, "-o",
-                           L->cfg.llm.model, NULL };
-    log_info("%s is missing: generating a random llama of %s layers x %s (%s, seed %s)",
-             L->cfg.llm.model, l, d, L->cfg.llm.type, sd);
+    const char *argv[40] = { L->self, "gen", "--arch", L->cfg.llm.arch, "--dim", d, "--layers",
+                             l, "--heads", h, "--kv-heads", kv, "--ff", ff, "--ctx", ct,
+                             "--seed", sd, "--type", L->cfg.llm.type, "--vocab-from", vocab,
+                             "-o", L->cfg.llm.model };
+    int a = 24;
+    char hd[16], ne[16], nu[16], fe[16];
+    snprintf(hd, sizeof hd, "%u", L->cfg.llm.head_dim);
+    snprintf(ne, sizeof ne, "%u", L->cfg.llm.experts);
+    snprintf(nu, sizeof nu, "%u", L->cfg.llm.experts_used);
+    snprintf(fe, sizeof fe, "%u", L->cfg.llm.ff_exp);
+    if (L->cfg.llm.head_dim) {
+        argv[a++] = "--head-dim";
+        argv[a++] = hd;
+    }
+    if (L->cfg.llm.experts) { /* a Mixture-of-Experts shape (configs/moe.ini) */
+        argv[a++] = "--experts";
+        argv[a++] = ne;
+        if (L->cfg.llm.experts_used) {
+            argv[a++] = "--experts-used";
+            argv[a++] = nu;
+        }
+        if (L->cfg.llm.ff_exp) {
+            argv[a++] = "--ff-exp";
+            argv[a++] = fe;
+        }
+    }
+    argv[a] = NULL;
+    log_info("%s is missing: generating a random %s of %s layers x %s%s%s (%s, seed %s)",
+             L->cfg.llm.model, L->cfg.llm.arch, l, d, L->cfg.llm.experts ? ", experts " : "",
+             L->cfg.llm.experts ? ne : "", L->cfg.llm.type, sd);
     char glog[PATH_MAX + 16];
     snprintf(glog, sizeof glog, "%s/logs/gen.err", L->dir);
     int rc = s_run((char *const *)argv, glog);
@@ -256,6 +290,14 @@ static int s_workers(ll_lab *L)
         return -1;
     }
     L->n_layers = am.hp.n_layers;
+    int resident = 0;
+    for (uint32_t i = 0; i < L->cfg.n_conditions; i++)
+        resident |= !strcmp(L->cond[i].arm, "resident");
+    if (!resident) { /* no pipeline to plan (an SSD arm under a cap no worker could take) */
+        arch_model_close(&am);
+        gguf_close(&g);
+        return 0;
+    }
     partition_llm_opts po = { .sessions = 1, .n_ctx = L->cfg.llm.ctx,
                               .max_batch = L->cfg.llm.batch, .threads = L->cfg.llm.threads };
     partition_llm_plan plan;
@@ -279,22 +321,130 @@ static int s_workers(ll_lab *L)
     return rc;
 }
 
-/* Machine figures, then every prediction, printed before any condition runs. */
-static int s_predict(ll_lab *L)
+/* The experts' side of the SSD plan p (predict_llm_routed), the content hash's speed, and the
+ * weight bytes a token's compute reads; nothing for a dense model. */
+static int s_routed(ll_lab *L, const exec_plan *p)
 {
     char err[1024];
+    gguf_file *g = gguf_open(L->cfg.llm.model, err, sizeof err);
+    arch_model am;
+    if (!g || arch_model_open(&am, g, err, sizeof err)) {
+        log_error("%s", err);
+        gguf_close(&g);
+        return -1;
+    }
+    L->k = am.hp.n_expert_used;
+    if (p->expert_slots) {
+        predict_llm_routed(&am, p, &L->routed_read, &L->cache_experts, &L->pass_bytes);
+        if (predict_hash_gbps(64u << 20, 9, &L->hash_gbps, err, sizeof err))
+            log_warn("%s: the hash is left out of the prediction", err);
+    }
+    arch_model_close(&am);
+    gguf_close(&g);
+    return 0;
+}
+
+/* The disk as the SSD arm's expert reads meet it (bench_experts_gguf): a layer's misses of a
+ * token in flight together, (1 - hit) x k experts (at least one), at random places in the
+ * file, then a wait. A decode step's few misses are latency-bound: on this VM the arm's reads
+ * ran at 0.5-0.7 GB/s where a sequential scan in expert-sized chunks read 2.2-2.7 GB/s at
+ * depth 3 to 24 (2026-12-02), so the scan is not the figure. */
+static double s_disk_experts(ll_lab *L, const exec_plan *p, double hit, uint32_t *depth)
+{
+    char err[1024];
+    uint32_t x = (uint32_t)ceil((1 - hit) * L->k - 1e-9);
+    x = x < 1 ? 1 : x > L->k ? L->k : x;
+    /* the median of 7 samples of 64 MiB: one sample on this shared VM ranged 0.9-1.9 GB/s */
+    bench_disk_result d;
+    double g[7];
+    for (uint32_t i = 0; i < 7; i++) {
+        if (bench_experts_gguf(L->cfg.llm.model, p->n_resident, x, 64ull << 20, i + 1, &d, err,
+                               sizeof err)) {
+            log_error("disk figure: %s", err);
+            return NAN;
+        }
+        g[i] = d.gbps;
+    }
+    util_sort_doubles(g, 7);
+    *depth = d.queue_depth;
+    log_info("disk: %u expert%s of a layer at random in flight (%u reads): %.2f GB/s (median of "
+             "7 x 64 MiB, %.2f-%.2f%s)", x, x == 1 ? "" : "s", d.queue_depth, g[3], g[0], g[6],
+             d.cache_pass ? "" : "; WARNING: not all from storage");
+    return g[3];
+}
+
+/* The disk for exactly the reads the SSD arm will make: the calibration's misses, in their
+ * order, each layer's together (bench_experts_replay), timed over the generated tokens'. Random
+ * experts (s_disk_experts) drew 1.1 GB/s where the arm drew 2.0 on re-reads of the same hot
+ * experts (2026-12-02, 400 MiB cap): this VM's host caches a region that is re-read. Falls back
+ * to random experts at the replay's depth when the log is missing. */
+static double s_disk_replay(ll_lab *L, const exec_plan *p, uint32_t *depth)
+{
+    char err[1024], log[PATH_MAX + 64];
+    bench_disk_result d;
+    snprintf(log, sizeof log, "%s/logs/expert-misses.txt", L->dir);
+    int rc = bench_experts_replay(L->cfg.llm.model, log, &d, err, sizeof err);
+    if (rc || !(d.gbps > 0)) {
+        log_warn("disk figure from the replayed misses: %s; random experts instead",
+                 rc ? err : "no miss on a generated token");
+        return s_disk_experts(L, p, L->sim_hit, depth);
+    }
+    log_info("disk: the calibration's misses replayed: %.2f GB/s over the generated tokens' "
+             "(%.0f MiB in all%s)", d.gbps, d.bytes / 1048576.0,
+             d.cache_pass ? "" : "; WARNING: not all from storage");
+    *depth = 0;
+    return d.gbps;
+}
+
+/* Machine figures, then every prediction, printed before any condition runs. */
+/* The reference's per-token time (its ITL p50 over 8 tokens). With an expert cache of `slots`
+ * in the SSD plan, the run is the runs' own tokens and its routing is replayed through the
+ * cache's policy (SWARM_EXPERT_SIM, runtime/xsim.h): greedy decoding gives every arm the same
+ * tokens, so the same routing, and the hit rate the SSD arm will see is known before it runs. */
+static int s_calibrate(ll_lab *L, uint32_t slots)
+{
     int rc;
+    char n[16], log[PATH_MAX + 64];
     ll_cond ref = { .arm = "reference" };
     snprintf(ref.name, sizeof ref.name, "calibration");
-    json_t *r = s_generate(L, &ref, 8, "cal", &rc);
+    snprintf(n, sizeof n, "%u", slots);
+    snprintf(log, sizeof log, "%s/logs/expert-misses.txt", L->dir);
+    if (slots) {
+        setenv("SWARM_EXPERT_SIM", n, 1);
+        setenv("SWARM_EXPERT_SIM_LOG", log, 1);
+    }
+    json_t *r = s_generate(L, &ref, slots ? L->cfg.llm.tokens : 8, "cal", &rc);
+    unsetenv("SWARM_EXPERT_SIM");
+    unsetenv("SWARM_EXPERT_SIM_LOG");
     json_t *itl = r ? json_object_get(r, "itl_ms_p50") : NULL;
     if (!itl || !json_is_number(itl)) {
-        log_error("calibration (reference, 8 tokens) failed (exit %d): see %s/logs", rc, L->dir);
+        log_error("calibration (reference) failed (exit %d): see %s/logs", rc, L->dir);
         json_decref(r);
         return -1;
     }
     L->ref_ms = json_number_value(itl);
     json_decref(r);
+    snprintf(log, sizeof log, "%s/logs/calibration-cal.err", L->dir);
+    FILE *f = slots ? fopen(log, "r") : NULL;
+    char line[512];
+    unsigned long long steps, h, m;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "expert cache sim: %*u slots (LRU), one-position passes %llu: hits %llu "
+                         "misses %llu", &steps, &h, &m) == 3 && h + m) {
+            L->has_sim = 1;
+            L->sim_hit = (double)h / (double)(h + m);
+        }
+    if (f)
+        fclose(f);
+    if (slots && !L->has_sim)
+        log_warn("calibration: no expert cache replay in %s: uniform routing's hit rate only",
+                 log);
+    return 0;
+}
+
+static int s_predict(ll_lab *L)
+{
+    char err[1024];
     exec_plan p;
     llm_opts lo;
     llm_cli_ssd_flags sf;
@@ -313,33 +463,79 @@ static int s_predict(ll_lab *L)
         return -1;
     }
     L->n_resident = p.n_resident;
+    L->n_split = p.n_split;
+    L->expert_slots = p.expert_slots;
     L->streamed_bytes = p.streamed_per_step;
     L->pass_bytes = p.resident_bytes + p.streamed_per_step;
-    bench_disk_opts bo = { .first = p.n_resident, .chunk_bytes = lo.chunk_bytes,
+    if (s_routed(L, &p) || s_calibrate(L, p.expert_slots))
+        return -1;
+    /* The disk in the arm's own pattern: the ring's chunks at its depth, or, where experts
+     * stream, expert-sized reads with a token's worth of a layer's experts in flight. */
+    bench_disk_opts bo = { .first = p.n_resident + p.n_split, .chunk_bytes = lo.chunk_bytes,
                            .queue_depth = lo.queue_depth, .passes = 2,
                            .ring_slots = p.ring_slots };
     bench_disk_result d;
-    if (p.n_streamed && bench_disk_run_gguf(L->cfg.llm.model, &bo, &d, err, sizeof err) == 0)
+    if (p.expert_slots) {
+        /* uniform routing's misses first, then the replay's (their depth decides the figure) */
+        double uni = (double)p.expert_slots / (double)L->cache_experts;
+        L->disk_uni_gbps = s_disk_experts(L, &p, uni < 1 ? uni : 1, &bo.queue_depth);
+        L->disk_gbps = L->has_sim ? s_disk_replay(L, &p, &bo.queue_depth) : L->disk_uni_gbps;
+    } else if (p.n_streamed &&
+               bench_disk_run_gguf(L->cfg.llm.model, &bo, &d, err, sizeof err) == 0) {
         L->disk_gbps = d.gbps;
-    else
+    } else {
         L->disk_gbps = NAN;
+    }
     log_info("machine: reference %.1f ms a token (%u threads); SSD plan %u of %u layers "
-             "resident, %.1f MiB streamed a token; disk %.2f GB/s (the arm's reader and ring)",
-             L->ref_ms, L->cfg.llm.threads, p.n_resident, L->n_layers,
-             L->streamed_bytes / 1048576.0, L->disk_gbps);
-    /* A token reads every layer once: the reference's time is the memory's. The SSD arm
-     * computes its resident share at that pace and the rest as fast as the disk gives it
-     * (reads overlap compute); the resident arm adds one one-way link delay per hop. */
-    double frac = L->pass_bytes ? (double)L->streamed_bytes / (double)L->pass_bytes : 0;
+             "resident, %u split, %.1f MiB streamed a token; disk %.2f GB/s (the arm's reader, "
+             "%s chunks, depth %u)", L->ref_ms, L->cfg.llm.threads, p.n_resident, L->n_layers,
+             p.n_split, L->streamed_bytes / 1048576.0, L->disk_gbps,
+             p.expert_slots ? "expert-sized" : "its", bo.queue_depth);
+    if (p.expert_slots)
+        log_info("experts: %u of %llu routed a layer; %.1f MiB of routed reads a token "
+                 "uncached; cache %u slots of %llu experts; hash %.2f GB/s", L->k,
+                 (unsigned long long)(L->cache_experts / (L->n_layers - p.n_resident)),
+                 L->routed_read / 1048576.0, p.expert_slots,
+                 (unsigned long long)L->cache_experts, L->hash_gbps);
+    /* A token reads every layer once: the reference's time is the memory's. The SSD arm adds
+     * what its reads do not hide (lab/predict.h); the resident arm adds one one-way link delay
+     * per hop. */
     for (uint32_t i = 0; i < L->cfg.n_conditions; i++) {
         ll_cond *cd = &L->cond[i];
-        if (!strcmp(cd->arm, "reference"))
+        if (!strcmp(cd->arm, "reference")) {
             cd->pred_ms = L->ref_ms;
-        else if (!strcmp(cd->arm, "ssd"))
-            cd->pred_ms = L->ref_ms * (1 - frac) +
-                          fmax(L->ref_ms * frac, L->streamed_bytes / (L->disk_gbps * 1e6));
-        else
+        } else if (!strcmp(cd->arm, "ssd")) {
+            predict_llm_in in = { .ref_ms = L->ref_ms, .disk_gbps = L->disk_gbps,
+                                  .hash_gbps = L->hash_gbps, .pass_bytes = L->pass_bytes,
+                                  .ring_bytes = L->streamed_bytes,
+                                  .routed_read_bytes = L->routed_read,
+                                  .cache_slots = p.expert_slots,
+                                  .cache_experts = L->cache_experts };
+            predict_llm_out po;
+            in.disk_gbps = p.expert_slots ? L->disk_uni_gbps : L->disk_gbps;
+            predict_llm_ssd(&in, &po); /* uniform routing first: the bound */
+            in.disk_gbps = L->disk_gbps;
+            cd->uni_ms = po.ms;
+            cd->uni_read = po.read_bytes;
+            cd->uni_hit = po.hit_rate;
+            if (p.expert_slots)
+                log_info("ssd under uniform routing: %s", po.formula);
+            in.has_hit = L->has_sim;
+            in.hit = L->sim_hit;
+            predict_llm_ssd(&in, &po);
+            cd->pred_ms = po.ms;
+            cd->pred_read = po.read_bytes;
+            cd->pred_hit = po.hit_rate;
+            log_info("ssd: %s", po.formula);
+            if (p.expert_slots)
+                log_info("ssd: predicted %.1f MiB read a token, expert cache hit rate %.3f "
+                         "(%s); uniform routing: %.1f MiB, %.3f, %.1f ms",
+                         po.read_bytes / 1048576.0, po.hit_rate,
+                         L->has_sim ? "the reference's routing replayed" : "uniform routing",
+                         cd->uni_read / 1048576.0, cd->uni_hit, cd->uni_ms);
+        } else {
             cd->pred_ms = L->ref_ms + (L->workers + 1) * (double)cd->prof.delay_ns / 1e6;
+        }
         log_info("predicted %-16s %8.1f ms a token, %7.2f tokens/s", cd->name, cd->pred_ms,
                  1000.0 / cd->pred_ms);
     }
@@ -404,6 +600,66 @@ static void s_plot(const ll_lab *L, const double *med, const double *mn, const d
     snprintf(cmd, sizeof cmd, "cd '%s' && gnuplot plots.gp 1>&2", L->dir);
     if (strchr(L->dir, '\'') || system(cmd))
         log_warn("plots: gnuplot failed or is missing; the data and plots.gp are in %s", L->dir);
+}
+
+/* The SSD arm's expert figures from results.jsonl, per generated token (one-position steps:
+ * the prompt's passes apart): bytes read against what it must read (each miss's expert
+ * read) and against the prediction, the cache's hit rate, the disk bound of those bytes. */
+static void s_report_experts(const ll_lab *L, FILE *f)
+{
+    char path[PATH_MAX + 32];
+    snprintf(path, sizeof path, "%s/results.jsonl", L->dir);
+    FILE *in = fopen(path, "r");
+    char *line = NULL;
+    size_t cap = 0;
+    int head = 0;
+    while (in && getline(&line, &cap, in) > 0) {
+        json_t *o = json_loads(line, 0, NULL), *r = o ? json_object_get(o, "result") : NULL;
+        double steps = s_num(r, "steps_1"), xb = s_num(r, "expert_read_bytes_1");
+        double h = s_num(r, "expert_cache_hits_1"), m = s_num(r, "expert_cache_misses_1");
+        double routed = s_num(o, "routed_read_bytes_per_token"), disk = s_num(o, "disk_gbps");
+        if (!json_is_object(r) || !(steps > 0) || !isfinite(xb) || !(routed > 0) ||
+            json_is_true(json_object_get(r, "void"))) {
+            json_decref(o);
+            continue;
+        }
+        if (!head++)
+            fprintf(f, "\n## Experts: what the SSD arm read a generated token\n\n"
+                       "| run | MiB read | must read (misses x expert) | ratio | predicted MiB "
+                       "(replay / uniform) | uncached routed MiB | hit rate | predicted (replay "
+                       "/ uniform) | disk bound ms (tok/s) | gen tok/s | predicted tok/s "
+                       "(replay / uniform) |\n"
+                       "|---|---|---|---|---|---|---|---|---|---|---|\n");
+        double per_x = routed / L->k / (double)(L->n_layers - L->n_resident); /* one expert */
+        double ring = s_num(r, "streamed_per_pass_bytes");
+        double got = (xb + (isfinite(ring) ? ring * steps : 0)) / steps;
+        double must = (m * per_x + (isfinite(ring) ? ring * steps : 0)) / steps;
+        double bound = got / (disk * 1e6);
+        fprintf(f, "| %s r%lld | %.1f | %.1f | %.3f | %.1f / %.1f | %.1f | %.3f | %.3f / %.3f | "
+                   "%.1f (%.1f) | %.2f | %.2f / %.2f |\n",
+                json_string_value(json_object_get(o, "condition")),
+                (long long)json_integer_value(json_object_get(o, "repeat")), got / 1048576.0,
+                must / 1048576.0, got / must,
+                s_num(o, "predicted_read_bytes_per_token") / 1048576.0,
+                s_num(o, "uniform_read_bytes_per_token") / 1048576.0, routed / 1048576.0,
+                h + m > 0 ? h / (h + m) : NAN, s_num(o, "predicted_hit_rate"),
+                s_num(o, "uniform_hit_rate"), bound, 1000.0 / bound, s_num(r, "gen_tok_s"),
+                1000.0 / s_num(o, "predicted_ms_per_token"),
+                1000.0 / s_num(o, "uniform_ms_per_token"));
+        json_decref(o);
+    }
+    if (head)
+        fprintf(f, "\nPer one-position pass (the generated tokens'; a prompt's last chunk of one "
+                   "position counts too). Must read: each cache miss's expert (its slices' "
+                   "aligned reads) plus the ring. Predicted hit rate, replay: the calibration's "
+                   "routing of the same greedy tokens through the cache's policy (LRU; "
+                   "runtime/xsim.h), known before the SSD arm runs; uniform: slots / experts, "
+                   "what independent uniform routing hits (the bound a model that routes near "
+                   "uniformly approaches). The disk bound is the bytes read over the disk figure "
+                   "measured before the runs.\n");
+    free(line);
+    if (in)
+        fclose(in);
 }
 
 /* table.md from results.jsonl alone. */
@@ -482,6 +738,7 @@ static int s_report(ll_lab *L)
                "reference arm (parity), every SSD run its cache and content gates; a run that "
                "failed one counts under void and is left out of the figures. The article's "
                "%.2fx is the dense model's resident/lan over ssd steps/s.\n", LL_ARTICLE_RATIO);
+    s_report_experts(L, f);
     fclose(f);
     s_plot(L, med, mn, mx);
     snprintf(path, sizeof path, "%s/table.md", L->dir);
@@ -614,6 +871,21 @@ int lab_llm_main(int argc, char **argv)
             json_object_set_new(o, "condition", json_string(L->cond[i].name));
             json_object_set_new(o, "repeat", json_integer(r + 1));
             json_object_set_new(o, "predicted_ms_per_token", json_real(L->cond[i].pred_ms));
+            if (L->expert_slots && !strcmp(L->cond[i].arm, "ssd")) {
+                json_object_set_new(o, "predicted_read_bytes_per_token",
+                                    json_real(L->cond[i].pred_read));
+                json_object_set_new(o, "predicted_hit_rate", json_real(L->cond[i].pred_hit));
+                json_object_set_new(o, "hit_rate_from", json_string(L->has_sim ? "replay"
+                                                                               : "uniform"));
+                json_object_set_new(o, "uniform_ms_per_token", json_real(L->cond[i].uni_ms));
+                json_object_set_new(o, "uniform_read_bytes_per_token",
+                                    json_real(L->cond[i].uni_read));
+                json_object_set_new(o, "uniform_hit_rate", json_real(L->cond[i].uni_hit));
+                json_object_set_new(o, "disk_gbps", json_real(L->disk_gbps));
+                json_object_set_new(o, "uniform_disk_gbps", json_real(L->disk_uni_gbps));
+                json_object_set_new(o, "routed_read_bytes_per_token",
+                                    json_integer((json_int_t)L->routed_read));
+            }
             json_object_set_new(o, "exit_code", json_integer(rc));
             json_object_set_new(o, "result", res ? res : json_null());
             if (!res)

@@ -43,6 +43,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <xxhash.h>
 #include <zmq.h>
 
 #include "runtime/exec.h"
@@ -534,4 +535,100 @@ void predict_blame(const json_t *pred, const json_t *stage_ms, double measured_s
             worst = i;
     snprintf(buf, len, "%s (predicted %.3f ms/step, measured %.3f)", t[worst].name,
              t[worst].pred, t[worst].meas);
+}
+
+/* ---------------------------------------------------------------- the text lab's SSD arm */
+
+void predict_llm_ssd(const predict_llm_in *in, predict_llm_out *out)
+{
+    double bw = in->disk_gbps > 0 ? in->disk_gbps * 1e6 : 0; /* bytes per ms */
+    double hw = in->hash_gbps > 0 ? in->hash_gbps * 1e6 : 0;
+    memset(out, 0, sizeof *out);
+    out->hit_rate = in->cache_experts ? (double)in->cache_slots / (double)in->cache_experts : 0;
+    if (out->hit_rate > 1)
+        out->hit_rate = 1;
+    if (in->has_hit)
+        out->hit_rate = in->hit;
+    double miss = (1 - out->hit_rate) * (double)in->routed_read_bytes;
+    double share = in->pass_bytes ? (double)in->ring_bytes / (double)in->pass_bytes : 0;
+    out->read_bytes = (double)in->ring_bytes + miss;
+    if (bw <= 0 && out->read_bytes > 0) {
+        out->ms = INFINITY;
+        snprintf(out->formula, sizeof out->formula, "no disk figure");
+        return;
+    }
+    double ring = in->ring_bytes ? in->ring_bytes / bw - in->ref_ms * share : 0;
+    out->ring_ms = ring > 0 ? ring : 0;
+    out->expert_ms = miss > 0 ? miss / bw + (hw > 0 ? miss / hw : 0) : 0;
+    out->ms = in->ref_ms + out->ring_ms + out->expert_ms;
+    snprintf(out->formula, sizeof out->formula,
+             "%.2f + max(0, %.1f MiB / %.2f GB/s - %.2f x %.3f) + (1 - %s%llu/%llu = %.3f) x "
+             "%.1f MiB x (1/%.2f + 1/%.2f GB/s) = %.2f ms",
+             in->ref_ms, in->ring_bytes / 1048576.0, in->disk_gbps, in->ref_ms, share,
+             in->has_hit ? "replayed hits, not " : "", (unsigned long long)in->cache_slots,
+             (unsigned long long)in->cache_experts, 1 - out->hit_rate, in->routed_read_bytes / 1048576.0, in->disk_gbps, in->hash_gbps,
+             out->ms);
+}
+
+void predict_llm_routed(const arch_model *am, const exec_plan *p, uint64_t *routed_read_bytes,
+                        uint64_t *cache_experts, uint64_t *pass_bytes)
+{
+    uint64_t routed = 0, experts = 0, pass = 0;
+    uint32_t k = am->hp.n_expert_used;
+    for (uint32_t l = 0; l < am->hp.n_layers; l++) {
+        const arch_layer *L = &am->layers[l];
+        for (uint32_t t = 0; t < L->n_tensors; t++) {
+            const arch_tensor *T = &L->t[t];
+            pass += T->n_expert ? T->nbytes / T->n_expert * k : T->nbytes;
+        }
+        if (!p->expert_slots || l < p->n_resident)
+            continue; /* whole-resident layers, or experts that stream with their layers */
+        uint32_t E = 0;
+        uint64_t sum = 0; /* every expert's aligned reads of this layer */
+        for (uint32_t t = 0; t < L->n_tensors; t++) {
+            const arch_tensor *T = &L->t[t];
+            if (!T->n_expert)
+                continue;
+            E = T->n_expert;
+            uint64_t slice = T->nbytes / E;
+            for (uint32_t x = 0; x < E; x++) {
+                uint64_t off = T->off + x * slice, a0 = off / EXEC_ALIGN * EXEC_ALIGN;
+                sum += (off + slice + EXEC_ALIGN - 1) / EXEC_ALIGN * EXEC_ALIGN - a0;
+            }
+        }
+        if (E) {
+            routed += (uint64_t)((double)sum / E * (k < E ? k : E) + 0.5);
+            experts += E;
+        }
+    }
+    *routed_read_bytes = routed;
+    *cache_experts = experts;
+    *pass_bytes = pass;
+}
+
+int predict_hash_gbps(uint64_t bytes, int reps, double *gbps, char *err, size_t errlen)
+{
+    uint8_t *b = malloc(bytes ? bytes : 1);
+    double *v = malloc(sizeof(double) * (size_t)(reps > 0 ? reps : 1));
+    volatile uint64_t sink = 0;
+    if (!b || !v || reps <= 0 || !bytes) {
+        free(b);
+        free(v);
+        snprintf(err, errlen, "hash figure: out of memory");
+        return -1;
+    }
+    memset(b, 0x3c, bytes); /* the hash's speed does not depend on the bytes */
+    sink ^= XXH3_64bits(b, bytes); /* fault the pages in */
+    for (int i = 0; i < reps; i++) {
+        uint64_t t = util_now_ns();
+        sink ^= XXH3_64bits(b, bytes);
+        v[i] = (double)(util_now_ns() - t);
+    }
+    util_sort_doubles(v, (size_t)reps);
+    double ns = util_percentile(v, (size_t)reps, 50);
+    *gbps = ns > 0 ? bytes / ns : 0;
+    (void)sink;
+    free(b);
+    free(v);
+    return 0;
 }

@@ -16,7 +16,9 @@
 #include <stdio.h>
 
 #include "dist/config.h"
+#include "arch/arch.h"
 #include "arch/model.h"
+#include "runtime/exec.h"
 
 /* Stated tolerance of every prediction (steps/s and TTFR): +-15%. A measured value outside
  * [pred / 1.15, pred * 1.15] is a miss (relative error |meas - pred| / pred > 0.15). */
@@ -121,5 +123,58 @@ void predict_print_machine(FILE *f, const predict_machine *pm);
  * the measured steady step; writes e.g. "disk (predicted 447.1 ms/step, measured 601.3)". */
 void predict_blame(const json_t *pred, const json_t *stage_ms, double measured_step_ms,
                    char *buf, size_t len);
+
+/* ---------------------------------------------------------------- the text lab's SSD arm
+ *
+ * Per generated token (lab/lab_llm.c): the reference arm's time (every weight resident, only
+ * the routed experts computed), plus what the SSD arm's reads add to it:
+ *   ms = ref_ms + max(0, ring_bytes / disk - ref_ms x ring_bytes / pass_bytes)
+ *               + miss_bytes / disk + miss_bytes / hash
+ *   miss_bytes = (1 - hit) x routed_read_bytes,  hit = min(1, cache_slots / cache_experts)
+ *   (or the hit rate given: the reference arm's routing of the same tokens replayed through
+ *   the cache's policy)
+ * The ring's reads (a dense model's streamed layers, a MoE model's streamed attention) overlap
+ * the compute of the layers they feed (their share of the reference's time); the experts'
+ * reads do not: they start once the router has run, all of a layer's together, and the
+ * layer waits for them, then hashes each slice on the step's thread. hit is the LRU cache's
+ * hit rate under uniform, independent routing (the independent reference model: exactly the
+ * fraction of experts the cache holds), a lower bound where routing repeats itself. */
+typedef struct {
+    double ref_ms;             /* the reference arm's ms per generated token */
+    double disk_gbps;          /* the arm's reads, 1e9 B/s */
+    double hash_gbps;          /* XXH3 over the expert slices read; 0: not counted */
+    uint64_t pass_bytes;       /* weight bytes one token's compute reads (routed share only) */
+    uint64_t ring_bytes;       /* bytes through the ring per token */
+    uint64_t routed_read_bytes;/* the routed experts' reads per token, every layer that reads
+                                * them (aligned supersets), with no cache */
+    uint64_t cache_slots;      /* the expert cache's slots */
+    uint64_t cache_experts;    /* the experts that come through it (those layers x n_expert) */
+    int has_hit;               /* 1: hit is known (the reference's routing replayed through the
+                                * cache's policy, runtime/xsim.h), not uniform routing's */
+    double hit;
+} predict_llm_in;
+
+typedef struct {
+    double hit_rate;           /* predicted expert cache hit rate */
+    double read_bytes;         /* predicted bytes read per token: ring + the misses */
+    double ring_ms;            /* the ring's time not hidden behind compute */
+    double expert_ms;          /* the misses' reads and hashes */
+    double ms;                 /* per token */
+    char formula[320];
+} predict_llm_out;
+
+void predict_llm_ssd(const predict_llm_in *in, predict_llm_out *out);
+
+/* The routed experts' reads per token under the SSD arm's plan p of model am (whole-resident
+ * layers read none): k experts a layer, each expert's slices of every expert tensor as the
+ * arm reads them (4096-aligned supersets, averaged over the layer's experts); the experts
+ * those layers hold; and the weight bytes one token's compute reads (arch_cost.routed_bytes
+ * summed over the layers). */
+void predict_llm_routed(const arch_model *am, const exec_plan *p, uint64_t *routed_read_bytes,
+                        uint64_t *cache_experts, uint64_t *pass_bytes);
+
+/* XXH3-64's speed over a buffer of `bytes` (1e9 B/s, median of reps): the content gate's cost
+ * per expert slice read. 0 / -1. */
+int predict_hash_gbps(uint64_t bytes, int reps, double *gbps, char *err, size_t errlen);
 
 #endif

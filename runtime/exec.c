@@ -95,7 +95,8 @@ struct exec {
     XXH3_state_t *xx;          /* the hasher's own */
     /* expert streaming (plan.expert_slots > 0): exec.h says how */
     uint64_t *esums, *ebase;   /* sums_get_experts and each layer's place in it */
-    uint8_t *xmem;             /* expert_slots x expert_slot_bytes, EXEC_ALIGN-aligned */
+    iobuf xbuf;                /* the expert cache: expert_slots x expert_slot_bytes */
+    uint8_t *xmem;             /* xbuf.p, EXEC_ALIGN-aligned */
     s_xslot *xs;               /* expert_slots */
     uint64_t xtick, xepoch;
     uint8_t *xused;            /* (n_expert) the current layer's routed experts */
@@ -168,7 +169,7 @@ static int s_open(exec_t *e, char *err, size_t errlen)
 
 static int s_load_resident(exec_t *e, char *err, size_t errlen)
 {
-    uint32_t n = e->plan.n_resident;
+    uint32_t n = e->plan.n_resident + e->plan.n_split;
     char why[256];
     size_t slots = (size_t)(n ? n : 1) * ARCH_MAX_LAYER_TENSORS;
     e->res_mem = calloc(slots, sizeof(void *));
@@ -185,6 +186,8 @@ static int s_load_resident(exec_t *e, char *err, size_t errlen)
             XXH3_64bits_reset(xx);
         for (uint32_t t = 0; t < L->n_tensors; t++) {
             size_t k = (size_t)i * ARCH_MAX_LAYER_TENSORS + t;
+            if (i >= e->plan.n_resident && L->t[t].n_expert)
+                continue; /* a split layer: its experts come through the cache */
             e->res_mem[k] = exec_read_aligned(e->fd, L->t[t].off, L->t[t].nbytes,
                                               &e->res_data[k], why, sizeof why);
             if (!e->res_mem[k]) {
@@ -472,13 +475,20 @@ static int s_experts_init(exec_t *e, char *err, size_t errlen)
     e->xs = calloc(e->plan.expert_slots, sizeof *e->xs);
     e->xused = calloc(E, 1);
     e->xmap = calloc(E, sizeof *e->xmap);
-    if (!e->ebase || !e->esums || !e->xs || !e->xused || !e->xmap ||
-        posix_memalign((void **)&e->xmem, EXEC_ALIGN,
-                       e->plan.expert_slots * e->plan.expert_slot_bytes)) {
-        e->xmem = NULL;
+    if (!e->ebase || !e->esums || !e->xs || !e->xused || !e->xmap) {
         snprintf(err, errlen, "out of memory for the expert cache");
         return -1;
     }
+    /* Huge pages where the kernel gives them, as the ring, and touched now: a miss into a
+     * never-used slot otherwise faults its pages in under the read (5 MiB of 4 KiB pages a
+     * Qwen3-30B-A3B expert), which on this VM made the first pass over the cache's slots
+     * read at 0.6-0.7 GB/s where the same reads into touched buffers ran at 1.9. The plan
+     * counts the whole cache against the cap either way. */
+    if (iobuf_alloc(&e->xbuf, e->plan.expert_slots * e->plan.expert_slot_bytes,
+                    e->o.buffers_4k, err, errlen))
+        return -1;
+    e->xmem = e->xbuf.p;
+    memset(e->xmem, 0, e->xbuf.len);
     sums_experts_layout(am, e->ebase);
     if (sums_get_experts(am, e->path, e->esums, why, sizeof why)) {
         snprintf(err, errlen, "%s", why);
@@ -559,6 +569,8 @@ static int s_experts_read(exec_t *e, uint32_t l, exec_stats *st, char *err, size
             if (pass == 1 && e->xs[e->xmap[x]].valid == 0)
                 e->xs[e->xmap[x]].valid = 1;
         }
+        if (pass == 0 && !nsub)
+            st->expert_read_ns += util_now_ns() - t0; /* synchronous reads, or none */
         if (pass == 0 && nsub) {
             io_uring_submit(&e->xring);
             for (uint32_t i = 0; i < nsub; i++) {
@@ -581,6 +593,7 @@ static int s_experts_read(exec_t *e, uint32_t l, exec_stats *st, char *err, size
                     return -1;
                 }
             }
+            st->expert_read_ns += util_now_ns() - t0;
         }
     }
     st->wait_ns += util_now_ns() - t0;
@@ -691,11 +704,12 @@ static exec_t *s_new(exec_t *e, const uint64_t *sums, uint32_t first, uint32_t l
         goto err;
     if (!(e->run = arch_run_new(e->am, e->o.max_pos, err, errlen)))
         goto err;
+    /* the expert checksums first: a split layer is verified at load against its layer entry */
+    if (e->plan.expert_slots && s_experts_init(e, err, errlen))
+        goto err;
     if (s_load_resident(e, err, errlen))
         goto err;
     if (e->plan.n_streamed && s_ring_init(e, err, errlen))
-        goto err;
-    if (e->plan.expert_slots && s_experts_init(e, err, errlen))
         goto err;
     return e;
 err:
@@ -877,6 +891,35 @@ static int s_stream_step(exec_t *e, exec_stats *st, char *err, size_t errlen)
     return rc;
 }
 
+/* The split layers: attention and router from their resident tensors, then the routed experts
+ * through the cache (s_experts_run); the ring keeps reading the streamed layers meanwhile. */
+static int s_split_step(exec_t *e, const exec_seg *segs, uint32_t k, float *x, exec_stats *st,
+                        char *err, size_t errlen)
+{
+    for (uint32_t i = e->plan.n_resident; i < e->plan.n_resident + e->plan.n_split; i++) {
+        uint32_t l = e->first + i;
+        const arch_layer *L = &e->am->layers[l];
+        const void *const *data = e->res_data + (size_t)i * ARCH_MAX_LAYER_TENSORS;
+        uint64_t t = util_now_ns(), w = st->wait_ns;
+        if (arch_layer_begin_segs(e->run, l, data, s_lsegs(e, segs, k, l), k, x, err, errlen))
+            return -1;
+        for (uint32_t j = L->n_vectors; j < L->n_tensors && !L->t[j].n_expert; j++)
+            if (arch_layer_before(e->run, j) ||
+                arch_layer_rows(e->run, j, 0, L->t[j].rows, data[j])) {
+                snprintf(err, errlen, "%s: %s", e->path, arch_run_error(e->run));
+                return -1;
+            }
+        if (s_experts_run(e, l, st, err, errlen))
+            return -1;
+        st->compute_ns += util_now_ns() - t - (st->wait_ns - w); /* the reads are wait */
+        if (e->plan.n_streamed && e->uring_ok) {
+            s_reap(e, 0);
+            s_submit_more(e, st);
+        }
+    }
+    return 0;
+}
+
 int exec_step(exec_t *e, float *x, exec_stats *st, char *err, size_t errlen)
 {
     return exec_step_n(e, x, 1, 0, NULL, st, err, errlen);
@@ -889,8 +932,26 @@ int exec_step_n(exec_t *e, float *x, uint32_t n, uint32_t pos0, arch_kv *kv, exe
     return exec_step_segs(e, x, &one, 1, st, err, errlen);
 }
 
+static int s_step_segs(exec_t *e, float *x, const exec_seg *segs, uint32_t k, exec_stats *st,
+                       char *err, size_t errlen);
+
 int exec_step_segs(exec_t *e, float *x, const exec_seg *segs, uint32_t k, exec_stats *st,
                    char *err, size_t errlen)
+{
+    /* a generated token's step is one position: its expert figures apart from a prompt's */
+    uint64_t rb = st->expert_read_bytes, h = st->expert_hits, m = st->expert_misses;
+    int rc = s_step_segs(e, x, segs, k, st, err, errlen);
+    if (rc == 0 && k == 1 && segs[0].n == 1) {
+        st->steps_1++;
+        st->expert_read_bytes_1 += st->expert_read_bytes - rb;
+        st->expert_hits_1 += st->expert_hits - h;
+        st->expert_misses_1 += st->expert_misses - m;
+    }
+    return rc;
+}
+
+static int s_step_segs(exec_t *e, float *x, const exec_seg *segs, uint32_t k, exec_stats *st,
+                       char *err, size_t errlen)
 {
     uint64_t t, n = 0;
     for (uint32_t i = 0; i < k; i++)
@@ -920,6 +981,8 @@ int exec_step_segs(exec_t *e, float *x, const exec_seg *segs, uint32_t k, exec_s
             }
         }
         st->compute_ns += util_now_ns() - t;
+        if (e->plan.n_split && s_split_step(e, segs, k, x, st, err, errlen))
+            return -1;
     }
     if (e->plan.n_streamed) {
         st->layers_due += e->plan.n_streamed;
@@ -962,13 +1025,14 @@ void exec_free(exec_t **pe)
         io_uring_queue_exit(&e->xring);
     free(e->esums);
     free(e->ebase);
-    free(e->xmem);
+    iobuf_free(&e->xbuf);
     free(e->xs);
     free(e->xused);
     free(e->xmap);
     iobuf_free(&e->ring_mem);
     free(e->slots);
-    for (size_t i = 0; e->res_mem && i < (size_t)e->plan.n_resident * ARCH_MAX_LAYER_TENSORS;
+    for (size_t i = 0; e->res_mem &&
+                       i < (size_t)(e->plan.n_resident + e->plan.n_split) * ARCH_MAX_LAYER_TENSORS;
          i++)
         free(e->res_mem[i]);
     free(e->res_mem);

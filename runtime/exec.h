@@ -29,6 +29,12 @@
  * checksums' layer entry, arch/sums.h) and each expert slice as it is read (against its own);
  * a cached slice was checked when it was read. The plan keeps at least min(n_expert, max_pos x
  * n_expert_used) slots, then gives the cache what the resident layers and the ring leave.
+ * Where the cap does not hold the whole range but experts stream, no layer is resident whole:
+ * the leading layers are split (n_split: attention, norms and router resident, verified at
+ * load against the per-expert checksums' layer entry; experts through the cache), as many as
+ * fit beside the ring and the fewest slots, every layer when they all fit beside those slots
+ * (then nothing goes through the ring); the cache takes the rest of the cap. A whole resident
+ * layer would hold its own experts only, where the cache holds whichever any layer routes to.
  */
 #ifndef SWARM_EXEC_H
 #define SWARM_EXEC_H
@@ -74,7 +80,9 @@ typedef struct {
 typedef struct {
     uint32_t n_layers;         /* last - first */
     uint32_t n_resident;       /* leading layers kept resident */
-    uint32_t n_streamed;
+    uint32_t n_split;          /* then layers whose tensors but the experts are resident, their
+                                * experts read after routing through the expert cache */
+    uint32_t n_streamed;       /* the rest: through the ring (experts apart, as above) */
     uint32_t rows_per_chunk;   /* rows per read of the first layer's first matrix (mult. of 4) */
     uint32_t chunks_per_layer; /* reads of the first layer: one per vector, plus row ranges */
     uint64_t chunks_per_step;  /* reads of every streamed layer */
@@ -110,6 +118,10 @@ typedef struct {
     uint64_t expert_hits, expert_misses; /* the expert cache's lookups */
     uint64_t experts_hashed;     /* expert slices read and hashed (content gate) */
     uint64_t expert_layers;      /* streamed layers whose experts were routed and read */
+    uint64_t expert_read_ns;     /* in expert reads: submitted to all completed (no hash) */
+    /* the same over one-position steps only (a generated token's, not a prompt's pass) */
+    uint64_t steps_1;            /* one-position steps */
+    uint64_t expert_read_bytes_1, expert_hits_1, expert_misses_1;
 } exec_stats;
 
 typedef struct exec exec_t;

@@ -29,6 +29,8 @@ uint64_t exec_arch_layer_bytes(const arch_layer *l);
 /* Bytes one expert takes in the expert cache: its slice of each of layer l's expert tensors,
  * each an aligned superset. */
 uint64_t exec_expert_slot_bytes(const arch_layer *l);
+/* A split layer's resident bytes: every tensor but its experts, aligned as resident ones. */
+uint64_t exec_split_layer_bytes(const arch_layer *l);
 /* Bytes the vector staging area of a streamed layer takes (its vectors, 64-byte aligned). */
 uint64_t exec_stage_bytes(const arch_layer *l);
 /* The lab model as an architecture (no file opened: the tensors from model_t's offsets). */

@@ -149,7 +149,7 @@ exec_chunk *exec_schedule(const arch_model *am, const exec_plan *p, uint32_t fir
     exec_chunk *c = NULL;
     for (int pass = 0; pass < 2; pass++) {
         cnt = 0;
-        for (uint32_t l = first + p->n_resident; l < last; l++) {
+        for (uint32_t l = first + p->n_resident + p->n_split; l < last; l++) {
             const arch_layer *ly = &am->layers[l];
             uint64_t layer_first = cnt;
             for (uint32_t t = 0; t < ly->n_tensors; t++) {
@@ -204,6 +204,24 @@ uint64_t exec_expert_slot_bytes(const arch_layer *l)
     for (uint32_t t = 0; t < l->n_tensors; t++)
         if (l->t[t].n_expert)
             b += exec_round_up(l->t[t].nbytes / l->t[t].n_expert + 2 * EXEC_ALIGN, EXEC_ALIGN);
+    return b;
+}
+
+/* A split layer's resident part: its tensors but the experts, each in its aligned buffer. */
+uint64_t exec_split_layer_bytes(const arch_layer *l)
+{
+    uint64_t b = 0;
+    for (uint32_t i = 0; i < l->n_tensors; i++)
+        if (!l->t[i].n_expert)
+            b += exec_round_up(l->t[i].nbytes + 2 * EXEC_ALIGN, EXEC_ALIGN);
+    return b;
+}
+
+static uint64_t s_split_bytes(const arch_model *am, uint32_t first, uint32_t last)
+{
+    uint64_t b = 0;
+    for (uint32_t l = first; l < last; l++)
+        b += exec_split_layer_bytes(&am->layers[l]);
     return b;
 }
 
@@ -285,6 +303,11 @@ int exec_plan_arch(const arch_model *am, const char *path, uint32_t first, uint3
         p->n_resident = p->n_layers;
     } else if (fixed + all <= o->budget_bytes) {
         p->n_resident = p->n_layers; /* everything fits without a ring */
+    } else if (xslot && fixed + s_split_bytes(am, first, last) + (uint64_t)xmin * xslot <=
+                            o->budget_bytes) {
+        /* Experts stream: every layer's attention and router resident, nothing through the
+         * ring; the rest of the cap is the expert cache (below). */
+        p->n_split = p->n_layers;
     } else {
         uint64_t xc = (uint64_t)xmin * xslot; /* the fewest expert slots a step can use */
         uint64_t need_min = fixed + ring + stage + xc, used = need_min;
@@ -292,17 +315,26 @@ int exec_plan_arch(const arch_model *am, const char *path, uint32_t first, uint3
             return s_short(err, errlen, path, "even the streaming ring", need_min, fixed,
                            xc ? "of ring, vector stage and expert cache"
                               : "of ring and vector stage", ring + stage + xc, o);
+        /* With experts streaming, the leading layers keep their attention and router
+         * resident (a whole layer would spend the cap on its own experts, which the cache
+         * holds for every layer alike); without, whole layers. */
         for (uint32_t l = first; l < last; l++) {
-            uint64_t b = exec_arch_layer_bytes(&am->layers[l]);
+            uint64_t b = xslot ? exec_split_layer_bytes(&am->layers[l])
+                               : exec_arch_layer_bytes(&am->layers[l]);
             if (used + b > o->budget_bytes)
                 break;
             used += b;
-            p->n_resident++;
+            if (xslot)
+                p->n_split++;
+            else
+                p->n_resident++;
         }
     }
-    p->n_streamed = p->n_layers - p->n_resident;
+    p->n_streamed = p->n_layers - p->n_resident - p->n_split;
     for (uint32_t l = first; l < first + p->n_resident; l++)
         p->resident_bytes += exec_arch_layer_bytes(&am->layers[l]);
+    for (uint32_t l = first + p->n_resident; l < first + p->n_resident + p->n_split; l++)
+        p->resident_bytes += exec_split_layer_bytes(&am->layers[l]);
     p->ring_slots = o->queue_depth + 1;
     if (o->ring_slots) {
         p->ring_slots = o->ring_slots; /* bench-disk: the SSD arm's ring, not its own */
@@ -316,7 +348,9 @@ int exec_plan_arch(const arch_model *am, const char *path, uint32_t first, uint3
          * holds ≈15 ms of reads at 2.4 GB/s against ≈25 ms of resident compute. Measured on
          * lab02 (2026-12-01, 3 pairs back to back, load ≈2.5): 9 slots 493-563 ms per step,
          * device busy 74-88%; 13 slots 466-494 ms, busy 86-94% (its 600 MiB cap gives 12). */
-        uint64_t used = fixed + ring + stage + p->resident_bytes;
+        /* the expert cache's fewest slots are spoken for: extra ring slots taken from them
+         * left a plan over its cap (434.8 MiB under 400 MiB with 9 extra 4 MiB slots) */
+        uint64_t used = fixed + ring + stage + p->resident_bytes + (uint64_t)xmin * xslot;
         uint64_t extra = o->budget_bytes > used + slot_cap
                              ? (o->budget_bytes - used - slot_cap) / slot_cap
                              : 0;
@@ -324,12 +358,12 @@ int exec_plan_arch(const arch_model *am, const char *path, uint32_t first, uint3
     }
     p->ring_bytes = p->n_streamed ? (uint64_t)p->ring_slots * slot_cap : 0;
     p->stage_bytes = p->n_streamed ? stage : 0;
-    if (p->n_streamed && xslot) {
+    if ((p->n_streamed || p->n_split) && xslot) {
         /* the cache: at least a step's worth, then what the budget leaves (one chunk slot
          * kept unspent, as the ring does), at most every streamed expert */
         uint64_t used = fixed + p->ring_bytes + p->stage_bytes + p->resident_bytes;
         uint64_t most = 0, n = xmin;
-        for (uint32_t l = first + p->n_resident; l < last; l++)
+        for (uint32_t l = first + p->n_resident; l < last; l++) /* split and streamed */
             for (uint32_t t = 0; t < am->layers[l].n_tensors; t++)
                 if (am->layers[l].t[t].n_expert) {
                     most += am->layers[l].t[t].n_expert;

@@ -1,5 +1,6 @@
 /* llm.c — the one-process runner: a file resident, sessions with KV caches, llm_eval. runtime/ */
 #include "runtime/llm.h"
+#include "runtime/xsim.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -45,6 +46,14 @@ struct llm_model {
     atomic_int faulted;
     char fault[384];
     s_batch *batch;               /* continuous batching (llm_model_batching), NULL when off */
+    /* the reference arm's routing replayed through the SSD arm's expert cache policy
+     * (SWARM_EXPERT_SIM=SLOTS: the lab's calibration), printed when the model is freed */
+    xsim *xsim;
+    uint32_t xsim_slots;
+    uint8_t *xused;
+    uint32_t *xmissed;            /* a layer's missed experts, for the log */
+    FILE *xlog;                   /* SWARM_EXPERT_SIM_LOG: "ONEPOS LAYER EXPERT..." a line */
+    uint64_t xhits[2], xmisses[2], xsteps1; /* [0] every pass, [1] one-position passes */
 };
 
 struct llm_session {
@@ -294,6 +303,24 @@ llm_model *llm_model_open_opts(const char *path, const llm_opts *o, char *err, s
             goto err;
         return m;
     }
+    const char *sim = m->arm == LLM_ARM_REFERENCE ? getenv("SWARM_EXPERT_SIM") : NULL;
+    if (sim && m->am.hp.n_expert) { /* the lab's calibration: see struct llm_model */
+        char *end;
+        unsigned long n = strtoul(sim, &end, 10);
+        if (*end || !n || n > UINT32_MAX || !(m->xused = calloc(m->am.hp.n_expert, 1)) ||
+            !(m->xsim = xsim_new((uint32_t)n))) {
+            arch_err(err, errlen, path, "SWARM_EXPERT_SIM '%s': slots (a count) wanted", sim);
+            goto err;
+        }
+        m->xsim_slots = (uint32_t)n;
+        /* the misses themselves, for the lab's disk figure of exactly these reads */
+        const char *lp = getenv("SWARM_EXPERT_SIM_LOG");
+        if (lp && (!(m->xmissed = calloc(m->am.hp.n_expert, sizeof *m->xmissed)) ||
+                   !(m->xlog = fopen(lp, "w")))) {
+            arch_err(err, errlen, path, "SWARM_EXPERT_SIM_LOG '%s': %s", lp, strerror(errno));
+            goto err;
+        }
+    }
     if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0) {
         arch_err(err, errlen, path, "open: %s", strerror(errno));
         goto err;
@@ -364,6 +391,19 @@ void llm_model_free(llm_model **mp)
     if (m->map)
         munmap(m->map, m->map_len);
     exec_free(&m->ex);
+    if (m->xsim) {
+        uint64_t h = m->xhits[1], x = m->xmisses[1];
+        fprintf(stderr, "expert cache sim: %u slots (LRU), one-position passes %llu: hits %llu "
+                "misses %llu (hit rate %.3f); every pass: hits %llu misses %llu\n",
+                m->xsim_slots, (unsigned long long)m->xsteps1, (unsigned long long)h,
+                (unsigned long long)x, h + x ? (double)h / (double)(h + x) : 0.0,
+                (unsigned long long)m->xhits[0], (unsigned long long)m->xmisses[0]);
+        xsim_free(&m->xsim);
+    }
+    if (m->xlog)
+        fclose(m->xlog);
+    free(m->xmissed);
+    free(m->xused);
     s_batch_free(&m->batch);
     free(m->sums);
     for (int i = 0; i < 3; i++)
@@ -606,6 +646,50 @@ uint64_t llm_session_kv_bytes(const llm_session *s)
 
 /* A streamed layer failed the content gate in the pass just run: the model is faulted for
  * good (llm_model_fault) and the pass fails. */
+/* The reference's layers as arch_layer_forward runs them (the same calls, the same bits), the
+ * routing of each layer with experts replayed through the expert cache simulation. */
+static int s_forward_sim(llm_session *s, uint32_t n, char *err, size_t errlen)
+{
+    llm_model *m = s->m;
+    for (uint32_t l = 0; l < m->am.hp.n_layers; l++) {
+        const arch_layer *L = &m->am.layers[l];
+        const void *const *data = llm_layer_data(m, l);
+        int seen = 0;
+        if (arch_layer_begin(s->run, l, data, &s->kv[l], s->x, n, s->n_past, err, errlen))
+            return -1;
+        for (uint32_t t = L->n_vectors; t < L->n_tensors; t++) {
+            if (arch_layer_before(s->run, t))
+                goto fail;
+            if (L->t[t].n_expert && !seen++) {
+                uint64_t h = 0, x = 0;
+                uint32_t nm = 0;
+                memset(m->xused, 0, L->t[t].n_expert);
+                arch_layer_experts(s->run, m->xused);
+                xsim_layer(m->xsim, l, m->xused, L->t[t].n_expert, &h, &x, m->xmissed, &nm);
+                if (m->xlog && nm) {
+                    fprintf(m->xlog, "%d %u", n == 1, l);
+                    for (uint32_t i = 0; i < nm; i++)
+                        fprintf(m->xlog, " %u", m->xmissed[i]);
+                    fputc('\n', m->xlog);
+                }
+                m->xhits[0] += h;
+                m->xmisses[0] += x;
+                m->xhits[1] += n == 1 ? h : 0;
+                m->xmisses[1] += n == 1 ? x : 0;
+            }
+            if (arch_layer_rows(s->run, t, 0, L->t[t].rows, data[t]))
+                goto fail;
+        }
+        if (arch_layer_end(s->run))
+            goto fail;
+    }
+    m->xsteps1 += n == 1;
+    return 0;
+fail:
+    arch_err(err, errlen, m->g->path, "%s", arch_run_error(s->run));
+    return -1;
+}
+
 static int s_content_fault(llm_model *m, char *err, size_t errlen)
 {
     if (!atomic_load(&m->faulted)) {
@@ -657,6 +741,9 @@ static int s_pass(llm_session *s, const int32_t *tokens, uint32_t n, float *logi
             return -1;
         if (m->st.content_fail != bad) /* this pass used bytes that are not the file's */
             return s_content_fault(s->m, err, errlen);
+    } else if (m->xsim) {
+        if (s_forward_sim(s, n, err, errlen))
+            return -1;
     } else {
         for (uint32_t l = 0; l < hp->n_layers; l++)
             if (arch_layer_forward(s->run, l, llm_layer_data(m, l), &s->kv[l], s->x, n,

@@ -23,6 +23,9 @@ P="In a small village by the sea there lived an old fisherman who went out every
 plan() { # name: "RESIDENT STREAMED" from the ssd arm's plan line
     sed -n 's/.* \([0-9]*\) layers resident, \([0-9]*\) streamed.*/\1 \2/p' "$T/$1.err" | head -1
 }
+split() { # name: split layers (attention and router resident, experts through the cache)
+    sed -n 's/.* \([0-9]*\) split (attention.*/\1/p' "$T/$1.err" | head -1
+}
 digests() { # jsonl: ids and logits digests
     python3 -c 'import json,sys; o=json.loads(open(sys.argv[1]).readlines()[-1]); print(o["ids_digest"], o["logits_digest"])' "$1"
 }
@@ -46,20 +49,51 @@ for fam in mixtral qwen3moe; do
     arch=$(jfield "$T/${fam}_ref.jsonl" architecture)
     case $fam in mixtral) eq "$fam architecture" "$arch" llama ;; *) eq "$fam architecture" "$arch" $fam ;; esac
 
-    # SSD: from the smallest cap (in its refusal) upwards, the first that keeps a layer resident
-    # and streams the rest (a layer here is about 0.5 MiB)
+    # SSD: from the smallest cap (in its refusal) upwards, the first that keeps a layer's
+    # attention and router resident (split) and streams the rest through the ring (a layer
+    # here is about 0.5 MiB)
     sw ${fam}_small generate "$T/$fam.gguf" --arm ssd --cap 1M "${G[@]}"
     expect_rc ${fam}_small 1; has ${fam}_small err "needed"
     need=$(sed -n 's/.*: \([0-9.]*\) MiB needed.*/\1/p' "$T/${fam}_small.err" | head -1)
-    cap=$(python3 -c "import math,sys; print(math.ceil(float(sys.argv[1]) * 4) * 262144 + 524288)" "${need:-0}")
+    cap=$(python3 -c "import math,sys; print(math.ceil(float(sys.argv[1]) * 16) * 65536)" "${need:-0}")
     CAP=""
-    for _ in $(seq 1 16); do
+    for _ in $(seq 1 32); do
         sw ${fam}_probe generate "$T/$fam.gguf" --arm ssd --cap "$cap" "${G[@]}"
         read -r res str <<<"$(plan ${fam}_probe)"
-        if [ "$rc" = 0 ] && [ "${res:-0}" -ge 1 ] && [ "${str:-0}" -ge 1 ]; then CAP=$cap; break; fi
-        cap=$((cap + 262144))
+        if [ "$rc" = 0 ] && [ "$(split ${fam}_probe)" -ge 1 ] 2>/dev/null && [ "${str:-0}" -ge 1 ]; then CAP=$cap; break; fi
+        cap=$((cap + 65536))
     done
-    if [ -n "$CAP" ]; then ok; else bad "$fam: no cap keeps a layer resident and streams another"; CAP=$cap; fi
+    if [ -n "$CAP" ]; then ok; else bad "$fam: no cap splits a layer and streams another"; CAP=$cap; fi
+    echo "$fam: ssd cap $CAP: split $(split ${fam}_probe)"
+    # ... and upwards again, the first that splits every layer: nothing through the ring, only
+    # routed experts read
+    ACAP=""
+    for _ in $(seq 1 32); do
+        cap=$((cap + 65536))
+        sw ${fam}_aprobe generate "$T/$fam.gguf" --arm ssd --cap "$cap" "${G[@]}"
+        read -r res str <<<"$(plan ${fam}_aprobe)"
+        if [ "$rc" = 0 ] && [ "$(split ${fam}_aprobe)" = "$nl" ] && [ "${str:-1}" = 0 ]; then ACAP=$cap; break; fi
+    done
+    if [ -n "$ACAP" ]; then ok; else bad "$fam: no cap splits every layer"; ACAP=$cap; fi
+    sw ${fam}_ssda generate "$T/$fam.gguf" --arm ssd --cap "$ACAP" "${G[@]}" --out "$T/${fam}_ssda.jsonl"
+    expect_rc ${fam}_ssda 0
+    for g in cache content; do
+        eq "$fam all-split gate $g" "$(jfield "$T/${fam}_ssda.jsonl" gates.$g)" pass
+    done
+    eq "$fam all-split digests" "$(digests "$T/${fam}_ssda.jsonl")" "$(digests "$T/${fam}_ref.jsonl")"
+    python3 - "$T/${fam}_ssda.jsonl" <<'PY' && ok || bad "$fam: all-split figures"
+import json, sys
+o = json.loads(open(sys.argv[1]).readlines()[-1])
+# nothing through the ring; what storage gave is the routed experts' misses alone
+assert o["streamed_bytes"] == 0 and o["split_layers"] >= 1, o
+assert o["expert_read_bytes"] > 0 and 9 <= o["steps_1"] <= 10, o
+assert 0 < o["expert_read_bytes_1"] <= o["expert_read_bytes"], o
+assert o["expert_cache_hits_1"] + o["expert_cache_misses_1"] > 0, o
+# the disk bound of a generated token's expert bytes at the rate the arm's reads ran
+b = o["expert_read_bytes_per_token"]
+assert abs(b - o["expert_read_bytes_1"] / o["steps_1"]) < 1 and o["expert_read_gbps"] > 0, o
+assert abs(o["expert_disk_bound_ms_per_token"] - b / (o["expert_read_gbps"] * 1e6)) < 1e-6, o
+PY
     echo "$fam: ssd cap $CAP: $(plan ${fam}_probe) (resident, streamed layers)"
     sw ${fam}_ssd generate "$T/$fam.gguf" --arm ssd --cap "$CAP" "${G[@]}" --parity \
         --out "$T/${fam}_ssd.jsonl"; expect_rc ${fam}_ssd 0
@@ -79,7 +113,8 @@ assert o["expert_cache_slots"] >= 1
 print(f"  experts read {r} of {d} bytes ({r / d:.2f}), cache hit rate {h / (h + m):.2f}")
 PY
     # the same run with every expert streamed with its layer (the dense read): the same bits
-    sw ${fam}_ssdd generate "$T/$fam.gguf" --arm ssd --cap "$CAP" "${G[@]}" --stream-all-experts \
+    # (its ring carries expert chunks: a larger ring than the split plan's, 1 MiB more cap)
+    sw ${fam}_ssdd generate "$T/$fam.gguf" --arm ssd --cap "$((CAP + 1048576))" "${G[@]}" --stream-all-experts \
         --out "$T/${fam}_ssdd.jsonl"; expect_rc ${fam}_ssdd 0
     eq "$fam ssd dense digests" "$(digests "$T/${fam}_ssdd.jsonl")" "$(digests "$T/${fam}_ref.jsonl")"
     eq "$fam ssd dense: no expert cache" "$(jfield "$T/${fam}_ssdd.jsonl" expert_cache_slots)" MISSING

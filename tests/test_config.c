@@ -484,6 +484,7 @@ static void s_llm_errors(void)
     s_expect_error("llm_key.ini", "[llm]\nmodel = m.gguf\ntokenz = 3\n", 3,
                    (const char *const[]){ "[llm] tokenz: unknown key (known: model, generate, "
                                           "vocab, dim, layers, heads, kv_heads, ff, ctx_train, "
+                                          "arch, head_dim, experts, experts_used, ff_exp, "
                                           "type, seed, prompt, tokens, ctx, batch, cap, "
                                           "workers, threads)", NULL });
     /* [lab] as the text lab writes it: the forms either lab runs pass, others are named */
