@@ -1,0 +1,58 @@
+/* mxfp4_avx512.c — the AVX-512 (BW + VL + VNNI) dot product of MXFP4 against the Q8_0
+ * activation, lane for lane quant/mxfp4.h's order. quant/
+ *
+ * Four blocks a pass as dot_x_avx512.c's IQ4_NL: the four blocks' 16 nibble bytes in one
+ * vector's quarters; the values, looked up with vpshufb as value + 128 (116..140, unsigned),
+ * meet the signed activation in vpdpbusd, which starts each quad from -128 * its sum (16 *
+ * bias8) so the sums come out exact, with no int16 step.
+ */
+#pragma GCC target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")
+#include <immintrin.h>
+
+#include "quant/mxfp4.h"
+#include "quant/reduce_avx.h"
+
+static inline __m512i s_half(__m512i lv, const int8_t *yq, const int32_t *b8)
+{
+    const __m512i tab = _mm512_broadcast_i32x4(_mm_xor_si128(
+        _mm_loadu_si128((const __m128i *)quant_mxfp4_values), _mm_set1_epi8((char)0x80)));
+    return _mm512_dpbusd_epi32(_mm512_slli_epi32(_mm512_loadu_si512(b8), 4),
+                               _mm512_shuffle_epi8(tab, lv), _mm512_loadu_si512(yq));
+}
+
+float quant_dot_mxfp4_avx512(uint64_t n, const void *w, const void *act)
+{
+    const uint8_t *x = w;
+    const size_t bb = sizeof(quant_block_mxfp4);
+    const quant_act_q8 y = quant_act_view(act, n);
+    const uint64_t nb = n / QUANT_QK;
+    const __m512i idx = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
+    const __m512i m = _mm512_set1_epi8(0x0F);
+    __m512 z0 = _mm512_setzero_ps(), z1 = z0;
+    float a[QUANT_LANES];
+    uint64_t b = 0;
+    for (; b + QUANT_QB_GROUP <= nb; b += QUANT_QB_GROUP, x += QUANT_QB_GROUP * bb) {
+        quant_prefetch(x, (unsigned)(QUANT_QB_GROUP * bb));
+        const __m128 dw = _mm_setr_ps(quant_e8m0_half(x[0]), quant_e8m0_half(x[bb]),
+                                      quant_e8m0_half(x[2 * bb]), quant_e8m0_half(x[3 * bb]));
+        const __m512 d = _mm512_permutexvar_ps(
+            idx, _mm512_castps128_ps512(_mm_mul_ps(dw, _mm_loadu_ps(y.d + b))));
+        __m512i v = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(x + 1)));
+        v = _mm512_mask_broadcast_i32x4(v, 0x00F0, _mm_loadu_si128((const __m128i *)(x + bb + 1)));
+        v = _mm512_mask_broadcast_i32x4(v, 0x0F00,
+                                        _mm_loadu_si128((const __m128i *)(x + 2 * bb + 1)));
+        v = _mm512_mask_broadcast_i32x4(v, 0xF000,
+                                        _mm_loadu_si128((const __m128i *)(x + 3 * bb + 1)));
+        const __m512i lo = _mm512_and_si512(v, m);
+        const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m);
+        const int8_t *q = y.qs4 + b * 32;
+        const int32_t *b8 = y.bias8 + b * 8;
+        z0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s_half(lo, q, b8)), d, z0);
+        z1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s_half(hi, q + 64, b8 + 16)), d, z1);
+    }
+    _mm512_storeu_ps(a, z0);
+    _mm512_storeu_ps(a + 16, z1);
+    for (; b < nb; b++, x += bb)
+        quant_mxfp4_block((const quant_block_mxfp4 *)x, b, &y, a);
+    return quant_reduce32_avx(a);
+}
