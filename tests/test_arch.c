@@ -1112,6 +1112,11 @@ int main(void)
     CHECK(system(cmd) == 0, "cannot unpack the vocabulary fixture (run from the repository root)");
     quant_isa isa = quant_isa_current();
     printf("test_arch: dot products on %s\n", quant_isa_name(isa));
+    if (getenv("ARCH_FIXTURE")) { /* one llama.cpp fixture alone, for making one */
+        s_test_llama_cpp(getenv("ARCH_FIXTURE"));
+        quant_pool_shutdown();
+        return CHECK_DONE("test_arch");
+    }
     s_test_dense();
     s_test_dense_quant("q8_0", QUANT_Q8_0);
     s_test_dense_quant("q4_K", QUANT_Q4_K);
@@ -1124,6 +1129,7 @@ int main(void)
     s_test_llama_cpp("tests/fixtures/llama/expected.json");
     s_test_llama_cpp("tests/fixtures/llama/expected-families.json");
     s_test_llama_cpp("tests/fixtures/llama/expected-moe.json");
+    s_test_llama_cpp("tests/fixtures/llama/expected-gptoss.json");
     quant_pool_shutdown();
     return CHECK_DONE("test_arch");
 }
