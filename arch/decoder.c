@@ -421,7 +421,12 @@ int arch_dec_layer(const arch_model *m, uint32_t l, arch_layer *ly, const dec_ro
                  : arch_tensor_get(m->g, name, matrix || bias2d, shape[r][0], shape[r][1], t, err,
                                    errlen))
             return -1;
-        t->is_matrix = matrix; /* an expert bias travels and is staged as a vector */
+        if (bias2d) { /* an expert bias travels and is staged as one vector of its rows */
+            t->cols *= t->rows;
+            t->rows = 1;
+            t->row_bytes = t->nbytes;
+        }
+        t->is_matrix = matrix;
         t->role = r;
         if (!matrix)
             ly->n_vectors++;

@@ -319,9 +319,9 @@ int arch_gen(const char *path, const arch_gen_opts *o, char *err, size_t errlen)
     else if (!o->vocab_from && (!o->n_vocab || o->n_vocab > (1u << 24)))
         bad = "a vocabulary is needed: --vocab-from FILE or --vocab 1..16777216";
     else if (o->n_expert && !fam->experts)
-        bad = "experts belong to llama and qwen3moe files";
+        bad = "experts belong to llama, qwen3moe and gpt-oss files";
     else if (fam->experts == 2 && !o->n_expert)
-        bad = "qwen3moe and gpt-oss files need --experts N";
+        bad = "a qwen3moe or gpt-oss file needs --experts N";
     else if (o->n_expert && (o->n_expert > 512 || (o->n_expert_used ? o->n_expert_used : 2) >
                                                       (o->n_expert < 64 ? o->n_expert : 64)))
         bad = "experts must be 1..512 and experts-used 1..min(experts, 64)";
