@@ -534,6 +534,8 @@ static void s_test_determinism(void)
         /* experts: each row range computes only the routed experts' rows */
         { "d-mixtral-q8_0.gguf", "llama", QUANT_Q8_0, 8 },
         { "d-qwen3moe-f32.gguf", "qwen3moe", QUANT_F32, 6 },
+        /* gpt-oss: sinks, biases (the expert ones staged as vectors), MXFP4 everywhere */
+        { "d-gptoss-mxfp4.gguf", "gpt-oss", QUANT_MXFP4, 8 },
     };
     int32_t toks[11] = { 5, 9, 100, 250, 7, 7, 1, 33, 64, 128, 2 };
     uint32_t n = 11;
@@ -832,7 +834,7 @@ static void s_test_families(void)
     memset(&h, 0, sizeof h);
     CHECK(arch_model_bind(&h, "phi2", err, sizeof err) == -1 &&
           strstr(err, "'phi2' is not supported (supported: swarm-dense, llama, qwen2, qwen3, "
-                      "qwen3moe, gemma2, gemma3, phi3)") &&
+                      "qwen3moe, gemma2, gemma3, phi3, gpt-oss)") &&
           !h.ops && !arch_model_has(&h, 0), "bind phi2: '%s'", err);
 }
 
@@ -853,15 +855,16 @@ static void s_test_bad_files(void)
     s_spit(s_path("bad-arch.gguf"), buf, n);
     s_expect_open_error("unknown architecture", s_path("bad-arch.gguf"),
                         "'gemma' is not supported (supported: swarm-dense, llama, qwen2, qwen3, "
-                        "qwen3moe, gemma2, gemma3, phi3)");
-    /* unsupported type: q8_0 (34 bytes a block) relabelled mxfp4 (17: smaller, stays inside),
-     * a type ggml reads and swarm does not: refused naming the tensor and the type */
+                        "qwen3moe, gemma2, gemma3, phi3, gpt-oss)");
+    /* unsupported type: an f32 vector relabelled i8 (1 byte an element: smaller, stays inside),
+     * a type ggml reads and swarm does not: refused naming the tensor and the type (mxfp4,
+     * which served here before, is read now) */
     memcpy(buf, orig, n);
-    if ((p = s_after_str(buf, n, "blk.1.attn_q.weight")))
-        memcpy(p + 4 + 16, &(uint32_t){ 39 }, 4);
+    if ((p = s_after_str(buf, n, "blk.1.attn_norm.weight")))
+        memcpy(p + 4 + 8, &(uint32_t){ 24 }, 4);
     s_spit(s_path("bad-type.gguf"), buf, n);
     s_expect_open_error("unsupported type", s_path("bad-type.gguf"),
-                        "tensor 'blk.1.attn_q.weight': type mxfp4 (39) is not supported");
+                        "tensor 'blk.1.attn_norm.weight': type i8 (24) is not supported");
     /* wrong shapes: the metadata says 4 KV heads, the K matrix has 2 heads' rows */
     memcpy(buf, orig, n);
     if ((p = s_after_str(buf, n, "llama.attention.head_count_kv")))
