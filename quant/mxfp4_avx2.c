@@ -23,6 +23,16 @@ static inline __m256i s_half(__m256i nib, const int8_t *yq)
                              _mm256_set1_epi16(1));
 }
 
+/* The four blocks' scales 2^(e - 128) (quant_e8m0_half) as f32 lanes without a branch:
+ * e < 2 the subnormals 0x200000 << e, else (e - 1) << 23. */
+static inline __m128 s_scales4(const uint8_t *x, size_t bb)
+{
+    const __m128i e = _mm_setr_epi32(x[0], x[bb], x[2 * bb], x[3 * bb]);
+    const __m128i nrm = _mm_slli_epi32(_mm_sub_epi32(e, _mm_set1_epi32(1)), 23);
+    const __m128i sub = _mm_sllv_epi32(_mm_set1_epi32(0x200000), e);
+    return _mm_castsi128_ps(_mm_blendv_epi8(nrm, sub, _mm_cmpgt_epi32(_mm_set1_epi32(2), e)));
+}
+
 float quant_dot_mxfp4_avx2(uint64_t n, const void *w, const void *act)
 {
     const uint8_t *x = w;
@@ -37,8 +47,7 @@ float quant_dot_mxfp4_avx2(uint64_t n, const void *w, const void *act)
     uint64_t b = 0;
     for (; b + QUANT_QB_GROUP <= nb; b += QUANT_QB_GROUP, x += QUANT_QB_GROUP * bb) {
         quant_prefetch(x, (unsigned)(QUANT_QB_GROUP * bb));
-        const __m128 dw = _mm_setr_ps(quant_e8m0_half(x[0]), quant_e8m0_half(x[bb]),
-                                      quant_e8m0_half(x[2 * bb]), quant_e8m0_half(x[3 * bb]));
+        const __m128 dw = s_scales4(x, bb);
         const __m256 dd = _mm256_castps128_ps256(_mm_mul_ps(dw, _mm_loadu_ps(y.d + b)));
         const __m256 d01 = _mm256_permutevar8x32_ps(dd, i01);
         const __m256 d23 = _mm256_permutevar8x32_ps(dd, i23);

@@ -20,6 +20,21 @@ static inline __m512i s_half(__m512i lv, const int8_t *yq, const int32_t *b8)
                                _mm512_shuffle_epi8(tab, lv), _mm512_loadu_si512(yq));
 }
 
+/* The four blocks' scales 2^(e - 128) (quant_e8m0_half) as f32 lanes: their exponent bytes
+ * (offsets 0, 17, 34, 51 of the group) picked from its first 64 bytes by one word permute,
+ * then ggml's two cases: e < 2 the subnormals 0x200000 << e, else (e - 1) << 23. Made in
+ * scalar code this took a third of the kernel's time. */
+static inline __m128 s_scales4(const uint8_t *x)
+{
+    const __m512i ix = _mm512_castsi128_si512(_mm_setr_epi16(0, 0, 8, 0, 17, 0, 25, 0));
+    __m128i e = _mm512_castsi512_si128(_mm512_permutexvar_epi16(ix, _mm512_loadu_si512(x)));
+    e = _mm_and_si128(_mm_srlv_epi32(e, _mm_setr_epi32(0, 8, 0, 8)), _mm_set1_epi32(0xFF));
+    const __m128i nrm = _mm_slli_epi32(_mm_sub_epi32(e, _mm_set1_epi32(1)), 23);
+    const __m128i sub = _mm_sllv_epi32(_mm_set1_epi32(0x200000), e);
+    return _mm_castsi128_ps(_mm_mask_blend_epi32(_mm_cmplt_epi32_mask(e, _mm_set1_epi32(2)),
+                                                 nrm, sub));
+}
+
 float quant_dot_mxfp4_avx512(uint64_t n, const void *w, const void *act)
 {
     const uint8_t *x = w;
@@ -33,8 +48,7 @@ float quant_dot_mxfp4_avx512(uint64_t n, const void *w, const void *act)
     uint64_t b = 0;
     for (; b + QUANT_QB_GROUP <= nb; b += QUANT_QB_GROUP, x += QUANT_QB_GROUP * bb) {
         quant_prefetch(x, (unsigned)(QUANT_QB_GROUP * bb));
-        const __m128 dw = _mm_setr_ps(quant_e8m0_half(x[0]), quant_e8m0_half(x[bb]),
-                                      quant_e8m0_half(x[2 * bb]), quant_e8m0_half(x[3 * bb]));
+        const __m128 dw = s_scales4(x);
         const __m512 d = _mm512_permutexvar_ps(
             idx, _mm512_castps128_ps512(_mm_mul_ps(dw, _mm_loadu_ps(y.d + b))));
         __m512i v = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(x + 1)));

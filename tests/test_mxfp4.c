@@ -116,8 +116,12 @@ static void test_simd_vs_scalar(void)
         for (int rep = 0; rep < 20; rep++) {
             for (uint64_t i = 0; i < nb * 17; i++)
                 w[i] = (uint8_t)s_next();
+            /* exponents near 1 mostly; every fourth row the subnormal scales (e 0, 1) and
+             * their neighbours, every other fourth any exponent up to 2^71 */
             for (uint64_t b = 0; b < nb; b++)
-                w[b * 17] = (uint8_t)(118 + s_next() % 20);
+                w[b * 17] = (uint8_t)(rep % 4 == 1   ? s_next() % 4
+                                      : rep % 4 == 2 ? s_next() % 200
+                                                     : 118 + s_next() % 20);
             for (uint64_t i = 0; i < n; i++)
                 x[i] = s_unif(-1.0f, 1.0f) * (rep % 3 == 0 ? 100.0f : 1.0f) *
                        (i % 97 == 0 ? 20.0f : 1.0f);
