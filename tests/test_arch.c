@@ -797,6 +797,18 @@ static void s_test_moe_route(void)
     arch_moe_route(l, 4, 4, 1, 0, sel, w);
     CHECK(sel[0] == 3 && sel[3] == 0 && fabs(w[0] + w[1] + w[2] + w[3] - 1) < 1e-6,
           "k = n: %u .. %u", sel[0], sel[3]);
+    /* gpt-oss (SOFTMAX_WEIGHT): the top k of the logits, a softmax over those k alone */
+    arch_moe_route_weight(l, 6, 3, 0, sel, w);
+    CHECK(sel[0] == 3 && sel[1] == 2 && sel[2] == 1 && fabs(w[0] - 1 / sum) < 1e-6 &&
+              fabs(w[1] - 1 / e1 / sum) < 1e-6 && fabs(w[2] - 1 / e2 / sum) < 1e-6,
+          "softmax over the top 3: %u %u %u, %g %g %g", sel[0], sel[1], sel[2], (double)w[0],
+          (double)w[1], (double)w[2]);
+    arch_moe_route_weight(tie, 5, 2, 0, sel, w);
+    CHECK(sel[0] == 1 && sel[1] == 4 && w[0] == 0.5f && w[1] == 0.5f, "gpt-oss tie: %u %u",
+          sel[0], sel[1]);
+    const float neg[3] = { -50, -60, -40 }; /* large negative logits: no underflow to 0/0 */
+    arch_moe_route_weight(neg, 3, 1, 0, sel, w);
+    CHECK(sel[0] == 2 && w[0] == 1.0f, "k = 1: weight 1 whatever the logit (%g)", (double)w[0]);
 }
 
 static void s_test_families(void)
