@@ -38,6 +38,7 @@ static const arch_ops *const s_families[] = {
     &arch_gemma2_ops,
     &arch_gemma3_ops,
     &arch_phi3_ops,
+    &arch_gptoss_ops,
 };
 #define S_N_FAMILIES (sizeof s_families / sizeof s_families[0])
 

@@ -66,7 +66,7 @@
 
 #include "gguf/gguf.h"
 
-#define ARCH_MAX_LAYER_TENSORS 16
+#define ARCH_MAX_LAYER_TENSORS 24 /* gpt-oss: 11 vectors (biases, sinks) + 8 matrices */
 #define ARCH_ROW_ALIGN 4          /* row ranges start on multiples of this (OpenBLAS, dense) */
 #define ARCH_NAME_MAX 64
 
@@ -80,13 +80,24 @@ typedef struct arch_ops arch_ops;
 #define ARCH_KV 2u                /* a KV cache per session: a position reads the earlier ones
                                    * (without it positions are independent: stateless) */
 
-typedef enum { ARCH_ROPE_NONE = 0, ARCH_ROPE_LINEAR = 1, ARCH_ROPE_LLAMA3 = 2 } arch_rope_scaling;
+typedef enum {
+    ARCH_ROPE_NONE = 0,
+    ARCH_ROPE_LINEAR = 1,
+    ARCH_ROPE_LLAMA3 = 2,
+    ARCH_ROPE_YARN = 3            /* gpt-oss: ggml's rope_yarn with ext_factor 1 */
+} arch_rope_scaling;
 /* Which dimensions RoPE rotates together, as llama.cpp's llama_model_rope_type gives it per
  * family: NORM pairs (2i, 2i+1) (llama), NEOX pairs (i, i + rope_dim/2) (qwen2). */
 typedef enum { ARCH_ROPE_NORM = 0, ARCH_ROPE_NEOX = 1 } arch_rope_type;
 /* The feed-forward's gate activation: SwiGLU's silu (llama, qwen, phi3) or Gemma's GELU (tanh
  * form, through ggml's f16 table: arch/decoder.c). */
-typedef enum { ARCH_ACT_SILU = 0, ARCH_ACT_GELU = 1 } arch_ffn_act;
+/* ARCH_ACT_SWIGLU_OAI: gpt-oss's clamped SwiGLU (ggml_swiglu_oai, alpha 1.702, limit 7):
+ * min(g, 7) sigmoid(1.702 min(g, 7)) (clamp(u, -7, 7) + 1). */
+typedef enum { ARCH_ACT_SILU = 0, ARCH_ACT_GELU = 1, ARCH_ACT_SWIGLU_OAI = 2 } arch_ffn_act;
+/* How the router's logits become the top k's weights (llama.cpp's expert gating):
+ * SOFTMAX: softmax over every expert, the top k of it, normalised to sum 1 (llama, qwen3moe);
+ * SOFTMAX_WEIGHT: the top k of the logits, then a softmax over those k (gpt-oss). */
+typedef enum { ARCH_GATING_SOFTMAX = 0, ARCH_GATING_SOFTMAX_WEIGHT = 1 } arch_gating;
 
 /* Hyper-parameters, from the file's metadata (`<arch>.*` keys), validated before use. */
 typedef struct {
@@ -104,6 +115,8 @@ typedef struct {
     float rope_scale_factor;      /* <arch>.rope.scaling.factor */
     float rope_low_freq_factor, rope_high_freq_factor; /* llama3 */
     uint32_t rope_orig_ctx;       /* <arch>.rope.scaling.original_context_length */
+    float yarn_beta_fast, yarn_beta_slow; /* YaRN's correction range (llama.cpp: 32, 1) */
+    float yarn_attn_factor;       /* YaRN: cos and sin times this (llama.cpp's cparams) */
     float norm_eps;               /* <arch>.attention.layer_norm_rms_epsilon */
     uint32_t n_ctx_train;         /* <arch>.context_length */
     uint32_t n_vocab;             /* rows of token_embd.weight */
@@ -132,6 +145,7 @@ typedef struct {
                                    * qwen3moe: expert_feed_forward_length) */
     float expert_weights_scale;   /* <arch>.expert_weights_scale: the routing weights times
                                    * this (0 or 1: none) */
+    arch_gating gating;           /* the family's */
 } arch_hparams;
 
 /* One tensor of a layer as the file has it. A matrix has `rows` rows of `cols` elements

@@ -45,6 +45,7 @@ extern const arch_ops arch_qwen3moe_ops; /* qwen3.c: "qwen3moe", qwen3 with expe
 extern const arch_ops arch_gemma2_ops; /* gemma2.c: "gemma2", attention soft-capping */
 extern const arch_ops arch_gemma3_ops; /* gemma3.c: "gemma3" */
 extern const arch_ops arch_phi3_ops;  /* phi3.c: "phi3", fused qkv and gate/up, longrope */
+extern const arch_ops arch_gptoss_ops; /* gptoss.c: "gpt-oss", sinks, biases, experts, yarn */
 
 struct arch_run {
     const arch_model *m;

@@ -9,16 +9,38 @@
 #include <math.h>
 #include <string.h>
 
+void arch_rope_yarn_corr(uint32_t rope_dim, uint32_t n_ctx_orig, float base, float beta_fast,
+                         float beta_slow, float dims[2])
+{
+    /* ggml_rope_yarn_corr_dim, in its float operations */
+    const float pi = 3.14159265358979323846f;
+    float start = floorf((float)rope_dim *
+                         logf((float)n_ctx_orig / (beta_fast * 2 * pi)) / (2 * logf(base)));
+    float end = ceilf((float)rope_dim *
+                      logf((float)n_ctx_orig / (beta_slow * 2 * pi)) / (2 * logf(base)));
+    dims[0] = start > 0 ? start : 0;
+    dims[1] = end < (float)rope_dim - 1 ? end : (float)rope_dim - 1;
+}
+
 void arch_rope(float *v, uint32_t n_heads, uint32_t hd, const arch_rope_args *a, uint32_t pos)
 {
     uint32_t npair = a->rope_dim / 2;
     float theta_scale = powf(a->base, -2.0f / (float)a->rope_dim);
     float theta = (float)pos;
+    float mscale = a->mscale;
+    if (a->ext_factor != 0.0f)
+        mscale *= 1.0f + 0.1f * logf(1.0f / a->freq_scale);
     for (uint32_t i = 0; i < npair; i++) {
         float ff = a->factors ? a->factors[i] : 1.0f;
         float t = a->freq_scale * (theta / ff);
-        /* ggml's rope_yarn with ext_factor 0: cos and sin times the attention factor */
-        float c = cosf(t) * a->mscale, s = sinf(t) * a->mscale;
+        if (a->ext_factor != 0.0f) { /* ggml's rope_yarn_ramp and mix */
+            float lo = a->corr[0], span = a->corr[1] - a->corr[0];
+            float y = ((float)i - lo) / (span > 0.001f ? span : 0.001f);
+            float ramp = (1 - (y < 0 ? 0 : y > 1 ? 1 : y)) * a->ext_factor;
+            t = t * (1 - ramp) + (theta / ff) * ramp;
+        }
+        /* ggml's rope_yarn: cos and sin times the attention factor */
+        float c = cosf(t) * mscale, s = sinf(t) * mscale;
         theta *= theta_scale;
         uint32_t i0 = a->neox ? i : 2 * i, i1 = a->neox ? i + npair : 2 * i + 1;
         for (uint32_t h = 0; h < n_heads; h++) {
@@ -169,7 +191,7 @@ static int s_have_avx(void)
 
 
 void arch_attn_head(const float *q, const float *k, const float *v, size_t stride, uint32_t len,
-                    uint32_t hd, float scale, float softcap, float *w, float *out)
+                    uint32_t hd, float scale, float softcap, float sink, float *w, float *out)
 {
     int avx = s_have_avx();
     float mx = -INFINITY, inv_cap = softcap > 0 ? 1.0f / softcap : 0;
@@ -182,11 +204,16 @@ void arch_attn_head(const float *q, const float *k, const float *v, size_t strid
             w[t] = tanhf(w[t] * inv_cap) * softcap;
         mx = w[t] > mx ? w[t] : mx;
     }
+    /* a sink raises the max and adds its term to the sum after the scores' (ggml's soft_max
+     * with sinks); -INFINITY changes neither */
+    mx = sink > mx ? sink : mx;
     float sum = 0;
     for (uint32_t t = 0; t < len; t++) {
         w[t] = expf(w[t] - mx);
         sum += w[t];
     }
+    if (sink != -INFINITY)
+        sum += expf(sink - mx);
     float inv = 1.0f / sum;
     (avx ? s_wsum_avx : s_wsum)(out, w, inv, v, stride, len, hd);
 }

@@ -16,7 +16,17 @@ typedef struct {
     int neox;                     /* pairs (i, i + rope_dim/2), else (2i, 2i+1) */
     float base, freq_scale, mscale;
     const float *factors;         /* rope_dim/2 divisors (llama3, longrope), or NULL */
+    float ext_factor;             /* YaRN (gpt-oss): 0 = none; else pair i's angle mixes the
+                                   * scaled and unscaled ones by ramp(i) ext_factor (ggml's
+                                   * rope_yarn: ramp 1 below corr[0], 0 above corr[1]) and
+                                   * mscale grows by 1 + 0.1 ln(1 / freq_scale) */
+    float corr[2];                /* ggml_rope_yarn_corr_dims */
 } arch_rope_args;
+
+/* ggml_rope_yarn_corr_dims: the pairs YaRN leaves unscaled (below dims[0]) or fully scaled
+ * (above dims[1]), from the rotated dimensions, the original context and beta fast / slow. */
+void arch_rope_yarn_corr(uint32_t rope_dim, uint32_t n_ctx_orig, float base, float beta_fast,
+                         float beta_slow, float dims[2]);
 
 /* RoPE on n_heads heads of hd floats (in place) at absolute position pos. */
 void arch_rope(float *v, uint32_t n_heads, uint32_t hd, const arch_rope_args *a, uint32_t pos);
@@ -24,8 +34,10 @@ void arch_rope(float *v, uint32_t n_heads, uint32_t hd, const arch_rope_args *a,
 /* out[0..hd) = softmax_t(s_t) weighted sum of v_t for t < len, s_t = q . k_t * scale, or
  * softcap tanh(s_t / softcap) when softcap > 0 (Gemma 2's scores, as llama.cpp's graph caps
  * them: scale by 1/softcap, tanh, scale by softcap); k_t = k + t * stride (v likewise).
+ * sink: gpt-oss's learned logit of the head, in the softmax's max and sum but weighing no
+ * value (ggml_soft_max_add_sinks); -INFINITY for none (adds exactly nothing).
  * w: len floats of scratch. */
 void arch_attn_head(const float *q, const float *k, const float *v, size_t stride, uint32_t len,
-                    uint32_t hd, float scale, float softcap, float *w, float *out);
+                    uint32_t hd, float scale, float softcap, float sink, float *w, float *out);
 
 #endif

@@ -54,7 +54,7 @@
 /* A run's scratch: the layer's vectors in f32, then the activations of n positions. */
 typedef struct {
     float *vec[DEC_N_VECTORS];    /* this layer's vectors by role, or NULL (not in the layer) */
-    float *vbuf[DEC_N_VECTORS];   /* (max(dim, q_dim)) each, owned */
+    float *vbuf[DEC_N_VECTORS];   /* (s_vec_len) each, owned */
     float *xb;                    /* (max_pos, dim) normed input of q/k/v, then of gate/up */
     float *q, *att;               /* (max_pos, q_dim) */
     float *o, *down;              /* (max_pos, dim) */
@@ -156,10 +156,23 @@ static int s_rope_scaling(arch_model *m, int rope_freqs_ok, char *err, size_t er
         hp->rope_scale_factor = 1.0f;
     } else if (!strcmp(type, "linear")) {
         hp->rope_scaling = ARCH_ROPE_LINEAR;
+    } else if (!strcmp(type, "yarn")) {
+        /* llama_context's YaRN set-up: ext_factor 1, beta fast / slow 32 / 1, and the
+         * attention factor 1 + 0.1 ln(factor), divided back out (rope_yarn multiplies it in
+         * again), times rope.scaling.attn_factor: the float operations kept */
+        float af = 1.0f;
+        if (arch_dec_f32(g, hp->name, "rope.scaling.attn_factor", 0, 1.0f, &af, err, errlen))
+            return -1;
+        hp->rope_scaling = ARCH_ROPE_YARN;
+        hp->yarn_beta_fast = 32.0f;
+        hp->yarn_beta_slow = 1.0f;
+        float ms = factor <= 1.0f ? 1.0f : 0.1f * 1.0f * logf(factor) + 1.0f;
+        ms *= 1.0f / (1.0f + 0.1f * logf(factor));
+        hp->yarn_attn_factor = ms * af;
     } else {
         arch_err(err, errlen, g->path,
-                 "%s.rope.scaling.type '%s' is not supported (supported: none, linear, and "
-                 "llama3 through rope_freqs.weight)", hp->name, type);
+                 "%s.rope.scaling.type '%s' is not supported (supported: none, linear, yarn, "
+                 "and llama3 through rope_freqs.weight)", hp->name, type);
         return -1;
     }
     if (!gguf_find_tensor(g, "rope_freqs.weight"))
@@ -371,6 +384,10 @@ int arch_dec_layer(const arch_model *m, uint32_t l, arch_layer *ly, const dec_ro
         [DEC_GATE_UP] = "ffn_up.weight",        [DEC_GATE_INP] = "ffn_gate_inp.weight",
         [DEC_GATE_EXPS] = "ffn_gate_exps.weight", [DEC_UP_EXPS] = "ffn_up_exps.weight",
         [DEC_DOWN_EXPS] = "ffn_down_exps.weight",
+        [DEC_FFN_NORM_PA] = "post_attention_norm.weight", [DEC_BO] = "attn_output.bias",
+        [DEC_SINKS] = "attn_sinks.weight",      [DEC_GATE_INP_B] = "ffn_gate_inp.bias",
+        [DEC_GATE_EXPS_B] = "ffn_gate_exps.bias", [DEC_UP_EXPS_B] = "ffn_up_exps.bias",
+        [DEC_DOWN_EXPS_B] = "ffn_down_exps.bias",
     };
     /* rows x cols of each role (a vector: 1 x cols) */
     const uint32_t shape[DEC_N_ROLES][2] = {
@@ -385,6 +402,11 @@ int arch_dec_layer(const arch_model *m, uint32_t l, arch_layer *ly, const dec_ro
         [DEC_GATE_INP] = { hp->n_expert, d },
         /* one expert's rows x cols (arch_tensor_get_experts makes n_expert of them) */
         [DEC_GATE_EXPS] = { fe, d },  [DEC_UP_EXPS] = { fe, d },  [DEC_DOWN_EXPS] = { d, fe },
+        [DEC_FFN_NORM_PA] = { 1, d }, [DEC_BO] = { 1, d },        [DEC_SINKS] = { 1, hp->n_head },
+        [DEC_GATE_INP_B] = { 1, hp->n_expert },
+        /* a row per expert: 2-D in the file, kept among the vectors (arch_dec_vec_len) */
+        [DEC_GATE_EXPS_B] = { hp->n_expert, fe }, [DEC_UP_EXPS_B] = { hp->n_expert, fe },
+        [DEC_DOWN_EXPS_B] = { hp->n_expert, d },
     };
     for (size_t i = 0; i < n && i < ARCH_MAX_LAYER_TENSORS; i++) {
         dec_role r = roles[i];
@@ -393,10 +415,18 @@ int arch_dec_layer(const arch_model *m, uint32_t l, arch_layer *ly, const dec_ro
         snprintf(name, sizeof name, "blk.%u.%s", l, names[r]);
         arch_tensor *t = &ly->t[ly->n_tensors];
         int exps = r == DEC_GATE_EXPS || r == DEC_UP_EXPS || r == DEC_DOWN_EXPS;
+        int bias2d = r == DEC_GATE_EXPS_B || r == DEC_UP_EXPS_B || r == DEC_DOWN_EXPS_B;
         if (exps ? arch_tensor_get_experts(m->g, name, hp->n_expert, shape[r][0], shape[r][1], t,
                                            err, errlen)
-                 : arch_tensor_get(m->g, name, matrix, shape[r][0], shape[r][1], t, err, errlen))
+                 : arch_tensor_get(m->g, name, matrix || bias2d, shape[r][0], shape[r][1], t, err,
+                                   errlen))
             return -1;
+        if (bias2d) { /* an expert bias travels and is staged as one vector of its rows */
+            t->cols *= t->rows;
+            t->rows = 1;
+            t->row_bytes = t->nbytes;
+        }
+        t->is_matrix = matrix;
         t->role = r;
         if (!matrix)
             ly->n_vectors++;
@@ -445,16 +475,33 @@ static int s_has(const arch_model *m, dec_role role)
     return 0;
 }
 
+/* Floats of a vector role's buffer: max(dim, q_dim), or an expert bias's n_expert rows when
+ * the model has it (gpt-oss), or n_expert / n_head where those are wider. */
+static uint64_t s_vec_len(const arch_model *m, dec_role role)
+{
+    const arch_hparams *hp = &m->hp;
+    uint64_t d = hp->dim, qd = s_qdim(hp), w = d > qd ? d : qd;
+    w = hp->n_head > w ? hp->n_head : w;
+    w = hp->n_expert > w ? hp->n_expert : w;
+    if ((role == DEC_GATE_EXPS_B || role == DEC_UP_EXPS_B) && s_has(m, role))
+        return (uint64_t)hp->n_expert * hp->n_ff_exp;
+    if (role == DEC_DOWN_EXPS_B && s_has(m, role))
+        return (uint64_t)hp->n_expert * d;
+    return w;
+}
+
 uint64_t arch_dec_run_bytes(const arch_model *m, uint32_t max_pos)
 {
     const arch_hparams *hp = &m->hp;
     uint64_t P = max_pos, d = hp->dim, qd = s_qdim(hp), kvd = s_kvdim(hp), ff = hp->n_ff;
-    uint64_t vw = d > qd ? d : qd;
+    uint64_t vw = 0;
+    for (int i = 0; i < DEC_N_VECTORS; i++)
+        vw += s_vec_len(m, (dec_role)i);
     uint64_t fused = (s_has(m, DEC_QKV) ? qd + 2 * kvd : 0) +
                      (s_has(m, DEC_GATE_UP) ? 2 * ff : 0);
     /* arch_dec_run_init: xb o down (d), q att (qd), k v (kvd), gate up (ff), qkv gu (fused),
      * tmp; vectors */
-    return (P * (3 * d + 2 * qd + 2 * kvd + 2 * ff + fused + s_wide(hp)) + DEC_N_VECTORS * vw) *
+    return (P * (3 * d + 2 * qd + 2 * kvd + 2 * ff + fused + s_wide(hp)) + vw) *
                sizeof(float) +
            (hp->n_expert ? arch_moe_bytes(hp, max_pos) : 0);
 }
@@ -463,7 +510,6 @@ int arch_dec_run_init(arch_run *r, char *err, size_t errlen)
 {
     const arch_hparams *hp = &r->m->hp;
     size_t P = r->max_pos, d = hp->dim, qd = s_qdim(hp), kvd = s_kvdim(hp), ff = hp->n_ff;
-    size_t vw = d > qd ? d : qd;
     s_run *s = r->fam = calloc(1, sizeof(s_run));
     if (s) {
         float **bufs[] = { &s->xb, &s->q, &s->att, &s->o, &s->down, &s->k, &s->v,
@@ -474,7 +520,7 @@ int arch_dec_run_init(arch_run *r, char *err, size_t errlen)
             if (!(*bufs[i] = malloc(sizes[i] * sizeof(float))))
                 goto oom;
         for (int i = 0; i < DEC_N_VECTORS; i++)
-            if (!(s->vbuf[i] = malloc(vw * sizeof(float))))
+            if (!(s->vbuf[i] = malloc(s_vec_len(r->m, (dec_role)i) * sizeof(float))))
                 goto oom;
         if (s_has(r->m, DEC_QKV) && !(s->qkv = malloc(P * (qd + 2 * kvd) * sizeof(float))))
             goto oom;
@@ -542,12 +588,13 @@ int arch_dec_begin(arch_run *r, char *err, size_t errlen)
         char why[160];
         float *dst = s->vbuf[t->role];
         if (!r->vectors[i] || quant_dequantize_row((quant_type)t->type, r->vectors[i], dst,
-                                                   t->cols, why, sizeof why)) {
+                                                   t->rows * t->cols, why, sizeof why)) {
             arch_err(err, errlen, m->g->path, "tensor '%s': %s", t->name,
                      r->vectors[i] ? why : "no data");
             return -1;
         }
-        s->vec[t->role] = dst;
+        /* gpt-oss's post_attention_norm is the feed-forward's input norm */
+        s->vec[t->role == DEC_FFN_NORM_PA ? DEC_FFN_NORM : t->role] = dst;
     }
     /* this layer's RoPE and window: gemma3's local layers have their own base and no scaling,
      * gemma2's the global scaling (llama.cpp's get_rope_freq_base / _scale); phi3's longrope
@@ -557,9 +604,17 @@ int arch_dec_begin(arch_run *r, char *err, size_t errlen)
     s->rope.rope_dim = hp->rope_dim;
     s->rope.neox = hp->rope_type == ARCH_ROPE_NEOX;
     s->rope.base = local ? hp->rope_freq_base_swa : hp->rope_freq_base;
-    int scaled = (!local || hp->rope_scaling_local) && hp->rope_scaling == ARCH_ROPE_LINEAR;
+    int scaled = (!local || hp->rope_scaling_local) &&
+                 (hp->rope_scaling == ARCH_ROPE_LINEAR || hp->rope_scaling == ARCH_ROPE_YARN);
     s->rope.freq_scale = scaled ? 1.0f / hp->rope_scale_factor : 1.0f;
     s->rope.mscale = hp->rope_mscale;
+    s->rope.ext_factor = 0.0f;
+    if (scaled && hp->rope_scaling == ARCH_ROPE_YARN) { /* llama.cpp's ext_factor 1 for yarn */
+        s->rope.ext_factor = 1.0f;
+        s->rope.mscale = hp->yarn_attn_factor;
+        arch_rope_yarn_corr(hp->rope_dim, hp->rope_orig_ctx ? hp->rope_orig_ctx : hp->n_ctx_train,
+                            s->rope.base, hp->yarn_beta_fast, hp->yarn_beta_slow, s->rope.corr);
+    }
     /* attention weights: one row of the longest cache's length per thread */
     size_t need = (size_t)r->nthreads * ctx;
     if (need > (size_t)s->scores_ctx) {
@@ -620,7 +675,8 @@ static void s_attn_task(void *arg, int tid, int nt)
         const float *q = s->q + (size_t)p * qd + (size_t)h * hd;
         arch_attn_head(q, kv->k + (size_t)t0 * kvd + (size_t)kh * hd,
                        kv->v + (size_t)t0 * kvd + (size_t)kh * hd, kvd, pos + 1 - t0, hd,
-                       scale, hp->attn_softcap, w, s->att + (size_t)p * qd + (size_t)h * hd);
+                       scale, hp->attn_softcap, s->vec[DEC_SINKS] ? s->vec[DEC_SINKS][h] : -INFINITY,
+                       w, s->att + (size_t)p * qd + (size_t)h * hd);
     }
 }
 
@@ -712,6 +768,9 @@ int arch_dec_before(arch_run *r, uint32_t tensor)
     case DEC_GATE:
     case DEC_GATE_UP:
     case DEC_GATE_INP:
+        if (s->vec[DEC_BO]) /* gpt-oss: wo's bias, then the residual (build_attn's wo_b) */
+            for (uint32_t p = 0; p < r->n; p++)
+                s_add(s->o + (size_t)p * d, s->vec[DEC_BO], d);
         if (s->vec[DEC_POST_ATTN_NORM])
             s_norm_rows(r, s->o, s->vec[DEC_POST_ATTN_NORM], s->o);
         for (size_t i = 0; i < (size_t)r->n * d; i++)
@@ -737,10 +796,10 @@ int arch_dec_before(arch_run *r, uint32_t tensor)
         }
         return 0;
     case DEC_GATE_EXPS: /* the router's logits are in: each position's experts */
-        arch_moe_route_all(s->moe, r->n);
+        arch_moe_route_all(s->moe, r->n, s->vec[DEC_GATE_INP_B]);
         return 0;
     case DEC_DOWN_EXPS:
-        arch_moe_act(s->moe, r->n);
+        arch_moe_act(s->moe, r->n, s->vec[DEC_GATE_EXPS_B], s->vec[DEC_UP_EXPS_B]);
         return 0;
     default:
         return 0; /* k, v, up: same input as the tensor before them */
@@ -798,7 +857,7 @@ int arch_dec_end(arch_run *r)
     s_run *s = r->fam;
     size_t nd = (size_t)r->n * r->m->hp.dim;
     if (s->moe)
-        arch_moe_out(s->moe, r->n, s->down);
+        arch_moe_out(s->moe, r->n, s->down, s->vec[DEC_DOWN_EXPS_B]);
     if (s->vec[DEC_POST_FFN_NORM])
         s_norm_rows(r, s->down, s->vec[DEC_POST_FFN_NORM], s->down);
     for (size_t i = 0; i < nd; i++)

@@ -24,6 +24,14 @@ typedef enum {
     DEC_K_NORM,          /* attn_k_norm.weight (head_dim) */
     DEC_POST_ATTN_NORM,  /* post_attention_norm.weight (dim): gemma3 */
     DEC_POST_FFN_NORM,   /* post_ffw_norm.weight (dim): gemma3 */
+    DEC_FFN_NORM_PA,     /* post_attention_norm.weight (dim) as the feed-forward's input norm
+                          * (gpt-oss: llama.cpp's attn_post_norm, applied to x + o) */
+    DEC_BO,              /* attn_output.bias (dim): gpt-oss */
+    DEC_SINKS,           /* attn_sinks.weight (n_head): gpt-oss's per-head sink logits */
+    DEC_GATE_INP_B,      /* ffn_gate_inp.bias (n_expert): gpt-oss's router bias */
+    DEC_GATE_EXPS_B,     /* ffn_gate_exps.bias [n_ff_exp, n_expert]: one row per expert */
+    DEC_UP_EXPS_B,       /* ffn_up_exps.bias [n_ff_exp, n_expert] */
+    DEC_DOWN_EXPS_B,     /* ffn_down_exps.bias [dim, n_expert] */
     DEC_N_VECTORS,
     DEC_Q = DEC_N_VECTORS, /* attn_q.weight */
     DEC_K,               /* attn_k.weight */
@@ -65,7 +73,8 @@ int arch_dec_factors(const gguf_file *g, const char *name, uint32_t n, float **o
 /* Layer l's tensors: roles[0..n) in consumption order (vectors first), each checked. */
 int arch_dec_layer(const arch_model *m, uint32_t l, arch_layer *ly, const dec_role *roles,
                    size_t n, char *err, size_t errlen);
-/* The roles of a Mixture-of-Experts feed-forward, in consumption order (after DEC_O). */
+/* The roles of a Mixture-of-Experts feed-forward, in consumption order (after DEC_O); its
+ * biases (gpt-oss) are vectors, listed with the layer's vectors. */
 #define DEC_MOE_ROLES DEC_GATE_INP, DEC_GATE_EXPS, DEC_UP_EXPS, DEC_DOWN_EXPS
 /* 1 when layer l attends through the sliding window. */
 int arch_dec_is_local(const arch_hparams *hp, uint32_t l);

@@ -38,16 +38,19 @@ typedef struct {
     int key_length;               /* attention.key_length / value_length always written */
     int fused;                    /* attn_qkv and a 2 n_ff ffn_up, no ffn_gate (phi3) */
     int experts;                  /* 0 none; 1 may have experts (llama); 2 must (qwen3moe) */
+    int oss;                      /* gpt-oss: o bias, sinks, router and expert biases, its
+                                   * post_attention_norm in place of ffn_norm, YaRN, a window */
 } s_family;
 
 static const s_family s_families[] = {
-    { "llama", 0, 1e-5f, 10000.0f, 1, 0, 0, 0, 0, 1 },
-    { "qwen2", 1, 1e-6f, 1000000.0f, 0, 0, 0, 0, 0, 0 },
-    { "qwen3", 0, 1e-6f, 1000000.0f, 0, 1, 0, 1, 0, 0 },
-    { "qwen3moe", 0, 1e-6f, 1000000.0f, 0, 1, 0, 1, 0, 2 },
-    { "gemma2", 0, 1e-6f, 10000.0f, 0, 0, 1, 1, 0, 0 },
-    { "gemma3", 0, 1e-6f, 1000000.0f, 0, 1, 1, 1, 0, 0 },
-    { "phi3", 0, 1e-5f, 10000.0f, 0, 0, 0, 0, 1, 0 },
+    { "llama", 0, 1e-5f, 10000.0f, 1, 0, 0, 0, 0, 1, 0 },
+    { "qwen2", 1, 1e-6f, 1000000.0f, 0, 0, 0, 0, 0, 0, 0 },
+    { "qwen3", 0, 1e-6f, 1000000.0f, 0, 1, 0, 1, 0, 0, 0 },
+    { "qwen3moe", 0, 1e-6f, 1000000.0f, 0, 1, 0, 1, 0, 2, 0 },
+    { "gemma2", 0, 1e-6f, 10000.0f, 0, 0, 1, 1, 0, 0, 0 },
+    { "gemma3", 0, 1e-6f, 1000000.0f, 0, 1, 1, 1, 0, 0, 0 },
+    { "phi3", 0, 1e-5f, 10000.0f, 0, 0, 0, 0, 1, 0, 0 },
+    { "gpt-oss", 1, 1e-5f, 150000.0f, 0, 0, 0, 1, 0, 2, 1 },
 };
 
 typedef struct {
@@ -55,6 +58,7 @@ typedef struct {
     int matrix;
     uint32_t rows, cols;
     uint32_t n_expert;            /* > 0: a 3-D [cols, rows, n_expert] expert tensor */
+    int f32_2d;                   /* a 2-D f32 tensor (gpt-oss's expert biases) */
     float center, half;           /* values in center +- half */
 } s_spec;
 
@@ -169,7 +173,8 @@ static int s_specs(const arch_gen_opts *o, const s_family *fam, uint32_t n_vocab
     uint32_t hd = o->head_dim ? o->head_dim : o->dim / o->n_head;
     uint32_t d = o->dim, qd = o->n_head * hd, kvd = o->n_head_kv * hd, ff = o->n_ff;
     int bias = fam->qkv_bias;
-    uint32_t per = 10 + (bias ? 3 : 0) + (fam->qk_norm ? 2 : 0) + (fam->post_norms ? 2 : 0);
+    uint32_t per = 10 + (bias ? 3 : 0) + (fam->qk_norm ? 2 : 0) + (fam->post_norms ? 2 : 0) +
+                   (fam->oss ? 6 : 0);
     uint32_t n = 1 + per * o->n_layers + 1 + (o->tied ? 0 : 1) + (o->rope_llama3 ? 1 : 0) +
                  (o->longrope ? 2 : 0);
     s_spec *s = calloc(n, sizeof *s);
@@ -208,12 +213,26 @@ static int s_specs(const arch_gen_opts *o, const s_family *fam, uint32_t n_vocab
             S_BLK("attn_k_norm.weight", 0, 1, hd, 1.0f, 0.1f);
         }
         S_BLK("attn_output.weight", 1, d, qd, 0.0f, S_W_HALF);
-        if (fam->post_norms)
+        if (fam->oss) { /* its sinks are logits of the scores' order: spread them wide */
+            S_BLK("attn_output.bias", 0, 1, d, 0.0f, S_W_HALF);
+            S_BLK("attn_sinks.weight", 0, 1, o->n_head, 0.0f, 2.0f);
+        }
+        if (fam->post_norms || fam->oss)
             S_BLK("post_attention_norm.weight", 0, 1, d, 1.0f, 0.1f);
-        S_BLK("ffn_norm.weight", 0, 1, d, 1.0f, 0.1f);
+        if (!fam->oss)
+            S_BLK("ffn_norm.weight", 0, 1, d, 1.0f, 0.1f);
         if (o->n_expert) { /* as llama.cpp's converter names and shapes them */
             uint32_t fe = o->n_ff_exp ? o->n_ff_exp : ff;
             S_BLK("ffn_gate_inp.weight", 1, o->n_expert, d, 0.0f, S_W_HALF);
+            if (fam->oss) { /* a router bias wide enough to move routing */
+                S_BLK("ffn_gate_inp.bias", 0, 1, o->n_expert, 0.0f, 0.5f);
+                S_BLK("ffn_gate_exps.bias", 0, o->n_expert, fe, 0.0f, S_W_HALF);
+                s[k - 1].f32_2d = 1;
+                S_BLK("ffn_up_exps.bias", 0, o->n_expert, fe, 0.0f, S_W_HALF);
+                s[k - 1].f32_2d = 1;
+                S_BLK("ffn_down_exps.bias", 0, o->n_expert, d, 0.0f, S_W_HALF);
+                s[k - 1].f32_2d = 1;
+            }
             S_BLK("ffn_gate_exps.weight", 1, fe, d, 0.0f, S_W_HALF);
             s[k - 1].n_expert = o->n_expert;
             S_BLK("ffn_up_exps.weight", 1, fe, d, 0.0f, S_W_HALF);
@@ -268,13 +287,17 @@ int arch_gen(const char *path, const arch_gen_opts *o, char *err, size_t errlen)
     const char *bad = NULL;
     uint32_t hd = o->head_dim ? o->head_dim : (o->n_head ? o->dim / o->n_head : 0);
     if (!fam)
-        bad = "the architecture must be llama, qwen2, qwen3, qwen3moe, gemma2, gemma3 or phi3";
+        bad = "the architecture must be llama, qwen2, qwen3, qwen3moe, gemma2, gemma3, phi3 or "
+              "gpt-oss";
     else if (!o->dim || o->dim > 65536 || !o->n_head || o->dim % o->n_head)
         bad = "dim must be 1..65536 and a multiple of heads";
     else if (hd < 2 || hd > 4096 || hd % 2)
         bad = "the head size must be even and 2..4096";
-    else if ((o->swa || o->softcap != 0) && strncmp(fam->name, "gemma", 5))
-        bad = "a sliding window and logit soft-capping belong to gemma files";
+    else if ((o->swa && strncmp(fam->name, "gemma", 5) && !fam->oss) ||
+             (o->softcap != 0 && strncmp(fam->name, "gemma", 5)))
+        bad = "a sliding window belongs to gemma and gpt-oss files, logit soft-capping to gemma";
+    else if (fam->oss && (o->tied || o->rope_linear > 1 || o->rope_llama3))
+        bad = "a gpt-oss file has its own head and its own rope scaling (YaRN)";
     else if (!strcmp(fam->name, "gemma2") && !o->tied)
         bad = "gemma2's head is its embedding: --tied";
     else if (!(o->softcap >= 0) || !(o->attn_softcap >= 0))
@@ -296,14 +319,14 @@ int arch_gen(const char *path, const arch_gen_opts *o, char *err, size_t errlen)
     else if (!o->vocab_from && (!o->n_vocab || o->n_vocab > (1u << 24)))
         bad = "a vocabulary is needed: --vocab-from FILE or --vocab 1..16777216";
     else if (o->n_expert && !fam->experts)
-        bad = "experts belong to llama and qwen3moe files";
+        bad = "experts belong to llama, qwen3moe and gpt-oss files";
     else if (fam->experts == 2 && !o->n_expert)
-        bad = "a qwen3moe file needs --experts N";
+        bad = "a qwen3moe or gpt-oss file needs --experts N";
     else if (o->n_expert && (o->n_expert > 512 || (o->n_expert_used ? o->n_expert_used : 2) >
                                                       (o->n_expert < 64 ? o->n_expert : 64)))
         bad = "experts must be 1..512 and experts-used 1..min(experts, 64)";
     else if (o->n_ff_exp && fam->experts != 2)
-        bad = "an expert feed-forward width of its own belongs to qwen3moe files";
+        bad = "an expert feed-forward width of its own belongs to qwen3moe and gpt-oss files";
     else if (o->rope_llama3 && !fam->rope_freqs)
         bad = "Llama 3.1's rope_freqs.weight belongs to llama files only";
     if (bad) {
@@ -353,7 +376,14 @@ int arch_gen(const char *path, const arch_gen_opts *o, char *err, size_t errlen)
         (gguf_writer_kv_u32(w, S_KEY("attention.key_length"), hd) ||
          gguf_writer_kv_u32(w, S_KEY("attention.value_length"), hd)))
         goto oom;
-    if (o->swa && gguf_writer_kv_u32(w, S_KEY("attention.sliding_window"), o->swa))
+    if ((o->swa || fam->oss) &&
+        gguf_writer_kv_u32(w, S_KEY("attention.sliding_window"), o->swa ? o->swa : 128))
+        goto oom;
+    /* gpt-oss's YaRN as its converter writes it: factor 32 over an original context of 4096 */
+    if (fam->oss && (gguf_writer_kv_str(w, S_KEY("rope.scaling.type"), "yarn") ||
+                     gguf_writer_kv_f32(w, S_KEY("rope.scaling.factor"), 32.0f) ||
+                     gguf_writer_kv_u32(w, S_KEY("rope.scaling.original_context_length"),
+                                        4096)))
         goto oom;
     if (o->n_expert &&
         (gguf_writer_kv_u32(w, S_KEY("expert_count"), o->n_expert) ||
@@ -391,13 +421,14 @@ int arch_gen(const char *path, const arch_gen_opts *o, char *err, size_t errlen)
     widest = widest > o->n_head * hd ? widest : o->n_head * hd;
     widest = widest > 2 * o->n_ff ? widest : 2 * o->n_ff;
     widest = widest > o->n_ff_exp ? widest : o->n_ff_exp;
+    widest = widest > o->n_expert ? widest : o->n_expert;
     if (!(row = malloc(widest * sizeof(float))) || !(qrow = malloc(widest * 4)))
         goto oom;
     for (uint32_t i = 0; i < n_specs; i++) {
         uint64_t dims[3] = { sp[i].cols, sp[i].rows, sp[i].n_expert };
         uint32_t type = sp[i].matrix ? o->type : QUANT_F32;
-        if (gguf_writer_tensor(w, sp[i].name, type, sp[i].n_expert ? 3 : sp[i].matrix ? 2 : 1,
-                               dims) < 0) {
+        int nd = sp[i].n_expert ? 3 : sp[i].matrix || sp[i].f32_2d ? 2 : 1;
+        if (gguf_writer_tensor(w, sp[i].name, type, nd, dims) < 0) {
             arch_err(err, errlen, path, "gen: cannot declare tensor '%s'", sp[i].name);
             goto err;
         }

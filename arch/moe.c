@@ -14,6 +14,8 @@ struct arch_moe {
     uint32_t n_expert, k, dim, ff, max_pos;
     int norm_w;
     float scale;
+    arch_gating gating;
+    arch_ffn_act act;             /* SILU or SWIGLU_OAI */
     float *logits;                /* (max_pos, n_expert) */
     uint32_t *sel;                /* (max_pos, k) */
     float *w;                     /* (max_pos, k) */
@@ -39,8 +41,12 @@ arch_moe *arch_moe_new(const arch_hparams *hp, uint32_t max_pos)
     m->dim = hp->dim;
     m->ff = hp->n_ff_exp;
     m->max_pos = max_pos;
-    m->norm_w = 1; /* llama and qwen3moe both normalise (build_moe_ffn's norm_w = true) */
+    /* llama and qwen3moe normalise (build_moe_ffn's norm_w = true); gpt-oss's softmax over
+     * the chosen k needs none (norm_w false) */
+    m->gating = hp->gating;
+    m->norm_w = hp->gating == ARCH_GATING_SOFTMAX;
     m->scale = hp->expert_weights_scale;
+    m->act = hp->ffn_act;
     m->logits = malloc(P * m->n_expert * sizeof(float));
     m->sel = malloc(P * k * sizeof(uint32_t));
     m->w = malloc(P * k * sizeof(float));
@@ -112,6 +118,37 @@ void arch_moe_route(const float *logits, uint32_t n_expert, uint32_t k, int norm
             w[j] *= scale;
 }
 
+void arch_moe_route_weight(const float *logits, uint32_t n_expert, uint32_t k, float scale,
+                           uint32_t *sel, float *w)
+{
+    /* top k of the logits themselves, largest first, ties to the lower index */
+    for (uint32_t j = 0; j < k; j++) {
+        uint32_t best = n_expert;
+        for (uint32_t e = 0; e < n_expert; e++) {
+            int taken = 0;
+            for (uint32_t i = 0; i < j; i++)
+                taken |= sel[i] == e;
+            if (!taken && (best == n_expert || logits[e] > logits[best]))
+                best = e;
+        }
+        sel[j] = best;
+    }
+    /* ggml_soft_max over the k chosen: e^(x - max) (max = the first), summed in double,
+     * times the float of 1 / sum */
+    float mx = logits[sel[0]];
+    double sum = 0;
+    for (uint32_t j = 0; j < k; j++) {
+        w[j] = expf(logits[sel[j]] - mx);
+        sum += (double)w[j];
+    }
+    float inv = (float)(1.0 / sum);
+    for (uint32_t j = 0; j < k; j++)
+        w[j] *= inv;
+    if (scale != 0.0f && scale != 1.0f)
+        for (uint32_t j = 0; j < k; j++)
+            w[j] *= scale;
+}
+
 float *arch_moe_logits(arch_moe *m)
 {
     return m->logits;
@@ -122,11 +159,20 @@ const uint32_t *arch_moe_selected(const arch_moe *m)
     return m->sel;
 }
 
-void arch_moe_route_all(arch_moe *m, uint32_t n)
+void arch_moe_route_all(arch_moe *m, uint32_t n, const float *bias)
 {
-    for (uint32_t p = 0; p < n; p++)
-        arch_moe_route(m->logits + (size_t)p * m->n_expert, m->n_expert, m->k, m->norm_w,
-                       m->scale, m->sel + (size_t)p * m->k, m->w + (size_t)p * m->k);
+    for (uint32_t p = 0; p < n; p++) {
+        float *lg = m->logits + (size_t)p * m->n_expert;
+        if (bias) /* gpt-oss's router bias (ggml_add after the product) */
+            for (uint32_t e = 0; e < m->n_expert; e++)
+                lg[e] += bias[e];
+        if (m->gating == ARCH_GATING_SOFTMAX_WEIGHT)
+            arch_moe_route_weight(lg, m->n_expert, m->k, m->scale, m->sel + (size_t)p * m->k,
+                                  m->w + (size_t)p * m->k);
+        else
+            arch_moe_route(lg, m->n_expert, m->k, m->norm_w, m->scale, m->sel + (size_t)p * m->k,
+                           m->w + (size_t)p * m->k);
+    }
 }
 
 uint32_t arch_moe_used(const arch_moe *m, uint32_t n, uint8_t *used)
@@ -171,8 +217,26 @@ int arch_moe_rows(arch_moe *m, int which, const arch_tensor *t, uint64_t r0, uin
     return 0;
 }
 
-void arch_moe_act(arch_moe *m, uint32_t n)
+void arch_moe_act(arch_moe *m, uint32_t n, const float *gate_b, const float *up_b)
 {
+    /* gpt-oss's expert biases: the routed expert's row of each (ggml_add_id) */
+    for (size_t slot = 0; (gate_b || up_b) && slot < (size_t)n * m->k; slot++)
+        for (uint32_t i = 0; i < m->ff; i++) {
+            if (gate_b)
+                m->gate[slot * m->ff + i] += gate_b[(size_t)m->sel[slot] * m->ff + i];
+            if (up_b)
+                m->up[slot * m->ff + i] += up_b[(size_t)m->sel[slot] * m->ff + i];
+        }
+    if (m->act == ARCH_ACT_SWIGLU_OAI) {
+        /* ggml_compute_forward_swiglu_oai_f32 with llama.cpp's alpha 1.702, limit 7 */
+        const float alpha = 1.702f, limit = 7.0f;
+        for (size_t i = 0; i < (size_t)n * m->k * m->ff; i++) {
+            float x = m->gate[i] < limit ? m->gate[i] : limit;
+            float y = m->up[i] < -limit ? -limit : m->up[i] > limit ? limit : m->up[i];
+            m->gate[i] = x / (1.f + expf(alpha * (-x))) * (y + 1.f);
+        }
+        return;
+    }
     /* SwiGLU as the dense layer: silu(g) = g / (1 + e^-g) (ggml_silu_f32), times up */
     for (size_t i = 0; i < (size_t)n * m->k * m->ff; i++) {
         float g = m->gate[i];
@@ -180,14 +244,17 @@ void arch_moe_act(arch_moe *m, uint32_t n)
     }
 }
 
-void arch_moe_out(arch_moe *m, uint32_t n, float *out)
+void arch_moe_out(arch_moe *m, uint32_t n, float *out, const float *down_b)
 {
     for (uint32_t p = 0; p < n; p++) {
         float *o = out + (size_t)p * m->dim;
         for (uint32_t j = 0; j < m->k; j++) {
             size_t slot = (size_t)p * m->k + j;
-            const float *d = m->down + slot * m->dim;
+            float *d = m->down + slot * m->dim;
             float wj = m->w[slot];
+            if (down_b) /* gpt-oss: the expert's down bias before the weight */
+                for (uint32_t i = 0; i < m->dim; i++)
+                    d[i] += down_b[(size_t)m->sel[slot] * m->dim + i];
             for (uint32_t i = 0; i < m->dim; i++)
                 o[i] = j ? o[i] + d[i] * wj : d[i] * wj;
         }

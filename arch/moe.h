@@ -37,10 +37,17 @@ uint64_t arch_moe_bytes(const arch_hparams *hp, uint32_t max_pos);
 void arch_moe_route(const float *logits, uint32_t n_expert, uint32_t k, int norm_w, float scale,
                     uint32_t *sel, float *w);
 
+/* gpt-oss's gating (ARCH_GATING_SOFTMAX_WEIGHT): sel[0..k) the k largest logits, largest
+ * first (ties: the lower index), w[0..k) the softmax of those k logits (not normalised
+ * again), times scale when it is neither 0 nor 1. */
+void arch_moe_route_weight(const float *logits, uint32_t n_expert, uint32_t k, float scale,
+                           uint32_t *sel, float *w);
+
 /* (max_pos, n_expert): where the router's products go. */
 float *arch_moe_logits(arch_moe *m);
-/* Route n positions from arch_moe_logits. */
-void arch_moe_route_all(arch_moe *m, uint32_t n);
+/* Route n positions from arch_moe_logits, each plus the router's bias (n_expert; NULL:
+ * none), by the model's gating. */
+void arch_moe_route_all(arch_moe *m, uint32_t n, const float *bias);
 /* Positions 0..n's chosen experts: sel[p * k + j] (k = n_expert_used). */
 const uint32_t *arch_moe_selected(const arch_moe *m);
 /* The experts positions 0..n route to: used[e] = 1; their count. */
@@ -52,9 +59,12 @@ uint32_t arch_moe_used(const arch_moe *m, uint32_t n, uint8_t *used);
 int arch_moe_rows(arch_moe *m, int which, const arch_tensor *t, uint64_t r0, uint64_t nr,
                   const void *rows, const float *x, uint32_t n, int nthreads, char *why,
                   size_t whylen);
-/* After every gate and up row: act = silu(gate) . up for n positions. */
-void arch_moe_act(arch_moe *m, uint32_t n);
-/* After every down row: out (n x dim) = the weighted sum of the routed experts' outputs. */
-void arch_moe_out(arch_moe *m, uint32_t n, float *out);
+/* After every gate and up row: gate and up plus their routed expert's bias rows (n_expert x
+ * n_ff_exp each, NULL: none), then act = silu(gate) . up, or gpt-oss's clamped SwiGLU, for
+ * n positions. */
+void arch_moe_act(arch_moe *m, uint32_t n, const float *gate_b, const float *up_b);
+/* After every down row: out (n x dim) = the weighted sum of the routed experts' outputs, each
+ * plus its expert's down bias row (n_expert x dim; NULL: none). */
+void arch_moe_out(arch_moe *m, uint32_t n, float *out, const float *down_b);
 
 #endif

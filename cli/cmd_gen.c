@@ -20,7 +20,8 @@ static void s_gen_usage(void)
            "  Writes a synthetic dense model in GGUF v3: per layer g (d f32) and W (d x d\n"
            "  f32), deterministic from the seed, with a checksum per layer in the\n"
            "  metadata. Alignment defaults to 4096 (O_DIRECT friendly).\n"
-           "usage: swarm gen --arch llama|qwen2|qwen3|qwen3moe|gemma2|gemma3|phi3 [--dim D --layers L\n"
+           "usage: swarm gen --arch llama|qwen2|qwen3|qwen3moe|gemma2|gemma3|phi3|gpt-oss\n"
+           "                 [--dim D --layers L\n"
            "                 --heads H --kv-heads K --ff F --head-dim HD --rope-dim R]\n"
            "                 [--vocab-from VOCAB.gguf | --vocab N]\n"
            "                 [--type TYPE] [--tied] [--ctx N]\n"
@@ -32,7 +33,8 @@ static void s_gen_usage(void)
            "  Writes a random-weight model of the family (weights of standard deviation 0.02,\n"
            "  norms near 1, deterministic from the seed; matrices in --type, any tensor type\n"
            "  swarm reads (f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, q2_K, q3_K,\n"
-           "  q4_K, q5_K, q6_K, iq4_xs; dim and ff multiples of its block), vectors f32),\n"
+           "  q4_K, q5_K, q6_K, iq4_xs, mxfp4; dim and ff multiples of its block), vectors\n"
+           "  f32),\n"
            "  with the tokenizer of a vocabulary-only GGUF copied in, so llama.cpp loads it.\n"
            "  --rope-linear: rope.scaling linear; --rope-llama3: Llama 3.1's rope_freqs.weight.\n"
            "  --chat-template FILE: its text (Jinja) as tokenizer.chat_template.\n"
@@ -47,6 +49,9 @@ static void s_gen_usage(void)
            "  (ffn_gate_inp and 3-D ffn_{gate,up,down}_exps; qwen3moe needs it), each\n"
            "  position routed to --experts-used (default 2); --ff-exp: qwen3moe's\n"
            "  expert_feed_forward_length (default ff; llama's experts are ff wide).\n"
+           "  gpt-oss: --experts needed; q/k/v/o, router and expert biases, attention sinks,\n"
+           "  YaRN (factor 32, original context 4096), every other layer local with --swa\n"
+           "  (default 128), --ff-exp as qwen3moe's.\n"
            "  Defaults: dim 256, 2 layers, 8 heads, kv-heads = heads, ff 768, type f32,\n"
            "  ctx 2048, alignment 32 (as published files).\n");
 }
@@ -134,9 +139,9 @@ static int s_gen_llm(s_gen *g, uint64_t t0)
     char err[512];
     if (strcmp(g->arch, "llama") && strcmp(g->arch, "qwen2") && strcmp(g->arch, "qwen3") &&
         strcmp(g->arch, "qwen3moe") && strcmp(g->arch, "gemma2") && strcmp(g->arch, "gemma3") &&
-        strcmp(g->arch, "phi3")) {
+        strcmp(g->arch, "phi3") && strcmp(g->arch, "gpt-oss")) {
         fprintf(stderr, "swarm gen: --arch '%s': one of swarm-dense, llama, qwen2, qwen3, "
-                "qwen3moe, gemma2, gemma3, phi3\n", g->arch);
+                "qwen3moe, gemma2, gemma3, phi3, gpt-oss\n", g->arch);
         return EXIT_USAGE;
     }
     go->arch = g->arch;

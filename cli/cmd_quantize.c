@@ -12,10 +12,11 @@ static void s_usage(FILE *f)
 {
     fprintf(f, "usage: swarm quantize [-v] [--threads N] IN.gguf OUT.gguf TYPE\n"
                "  TYPE: Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, IQ4_XS, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K,\n"
-               "        Q3_K_S, Q3_K_M, Q3_K_L, Q4_K_S, Q4_K_M, Q5_K_M\n"
+               "        Q3_K_S, Q3_K_M, Q3_K_L, Q4_K_S, Q4_K_M, Q5_K_M, MXFP4_MOE\n"
                "  (case ignored; Q3_K = Q3_K_M, Q4_K = Q4_K_M, Q5_K = Q5_K_M; llama.cpp's\n"
                "  per-tensor mixes; none needs an importance matrix, though Q2_K without one\n"
-               "  is poor; the IQ types below 4 bits, which need one, are not written)\n"
+               "  is poor; the IQ types below 4 bits, which need one, are not written;\n"
+               "  MXFP4_MOE: 3-D expert tensors MXFP4, the other weights Q8_0, as gpt-oss)\n"
                "  Every metadata key is kept (general.file_type set to llama.cpp's value);\n"
                "  2-D weights are quantized, norms and other 1-D tensors copied. -v: one line\n"
                "  per tensor. --threads: rows quantized in parallel (default 1; the output is\n"

@@ -7,6 +7,7 @@
  */
 #include "quant/quant_int.h"
 #include "quant/quant_x.h"
+#include "quant/mxfp4.h"
 
 #include <math.h>
 #include <stdatomic.h>
@@ -175,7 +176,8 @@ quant_dot_fn quant_dot_get(quant_type t, quant_isa isa)
     for (size_t i = 0; i < S_NSLOT; i++)
         if (s_slot_types[i] == t)
             return s_dots[isa][i];
-    const quant_dot_fn *x = quant_x_dots(t); /* the later types' table (quant_x.h) */
+    const quant_dot_fn *x = t == QUANT_MXFP4 ? quant_mxfp4_dots() /* quant/mxfp4.h */
+                            : quant_x_dots(t); /* the later types' table (quant_x.h) */
     return x ? x[isa] : NULL;
 }
 

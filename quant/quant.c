@@ -9,6 +9,7 @@
 #include "quant/quant.h"
 #include "quant/quant_int.h"
 #include "quant/quant_x.h"
+#include "quant/mxfp4.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -36,11 +37,12 @@ static const quant_type_info s_types[] = {
     { QUANT_Q2_K, "q2_K", QUANT_QK_K, sizeof(quant_block_q2_K) },
     { QUANT_Q3_K, "q3_K", QUANT_QK_K, sizeof(quant_block_q3_K) },
     { QUANT_IQ4_XS, "iq4_xs", QUANT_QK_K, sizeof(quant_block_iq4_xs) },
+    { QUANT_MXFP4, "mxfp4", QUANT_QK, sizeof(quant_block_mxfp4) },
 };
 
 /* The table's names in one line, for messages (kept beside the table it lists). */
 static const char s_type_list[] =
-    "f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, q2_K, q3_K, q4_K, q5_K, q6_K, iq4_xs";
+    "f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, q2_K, q3_K, q4_K, q5_K, q6_K, iq4_xs, mxfp4";
 
 const char *quant_type_list(void)
 {
@@ -270,6 +272,11 @@ int quant_quantize_row(quant_type t, const float *x, void *out, uint64_t n, char
             return -1;
         quant_x_quantize(t, x, out, n);
         return 0;
+    case QUANT_MXFP4:
+        if (s_check_finite(x, n, err, errlen))
+            return -1;
+        quant_mxfp4_quantize(x, out, n);
+        return 0;
     case QUANT_Q8_K:
         break;
     }
@@ -334,6 +341,9 @@ int quant_dequantize_row(quant_type t, const void *in, float *y, uint64_t n, cha
     case QUANT_IQ4_XS:
         quant_x_dequantize(t, in, y, n);
         return 0;
+    case QUANT_MXFP4:
+        quant_mxfp4_dequantize(in, y, n);
+        return 0;
     case QUANT_Q8_K:
         break;
     }
@@ -364,6 +374,7 @@ quant_type quant_act_type(quant_type w)
     case QUANT_Q4_0:
     case QUANT_Q5_0:
     case QUANT_IQ4_NL: /* vec_dot_type Q8_0 */
+    case QUANT_MXFP4:
     case QUANT_Q4_1:
     case QUANT_Q5_1:   /* vec_dot_type Q8_1: Q8_0's quants and d, plus their sum (quant.h) */
         return QUANT_Q8_0;

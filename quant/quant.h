@@ -1,5 +1,5 @@
 /* quant.h — ggml tensor types (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K,
- * Q4_K, Q5_K, Q6_K, IQ4_XS): layouts, rows, dot products. quant/
+ * Q4_K, Q5_K, Q6_K, IQ4_XS, MXFP4): layouts, rows, dot products. quant/
  *
  * The types a real GGUF file stores its weights in, with exactly ggml's block layouts, so a
  * row read from a file (or written by quant_quantize_row) is byte-for-byte what ggml reads
@@ -57,10 +57,11 @@ typedef enum {
     QUANT_IQ4_NL = 20,
     QUANT_IQ4_XS = 23,
     QUANT_BF16 = 30,
+    QUANT_MXFP4 = 39,          /* gpt-oss's experts: quant/mxfp4.h */
 } quant_type;
 _Static_assert(QUANT_F32 == 0 && QUANT_F16 == 1, "ggml GGML_TYPE_F32 / GGML_TYPE_F16");
 _Static_assert(QUANT_Q4_0 == 2 && QUANT_Q8_0 == 8, "ggml GGML_TYPE_Q4_0 / GGML_TYPE_Q8_0");
-_Static_assert(QUANT_BF16 == 30, "ggml GGML_TYPE_BF16");
+_Static_assert(QUANT_BF16 == 30 && QUANT_MXFP4 == 39, "ggml GGML_TYPE_BF16 / GGML_TYPE_MXFP4");
 _Static_assert(QUANT_Q4_1 == 3 && QUANT_Q5_0 == 6 && QUANT_Q5_1 == 7 && QUANT_Q2_K == 10 &&
                    QUANT_Q3_K == 11 && QUANT_IQ4_NL == 20 && QUANT_IQ4_XS == 23,
                "ggml GGML_TYPE_Q4_1 / Q5_0 / Q5_1 / Q2_K / Q3_K / IQ4_NL / IQ4_XS");

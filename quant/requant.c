@@ -18,7 +18,9 @@
  *   - attn_output.weight: Q2_K: Q3_K; Q3_K_M: Q4_K; Q3_K_L: Q5_K;
  *   - a row that does not fit the chosen block falls back as llama.cpp's
  *     tensor_type_fallback: Q2_K, Q3_K -> Q4_0; Q4_K -> Q5_0; Q5_K -> Q5_1; Q6_K -> Q8_0;
- *     IQ4_XS -> IQ4_NL; and F16 if that does not fit either (blocks of 32 go to F16).
+ *     IQ4_XS -> IQ4_NL; and F16 if that does not fit either (blocks of 32 go to F16);
+ *   - MXFP4_MOE (gpt-oss's published type): every 3-D expert tensor (ne[2] > 1) MXFP4,
+ *     every other quantized tensor (output and token_embd included) Q8_0.
  * Q3_K, Q4_K and Q5_K as TYPE mean Q3_K_M, Q4_K_M and Q5_K_M, as llama-quantize takes them.
  * Which mixes need an importance matrix: none of these. llama.cpp requires one for the IQ
  * types below 4 bits (IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS) and for Q2_K_S; swarm
@@ -54,6 +56,7 @@ typedef enum {
     S_Q3_K_M,
     S_Q3_K_L,
     S_IQ4, /* IQ4_NL and IQ4_XS: the same rules */
+    S_MXFP4_MOE, /* 3-D expert tensors MXFP4, every other quantized tensor Q8_0 */
 } s_kind;
 
 typedef struct {
@@ -73,6 +76,7 @@ static const s_mix s_mixes[] = {
     { "Q3_K_S", QUANT_Q3_K, 11, S_Q3_K_S }, { "Q3_K_M", QUANT_Q3_K, 12, S_Q3_K_M },
     { "Q3_K", QUANT_Q3_K, 12, S_Q3_K_M },  { "Q3_K_L", QUANT_Q3_K, 13, S_Q3_K_L },
     { "IQ4_NL", QUANT_IQ4_NL, 25, S_IQ4 }, { "IQ4_XS", QUANT_IQ4_XS, 30, S_IQ4 },
+    { "MXFP4_MOE", QUANT_Q8_0, 38, S_MXFP4_MOE },
 };
 
 /* llama-quant.cpp use_more_bits. */
@@ -161,7 +165,9 @@ static quant_type s_pick(s_ctx *c, const gguf_tensor *t, int *fell)
     quant_type q = c->mix->base;
     const char *n = t->name;
     *fell = 0;
-    if (!c->dense) {
+    if (k == S_MXFP4_MOE) /* llama.cpp's MXFP4_MOE: its output rule gives Q8_0 too */
+        q = t->n_dims == 3 && t->dims[2] > 1 ? QUANT_MXFP4 : QUANT_Q8_0;
+    else if (!c->dense) {
         if (!strcmp(n, "output.weight") || (!c->has_output && !strcmp(n, "token_embd.weight"))) {
             if (t->dims[0] % QUANT_QK_K)
                 q = QUANT_Q8_0;

@@ -17,7 +17,7 @@ typedef struct {
 /* Names TYPE accepts, for usage and errors. */
 #define REQUANT_NAMES                                                                        \
     "Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, IQ4_XS, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q3_K_S, Q3_K_M, " \
-    "Q3_K_L, Q4_K_S, Q4_K_M, Q5_K_M"
+    "Q3_K_L, Q4_K_S, Q4_K_M, Q5_K_M, MXFP4_MOE"
 
 /* Quantize in_path into out_path as `type` (one of REQUANT_NAMES, any case), tensor by
  * tensor (one chunk of rows in memory at a time, its rows shared by nthreads threads of

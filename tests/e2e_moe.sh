@@ -1,5 +1,6 @@
 #!/bin/bash
-# e2e_moe.sh — the Mixture-of-Experts families (Mixtral-style llama with experts, qwen3moe)
+# e2e_moe.sh — the Mixture-of-Experts families (Mixtral-style llama with experts, qwen3moe,
+# gpt-oss)
 # through every arm on tiny random models: the reference arm (its --parity rerun), the SSD arm
 # under a cap that streams layers (parity, cache and content gates; a streamed layer reads
 # only its routed experts into an expert cache: fewer bytes than every expert, each slice
@@ -7,8 +8,9 @@
 # the content gate, exit 3), the resident arm in 2 spawned workers (the same token ids and
 # logits as the reference; a layer's experts are never split across workers; a worker killed
 # mid-generation changes nothing), and the quantized arm (the f16 file quantized to q8_0 by
-# `swarm quantize`, its 3-D expert tensors included). llama.cpp parity of these families: test_arch
-# (tests/fixtures/llama/expected-moe.json). tests/
+# `swarm quantize`, its 3-D expert tensors included; gpt-oss also as MXFP4_MOE, its experts
+# MXFP4). llama.cpp parity of these families: test_arch (tests/fixtures/llama/expected-moe.json,
+# expected-gptoss.json). tests/
 # Env: SWARM_BIN, SWARM_TEST_TMP. Closes with "e2e_moe: N passed, N failed".
 set -u
 cd "$(dirname "$0")/.."
@@ -30,12 +32,14 @@ digests() { # jsonl: ids and logits digests
     python3 -c 'import json,sys; o=json.loads(open(sys.argv[1]).readlines()[-1]); print(o["ids_digest"], o["logits_digest"])' "$1"
 }
 
-for fam in mixtral qwen3moe; do
+for fam in mixtral qwen3moe gptoss; do
     case $fam in
     mixtral) shape=(--arch llama --dim 128 --layers 4 --heads 4 --kv-heads 2 --ff 128 --experts 8
                     --experts-used 2) ;;
     qwen3moe) shape=(--arch qwen3moe --dim 128 --layers 4 --heads 4 --kv-heads 2 --head-dim 64
                      --ff 256 --ff-exp 64 --experts 16 --experts-used 4) ;;
+    gptoss) shape=(--arch gpt-oss --dim 128 --layers 4 --heads 4 --kv-heads 2 --head-dim 64
+                   --ff 256 --ff-exp 64 --experts 16 --experts-used 4 --swa 8) ;;
     esac
     nl=${shape[5]}
     common=("${shape[@]}" --vocab-from "$T/vocab.gguf" --ctx 256 --seed 9)
@@ -47,7 +51,11 @@ for fam in mixtral qwen3moe; do
     sw ${fam}_ref generate "$T/$fam.gguf" "${G[@]}" --threads 2 --parity --out "$T/${fam}_ref.jsonl"
     expect_rc ${fam}_ref 0; has ${fam}_ref err "parity: pass"
     arch=$(jfield "$T/${fam}_ref.jsonl" architecture)
-    case $fam in mixtral) eq "$fam architecture" "$arch" llama ;; *) eq "$fam architecture" "$arch" $fam ;; esac
+    case $fam in
+    mixtral) eq "$fam architecture" "$arch" llama ;;
+    gptoss) eq "$fam architecture" "$arch" gpt-oss ;;
+    *) eq "$fam architecture" "$arch" $fam ;;
+    esac
 
     # SSD: from the smallest cap (in its refusal) upwards, the first that keeps a layer's
     # attention and router resident (split) and streams the rest through the ring (a layer
@@ -95,6 +103,7 @@ assert abs(b - o["expert_read_bytes_1"] / o["steps_1"]) < 1 and o["expert_read_g
 assert abs(o["expert_disk_bound_ms_per_token"] - b / (o["expert_read_gbps"] * 1e6)) < 1e-6, o
 PY
     echo "$fam: ssd cap $CAP: $(plan ${fam}_probe) (resident, streamed layers)"
+    [ $fam = qwen3moe ] && CAPQ=$CAP
     sw ${fam}_ssd generate "$T/$fam.gguf" --arm ssd --cap "$CAP" "${G[@]}" --parity \
         --out "$T/${fam}_ssd.jsonl"; expect_rc ${fam}_ssd 0
     for g in parity cache content; do
@@ -143,12 +152,34 @@ PY
     eq "$fam q8_0 resident digests" "$(digests "$T/${fam}_qres.jsonl")" "$(digests "$T/${fam}_qref.jsonl")"
 done
 
+# gpt-oss as published: MXFP4_MOE (its 3-D experts MXFP4, the other matrices q8_0) on the
+# reference, SSD (streamed experts) and resident arms, the same bits on each
+F=gptoss
+sw mx_quant quantize -v "$T/$F-f16.gguf" "$T/$F-mx.gguf" MXFP4_MOE; expect_rc mx_quant 0
+has mx_quant out "ffn_down_exps.weight"
+grep -q "ffn_gate_exps.weight.*mxfp4" "$T/mx_quant.out" && grep -q "attn_q.weight.*q8_0" "$T/mx_quant.out" \
+    && ok || bad "MXFP4_MOE: experts mxfp4, attention q8_0"
+sw mx_ref generate "$T/$F-mx.gguf" "${G[@]}" --parity --kl-base "$T/$F-f16.gguf" \
+    --out "$T/mx_ref.jsonl"
+expect_rc mx_ref 0; has mx_ref err "parity: pass"; has mx_ref err "KL"
+sw mx_small generate "$T/$F-mx.gguf" --arm ssd --cap 1M "${G[@]}"
+need=$(sed -n 's/.*: \([0-9.]*\) MiB needed.*/\1/p' "$T/mx_small.err" | head -1)
+cap=$(python3 -c "import math,sys; print(math.ceil(float(sys.argv[1]) * 4) * 262144 + 262144)" "${need:-0}")
+sw mx_ssd generate "$T/$F-mx.gguf" --arm ssd --cap "$cap" "${G[@]}" --parity --out "$T/mx_ssd.jsonl"
+expect_rc mx_ssd 0
+for g in parity cache content; do eq "mxfp4 ssd gate $g" "$(jfield "$T/mx_ssd.jsonl" gates.$g)" pass; done
+eq "mxfp4 ssd digests" "$(digests "$T/mx_ssd.jsonl")" "$(digests "$T/mx_ref.jsonl")"
+echo "gptoss mxfp4: ssd cap $cap: $(plan mx_ssd) (resident, streamed layers)"
+sw mx_res generate "$T/$F-mx.gguf" "${G[@]}" --arm resident --workers 2 --worker-cap 64M \
+    --threads 1 --out "$T/mx_res.jsonl"; expect_rc mx_res 0
+eq "mxfp4 resident digests" "$(digests "$T/mx_res.jsonl")" "$(digests "$T/mx_ref.jsonl")"
+
 # a byte of every expert's slice of one streamed expert tensor corrupted in place, size and
 # mtime kept (the checksum caches stay valid): whichever experts are routed fail the content
 # gate, no text comes out, exit 3
 F=qwen3moe
 cp -p "$T/$F.gguf" "$T/bad.gguf"
-sw warm generate "$T/bad.gguf" --arm ssd --cap "$CAP" "${G[@]}"; expect_rc warm 0
+sw warm generate "$T/bad.gguf" --arm ssd --cap "$CAPQ" "${G[@]}"; expect_rc warm 0
 python3 - "$T/bad.gguf" blk.3.ffn_up_exps.weight 16 <<'EOF' && ok || bad "could not corrupt the copy"
 import os, struct, sys
 path, name, E = sys.argv[1], sys.argv[2], int(sys.argv[3])
@@ -184,7 +215,7 @@ for e in range(E):
 f.close()
 os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
 EOF
-sw corrupt generate "$T/bad.gguf" --arm ssd --cap "$CAP" "${G[@]}" --out "$T/bad.jsonl"
+sw corrupt generate "$T/bad.gguf" --arm ssd --cap "$CAPQ" "${G[@]}" --out "$T/bad.jsonl"
 expect_rc corrupt 3
 has corrupt err "content gate: layer 3 expert"
 has corrupt err "checksum mismatch"
@@ -192,11 +223,13 @@ eq "corrupt: no text computed from it" "$(tr -d '\n' <"$T/corrupt.out")" ""
 
 # bad input: experts where the family has none, a qwen3moe file without them
 sw bad_fam gen --arch qwen3 --experts 8 --vocab-from "$T/vocab.gguf" --seed 1 -o "$T/bad.gguf"
-expect_rc bad_fam 1; has bad_fam err "experts belong to llama and qwen3moe files"
+expect_rc bad_fam 1; has bad_fam err "experts belong to llama, qwen3moe and gpt-oss files"
 sw bad_used gen --arch llama --experts 4 --experts-used 5 --vocab-from "$T/vocab.gguf" --seed 1 -o "$T/bad.gguf"
 expect_rc bad_used 1; has bad_used err "experts-used"
 sw bad_none gen --arch qwen3moe --vocab-from "$T/vocab.gguf" --seed 1 -o "$T/bad.gguf"
 expect_rc bad_none 1; has bad_none err "needs --experts"
+sw bad_oss gen --arch gpt-oss --experts 4 --tied --vocab-from "$T/vocab.gguf" --seed 1 -o "$T/bad.gguf"
+expect_rc bad_oss 1; has bad_oss err "own head"
 
 echo "e2e_moe: $pass passed, $fail failed"
 [ "$fail" = 0 ]

@@ -534,6 +534,8 @@ static void s_test_determinism(void)
         /* experts: each row range computes only the routed experts' rows */
         { "d-mixtral-q8_0.gguf", "llama", QUANT_Q8_0, 8 },
         { "d-qwen3moe-f32.gguf", "qwen3moe", QUANT_F32, 6 },
+        /* gpt-oss: sinks, biases (the expert ones staged as vectors), MXFP4 everywhere */
+        { "d-gptoss-mxfp4.gguf", "gpt-oss", QUANT_MXFP4, 8 },
     };
     int32_t toks[11] = { 5, 9, 100, 250, 7, 7, 1, 33, 64, 128, 2 };
     uint32_t n = 11;
@@ -795,6 +797,18 @@ static void s_test_moe_route(void)
     arch_moe_route(l, 4, 4, 1, 0, sel, w);
     CHECK(sel[0] == 3 && sel[3] == 0 && fabs(w[0] + w[1] + w[2] + w[3] - 1) < 1e-6,
           "k = n: %u .. %u", sel[0], sel[3]);
+    /* gpt-oss (SOFTMAX_WEIGHT): the top k of the logits, a softmax over those k alone */
+    arch_moe_route_weight(l, 6, 3, 0, sel, w);
+    CHECK(sel[0] == 3 && sel[1] == 2 && sel[2] == 1 && fabs(w[0] - 1 / sum) < 1e-6 &&
+              fabs(w[1] - 1 / e1 / sum) < 1e-6 && fabs(w[2] - 1 / e2 / sum) < 1e-6,
+          "softmax over the top 3: %u %u %u, %g %g %g", sel[0], sel[1], sel[2], (double)w[0],
+          (double)w[1], (double)w[2]);
+    arch_moe_route_weight(tie, 5, 2, 0, sel, w);
+    CHECK(sel[0] == 1 && sel[1] == 4 && w[0] == 0.5f && w[1] == 0.5f, "gpt-oss tie: %u %u",
+          sel[0], sel[1]);
+    const float neg[3] = { -50, -60, -40 }; /* large negative logits: no underflow to 0/0 */
+    arch_moe_route_weight(neg, 3, 1, 0, sel, w);
+    CHECK(sel[0] == 2 && w[0] == 1.0f, "k = 1: weight 1 whatever the logit (%g)", (double)w[0]);
 }
 
 static void s_test_families(void)
@@ -832,7 +846,7 @@ static void s_test_families(void)
     memset(&h, 0, sizeof h);
     CHECK(arch_model_bind(&h, "phi2", err, sizeof err) == -1 &&
           strstr(err, "'phi2' is not supported (supported: swarm-dense, llama, qwen2, qwen3, "
-                      "qwen3moe, gemma2, gemma3, phi3)") &&
+                      "qwen3moe, gemma2, gemma3, phi3, gpt-oss)") &&
           !h.ops && !arch_model_has(&h, 0), "bind phi2: '%s'", err);
 }
 
@@ -853,15 +867,16 @@ static void s_test_bad_files(void)
     s_spit(s_path("bad-arch.gguf"), buf, n);
     s_expect_open_error("unknown architecture", s_path("bad-arch.gguf"),
                         "'gemma' is not supported (supported: swarm-dense, llama, qwen2, qwen3, "
-                        "qwen3moe, gemma2, gemma3, phi3)");
-    /* unsupported type: q8_0 (34 bytes a block) relabelled mxfp4 (17: smaller, stays inside),
-     * a type ggml reads and swarm does not: refused naming the tensor and the type */
+                        "qwen3moe, gemma2, gemma3, phi3, gpt-oss)");
+    /* unsupported type: an f32 vector relabelled i8 (1 byte an element: smaller, stays inside),
+     * a type ggml reads and swarm does not: refused naming the tensor and the type (mxfp4,
+     * which served here before, is read now) */
     memcpy(buf, orig, n);
-    if ((p = s_after_str(buf, n, "blk.1.attn_q.weight")))
-        memcpy(p + 4 + 16, &(uint32_t){ 39 }, 4);
+    if ((p = s_after_str(buf, n, "blk.1.attn_norm.weight")))
+        memcpy(p + 4 + 8, &(uint32_t){ 24 }, 4);
     s_spit(s_path("bad-type.gguf"), buf, n);
     s_expect_open_error("unsupported type", s_path("bad-type.gguf"),
-                        "tensor 'blk.1.attn_q.weight': type mxfp4 (39) is not supported");
+                        "tensor 'blk.1.attn_norm.weight': type i8 (24) is not supported");
     /* wrong shapes: the metadata says 4 KV heads, the K matrix has 2 heads' rows */
     memcpy(buf, orig, n);
     if ((p = s_after_str(buf, n, "llama.attention.head_count_kv")))
@@ -1112,6 +1127,11 @@ int main(void)
     CHECK(system(cmd) == 0, "cannot unpack the vocabulary fixture (run from the repository root)");
     quant_isa isa = quant_isa_current();
     printf("test_arch: dot products on %s\n", quant_isa_name(isa));
+    if (getenv("ARCH_FIXTURE")) { /* one llama.cpp fixture alone, for making one */
+        s_test_llama_cpp(getenv("ARCH_FIXTURE"));
+        quant_pool_shutdown();
+        return CHECK_DONE("test_arch");
+    }
     s_test_dense();
     s_test_dense_quant("q8_0", QUANT_Q8_0);
     s_test_dense_quant("q4_K", QUANT_Q4_K);
@@ -1124,6 +1144,7 @@ int main(void)
     s_test_llama_cpp("tests/fixtures/llama/expected.json");
     s_test_llama_cpp("tests/fixtures/llama/expected-families.json");
     s_test_llama_cpp("tests/fixtures/llama/expected-moe.json");
+    s_test_llama_cpp("tests/fixtures/llama/expected-gptoss.json");
     quant_pool_shutdown();
     return CHECK_DONE("test_arch");
 }

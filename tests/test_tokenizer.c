@@ -546,7 +546,7 @@ static void test_fuzz(void)
 int main(void)
 {
     const char *d = getenv("SWARM_TEST_TMP");
-    char spm[600], bpe[600], qwen3[600], gemma3[600], gpt4o[600];
+    char spm[600], bpe[600], qwen3[600], gemma3[600], gpt4o[600], gptoss[600];
     snprintf(s_dir, sizeof s_dir, "%s", d && *d ? d : "tests/tmp");
     if (mkdir(s_dir, 0755) && errno != EEXIST) {
         fprintf(stderr, "mkdir %s: %s\n", s_dir, strerror(errno));
@@ -556,13 +556,15 @@ int main(void)
                s_gunzip("llama3-bpe.gguf", bpe, sizeof bpe) == 0 &&
                s_gunzip("qwen3-bpe.gguf", qwen3, sizeof qwen3) == 0 &&
                s_gunzip("gemma3-spm.gguf", gemma3, sizeof gemma3) == 0 &&
-               s_gunzip("gpt4o-bpe.gguf", gpt4o, sizeof gpt4o) == 0;
+               s_gunzip("gpt4o-bpe.gguf", gpt4o, sizeof gpt4o) == 0 &&
+               s_gunzip("gptoss-bpe.gguf", gptoss, sizeof gptoss) == 0;
     CHECK(have, "unpack the fixtures from " FIX_DIR " (run from the repository root)");
     if (have) {
         test_parity(FIX_DIR "/expected.tsv", 600, spm, bpe, NULL, NULL);
         test_parity(FIX_DIR "/expected-qwen3.tsv", 150, spm, bpe, "qwen3-bpe", qwen3);
         test_parity(FIX_DIR "/expected-gemma3.tsv", 150, spm, bpe, "gemma3-spm", gemma3);
         test_parity(FIX_DIR "/expected-gpt4o.tsv", 150, spm, bpe, "gpt4o-bpe", gpt4o);
+        test_parity(FIX_DIR "/expected-gptoss.tsv", 150, spm, bpe, "gptoss-bpe", gptoss);
         test_behaviour(spm, bpe);
         test_threads(spm, bpe);
     }

@@ -4,6 +4,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 typedef enum {
     S_CHATML,
@@ -26,6 +27,7 @@ typedef enum {
     S_PHI3_4K,
     S_PHI4,
     S_PHI4_MINI,
+    S_GPT_OSS,
 } s_family;
 
 static const struct {
@@ -54,6 +56,7 @@ static const struct {
     {"phi3-4k", S_PHI3_4K, "<s>", "Phi-3-mini-4k: <|user|> ... <|end|> then <|assistant|>, no system role"},
     {"phi4", S_PHI4, "", "Phi-4: <|im_start|>role<|im_sep|> ... <|im_end|>"},
     {"phi4-mini", S_PHI4_MINI, "", "Phi-4-mini: <|role|> ... <|end|>, no newlines"},
+    {"gpt-oss", S_GPT_OSS, "", "gpt-oss's harmony: <|start|>role<|message|> ... <|end|>, its system message with today's date, the first system message as the developer's instructions"},
 };
 #define S_NTMPL (sizeof s_tmpl / sizeof s_tmpl[0])
 
@@ -73,7 +76,7 @@ static void s_fail(char *err, size_t errlen, const char *fmt, ...)
 static const char *const s_names[] = {
     "chatml", "llama2", "llama2-sys", "llama2-sys-bos", "llama2-sys-strip", "mistral-v1",
     "mistral-v3", "mistral-v3-tekken", "mistral-v7", "llama3", "zephyr", "tinyllama", "gemma",
-    "gemma3", "qwen3", "qwen3-no-think", "phi3", "phi3-4k", "phi4", "phi4-mini", NULL,
+    "gemma3", "qwen3", "qwen3-no-think", "phi3", "phi3-4k", "phi4", "phi4-mini", "gpt-oss", NULL,
 };
 _Static_assert(sizeof s_names / sizeof s_names[0] == S_NTMPL + 1, "s_names and s_tmpl differ");
 
@@ -147,6 +150,8 @@ static int s_user_turn_end(const char *j)
 static int s_detect(const char *j, const char **why)
 {
     *why = NULL;
+    if (s_has(j, "<|channel|>")) /* llama.cpp: LLM_CHAT_TEMPLATE_OPENAI_MOE */
+        return S_GPT_OSS;
     if (s_has(j, "<|im_start|>")) {
         if (s_has(j, "<|im_sep|>"))
             return S_PHI4;
@@ -562,6 +567,59 @@ static void s_phi(s_buf *b, s_family f, const chat_msg *m, size_t n, int gen)
         s_puts(b, "<|endoftext|>");
 }
 
+/* gpt-oss's own template (its chat_template.jinja; llama.cpp's models/templates/
+ * openai-gpt-oss-120b.jinja) with no tools and the defaults of its kwargs: the system message
+ * it writes (model identity, knowledge cutoff, today's date as strftime_now("%Y-%m-%d") in
+ * local time, reasoning medium, the channels), then a first system message as the developer's
+ * "# Instructions", user turns, assistant turns on the final channel (<|end|>; the last one
+ * <|return|> when no generation prompt follows), later system messages dropped as the
+ * template drops them; an assistant text carrying channel tags is refused as the template
+ * raises. */
+static int s_gptoss(s_buf *b, const chat_msg *m, size_t n, int gen, char *err, size_t errlen)
+{
+    char date[32] = "";
+    time_t now = time(NULL);
+    struct tm tm;
+    if (!localtime_r(&now, &tm) || !strftime(date, sizeof date, "%Y-%m-%d", &tm)) {
+        s_fail(err, errlen, "chat: gpt-oss: cannot format today's date");
+        return -1;
+    }
+    s_puts(b, "<|start|>system<|message|>You are ChatGPT, a large language model trained by "
+              "OpenAI.\nKnowledge cutoff: 2024-06\nCurrent date: ");
+    s_puts(b, date);
+    s_puts(b, "\n\nReasoning: medium\n\n# Valid channels: analysis, commentary, final. Channel "
+              "must be included for every message.<|end|>");
+    size_t i = 0;
+    if (n > 0 && strcmp(m[0].role, "system") == 0) {
+        if (m[0].content[0]) {
+            s_puts(b, "<|start|>developer<|message|># Instructions\n\n");
+            s_puts(b, m[0].content);
+            s_puts(b, "\n\n<|end|>");
+        }
+        i = 1;
+    }
+    for (; i < n; i++) {
+        if (strcmp(m[i].role, "user") == 0) {
+            s_puts(b, "<|start|>user<|message|>");
+            s_puts(b, m[i].content);
+            s_puts(b, "<|end|>");
+        } else if (strcmp(m[i].role, "assistant") == 0) {
+            if (strstr(m[i].content, "<|channel|>analysis<|message|>") ||
+                strstr(m[i].content, "<|channel|>final<|message|>")) {
+                s_fail(err, errlen, "chat message %zu: gpt-oss: an assistant text with "
+                       "<|channel|> tags (the template refuses it)", i);
+                return -1;
+            }
+            s_puts(b, "<|start|>assistant<|channel|>final<|message|>");
+            s_puts(b, m[i].content);
+            s_puts(b, i + 1 == n && !gen ? "<|return|>" : "<|end|>");
+        }
+    }
+    if (gen)
+        s_puts(b, "<|start|>assistant");
+    return 0;
+}
+
 /* The families whose turn is "open role, content, close" (ChatML, Llama 3, Zephyr). */
 static void s_turns(s_buf *b, s_family f, const chat_msg *m, size_t n, int gen)
 {
@@ -665,6 +723,10 @@ int chat_render(const char *name, const chat_msg *msgs, size_t n, int add_genera
     case S_PHI4:
     case S_PHI4_MINI:
         s_phi(&b, f, msgs, n, add_generation_prompt);
+        break;
+    case S_GPT_OSS:
+        if (s_gptoss(&b, msgs, n, add_generation_prompt, err, errlen))
+            return -1;
         break;
     default:
         s_turns(&b, f, msgs, n, add_generation_prompt);

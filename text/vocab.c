@@ -133,6 +133,33 @@ static int s_by_text(const char *txt, size_t len)
     return 0;
 }
 
+static int s_is_text(const char *txt, size_t len, const char *want)
+{
+    return strlen(want) == len && !memcmp(txt, want, len);
+}
+
+/* llama.cpp's o200k_harmony workaround: when the end-of-generation set holds "<|return|>" and
+ * "<|call|>" (or "<|calls|>" and "<|flush|>"), "<|end|>" ends a message, not the generation:
+ * it leaves the set and becomes user-defined. */
+static void s_harmony_end(tokenizer *t)
+{
+    int ret = 0, call = 0, flush = 0, end = -1;
+    for (int i = 0; i < t->n_eog; i++) {
+        const char *x = t->text[t->eog[i]];
+        size_t n = t->text_len[t->eog[i]];
+        ret |= s_is_text(x, n, "<|return|>");
+        call |= s_is_text(x, n, "<|call|>") || s_is_text(x, n, "<|calls|>");
+        flush |= s_is_text(x, n, "<|flush|>");
+        if (s_is_text(x, n, "<|end|>"))
+            end = i;
+    }
+    if (end < 0 || !((ret && call) || (call && flush)))
+        return;
+    t->type[t->eog[end]] = TOKEN_USER_DEFINED;
+    memmove(t->eog + end, t->eog + end + 1, (size_t)(t->n_eog - end - 1) * sizeof *t->eog);
+    t->n_eog--;
+}
+
 /* Copy the token texts, scores and types; index texts. */
 static int s_vocab(tokenizer *t, const gguf_file *g, char *err, size_t errlen)
 {
@@ -205,6 +232,11 @@ static int s_vocab(tokenizer *t, const gguf_file *g, char *err, size_t errlen)
             t->type[i] = TOKEN_CONTROL;
         if (by_text == 2 && t->n_eog < (int)(sizeof t->eog / sizeof t->eog[0]))
             t->eog[t->n_eog++] = (int32_t)i;
+        /* llama.cpp's "quick hack for gpt-oss": harmony's markup tokens are user-defined,
+         * parsed in any text and always rendered */
+        if (s_is_text(t->text[i], len, "<|channel|>") || s_is_text(t->text[i], len, "<|message|>") ||
+            s_is_text(t->text[i], len, "<|start|>") || s_is_text(t->text[i], len, "<|constrain|>"))
+            t->type[i] = TOKEN_USER_DEFINED;
         /* A text given twice maps to its last id, as llama.cpp's token_to_id. */
         uint32_t h = (uint32_t)XXH3_64bits(t->text[i], len) & t->text_mask;
         while (t->text_slot[h] && (t->text_len[t->text_slot[h] - 1] != len ||
@@ -216,6 +248,7 @@ static int s_vocab(tokenizer *t, const gguf_file *g, char *err, size_t errlen)
             t->special[t->n_special++] = (int32_t)i;
     }
     qsort_r(t->special, (size_t)t->n_special, sizeof *t->special, s_cmp_special, t);
+    s_harmony_end(t);
     return 0;
 }
 
