@@ -74,6 +74,13 @@ try:
         time.sleep(0.05)
     facts["arm"] = ev("document.getElementById('arm').textContent", sid)
     facts["model"] = ev("document.getElementById('model').textContent", sid)
+    # The reply's bytes are paced by Chromium's own network throttling (4 KiB/s, about 2 s for
+    # 48 tokens' events), so it reaches the page in several reads whatever the machine's speed:
+    # unthrottled, a tiny model's 48 tokens on a loaded machine arrived in one read, and the
+    # page, rightly, rendered them once (seen in a full run at load 8).
+    call("Network.enable", {}, sid)
+    call("Network.emulateNetworkConditions", {"offline": False, "latency": 0,
+         "downloadThroughput": 4096, "uploadThroughput": -1}, sid)
     # Every change of the reply's text is recorded, with its length, as it happens.
     ev("""window.__lens = [];
     new MutationObserver(() => { const r = document.getElementById('reply-1');
@@ -86,6 +93,8 @@ try:
     document.getElementById('form').requestSubmit(); true""" % json.dumps(api_key), sid)
     while ev("!!(document.getElementById('reply-1')||{dataset:{}}).dataset.done", sid) is not True:
         time.sleep(0.05)
+    call("Network.emulateNetworkConditions", {"offline": False, "latency": 0,
+         "downloadThroughput": -1, "uploadThroughput": -1}, sid)
     facts["reply"] = ev("document.getElementById('reply-1').querySelector('span').textContent", sid)
     lens = ev("window.__lens", sid) or []
     facts["updates"] = len(set(l for l in lens if l > 0))
