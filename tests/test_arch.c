@@ -1124,6 +1124,7 @@ int main(void)
     s_test_llama_cpp("tests/fixtures/llama/expected.json");
     s_test_llama_cpp("tests/fixtures/llama/expected-families.json");
     s_test_llama_cpp("tests/fixtures/llama/expected-moe.json");
+    s_test_llama_cpp("tests/fixtures/llama/expected-families-quant.json");
     quant_pool_shutdown();
     return CHECK_DONE("test_arch");
 }
