@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "arch/arch_int.h"
+#include "arch/decoder.h"
 #include "quant/quant.h"
 #include "base/util.h"
 
@@ -208,6 +209,49 @@ void arch_layer_cost(const arch_model *m, uint32_t layer, arch_cost *c)
     if (layer >= m->hp.n_layers)
         return;
     m->ops->cost(m, layer, c);
+}
+
+/* ---------------------------------------------------------------- KV caches */
+
+uint32_t arch_layer_window(const arch_model *m, uint32_t l)
+{
+    if (!arch_model_has(m, ARCH_KV) || l >= m->hp.n_layers || !arch_dec_is_local(&m->hp, l))
+        return 0;
+    return m->hp.n_swa;
+}
+
+uint32_t arch_kv_rows(const arch_model *m, uint32_t l, uint32_t n_ctx, uint32_t max_batch)
+{
+    uint64_t w = arch_layer_window(m, l);
+    if (!w)
+        return n_ctx;
+    w += max_batch ? max_batch : 1;
+    return w < n_ctx ? (uint32_t)w : n_ctx;
+}
+
+uint64_t arch_kv_bytes(const arch_model *m, uint32_t first, uint32_t last, uint32_t n_ctx,
+                       uint32_t max_batch)
+{
+    uint64_t b = 0;
+    for (uint32_t l = first; l < last && l < m->hp.n_layers; l++) {
+        arch_cost c;
+        arch_layer_cost(m, l, &c);
+        b += (uint64_t)arch_kv_rows(m, l, n_ctx, max_batch) * c.kv_bytes_per_pos;
+    }
+    return b;
+}
+
+uint32_t arch_kv_resume(const arch_model *m, uint32_t n_ctx, uint32_t max_batch, uint32_t high,
+                        uint32_t pos)
+{
+    for (uint32_t l = 0; l < m->hp.n_layers && pos; l++) {
+        uint32_t w = arch_layer_window(m, l), rows = arch_kv_rows(m, l, n_ctx, max_batch);
+        /* the ring's rows hold positions high - rows .. high - 1 (a later write of position
+         * t + rows overwrote t), and resuming at pos needs pos - w + 1 .. pos - 1 */
+        if (w && high > rows && (uint64_t)pos + rows < (uint64_t)high + w - 1)
+            pos = 0;
+    }
+    return pos;
 }
 
 /* ---------------------------------------------------------------- running */

@@ -199,12 +199,34 @@ typedef struct {
     float *rope_long, *rope_short;
 } arch_model;
 
-/* The KV cache of one session for one layer: K and V of every cached position. */
+/* The KV cache of one session for one layer: K and V of every cached position, in a ring of
+ * n_rows rows: position p in row p % n_rows. A layer that attends to all positions has a row
+ * for each (n_rows = n_ctx: the ring never wraps); a sliding-window layer only its window and
+ * a pass's positions (arch_kv_rows), as llama.cpp keeps for its SWA layers, so a long
+ * context costs its memory only in the global layers. */
 typedef struct {
     uint32_t n_ctx;               /* positions it can hold */
     uint32_t kv_dim;              /* n_head_kv * head_dim */
-    float *k, *v;                 /* (n_ctx, kv_dim) each, owned by the caller */
+    float *k, *v;                 /* (n_rows, kv_dim) each, owned by the caller */
+    uint32_t n_rows;              /* rows in k and v; 0 means n_ctx */
 } arch_kv;
+
+/* Positions layer l attends back to (its sliding window: position p sees p - window + 1 .. p),
+ * 0 when it sees them all. From the hyper-parameters, whatever the family. */
+uint32_t arch_layer_window(const arch_model *m, uint32_t l);
+/* Rows of layer l's KV cache for a session of n_ctx positions run max_batch at most per pass:
+ * n_ctx, or for a sliding-window layer min(n_ctx, window + max_batch) (a pass writes all its
+ * positions before attending, and its first one still needs the window before it). */
+uint32_t arch_kv_rows(const arch_model *m, uint32_t l, uint32_t n_ctx, uint32_t max_batch);
+/* KV cache bytes of layers first..last-1 for one such session (K and V in f32). */
+uint64_t arch_kv_bytes(const arch_model *m, uint32_t first, uint32_t last, uint32_t n_ctx,
+                       uint32_t max_batch);
+/* Where a session can resume after writing positions up to high - 1 (the most it ever held
+ * since it was empty) and being cut back to pos: pos when every sliding-window layer's ring
+ * still holds the window before pos, else 0 (the prompt runs again, as llama.cpp does when its
+ * SWA cache lacks the positions). */
+uint32_t arch_kv_resume(const arch_model *m, uint32_t n_ctx, uint32_t max_batch, uint32_t high,
+                        uint32_t pos);
 
 /* One layer's run over n positions of one session (n = 1 when generating), or of several
  * sessions at once (arch_layer_begin_segs: continuous batching). */

@@ -127,12 +127,14 @@ __attribute__((target("avx"))) static void s_scores_avx(const float *q, const fl
     }
 }
 
-/* out[0..hd) = sum over t of (w[t] * inv) * v_t, t in order, each element starting from 0.
- * v_t = v + t * stride. */
+/* out[0..hd) = sum over t of (w[t] * inv) * v_t, t in order, each element starting from 0, or
+ * from out's value when acc (a second run of cache rows continues the first's sums: the same
+ * adds in the same order as one run over both). v_t = v + t * stride. */
 static void s_wsum(float *out, const float *w, float inv, const float *v, size_t stride,
-                   uint32_t len, uint32_t hd)
+                   uint32_t len, uint32_t hd, int acc)
 {
-    memset(out, 0, hd * sizeof(float));
+    if (!acc)
+        memset(out, 0, hd * sizeof(float));
     for (uint32_t t = 0; t < len; t++) {
         const float *vt = v + (size_t)t * stride;
         float a = w[t] * inv;
@@ -146,13 +148,13 @@ static void s_wsum(float *out, const float *w, float inv, const float *v, size_t
  * every t). */
 __attribute__((target("avx"))) static void s_wsum_avx(float *out, const float *w, float inv,
                                                       const float *v, size_t stride,
-                                                      uint32_t len, uint32_t hd)
+                                                      uint32_t len, uint32_t hd, int acc)
 {
     uint32_t i0 = 0;
     for (; i0 + 64 <= hd; i0 += 64) {
         __m256 o[8];
         for (int j = 0; j < 8; j++)
-            o[j] = _mm256_setzero_ps();
+            o[j] = acc ? _mm256_loadu_ps(out + i0 + 8 * j) : _mm256_setzero_ps();
         for (uint32_t t = 0; t < len; t++) {
             const float *vt = v + (size_t)t * stride + i0;
             __m256 a = _mm256_set1_ps(w[t] * inv);
@@ -164,6 +166,12 @@ __attribute__((target("avx"))) static void s_wsum_avx(float *out, const float *w
     }
     for (; i0 + 32 <= hd; i0 += 32) {
         __m256 o0 = _mm256_setzero_ps(), o1 = o0, o2 = o0, o3 = o0;
+        if (acc) {
+            o0 = _mm256_loadu_ps(out + i0);
+            o1 = _mm256_loadu_ps(out + i0 + 8);
+            o2 = _mm256_loadu_ps(out + i0 + 16);
+            o3 = _mm256_loadu_ps(out + i0 + 24);
+        }
         for (uint32_t t = 0; t < len; t++) {
             const float *vt = v + (size_t)t * stride + i0;
             __m256 a = _mm256_set1_ps(w[t] * inv);
@@ -178,7 +186,7 @@ __attribute__((target("avx"))) static void s_wsum_avx(float *out, const float *w
         _mm256_storeu_ps(out + i0 + 24, o3);
     }
     if (i0 < hd)
-        s_wsum(out + i0, w, inv, v + i0, stride, len, hd - i0);
+        s_wsum(out + i0, w, inv, v + i0, stride, len, hd - i0, acc);
 }
 
 static int s_have_avx(void)
@@ -193,13 +201,25 @@ static int s_have_avx(void)
 void arch_attn_head(const float *q, const float *k, const float *v, size_t stride, uint32_t len,
                     uint32_t hd, float scale, float softcap, float sink, float *w, float *out)
 {
+    arch_attn_head2(q, k, v, len, NULL, NULL, 0, stride, hd, scale, softcap, sink, w, out);
+}
+
+void arch_attn_head2(const float *q, const float *k, const float *v, uint32_t len,
+                     const float *k2, const float *v2, uint32_t len2, size_t stride, uint32_t hd,
+                     float scale, float softcap, float sink, float *w, float *out)
+{
     int avx = s_have_avx();
+    uint32_t all = len + len2;
     float mx = -INFINITY, inv_cap = softcap > 0 ? 1.0f / softcap : 0;
-    if (avx)
+    if (avx) {
         s_scores_avx(q, k, stride, len, hd, scale, w);
-    for (uint32_t t = 0; t < len; t++) {
+        if (len2)
+            s_scores_avx(q, k2, stride, len2, hd, scale, w + len);
+    }
+    for (uint32_t t = 0; t < all; t++) {
         if (!avx)
-            w[t] = s_dot8(q, k + (size_t)t * stride, hd) * scale;
+            w[t] = s_dot8(q, t < len ? k + (size_t)t * stride : k2 + (size_t)(t - len) * stride,
+                          hd) * scale;
         if (softcap > 0)
             w[t] = tanhf(w[t] * inv_cap) * softcap;
         mx = w[t] > mx ? w[t] : mx;
@@ -208,12 +228,14 @@ void arch_attn_head(const float *q, const float *k, const float *v, size_t strid
      * with sinks); -INFINITY changes neither */
     mx = sink > mx ? sink : mx;
     float sum = 0;
-    for (uint32_t t = 0; t < len; t++) {
+    for (uint32_t t = 0; t < all; t++) {
         w[t] = expf(w[t] - mx);
         sum += w[t];
     }
     if (sink != -INFINITY)
         sum += expf(sink - mx);
     float inv = 1.0f / sum;
-    (avx ? s_wsum_avx : s_wsum)(out, w, inv, v, stride, len, hd);
+    (avx ? s_wsum_avx : s_wsum)(out, w, inv, v, stride, len, hd, 0);
+    if (len2)
+        (avx ? s_wsum_avx : s_wsum)(out, w + len, inv, v2, stride, len2, hd, 1);
 }

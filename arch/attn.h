@@ -40,4 +40,11 @@ void arch_rope(float *v, uint32_t n_heads, uint32_t hd, const arch_rope_args *a,
 void arch_attn_head(const float *q, const float *k, const float *v, size_t stride, uint32_t len,
                     uint32_t hd, float scale, float softcap, float sink, float *w, float *out);
 
+/* arch_attn_head over two runs of cache rows, len then len2 (k2, v2; len2 may be 0): a
+ * sliding-window layer's ring (arch_kv) holds the window's oldest positions at its end and the
+ * newest at its start. The bits are one run's over the rows in that order. */
+void arch_attn_head2(const float *q, const float *k, const float *v, uint32_t len,
+                     const float *k2, const float *v2, uint32_t len2, size_t stride, uint32_t hd,
+                     float scale, float softcap, float sink, float *w, float *out);
+
 #endif

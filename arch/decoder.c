@@ -574,6 +574,15 @@ int arch_dec_begin(arch_run *r, char *err, size_t errlen)
                      sg->pos0 + sg->n - 1, kv->n_ctx);
             return -1;
         }
+        /* a ring shorter than the context (a sliding-window layer's, arch_kv_rows) must hold
+         * the window before the pass's first position and all the pass's positions */
+        uint32_t rows = kv->n_rows ? kv->n_rows : kv->n_ctx, w = arch_layer_window(m, r->layer);
+        if (rows < kv->n_ctx && (!w || (uint64_t)rows + 1 < (uint64_t)w + sg->n)) {
+            arch_err(err, errlen, m->g->path, "layer %u: a KV cache of %u rows holds neither "
+                     "the context (%u) nor the window (%u) and %u positions", r->layer, rows,
+                     kv->n_ctx, w, sg->n);
+            return -1;
+        }
         ctx = kv->n_ctx > ctx ? kv->n_ctx : ctx;
     }
     s->scores_row = ctx;
@@ -673,10 +682,14 @@ static void s_attn_task(void *arg, int tid, int nt)
          * (llama.cpp's is_masked_swa: masked when pos - t >= n_swa) */
         uint32_t t0 = s->window && pos >= s->window ? pos - s->window + 1 : 0;
         const float *q = s->q + (size_t)p * qd + (size_t)h * hd;
-        arch_attn_head(q, kv->k + (size_t)t0 * kvd + (size_t)kh * hd,
-                       kv->v + (size_t)t0 * kvd + (size_t)kh * hd, kvd, pos + 1 - t0, hd,
-                       scale, hp->attn_softcap, s->vec[DEC_SINKS] ? s->vec[DEC_SINKS][h] : -INFINITY,
-                       w, s->att + (size_t)p * qd + (size_t)h * hd);
+        /* positions t0..pos in the ring (arch_kv): from t0's row to the end, then from row 0 */
+        uint32_t rows = kv->n_rows ? kv->n_rows : kv->n_ctx, r0 = t0 % rows, len = pos + 1 - t0;
+        uint32_t len1 = len < rows - r0 ? len : rows - r0;
+        size_t off = (size_t)kh * hd;
+        arch_attn_head2(q, kv->k + (size_t)r0 * kvd + off, kv->v + (size_t)r0 * kvd + off, len1,
+                        kv->k + off, kv->v + off, len - len1, kvd, hd, scale, hp->attn_softcap,
+                        s->vec[DEC_SINKS] ? s->vec[DEC_SINKS][h] : -INFINITY, w,
+                        s->att + (size_t)p * qd + (size_t)h * hd);
     }
 }
 
@@ -723,8 +736,9 @@ static int s_attention(arch_run *r)
         if (hp->attn_scale_q) /* gemma3's graph scales q itself (ggml_scale) */
             for (uint32_t i = 0; i < qd; i++)
                 q[i] *= hp->attn_scale;
-        memcpy(kv->k + (size_t)pos * kvd, k, kvd * sizeof(float));
-        memcpy(kv->v + (size_t)pos * kvd, v, kvd * sizeof(float));
+        size_t row = pos % (kv->n_rows ? kv->n_rows : kv->n_ctx);
+        memcpy(kv->k + row * kvd, k, kvd * sizeof(float));
+        memcpy(kv->v + row * kvd, v, kvd * sizeof(float));
     }
     char why[160];
     if (quant_pool_run(r->nthreads, s_attn_task, r, why, sizeof why))

@@ -93,6 +93,19 @@ static double s_layer_eps(quant_type t)
     case QUANT_Q6_K: q = 32, k = sqrt(2); break;
     case QUANT_Q5_K: q = 31, k = sqrt(2); break;
     case QUANT_Q4_K: q = 15, k = sqrt(2); break;
+    /* issue 20's types, by the same rule: with a min (q4_1, q5_1, q2_K) the codes span
+     * max - min, up to 2 max|w|, so q is half the code count less one; q3_K's codes are
+     * -4..3; IQ4's 16 codes are unevenly spaced (steps 11 to 24 of 127), the rms of a uniform
+     * weight's error that of even steps of 17.6 of 127: q = 7; the super-block types round
+     * their sub-block scales (x sqrt(2)) and meet q8_K activations (kappa 5), the blocks of
+     * 32 q8_0 / q8_1 ones (kappa 4) */
+    case QUANT_Q4_1: q = 7.5, k = 1, kappa = 4; break;
+    case QUANT_Q5_0: q = 16, k = 1, kappa = 4; break;
+    case QUANT_Q5_1: q = 15.5, k = 1, kappa = 4; break;
+    case QUANT_IQ4_NL: q = 7, k = 1, kappa = 4; break;
+    case QUANT_IQ4_XS: q = 7, k = sqrt(2); break;
+    case QUANT_Q3_K: q = 4, k = sqrt(2); break;
+    case QUANT_Q2_K: q = 1.5, k = sqrt(2); break;
     default: return 0;
     }
     double ew = k / (2 * q), eu = kappa / (127 * sqrt(12));

@@ -249,7 +249,8 @@ typedef struct {
 static const char *const s_io[] = { "direct", "buffered", NULL };
 static const char *const s_buffers[] = { "huge", "4k", NULL };
 /* the types `swarm quantize` gives the dense model's W (the K types as themselves) */
-static const char *const s_qtypes[] = { "q8_0", "q6_K", "q5_K", "q4_K", "q4_0", NULL };
+static const char *const s_qtypes[] = { "q8_0", "q6_K", "q5_K", "q4_K", "q4_0", "q4_1", "q5_0",
+                                        "q5_1", "iq4_nl", "iq4_xs", "q3_K", "q2_K", NULL };
 
 /* Every key of every fixed section, in the order the "unknown key" message lists them; the
  * sections in the order the "unknown section" message lists them. [worker.NAME] and

@@ -259,7 +259,10 @@ int partition_llm(const arch_model *am, const partition_llm_opts *o, uint32_t n_
     for (uint32_t l = 0; l < L; l++) {
         arch_layer_cost(am, l, &cost);
         p->layer_weight[l] = partition_layer_bytes(&am->layers[l]);
-        p->layer_kv[l] = (uint64_t)o->sessions * o->n_ctx * cost.kv_bytes_per_pos;
+        /* a sliding-window layer's ring: its window and a message (arch_kv_rows), as the
+         * worker's slice allocates it */
+        p->layer_kv[l] = (uint64_t)o->sessions * arch_kv_bytes(am, l, l + 1, o->n_ctx,
+                                                                o->max_batch);
         layers_all += p->layer_weight[l] + p->layer_kv[l];
     }
     uint64_t fixed = p->overhead_bytes + p->buffer_bytes;

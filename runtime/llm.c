@@ -60,6 +60,8 @@ struct llm_session {
     llm_model *m;
     uint64_t id;                  /* the resident arm's session id */
     uint32_t n_ctx, n_batch, n_past;
+    uint32_t n_high;              /* the most positions held since it was empty: what its
+                                   * sliding-window rings may still hold (arch_kv_resume) */
     int nthreads;
     arch_kv *kv;                  /* n_layers, over one allocation */
     float *kv_mem;
@@ -82,12 +84,13 @@ llm_model *llm_model_open(const char *path, char *err, size_t errlen)
     return llm_model_open_opts(path, NULL, err, errlen);
 }
 
-/* Bytes a session of n_ctx positions, n_batch per pass, holds: its KV caches, activations,
- * the final norm in f32, and attention's scores at the most threads (llama.c). */
-static uint64_t s_session_bytes(const arch_hparams *hp, uint32_t n_ctx, uint32_t n_batch)
+/* Bytes a session of n_ctx positions, n_batch per pass, holds: its KV caches (a
+ * sliding-window layer's only its window and a pass: arch_kv_rows), activations, the final
+ * norm in f32, and attention's scores at the most threads (llama.c). */
+static uint64_t s_session_bytes(const arch_model *am, uint32_t n_ctx, uint32_t n_batch)
 {
-    uint64_t kvd = (uint64_t)hp->n_head_kv * hp->head_dim;
-    return 2ull * n_ctx * kvd * sizeof(float) * hp->n_layers +
+    const arch_hparams *hp = &am->hp;
+    return arch_kv_bytes(am, 0, hp->n_layers, n_ctx, n_batch) +
            2ull * n_batch * hp->dim * sizeof(float) + hp->dim * sizeof(float) +
            (uint64_t)QUANT_MAX_THREADS * n_ctx * sizeof(float);
 }
@@ -151,7 +154,7 @@ static void s_ssd_exec_opts(const arch_model *am, const llm_opts *o, exec_opts *
                        .experts_dense = o->experts_dense,
                        .verify_resident = 1, .max_pos = s_ssd_max_pos(o),
                        .held_bytes = held + o->n_sessions *
-                                                s_session_bytes(&am->hp, o->n_ctx, o->n_batch) };
+                                                s_session_bytes(am, o->n_ctx, o->n_batch) };
     if (o->n_sessions > 1)
         eo->held_bytes += s_batch_bytes(&am->hp, s_ssd_max_pos(o), o->n_sessions);
 }
@@ -546,22 +549,26 @@ llm_session *llm_session_new(llm_model *m, uint32_t n_ctx, uint32_t n_batch, cha
     s->n_batch = n_batch;
     s->nthreads = 1;
     uint32_t kvd = hp->n_head_kv * hp->head_dim;
-    /* floats of K (or V) per layer; the resident arm's caches are the workers' */
-    size_t per = m->arm == LLM_ARM_RESIDENT ? 1 : (size_t)n_ctx * kvd;
+    /* floats of K and V of all layers (a sliding-window layer's ring is shorter:
+     * arch_kv_rows); the resident arm's caches are the workers' */
+    size_t all = m->arm == LLM_ARM_RESIDENT ? 2 * hp->n_layers
+                                            : arch_kv_bytes(&m->am, 0, hp->n_layers, n_ctx,
+                                                            n_batch) / sizeof(float);
     char why[160];
     if (!(s->kv = calloc(hp->n_layers, sizeof *s->kv)) ||
-        !(s->kv_mem = malloc(2 * per * hp->n_layers * sizeof(float))) ||
+        !(s->kv_mem = malloc(all * sizeof(float))) ||
         !(s->x = malloc((size_t)n_batch * hp->dim * sizeof(float))) ||
         !(s->xn = malloc((size_t)n_batch * hp->dim * sizeof(float))) ||
         !(s->norm_w = malloc(hp->dim * sizeof(float)))) {
         arch_err(err, errlen, path, "out of memory for a session of %u positions", n_ctx);
         goto err;
     }
+    float *next = s->kv_mem;
     for (uint32_t l = 0; l < hp->n_layers; l++) {
-        s->kv[l].n_ctx = n_ctx;
-        s->kv[l].kv_dim = kvd;
-        s->kv[l].k = s->kv_mem + 2 * per * l;
-        s->kv[l].v = s->kv[l].k + per;
+        uint32_t rows = m->arm == LLM_ARM_RESIDENT ? 1 : arch_kv_rows(&m->am, l, n_ctx, n_batch);
+        s->kv[l] = (arch_kv){ .n_ctx = n_ctx, .kv_dim = kvd, .n_rows = rows, .k = next };
+        s->kv[l].v = next + (m->arm == LLM_ARM_RESIDENT ? 1 : (size_t)rows * kvd);
+        next = s->kv[l].v + (m->arm == LLM_ARM_RESIDENT ? 1 : (size_t)rows * kvd);
     }
     if (quant_dequantize_row((quant_type)m->am.out_norm.type, m->out_norm, s->norm_w, hp->dim,
                              why, sizeof why)) {
@@ -634,14 +641,19 @@ void llm_session_rewind(llm_session *s, uint32_t pos)
      * are overwritten by the next pass before attention reads them (it reads 0..n_past). */
     if (pos < s->n_past)
         s->n_past = pos;
+    /* a sliding-window layer's ring may no longer hold the window before pos: then nothing
+     * is kept (the resident arm's workers size their rings for their larger batch, so the
+     * rule on this session's batch is the safe one for them too) */
+    s->n_past = arch_kv_resume(&s->m->am, s->n_ctx, s->n_batch, s->n_high, s->n_past);
+    if (!s->n_past)
+        s->n_high = 0;
     if (s->m->arm == LLM_ARM_RESIDENT && s->m->hook.trim)
         s->m->hook.trim(s->m->hook.ctx, s->id, s->n_past);
 }
 
 uint64_t llm_session_kv_bytes(const llm_session *s)
 {
-    const arch_hparams *hp = &s->m->am.hp;
-    return 2ull * s->n_ctx * hp->n_head_kv * hp->head_dim * sizeof(float) * hp->n_layers;
+    return arch_kv_bytes(&s->m->am, 0, s->m->am.hp.n_layers, s->n_ctx, s->n_batch);
 }
 
 /* A streamed layer failed the content gate in the pass just run: the model is faulted for
@@ -751,6 +763,7 @@ static int s_pass(llm_session *s, const int32_t *tokens, uint32_t n, float *logi
                 return -1;
     }
     s->n_past += n;
+    s->n_high = s->n_past > s->n_high ? s->n_past : s->n_high;
     if (!logits)
         return 0;
     uint32_t first = all ? 0 : n - 1, cnt = all ? n : 1;
@@ -981,6 +994,8 @@ static int s_batch_pass(llm_model *m, s_step *const *st, uint32_t k, int nthread
     for (uint32_t i = 0; i < k; i++) {
         row += st[i]->n;
         st[i]->s->n_past += st[i]->n;
+        if (st[i]->s->n_past > st[i]->s->n_high)
+            st[i]->s->n_high = st[i]->s->n_past;
         if (st[i]->logits)
             arch_rmsnorm(b->x + (size_t)(row - 1) * d, st[i]->s->norm_w, b->xn + (size_t)nl++ * d,
                          d, hp->norm_eps);

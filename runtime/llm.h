@@ -145,7 +145,8 @@ uint32_t llm_session_pos(const llm_session *s);
 void llm_session_reset(llm_session *s);
 /* Keep only the first pos positions (pos <= llm_session_pos): what follows is run again over
  * them. A conversation whose re-tokenized history differs from the tokens generated keeps its
- * common prefix. */
+ * common prefix. A sliding-window layer's ring that no longer holds the window before pos
+ * keeps nothing (arch_kv_resume): llm_session_pos says what was kept. */
 void llm_session_rewind(llm_session *s, uint32_t pos);
 /* Bytes of the session's KV cache. */
 uint64_t llm_session_kv_bytes(const llm_session *s);

@@ -36,7 +36,7 @@ static void s_slot_free(slice_t *s, s_slot *sl)
             free(sl->kv[l].v);
         }
         free(sl->kv);
-        s->kv_alloc -= 2ull * (s->last - s->first) * s->n_ctx * s->kv_dim * sizeof(float);
+        s->kv_alloc -= arch_kv_bytes(&s->am, s->first, s->last, s->n_ctx, s->max_batch);
     }
     memset(sl, 0, sizeof *sl);
 }
@@ -44,12 +44,14 @@ static void s_slot_free(slice_t *s, s_slot *sl)
 static int s_slot_alloc(slice_t *s, s_slot *sl)
 {
     uint32_t nl = s->last - s->first;
-    size_t each = (size_t)s->n_ctx * s->kv_dim;
     if (!(sl->kv = calloc(nl, sizeof *sl->kv)))
         return -1;
-    s->kv_alloc += 2ull * nl * each * sizeof(float);
+    s->kv_alloc += arch_kv_bytes(&s->am, s->first, s->last, s->n_ctx, s->max_batch);
     for (uint32_t l = 0; l < nl; l++) {
-        sl->kv[l] = (arch_kv){ .n_ctx = s->n_ctx, .kv_dim = s->kv_dim };
+        /* a sliding-window layer's ring holds its window and a message's positions */
+        uint32_t rows = arch_kv_rows(&s->am, s->first + l, s->n_ctx, s->max_batch);
+        size_t each = (size_t)rows * s->kv_dim;
+        sl->kv[l] = (arch_kv){ .n_ctx = s->n_ctx, .kv_dim = s->kv_dim, .n_rows = rows };
         /* malloc, not calloc: a row is read only after a step wrote it (no gaps) */
         if (!(sl->kv[l].k = malloc(each * sizeof(float))) ||
             !(sl->kv[l].v = malloc(each * sizeof(float))))
@@ -128,12 +130,6 @@ slice_t *slice_new_ex(const slice_opts *o, int *cap_short, char *err, size_t err
         }
     }
     exec_opts eo;
-    uint64_t kv_per_pos = 0;
-    for (uint32_t l = o->first; l < o->last; l++) {
-        arch_cost c;
-        arch_layer_cost(&s->am, l, &c);
-        kv_per_pos += c.kv_bytes_per_pos;
-    }
     s->stateless = !arch_model_has(&s->am, ARCH_KV); /* the family says so (arch.h) */
     if (o->exec) {
         eo = *o->exec;
@@ -145,7 +141,8 @@ slice_t *slice_new_ex(const slice_opts *o, int *cap_short, char *err, size_t err
         if (!s->stateless)
             eo.held_bytes = slice_held_bytes(&s->am, o->max_batch, o->n_ctx,
                                              o->threads > 0 ? (uint32_t)o->threads : 1) +
-                            (uint64_t)o->sessions * o->n_ctx * kv_per_pos;
+                            (uint64_t)o->sessions * arch_kv_bytes(&s->am, o->first, o->last,
+                                                                  o->n_ctx, o->max_batch);
     }
     eo.max_pos = o->max_batch;
     exec_plan plan;

@@ -4,11 +4,14 @@
 # passes, each with its own bits: generate --sessions 3 --parity), the SSD arm under a cap
 # that streams layers (parity, cache and content gates), the resident arm in 2 spawned workers
 # (the same token ids and logits as the reference), and the quantized arm (an f16 file
-# quantized by `swarm quantize` to q8_0 and Q4_K_M, run on the reference and resident arms with
-# the same gates). qwen3's heads are wider than dim / heads (key_length, as Qwen3-0.6B); gemma3
-# has a window of 8 with a prompt far past it, so local and global layers both run (gemma2:
-# every other layer, with soft-capped scores and logits); phi3 has fused qkv and gate/up
-# matrices and longrope with an original context of 16, under the prompt (its long factors).
+# quantized by `swarm quantize` to q8_0, Q4_K_M and Q2_K (q2_K and q3_K tensors), run on the
+# reference and resident arms with the same gates; llama.cpp's tokens for such files: test_arch,
+# expected-families-quant.json). qwen3's heads are wider than dim / heads (key_length, as
+# Qwen3-0.6B); gemma3 has a window of 8 with a prompt far past it, so local and global layers
+# both run (gemma2: every other layer, with soft-capped scores and logits), the local layers'
+# caches rings of the window and a pass (the planner prices them so: swarm plan's KV bytes);
+# phi3 has fused qkv and gate/up matrices and longrope with an original context of 16, under
+# the prompt (its long factors).
 # The vocabulary is the 32000-piece SentencePiece fixture: the arms do not depend on it, and
 # Qwen3's or Gemma 3's would make every file's embedding 5 to 8 times larger (their tokenizers
 # and llama.cpp parity: test_tokenizer, test_arch). tests/
@@ -54,6 +57,20 @@ for fam in qwen3 gemma2 gemma3 phi3; do
     expect_rc ${fam}_bat 0
     has ${fam}_bat err "parity: pass (every session's token ids and logits identical"
     has ${fam}_bat err "batched: "
+    # sliding-window layers keep only their window: the planner prices each local layer's
+    # ring (window 8 + a message of 7 positions) and each global layer the whole context
+    case $fam in gemma2|gemma3)
+        sw ${fam}_plan plan "$T/$fam.gguf" --workers 1 --cap 0 --ctx 256 --batch 7
+        expect_rc ${fam}_plan 0
+        python3 - "$T/${fam}_plan.out" $fam <<'PY' && ok || bad "$fam: the plan's KV bytes are not the windows'"
+import json, sys
+p = json.load(open(sys.argv[1]))
+L, per = p["layers"], p["kv_bytes_per_pos_layer"]
+glob = sum(1 for l in range(L) if l % (6 if sys.argv[2] == "gemma3" else 2) == (5 if sys.argv[2] == "gemma3" else 1))
+want = (glob * 256 + (L - glob) * (8 + 7)) * per
+assert p["workers"][0]["kv_bytes"] == want, (p["workers"][0]["kv_bytes"], want)
+PY
+    esac
     ntok=$(jfield "$T/${fam}_ref.jsonl" tokens_in)
     if [ "${ntok:-0}" -gt 24 ]; then ok; else bad "$fam: prompt of $ntok tokens does not pass the window"; fi
 
@@ -92,13 +109,13 @@ for fam in qwen3 gemma2 gemma3 phi3; do
         "$(jfield "$T/${fam}_res.jsonl" workers.1.last)" "$nl"
 
     # quantized: the f16 file quantized, then the same gates on the reference and resident arms
-    for q in q8_0 Q4_K_M; do
+    for q in q8_0 Q4_K_M Q2_K; do
         sw ${fam}_quant_$q quantize "$T/$fam-f16.gguf" "$T/$fam-$q.gguf" $q
         expect_rc ${fam}_quant_$q 0
         sw ${fam}_qref_$q generate "$T/$fam-$q.gguf" "${G[@]}" --parity --kl-base "$T/$fam-f16.gguf" \
             --out "$T/${fam}_qref_$q.jsonl"
         expect_rc ${fam}_qref_$q 0; has ${fam}_qref_$q err "parity: pass"
-        t=$q; [ $q = Q4_K_M ] && t=q4_K
+        t=$q; [ $q = Q4_K_M ] && t=q4_K; [ $q = Q2_K ] && t=q2_K
         case $(jfield "$T/${fam}_qref_$q.jsonl" tensor_types.$t) in
             [1-9]*) ok ;; *) bad "$fam $q: no $t tensors in the quantized file" ;; esac
         has ${fam}_qref_$q err "KL"

@@ -44,10 +44,11 @@ eq "again: same outputs" "$(jfield "$T/again.jsonl" output_digest)" \
     "$(jfield "$T/q8.jsonl" output_digest)"
 
 # ---- every type the key takes runs and passes its own limits
-for t in q4_0 q4_K q5_K q6_K; do
+for t in q4_0 q4_K q5_K q6_K q4_1 q5_0 q5_1 iq4_nl iq4_xs q3_K q2_K; do
     run_q "type_$t" --set "quantized.type=$t"
     expect_rc "type_$t" 0
     eq "type_$t: quality gate" "$(jfield "$T/type_$t.jsonl" gates.quality)" pass
+    eq "type_$t: W type" "$(jfield "$T/type_$t.jsonl" quant_type)" "$t"
 done
 
 # ---- quantized from corrupted f32 weights (its checksums match its own bytes): quality voids
@@ -94,11 +95,11 @@ has small err "short by"
 
 # ---- a bad [quantized] type: the file, line and the choices
 cp configs/tiny.ini "$T/badtype.ini"
-printf '[quantized]\ntype = q3_K\n' >>"$T/badtype.ini"
+printf '[quantized]\ntype = iq2_xs\n' >>"$T/badtype.ini"
 line=$(wc -l <"$T/badtype.ini")
 sw badtype run "$T/badtype.ini" --arm quantized --model "$M"
 expect_rc badtype 2
-has badtype err "$T/badtype.ini:$line: [quantized] type: unknown type 'q3_K' (type: q8_0, q6_K"
+has badtype err "$T/badtype.ini:$line: [quantized] type: unknown type 'iq2_xs' (type: q8_0, q6_K"
 sw badarm run configs/tiny.ini --arm quantised --model "$M"
 expect_rc badarm 2
 has badarm err "unknown arm 'quantised' (arms: reference, ssd, resident, quantized)"

@@ -573,8 +573,8 @@ static void s_test_determinism(void)
         arch_run *r = arch_run_new(am, P, err, sizeof err);
         float *xa = malloc(P * d * 4), *xb = malloc(P * d * 4);
         float *kva = calloc(2 * nctx * kvd, 4), *kvb = calloc(2 * nctx * kvd, 4);
-        arch_kv ka = { nctx, kvd, kva, kva + nctx * kvd };
-        arch_kv kb = { nctx, kvd, kvb, kvb + nctx * kvd };
+        arch_kv ka = { nctx, kvd, kva, kva + nctx * kvd, 0 };
+        arch_kv kb = { nctx, kvd, kvb, kvb + nctx * kvd, 0 };
         for (uint32_t p = 0; p < P * d; p++)
             xa[p] = xb[p] = (float)sin(p * 0.37);
         int ok = 1;
@@ -672,8 +672,8 @@ static void s_test_segs(void)
                 kva[k] = calloc(2 * nctx[k] * kvd, 4);
                 kvb[k] = calloc(2 * nctx[k] * kvd, 4);
                 xa[k] = malloc(8 * d * 4);
-                ka[k] = (arch_kv){ nctx[k], kvd, kva[k], kva[k] + nctx[k] * kvd };
-                kb[k] = (arch_kv){ nctx[k], kvd, kvb[k], kvb[k] + nctx[k] * kvd };
+                ka[k] = (arch_kv){ nctx[k], kvd, kva[k], kva[k] + nctx[k] * kvd, 0 };
+                kb[k] = (arch_kv){ nctx[k], kvd, kvb[k], kvb[k] + nctx[k] * kvd, 0 };
             }
             int ok = 1;
             for (uint32_t l = 0; l < am->hp.n_layers && ok; l++) {
@@ -809,6 +809,117 @@ static void s_test_moe_route(void)
     const float neg[3] = { -50, -60, -40 }; /* large negative logits: no underflow to 0/0 */
     arch_moe_route_weight(neg, 3, 1, 0, sel, w);
     CHECK(sel[0] == 2 && w[0] == 1.0f, "k = 1: weight 1 whatever the logit (%g)", (double)w[0]);
+}
+
+/* (e'') sliding-window layers keep only their window (arch_kv_rows: a ring of window + batch
+ * rows, as llama.cpp keeps for SWA layers): gemma3 (every 6th layer global) and gemma2 (every
+ * other), a window of 5, 60 positions in passes of 1 to 4, give the bits of caches that hold
+ * every position, activations after every pass; the session's cache is that much smaller;
+ * a rewind the rings still cover keeps its positions (and continues with the bits of a fresh
+ * run), one they do not keeps none. */
+static void s_test_swa_ring(void)
+{
+    static const char *fams[] = { "gemma3", "gemma2" };
+    for (size_t c = 0; c < 2; c++) {
+        char err[512], name[64];
+        snprintf(name, sizeof name, "ring-%s.gguf", fams[c]);
+        arch_gen_opts o = { .arch = fams[c], .dim = 64, .n_layers = 6, .n_head = 4,
+                            .n_head_kv = 2, .n_ff = 96, .type = QUANT_F32, .seed = 301 + c,
+                            .n_vocab = 300, .n_ctx = 512, .tied = 1, .swa = 5 };
+        if (arch_gen(s_path(name), &o, err, sizeof err)) {
+            CHECK(0, "gen %s: %s", name, err);
+            continue;
+        }
+        llm_model *m = llm_model_open(s_path(name), err, sizeof err);
+        if (!m) {
+            CHECK(0, "%s", err);
+            continue;
+        }
+        const arch_model *am = llm_model_arch(m);
+        enum { NCTX = 64, B = 4, N = 60 };
+        uint32_t d = am->hp.dim, kvd = am->hp.n_head_kv * am->hp.head_dim, L = am->hp.n_layers;
+        uint32_t local = 0;
+        for (uint32_t l = 0; l < L; l++) {
+            uint32_t w = arch_layer_window(am, l), rows = arch_kv_rows(am, l, NCTX, B);
+            local += w != 0;
+            CHECK(w ? (w == 5 && rows == 5 + B) : rows == NCTX, "%s layer %u: window %u, %u rows",
+                  name, l, w, rows);
+        }
+        CHECK(local == (c ? 3u : 5u), "%s: %u local layers", name, local);
+        arch_run *r = arch_run_new(am, B, err, sizeof err);
+        arch_kv full[6], ring[6];
+        for (uint32_t l = 0; l < L; l++) {
+            uint32_t rows = arch_kv_rows(am, l, NCTX, B);
+            float *f = malloc(2ull * NCTX * kvd * 4), *g = malloc(2ull * rows * kvd * 4);
+            full[l] = (arch_kv){ .n_ctx = NCTX, .kv_dim = kvd, .k = f, .v = f + NCTX * kvd };
+            ring[l] = (arch_kv){ .n_ctx = NCTX, .kv_dim = kvd, .k = g, .v = g + rows * kvd,
+                                 .n_rows = rows };
+        }
+        float *xa = malloc(B * d * 4), *xb = malloc(B * d * 4);
+        int ok = r != NULL, same = 1;
+        for (uint32_t pos = 0, j = 0; pos < N && ok; j++) {
+            uint32_t n = 1 + (j * 7) % B;
+            n = n > N - pos ? N - pos : n;
+            for (uint32_t i = 0; i < n * d; i++)
+                xa[i] = xb[i] = (float)sin((pos * d + i) * 0.11);
+            for (uint32_t l = 0; l < L && ok; l++) {
+                ok &= arch_layer_forward(r, l, llm_layer_data(m, l), &full[l], xa, n, pos, err,
+                                         sizeof err) == 0;
+                ok &= arch_layer_forward(r, l, llm_layer_data(m, l), &ring[l], xb, n, pos, err,
+                                         sizeof err) == 0;
+            }
+            same &= !memcmp(xa, xb, n * d * 4);
+            pos += n;
+        }
+        CHECK(ok && same, "%s: the window's ring gives every pass the bits of the whole cache "
+              "(%s)", name, ok ? "differ" : err);
+        /* a ring too short for a pass is refused, naming it */
+        arch_kv tiny = ring[0];
+        tiny.n_rows = 6;
+        CHECK(arch_layer_forward(r, 0, llm_layer_data(m, 0), &tiny, xa, B, 0, err, sizeof err) ==
+                  -1 && strstr(err, "holds neither"), "%s: a short ring: %s", name, err);
+        for (uint32_t l = 0; l < L; l++)
+            free(full[l].k), free(ring[l].k);
+        free(xa), free(xb);
+        arch_run_free(&r);
+
+        /* sessions: the ring's bytes, rewinds */
+        llm_session *s = llm_session_new(m, NCTX, B, err, sizeof err);
+        llm_session *f = llm_session_new(m, NCTX, B, err, sizeof err);
+        CHECK(s && f, "%s: sessions: %s", name, err);
+        if (s && f) {
+            uint64_t want = 0;
+            for (uint32_t l = 0; l < L; l++)
+                want += 2ull * arch_kv_rows(am, l, NCTX, B) * kvd * 4;
+            CHECK(llm_session_kv_bytes(s) == want && want < 2ull * NCTX * kvd * 4 * L,
+                  "%s: session KV %llu bytes (whole caches %llu)", name,
+                  (unsigned long long)llm_session_kv_bytes(s),
+                  (unsigned long long)(2ull * NCTX * kvd * 4 * L));
+            int32_t toks[N];
+            for (int i = 0; i < N; i++)
+                toks[i] = (int32_t)((i * 37 + 11) % 300);
+            float *la = malloc(300 * 4), *lb = malloc(300 * 4);
+            int rc = llm_eval(s, toks, 40, la, 0, err, sizeof err);
+            /* back 3: the rings (9 rows) still hold 36..39 and the window before 37 */
+            llm_session_rewind(s, 37);
+            rc |= llm_session_pos(s) != 37;
+            rc |= llm_eval(s, toks + 37, 8, la, 0, err, sizeof err);
+            rc |= llm_eval(f, toks, 45, lb, 0, err, sizeof err);
+            CHECK(rc == 0 && !memcmp(la, lb, 300 * 4), "%s: a rewind by 3 keeps 37 positions "
+                  "and continues with a fresh run's bits (%s)", name, err);
+            /* back 20: the rings no longer hold 21..24: nothing is kept */
+            llm_session_rewind(s, 25);
+            CHECK(llm_session_pos(s) == 0, "%s: a rewind past the rings keeps %u positions",
+                  name, llm_session_pos(s));
+            rc = llm_eval(s, toks, 45, la, 0, err, sizeof err);
+            CHECK(rc == 0 && !memcmp(la, lb, 300 * 4), "%s: after it, a rerun has the bits",
+                  name);
+            free(la), free(lb);
+        }
+        llm_session_free(&s);
+        llm_session_free(&f);
+        llm_model_free(&m);
+    }
 }
 
 static void s_test_families(void)
@@ -1138,6 +1249,7 @@ int main(void)
     s_test_reference();
     s_test_determinism();
     s_test_segs();
+    s_test_swa_ring();
     s_test_moe_route();
     s_test_families();
     s_test_bad_files();
@@ -1145,6 +1257,7 @@ int main(void)
     s_test_llama_cpp("tests/fixtures/llama/expected-families.json");
     s_test_llama_cpp("tests/fixtures/llama/expected-moe.json");
     s_test_llama_cpp("tests/fixtures/llama/expected-gptoss.json");
+    s_test_llama_cpp("tests/fixtures/llama/expected-families-quant.json");
     quant_pool_shutdown();
     return CHECK_DONE("test_arch");
 }

@@ -179,7 +179,7 @@ static void s_errors(void)
                    (const char *const[]){ "[nope] x", "unknown section", NULL });
     s_expect_error("bad_qtype.ini", "[quantized]\n; the arm's W\ntype = q8_1\n", 3,
                    (const char *const[]){ "[quantized] type", "unknown type 'q8_1'",
-                                          "q8_0, q6_K, q5_K, q4_K or q4_0", NULL });
+                                          "q8_0, q6_K, q5_K, q4_K, q4_0, q4_1, q5_0, q5_1, iq4_nl, iq4_xs, q3_K or q2_K", NULL });
     s_expect_error("bad_int.ini", "[run]\n\nsteps = abc\n", 3,
                    (const char *const[]){ "[run] steps", "'abc'", "integer", NULL });
     s_expect_error("bad_int2.ini", "[run]\nsteps = 12x\n", 2,

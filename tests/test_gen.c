@@ -226,6 +226,55 @@ static void s_test_generate(llm_model *m, const tokenizer *t)
     engine_free(&e2);
 }
 
+/* A sliding-window model's prompt cache (gemma3, window 4: rings of 4 + 5 rows): a grown
+ * conversation keeps its cache (the rings hold the window before the last token), a history
+ * that differs 15 positions back does not (they no longer hold the window there): the whole
+ * prompt runs again, and either way the result is a fresh run's. */
+static void s_test_swa(const tokenizer *t)
+{
+    char err[512], path[2400];
+    snprintf(path, sizeof path, "%s/swa.gguf", s_dir);
+    arch_gen_opts o = { .arch = "gemma3", .dim = 64, .n_layers = 6, .n_head = 4,
+                        .n_head_kv = 2, .n_ff = 96, .vocab_from = s_vocab, .type = QUANT_F32,
+                        .n_ctx = 256, .seed = 5, .tied = 1, .swa = 4 };
+    llm_model *m = arch_gen(path, &o, err, sizeof err) == 0 ? llm_model_open(path, err, sizeof err)
+                                                           : NULL;
+    CHECK(m != NULL, "%s", err);
+    if (!m)
+        return;
+    engine *e = engine_new(m, t, 256, 5, 1, err, sizeof err);
+    engine *f = engine_new(m, t, 256, 5, 1, err, sizeof err);
+    static s_sink a, b;
+    a.cancel_at = b.cancel_at = -1;
+    a.n_vocab = b.n_vocab = llm_model_arch(m)->hp.n_vocab;
+    engine_stats sa, sb;
+    sampler_opts so;
+    sampler_opts_default(&so);
+    so.temperature = 0;
+    int32_t conv[64];
+    for (int i = 0; i < 12; i++)
+        conv[i] = 300 + 17 * i;
+    CHECK(e && f && s_run(e, conv, 12, 20, &so, NULL, 0, &a, &sa, err) == 0, "%s", err);
+    memcpy(conv + 12, a.ids, 20 * sizeof *conv);
+    /* grown: only the last generated token runs again */
+    CHECK(s_run(e, conv, 32, 5, &so, NULL, 0, &b, &sb, err) == 0 && sb.n_prompt_eval == 1,
+          "swa: a grown conversation ran %u prompt tokens again, wanted 1", sb.n_prompt_eval);
+    CHECK(s_run(f, conv, 32, 5, &so, NULL, 0, &a, &sa, err) == 0 &&
+          sa.logits_digest == sb.logits_digest, "swa: the grown conversation differs (%s)", err);
+    /* a history differing at 17 (the cache holds 36): cut back past the rings, all runs again */
+    conv[17] = conv[17] == 100 ? 101 : 100;
+    CHECK(s_run(e, conv, 32, 5, &so, NULL, 0, &b, &sb, err) == 0 && sb.n_prompt_eval == 32 &&
+          sb.n_cached == 0, "swa: %u prompt tokens run again (%u cached), wanted all 32",
+          sb.n_prompt_eval, sb.n_cached);
+    engine_reset(f);
+    CHECK(s_run(f, conv, 32, 5, &so, NULL, 0, &a, &sa, err) == 0 &&
+          sa.logits_digest == sb.logits_digest && !memcmp(a.ids, b.ids, 5 * sizeof *a.ids),
+          "swa: the rerun conversation differs from a fresh run (%s)", err);
+    engine_free(&e);
+    engine_free(&f);
+    llm_model_free(&m);
+}
+
 /* exp(mean NLL) over llama.cpp's scored positions, computed here from llm_eval's logits with
  * exp in double (ppl.c sums expf as llama.cpp does). */
 static double s_ppl_ref(llm_model *m, const int32_t *ids, size_t n, uint32_t n_ctx, int32_t bos)
@@ -320,6 +369,7 @@ int main(void)
     if (m && m16 && t) {
         s_test_generate(m, t);
         s_test_ppl(m, m16, t);
+        s_test_swa(t);
     }
     tokenizer_free(&t);
     llm_model_free(&m);

@@ -245,6 +245,7 @@ static int s_prefill(engine *e, const engine_request *q, engine_stats *st, char 
     uint32_t held = llm_session_pos(e->s);
     keep = keep < held ? keep : held;
     llm_session_rewind(e->s, keep);
+    keep = llm_session_pos(e->s); /* less when a sliding window no longer holds keep's */
     e->n_hist = keep;
     st->n_prompt_eval = q->n_prompt - keep;
     st->n_cached = keep;

@@ -374,6 +374,12 @@ tokenizer *tokenizer_open(const gguf_file *g, char *err, size_t errlen)
             t->clean_spaces = 1;
             t->ignore_merges = 1; /* a word that is a token is that token, merges or not */
             t->add_bos = 1;
+        } else if (!strcmp(pre, "dbrx")) {
+            /* cl100k (DBRX's, Phi-4's): llama.cpp runs LLaMA 3's regex, merges always applied
+             * and BOS not added (a BPE vocabulary's defaults), clean-up of spaces on */
+            t->pre = PRE_LLAMA3;
+            t->pre_name = "dbrx";
+            t->clean_spaces = 1;
         } else if (!strcmp(pre, "qwen2")) {
             t->pre = PRE_QWEN2;
             t->pre_name = "qwen2";
@@ -385,7 +391,7 @@ tokenizer *tokenizer_open(const gguf_file *g, char *err, size_t errlen)
             t->pre_name = "gpt-4o";
         } else {
             s_err(err, errlen, path, "tokenizer.ggml.pre '%.40s' is not supported (supported: "
-                  "llama-bpe, qwen2, smollm, gpt-4o, default)", pre);
+                  "llama-bpe, dbrx, qwen2, smollm, gpt-4o, default)", pre);
             goto err;
         }
         if (s_merges(t, g, err, errlen) || tok_pre_compile(t, err, errlen))
