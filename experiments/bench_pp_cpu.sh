@@ -20,7 +20,7 @@ MJS="$ROOT/experiments/bench_llamacpp.mjs"
 s_cpu() { # FILE PROMPT -> CPU seconds of one bench-llm run
     local t
     t=$(mktemp)
-    /usr/bin/time -o "$t" -f "%U %S" "$BIN" bench-llm "$1" --threads 1 --prompt "$2" --gen 1 \
+    /usr/bin/time -o "$t" -f "%U %S" "$BIN" bench-llm "$1" --threads 1 --prompt "$2" --gen 1 --batch "$BATCH" \
         >/dev/null 2>&1
     awk '{ printf "%.3f", $1 + $2 }' "$t"
     rm -f "$t"

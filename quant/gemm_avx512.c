@@ -115,16 +115,13 @@ static void s_q4_pack(uint64_t n, uint64_t B, const uint8_t *act, uint64_t ab, u
 
 /* ---------------------------------------------------------------- repacking a row group */
 
-/* Per block slot and group of 16 rows: NQ vectors (quad q: 16 rows' 4 bytes, row i in dword
- * i), then the 16 rows' scales as f32. Q8_0: 8 quads, biased by 128; Q4_0: 4 (the low nibbles
- * are quads 0..3 and the high ones 4..7 of the same bytes). */
+/* Per block slot and group of 16 rows: 8 vectors (quad q: 16 rows' 4 unsigned bytes, row i in
+ * dword i), then the 16 rows' scales as f32. Q8_0's bytes biased by 128; Q4_0's nibbles one a
+ * byte (the low ones are quads 0..3, the high ones 4..7: split here once, not in the tile for
+ * every position, where the mask and shift cost 3 uops per 8 vpdpbusd; twice the bytes, still
+ * within L2). So the tile is one for both types. */
 #define S_Q8_NQ 8
-#define S_Q4_NQ 4
-
-static uint64_t s_grp_bytes(int nq)
-{
-    return (uint64_t)nq * 64 + 64;
-}
+#define S_GB (S_Q8_NQ * 64 + 64)
 
 static inline short s_h(const uint8_t *p)
 {
@@ -197,25 +194,28 @@ static void s_q4_repack(const uint8_t *w, uint64_t row_bytes, uint64_t k, uint8_
     }
     const __m512i t0 = _mm512_unpacklo_epi32(v[0], v[1]), t1 = _mm512_unpackhi_epi32(v[0], v[1]);
     const __m512i t2 = _mm512_unpacklo_epi32(v[2], v[3]), t3 = _mm512_unpackhi_epi32(v[2], v[3]);
-    _mm512_store_si512(out, _mm512_unpacklo_epi64(t0, t2));
-    _mm512_store_si512(out + 64, _mm512_unpackhi_epi64(t0, t2));
-    _mm512_store_si512(out + 128, _mm512_unpacklo_epi64(t1, t3));
-    _mm512_store_si512(out + 192, _mm512_unpackhi_epi64(t1, t3));
-    _mm512_store_ps(out + 64 * S_Q4_NQ, s_dw16(w + off, row_bytes));
+    const __m512i q[4] = { _mm512_unpacklo_epi64(t0, t2), _mm512_unpackhi_epi64(t0, t2),
+                           _mm512_unpacklo_epi64(t1, t3), _mm512_unpackhi_epi64(t1, t3) };
+    const __m512i m = _mm512_set1_epi8(0x0F);
+    for (int i = 0; i < 4; i++) {
+        _mm512_store_si512(out + 64 * i, _mm512_and_si512(q[i], m));
+        _mm512_store_si512(out + 64 * (i + 4), _mm512_and_si512(_mm512_srli_epi16(q[i], 4), m));
+    }
+    _mm512_store_ps(out + 64 * S_Q8_NQ, s_dw16(w + off, row_bytes));
 }
 
 /* ---------------------------------------------------------------- the tile */
 
-/* G groups of 16 rows (repacked: rp, gb bytes a group slot, G of them side by side per slot)
+/* G groups of 16 rows (repacked: rp, S_GB bytes a group slot, G of them side by side per slot)
  * against P positions from b: per lane l, its blocks in order through one float accumulator
- * per (group, position); then the 16-lane tree and one store of 16 results per pair. */
+ * per (group, position); then the 16-lane tree and one store of 16 results per pair. The
+ * block's sum goes in two integer chains (quads 0..3 from the bias, 4..7 from 0) to halve the
+ * vpdpbusd latency each waits on. */
 static inline __attribute__((always_inline)) void
-s_tile(int q4, const quant_gemm_args *a, const uint8_t *rp, uint64_t gb, uint64_t r, uint64_t b,
-       const int G, const int P)
+s_tile(const quant_gemm_args *a, const uint8_t *rp, uint64_t r, uint64_t b, const int G,
+       const int P)
 {
     const uint64_t nb = a->n / QUANT_QK, nbl = s_nbl(nb);
-    const int NQ = q4 ? S_Q4_NQ : S_Q8_NQ;
-    const __m512i m = _mm512_set1_epi8(0x0F);
     __m512 acc[S_G][S_Q][S_L];
     for (int l = 0; l < S_L; l++) {
         __m512 f[S_G][S_Q];
@@ -226,7 +226,7 @@ s_tile(int q4, const quant_gemm_args *a, const uint8_t *rp, uint64_t gb, uint64_
                 f[g][p] = _mm512_setzero_ps();
         for (uint64_t k = (uint64_t)l, j = 0; k < nb; k += S_L, j++) {
             const uint64_t slot = (uint64_t)l * nbl + j;
-            const uint8_t *wk = rp + slot * (uint64_t)G * gb;
+            const uint8_t *wk = rp + slot * (uint64_t)G * S_GB;
             const uint8_t *pk = a->panel + (slot * a->B + b) * S_REC;
             __m512i i0[S_G][S_Q], i1[S_G][S_Q];
             #pragma GCC unroll 8
@@ -237,48 +237,29 @@ s_tile(int q4, const quant_gemm_args *a, const uint8_t *rp, uint64_t gb, uint64_
                     i1[g][p] = _mm512_setzero_si512();
                 }
             #pragma GCC unroll 8
-            for (int q = 0; q < NQ; q++) {
-                __m512i w0[S_G], w1[S_G];
+            for (int q = 0; q < S_Q8_NQ; q++) {
+                __m512i w[S_G];
                 #pragma GCC unroll 8
-                for (int g = 0; g < G; g++) {
-                    const __m512i v = _mm512_load_si512(wk + g * gb + 64 * q);
-                    if (q4) {
-                        w0[g] = _mm512_and_si512(v, m);
-                        w1[g] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m);
-                    } else {
-                        w0[g] = v;
-                    }
-                }
+                for (int g = 0; g < G; g++)
+                    w[g] = _mm512_load_si512(wk + g * S_GB + 64 * q);
                 #pragma GCC unroll 8
                 for (int p = 0; p < P; p++) {
-                    const uint8_t *yq = pk + p * S_REC;
-                    if (q4) {
-                        const __m512i ylo = _mm512_set1_epi32(s_i32(yq + 4 * q));
-                        const __m512i yhi = _mm512_set1_epi32(s_i32(yq + 16 + 4 * q));
-                        #pragma GCC unroll 8
-                        for (int g = 0; g < G; g++) {
-                            i0[g][p] = _mm512_dpbusd_epi32(i0[g][p], w0[g], ylo);
-                            i1[g][p] = _mm512_dpbusd_epi32(i1[g][p], w1[g], yhi);
-                        }
-                    } else {
-                        const __m512i y4 = _mm512_set1_epi32(s_i32(yq + 4 * q));
-                        #pragma GCC unroll 8
-                        for (int g = 0; g < G; g++) {
-                            if (q < 4)
-                                i0[g][p] = _mm512_dpbusd_epi32(i0[g][p], w0[g], y4);
-                            else
-                                i1[g][p] = _mm512_dpbusd_epi32(i1[g][p], w0[g], y4);
-                        }
+                    const __m512i y4 = _mm512_set1_epi32(s_i32(pk + p * S_REC + 4 * q));
+                    #pragma GCC unroll 8
+                    for (int g = 0; g < G; g++) {
+                        if (q < 4)
+                            i0[g][p] = _mm512_dpbusd_epi32(i0[g][p], w[g], y4);
+                        else
+                            i1[g][p] = _mm512_dpbusd_epi32(i1[g][p], w[g], y4);
                     }
                 }
             }
             #pragma GCC unroll 8
             for (int g = 0; g < G; g++) {
-                const __m512 dw = _mm512_load_ps(wk + g * gb + 64 * NQ);
+                const __m512 dw = _mm512_load_ps(wk + g * S_GB + 64 * S_Q8_NQ);
                 #pragma GCC unroll 8
                 for (int p = 0; p < P; p++) {
-                    const __m512 d = _mm512_mul_ps(
-                        dw, _mm512_set1_ps(s_f32(pk + p * S_REC + 36)));
+                    const __m512 d = _mm512_mul_ps(dw, _mm512_set1_ps(s_f32(pk + p * S_REC + 36)));
                     const __m512 s = _mm512_cvtepi32_ps(_mm512_add_epi32(i0[g][p], i1[g][p]));
                     f[g][p] = _mm512_fmadd_ps(s, d, f[g][p]);
                 }
@@ -306,31 +287,28 @@ s_tile(int q4, const quant_gemm_args *a, const uint8_t *rp, uint64_t gb, uint64_
         }
 }
 
-#define S_TILES(NAME, Q4)                                                                      \
-    static void NAME(const quant_gemm_args *a, const uint8_t *rp, uint64_t gb, uint64_t r,     \
-                     uint64_t b0, uint64_t b1, int G)                                          \
-    {                                                                                          \
-        for (uint64_t b = b0; b < b1; b += S_Q) {                                              \
-            const uint64_t np = b1 - b < S_Q ? b1 - b : S_Q;                                   \
-            if (G == S_G) {                                                                    \
-                switch (np) {                                                                  \
-                case 8: s_tile(Q4, a, rp, gb, r, b, S_G, S_Q >= 8 ? 8 : 1); break;             \
-                case 7: s_tile(Q4, a, rp, gb, r, b, S_G, S_Q >= 7 ? 7 : 1); break;             \
-                case 6: s_tile(Q4, a, rp, gb, r, b, S_G, S_Q >= 6 ? 6 : 1); break;             \
-                case 5: s_tile(Q4, a, rp, gb, r, b, S_G, S_Q >= 5 ? 5 : 1); break;             \
-                case 4: s_tile(Q4, a, rp, gb, r, b, S_G, S_Q >= 4 ? 4 : 1); break;             \
-                case 3: s_tile(Q4, a, rp, gb, r, b, S_G, S_Q >= 3 ? 3 : 1); break;             \
-                case 2: s_tile(Q4, a, rp, gb, r, b, S_G, S_Q >= 2 ? 2 : 1); break;             \
-                default: s_tile(Q4, a, rp, gb, r, b, S_G, 1); break;                           \
-                }                                                                              \
-            } else {                                                                           \
-                for (uint64_t p = b; p < b + np; p++)                                          \
-                    s_tile(Q4, a, rp, gb, r, p, 1, 1);                                         \
-            }                                                                                  \
-        }                                                                                      \
+static void s_tiles(const quant_gemm_args *a, const uint8_t *rp, uint64_t r, uint64_t b0,
+                    uint64_t b1, int G)
+{
+    for (uint64_t b = b0; b < b1; b += S_Q) {
+        const uint64_t np = b1 - b < S_Q ? b1 - b : S_Q;
+        if (G == S_G) {
+            switch (np) {
+            case 8: s_tile(a, rp, r, b, S_G, S_Q >= 8 ? 8 : 1); break;
+            case 7: s_tile(a, rp, r, b, S_G, S_Q >= 7 ? 7 : 1); break;
+            case 6: s_tile(a, rp, r, b, S_G, S_Q >= 6 ? 6 : 1); break;
+            case 5: s_tile(a, rp, r, b, S_G, S_Q >= 5 ? 5 : 1); break;
+            case 4: s_tile(a, rp, r, b, S_G, S_Q >= 4 ? 4 : 1); break;
+            case 3: s_tile(a, rp, r, b, S_G, S_Q >= 3 ? 3 : 1); break;
+            case 2: s_tile(a, rp, r, b, S_G, S_Q >= 2 ? 2 : 1); break;
+            default: s_tile(a, rp, r, b, S_G, 1); break;
+            }
+        } else {
+            for (uint64_t p = b; p < b + np; p++)
+                s_tile(a, rp, r, p, 1, 1);
+        }
     }
-S_TILES(s_q8_tiles, 0)
-S_TILES(s_q4_tiles, 1)
+}
 
 /* Rows [r0, r1) against positions [b0, b1): S_G groups of 16 rows repacked at a time (kept in
  * L2 while every position passes), one group of 16 after, the last rows by the row kernel —
@@ -339,7 +317,7 @@ static inline void s_run(int q4, const quant_gemm_args *a, uint64_t r0, uint64_t
                          uint64_t b1)
 {
     const uint64_t nb = a->n / QUANT_QK, nbl = s_nbl(nb);
-    const uint64_t gb = s_grp_bytes(q4 ? S_Q4_NQ : S_Q8_NQ);
+    const uint64_t gb = S_GB;
     uint8_t *rp = NULL;
     uint64_t r = r0;
     if (r1 - r0 >= 16 && posix_memalign((void **)&rp, 64, (size_t)(nbl * S_L * S_G * gb)))
@@ -363,10 +341,7 @@ static inline void s_run(int q4, const quant_gemm_args *a, uint64_t r0, uint64_t
                     s_q8_repack(w + 16 * (uint64_t)g * a->row_bytes, a->row_bytes, k, o);
             }
         }
-        if (q4)
-            s_q4_tiles(a, rp, gb, r, b0, b1, G);
-        else
-            s_q8_tiles(a, rp, gb, r, b0, b1, G);
+        s_tiles(a, rp, r, b0, b1, G);
         r += 16 * (uint64_t)G;
     }
     free(rp);
