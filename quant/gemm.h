@@ -70,9 +70,9 @@ int quant_gemm_force(int kind);
 
 /* The AVX-512 family (gemm_avx512.c). */
 extern const quant_gemm quant_gemm_q4_0_avx512, quant_gemm_q8_0_avx512;
-/* The 256-bit families have no kernels at present: their Q4_0 tiles (one row x S_P positions
- * in 16 registers) were about as fast as one dot per pair (x0.86-1.22, 2026-12-02) and kept the
- * per-quad order that Q4_0 no longer has; on AVX2 a batch goes one dot per pair. */
+/* The 256-bit families (gemm_avxvnni.c, gemm_avx2.c; both from gemm_avx2.h). */
+extern const quant_gemm quant_gemm_q4_0_avxvnni, quant_gemm_q4_0_avx2;
+extern const quant_gemm quant_gemm_q8_0_avxvnni, quant_gemm_q8_0_avx2;
 /* (gemm_f_avx512.c) */
 extern const quant_gemm quant_gemm_f16_avx512, quant_gemm_bf16_avx512;
 /* (gemm_k_avx512.c) */
