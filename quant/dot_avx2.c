@@ -131,31 +131,50 @@ static inline __m256i s_fold8(const __m256i q[8])
 static inline __m256i s_q8_isum8(const quant_block_q8_0 *x, const int8_t *yq)
 {
     __m256i q[8];
+    #pragma GCC unroll 8
     for (int k = 0; k < 8; k++)
         q[k] = s_quads_signed(_mm256_loadu_si256((const __m256i *)x[k].qs),
                               _mm256_loadu_si256((const __m256i *)(yq + 32 * k)));
     return s_fold8(q);
 }
 
-/* Eight Q4_0 blocks' exact sums: a block's nibbles as 32 unsigned bytes in element order (low
- * nibbles 0..15, high 16..31) times the activation (maddubs: 2 * 15 * 127 < 2^15, no
- * saturation), pairs to int32, plus -8 * the quad sums (bias128 / 16: exact, -128 * s is a
- * multiple of 16): exactly sum (nibble - 8) * y. */
-static inline __m256i s_q4_isum8(const quant_block_q4_0 *x, const int8_t *yq, const int32_t *b128)
+/* Four Q4_0 blocks' quad sums, two blocks a vector (their 16 nibble bytes side by side; the
+ * activation's grouped copy qs4 has the same order, and bias8 the quads' -8 * sums):
+ * unsigned nibbles times signed bytes (maddubs: 2 * 15 * 127 < 2^15, no saturation), pairs to
+ * int32; low plus high quads gives four partial sums per block, blocks 0, 1 in c[0] (lanes
+ * 0..3, 4..7), 2, 3 in c[1]. */
+static inline void s_q4_group(const quant_block_q4_0 *x, const int8_t *q, const int32_t *b8,
+                              __m256i c[2])
 {
-    const __m128i m = _mm_set1_epi8(0x0F);
-    __m256i q[8];
-    for (int k = 0; k < 8; k++) {
-        const __m128i t = _mm_loadu_si128((const __m128i *)x[k].qs);
-        const __m256i v = _mm256_setr_m128i(_mm_and_si128(t, m),
-                                            _mm_and_si128(_mm_srli_epi16(t, 4), m));
-        const __m256i p = _mm256_madd_epi16(
-            _mm256_maddubs_epi16(v, _mm256_loadu_si256((const __m256i *)(yq + 32 * k))),
-            _mm256_set1_epi16(1));
-        q[k] = _mm256_add_epi32(p, _mm256_srai_epi32(
-                                       _mm256_loadu_si256((const __m256i *)(b128 + 8 * k)), 4));
-    }
-    return s_fold8(q);
+    const __m256i m = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi16(1);
+    const __m256i v01 = _mm256_loadu2_m128i((const __m128i *)x[1].qs, (const __m128i *)x[0].qs);
+    const __m256i v23 = _mm256_loadu2_m128i((const __m128i *)x[3].qs, (const __m128i *)x[2].qs);
+    const __m256i nib[4] = { _mm256_and_si256(v01, m), _mm256_and_si256(v23, m),
+                             _mm256_and_si256(_mm256_srli_epi16(v01, 4), m),
+                             _mm256_and_si256(_mm256_srli_epi16(v23, 4), m) };
+    __m256i h[4];
+    #pragma GCC unroll 8
+    for (int i = 0; i < 4; i++)
+        h[i] = _mm256_add_epi32(
+            _mm256_madd_epi16(_mm256_maddubs_epi16(nib[i], _mm256_loadu_si256(
+                                                                (const __m256i *)(q + 32 * i))),
+                              one),
+            _mm256_loadu_si256((const __m256i *)(b8 + 8 * i)));
+    c[0] = _mm256_add_epi32(h[0], h[2]);
+    c[1] = _mm256_add_epi32(h[1], h[3]);
+}
+
+/* Eight Q4_0 blocks' exact sums, lane k = block k: two groups' partial sums folded by in-lane
+ * horizontal adds (blocks 0, 2, 4, 6 in the low half, 1, 3, 5, 7 in the high), then one
+ * permute to block order. */
+static inline __m256i s_q4_isum8(const quant_block_q4_0 *x, const int8_t *q, const int32_t *b8)
+{
+    __m256i c[4];
+    s_q4_group(x, q, b8, c);
+    s_q4_group(x + 4, q + 128, b8 + 32, c + 2);
+    const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(c[0], c[1]),
+                                        _mm256_hadd_epi32(c[2], c[3]));
+    return _mm256_permutevar8x32_epi32(h, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
 }
 
 /* quant.h's order for Q8_0 and Q4_0: sixteen blocks a pass into two 8-lane accumulators (lane
@@ -194,10 +213,10 @@ float quant_dot_q4_0_avx2(uint64_t n, const void *wv, const void *act)
         quant_prefetch(x + b, QUANT_QB_BLANES * sizeof *x);
         const __m256 d0 = _mm256_mul_ps(S_DW8(x + b), _mm256_loadu_ps(y.d + b));
         const __m256 d1 = _mm256_mul_ps(S_DW8(x + b + 8), _mm256_loadu_ps(y.d + b + 8));
-        const int8_t *yq = y.qs + b * QUANT_QK;
-        const int32_t *b128 = y.bias128 + b * 8;
-        a0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s_q4_isum8(x + b, yq, b128)), d0, a0);
-        a1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s_q4_isum8(x + b + 8, yq + 256, b128 + 64)), d1,
+        const int8_t *q = y.qs4 + b * 32;
+        const int32_t *b8 = y.bias8 + b * 8;
+        a0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s_q4_isum8(x + b, q, b8)), d0, a0);
+        a1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s_q4_isum8(x + b + 8, q + 256, b8 + 64)), d1,
                              a1);
     }
     _mm256_storeu_ps(a, a0);

@@ -115,6 +115,7 @@ static inline __m512 s_dw16_q8(const quant_block_q8_0 *x)
     const __m512i ix = _mm512_setr_epi32(17 << 16 | 0, 51 << 16 | 34, 0, 0, 0, 0, 0, 0, 0, 0, 0,
                                          0, 0, 0, 0, 0);
     __m128i r[4];
+    #pragma GCC unroll 8
     for (int i = 0; i < 4; i++) {
         const char *p = (const char *)(x + 4 * i);
         r[i] = _mm512_castsi512_si128(_mm512_permutex2var_epi16(
@@ -143,6 +144,7 @@ static inline __m512 s_dw16_q4(const quant_block_q4_0 *x)
 static inline __m512i s_q8_isum16(const quant_block_q8_0 *x, const int8_t *yq, const int32_t *b128)
 {
     __m512i c[4];
+    #pragma GCC unroll 8
     for (int i = 0; i < 4; i++)
         c[i] = s_pairsum(s_q8_quads2(x + 4 * i, yq + 128 * i, b128 + 32 * i),
                          s_q8_quads2(x + 4 * i + 2, yq + 128 * i + 64, b128 + 32 * i + 16));
@@ -159,6 +161,7 @@ static inline __m512i s_q4_isum16(const quant_block_q4_0 *x, const int8_t *q, co
 {
     const __m512i m = _mm512_set1_epi8(0x0F);
     __m512i c[4];
+    #pragma GCC unroll 8
     for (int i = 0; i < 4; i++) {
         const quant_block_q4_0 *g = x + 4 * i;
         __m512i v = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)g[0].qs));

@@ -106,12 +106,15 @@ static void s_q8_repack(const uint8_t *w, uint64_t rb, uint64_t k, uint8_t *out)
 {
     const uint64_t off = k * sizeof(quant_block_q8_0);
     __m256i v[8], t[8], u[8];
+    #pragma GCC unroll 8
     for (int i = 0; i < 8; i++)
         v[i] = _mm256_loadu_si256((const __m256i *)(w + (uint64_t)i * rb + off + 2));
+    #pragma GCC unroll 8
     for (int i = 0; i < 8; i += 2) {
         t[i] = _mm256_unpacklo_epi32(v[i], v[i + 1]);
         t[i + 1] = _mm256_unpackhi_epi32(v[i], v[i + 1]);
     }
+    #pragma GCC unroll 8
     for (int i = 0; i < 8; i += 4) {
         u[i] = _mm256_unpacklo_epi64(t[i], t[i + 2]);         /* quads 0, 4 of rows i..i+3 */
         u[i + 1] = _mm256_unpackhi_epi64(t[i], t[i + 2]);     /* 1, 5 */
@@ -119,6 +122,7 @@ static void s_q8_repack(const uint8_t *w, uint64_t rb, uint64_t k, uint8_t *out)
         u[i + 3] = _mm256_unpackhi_epi64(t[i + 1], t[i + 3]); /* 3, 7 */
     }
     const __m256i bias = _mm256_set1_epi8(S_VNNI ? (char)0x80 : 0);
+    #pragma GCC unroll 8
     for (int q = 0; q < 4; q++) {
         _mm256_store_si256((__m256i *)(out + 32 * q),
                            _mm256_xor_si256(_mm256_permute2x128_si256(u[q], u[q + 4], 0x20), bias));
@@ -133,6 +137,7 @@ static void s_q4_repack(const uint8_t *w, uint64_t rb, uint64_t k, uint8_t *out)
 {
     const uint64_t off = k * sizeof(quant_block_q4_0);
     __m256i v[4];
+    #pragma GCC unroll 8
     for (int i = 0; i < 4; i++) {
         const uint8_t *p = w + (uint64_t)i * rb + off + 2;
         v[i] = _mm256_loadu2_m128i((const __m128i *)(p + 4 * rb), (const __m128i *)p);
@@ -142,6 +147,7 @@ static void s_q4_repack(const uint8_t *w, uint64_t rb, uint64_t k, uint8_t *out)
     const __m256i q[4] = { _mm256_unpacklo_epi64(t0, t2), _mm256_unpackhi_epi64(t0, t2),
                            _mm256_unpacklo_epi64(t1, t3), _mm256_unpackhi_epi64(t1, t3) };
     const __m256i m = _mm256_set1_epi8(0x0F);
+    #pragma GCC unroll 8
     for (int i = 0; i < 4; i++) {
         _mm256_store_si256((__m256i *)(out + 32 * i), _mm256_and_si256(q[i], m));
         _mm256_store_si256((__m256i *)(out + 32 * (i + 4)),
@@ -174,7 +180,9 @@ s_tile(int q8, const quant_gemm_args *a, const uint8_t *rp, uint64_t r, uint64_t
     __m256 acc[S_G][S_P][S_L];
     for (int l = 0; l < S_L; l++) {
         __m256 f[S_G][S_P];
+        #pragma GCC unroll 8
         for (int g = 0; g < G; g++)
+            #pragma GCC unroll 8
             for (int p = 0; p < P; p++)
                 f[g][p] = _mm256_setzero_ps();
         for (uint64_t k = (uint64_t)l, j = 0; k < nb; k += S_L, j++) {
@@ -182,39 +190,53 @@ s_tile(int q8, const quant_gemm_args *a, const uint8_t *rp, uint64_t r, uint64_t
             const uint8_t *wk = rp + slot * (uint64_t)G * S_GB;
             const uint8_t *pk = a->panel + (slot * a->B + b) * S_REC;
             __m256i s[S_G][S_P];
+            #pragma GCC unroll 8
             for (int g = 0; g < G; g++)
+                #pragma GCC unroll 8
                 for (int p = 0; p < P; p++)
                     s[g][p] = _mm256_set1_epi32(s_i32(pk + p * S_REC + 32));
             #pragma GCC unroll 8
             for (int q = 0; q < 8; q++) {
                 __m256i w[S_G];
+                #pragma GCC unroll 8
                 for (int g = 0; g < G; g++)
                     w[g] = _mm256_load_si256((const __m256i *)(wk + g * S_GB + 32 * q));
+                #pragma GCC unroll 8
                 for (int p = 0; p < P; p++) {
                     const __m256i y4 = _mm256_set1_epi32(s_i32(pk + p * S_REC + 4 * q));
+                    #pragma GCC unroll 8
                     for (int g = 0; g < G; g++)
                         s[g][p] = s_dot4(s[g][p], w[g], y4, q8);
                 }
             }
+            #pragma GCC unroll 8
             for (int g = 0; g < G; g++) {
                 const __m256 dw = _mm256_load_ps((const float *)(wk + g * S_GB + 256));
+                #pragma GCC unroll 8
                 for (int p = 0; p < P; p++) {
                     const __m256 d = _mm256_mul_ps(dw, _mm256_set1_ps(s_f32(pk + p * S_REC + 36)));
                     f[g][p] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[g][p]), d, f[g][p]);
                 }
             }
         }
+        #pragma GCC unroll 8
         for (int g = 0; g < G; g++)
+            #pragma GCC unroll 8
             for (int p = 0; p < P; p++)
                 acc[g][p][l] = f[g][p];
     }
+    #pragma GCC unroll 8
     for (int g = 0; g < G; g++)
+        #pragma GCC unroll 8
         for (int p = 0; p < P; p++) {
             __m256 t[8];
+            #pragma GCC unroll 8
             for (int j = 0; j < 8; j++)
                 t[j] = _mm256_add_ps(acc[g][p][j], acc[g][p][j + 8]);
+            #pragma GCC unroll 8
             for (int j = 0; j < 4; j++)
                 t[j] = _mm256_add_ps(t[j], t[j + 4]);
+            #pragma GCC unroll 8
             for (int j = 0; j < 2; j++)
                 t[j] = _mm256_add_ps(t[j], t[j + 2]);
             _mm256_storeu_ps(a->Y + (b + (uint64_t)p) * a->ldy + r + 8 * (uint64_t)g,
@@ -236,6 +258,7 @@ static inline void s_run(int q8, const quant_gemm_args *a, uint64_t r0, uint64_t
         const int G = r + 8 * S_G <= r1 ? S_G : 1;
         const uint8_t *w = a->W + r * a->row_bytes;
         for (uint64_t k = 0; k < nb; k++)
+            #pragma GCC unroll 8
             for (int g = 0; g < G; g++) {
                 uint8_t *o = rp + (((k % S_L) * nbl + k / S_L) * (uint64_t)G + (uint64_t)g) * S_GB;
                 if (q8)

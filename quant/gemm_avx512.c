@@ -149,15 +149,18 @@ static void s_q8_repack(const uint8_t *w, uint64_t row_bytes, uint64_t k, uint8_
 {
     const uint64_t off = k * sizeof(quant_block_q8_0);
     __m512i v[8], t[8], u[8];
+    #pragma GCC unroll 8
     for (int i = 0; i < 8; i++) {
         const uint8_t *a = w + (uint64_t)i * row_bytes + off + 2;
         const uint8_t *b = w + (uint64_t)(i + 8) * row_bytes + off + 2;
         v[i] = s_join(a, b);
     }
+    #pragma GCC unroll 8
     for (int i = 0; i < 8; i += 2) {
         t[i] = _mm512_unpacklo_epi32(v[i], v[i + 1]);
         t[i + 1] = _mm512_unpackhi_epi32(v[i], v[i + 1]);
     }
+    #pragma GCC unroll 8
     for (int i = 0; i < 8; i += 4) {
         u[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);     /* quads 0, 4 of rows i..i+3 */
         u[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]); /* 1, 5 */
@@ -167,6 +170,7 @@ static void s_q8_repack(const uint8_t *w, uint64_t row_bytes, uint64_t k, uint8_
     const __m512i lo = _mm512_setr_epi64(0, 1, 8, 9, 4, 5, 12, 13);
     const __m512i hi = _mm512_setr_epi64(2, 3, 10, 11, 6, 7, 14, 15);
     const __m512i bias = _mm512_set1_epi8((char)0x80);
+    #pragma GCC unroll 8
     for (int q = 0; q < 4; q++) {
         _mm512_store_si512(out + 64 * q,
                            _mm512_xor_si512(_mm512_permutex2var_epi64(u[q], lo, u[q + 4]), bias));
@@ -182,6 +186,7 @@ static void s_q4_repack(const uint8_t *w, uint64_t row_bytes, uint64_t k, uint8_
 {
     const uint64_t off = k * sizeof(quant_block_q4_0);
     __m512i v[4];
+    #pragma GCC unroll 8
     for (int i = 0; i < 4; i++) { /* masked broadcasts: loads, no shuffle-port uop */
         const uint8_t *p = w + (uint64_t)i * row_bytes + off + 2;
         __m512i x = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)p));
@@ -197,6 +202,7 @@ static void s_q4_repack(const uint8_t *w, uint64_t row_bytes, uint64_t k, uint8_
     const __m512i q[4] = { _mm512_unpacklo_epi64(t0, t2), _mm512_unpackhi_epi64(t0, t2),
                            _mm512_unpacklo_epi64(t1, t3), _mm512_unpackhi_epi64(t1, t3) };
     const __m512i m = _mm512_set1_epi8(0x0F);
+    #pragma GCC unroll 8
     for (int i = 0; i < 4; i++) {
         _mm512_store_si512(out + 64 * i, _mm512_and_si512(q[i], m));
         _mm512_store_si512(out + 64 * (i + 4), _mm512_and_si512(_mm512_srli_epi16(q[i], 4), m));
@@ -276,10 +282,13 @@ s_tile(const quant_gemm_args *a, const uint8_t *rp, uint64_t r, uint64_t b, cons
         #pragma GCC unroll 8
         for (int p = 0; p < P; p++) {
             __m512 t[8];
+            #pragma GCC unroll 8
             for (int j = 0; j < 8; j++)
                 t[j] = _mm512_add_ps(acc[g][p][j], acc[g][p][j + 8]);
+            #pragma GCC unroll 8
             for (int j = 0; j < 4; j++)
                 t[j] = _mm512_add_ps(t[j], t[j + 4]);
+            #pragma GCC unroll 8
             for (int j = 0; j < 2; j++)
                 t[j] = _mm512_add_ps(t[j], t[j + 2]);
             _mm512_storeu_ps(a->Y + (b + (uint64_t)p) * a->ldy + r + 16 * (uint64_t)g,
@@ -333,6 +342,7 @@ static inline void s_run(int q4, const quant_gemm_args *a, uint64_t r0, uint64_t
             if (at / 64 != (at + a->row_bytes / nb) / 64)
                 for (int i = 0; i < 16 * G; i++)
                     __builtin_prefetch(w + (uint64_t)i * a->row_bytes + at + S_PF, 0, 3);
+            #pragma GCC unroll 8
             for (int g = 0; g < G; g++) {
                 uint8_t *o = rp + (s_slot(k, nbl) * (uint64_t)G + (uint64_t)g) * gb;
                 if (q4)
