@@ -64,50 +64,63 @@ float quant_dot_bf16_scalar(uint64_t n, const void *w, const void *act)
     return quant_reduce32(a);
 }
 
-/* Block b's quad q: the exact integer sum of 4 products, then one fma with the block's scale
- * product (f32 d_w * d_x, as ggml's ggml_vec_dot_q8_0_q8_0 forms it) into lane (b%4)*8+q. */
-float quant_dot_q8_0_scalar(uint64_t n, const void *w, const void *act)
+float quant_reduce16(const float a[QUANT_QB_BLANES])
 {
-    const quant_block_q8_0 *x = w;
-    const quant_act_q8 y = quant_act_view(act, n);
-    float a[QUANT_LANES] = { 0 };
-    for (uint64_t b = 0; b < n / QUANT_QK; b++) {
-        const float d = quant_f16_to_f32(x[b].d) * y.d[b];
-        const int8_t *yq = y.qs + b * QUANT_QK;
-        float *lane = a + (b % QUANT_QB_GROUP) * QUANT_QB_LANES;
-        for (int q = 0; q < QUANT_QB_LANES; q++) {
-            int s = 0;
-            for (int k = 4 * q; k < 4 * q + 4; k++)
-                s += x[b].qs[k] * yq[k];
-            lane[q] = fmaf((float)s, d, lane[q]);
-        }
+    float t[8], u[4], v[2];
+    for (int j = 0; j < 8; j++)
+        t[j] = a[j] + a[j + 8];
+    for (int j = 0; j < 4; j++)
+        u[j] = t[j] + t[j + 4];
+    for (int j = 0; j < 2; j++)
+        v[j] = u[j] + u[j + 2];
+    return v[0] + v[1];
+}
+
+/* Block b's 32 products summed exactly (|sum| <= 32 * 128 * 127 < 2^24, so (float)s is exact
+ * too), then one fma with the block's scale product (f32 d_w * d_x, as ggml's
+ * ggml_vec_dot_q8_0_q8_0 forms it) into lane b % 16. */
+void quant_tail_q8_0(const quant_block_q8_0 *x, const quant_act_q8 *y, uint64_t b0, uint64_t nb,
+                     float *a)
+{
+    for (uint64_t b = b0; b < nb; b++) {
+        const int8_t *yq = y->qs + b * QUANT_QK;
+        int s = 0;
+        for (int k = 0; k < QUANT_QK; k++)
+            s += x[b].qs[k] * yq[k];
+        const float d = quant_f16_to_f32(x[b].d) * y->d[b];
+        a[b % QUANT_QB_BLANES] = fmaf((float)s, d, a[b % QUANT_QB_BLANES]);
     }
-    return quant_reduce32(a);
 }
 
 /* As Q8_0, with element k of the block = (nibble - 8): low nibbles are elements 0..15, high
- * nibbles 16..31 (ggml-common.h block_q4_0), so quads 0..3 read low and 4..7 high nibbles,
- * and go to Q4_0's lanes (quant.h). The activation is read in element order (qs): the
- * grouped copy is only for the SIMD kernels' loads. */
+ * nibbles 16..31 (ggml-common.h block_q4_0). The activation is read in element order (qs). */
+void quant_tail_q4_0(const quant_block_q4_0 *x, const quant_act_q8 *y, uint64_t b0, uint64_t nb,
+                     float *a)
+{
+    for (uint64_t b = b0; b < nb; b++) {
+        const int8_t *yq = y->qs + b * QUANT_QK;
+        int s = 0;
+        for (int k = 0; k < 16; k++)
+            s += ((x[b].qs[k] & 0x0F) - 8) * yq[k] + ((x[b].qs[k] >> 4) - 8) * yq[k + 16];
+        const float d = quant_f16_to_f32(x[b].d) * y->d[b];
+        a[b % QUANT_QB_BLANES] = fmaf((float)s, d, a[b % QUANT_QB_BLANES]);
+    }
+}
+
+float quant_dot_q8_0_scalar(uint64_t n, const void *w, const void *act)
+{
+    const quant_act_q8 y = quant_act_view(act, n);
+    float a[QUANT_QB_BLANES] = { 0 };
+    quant_tail_q8_0(w, &y, 0, n / QUANT_QK, a);
+    return quant_reduce16(a);
+}
+
 float quant_dot_q4_0_scalar(uint64_t n, const void *w, const void *act)
 {
-    const quant_block_q4_0 *x = w;
     const quant_act_q8 y = quant_act_view(act, n);
-    float a[QUANT_LANES] = { 0 };
-    for (uint64_t b = 0; b < n / QUANT_QK; b++) {
-        const float d = quant_f16_to_f32(x[b].d) * y.d[b];
-        const int8_t *yq = y.qs + b * QUANT_QK;
-        for (int q = 0; q < QUANT_QB_LANES; q++) {
-            int s = 0;
-            for (int k = 4 * q; k < 4 * q + 4; k++) {
-                const int v = k < 16 ? (x[b].qs[k] & 0x0F) - 8 : (x[b].qs[k - 16] >> 4) - 8;
-                s += v * yq[k];
-            }
-            const uint64_t l = q < 4 ? 4 * (b % 4) + (uint64_t)q : 12 + 4 * (b % 4) + (uint64_t)q;
-            a[l] = fmaf((float)s, d, a[l]);
-        }
-    }
-    return quant_reduce32(a);
+    float a[QUANT_QB_BLANES] = { 0 };
+    quant_tail_q4_0(w, &y, 0, n / QUANT_QK, a);
+    return quant_reduce16(a);
 }
 
 /* ---------------------------------------------------------------- dispatch */
@@ -183,9 +196,11 @@ quant_dot_fn quant_dot_get(quant_type t, quant_isa isa)
 
 quant_tile_fn quant_tile_get(quant_type t, quant_isa isa)
 {
+    /* Q8_0 and Q4_0 have none: batches go through their batched kernel (gemm_avx512.c), or
+     * one dot per pair (the 2-row tiles kept the old per-quad order). */
     static const quant_tile_fn tiles[S_NSLOT] = { quant_tile_f32_avx512, quant_tile_f16_avx512,
-                                                  quant_tile_bf16_avx512, quant_tile_q8_0_avx512,
-                                                  quant_tile_q4_0_avx512, quant_tile_q4_K_avx512,
+                                                  quant_tile_bf16_avx512, NULL,
+                                                  NULL, quant_tile_q4_K_avx512,
                                                   quant_tile_q5_K_avx512, quant_tile_q6_K_avx512 };
     if (isa != QUANT_ISA_AVX512 || !s_isa_runs(isa))
         return NULL;

@@ -106,86 +106,99 @@ static inline __m256i s_quads_signed(__m256i x, __m256i y)
     return _mm256_madd_epi16(_mm256_maddubs_epi16(ax, sy), _mm256_set1_epi16(1));
 }
 
-/* The scale products d_w * d_x of blocks b..b+3 (4 f32 multiplies, as the scalar code does
- * one at a time) and a broadcast of lane k: one f16 conversion per 4 blocks, not per block. */
-static inline __m128 s_scales4(const uint16_t w[4], const float *dx)
+/* Eight blocks' 8 partial sums each (q[k]: block k) folded to one exact sum per block, lane
+ * k = block k: in-lane horizontal adds give quads 0..3 (low half) and 4..7 (high half) of
+ * four blocks side by side, and one cross-half add finishes. Integer sums are exact, so the
+ * folding order is free. */
+static inline __m256i s_fold8(const __m256i q[8])
 {
-    const __m128i h = _mm_setr_epi16((short)w[0], (short)w[1], (short)w[2], (short)w[3], 0, 0,
-                                     0, 0);
-    return _mm_mul_ps(_mm_cvtph_ps(h), _mm_loadu_ps(dx));
+    const __m256i h0 = _mm256_hadd_epi32(_mm256_hadd_epi32(q[0], q[1]),
+                                         _mm256_hadd_epi32(q[2], q[3]));
+    const __m256i h1 = _mm256_hadd_epi32(_mm256_hadd_epi32(q[4], q[5]),
+                                         _mm256_hadd_epi32(q[6], q[7]));
+    return _mm256_add_epi32(_mm256_permute2x128_si256(h0, h1, 0x20),
+                            _mm256_permute2x128_si256(h0, h1, 0x31));
 }
 
-static inline __m256 s_lane(__m128 d4, int k)
+/* The scale products d_w * d_x of blocks x[0..7] (8 f32 multiplies, as the scalar code does
+ * one at a time), lane k = block k. */
+#define S_DW8(x) _mm256_cvtph_ps(_mm_setr_epi16((short)(x)[0].d, (short)(x)[1].d,            \
+                                                (short)(x)[2].d, (short)(x)[3].d,            \
+                                                (short)(x)[4].d, (short)(x)[5].d,            \
+                                                (short)(x)[6].d, (short)(x)[7].d))
+
+/* Eight Q8_0 blocks' exact sums. */
+static inline __m256i s_q8_isum8(const quant_block_q8_0 *x, const int8_t *yq)
 {
-    return _mm256_permutevar8x32_ps(_mm256_castps128_ps256(d4), _mm256_set1_epi32(k));
+    __m256i q[8];
+    #pragma GCC unroll 8
+    for (int k = 0; k < 8; k++)
+        q[k] = s_quads_signed(_mm256_loadu_si256((const __m256i *)x[k].qs),
+                              _mm256_loadu_si256((const __m256i *)(yq + 32 * k)));
+    return s_fold8(q);
 }
 
-static inline __m256 s_q8_quads(const quant_block_q8_0 *x, const int8_t *yq)
+/* Four Q4_0 blocks' quad sums, two blocks a vector (their 16 nibble bytes side by side; the
+ * activation's grouped copy qs4 has the same order, and bias8 the quads' -8 * sums):
+ * unsigned nibbles times signed bytes (maddubs: 2 * 15 * 127 < 2^15, no saturation), pairs to
+ * int32; low plus high quads gives four partial sums per block, blocks 0, 1 in c[0] (lanes
+ * 0..3, 4..7), 2, 3 in c[1]. */
+static inline void s_q4_group(const quant_block_q4_0 *x, const int8_t *q, const int32_t *b8,
+                              __m256i c[2])
 {
-    return _mm256_cvtepi32_ps(s_quads_signed(_mm256_loadu_si256((const __m256i *)x->qs),
-                                             _mm256_loadu_si256((const __m256i *)yq)));
+    const __m256i m = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi16(1);
+    const __m256i v01 = _mm256_loadu2_m128i((const __m128i *)x[1].qs, (const __m128i *)x[0].qs);
+    const __m256i v23 = _mm256_loadu2_m128i((const __m128i *)x[3].qs, (const __m128i *)x[2].qs);
+    const __m256i nib[4] = { _mm256_and_si256(v01, m), _mm256_and_si256(v23, m),
+                             _mm256_and_si256(_mm256_srli_epi16(v01, 4), m),
+                             _mm256_and_si256(_mm256_srli_epi16(v23, 4), m) };
+    __m256i h[4];
+    #pragma GCC unroll 8
+    for (int i = 0; i < 4; i++)
+        h[i] = _mm256_add_epi32(
+            _mm256_madd_epi16(_mm256_maddubs_epi16(nib[i], _mm256_loadu_si256(
+                                                                (const __m256i *)(q + 32 * i))),
+                              one),
+            _mm256_loadu_si256((const __m256i *)(b8 + 8 * i)));
+    c[0] = _mm256_add_epi32(h[0], h[2]);
+    c[1] = _mm256_add_epi32(h[1], h[3]);
 }
 
+/* Eight Q4_0 blocks' exact sums, lane k = block k: two groups' partial sums folded by in-lane
+ * horizontal adds (blocks 0, 2, 4, 6 in the low half, 1, 3, 5, 7 in the high), then one
+ * permute to block order. */
+static inline __m256i s_q4_isum8(const quant_block_q4_0 *x, const int8_t *q, const int32_t *b8)
+{
+    __m256i c[4];
+    s_q4_group(x, q, b8, c);
+    s_q4_group(x + 4, q + 128, b8 + 32, c + 2);
+    const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(c[0], c[1]),
+                                        _mm256_hadd_epi32(c[2], c[3]));
+    return _mm256_permutevar8x32_epi32(h, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
+/* quant.h's order for Q8_0 and Q4_0: sixteen blocks a pass into two 8-lane accumulators (lane
+ * b % 16), leftover blocks by the scalar tail, the 16-lane tree. */
 float quant_dot_q8_0_avx2(uint64_t n, const void *wv, const void *act)
 {
     const quant_block_q8_0 *x = wv;
     const quant_act_q8 y = quant_act_view(act, n);
     const uint64_t nb = n / QUANT_QK;
-    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-    float a[QUANT_LANES];
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0;
+    float a[QUANT_QB_BLANES];
     uint64_t b = 0;
-    for (; b + QUANT_QB_GROUP <= nb; b += QUANT_QB_GROUP) {
-        quant_prefetch(x + b, QUANT_QB_GROUP * sizeof *x);
-        const uint16_t dw[4] = { x[b].d, x[b + 1].d, x[b + 2].d, x[b + 3].d };
-        const __m128 d4 = s_scales4(dw, y.d + b);
+    for (; b + QUANT_QB_BLANES <= nb; b += QUANT_QB_BLANES) {
+        quant_prefetch(x + b, QUANT_QB_BLANES * sizeof *x);
+        const __m256 d0 = _mm256_mul_ps(S_DW8(x + b), _mm256_loadu_ps(y.d + b));
+        const __m256 d1 = _mm256_mul_ps(S_DW8(x + b + 8), _mm256_loadu_ps(y.d + b + 8));
         const int8_t *yq = y.qs + b * QUANT_QK;
-        a0 = _mm256_fmadd_ps(s_q8_quads(x + b, yq), s_lane(d4, 0), a0);
-        a1 = _mm256_fmadd_ps(s_q8_quads(x + b + 1, yq + 32), s_lane(d4, 1), a1);
-        a2 = _mm256_fmadd_ps(s_q8_quads(x + b + 2, yq + 64), s_lane(d4, 2), a2);
-        a3 = _mm256_fmadd_ps(s_q8_quads(x + b + 3, yq + 96), s_lane(d4, 3), a3);
+        a0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s_q8_isum8(x + b, yq)), d0, a0);
+        a1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s_q8_isum8(x + b + 8, yq + 256)), d1, a1);
     }
-    s_store4(a, a0, a1, a2, a3);
-    for (; b < nb; b++) {
-        float *lane = a + (b % QUANT_QB_GROUP) * QUANT_QB_LANES;
-        const __m256 d = _mm256_set1_ps(s_h2f(x[b].d) * y.d[b]);
-        _mm256_storeu_ps(lane, _mm256_fmadd_ps(s_q8_quads(x + b, y.qs + b * QUANT_QK), d,
-                                               _mm256_loadu_ps(lane)));
-    }
-    return quant_reduce32_avx(a);
-}
-
-/* Q4_0 (quant.h's lanes for it): two blocks' 16 nibble bytes side by side; masked, the low
- * nibbles are both blocks' elements 0..15, shifted and masked the high ones 16..31 — the
- * order of the activation's grouped copy qs4, so each half meets one 32-byte load. Unsigned
- * nibbles 0..15 times signed activation bytes (maddubs: 2 * 15 * 127 < 2^15, no
- * saturation), pairs to int32, plus -8 * the quad's activation sum: exactly
- * sum (nibble - 8) * y. The int32 lanes are the two blocks' quads 0..3 (or 4..7). */
-static inline __m256 s_q4_half(__m256i nib, const int8_t *yq, const int32_t *b8)
-{
-    const __m256i p = _mm256_madd_epi16(
-        _mm256_maddubs_epi16(nib, _mm256_loadu_si256((const __m256i *)yq)), _mm256_set1_epi16(1));
-    return _mm256_cvtepi32_ps(_mm256_add_epi32(p, _mm256_loadu_si256((const __m256i *)b8)));
-}
-
-/* One block of a group's remainder (k < 4 blocks in its group), 128 bits at a time. */
-static inline void s_q4_tail(float *a, const quant_block_q4_0 *x, uint64_t b, uint64_t k,
-                             const quant_act_q8 *y)
-{
-    const uint64_t g = b / 4, p = b % 4;
-    const __m128i t = _mm_loadu_si128((const __m128i *)x->qs), m = _mm_set1_epi8(0x0F);
-    const __m128i lo = _mm_and_si128(t, m), hi = _mm_and_si128(_mm_srli_epi16(t, 4), m);
-    const __m128 d = _mm_set1_ps(s_h2f(x->d) * y->d[b]);
-    const int8_t *q = y->qs4 + g * 128;
-    const int32_t *b8 = y->bias8 + g * 32;
-    const __m128i ylo = _mm_loadu_si128((const __m128i *)(q + p * 16));
-    const __m128i yhi = _mm_loadu_si128((const __m128i *)(q + k * 16 + p * 16));
-    __m128i s = _mm_madd_epi16(_mm_maddubs_epi16(lo, ylo), _mm_set1_epi16(1));
-    s = _mm_add_epi32(s, _mm_loadu_si128((const __m128i *)(b8 + 4 * p)));
-    _mm_storeu_ps(a + 4 * p, _mm_fmadd_ps(_mm_cvtepi32_ps(s), d, _mm_loadu_ps(a + 4 * p)));
-    s = _mm_madd_epi16(_mm_maddubs_epi16(hi, yhi), _mm_set1_epi16(1));
-    s = _mm_add_epi32(s, _mm_loadu_si128((const __m128i *)(b8 + 16 + 4 * p)));
-    _mm_storeu_ps(a + 16 + 4 * p,
-                  _mm_fmadd_ps(_mm_cvtepi32_ps(s), d, _mm_loadu_ps(a + 16 + 4 * p)));
+    _mm256_storeu_ps(a, a0);
+    _mm256_storeu_ps(a + 8, a1);
+    quant_tail_q8_0(x, &y, b, nb, a);
+    return quant_reduce16_avx(a);
 }
 
 float quant_dot_q4_0_avx2(uint64_t n, const void *wv, const void *act)
@@ -193,33 +206,23 @@ float quant_dot_q4_0_avx2(uint64_t n, const void *wv, const void *act)
     const quant_block_q4_0 *x = wv;
     const quant_act_q8 y = quant_act_view(act, n);
     const uint64_t nb = n / QUANT_QK;
-    const __m256i m = _mm256_set1_epi8(0x0F);
-    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-    float a[QUANT_LANES];
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0;
+    float a[QUANT_QB_BLANES];
     uint64_t b = 0;
-    for (; b + QUANT_QB_GROUP <= nb; b += QUANT_QB_GROUP) {
-        quant_prefetch(x + b, QUANT_QB_GROUP * sizeof *x);
-        const uint16_t dw[4] = { x[b].d, x[b + 1].d, x[b + 2].d, x[b + 3].d };
-        const __m256 d4 = _mm256_castps128_ps256(s_scales4(dw, y.d + b));
-        const __m256 d01 = _mm256_permutevar8x32_ps(d4, _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1));
-        const __m256 d23 = _mm256_permutevar8x32_ps(d4, _mm256_setr_epi32(2, 2, 2, 2, 3, 3, 3, 3));
+    for (; b + QUANT_QB_BLANES <= nb; b += QUANT_QB_BLANES) {
+        quant_prefetch(x + b, QUANT_QB_BLANES * sizeof *x);
+        const __m256 d0 = _mm256_mul_ps(S_DW8(x + b), _mm256_loadu_ps(y.d + b));
+        const __m256 d1 = _mm256_mul_ps(S_DW8(x + b + 8), _mm256_loadu_ps(y.d + b + 8));
         const int8_t *q = y.qs4 + b * 32;
         const int32_t *b8 = y.bias8 + b * 8;
-        const __m256i v01 = _mm256_loadu2_m128i((const __m128i *)x[b + 1].qs,
-                                                (const __m128i *)x[b].qs);
-        const __m256i v23 = _mm256_loadu2_m128i((const __m128i *)x[b + 3].qs,
-                                                (const __m128i *)x[b + 2].qs);
-        a0 = _mm256_fmadd_ps(s_q4_half(_mm256_and_si256(v01, m), q, b8), d01, a0);
-        a1 = _mm256_fmadd_ps(s_q4_half(_mm256_and_si256(v23, m), q + 32, b8 + 8), d23, a1);
-        a2 = _mm256_fmadd_ps(s_q4_half(_mm256_and_si256(_mm256_srli_epi16(v01, 4), m), q + 64,
-                                       b8 + 16), d01, a2);
-        a3 = _mm256_fmadd_ps(s_q4_half(_mm256_and_si256(_mm256_srli_epi16(v23, 4), m), q + 96,
-                                       b8 + 24), d23, a3);
+        a0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s_q4_isum8(x + b, q, b8)), d0, a0);
+        a1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s_q4_isum8(x + b + 8, q + 256, b8 + 64)), d1,
+                             a1);
     }
-    s_store4(a, a0, a1, a2, a3);
-    for (; b < nb; b++)
-        s_q4_tail(a, x + b, b, nb % QUANT_QB_GROUP, &y);
-    return quant_reduce32_avx(a);
+    _mm256_storeu_ps(a, a0);
+    _mm256_storeu_ps(a + 8, a1);
+    quant_tail_q4_0(x, &y, b, nb, a);
+    return quant_reduce16_avx(a);
 }
 
 /* ---------------------------------------------------------------- activation quantization */

@@ -80,131 +80,125 @@ float quant_dot_bf16_avx512(uint64_t n, const void *wv, const void *act)
     return quant_reduce32_avx(a);
 }
 
-/* The scale products d_w * d_x of blocks b..b+3 (4 f32 multiplies, as the scalar code does
- * one at a time), laid out for z0 (blocks b, b+1: 8 lanes each) and z1 (b+2, b+3). */
-static inline void s_scales4(__m128i h, const float *dx, __m512 *d01, __m512 *d23)
-{
-    const __m512 d = _mm512_castps128_ps512(_mm_mul_ps(_mm_cvtph_ps(h), _mm_loadu_ps(dx)));
-    const __m512i i01 = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
-    *d01 = _mm512_permutexvar_ps(i01, d);
-    *d23 = _mm512_permutexvar_ps(_mm512_add_epi32(i01, _mm512_set1_epi32(2)), d);
-}
-
-/* Four blocks' f16 scales in one vector, by four scalar loads (Q8_0, and Q4_0's tiles): for
- * Q8_0 (136-byte groups, so two loads and a vpermt2w) the permute was slower streaming from
- * DRAM (0.69-0.74 of the read bound against 0.83-0.86, 2026-12-01, before the prefetch). */
-static inline __m128i s_dw4_q4(const quant_block_q4_0 *x)
-{
-    return _mm_setr_epi16((short)x[0].d, (short)x[1].d, (short)x[2].d, (short)x[3].d, 0, 0, 0, 0);
-}
-
-/* Q4_0's four scales from one 64-byte load of the group (72 bytes: the load stays inside it)
- * and one word permute (words 0, 9, 18, 27), where the scalar loads cost ~8 shuffle-port uops
- * (vpinsrw, vmovd, vpunpck): with the broadcast loads below, a Q4_0 row in cache is 8-13%
- * faster (1 thread, 512 x 2048, alternating runs in one process, 2026-12-01: 16.9-18.3 GB/s
- * against 15.6-16.2); streaming from DRAM, with the prefetch, both are at the read bound. */
-static inline __m128i s_dw4_q4_perm(const quant_block_q4_0 *x)
-{
-    const __m512i ix = _mm512_setr_epi32(9 << 16 | 0, 27 << 16 | 18, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-                                         0, 0, 0, 0);
-    return _mm512_castsi512_si128(_mm512_permutexvar_epi16(ix, _mm512_loadu_si512(x)));
-}
-
-static inline __m128i s_dw4_q8(const quant_block_q8_0 *x)
-{
-    return _mm_setr_epi16((short)x[0].d, (short)x[1].d, (short)x[2].d, (short)x[3].d, 0, 0, 0, 0);
-}
-
 static inline __m512i s_join(const void *lo, const void *hi)
 {
     return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)lo)),
                               _mm256_loadu_si256((const __m256i *)hi), 1);
 }
 
+/* Pairs of adjacent int32 lanes of a then of b, summed: lane m < 8 is a[2m] + a[2m+1], lane
+ * m >= 8 is b[2m-16] + b[2m-15]. Integer sums are exact, so how the 8 (or 4) partial sums of a
+ * block are folded is free: three rounds of this turn 8 vectors of quad sums (two blocks each)
+ * into one vector of 16 block sums, block order kept. */
+static inline __m512i s_pairsum(__m512i a, __m512i b)
+{
+    const __m512i ie = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28,
+                                         30);
+    const __m512i io = _mm512_add_epi32(ie, _mm512_set1_epi32(1));
+    return _mm512_add_epi32(_mm512_permutex2var_epi32(a, ie, b),
+                            _mm512_permutex2var_epi32(a, io, b));
+}
+
 /* Two Q8_0 blocks' quads: vpdpbusd wants unsigned bytes, so the weights go in as x + 128
  * (x ^ 0x80) and the accumulator starts at -128 * the activation's quad sums: exactly
  * sum x * y, with no intermediate step that could saturate. */
-static inline __m512 s_q8_quads2(const quant_block_q8_0 *x, const int8_t *yq, const int32_t *b128)
+static inline __m512i s_q8_quads2(const quant_block_q8_0 *x, const int8_t *yq, const int32_t *b128)
 {
     const __m512i xu = _mm512_xor_si512(s_join(x[0].qs, x[1].qs), _mm512_set1_epi8((char)0x80));
-    return _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_loadu_si512(b128), xu,
-                                                  _mm512_loadu_si512(yq)));
+    return _mm512_dpbusd_epi32(_mm512_loadu_si512(b128), xu, _mm512_loadu_si512(yq));
 }
 
-/* Four Q4_0 blocks' quads (quant.h's lanes for Q4_0): their 16 nibble bytes side by side
- * (a broadcast load is a load, with no shuffle uop, and a masked merge runs on either vector
- * port, where vinserti32x4 needs the one shuffle port);
- * masked, the low nibbles are the four blocks' elements 0..15 (lanes 0..15 after vpdpbusd),
- * shifted and masked the high ones 16..31 (lanes 16..31) — the order of the activation's
- * grouped copy qs4, one 64-byte load each. Accumulators start at -8 * the quad sums. */
-static inline void s_q4_quads4(const quant_block_q4_0 *x, const int8_t *q, const int32_t *b8,
-                               __m512 *lo, __m512 *hi)
+/* The 16 f16 scales of blocks x[0..15] in block order. Q8_0's blocks are 34 bytes: four
+ * blocks' scales (words 0, 17, 34, 51 of 136 bytes) by one word permute of two loads. */
+static inline __m512 s_dw16_q8(const quant_block_q8_0 *x)
 {
-    __m512i v = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)x[0].qs));
-    v = _mm512_mask_broadcast_i32x4(v, 0x00F0, _mm_loadu_si128((const __m128i *)x[1].qs));
-    v = _mm512_mask_broadcast_i32x4(v, 0x0F00, _mm_loadu_si128((const __m128i *)x[2].qs));
-    v = _mm512_mask_broadcast_i32x4(v, 0xF000, _mm_loadu_si128((const __m128i *)x[3].qs));
+    const __m512i ix = _mm512_setr_epi32(17 << 16 | 0, 51 << 16 | 34, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+                                         0, 0, 0, 0, 0);
+    __m128i r[4];
+    #pragma GCC unroll 8
+    for (int i = 0; i < 4; i++) {
+        const char *p = (const char *)(x + 4 * i);
+        r[i] = _mm512_castsi512_si128(_mm512_permutex2var_epi16(
+            _mm512_loadu_si512(p), ix, _mm512_loadu_si512(p + 64)));
+    }
+    const __m256i h = _mm256_setr_m128i(_mm_unpacklo_epi64(r[0], r[1]),
+                                        _mm_unpacklo_epi64(r[2], r[3]));
+    return _mm512_cvtph_ps(h);
+}
+
+/* Q4_0's blocks are 18 bytes: eight blocks' scales are words 0, 9, ..., 63 of 144 bytes. */
+static inline __m512 s_dw16_q4(const quant_block_q4_0 *x)
+{
+    const __m512i ix = _mm512_setr_epi32(9 << 16 | 0, 27 << 16 | 18, 45 << 16 | 36, 63 << 16 | 54,
+                                         0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+    const char *p = (const char *)x;
+    const __m512i a = _mm512_permutex2var_epi16(_mm512_loadu_si512(p), ix,
+                                                _mm512_loadu_si512(p + 64));
+    const __m512i b = _mm512_permutex2var_epi16(_mm512_loadu_si512(p + 144), ix,
+                                                _mm512_loadu_si512(p + 208));
+    return _mm512_cvtph_ps(_mm256_setr_m128i(_mm512_castsi512_si128(a),
+                                             _mm512_castsi512_si128(b)));
+}
+
+/* Sixteen Q8_0 blocks' exact sums, lane l = block l. */
+static inline __m512i s_q8_isum16(const quant_block_q8_0 *x, const int8_t *yq, const int32_t *b128)
+{
+    __m512i c[4];
+    #pragma GCC unroll 8
+    for (int i = 0; i < 4; i++)
+        c[i] = s_pairsum(s_q8_quads2(x + 4 * i, yq + 128 * i, b128 + 32 * i),
+                         s_q8_quads2(x + 4 * i + 2, yq + 128 * i + 64, b128 + 32 * i + 16));
+    return s_pairsum(s_pairsum(c[0], c[1]), s_pairsum(c[2], c[3]));
+}
+
+/* Sixteen Q4_0 blocks' exact sums, lane l = block l: per group of four, their 16 nibble bytes
+ * side by side (a broadcast load is a load, with no shuffle uop, and a masked merge runs on
+ * either vector port); masked, the low nibbles are the blocks' elements 0..15, shifted and
+ * masked the high ones 16..31 — the order of the activation's grouped copy qs4, one 64-byte
+ * load each, the accumulators starting at -8 * the quad sums (bias8). Low plus high is four
+ * partial sums per block, lanes 4k..4k+3 for block k of the group. */
+static inline __m512i s_q4_isum16(const quant_block_q4_0 *x, const int8_t *q, const int32_t *b8)
+{
     const __m512i m = _mm512_set1_epi8(0x0F);
-    *lo = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_loadu_si512(b8), _mm512_and_si512(v, m),
-                                                 _mm512_loadu_si512(q)));
-    *hi = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_loadu_si512(b8 + 16),
-                                                 _mm512_and_si512(_mm512_srli_epi16(v, 4), m),
-                                                 _mm512_loadu_si512(q + 64)));
+    __m512i c[4];
+    #pragma GCC unroll 8
+    for (int i = 0; i < 4; i++) {
+        const quant_block_q4_0 *g = x + 4 * i;
+        __m512i v = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)g[0].qs));
+        v = _mm512_mask_broadcast_i32x4(v, 0x00F0, _mm_loadu_si128((const __m128i *)g[1].qs));
+        v = _mm512_mask_broadcast_i32x4(v, 0x0F00, _mm_loadu_si128((const __m128i *)g[2].qs));
+        v = _mm512_mask_broadcast_i32x4(v, 0xF000, _mm_loadu_si128((const __m128i *)g[3].qs));
+        const __m512i lo = _mm512_dpbusd_epi32(_mm512_loadu_si512(b8 + 32 * i),
+                                               _mm512_and_si512(v, m),
+                                               _mm512_loadu_si512(q + 128 * i));
+        const __m512i hi = _mm512_dpbusd_epi32(_mm512_loadu_si512(b8 + 32 * i + 16),
+                                               _mm512_and_si512(_mm512_srli_epi16(v, 4), m),
+                                               _mm512_loadu_si512(q + 128 * i + 64));
+        c[i] = _mm512_add_epi32(lo, hi);
+    }
+    return s_pairsum(s_pairsum(c[0], c[1]), s_pairsum(c[2], c[3]));
 }
 
-/* One block of a short last group (k < 4 blocks), 128 bits at a time. */
-static inline void s_q4_tail(float *a, const quant_block_q4_0 *x, uint64_t b, uint64_t k,
-                             const quant_act_q8 *y)
-{
-    const uint64_t g = b / 4, p = b % 4;
-    const __m128i t = _mm_loadu_si128((const __m128i *)x->qs), m = _mm_set1_epi8(0x0F);
-    const __m128 d = _mm_set1_ps(_cvtsh_ss(x->d) * y->d[b]);
-    const int8_t *q = y->qs4 + g * 128;
-    const int32_t *b8 = y->bias8 + g * 32;
-    const __m128i ylo = _mm_loadu_si128((const __m128i *)(q + p * 16));
-    __m128i s = _mm_dpbusd_epi32(_mm_loadu_si128((const __m128i *)(b8 + 4 * p)),
-                                 _mm_and_si128(t, m), ylo);
-    _mm_storeu_ps(a + 4 * p, _mm_fmadd_ps(_mm_cvtepi32_ps(s), d, _mm_loadu_ps(a + 4 * p)));
-    s = _mm_dpbusd_epi32(_mm_loadu_si128((const __m128i *)(b8 + 16 + 4 * p)),
-                         _mm_and_si128(_mm_srli_epi16(t, 4), m),
-                         _mm_loadu_si128((const __m128i *)(q + k * 16 + p * 16)));
-    _mm_storeu_ps(a + 16 + 4 * p,
-                  _mm_fmadd_ps(_mm_cvtepi32_ps(s), d, _mm_loadu_ps(a + 16 + 4 * p)));
-}
-
-/* One leftover block's quads (256-bit forms), into its 8 lanes of a[]. */
-static inline void s_tail(float *a, uint64_t b, __m256i xu, const quant_act_q8 *y,
-                          const int32_t *bias, uint16_t dw)
-{
-    float *lane = a + (b % QUANT_QB_GROUP) * QUANT_QB_LANES;
-    const __m256 d = _mm256_set1_ps(_cvtsh_ss(dw) * y->d[b]);
-    const __m256i s = _mm256_dpbusd_epi32(_mm256_loadu_si256((const __m256i *)(bias + b * 8)), xu,
-                                          _mm256_loadu_si256((const __m256i *)(y->qs + b * 32)));
-    _mm256_storeu_ps(lane, _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), d, _mm256_loadu_ps(lane)));
-}
-
+/* quant.h's order for Q8_0 and Q4_0: sixteen blocks a pass, block b's exact sum in lane b % 16,
+ * one fma per lane with the 16 scale products (16 f32 multiplies, as the scalar code does one
+ * at a time); leftover blocks by the scalar tail (quant_tail_q8_0: the same lanes). */
 float quant_dot_q8_0_avx512(uint64_t n, const void *wv, const void *act)
 {
     const quant_block_q8_0 *x = wv;
     const quant_act_q8 y = quant_act_view(act, n);
     const uint64_t nb = n / QUANT_QK;
-    __m512 z0 = _mm512_setzero_ps(), z1 = z0, d01, d23;
-    float a[QUANT_LANES];
+    __m512 z = _mm512_setzero_ps();
+    float a[QUANT_QB_BLANES];
     uint64_t b = 0;
-    for (; b + QUANT_QB_GROUP <= nb; b += QUANT_QB_GROUP) {
-        quant_prefetch(x + b, QUANT_QB_GROUP * sizeof *x);
-        s_scales4(s_dw4_q8(x + b), y.d + b, &d01, &d23);
-        z0 = _mm512_fmadd_ps(s_q8_quads2(x + b, y.qs + b * 32, y.bias128 + b * 8), d01, z0);
-        z1 = _mm512_fmadd_ps(s_q8_quads2(x + b + 2, y.qs + b * 32 + 64, y.bias128 + b * 8 + 16),
-                             d23, z1);
+    for (; b + QUANT_QB_BLANES <= nb; b += QUANT_QB_BLANES) {
+        quant_prefetch(x + b, QUANT_QB_BLANES * sizeof *x);
+        const __m512 d = _mm512_mul_ps(s_dw16_q8(x + b), _mm512_loadu_ps(y.d + b));
+        const __m512i s = s_q8_isum16(x + b, y.qs + b * 32, y.bias128 + b * 8);
+        z = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), d, z);
     }
-    s_store2(a, z0, z1);
-    for (; b < nb; b++) {
-        const __m256i xu = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)x[b].qs),
-                                            _mm256_set1_epi8((char)0x80));
-        s_tail(a, b, xu, &y, y.bias128, x[b].d);
-    }
-    return quant_reduce32_avx(a);
+    _mm512_storeu_ps(a, z);
+    quant_tail_q8_0(x, &y, b, nb, a);
+    return quant_reduce16_avx(a);
 }
 
 float quant_dot_q4_0_avx512(uint64_t n, const void *wv, const void *act)
@@ -212,24 +206,18 @@ float quant_dot_q4_0_avx512(uint64_t n, const void *wv, const void *act)
     const quant_block_q4_0 *x = wv;
     const quant_act_q8 y = quant_act_view(act, n);
     const uint64_t nb = n / QUANT_QK;
-    const __m512i idx = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
-    __m512 z0 = _mm512_setzero_ps(), z1 = z0, lo, hi;
-    float a[QUANT_LANES];
+    __m512 z = _mm512_setzero_ps();
+    float a[QUANT_QB_BLANES];
     uint64_t b = 0;
-    for (; b + QUANT_QB_GROUP <= nb; b += QUANT_QB_GROUP) {
-        quant_prefetch(x + b, QUANT_QB_GROUP * sizeof *x);
-        const __m128i h = s_dw4_q4_perm(x + b);
-        const __m512 d4 = _mm512_castps128_ps512(_mm_mul_ps(_mm_cvtph_ps(h),
-                                                            _mm_loadu_ps(y.d + b)));
-        const __m512 d = _mm512_permutexvar_ps(idx, d4);
-        s_q4_quads4(x + b, y.qs4 + b * 32, y.bias8 + b * 8, &lo, &hi);
-        z0 = _mm512_fmadd_ps(lo, d, z0);
-        z1 = _mm512_fmadd_ps(hi, d, z1);
+    for (; b + QUANT_QB_BLANES <= nb; b += QUANT_QB_BLANES) {
+        quant_prefetch(x + b, QUANT_QB_BLANES * sizeof *x);
+        const __m512 d = _mm512_mul_ps(s_dw16_q4(x + b), _mm512_loadu_ps(y.d + b));
+        const __m512i s = s_q4_isum16(x + b, y.qs4 + b * 32, y.bias8 + b * 8);
+        z = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), d, z);
     }
-    s_store2(a, z0, z1);
-    for (; b < nb; b++)
-        s_q4_tail(a, x + b, b, nb % QUANT_QB_GROUP, &y);
-    return quant_reduce32_avx(a);
+    _mm512_storeu_ps(a, z);
+    quant_tail_q4_0(x, &y, b, nb, a);
+    return quant_reduce16_avx(a);
 }
 
 /* ---------------------------------------------------------------- tiles: 2 rows x 4 positions */
@@ -299,105 +287,4 @@ void quant_tile_f16_avx512(uint64_t n, const void *const *w, const void *const *
 void quant_tile_bf16_avx512(uint64_t n, const void *const *w, const void *const *act, float *out)
 {
     s_tile_float(S_BF16, n, w, act, out);
-}
-
-void quant_tile_q8_0_avx512(uint64_t n, const void *const *w, const void *const *act, float *out)
-{
-    const quant_block_q8_0 *xr[QUANT_TILE_ROWS] = { w[0], w[1] };
-    quant_act_q8 y[QUANT_TILE_POS];
-    __m512 c[QUANT_TILE_ROWS][QUANT_TILE_POS][2];
-    const uint64_t nb = n / QUANT_QK;
-    const __m512i i01 = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
-    const __m512i i23 = _mm512_add_epi32(i01, _mm512_set1_epi32(2));
-    const __m512i bias = _mm512_set1_epi8((char)0x80);
-    for (int p = 0; p < QUANT_TILE_POS; p++) {
-        y[p] = quant_act_view(act[p], n);
-        for (int r = 0; r < QUANT_TILE_ROWS; r++)
-            c[r][p][0] = c[r][p][1] = _mm512_setzero_ps();
-    }
-    uint64_t b = 0;
-    for (; b + QUANT_QB_GROUP <= nb; b += QUANT_QB_GROUP) {
-#pragma GCC unroll 2
-        for (int r = 0; r < QUANT_TILE_ROWS; r++) {
-            const quant_block_q8_0 *x = xr[r] + b;
-            const __m128 dw = _mm_cvtph_ps(s_dw4_q8(x));
-            const __m512i u01 = _mm512_xor_si512(s_join(x[0].qs, x[1].qs), bias);
-            const __m512i u23 = _mm512_xor_si512(s_join(x[2].qs, x[3].qs), bias);
-#pragma GCC unroll 4
-            for (int p = 0; p < QUANT_TILE_POS; p++) {
-                const __m512 d = _mm512_castps128_ps512(_mm_mul_ps(dw, _mm_loadu_ps(y[p].d + b)));
-                const int8_t *q = y[p].qs + b * 32;
-                const int32_t *b128 = y[p].bias128 + b * 8;
-                const __m512 s01 = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(
-                    _mm512_loadu_si512(b128), u01, _mm512_loadu_si512(q)));
-                const __m512 s23 = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(
-                    _mm512_loadu_si512(b128 + 16), u23, _mm512_loadu_si512(q + 64)));
-                c[r][p][0] = _mm512_fmadd_ps(s01, _mm512_permutexvar_ps(i01, d), c[r][p][0]);
-                c[r][p][1] = _mm512_fmadd_ps(s23, _mm512_permutexvar_ps(i23, d), c[r][p][1]);
-            }
-        }
-    }
-    for (int r = 0; r < QUANT_TILE_ROWS; r++) {
-        for (int p = 0; p < QUANT_TILE_POS; p++) {
-            float a[QUANT_LANES];
-            s_store2(a, c[r][p][0], c[r][p][1]);
-            for (uint64_t t = b; t < nb; t++) {
-                const __m256i xu = _mm256_xor_si256(
-                    _mm256_loadu_si256((const __m256i *)xr[r][t].qs), _mm256_set1_epi8((char)0x80));
-                s_tail(a, t, xu, &y[p], y[p].bias128, xr[r][t].d);
-            }
-            out[r * QUANT_TILE_POS + p] = quant_reduce32_avx(a);
-        }
-    }
-}
-
-void quant_tile_q4_0_avx512(uint64_t n, const void *const *w, const void *const *act, float *out)
-{
-    const quant_block_q4_0 *xr[QUANT_TILE_ROWS] = { w[0], w[1] };
-    quant_act_q8 y[QUANT_TILE_POS];
-    __m512 c[QUANT_TILE_ROWS][QUANT_TILE_POS][2];
-    const uint64_t nb = n / QUANT_QK;
-    const __m512i idx = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
-    const __m512i m = _mm512_set1_epi8(0x0F);
-    for (int p = 0; p < QUANT_TILE_POS; p++) {
-        y[p] = quant_act_view(act[p], n);
-        for (int r = 0; r < QUANT_TILE_ROWS; r++)
-            c[r][p][0] = c[r][p][1] = _mm512_setzero_ps();
-    }
-    uint64_t b = 0;
-    for (; b + QUANT_QB_GROUP <= nb; b += QUANT_QB_GROUP) {
-#pragma GCC unroll 2
-        for (int r = 0; r < QUANT_TILE_ROWS; r++) {
-            const quant_block_q4_0 *x = xr[r] + b;
-            const __m128 dw = _mm_cvtph_ps(s_dw4_q4(x));
-            __m512i v = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)x[0].qs));
-            v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)x[1].qs), 1);
-            v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)x[2].qs), 2);
-            v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)x[3].qs), 3);
-            const __m512i lo = _mm512_and_si512(v, m);
-            const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m);
-#pragma GCC unroll 4
-            for (int p = 0; p < QUANT_TILE_POS; p++) {
-                const __m512 d = _mm512_permutexvar_ps(
-                    idx, _mm512_castps128_ps512(_mm_mul_ps(dw, _mm_loadu_ps(y[p].d + b))));
-                const int8_t *q = y[p].qs4 + b * 32;
-                const int32_t *b8 = y[p].bias8 + b * 8;
-                const __m512 sl = _mm512_cvtepi32_ps(
-                    _mm512_dpbusd_epi32(_mm512_loadu_si512(b8), lo, _mm512_loadu_si512(q)));
-                const __m512 sh = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(
-                    _mm512_loadu_si512(b8 + 16), hi, _mm512_loadu_si512(q + 64)));
-                c[r][p][0] = _mm512_fmadd_ps(sl, d, c[r][p][0]);
-                c[r][p][1] = _mm512_fmadd_ps(sh, d, c[r][p][1]);
-            }
-        }
-    }
-    for (int r = 0; r < QUANT_TILE_ROWS; r++) {
-        for (int p = 0; p < QUANT_TILE_POS; p++) {
-            float a[QUANT_LANES];
-            s_store2(a, c[r][p][0], c[r][p][1]);
-            for (uint64_t t = b; t < nb; t++)
-                s_q4_tail(a, xr[r] + t, t, nb % QUANT_QB_GROUP, &y[p]);
-            out[r * QUANT_TILE_POS + p] = quant_reduce32_avx(a);
-        }
-    }
 }

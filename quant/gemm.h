@@ -72,6 +72,7 @@ int quant_gemm_force(int kind);
 extern const quant_gemm quant_gemm_q4_0_avx512, quant_gemm_q8_0_avx512;
 /* The 256-bit families (gemm_avxvnni.c, gemm_avx2.c; both from gemm_avx2.h). */
 extern const quant_gemm quant_gemm_q4_0_avxvnni, quant_gemm_q4_0_avx2;
+extern const quant_gemm quant_gemm_q8_0_avxvnni, quant_gemm_q8_0_avx2;
 /* (gemm_f_avx512.c) */
 extern const quant_gemm quant_gemm_f16_avx512, quant_gemm_bf16_avx512;
 /* (gemm_k_avx512.c) */

@@ -1,134 +1,295 @@
-/* gemm_avx2.h — the 256-bit batched Q4_0 kernel, written once for two targets:
+/* gemm_avx2.h — the 256-bit batched Q4_0 / Q8_0 kernel, written once for two targets:
  * gemm_avxvnni.c (S_VNNI 1: vpdpbusd, VEX-encoded) and gemm_avx2.c (S_VNNI 0: vpmaddubsw then
  * vpmaddwd). Included only by them, after their `#pragma GCC target`. quant/
  *
- * Lane for lane dot_avx2.c's order (quant.h): 32 lanes as four 8-lane vectors, one group of 4
- * blocks per step. A tile is one weight row x S_P positions: with 16 vector registers, a
- * row's decoded group (Q4_0: 4 nibble vectors and 2 scale vectors) and S_P x 4 accumulators
- * leave no room for a second row. The panels are gemm_avx512.c's (the same records; packed
- * here again so that no AVX-512 instruction runs on a CPU without it).
- *
- * Measured (tests/tools/gemm_time, 5632 x 2048, batch 64, 1 thread, CPU us per position, three
- * runs, 2026-12-02, load average 14-17 on the 2 cores, so within +-25%): Q4_0 AVX-VNNI 308-344
- * against the AVX2 row kernels' 320-419 (x0.97-1.22), plain AVX2 331-373 against 319-347
- * (x0.86-1.03). A Q8_0 kernel of the same shape was slower than the row kernels (x0.77-0.85 on
- * both targets) and was dropped: with 16 registers a tile holds one row and two positions, too
- * little reuse to pay for reading the panel's records. So on AVX2 machines a batch is about as
- * fast as one dot per pair; the gain is on AVX-512 (gemm_avx512.c).
+ * gemm_avx512.c's scheme on 8 lanes: weight rows in vector lanes (8 a vector, two vectors a
+ * tile), repacked per product so that one vector is quad q of a block for 8 rows, multiplied by
+ * the position's quad broadcast; one integer sum per block and pair, then one conversion,
+ * multiply and fma for 8 pairs — quant.h's order (lane b % 16, the 16-lane tree), so the bits
+ * are the row kernels'. Without VNNI, vpmaddubsw cannot take Q8_0's weights biased to unsigned
+ * (255 * 127 * 2 overflows int16): Q8_0 keeps them signed and multiplies |w| by y carrying w's
+ * sign (2 * 128 * 127 < 2^15), with no bias; Q4_0's nibbles (0..15) go in as they are.
+ * With 16 vector registers a tile is 2 x 8 rows x 2 positions.
  */
 #ifndef SWARM_QUANT_GEMM_AVX2_H
 #define SWARM_QUANT_GEMM_AVX2_H
 
 #include <immintrin.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "quant/gemm.h"
-#include "quant/reduce_avx.h"
 
 #ifndef S_VNNI
 #error "define S_VNNI (0 or 1) before including gemm_avx2.h"
 #endif
 
-#define S_P 2
-#define Q4_REC 320 /* gemm_avx512.c's records: see there */
+#define S_L QUANT_QB_BLANES /* 16 lanes */
+#define S_G 2               /* groups of 8 rows a tile */
+#define S_P 2               /* positions a tile */
+#define S_REC 40            /* panel record: 32 quants, bias, x_d (gemm_avx512.c's) */
+#define S_GB (8 * 32 + 32)  /* a group slot: 8 quad vectors, 8 scales */
 
-static uint64_t s_panel_q4(uint64_t n, uint64_t B)
+static inline int32_t s_i32(const uint8_t *p)
+{
+    int32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+
+static inline float s_f32(const uint8_t *p)
+{
+    float v;
+    memcpy(&v, p, 4);
+    return v;
+}
+
+static inline short s_h(const uint8_t *p)
+{
+    short v;
+    memcpy(&v, p, 2);
+    return v;
+}
+
+static uint64_t s_nbl(uint64_t nb)
+{
+    return (nb + S_L - 1) / S_L;
+}
+
+static uint64_t s_panel_bytes(uint64_t n, uint64_t B)
 {
     const uint64_t nb = n / QUANT_QK;
-    return nb && nb % QUANT_QB_GROUP == 0 ? nb / QUANT_QB_GROUP * B * Q4_REC : 0;
+    return nb ? s_nbl(nb) * S_L * B * S_REC : 0;
+}
+
+/* Records lane-major (block k at slot (k % 16) * nbl + k / 16); bias -o * the block's sum. */
+static inline void s_pack(uint64_t n, uint64_t B, const uint8_t *act, uint64_t ab, uint8_t *panel,
+                          uint64_t b0, uint64_t b1, int32_t o)
+{
+    const uint64_t nb = n / QUANT_QK, nbl = s_nbl(nb);
+    for (uint64_t b = b0; b < b1; b++) {
+        const quant_act_q8 y = quant_act_view(act + b * ab, n);
+        for (uint64_t k = 0; k < nb; k++) {
+            uint8_t *r = panel + (((k % S_L) * nbl + k / S_L) * B + b) * S_REC;
+            int32_t sum = 0;
+            for (int e = 0; e < QUANT_QK; e++)
+                sum += y.qs[k * QUANT_QK + (uint64_t)e];
+            const int32_t bias = -o * sum;
+            memcpy(r, y.qs + k * QUANT_QK, QUANT_QK);
+            memcpy(r + 32, &bias, 4);
+            memcpy(r + 36, y.d + k, 4);
+        }
+    }
+}
+
+static void s_pack_q8(uint64_t n, uint64_t B, const uint8_t *act, uint64_t ab, uint8_t *panel,
+                      uint64_t b0, uint64_t b1)
+{
+    s_pack(n, B, act, ab, panel, b0, b1, S_VNNI ? 128 : 0);
 }
 
 static void s_pack_q4(uint64_t n, uint64_t B, const uint8_t *act, uint64_t ab, uint8_t *panel,
                       uint64_t b0, uint64_t b1)
 {
-    const uint64_t G = n / (QUANT_QK * QUANT_QB_GROUP);
-    for (uint64_t b = b0; b < b1; b++) {
-        const quant_act_q8 y = quant_act_view(act + b * ab, n);
-        for (uint64_t g = 0; g < G; g++) {
-            uint8_t *o = panel + (g * B + b) * Q4_REC;
-            memcpy(o, y.qs4 + g * 128, 128);
-            memcpy(o + 128, y.bias8 + g * 32, 128);
-            float *dx = (float *)(o + 256);
-            for (int l = 0; l < 16; l++)
-                dx[l] = y.d[4 * g + (uint64_t)l / 4];
-        }
-    }
+    s_pack(n, B, act, ab, panel, b0, b1, 8);
 }
 
-/* Q4_0: nibbles (0..15, unsigned) times the activation's grouped quants, per quad, plus the
- * quad's -8 * sum (the record's bias): exactly sum (nibble - 8) * y. */
-static inline __m256 s_q4_half(__m256i nib, const uint8_t *yq, const uint8_t *b8)
+static inline __m256 s_dw8(const uint8_t *d, uint64_t st)
 {
-    const __m256i y = _mm256_load_si256((const __m256i *)yq);
-    const __m256i bias = _mm256_load_si256((const __m256i *)b8);
+    return _mm256_cvtph_ps(_mm_setr_epi16(s_h(d), s_h(d + st), s_h(d + 2 * st), s_h(d + 3 * st),
+                                          s_h(d + 4 * st), s_h(d + 5 * st), s_h(d + 6 * st),
+                                          s_h(d + 7 * st)));
+}
+
+/* Q8_0 block k of 8 rows: an 8 x 8 dword transpose. */
+static void s_q8_repack(const uint8_t *w, uint64_t rb, uint64_t k, uint8_t *out)
+{
+    const uint64_t off = k * sizeof(quant_block_q8_0);
+    __m256i v[8], t[8], u[8];
+    #pragma GCC unroll 8
+    for (int i = 0; i < 8; i++)
+        v[i] = _mm256_loadu_si256((const __m256i *)(w + (uint64_t)i * rb + off + 2));
+    #pragma GCC unroll 8
+    for (int i = 0; i < 8; i += 2) {
+        t[i] = _mm256_unpacklo_epi32(v[i], v[i + 1]);
+        t[i + 1] = _mm256_unpackhi_epi32(v[i], v[i + 1]);
+    }
+    #pragma GCC unroll 8
+    for (int i = 0; i < 8; i += 4) {
+        u[i] = _mm256_unpacklo_epi64(t[i], t[i + 2]);         /* quads 0, 4 of rows i..i+3 */
+        u[i + 1] = _mm256_unpackhi_epi64(t[i], t[i + 2]);     /* 1, 5 */
+        u[i + 2] = _mm256_unpacklo_epi64(t[i + 1], t[i + 3]); /* 2, 6 */
+        u[i + 3] = _mm256_unpackhi_epi64(t[i + 1], t[i + 3]); /* 3, 7 */
+    }
+    const __m256i bias = _mm256_set1_epi8(S_VNNI ? (char)0x80 : 0);
+    #pragma GCC unroll 8
+    for (int q = 0; q < 4; q++) {
+        _mm256_store_si256((__m256i *)(out + 32 * q),
+                           _mm256_xor_si256(_mm256_permute2x128_si256(u[q], u[q + 4], 0x20), bias));
+        _mm256_store_si256((__m256i *)(out + 32 * (q + 4)),
+                           _mm256_xor_si256(_mm256_permute2x128_si256(u[q], u[q + 4], 0x31), bias));
+    }
+    _mm256_store_ps((float *)(out + 256), s_dw8(w + off, rb));
+}
+
+/* Q4_0: rows i and i + 4 in one vector's halves, a 4 x 4 transpose per half, nibbles split. */
+static void s_q4_repack(const uint8_t *w, uint64_t rb, uint64_t k, uint8_t *out)
+{
+    const uint64_t off = k * sizeof(quant_block_q4_0);
+    __m256i v[4];
+    #pragma GCC unroll 8
+    for (int i = 0; i < 4; i++) {
+        const uint8_t *p = w + (uint64_t)i * rb + off + 2;
+        v[i] = _mm256_loadu2_m128i((const __m128i *)(p + 4 * rb), (const __m128i *)p);
+    }
+    const __m256i t0 = _mm256_unpacklo_epi32(v[0], v[1]), t1 = _mm256_unpackhi_epi32(v[0], v[1]);
+    const __m256i t2 = _mm256_unpacklo_epi32(v[2], v[3]), t3 = _mm256_unpackhi_epi32(v[2], v[3]);
+    const __m256i q[4] = { _mm256_unpacklo_epi64(t0, t2), _mm256_unpackhi_epi64(t0, t2),
+                           _mm256_unpacklo_epi64(t1, t3), _mm256_unpackhi_epi64(t1, t3) };
+    const __m256i m = _mm256_set1_epi8(0x0F);
+    #pragma GCC unroll 8
+    for (int i = 0; i < 4; i++) {
+        _mm256_store_si256((__m256i *)(out + 32 * i), _mm256_and_si256(q[i], m));
+        _mm256_store_si256((__m256i *)(out + 32 * (i + 4)),
+                           _mm256_and_si256(_mm256_srli_epi16(q[i], 4), m));
+    }
+    _mm256_store_ps((float *)(out + 256), s_dw8(w + off, rb));
+}
+
+/* acc += the 8 rows' quad products with the broadcast quad y (exact int32 sums of 4). */
+static inline __m256i s_dot4(__m256i acc, __m256i w, __m256i y, int q8)
+{
 #if S_VNNI
-    return _mm256_cvtepi32_ps(_mm256_dpbusd_avx_epi32(bias, nib, y));
+    (void)q8;
+    return _mm256_dpbusd_avx_epi32(acc, w, y);
 #else
-    const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(nib, y), _mm256_set1_epi16(1));
-    return _mm256_cvtepi32_ps(_mm256_add_epi32(p, bias));
+    const __m256i one = _mm256_set1_epi16(1);
+    if (q8)
+        return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(
+                                                           _mm256_sign_epi8(w, w),
+                                                           _mm256_sign_epi8(y, w)), one));
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(w, y), one));
 #endif
 }
 
-static inline __attribute__((always_inline)) void s_q4_tile(const quant_gemm_args *a, uint64_t r,
-                                                            uint64_t b, const int P)
+static inline __attribute__((always_inline)) void
+s_tile(int q8, const quant_gemm_args *a, const uint8_t *rp, uint64_t r, uint64_t b, const int G,
+       const int P)
 {
-    const uint64_t G = a->n / (QUANT_QK * QUANT_QB_GROUP);
-    const quant_block_q4_0 *x = (const quant_block_q4_0 *)(a->W + r * a->row_bytes);
-    const __m256i m = _mm256_set1_epi8(0x0F);
-    const __m256i i01 = _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1);
-    const __m256i i23 = _mm256_setr_epi32(2, 2, 2, 2, 3, 3, 3, 3);
-    __m256 c[S_P][4];
-#pragma GCC unroll 4
-    for (int p = 0; p < P; p++)
-        c[p][0] = c[p][1] = c[p][2] = c[p][3] = _mm256_setzero_ps();
-    const uint8_t *pp = a->panel + b * Q4_REC;
-    const uint64_t gs = a->B * Q4_REC;
-    for (uint64_t g = 0; g < G; g++, pp += gs, x += 4) {
-        const __m256i v01 = _mm256_loadu2_m128i((const __m128i *)x[1].qs,
-                                                (const __m128i *)x[0].qs);
-        const __m256i v23 = _mm256_loadu2_m128i((const __m128i *)x[3].qs,
-                                                (const __m128i *)x[2].qs);
-        const __m256i lo01 = _mm256_and_si256(v01, m), lo23 = _mm256_and_si256(v23, m);
-        const __m256i hi01 = _mm256_and_si256(_mm256_srli_epi16(v01, 4), m);
-        const __m256i hi23 = _mm256_and_si256(_mm256_srli_epi16(v23, 4), m);
-        const __m128i h = _mm_setr_epi16((short)x[0].d, (short)x[1].d, (short)x[2].d,
-                                         (short)x[3].d, 0, 0, 0, 0);
-        const __m256 w4 = _mm256_castps128_ps256(_mm_cvtph_ps(h));
-        const __m256 dw01 = _mm256_permutevar8x32_ps(w4, i01);
-        const __m256 dw23 = _mm256_permutevar8x32_ps(w4, i23);
-#pragma GCC unroll 4
-        for (int p = 0; p < P; p++) {
-            const uint8_t *o = pp + (uint64_t)p * Q4_REC;
-            const __m256 d01 = _mm256_mul_ps(dw01, _mm256_load_ps((const float *)(o + 256)));
-            const __m256 d23 = _mm256_mul_ps(dw23, _mm256_load_ps((const float *)(o + 288)));
-            c[p][0] = _mm256_fmadd_ps(s_q4_half(lo01, o, o + 128), d01, c[p][0]);
-            c[p][1] = _mm256_fmadd_ps(s_q4_half(lo23, o + 32, o + 160), d23, c[p][1]);
-            c[p][2] = _mm256_fmadd_ps(s_q4_half(hi01, o + 64, o + 192), d01, c[p][2]);
-            c[p][3] = _mm256_fmadd_ps(s_q4_half(hi23, o + 96, o + 224), d23, c[p][3]);
+    const uint64_t nb = a->n / QUANT_QK, nbl = s_nbl(nb);
+    __m256 acc[S_G][S_P][S_L];
+    for (int l = 0; l < S_L; l++) {
+        __m256 f[S_G][S_P];
+        #pragma GCC unroll 8
+        for (int g = 0; g < G; g++)
+            #pragma GCC unroll 8
+            for (int p = 0; p < P; p++)
+                f[g][p] = _mm256_setzero_ps();
+        for (uint64_t k = (uint64_t)l, j = 0; k < nb; k += S_L, j++) {
+            const uint64_t slot = (uint64_t)l * nbl + j;
+            const uint8_t *wk = rp + slot * (uint64_t)G * S_GB;
+            const uint8_t *pk = a->panel + (slot * a->B + b) * S_REC;
+            __m256i s[S_G][S_P];
+            #pragma GCC unroll 8
+            for (int g = 0; g < G; g++)
+                #pragma GCC unroll 8
+                for (int p = 0; p < P; p++)
+                    s[g][p] = _mm256_set1_epi32(s_i32(pk + p * S_REC + 32));
+            #pragma GCC unroll 8
+            for (int q = 0; q < 8; q++) {
+                __m256i w[S_G];
+                #pragma GCC unroll 8
+                for (int g = 0; g < G; g++)
+                    w[g] = _mm256_load_si256((const __m256i *)(wk + g * S_GB + 32 * q));
+                #pragma GCC unroll 8
+                for (int p = 0; p < P; p++) {
+                    const __m256i y4 = _mm256_set1_epi32(s_i32(pk + p * S_REC + 4 * q));
+                    #pragma GCC unroll 8
+                    for (int g = 0; g < G; g++)
+                        s[g][p] = s_dot4(s[g][p], w[g], y4, q8);
+                }
+            }
+            #pragma GCC unroll 8
+            for (int g = 0; g < G; g++) {
+                const __m256 dw = _mm256_load_ps((const float *)(wk + g * S_GB + 256));
+                #pragma GCC unroll 8
+                for (int p = 0; p < P; p++) {
+                    const __m256 d = _mm256_mul_ps(dw, _mm256_set1_ps(s_f32(pk + p * S_REC + 36)));
+                    f[g][p] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[g][p]), d, f[g][p]);
+                }
+            }
         }
+        #pragma GCC unroll 8
+        for (int g = 0; g < G; g++)
+            #pragma GCC unroll 8
+            for (int p = 0; p < P; p++)
+                acc[g][p][l] = f[g][p];
     }
-#pragma GCC unroll 4
-    for (int p = 0; p < P; p++) {
-        float l[QUANT_LANES];
-        for (int k = 0; k < 4; k++)
-            _mm256_storeu_ps(l + 8 * k, c[p][k]);
-        a->Y[(b + (uint64_t)p) * a->ldy + r] = quant_reduce32_avx(l);
-    }
+    #pragma GCC unroll 8
+    for (int g = 0; g < G; g++)
+        #pragma GCC unroll 8
+        for (int p = 0; p < P; p++) {
+            __m256 t[8];
+            #pragma GCC unroll 8
+            for (int j = 0; j < 8; j++)
+                t[j] = _mm256_add_ps(acc[g][p][j], acc[g][p][j + 8]);
+            #pragma GCC unroll 8
+            for (int j = 0; j < 4; j++)
+                t[j] = _mm256_add_ps(t[j], t[j + 4]);
+            #pragma GCC unroll 8
+            for (int j = 0; j < 2; j++)
+                t[j] = _mm256_add_ps(t[j], t[j + 2]);
+            _mm256_storeu_ps(a->Y + (b + (uint64_t)p) * a->ldy + r + 8 * (uint64_t)g,
+                             _mm256_add_ps(t[0], t[1]));
+        }
 }
 
-#define S_RUN(NAME, TILE)                                                                       \
-    static void NAME(const quant_gemm_args *a, uint64_t r0, uint64_t r1, uint64_t b0,          \
-                     uint64_t b1)                                                              \
-    {                                                                                          \
-        uint64_t b = b0;                                                                       \
-        for (; b + S_P <= b1; b += S_P)                                                        \
-            for (uint64_t r = r0; r < r1; r++)                                                 \
-                TILE(a, r, b, S_P);                                                            \
-        for (; b < b1; b++)                                                                    \
-            for (uint64_t r = r0; r < r1; r++)                                                 \
-                TILE(a, r, b, 1);                                                              \
+/* Rows [r0, r1) x positions [b0, b1): 16 rows repacked at a time, then 8, then the row kernel
+ * (also for everything if the scratch cannot be had: the same bits). */
+static inline void s_run(int q8, const quant_gemm_args *a, uint64_t r0, uint64_t r1, uint64_t b0,
+                         uint64_t b1)
+{
+    const uint64_t nb = a->n / QUANT_QK, nbl = s_nbl(nb);
+    uint8_t *rp = NULL;
+    uint64_t r = r0;
+    if (r1 - r0 >= 8 && posix_memalign((void **)&rp, 64, (size_t)(nbl * S_L * S_G * S_GB)))
+        rp = NULL;
+    while (rp && r + 8 <= r1) {
+        const int G = r + 8 * S_G <= r1 ? S_G : 1;
+        const uint8_t *w = a->W + r * a->row_bytes;
+        for (uint64_t k = 0; k < nb; k++)
+            #pragma GCC unroll 8
+            for (int g = 0; g < G; g++) {
+                uint8_t *o = rp + (((k % S_L) * nbl + k / S_L) * (uint64_t)G + (uint64_t)g) * S_GB;
+                if (q8)
+                    s_q8_repack(w + 8 * (uint64_t)g * a->row_bytes, a->row_bytes, k, o);
+                else
+                    s_q4_repack(w + 8 * (uint64_t)g * a->row_bytes, a->row_bytes, k, o);
+            }
+        for (uint64_t b = b0; b < b1; b += S_P) {
+            if (G == S_G && b + S_P <= b1)
+                s_tile(q8, a, rp, r, b, S_G, S_P);
+            else
+                for (uint64_t p = b; p < b + S_P && p < b1; p++)
+                    s_tile(q8, a, rp, r, p, G, 1);
+        }
+        r += 8 * (uint64_t)G;
     }
+    free(rp);
+    for (; r < r1; r++)
+        for (uint64_t p = b0; p < b1; p++)
+            a->Y[p * a->ldy + r] = a->dot(a->n, a->W + r * a->row_bytes,
+                                          a->act + p * a->act_bytes);
+}
 
-S_RUN(s_run_q4, s_q4_tile)
+static void s_run_q8(const quant_gemm_args *a, uint64_t r0, uint64_t r1, uint64_t b0, uint64_t b1)
+{
+    s_run(1, a, r0, r1, b0, b1);
+}
+
+static void s_run_q4(const quant_gemm_args *a, uint64_t r0, uint64_t r1, uint64_t b0, uint64_t b1)
+{
+    s_run(0, a, r0, r1, b0, b1);
+}
 
 #endif

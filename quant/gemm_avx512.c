@@ -1,244 +1,375 @@
-/* gemm_avx512.c — batched Q4_0 and Q8_0 kernels on AVX-512 VNNI: register tiles of weight rows
- * x positions over a repacked activation panel, lane for lane quant.h's order. quant/
+/* gemm_avx512.c — batched Q4_0 and Q8_0 kernels on AVX-512 VNNI: weight rows in vector lanes,
+ * one integer sum per block and pair, quant.h's order. quant/
  *
- * The one-row kernels (dot_avx512.c) spend, per group of 4 blocks, the same integer and float
- * work these do per (row, position) pair; what a batch adds is reuse. Here each group's
- * weights are decoded once (nibbles masked and shifted, or biased by 128; the four f16 scales
- * widened and broadcast to their lanes) and kept in registers for S_P positions, and each
- * position's activation vectors are loaded once for S_R rows. The panel (gemm.h) puts a
- * group's operands for one position in one 320- or 384-byte record, records of consecutive
- * positions side by side, so a tile walks one pointer; the scales x_d come pre-broadcast, so
- * the pair's scale product is one multiply (the row kernel multiplies four and permutes: the
- * same four IEEE products, the same bits).
+ * quant.h's order for these two types is one exact integer sum per block and one fma per
+ * block into lane b % 16 of the (row, position) pair. So a vector can hold 16 rows instead
+ * of 16 quads of one row: the kernel repacks 16 (or 32) rows at a time (a row group) so that
+ * one 64-byte vector is quad q of block k for 16 rows, and vpdpbusd against the position's
+ * quad q broadcast (an embedded broadcast: a load, no shuffle) adds 16 rows' 4 products each.
+ * Eight of them are the block's sums for 16 rows, exact; then one conversion, one multiply
+ * (16 rows' scales times the position's) and one fma for 16 pairs, where the one-row order
+ * of quads spent those three per 4 elements. This is what llama.cpp's repacked Q4_0 kernels
+ * do (it repacks at load; here the repack is per product and row group, from the GGUF bytes,
+ * so nothing else changes: decoding reads the file as it is and gives the same bits).
  *
- * Per pair the float operations are exactly the row kernel's: lane l gets fmaf(isum_l,
- * w_d * x_d, acc_l) once per group, in group order, then quant_reduce32's tree.
+ * Lanes are walked outermost: the blocks of lane l (k = l, l + 16, ...) go through the
+ * pair's accumulator in order, then the next lane; the repacked weights and the panel are laid
+ * out lane-major so that walk reads forward. At the end quant_reduce16's tree is done across
+ * the 16 lanes' vectors, 16 rows at once, and a pair's result is stored with its neighbours.
  */
 #pragma GCC target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")
 #include <immintrin.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "quant/gemm.h"
 #include "quant/reduce_avx.h"
 
-/* A register tile is S_R rows x up to S_P positions: S_R * S_P * 2 accumulators beside each
- * row's decoded group (3 or 4 vectors). Measured with tests/tools/gemm_time (5632 x 2048, batch
- * 64, 1 thread, CPU us per position, two alternating runs, 2026-12-02, load average 9: the
- * machine shared), rows x positions: 2x4 Q4_0 178-185 (Q8_0 208-212), 2x6 165-166, 3x3
- * 127-129, 3x4 129-130, 4x2 132-134, 5x2 126-128, 6x2 127-140, 8x1 184-187, 1x8 282-295, and
- * 4x3 114-115 (Q8_0 135-138; the tiles of matvec.c: 188-196 and 204-206). More rows share each
- * activation load (the panel's five per pair are the limit with one row); 4x3's 24
- * accumulators and 12-16 weight vectors spill a little, still the fastest. -D to try others. */
-#ifndef S_R
-#define S_R 4
+/* A tile: S_G row groups of 16 x S_Q positions (2 x 4: 16 integer and 8 float accumulators
+ * beside the group's weight vectors; -D to try others). */
+#ifndef S_G
+#define S_G 2
 #endif
-#ifndef S_P
-#define S_P 3
-_Static_assert(S_P >= 1 && S_P <= 8, "QUANT_GEMM_RUN covers widths 1..8");
+#ifndef S_Q
+#define S_Q 4
+#endif
+_Static_assert(S_Q >= 1 && S_Q <= 8 && S_G >= 1 && S_G <= 2, "tile shape");
+
+#define S_L QUANT_QB_BLANES   /* 16 lanes */
+#ifndef S_PF
+#define S_PF 1024                 /* the repack's prefetch distance in bytes of a row */
 #endif
 
-/* ---------------------------------------------------------------- Q4_0 */
-
-/* A group's record: qs4 low half (64), high half (64), bias8 low lanes (16 x i32), high
- * lanes (16 x i32), and x_d for lanes 0..15 (lane l: block l / 4 of the group; the high
- * lanes use the same). */
-#define Q4_REC 320
-
-static uint64_t s_q4_panel_bytes(uint64_t n, uint64_t B)
+static inline int32_t s_i32(const uint8_t *p)
 {
-    const uint64_t nb = n / QUANT_QK;
-    if (nb == 0 || nb % QUANT_QB_GROUP)
-        return 0;
-    return nb / QUANT_QB_GROUP * B * Q4_REC;
+    int32_t v;
+    memcpy(&v, p, 4);
+    return v;
 }
 
-static void s_q4_pack(uint64_t n, uint64_t B, const uint8_t *act, uint64_t ab, uint8_t *panel,
-                      uint64_t b0, uint64_t b1)
+static inline float s_f32(const uint8_t *p)
 {
-    const uint64_t G = n / (QUANT_QK * QUANT_QB_GROUP);
+    float v;
+    memcpy(&v, p, 4);
+    return v;
+}
+
+static inline __m512i s_join(const void *lo, const void *hi)
+{
+    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)lo)),
+                              _mm256_loadu_si256((const __m256i *)hi), 1);
+}
+
+/* A panel record, one per (block, position): the block's 32 activation quants in element
+ * order, -o * their sum (o = 128 for Q8_0, whose weights go in as x + 128; 8 for Q4_0, whose
+ * nibbles are value + 8), and the block's scale x_d. Records lane-major: block k at slot
+ * (k % 16) * nbl + k / 16, a slot's B positions side by side. */
+#define S_REC 40
+
+static uint64_t s_nbl(uint64_t nb)
+{
+    return (nb + S_L - 1) / S_L;
+}
+
+static uint64_t s_slot(uint64_t k, uint64_t nbl)
+{
+    return (k % S_L) * nbl + k / S_L;
+}
+
+static uint64_t s_panel_bytes(uint64_t n, uint64_t B)
+{
+    const uint64_t nb = n / QUANT_QK;
+    return nb ? s_nbl(nb) * S_L * B * S_REC : 0;
+}
+
+static inline void s_pack(uint64_t n, uint64_t B, const uint8_t *act, uint64_t ab, uint8_t *panel,
+                          uint64_t b0, uint64_t b1, int32_t o)
+{
+    const uint64_t nb = n / QUANT_QK, nbl = s_nbl(nb);
     for (uint64_t b = b0; b < b1; b++) {
         const quant_act_q8 y = quant_act_view(act + b * ab, n);
-        for (uint64_t g = 0; g < G; g++) {
-            uint8_t *o = panel + (g * B + b) * Q4_REC;
-            memcpy(o, y.qs4 + g * 128, 128);
-            memcpy(o + 128, y.bias8 + g * 32, 128);
-            float *dx = (float *)(o + 256);
-            for (int l = 0; l < 16; l++)
-                dx[l] = y.d[4 * g + (uint64_t)l / 4];
+        for (uint64_t k = 0; k < nb; k++) {
+            uint8_t *r = panel + (s_slot(k, nbl) * B + b) * S_REC;
+            int32_t sum = 0;
+            for (int e = 0; e < QUANT_QK; e++)
+                sum += y.qs[k * QUANT_QK + (uint64_t)e];
+            const int32_t bias = -o * sum;
+            memcpy(r, y.qs + k * QUANT_QK, QUANT_QK);
+            memcpy(r + 32, &bias, 4);
+            memcpy(r + 36, y.d + k, 4);
         }
     }
-}
-
-/* Four blocks' f16 scales, widened and spread: lane l gets block l / 4's. */
-static inline __m512 s_q4_dw(const quant_block_q4_0 *x)
-{
-    const __m128i h = _mm_setr_epi16((short)x[0].d, (short)x[1].d, (short)x[2].d, (short)x[3].d,
-                                     0, 0, 0, 0);
-    const __m512i idx = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
-    return _mm512_permutexvar_ps(idx, _mm512_castps128_ps512(_mm_cvtph_ps(h)));
-}
-
-static inline __attribute__((always_inline)) void
-s_q4_tile(const quant_gemm_args *a, uint64_t r, uint64_t b, const int R, const int P)
-{
-    const uint64_t G = a->n / (QUANT_QK * QUANT_QB_GROUP);
-    const quant_block_q4_0 *x[S_R];
-    __m512 c[S_R][S_P][2];
-    const __m512i m = _mm512_set1_epi8(0x0F);
-    #pragma GCC unroll 8
-    for (int i = 0; i < R; i++) {
-        x[i] = (const quant_block_q4_0 *)(a->W + (r + (uint64_t)i) * a->row_bytes);
-        #pragma GCC unroll 8
-        for (int p = 0; p < P; p++)
-            c[i][p][0] = c[i][p][1] = _mm512_setzero_ps();
-    }
-    const uint8_t *pp = a->panel + b * Q4_REC;
-    const uint64_t gs = a->B * Q4_REC;
-    for (uint64_t g = 0; g < G; g++, pp += gs) {
-        __m512i lo[S_R], hi[S_R];
-        __m512 dw[S_R];
-        #pragma GCC unroll 8
-        for (int i = 0; i < R; i++) {
-            const quant_block_q4_0 *xb = x[i] + 4 * g;
-            __m512i v = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)xb[0].qs));
-            v = _mm512_mask_broadcast_i32x4(v, 0x00F0, _mm_loadu_si128((const __m128i *)xb[1].qs));
-            v = _mm512_mask_broadcast_i32x4(v, 0x0F00, _mm_loadu_si128((const __m128i *)xb[2].qs));
-            v = _mm512_mask_broadcast_i32x4(v, 0xF000, _mm_loadu_si128((const __m128i *)xb[3].qs));
-            lo[i] = _mm512_and_si512(v, m);
-            hi[i] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m);
-            dw[i] = s_q4_dw(xb);
-        }
-        #pragma GCC unroll 8
-        for (int p = 0; p < P; p++) {
-            const uint8_t *o = pp + (uint64_t)p * Q4_REC;
-            const __m512i ql = _mm512_load_si512(o), qh = _mm512_load_si512(o + 64);
-            const __m512i bl = _mm512_load_si512(o + 128), bh = _mm512_load_si512(o + 192);
-            const __m512 dx = _mm512_load_ps(o + 256);
-            #pragma GCC unroll 8
-            for (int i = 0; i < R; i++) {
-                const __m512 d = _mm512_mul_ps(dw[i], dx);
-                const __m512 sl = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(bl, lo[i], ql));
-                const __m512 sh = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(bh, hi[i], qh));
-                c[i][p][0] = _mm512_fmadd_ps(sl, d, c[i][p][0]);
-                c[i][p][1] = _mm512_fmadd_ps(sh, d, c[i][p][1]);
-            }
-        }
-    }
-    #pragma GCC unroll 8
-    for (int i = 0; i < R; i++)
-        #pragma GCC unroll 8
-        for (int p = 0; p < P; p++) {
-            float l[QUANT_LANES];
-            _mm512_storeu_ps(l, c[i][p][0]);
-            _mm512_storeu_ps(l + 16, c[i][p][1]);
-            a->Y[(b + (uint64_t)p) * a->ldy + r + (uint64_t)i] = quant_reduce32_avx(l);
-        }
-}
-
-/* ---------------------------------------------------------------- Q8_0 */
-
-/* A group's record: the 128 quants in element order, bias128 (32 x i32, block-major: lanes
- * 0..7 block 0 ...), and x_d for the 32 lanes (lane l: block l / 8). */
-#define Q8_REC 384
-
-static uint64_t s_q8_panel_bytes(uint64_t n, uint64_t B)
-{
-    const uint64_t nb = n / QUANT_QK;
-    if (nb == 0 || nb % QUANT_QB_GROUP)
-        return 0;
-    return nb / QUANT_QB_GROUP * B * Q8_REC;
 }
 
 static void s_q8_pack(uint64_t n, uint64_t B, const uint8_t *act, uint64_t ab, uint8_t *panel,
                       uint64_t b0, uint64_t b1)
 {
-    const uint64_t G = n / (QUANT_QK * QUANT_QB_GROUP);
-    for (uint64_t b = b0; b < b1; b++) {
-        const quant_act_q8 y = quant_act_view(act + b * ab, n);
-        for (uint64_t g = 0; g < G; g++) {
-            uint8_t *o = panel + (g * B + b) * Q8_REC;
-            memcpy(o, y.qs + g * 128, 128);
-            memcpy(o + 128, y.bias128 + g * 32, 128);
-            float *dx = (float *)(o + 256);
-            for (int l = 0; l < 32; l++)
-                dx[l] = y.d[4 * g + (uint64_t)l / 8];
-        }
-    }
+    s_pack(n, B, act, ab, panel, b0, b1, 128);
 }
 
-static inline __attribute__((always_inline)) void
-s_q8_tile(const quant_gemm_args *a, uint64_t r, uint64_t b, const int R, const int P)
+static void s_q4_pack(uint64_t n, uint64_t B, const uint8_t *act, uint64_t ab, uint8_t *panel,
+                      uint64_t b0, uint64_t b1)
 {
-    const uint64_t G = a->n / (QUANT_QK * QUANT_QB_GROUP);
-    const quant_block_q8_0 *x[S_R];
-    __m512 c[S_R][S_P][2];
-    const __m512i bias = _mm512_set1_epi8((char)0x80);
-    const __m512i i01 = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
-    const __m512i i23 = _mm512_add_epi32(i01, _mm512_set1_epi32(2));
+    s_pack(n, B, act, ab, panel, b0, b1, 8);
+}
+
+/* ---------------------------------------------------------------- repacking a row group */
+
+/* Per block slot and group of 16 rows: 8 vectors (quad q: 16 rows' 4 unsigned bytes, row i in
+ * dword i), then the 16 rows' scales as f32. Q8_0's bytes biased by 128; Q4_0's nibbles one a
+ * byte (the low ones are quads 0..3, the high ones 4..7: split here once, not in the tile for
+ * every position, where the mask and shift cost 3 uops per 8 vpdpbusd; twice the bytes, still
+ * within L2). So the tile is one for both types. */
+#define S_Q8_NQ 8
+#define S_GB (S_Q8_NQ * 64 + 64)
+
+static inline short s_h(const uint8_t *p)
+{
+    short v;
+    memcpy(&v, p, 2);
+    return v;
+}
+
+/* 16 rows' f16 scales of one block (stride bytes apart) widened: gathered into a register
+ * word by word (through a stored array, 16 narrow stores and one wide load miss the store
+ * forwarding: the repack was 15% of a 1-thread Q4_0 prompt, perf, 2026-12-02). */
+static inline __m512 s_dw16(const uint8_t *d, uint64_t st)
+{
+    const __m256i h = _mm256_setr_epi16(
+        s_h(d), s_h(d + st), s_h(d + 2 * st), s_h(d + 3 * st), s_h(d + 4 * st), s_h(d + 5 * st),
+        s_h(d + 6 * st), s_h(d + 7 * st), s_h(d + 8 * st), s_h(d + 9 * st), s_h(d + 10 * st),
+        s_h(d + 11 * st), s_h(d + 12 * st), s_h(d + 13 * st), s_h(d + 14 * st),
+        s_h(d + 15 * st));
+    return _mm512_cvtph_ps(h);
+}
+
+/* Q8_0 block k of rows r[0..15] (row_bytes apart) into out: an 8 x 8 dword transpose per half
+ * (rows i and i + 8 share a vector), then the quarters put in row order. */
+static void s_q8_repack(const uint8_t *w, uint64_t row_bytes, uint64_t k, uint8_t *out)
+{
+    const uint64_t off = k * sizeof(quant_block_q8_0);
+    __m512i v[8], t[8], u[8];
     #pragma GCC unroll 8
-    for (int i = 0; i < R; i++) {
-        x[i] = (const quant_block_q8_0 *)(a->W + (r + (uint64_t)i) * a->row_bytes);
-        #pragma GCC unroll 8
-        for (int p = 0; p < P; p++)
-            c[i][p][0] = c[i][p][1] = _mm512_setzero_ps();
+    for (int i = 0; i < 8; i++) {
+        const uint8_t *a = w + (uint64_t)i * row_bytes + off + 2;
+        const uint8_t *b = w + (uint64_t)(i + 8) * row_bytes + off + 2;
+        v[i] = s_join(a, b);
     }
-    const uint8_t *pp = a->panel + b * Q8_REC;
-    const uint64_t gs = a->B * Q8_REC;
-    for (uint64_t g = 0; g < G; g++, pp += gs) {
-        __m512i u01[S_R], u23[S_R];
-        __m512 d01[S_R], d23[S_R];
+    #pragma GCC unroll 8
+    for (int i = 0; i < 8; i += 2) {
+        t[i] = _mm512_unpacklo_epi32(v[i], v[i + 1]);
+        t[i + 1] = _mm512_unpackhi_epi32(v[i], v[i + 1]);
+    }
+    #pragma GCC unroll 8
+    for (int i = 0; i < 8; i += 4) {
+        u[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);     /* quads 0, 4 of rows i..i+3 */
+        u[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]); /* 1, 5 */
+        u[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]); /* 2, 6 */
+        u[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]); /* 3, 7 */
+    }
+    const __m512i lo = _mm512_setr_epi64(0, 1, 8, 9, 4, 5, 12, 13);
+    const __m512i hi = _mm512_setr_epi64(2, 3, 10, 11, 6, 7, 14, 15);
+    const __m512i bias = _mm512_set1_epi8((char)0x80);
+    #pragma GCC unroll 8
+    for (int q = 0; q < 4; q++) {
+        _mm512_store_si512(out + 64 * q,
+                           _mm512_xor_si512(_mm512_permutex2var_epi64(u[q], lo, u[q + 4]), bias));
+        _mm512_store_si512(out + 64 * (q + 4),
+                           _mm512_xor_si512(_mm512_permutex2var_epi64(u[q], hi, u[q + 4]), bias));
+    }
+    _mm512_store_ps(out + 64 * S_Q8_NQ, s_dw16(w + off, row_bytes));
+}
+
+/* Q4_0: 16 nibble bytes a row; rows i, i + 4, i + 8, i + 12 in one vector's 128-bit lanes, a
+ * 4 x 4 dword transpose per lane puts rows 4L..4L+3 in lane L. */
+static void s_q4_repack(const uint8_t *w, uint64_t row_bytes, uint64_t k, uint8_t *out)
+{
+    const uint64_t off = k * sizeof(quant_block_q4_0);
+    __m512i v[4];
+    #pragma GCC unroll 8
+    for (int i = 0; i < 4; i++) { /* masked broadcasts: loads, no shuffle-port uop */
+        const uint8_t *p = w + (uint64_t)i * row_bytes + off + 2;
+        __m512i x = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)p));
+        x = _mm512_mask_broadcast_i32x4(x, 0x00F0,
+                                        _mm_loadu_si128((const __m128i *)(p + 4 * row_bytes)));
+        x = _mm512_mask_broadcast_i32x4(x, 0x0F00,
+                                        _mm_loadu_si128((const __m128i *)(p + 8 * row_bytes)));
+        v[i] = _mm512_mask_broadcast_i32x4(x, 0xF000, _mm_loadu_si128((const __m128i *)(p + 12 *
+                                                                                   row_bytes)));
+    }
+    const __m512i t0 = _mm512_unpacklo_epi32(v[0], v[1]), t1 = _mm512_unpackhi_epi32(v[0], v[1]);
+    const __m512i t2 = _mm512_unpacklo_epi32(v[2], v[3]), t3 = _mm512_unpackhi_epi32(v[2], v[3]);
+    const __m512i q[4] = { _mm512_unpacklo_epi64(t0, t2), _mm512_unpackhi_epi64(t0, t2),
+                           _mm512_unpacklo_epi64(t1, t3), _mm512_unpackhi_epi64(t1, t3) };
+    const __m512i m = _mm512_set1_epi8(0x0F);
+    #pragma GCC unroll 8
+    for (int i = 0; i < 4; i++) {
+        _mm512_store_si512(out + 64 * i, _mm512_and_si512(q[i], m));
+        _mm512_store_si512(out + 64 * (i + 4), _mm512_and_si512(_mm512_srli_epi16(q[i], 4), m));
+    }
+    _mm512_store_ps(out + 64 * S_Q8_NQ, s_dw16(w + off, row_bytes));
+}
+
+/* ---------------------------------------------------------------- the tile */
+
+/* G groups of 16 rows (repacked: rp, S_GB bytes a group slot, G of them side by side per slot)
+ * against P positions from b: per lane l, its blocks in order through one float accumulator
+ * per (group, position); then the 16-lane tree and one store of 16 results per pair. The
+ * block's sum goes in two integer chains (quads 0..3 from the bias, 4..7 from 0) to halve the
+ * vpdpbusd latency each waits on. */
+static inline __attribute__((always_inline)) void
+s_tile(const quant_gemm_args *a, const uint8_t *rp, uint64_t r, uint64_t b, const int G,
+       const int P)
+{
+    const uint64_t nb = a->n / QUANT_QK, nbl = s_nbl(nb);
+    __m512 acc[S_G][S_Q][S_L];
+    for (int l = 0; l < S_L; l++) {
+        __m512 f[S_G][S_Q];
         #pragma GCC unroll 8
-        for (int i = 0; i < R; i++) {
-            const quant_block_q8_0 *xb = x[i] + 4 * g;
-            const __m256i q0 = _mm256_loadu_si256((const __m256i *)xb[0].qs);
-            const __m256i q2 = _mm256_loadu_si256((const __m256i *)xb[2].qs);
-            u01[i] = _mm512_xor_si512(
-                _mm512_inserti64x4(_mm512_castsi256_si512(q0),
-                                   _mm256_loadu_si256((const __m256i *)xb[1].qs), 1), bias);
-            u23[i] = _mm512_xor_si512(
-                _mm512_inserti64x4(_mm512_castsi256_si512(q2),
-                                   _mm256_loadu_si256((const __m256i *)xb[3].qs), 1), bias);
-            const __m128i h = _mm_setr_epi16((short)xb[0].d, (short)xb[1].d, (short)xb[2].d,
-                                             (short)xb[3].d, 0, 0, 0, 0);
-            const __m512 w4 = _mm512_castps128_ps512(_mm_cvtph_ps(h));
-            d01[i] = _mm512_permutexvar_ps(i01, w4);
-            d23[i] = _mm512_permutexvar_ps(i23, w4);
-        }
-        #pragma GCC unroll 8
-        for (int p = 0; p < P; p++) {
-            const uint8_t *o = pp + (uint64_t)p * Q8_REC;
-            const __m512i q01 = _mm512_load_si512(o), q23 = _mm512_load_si512(o + 64);
-            const __m512i b01 = _mm512_load_si512(o + 128), b23 = _mm512_load_si512(o + 192);
-            const __m512 x01 = _mm512_load_ps(o + 256), x23 = _mm512_load_ps(o + 320);
+        for (int g = 0; g < G; g++)
             #pragma GCC unroll 8
-            for (int i = 0; i < R; i++) {
-                const __m512 s01 = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(b01, u01[i], q01));
-                const __m512 s23 = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(b23, u23[i], q23));
-                c[i][p][0] = _mm512_fmadd_ps(s01, _mm512_mul_ps(d01[i], x01), c[i][p][0]);
-                c[i][p][1] = _mm512_fmadd_ps(s23, _mm512_mul_ps(d23[i], x23), c[i][p][1]);
+            for (int p = 0; p < P; p++)
+                f[g][p] = _mm512_setzero_ps();
+        for (uint64_t k = (uint64_t)l, j = 0; k < nb; k += S_L, j++) {
+            const uint64_t slot = (uint64_t)l * nbl + j;
+            const uint8_t *wk = rp + slot * (uint64_t)G * S_GB;
+            const uint8_t *pk = a->panel + (slot * a->B + b) * S_REC;
+            __m512i i0[S_G][S_Q], i1[S_G][S_Q];
+            #pragma GCC unroll 8
+            for (int g = 0; g < G; g++)
+                #pragma GCC unroll 8
+                for (int p = 0; p < P; p++) {
+                    i0[g][p] = _mm512_set1_epi32(s_i32(pk + p * S_REC + 32));
+                    i1[g][p] = _mm512_setzero_si512();
+                }
+            #pragma GCC unroll 8
+            for (int q = 0; q < S_Q8_NQ; q++) {
+                __m512i w[S_G];
+                #pragma GCC unroll 8
+                for (int g = 0; g < G; g++)
+                    w[g] = _mm512_load_si512(wk + g * S_GB + 64 * q);
+                #pragma GCC unroll 8
+                for (int p = 0; p < P; p++) {
+                    const __m512i y4 = _mm512_set1_epi32(s_i32(pk + p * S_REC + 4 * q));
+                    #pragma GCC unroll 8
+                    for (int g = 0; g < G; g++) {
+                        if (q < 4)
+                            i0[g][p] = _mm512_dpbusd_epi32(i0[g][p], w[g], y4);
+                        else
+                            i1[g][p] = _mm512_dpbusd_epi32(i1[g][p], w[g], y4);
+                    }
+                }
+            }
+            #pragma GCC unroll 8
+            for (int g = 0; g < G; g++) {
+                const __m512 dw = _mm512_load_ps(wk + g * S_GB + 64 * S_Q8_NQ);
+                #pragma GCC unroll 8
+                for (int p = 0; p < P; p++) {
+                    const __m512 d = _mm512_mul_ps(dw, _mm512_set1_ps(s_f32(pk + p * S_REC + 36)));
+                    const __m512 s = _mm512_cvtepi32_ps(_mm512_add_epi32(i0[g][p], i1[g][p]));
+                    f[g][p] = _mm512_fmadd_ps(s, d, f[g][p]);
+                }
             }
         }
+        #pragma GCC unroll 8
+        for (int g = 0; g < G; g++)
+            #pragma GCC unroll 8
+            for (int p = 0; p < P; p++)
+                acc[g][p][l] = f[g][p];
     }
     #pragma GCC unroll 8
-    for (int i = 0; i < R; i++)
+    for (int g = 0; g < G; g++)
         #pragma GCC unroll 8
         for (int p = 0; p < P; p++) {
-            float l[QUANT_LANES];
-            _mm512_storeu_ps(l, c[i][p][0]);
-            _mm512_storeu_ps(l + 16, c[i][p][1]);
-            a->Y[(b + (uint64_t)p) * a->ldy + r + (uint64_t)i] = quant_reduce32_avx(l);
+            __m512 t[8];
+            #pragma GCC unroll 8
+            for (int j = 0; j < 8; j++)
+                t[j] = _mm512_add_ps(acc[g][p][j], acc[g][p][j + 8]);
+            #pragma GCC unroll 8
+            for (int j = 0; j < 4; j++)
+                t[j] = _mm512_add_ps(t[j], t[j + 4]);
+            #pragma GCC unroll 8
+            for (int j = 0; j < 2; j++)
+                t[j] = _mm512_add_ps(t[j], t[j + 2]);
+            _mm512_storeu_ps(a->Y + (b + (uint64_t)p) * a->ldy + r + 16 * (uint64_t)g,
+                             _mm512_add_ps(t[0], t[1]));
         }
 }
 
-/* ---------------------------------------------------------------- the loops */
+static void s_tiles(const quant_gemm_args *a, const uint8_t *rp, uint64_t r, uint64_t b0,
+                    uint64_t b1, int G)
+{
+    for (uint64_t b = b0; b < b1; b += S_Q) {
+        const uint64_t np = b1 - b < S_Q ? b1 - b : S_Q;
+        if (G == S_G) {
+            switch (np) {
+            case 8: s_tile(a, rp, r, b, S_G, S_Q >= 8 ? 8 : 1); break;
+            case 7: s_tile(a, rp, r, b, S_G, S_Q >= 7 ? 7 : 1); break;
+            case 6: s_tile(a, rp, r, b, S_G, S_Q >= 6 ? 6 : 1); break;
+            case 5: s_tile(a, rp, r, b, S_G, S_Q >= 5 ? 5 : 1); break;
+            case 4: s_tile(a, rp, r, b, S_G, S_Q >= 4 ? 4 : 1); break;
+            case 3: s_tile(a, rp, r, b, S_G, S_Q >= 3 ? 3 : 1); break;
+            case 2: s_tile(a, rp, r, b, S_G, S_Q >= 2 ? 2 : 1); break;
+            default: s_tile(a, rp, r, b, S_G, 1); break;
+            }
+        } else {
+            for (uint64_t p = b; p < b + np; p++)
+                s_tile(a, rp, r, p, 1, 1);
+        }
+    }
+}
 
-/* Positions in tiles of S_P (the last one narrower), rows in tiles of S_R (the last row
- * alone): positions outermost, so one tile's panel records stay in L1 while the rows of the
- * block (matvec.c keeps a block within L2) stream past them. */
-QUANT_GEMM_RUN(s_q4_run, s_q4_tile)
-QUANT_GEMM_RUN(s_q8_run, s_q8_tile)
+/* Rows [r0, r1) against positions [b0, b1): S_G groups of 16 rows repacked at a time (kept in
+ * L2 while every position passes), one group of 16 after, the last rows by the row kernel —
+ * as is everything if the scratch cannot be had: the bits are the same either way. */
+static inline void s_run(int q4, const quant_gemm_args *a, uint64_t r0, uint64_t r1, uint64_t b0,
+                         uint64_t b1)
+{
+    const uint64_t nb = a->n / QUANT_QK, nbl = s_nbl(nb);
+    const uint64_t gb = S_GB;
+    uint8_t *rp = NULL;
+    uint64_t r = r0;
+    if (r1 - r0 >= 16 && posix_memalign((void **)&rp, 64, (size_t)(nbl * S_L * S_G * gb)))
+        rp = NULL;
+    while (rp && r + 16 <= r1) {
+        const int G = r + 16 * S_G <= r1 ? S_G : 1;
+        const uint8_t *w = a->W + r * a->row_bytes;
+        for (uint64_t k = 0; k < nb; k++) {
+            /* The repack is where a product's weights come from DRAM, 16 or 32 rows side by
+             * side: more streams than the hardware prefetchers follow, so ask for each row's
+             * bytes S_PF ahead, a line per row every 64 bytes of it. */
+            const uint64_t at = k * (a->row_bytes / nb);
+            if (at / 64 != (at + a->row_bytes / nb) / 64)
+                for (int i = 0; i < 16 * G; i++)
+                    __builtin_prefetch(w + (uint64_t)i * a->row_bytes + at + S_PF, 0, 3);
+            #pragma GCC unroll 8
+            for (int g = 0; g < G; g++) {
+                uint8_t *o = rp + (s_slot(k, nbl) * (uint64_t)G + (uint64_t)g) * gb;
+                if (q4)
+                    s_q4_repack(w + 16 * (uint64_t)g * a->row_bytes, a->row_bytes, k, o);
+                else
+                    s_q8_repack(w + 16 * (uint64_t)g * a->row_bytes, a->row_bytes, k, o);
+            }
+        }
+        s_tiles(a, rp, r, b0, b1, G);
+        r += 16 * (uint64_t)G;
+    }
+    free(rp);
+    for (; r < r1; r++)
+        for (uint64_t p = b0; p < b1; p++)
+            a->Y[p * a->ldy + r] = a->dot(a->n, a->W + r * a->row_bytes,
+                                          a->act + p * a->act_bytes);
+}
 
-const quant_gemm quant_gemm_q4_0_avx512 = { "avx512-vnni", s_q4_panel_bytes, s_q4_pack,
-                                            s_q4_run };
-const quant_gemm quant_gemm_q8_0_avx512 = { "avx512-vnni", s_q8_panel_bytes, s_q8_pack,
-                                            s_q8_run };
+static void s_q8_run(const quant_gemm_args *a, uint64_t r0, uint64_t r1, uint64_t b0, uint64_t b1)
+{
+    s_run(0, a, r0, r1, b0, b1);
+}
+
+static void s_q4_run(const quant_gemm_args *a, uint64_t r0, uint64_t r1, uint64_t b0, uint64_t b1)
+{
+    s_run(1, a, r0, r1, b0, b1);
+}
+
+const quant_gemm quant_gemm_q4_0_avx512 = { "avx512-vnni", s_panel_bytes, s_q4_pack, s_q4_run };
+const quant_gemm quant_gemm_q8_0_avx512 = { "avx512-vnni", s_panel_bytes, s_q8_pack, s_q8_run };

@@ -253,6 +253,11 @@ static void s_rows(void *p, int i, int n)
     uint64_t group = S_GROUP_BYTES / (j->row_bytes ? j->row_bytes : 1);
     if (group < QUANT_TILE_ROWS)
         group = QUANT_TILE_ROWS;
+    /* Whole 32-row tiles where the batched kernel has them (Q8_0/Q4_0: rows in lanes), so a
+     * group's last rows do not fall to one dot per pair (7% of a 1-thread Q4_0 prompt, perf,
+     * 2026-12-02). */
+    if (j->gemm && group >= 64)
+        group -= group % 32;
     for (uint64_t g = r0; g < r1; g += group) {
         const uint64_t g1 = g + group < r1 ? g + group : r1;
         if (j->gemm) {

@@ -17,14 +17,18 @@
  * activation is quantized once per matrix-vector product, then every block's dot product is
  * integer). Every implementation (scalar, AVX2, AVX-512) follows one fixed order, so a row's
  * result has the same bits whichever runs and however many threads share the rows:
- *   - 32 f32 accumulator lanes. Float types put element i in lane i % 32. Quantized types
- *     work in quads (block b's elements 4q..4q+3, q = 0..7, an exact integer sum): Q8_0
- *     puts quad q in lane (b % 4) * 8 + q; Q4_0, whose low nibbles are quads 0..3 and high
- *     nibbles quads 4..7, puts them in lanes 4 * (b % 4) + q and 16 + 4 * (b % 4) + q - 4
- *     (four blocks' low nibbles are then one 512-bit vector's lanes 0..15);
+ *   - 32 f32 accumulator lanes. Float types put element i in lane i % 32. Q8_0 and Q4_0 use
+ *     16 lanes: block b's 32 products summed exactly (an integer), one fma of it with the
+ *     block's scale product into lane b % 16 — one float operation per block, as llama.cpp's
+ *     repacked kernels do, so a batched kernel that keeps rows in vector lanes (gemm_avx512.c)
+ *     needs no per-quad float work. The other block types work in quads (block b's elements
+ *     4q..4q+3, q = 0..7, an exact integer sum) in the 32 lanes: quad q in lane
+ *     (b % 4) * 8 + q, or in Q4_0-style lane order 4 * (b % 4) + q and 16 + 4 * (b % 4) + q - 4
+ *     for low/high nibbles (quant_x.h);
  *   - each contribution is one fused multiply-add (fmaf): w*x, or isum * (d_w * d_x);
  *   - the 32 lanes are reduced by one tree: t[j] = (a[j] + a[j+8]) + (a[j+16] + a[j+24]),
- *     then t[j] + t[j+4], then + [j+2], then + [j+1].
+ *     then t[j] + t[j+4], then + [j+2], then + [j+1]; the 16 lanes by t[j] = a[j] + a[j+8],
+ *     then the same three steps.
  * Integer parts are exact; every float operation is the same IEEE operation in the same
  * order in every implementation, so scalar and SIMD agree to the bit (tests/test_quant.c).
  *

@@ -15,6 +15,7 @@
 #define QUANT_LANES 32      /* accumulator lanes of every dot product */
 #define QUANT_QB_LANES 8    /* lanes per quantized block: one per quad of 4 elements */
 #define QUANT_QB_GROUP 4    /* blocks b..b+3 fill the 32 lanes, (b % 4) * 8 + quad */
+#define QUANT_QB_BLANES 16  /* Q8_0 and Q4_0: one lane per block, b % 16 (quant.h) */
 
 /* Software prefetch for the row kernels: each pass over a group of blocks (or over 32 values of a
  * float type) asks for the bytes QUANT_PREFETCH ahead of it (past a row's end: the next row, which
@@ -35,8 +36,16 @@ static inline void quant_prefetch(const void *p, unsigned bytes)
         __builtin_prefetch((const char *)p + QUANT_PREFETCH + o, 0, 3);
 }
 
-/* The one reduction tree (quant.h). */
+/* The one reduction tree (quant.h), and Q8_0/Q4_0's 16-lane one. */
 float quant_reduce32(const float a[QUANT_LANES]);
+float quant_reduce16(const float a[QUANT_QB_BLANES]);
+
+/* Q8_0 / Q4_0: blocks [b0, nb) of a row into lanes b % 16 of a[] (quant.h's order, scalar):
+ * the reference kernels, and the SIMD kernels' leftover blocks. */
+void quant_tail_q8_0(const quant_block_q8_0 *x, const quant_act_q8 *y, uint64_t b0, uint64_t nb,
+                     float *a);
+void quant_tail_q4_0(const quant_block_q4_0 *x, const quant_act_q8 *y, uint64_t b0, uint64_t nb,
+                     float *a);
 
 /* Scalar tails of the float types: elements [i0, n) into lanes i % 32. */
 void quant_tail_f32(const float *w, const float *x, uint64_t i0, uint64_t n, float *a);
@@ -98,8 +107,6 @@ typedef void (*quant_tile_fn)(uint64_t n, const void *const *w, const void *cons
 void quant_tile_f32_avx512(uint64_t n, const void *const *w, const void *const *act, float *out);
 void quant_tile_f16_avx512(uint64_t n, const void *const *w, const void *const *act, float *out);
 void quant_tile_bf16_avx512(uint64_t n, const void *const *w, const void *const *act, float *out);
-void quant_tile_q8_0_avx512(uint64_t n, const void *const *w, const void *const *act, float *out);
-void quant_tile_q4_0_avx512(uint64_t n, const void *const *w, const void *const *act, float *out);
 void quant_tile_q4_K_avx512(uint64_t n, const void *const *w, const void *const *act, float *out);
 void quant_tile_q5_K_avx512(uint64_t n, const void *const *w, const void *const *act, float *out);
 void quant_tile_q6_K_avx512(uint64_t n, const void *const *w, const void *const *act, float *out);

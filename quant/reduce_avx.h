@@ -23,4 +23,13 @@ static inline float quant_reduce32_avx(const float a[QUANT_LANES])
     return _mm_cvtss_f32(_mm_add_ss(v, _mm_movehdup_ps(v)));
 }
 
+/* quant_reduce16's tree (Q8_0, Q4_0): t[j] = a[j] + a[j+8], then as above. */
+static inline float quant_reduce16_avx(const float a[QUANT_QB_BLANES])
+{
+    const __m256 t = _mm256_add_ps(_mm256_loadu_ps(a), _mm256_loadu_ps(a + 8));
+    const __m128 u = _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1));
+    const __m128 v = _mm_add_ps(u, _mm_movehl_ps(u, u));
+    return _mm_cvtss_f32(_mm_add_ss(v, _mm_movehdup_ps(v)));
+}
+
 #endif

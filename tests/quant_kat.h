@@ -142,7 +142,7 @@ static const uint8_t kat_act_q8_0[238] = {
 /* dot products in quant.h's lane order (f32 bits): f32, f16, bf16 over KAT_NF
  * elements; q8_0, q4_0 over KAT_N with the activation in q8_0 */
 static const uint32_t kat_dot[5] = {
-    0x4479b1e2, 0x4479b745, 0x447973ce, 0x44505b9a, 0x4452ab4c,
+    0x4479b1e2, 0x4479b745, 0x447973ce, 0x44505b9a, 0x4452ab4e,
 };
 /* exact (rational) dot products of the f32, f16, bf16 rows, rounded to double */
 static const double kat_dot_exact[3] = { 998.77947806934, 998.8635807936444, 997.8095669251779 };

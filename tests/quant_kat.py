@@ -141,22 +141,32 @@ def dot_float(w, x):
     return reduce32(a)
 
 
-def q8_0_lane(b, q):
-    return (b % 4) * 8 + q
+def reduce16(a):
+    t = [f32(a[j] + a[j + 8]) for j in range(8)]
+    u = [f32(t[j] + t[j + 4]) for j in range(4)]
+    v = [f32(u[j] + u[j + 2]) for j in range(2)]
+    return f32(v[0] + v[1])
 
 
-def q4_0_lane(b, q):
-    return 4 * (b % 4) + q if q < 4 else 16 + 4 * (b % 4) + q - 4
+def dot_quant(wblocks, ablocks):
+    """Q8_0 / Q4_0 (quant.h): block b's exact sum, one fma into lane b % 16, the 16-lane tree.
+    wblocks: [(d_bits, [32 int values])], ablocks: the activation's Q8_0 blocks."""
+    a = [0.0] * 16
+    for b, ((dw, wq), (dx, xq)) in enumerate(zip(wblocks, ablocks)):
+        d = f32(f16_val(dw) * f16_val(dx))
+        s = sum(wq[k] * xq[k] for k in range(32))
+        a[b % 16] = fma32(float(s), d, a[b % 16])
+    return reduce16(a)
 
 
-def dot_quant(wblocks, ablocks, lane_of):
-    """wblocks: [(d_bits, [32 int values])], ablocks: the activation's Q8_0 blocks."""
+def dot_quant_quads(wblocks, ablocks):
+    """The order Q4_0 had before (quads in 32 lanes): only to show the answers tell."""
     a = [0.0] * 32
     for b, ((dw, wq), (dx, xq)) in enumerate(zip(wblocks, ablocks)):
         d = f32(f16_val(dw) * f16_val(dx))
         for q in range(8):
             s = sum(wq[k] * xq[k] for k in range(4 * q, 4 * q + 4))
-            lane = lane_of(b, q)
+            lane = 4 * (b % 4) + q if q < 4 else 16 + 4 * (b % 4) + q - 4
             a[lane] = fma32(float(s), d, a[lane])
     return reduce32(a)
 
@@ -213,12 +223,12 @@ def main():
         dot_float(x[:nf], act[:nf]),
         dot_float(w16, act[:nf]),
         dot_float(wbf, act[:nf]),
-        dot_quant(q8, aq, q8_0_lane),
-        dot_quant([(d, q4_values(q)) for d, q in q4], aq, q4_0_lane),
+        dot_quant(q8, aq),
+        dot_quant([(d, q4_values(q)) for d, q in q4], aq),
     ]
-    # The lane order must matter for these inputs, or the known answers would not check it.
+    # The order must matter for these inputs, or the known answers would not check it.
     q4w = [(d, q4_values(q)) for d, q in q4]
-    assert dot_quant(q4w, aq, q4_0_lane) != dot_quant(q4w, aq, q8_0_lane)
+    assert dot_quant(q4w, aq) != dot_quant_quads(q4w, aq)
     exact = [float(sum(Fraction(a) * Fraction(b) for a, b in zip(w, act[:len(w)])))
              for w in (x[:nf], w16, wbf)]
 

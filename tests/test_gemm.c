@@ -81,13 +81,15 @@ static int s_shape(quant_type t, uint64_t rows, uint64_t cols, uint64_t B, int t
 static void s_all(const char *label, quant_isa isa)
 {
     static const uint64_t cols_list[] = { 256, 1024 + 256, 2048, 32 * 9 * 4 };
-    static const uint64_t rows_list[] = { 1, 3, 37 };
+    /* 25: one 16-row group then 9 rows (AVX-512), 16 + 8 + 1 (256 bits): the narrow groups */
+    static const uint64_t rows_list[] = { 1, 3, 25, 37 };
     int shapes = 0;
     for (size_t k = 0; k < S_NT; k++)
         for (size_t c = 0; c < sizeof cols_list / sizeof cols_list[0]; c++)
             for (size_t m = 0; m < sizeof rows_list / sizeof rows_list[0]; m++)
                 shapes += s_shape(s_types[k], rows_list[m], cols_list[c],
-                                  rows_list[m] == 37 ? 13 : 6, m == 2 ? 2 : 1, label);
+                                  rows_list[m] >= 25 ? 13 : 6, rows_list[m] == 37 ? 2 : 1,
+                                  label);
     /* a long row, a batch of a prompt's size, three threads */
     for (size_t k = 0; k < S_NT; k++)
         shapes += s_shape(s_types[k], 66, 5632 / 256 * 256, 19, 3, label);
