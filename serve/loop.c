@@ -112,6 +112,7 @@ int loop_run(serve *srv, engine *e, serve_job *job)
             /* "cache_prompt": false runs the prompt once; the choices after the first reuse
              * what the first computed for this request */
             .no_cache = r->no_cache && job->cur == 0,
+            .draft = r->spec ? &r->dopt : NULL,
         };
         q.sampling.seed = r->so.seed + job->cur;
         /* each choice its own grammar state: constrained from the start of its own reply */
