@@ -14,6 +14,9 @@ struct draft {
     uint32_t n_hist, n_ctx, n_vocab;
     float *logits;                /* n_vocab */
     uint32_t k_max, k, ngram;
+    /* draft_update's measurements (decayed sums and running means; 0: none yet) */
+    double acc, rej, t_pass, t_row, t_draft;
+    uint32_t since_probe;
 };
 
 int draft_check_vocab(const llm_model *target, const llm_model *dm, char *err, size_t errlen)
@@ -116,16 +119,42 @@ uint32_t draft_k(const draft *d)
 void draft_restart(draft *d)
 {
     d->k = d->k_max;
+    d->acc = d->rej = d->t_pass = d->t_row = d->t_draft = 0;
+    d->since_probe = 0;
 }
 
-void draft_update(draft *d, uint32_t drafted, uint32_t accepted)
+static double s_mean(double old, double x)
 {
-    if (!drafted)
+    return old > 0 ? 0.75 * old + 0.25 * x : x;
+}
+
+void draft_update(draft *d, uint32_t drafted, uint32_t accepted, double pass_ms,
+                  double draft_ms)
+{
+    if (!drafted) {
+        d->t_pass = s_mean(d->t_pass, pass_ms);
+    } else {
+        d->acc = 0.8 * d->acc + accepted;
+        d->rej = 0.8 * d->rej + (accepted < drafted);
+        d->t_draft = s_mean(d->t_draft, draft_ms / drafted);
+        if (d->t_pass > 0) /* the rows beyond the first, against a plain pass */
+            d->t_row = s_mean(d->t_row, pass_ms > d->t_pass ? (pass_ms - d->t_pass) / drafted : 0);
+    }
+    if (!(d->t_pass > 0)) { /* no plain pass measured yet: one next, to have the baseline */
+        d->k = drafted ? 0 : d->k_max;
         return;
-    if (accepted == drafted)
-        d->k = d->k + 2 < d->k_max ? d->k + 2 : d->k_max;
-    else if (2 * accepted < drafted)
-        d->k = d->k / 2 ? d->k / 2 : 1;
+    }
+    double a = (d->acc + 0.5) / (d->acc + d->rej + 1), best = 1 / d->t_pass, an = a;
+    uint32_t kb = 0;
+    for (uint32_t k = 1; k <= d->k_max; k++, an *= a) {
+        double v = (1 - an * a) / (1 - a) / (d->t_pass + k * (d->t_row + d->t_draft));
+        if (v > best)
+            best = v, kb = k;
+    }
+    /* k 0 learns nothing about a: a draft of one every 16 plain passes keeps it current */
+    if (kb == 0 && ++d->since_probe >= 16)
+        kb = 1, d->since_probe = 0;
+    d->k = kb;
 }
 
 /* The latest earlier occurrence of the context's last n-gram (longest first); the tokens after

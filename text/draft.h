@@ -13,10 +13,15 @@
  *     that match are the draft. Free to compute; it pays where the output repeats its input
  *     (code edits, quotes, summaries, repetitive text).
  *
- * How many tokens: k starts at k_max; after a verification with a of k drafts accepted, all
- * accepted grows it by 2 (up to k_max), fewer than half halves it (down to 1), anything else
- * keeps it (draft_update). A wasted draft costs the drafter's time and the extra positions
- * of one pass; a long accepted run saves a trip through every link per token.
+ * How many tokens (draft_update, after every target pass): k is the one of 0..k_max that
+ * maximises the expected tokens per millisecond, (1 - a^(k+1)) / (1 - a) tokens for
+ * t_pass + k (t_row + t_draft) ms, from what this request measured: a, the chance a draft
+ * is accepted when the one before it was (accepted / (accepted + rejections), both decayed
+ * by 0.8 a pass); t_pass, a pass of one position; t_row, each further position of a pass;
+ * t_draft, the drafter's time per token drafted. So over a slow link (t_pass large) a poor
+ * drafter still drafts, and on one machine with a drafter that costs more than it wins k
+ * falls to 0: plain generation, with a probe of one draft every 16 passes to see whether
+ * the text turned predictable. The first pass drafts k_max, the second none (the baseline).
  *
  * A draft is a struct per conversation (one engine): not shared between threads. The draft
  * model itself (llm_model) is read-only and may be shared by every engine of a server.
@@ -55,13 +60,15 @@ void draft_free(draft **d);
 int draft_same(const draft *d, const draft_opts *o);
 /* The k to ask for now (the adaptive rule above). */
 uint32_t draft_k(const draft *d);
-/* Start of a request: k back to k_max. */
+/* Start of a request: k back to k_max, the measurements forgotten. */
 void draft_restart(draft *d);
 /* Up to k tokens likely to follow ctx (n >= 1 tokens) into out; how many (0: no guess), or
  * -1 with err (the draft model's pass failed). */
 int draft_propose(draft *d, const int32_t *ctx, uint32_t n, uint32_t k, int32_t *out,
                   char *err, size_t errlen);
-/* A verification accepted `accepted` of `drafted` tokens: adapt k. */
-void draft_update(draft *d, uint32_t drafted, uint32_t accepted);
+/* A target pass carried `drafted` drafts (0: a plain one) and took pass_ms; `accepted` of
+ * them were kept; the drafter spent draft_ms making them. Adapts k. */
+void draft_update(draft *d, uint32_t drafted, uint32_t accepted, double pass_ms,
+                  double draft_ms);
 
 #endif

@@ -35,6 +35,8 @@ struct engine {
     float *rows;
     int32_t vtok[DRAFT_K_MAX + 1];
     uint32_t spec_n, spec_i;
+    double pass_ms, draft_ms;     /* the last verification's pass, and its drafting */
+    uint32_t n_passes_req;        /* passes of this request after its prefill */
 };
 
 engine *engine_new(llm_model *m, const tokenizer *t, uint32_t n_ctx, uint32_t n_batch,
@@ -311,7 +313,7 @@ static int s_report(const engine_request *q, const engine_token *tok)
  * (the draft model's vocabulary checked against the target's). */
 static int s_draft_setup(engine *e, const engine_request *q, char *err, size_t errlen)
 {
-    e->spec_n = e->spec_i = 0;
+    e->spec_n = e->spec_i = e->n_passes_req = 0;
     if (!q->draft)
         return 0;
     if (e->d && draft_same(e->d, q->draft)) {
@@ -343,9 +345,10 @@ static int s_advance(engine *e, const engine_request *q, int32_t id, uint32_t g,
         memcpy(e->logits, e->rows + (size_t)e->spec_i * e->n_vocab, e->n_vocab * sizeof(float));
         return 0;
     }
-    if (e->d && e->spec_n) {
-        draft_update(e->d, e->spec_n, e->spec_i);
-        llm_session_rewind(e->s, e->n_hist);
+    if (e->d && e->n_passes_req) {
+        draft_update(e->d, e->spec_n, e->spec_i, e->pass_ms, e->draft_ms);
+        if (e->spec_n)
+            llm_session_rewind(e->s, e->n_hist);
     }
     e->spec_n = e->spec_i = 0;
     e->vtok[0] = id;
@@ -356,16 +359,20 @@ static int s_advance(engine *e, const engine_request *q, int32_t id, uint32_t g,
         uint64_t t0 = util_now_ns();
         e->hist[e->n_hist] = id; /* the context the drafter continues (not yet in the cache) */
         int nd = draft_propose(e->d, e->hist, e->n_hist + 1, k, e->vtok + 1, err, errlen);
-        st->draft_ms += (double)(util_now_ns() - t0) / 1e6;
+        e->draft_ms = (double)(util_now_ns() - t0) / 1e6;
+        st->draft_ms += e->draft_ms;
         if (nd < 0)
             return -1;
         e->spec_n = (uint32_t)nd;
         st->n_drafted += e->spec_n;
     }
     st->n_passes++;
+    e->n_passes_req++;
+    uint64_t t1 = util_now_ns();
     if (llm_eval(e->s, e->vtok, 1 + e->spec_n, e->spec_n ? e->rows : e->logits, e->spec_n > 0,
                  err, errlen))
         return -1;
+    e->pass_ms = (double)(util_now_ns() - t1) / 1e6;
     if (e->spec_n)
         memcpy(e->logits, e->rows, e->n_vocab * sizeof(float));
     e->hist[e->n_hist++] = id;
