@@ -137,5 +137,47 @@ reap $spid serve 30
 sw sbad serve "$T/m.gguf" --listen 127.0.0.1:0 --draft "$T/v500.gguf"
 expect_fail sbad; has sbad err "a draft must share the target's vocabulary"
 
+# the text lab: conditions with +spec (the model's Q4_0 copy, quantized by the lab) and +lookup
+mkdir -p "$T/lab"
+cat >"$T/lab.ini" <<INI
+[llm]
+model = $T/lab/m.gguf
+generate = 1
+vocab = tests/fixtures/tok/llama-spm.gguf.gz
+dim = 64
+layers = 6
+heads = 4
+kv_heads = 2
+ff = 96
+ctx_train = 256
+type = q8_0
+seed = 9
+tokens = 12
+ctx = 128
+batch = 8
+cap = 40M
+workers = 3
+[lab]
+repeats = 1
+conditions = reference, resident/wan, resident/wan+spec, reference+lookup
+out = $T/results
+INI
+sw lab lab "$T/lab.ini" --out "$T/labrun"
+expect_rc lab 0
+has lab err "quantizing the model to Q4_0 for the +spec conditions' drafter"
+for c in "resident/wan+spec:" "reference+lookup:"; do
+    grep -q -- "^- $c .* drafts accepted, .* tokens a pass" "$T/labrun/table.md" && ok ||
+        bad "lab: table.md lacks the speculation row of $c"
+done
+python3 - "$T/labrun/results.jsonl" <<'PY' && ok || bad "lab: a speculative run's gates"
+import json, sys
+rs = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+sp = [r for r in rs if "+" in r["condition"]]
+if len(sp) != 2 or any(r["result"]["gates"]["parity"] != "pass" or "speculative" not in r["result"] for r in sp):
+    print("FAIL: %s" % [(r["condition"], r["result"].get("gates")) for r in sp], file=sys.stderr); sys.exit(1)
+PY
+sw labbad lab "$T/lab.ini" --set lab.conditions=reference+guess --out "$T/labbad"
+expect_rc labbad 2
+
 echo "e2e_spec: $pass passed, $fail failed"
 [ "$fail" = 0 ]
