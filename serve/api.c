@@ -942,6 +942,12 @@ static json_t *s_timings(serve_job *job)
                           (int)(job->req.n_prompt - job->n_cached), "cache_n",
                           (int)job->n_cached, "ids_digest", ids, "logits_digest", lg);
     tools_timings(job, t);
+    if (job->req.spec) { /* draft_n, draft_n_accepted: llama-server's names */
+        json_object_set_new(t, "draft_n", json_integer(job->n_drafted));
+        json_object_set_new(t, "draft_n_accepted", json_integer(job->n_accepted));
+        json_object_set_new(t, "draft_passes", json_integer(job->n_passes));
+        json_object_set_new(t, "draft_ms", json_real(job->draft_ms));
+    }
     return t;
 }
 

@@ -125,6 +125,10 @@ int loop_run(serve *srv, engine *e, serve_job *job)
         grammar_state_free(&gs);
         job->grammar_ms += st.grammar_ms;
         job->n_masked += st.n_masked;
+        job->n_drafted += st.n_drafted;
+        job->n_accepted += st.n_accepted;
+        job->n_passes += st.n_passes;
+        job->draft_ms += st.draft_ms;
         if (job->cur == 0) { /* the request's prompt cache use and digests: its first choice */
             job->n_cached = st.n_cached;
             job->ids_digest = st.ids_digest;

@@ -125,6 +125,8 @@ typedef struct serve_job {
     double t_recv, t_start, t_first, t_last; /* monotonic seconds: received, slot took it, tokens */
     double grammar_ms;            /* time the grammar took, every choice together */
     uint32_t n_masked;            /* tokens drawn again from a masked vocabulary (every choice) */
+    uint32_t n_drafted, n_accepted, n_passes; /* speculation, every choice together */
+    double draft_ms;
     char err[256];
 } serve_job;
 

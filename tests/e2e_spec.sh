@@ -124,6 +124,11 @@ for f in sorted(glob.glob(t + "/s_*.json")):
     texts[f] = json.load(open(f))["choices"][0]["text"]
 if len(texts) != 5 or len(set(texts.values())) != 1:
     print("FAIL: %s" % texts, file=sys.stderr); sys.exit(1)
+tm = {f: json.load(open(f))["timings"] for f in texts}
+if len({(t["ids_digest"], t["logits_digest"]) for t in tm.values()}) != 1:
+    print("FAIL: digests %s" % tm, file=sys.stderr); sys.exit(1)
+if "draft_n" in tm[t + "/s_false.json"] or tm[t + "/s_none.json"].get("draft_passes", 0) < 1:
+    print("FAIL: draft fields %s" % tm, file=sys.stderr); sys.exit(1)
 for f in ("s_bad.json", "s_bad2.json"):
     e = json.load(open(t + "/" + f)).get("error", {})
     if e.get("param") != "speculative":
