@@ -16,7 +16,8 @@ struct draft {
     uint32_t k_max, k, ngram;
     /* draft_update's measurements (decayed sums and running means; 0: none yet) */
     double acc, rej, t_pass, t_row, t_draft;
-    uint32_t since_probe;
+    uint32_t since_probe, probe_every; /* plain passes since the last probe, and the gap */
+    int probing;                  /* the pass under way carries a probe */
 };
 
 int draft_check_vocab(const llm_model *target, const llm_model *dm, char *err, size_t errlen)
@@ -66,7 +67,7 @@ draft *draft_new(const draft_opts *o, uint32_t n_ctx, int nthreads, char *err, s
     }
     d->model = o->model;
     d->k_max = o->k_max ? o->k_max : o->model ? DRAFT_K_MODEL : DRAFT_K_LOOKUP;
-    d->k = d->k_max;
+    d->probe_every = 16; /* k 0: the first pass is plain (draft_restart) */
     d->ngram = o->ngram ? o->ngram : DRAFT_NGRAM;
     d->n_ctx = n_ctx;
     if (d->model) {
@@ -118,9 +119,10 @@ uint32_t draft_k(const draft *d)
 
 void draft_restart(draft *d)
 {
-    d->k = d->k_max;
+    d->k = 0;
     d->acc = d->rej = d->t_pass = d->t_row = d->t_draft = 0;
-    d->since_probe = 0;
+    d->since_probe = d->probing = 0;
+    d->probe_every = 16;
 }
 
 static double s_mean(double old, double x)
@@ -140,8 +142,15 @@ void draft_update(draft *d, uint32_t drafted, uint32_t accepted, double pass_ms,
         if (d->t_pass > 0) /* the rows beyond the first, against a plain pass */
             d->t_row = s_mean(d->t_row, pass_ms > d->t_pass ? (pass_ms - d->t_pass) / drafted : 0);
     }
+    if (d->probing && drafted) /* a failed probe: wait twice as long for the next one */
+        d->probe_every = accepted ? 16 : d->probe_every < 256 ? 2 * d->probe_every : 256;
+    d->probing = 0;
     if (!(d->t_pass > 0)) { /* no plain pass measured yet: one next, to have the baseline */
-        d->k = drafted ? 0 : d->k_max;
+        d->k = 0;
+        return;
+    }
+    if (!(d->t_draft > 0)) { /* nothing drafted yet: two, to measure the drafter and a row */
+        d->k = d->k_max < 2 ? d->k_max : 2;
         return;
     }
     double a = (d->acc + 0.5) / (d->acc + d->rej + 1), best = 1 / d->t_pass, an = a;
@@ -151,9 +160,10 @@ void draft_update(draft *d, uint32_t drafted, uint32_t accepted, double pass_ms,
         if (v > best)
             best = v, kb = k;
     }
-    /* k 0 learns nothing about a: a draft of one every 16 plain passes keeps it current */
-    if (kb == 0 && ++d->since_probe >= 16)
-        kb = 1, d->since_probe = 0;
+    /* k 0 learns nothing about a: a draft of one every 16 plain passes keeps it current (32,
+     * 64, ... 256 after probes that failed) */
+    if (kb == 0 && ++d->since_probe >= d->probe_every)
+        kb = 1, d->since_probe = 0, d->probing = 1;
     d->k = kb;
 }
 

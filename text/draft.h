@@ -21,7 +21,9 @@
  * t_draft, the drafter's time per token drafted. So over a slow link (t_pass large) a poor
  * drafter still drafts, and on one machine with a drafter that costs more than it wins k
  * falls to 0: plain generation, with a probe of one draft every 16 passes to see whether
- * the text turned predictable. The first pass drafts k_max, the second none (the baseline).
+ * the text turned predictable (the gap doubles after each probe that fails, up to 256). The
+ * first pass of a request is plain (the baseline), the second drafts 2 (the drafter's and a
+ * row's cost), and the rule decides from the third on.
  *
  * A draft is a struct per conversation (one engine): not shared between threads. The draft
  * model itself (llm_model) is read-only and may be shared by every engine of a server.
@@ -60,7 +62,7 @@ void draft_free(draft **d);
 int draft_same(const draft *d, const draft_opts *o);
 /* The k to ask for now (the adaptive rule above). */
 uint32_t draft_k(const draft *d);
-/* Start of a request: k back to k_max, the measurements forgotten. */
+/* Start of a request: the measurements forgotten, k 0 (the first pass is the baseline). */
 void draft_restart(draft *d);
 /* Up to k tokens likely to follow ctx (n >= 1 tokens) into out; how many (0: no guess), or
  * -1 with err (the draft model's pass failed). */
