@@ -16,6 +16,8 @@ struct draft {
     uint32_t k_max, k, ngram;
     /* draft_update's measurements (decayed sums and running means; 0: none yet) */
     double acc, rej, t_pass, t_row, t_draft;
+    double t_tok;                 /* the draft model: one single-position pass (kept across
+                                   * requests: the machine's, not the text's) */
     uint32_t since_probe, probe_every; /* plain passes since the last probe, and the gap */
     int probing;                  /* the pass under way carries a probe */
 };
@@ -138,7 +140,13 @@ void draft_update(draft *d, uint32_t drafted, uint32_t accepted, double pass_ms,
     } else {
         d->acc = 0.8 * d->acc + accepted;
         d->rej = 0.8 * d->rej + (accepted < drafted);
-        d->t_draft = s_mean(d->t_draft, draft_ms / drafted);
+        /* a draft model's cost a token is a single pass of it: what drafting every pass costs
+         * (the batched catch-up of the tokens accepted rides along). Its time this pass also
+         * ran the catch-up of every token since it last drafted (the whole prompt at first),
+         * which would make a drafter that was off look dearer than it is. */
+        double per = d->model ? d->t_tok : draft_ms / drafted;
+        if (per > 0)
+            d->t_draft = s_mean(d->t_draft, per);
         if (d->t_pass > 0) /* the rows beyond the first, against a plain pass */
             d->t_row = s_mean(d->t_row, pass_ms > d->t_pass ? (pass_ms - d->t_pass) / drafted : 0);
     }
@@ -211,16 +219,21 @@ int draft_propose(draft *d, const int32_t *ctx, uint32_t n, uint32_t k, int32_t 
         keep++;
     llm_session_rewind(d->s, keep);
     d->n_hist = keep;
+    uint64_t t0 = util_now_ns();
     if (llm_eval(d->s, ctx + keep, n - keep, d->logits, 0, err, errlen))
         goto fail;
+    if (n - keep == 1)
+        d->t_tok = s_mean(d->t_tok, (double)(util_now_ns() - t0) / 1e6);
     memcpy(d->hist + keep, ctx + keep, (n - keep) * sizeof *ctx);
     d->n_hist = n;
     for (uint32_t i = 0; i < k; i++) {
         out[i] = s_argmax(d->logits, d->n_vocab);
         if (i + 1 == k)
             break; /* the last draft is not run: the next context may not contain it */
+        t0 = util_now_ns();
         if (llm_eval(d->s, out + i, 1, d->logits, 0, err, errlen))
             goto fail;
+        d->t_tok = s_mean(d->t_tok, (double)(util_now_ns() - t0) / 1e6);
         d->hist[d->n_hist++] = out[i];
     }
     return (int)k;

@@ -18,7 +18,8 @@
  * t_pass + k (t_row + t_draft) ms, from what this request measured: a, the chance a draft
  * is accepted when the one before it was (accepted / (accepted + rejections), both decayed
  * by 0.8 a pass); t_pass, a pass of one position; t_row, each further position of a pass;
- * t_draft, the drafter's time per token drafted. So over a slow link (t_pass large) a poor
+ * t_draft, the drafter's time per token drafted (a draft model's: one single-position pass
+ * of it, the catch-up of what it missed left out). So over a slow link (t_pass large) a poor
  * drafter still drafts, and on one machine with a drafter that costs more than it wins k
  * falls to 0: plain generation, with a probe of one draft every 16 passes to see whether
  * the text turned predictable (the gap doubles after each probe that fails, up to 256). The
