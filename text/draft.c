@@ -161,13 +161,18 @@ void draft_update(draft *d, uint32_t drafted, uint32_t accepted, double pass_ms,
         d->k = d->k_max < 2 ? d->k_max : 2;
         return;
     }
-    double a = (d->acc + 0.5) / (d->acc + d->rej + 1), best = 1 / d->t_pass, an = a;
-    uint32_t kb = 0;
+    double a = (d->acc + 0.5) / (d->acc + d->rej + 1), best = 0, an = a;
+    uint32_t kb = 1;
     for (uint32_t k = 1; k <= d->k_max; k++, an *= a) {
         double v = (1 - an * a) / (1 - a) / (d->t_pass + k * (d->t_row + d->t_draft));
         if (v > best)
             best = v, kb = k;
     }
+    /* off only when plain passes are clearly better: the times are a few noisy samples on a
+     * shared machine, and one wrong "off" costs more (a paused drafter learns only from its
+     * probes) than one wrong "on" (one pass's extra rows) */
+    if (1 / d->t_pass > 1.1 * best)
+        kb = 0;
     /* k 0 learns nothing about a: a draft of one every 16 plain passes keeps it current (32,
      * 64, ... 256 after probes that failed) */
     if (kb == 0 && ++d->since_probe >= d->probe_every)

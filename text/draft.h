@@ -20,8 +20,8 @@
  * by 0.8 a pass); t_pass, a pass of one position; t_row, each further position of a pass;
  * t_draft, the drafter's time per token drafted (a draft model's: one single-position pass
  * of it, the catch-up of what it missed left out). So over a slow link (t_pass large) a poor
- * drafter still drafts, and on one machine with a drafter that costs more than it wins k
- * falls to 0: plain generation, with a probe of one draft every 16 passes to see whether
+ * drafter still drafts, and on one machine with a drafter that costs more than it wins (by
+ * more than 10%: the times are noisy samples, and a paused drafter learns slowly) k falls to 0: plain generation, with a probe of one draft every 16 passes to see whether
  * the text turned predictable (the gap doubles after each probe that fails, up to 256). The
  * first pass of a request is plain (the baseline), the second drafts 2 (the drafter's and a
  * row's cost), and the rule decides from the third on.
