@@ -165,6 +165,10 @@ static void s_test_parity(llm_model *m, const tokenizer *t, const draft_opts *dr
                   "again, wanted 1", s2.n_prompt_eval);
         s_same("continued conversation", plain, spec, &r2, &drafters[n_drafters - 1], NULL);
     }
+    /* a request without a drafter on an engine that kept one: nothing drafted */
+    if (!s_run(spec, &r, NULL, &b, &sb))
+        CHECK(sb.n_drafted == 0 && sb.n_passes + 1 == sb.n_gen, "no drafter asked, yet %u "
+              "drafted over %u passes", sb.n_drafted, sb.n_passes);
 out:
     free(p);
     engine_free(&plain);

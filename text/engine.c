@@ -31,7 +31,8 @@ struct engine {
     /* speculation: the drafter, the last verification's rows of logits (row i: after its
      * token i), its tokens (the sampled one, then the drafts), how many drafts it carried and
      * how many of them were accepted so far */
-    draft *d;
+    draft *d;                     /* kept across requests asking for the same */
+    draft *use;                   /* this request's: d, or NULL when it asks for none */
     float *rows;
     int32_t vtok[DRAFT_K_MAX + 1];
     uint32_t spec_n, spec_i;
@@ -314,10 +315,12 @@ static int s_report(const engine_request *q, const engine_token *tok)
 static int s_draft_setup(engine *e, const engine_request *q, char *err, size_t errlen)
 {
     e->spec_n = e->spec_i = e->n_passes_req = 0;
+    e->use = NULL;
     if (!q->draft)
         return 0;
     if (e->d && draft_same(e->d, q->draft)) {
         draft_restart(e->d);
+        e->use = e->d;
         return 0;
     }
     draft_free(&e->d);
@@ -328,7 +331,7 @@ static int s_draft_setup(engine *e, const engine_request *q, char *err, size_t e
         util_errf(err, errlen, "engine", "out of memory for the verification's logits");
         return -1;
     }
-    return (e->d = draft_new(q->draft, e->n_ctx, e->nthreads, err, errlen)) ? 0 : -1;
+    return (e->use = e->d = draft_new(q->draft, e->n_ctx, e->nthreads, err, errlen)) ? 0 : -1;
 }
 
 /* The logits after id (sampled as token g, not the last): the next row of the verification
@@ -345,20 +348,20 @@ static int s_advance(engine *e, const engine_request *q, int32_t id, uint32_t g,
         memcpy(e->logits, e->rows + (size_t)e->spec_i * e->n_vocab, e->n_vocab * sizeof(float));
         return 0;
     }
-    if (e->d && e->n_passes_req) {
-        draft_update(e->d, e->spec_n, e->spec_i, e->pass_ms, e->draft_ms);
+    if (e->use && e->n_passes_req) {
+        draft_update(e->use, e->spec_n, e->spec_i, e->pass_ms, e->draft_ms);
         if (e->spec_n)
             llm_session_rewind(e->s, e->n_hist);
     }
     e->spec_n = e->spec_i = 0;
     e->vtok[0] = id;
-    if (e->d) {
+    if (e->use) {
         /* drafts only for tokens within max_tokens: row j of this pass draws token g + 1 + j */
-        uint32_t k = draft_k(e->d), left = q->max_tokens - g - 2;
+        uint32_t k = draft_k(e->use), left = q->max_tokens - g - 2;
         k = k < left ? k : left;
         uint64_t t0 = util_now_ns();
         e->hist[e->n_hist] = id; /* the context the drafter continues (not yet in the cache) */
-        int nd = draft_propose(e->d, e->hist, e->n_hist + 1, k, e->vtok + 1, err, errlen);
+        int nd = draft_propose(e->use, e->hist, e->n_hist + 1, k, e->vtok + 1, err, errlen);
         e->draft_ms = (double)(util_now_ns() - t0) / 1e6;
         st->draft_ms += e->draft_ms;
         if (nd < 0)
