@@ -52,6 +52,9 @@ typedef struct {
     int voided;
     int corrupt;                  /* a layer failed its checksum: the run stopped (EXIT_VOID) */
     llm_cli_model ref, base;      /* the parity reference (tokenizer borrowed), --kl-base */
+    const char *draft_path;       /* --draft */
+    draft_opts dopt;              /* --draft / --draft-lookup, --draft-max */
+    const draft_opts *spec;       /* &dopt when speculation is on, else NULL */
     ppl_result kl;
     int have_kl;
 } gen_run;
@@ -90,6 +93,15 @@ static void s_usage(FILE *f)
             LLM_CLI_GEN_USAGE
             "  --ctx under --arm ssd defaults to the prompt's tokens + -n (the plan counts the\n"
             "                        KV cache against the cap)\n"
+            "  --draft DRAFT.gguf    speculative decoding: a model with MODEL's vocabulary (e.g.\n"
+            "                        its Q4_0 copy: swarm quantize) drafts tokens here, in\n"
+            "                        this process; the target verifies them, up to 1 + k\n"
+            "                        positions in one pass (--parity is then on: the tokens\n"
+            "                        must be those of plain generation)\n"
+            "  --draft-lookup        speculative decoding with prompt lookup (the context's\n"
+            "                        n-grams; no model)\n"
+            "  --draft-max K         the most tokens drafted per pass (1..32; default 8 with\n"
+            "                        --draft, 6 with --draft-lookup; adapted: docs/cli.md)\n"
             "  --parity              run the reference arm again (1 thread, one position per\n"
             "                        pass) and require identical token ids and logits digest\n"
             "  --kl-base OTHER.gguf  KL divergence and top-1 agreement of MODEL against OTHER\n"
@@ -101,19 +113,23 @@ static void s_usage(FILE *f)
 static int s_own_flag(gen_run *g, int argc, char **argv, int *i, char *err, size_t errlen)
 {
     const char *f = argv[*i];
-    if (!strcmp(f, "--parity")) {
-        g->parity = 1;
+    if (!strcmp(f, "--parity") || !strcmp(f, "--draft-lookup")) {
+        *(f[2] == 'p' ? &g->parity : &g->dopt.lookup) = 1;
         return 1;
     }
     if (*i + 1 >= argc)
         return 0;
     const char *v = argv[*i + 1];
     const char **to = !strcmp(f, "--prompt") ? &g->prompt : !strcmp(f, "--out") ? &g->out
-                      : !strcmp(f, "--kl-base") ? &g->kl_base : NULL;
+                      : !strcmp(f, "--kl-base") ? &g->kl_base
+                      : !strcmp(f, "--draft") ? &g->draft_path : NULL;
     if (to) {
         *to = v;
     } else if (!strcmp(f, "--sessions")) {
         if (llm_cli_u32("--sessions", v, 1, 64, &g->n_sess, err, errlen))
+            return -1;
+    } else if (!strcmp(f, "--draft-max")) {
+        if (llm_cli_u32("--draft-max", v, 1, DRAFT_K_MAX, &g->dopt.k_max, err, errlen))
             return -1;
     } else {
         return 0;
@@ -164,7 +180,17 @@ static int s_check(gen_run *g, char *err, size_t errlen)
         snprintf(err, errlen, "--kl-base runs with --arm reference only");
         return -1;
     }
-    if (arm == LLM_ARM_RESIDENT) /* checked against the reference arm on every run */
+    if (g->draft_path && g->dopt.lookup) {
+        snprintf(err, errlen, "--draft and --draft-lookup: one drafter at a time");
+        return -1;
+    }
+    if (g->dopt.k_max && !g->draft_path && !g->dopt.lookup) {
+        snprintf(err, errlen, "--draft-max needs --draft or --draft-lookup");
+        return -1;
+    }
+    /* resident: checked against the reference arm on every run; speculation: against plain
+     * generation (the parity run drafts nothing) */
+    if (arm == LLM_ARM_RESIDENT || g->draft_path || g->dopt.lookup)
         g->parity = 1;
     return 0;
 }
@@ -197,7 +223,16 @@ static int s_open(gen_run *g, char *err, size_t errlen)
                          .flags = &g->af, .n_ctx = g->o.n_ctx, .ctx_max = 4096,
                          .n_batch = g->o.n_batch, .sessions = g->n_sess, .respawn = 0,
                          .seed = g->o.so.seed, .size = s_size, .user = g };
-    return arm_open(&ao, &g->h, err, errlen);
+    if (arm_open(&ao, &g->h, err, errlen))
+        return -1;
+    if (g->draft_path) {
+        /* the draft runs here on the reference arm, whatever arm the target is on */
+        if (!(g->dopt.model = llm_model_open(g->draft_path, err, errlen)) ||
+            draft_check_vocab(g->h.lm.m, g->dopt.model, err, errlen))
+            return -1;
+    }
+    g->spec = g->draft_path || g->dopt.lookup ? &g->dopt : NULL;
+    return 0;
 }
 
 /* ---------------------------------------------------------------- run */
@@ -217,14 +252,15 @@ static int s_on_token(void *user, const engine_token *t)
 /* One generation on a fresh engine. */
 static int s_generate(llm_cli_model *lm, const int32_t *prompt, uint32_t n_prompt,
                       const llm_cli_gen_opts *o, uint32_t n_ctx, uint32_t n_batch, int threads,
-                      s_sink *sink, engine_stats *st, char *err, size_t errlen)
+                      const draft_opts *spec, s_sink *sink, engine_stats *st, char *err,
+                      size_t errlen)
 {
     engine *e = engine_new(lm->m, lm->t, n_ctx, n_batch, threads, err, errlen);
     if (!e)
         return -1;
     engine_request q = { .prompt = prompt, .n_prompt = n_prompt, .max_tokens = o->n_predict,
                          .sampling = o->so, .stop = o->stops, .n_stop = o->n_stop,
-                         .on_token = s_on_token, .user = sink };
+                         .on_token = s_on_token, .user = sink, .draft = spec };
     int rc = engine_generate(e, &q, st, err, errlen);
     engine_free(&e);
     return rc;
@@ -238,6 +274,7 @@ struct s_extra {
     uint32_t n_prompt, n_ctx;
     int threads;
     llm_cli_gen_opts o;
+    const draft_opts *spec;
     s_sink sink;
     engine_stats st;
     char err[512];
@@ -249,7 +286,7 @@ static void *s_extra_main(void *arg)
 {
     s_extra *e = arg;
     e->rc = s_generate(e->lm, e->prompt, e->n_prompt, &e->o, e->n_ctx, e->o.n_batch,
-                       e->threads, &e->sink, &e->st, e->err, sizeof e->err);
+                       e->threads, e->spec, &e->sink, &e->st, e->err, sizeof e->err);
     return NULL;
 }
 
@@ -262,7 +299,7 @@ static int s_start_extras(gen_run *g)
     for (uint32_t k = 1; k < g->n_sess; k++) {
         s_extra *e = &g->extra[k - 1];
         *e = (s_extra){ .lm = &g->h.lm, .prompt = g->ids, .n_prompt = (uint32_t)g->n_ids,
-                        .n_ctx = g->h.n_ctx, .threads = g->h.threads, .o = g->o,
+                        .n_ctx = g->h.n_ctx, .threads = g->h.threads, .o = g->o, .spec = g->spec,
                         .sink = { .cap = g->o.n_predict } };
         e->o.so.seed = g->o.so.seed + k;
         if (!(e->sink.ids = malloc(g->o.n_predict * sizeof *e->sink.ids)) ||
@@ -300,7 +337,7 @@ static int s_sessions(gen_run *g)
     if (s_start_extras(g))
         return -1;
     int grc = s_generate(&g->h.lm, g->ids, (uint32_t)g->n_ids, &g->o, g->h.n_ctx, g->o.n_batch,
-                         g->h.threads, &g->sink, &g->st, err, sizeof err);
+                         g->h.threads, g->spec, &g->sink, &g->st, err, sizeof err);
     for (uint32_t k = 1; k < g->n_sess; k++) {
         pthread_join(g->extra[k - 1].th, NULL);
         g->extra[k - 1].started = 0;
@@ -358,6 +395,13 @@ static int s_run(gen_run *g)
             (unsigned)g->h.threads, st->n_prompt, st->prompt_ms, st->prompt_tok_s, st->n_gen,
             engine_finish_name(st->finish), st->ttft_ms, st->gen_tok_s, st->itl_ms_p50,
             st->itl_ms_p95, st->itl_ms_p99);
+    if (g->spec)
+        fprintf(stderr, "speculation (%s): %u drafted, %u accepted (%.1f%%), %.2f tokens per "
+                        "pass over %u passes, drafter %.1f ms\n",
+                g->draft_path ? g->draft_path : "prompt lookup", st->n_drafted, st->n_accepted,
+                st->n_drafted ? 100.0 * st->n_accepted / st->n_drafted : 0.0,
+                st->n_passes ? (double)(st->n_passes + st->n_accepted) / st->n_passes : 0.0,
+                st->n_passes, st->draft_ms);
     return 0;
 }
 
@@ -381,7 +425,7 @@ static int s_parity_extras(gen_run *g, llm_cli_model *pm)
             llm_cli_gen_opts ok = g->o;
             ok.so.seed = g->o.so.seed + k;
             g->sink2.n_ids = 0;
-            if (s_generate(pm, g->ids, (uint32_t)g->n_ids, &ok, g->h.n_ctx, 1, 1, &g->sink2,
+            if (s_generate(pm, g->ids, (uint32_t)g->n_ids, &ok, g->h.n_ctx, 1, 1, NULL, &g->sink2,
                            &st3, err, sizeof err)) {
                 fprintf(stderr, "swarm generate: parity run, session %u: %s\n", k, err);
                 return -1;
@@ -417,7 +461,7 @@ static int s_parity(gen_run *g)
         }
         pm = &g->ref;
     }
-    if (s_generate(pm, g->ids, (uint32_t)g->n_ids, &g->o, g->h.n_ctx, 1, 1, &g->sink2,
+    if (s_generate(pm, g->ids, (uint32_t)g->n_ids, &g->o, g->h.n_ctx, 1, 1, NULL, &g->sink2,
                    &g->st2, err, sizeof err)) {
         fprintf(stderr, "swarm generate: parity run: %s\n", err);
         return -1;
@@ -649,6 +693,19 @@ static void s_json_speed(json_t *j, const gen_run *g)
     json_object_set_new(j, "itl_ms_p99", s_finite_or_null(st->itl_ms_p99));
     json_object_set_new(j, "prompt_tok_s", s_finite_or_null(st->prompt_tok_s));
     json_object_set_new(j, "gen_tok_s", s_finite_or_null(st->gen_tok_s));
+    if (g->spec) {
+        json_t *sp = json_object();
+        json_object_set_new(sp, "drafter", json_string(g->draft_path ? g->draft_path
+                                                                     : "lookup"));
+        json_object_set_new(sp, "draft_max", json_integer(g->dopt.k_max ? g->dopt.k_max
+                                                        : g->draft_path ? DRAFT_K_MODEL
+                                                                        : DRAFT_K_LOOKUP));
+        json_object_set_new(sp, "passes", json_integer(st->n_passes));
+        json_object_set_new(sp, "drafted", json_integer(st->n_drafted));
+        json_object_set_new(sp, "accepted", json_integer(st->n_accepted));
+        json_object_set_new(sp, "draft_ms", json_real(st->draft_ms));
+        json_object_set_new(j, "speculative", sp);
+    }
 }
 
 /* Bytes: weights, memory peaks, storage reads, the SSD arm's fields. */
@@ -759,6 +816,7 @@ static int s_report(gen_run *g)
 static void s_free(gen_run *g)
 {
     llm_model_free(&g->ref.m);
+    llm_model_free(&g->dopt.model);
     free(g->ids);
     free(g->sink.ids);
     free(g->sink2.ids);

@@ -126,6 +126,12 @@ static int s_str(const char *v, char *dst, size_t cap, char *msg, size_t len)
     return 0;
 }
 
+/* tok's first n bytes are name, whole. */
+static int s_is(const char *tok, size_t n, const char *name)
+{
+    return strlen(name) == n && !strncmp(tok, name, n);
+}
+
 /* [lab] conditions: a list of the forms either lab runs (reference, ssd, quantized, resident,
  * resident/PROFILE, resident/PROFILE+fault); each lab refuses those it cannot run, naming them
  * (the text lab has no quantized arm and no +fault, the dense lab knows its profiles). */
@@ -144,10 +150,13 @@ static int s_conditions(config_t *c, const char *v, char *msg, size_t len)
             snprintf(msg, len, "more than %d conditions", CONFIG_MAX_CONDITIONS);
             return -1;
         }
-        if (strcmp(tok, "reference") && strcmp(tok, "ssd") && strcmp(tok, "quantized") &&
-            strcmp(tok, "resident") && strncmp(tok, "resident/", 9)) {
+        /* a +SUFFIX (the text lab's +spec, +lookup; the dense lab's +fault) is the lab's */
+        size_t bl = strcspn(tok, "+");
+        if (!s_is(tok, bl, "reference") && !s_is(tok, bl, "ssd") && !s_is(tok, bl, "quantized") &&
+            !s_is(tok, bl, "resident") && strncmp(tok, "resident/", 9)) {
             snprintf(msg, len, "unknown condition '%s' (conditions: reference, ssd, quantized, "
-                     "resident, resident/PROFILE, resident/PROFILE+fault)", tok);
+                     "resident, resident/PROFILE, resident/PROFILE+fault; the text lab: each "
+                     "+spec or +lookup)", tok);
             return -1;
         }
         if (s_str(tok, c->conditions[n], sizeof c->conditions[n], msg, len))

@@ -52,12 +52,15 @@ typedef struct {
     double pred_ms;               /* predicted ms per generated token */
     double pred_read, pred_hit;   /* ssd: predicted bytes read a token, expert cache hit rate */
     double uni_ms, uni_read, uni_hit; /* the same under uniform routing (a bound) */
+    const char *spec;             /* "+spec": the model's Q4_0 copy drafts; "+lookup": prompt
+                                   * lookup; NULL: no speculation */
 } ll_cond;
 
 typedef struct {
     config_t cfg;                 /* [llm] and [lab] (dist/config.c) */
     ll_cond cond[LL_MAX_COND];
     char self[PATH_MAX], dir[PATH_MAX];
+    char draft[PATH_MAX + 16];    /* +spec conditions' drafter: MODEL.q4_0.gguf beside it */
     uint32_t workers;             /* resident: the fewest the cap allows, or the config's */
     double ref_ms;                /* calibration: the reference's ITL p50 */
     double disk_gbps;             /* the SSD arm's reader on its streamed layers */
@@ -153,6 +156,12 @@ static json_t *s_generate(ll_lab *L, const ll_cond *cd, uint32_t tokens, const c
         argv[a++] = "--profile";
         argv[a++] = netem_profile_is_none(&cd->prof) ? "none" : cd->prof.name;
     }
+    if (cd->spec && !strcmp(cd->spec, "lookup")) {
+        argv[a++] = "--draft-lookup";
+    } else if (cd->spec) {
+        argv[a++] = "--draft";
+        argv[a++] = L->draft;
+    }
     argv[a] = NULL;
     *rc = s_run((char *const *)argv, log);
     return *rc == 0 || *rc == EXIT_VOID ? s_last(out) : NULL;
@@ -241,14 +250,45 @@ static int s_make_model(ll_lab *L)
     return 0;
 }
 
+/* The +spec conditions' drafter: the model's Q4_0 copy, made beside it when missing. */
+static int s_make_draft(ll_lab *L)
+{
+    int need = 0;
+    for (uint32_t i = 0; i < L->cfg.n_conditions; i++)
+        need |= L->cond[i].spec && !strcmp(L->cond[i].spec, "draft");
+    size_t ml = strlen(L->cfg.llm.model);
+    snprintf(L->draft, sizeof L->draft, "%.*s.q4_0.gguf",
+             (int)(ml > 5 && !strcmp(L->cfg.llm.model + ml - 5, ".gguf") ? ml - 5 : ml),
+             L->cfg.llm.model);
+    struct stat sb;
+    if (!need || stat(L->draft, &sb) == 0)
+        return 0;
+    const char *argv[] = { L->self, "quantize", L->cfg.llm.model, L->draft, "Q4_0", NULL };
+    char qlog[PATH_MAX + 16];
+    snprintf(qlog, sizeof qlog, "%s/logs/quantize.err", L->dir);
+    log_info("%s is missing: quantizing the model to Q4_0 for the +spec conditions' drafter",
+             L->draft);
+    int rc = s_run((char *const *)argv, qlog);
+    if (rc)
+        log_error("quantizing %s failed (exit %d): see %s", L->draft, rc, qlog);
+    return rc ? -1 : 0;
+}
+
 static int s_conditions(ll_lab *L)
 {
     for (uint32_t i = 0; i < L->cfg.n_conditions; i++) {
         ll_cond *cd = &L->cond[i];
-        const char *s = L->cfg.conditions[i];
+        char s[sizeof cd->name];
         memset(cd, 0, sizeof *cd);
         _Static_assert(sizeof cd->name == sizeof L->cfg.conditions[0], "same size: plain copy");
-        memcpy(cd->name, s, sizeof cd->name);
+        memcpy(cd->name, L->cfg.conditions[i], sizeof cd->name);
+        memcpy(s, cd->name, sizeof s);
+        /* a suffix asks for speculative decoding on top of the arm */
+        char *plus = strchr(s, '+');
+        if (plus && (!strcmp(plus, "+spec") || !strcmp(plus, "+lookup"))) {
+            cd->spec = !strcmp(plus, "+spec") ? "draft" : "lookup";
+            *plus = 0;
+        }
         netem_profile_builtin("none", &cd->prof);
         if (!strcmp(s, "reference") || !strcmp(s, "ssd")) {
             cd->arm = !strcmp(s, "ssd") ? "ssd" : "reference";
@@ -266,7 +306,8 @@ static int s_conditions(ll_lab *L)
             return -1;
         } else {
             log_error("%s: unknown condition '%s' (conditions: reference, ssd, resident, "
-                      "resident/none, resident/lan, resident/wifi, resident/wan)", L->cfg.path, s);
+                      "resident/none, resident/lan, resident/wifi, resident/wan; each may "
+                      "end in +spec or +lookup)", L->cfg.path, s);
             return -1;
         }
     }
@@ -662,6 +703,53 @@ static void s_report_experts(const ll_lab *L, FILE *f)
         fclose(in);
 }
 
+/* The speculative conditions: acceptance, tokens per pass and drafter time summed over their
+ * good runs (results.jsonl again), and each against its arm without speculation. */
+static void s_report_spec(const ll_lab *L, FILE *f, const double *med)
+{
+    double sum[LL_MAX_COND][5] = { { 0 } }; /* drafted, accepted, passes, draft ms, runs */
+    char path[PATH_MAX + 32], *line = NULL;
+    size_t cap = 0;
+    snprintf(path, sizeof path, "%s/results.jsonl", L->dir);
+    FILE *in = fopen(path, "r");
+    while (in && getline(&line, &cap, in) > 0) {
+        json_t *o = json_loads(line, 0, NULL), *r = o ? json_object_get(o, "result") : NULL;
+        json_t *sp = r ? json_object_get(r, "speculative") : NULL;
+        const char *cn = o ? json_string_value(json_object_get(o, "condition")) : NULL;
+        for (uint32_t i = 0; sp && cn && i < L->cfg.n_conditions; i++)
+            if (!strcmp(cn, L->cond[i].name) && !json_is_true(json_object_get(r, "void"))) {
+                const char *k[4] = { "drafted", "accepted", "passes", "draft_ms" };
+                for (int j = 0; j < 4; j++)
+                    sum[i][j] += s_num(sp, k[j]);
+                sum[i][4]++;
+            }
+        json_decref(o);
+    }
+    free(line);
+    if (in)
+        fclose(in);
+    fprintf(f, "\n## Speculative decoding\n\n");
+    for (uint32_t i = 0; i < L->cfg.n_conditions; i++) {
+        const ll_cond *cd = &L->cond[i];
+        if (!cd->spec || !sum[i][4])
+            continue;
+        double base = NAN;
+        size_t bl = strcspn(cd->name, "+");
+        for (uint32_t j = 0; j < L->cfg.n_conditions; j++)
+            if (!L->cond[j].spec && strlen(L->cond[j].name) == bl &&
+                !strncmp(L->cond[j].name, cd->name, bl))
+                base = med[j];
+        fprintf(f, "- %s: %.1f%% of %.0f drafts accepted, %.2f tokens a pass, drafter %.0f ms "
+                   "a run; **%.2fx** the tokens/s of %.*s\n", cd->name,
+                sum[i][0] ? 100 * sum[i][1] / sum[i][0] : 0, sum[i][0] / sum[i][4],
+                sum[i][2] ? (sum[i][2] + sum[i][1]) / sum[i][2] : 0, sum[i][3] / sum[i][4],
+                med[i] / base, (int)bl, cd->name);
+    }
+    fprintf(f, "\n(+spec: the model's Q4_0 copy drafts; +lookup: prompt lookup. The token ids "
+               "and logits are plain generation's: the parity gate checks every such run. "
+               "Predictions leave speculation out.)\n");
+}
+
 /* table.md from results.jsonl alone. */
 static int s_report(ll_lab *L)
 {
@@ -734,6 +822,7 @@ static int s_report(ll_lab *L)
     }
     if (!isfinite(ssd))
         fprintf(f, "- no finished ssd run: no ratio\n");
+    s_report_spec(L, f, med);
     fprintf(f, "\nGates: every resident run checked its token ids and logits against the "
                "reference arm (parity), every SSD run its cache and content gates; a run that "
                "failed one counts under void and is left out of the figures. The article's "
@@ -854,7 +943,7 @@ int lab_llm_main(int argc, char **argv)
     int mrc = s_make_model(L);
     if (mrc)
         return mrc > 0 ? mrc : EXIT_FAIL;
-    if (s_workers(L) || s_predict(L))
+    if (s_make_draft(L) || s_workers(L) || s_predict(L))
         return EXIT_FAIL;
     char path[PATH_MAX + 32];
     snprintf(path, sizeof path, "%s/results.jsonl", L->dir);

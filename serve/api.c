@@ -153,6 +153,7 @@ static const struct {
     { "stream_options", F_BOTH, F_HONOURED, NAN },
     { "ignore_eos", F_BOTH, F_HONOURED, NAN },
     { "cache_prompt", F_BOTH, F_HONOURED, NAN },         /* llama-server's: the prompt cache */
+    { "speculative", F_BOTH, F_HONOURED, NAN },          /* swarm's: speculative decoding */
     { "user", F_BOTH, F_NO_EFFECT, NAN },
     { "metadata", F_BOTH, F_NO_EFFECT, NAN },
     { "store", F_BOTH, F_NO_EFFECT, NAN },
@@ -656,6 +657,49 @@ err:
     return -1;
 }
 
+/* "speculative": absent or null, the server's default (its --draft or --draft-lookup, else
+ * off); false off; true the server's drafter, or prompt lookup when it has none; an object
+ * {"draft": "model" | "lookup", "max": 1..32} picks the drafter and its most tokens a pass. */
+static int s_spec(serve *srv, json_t *root, serve_req *r, int *status, json_t **errj)
+{
+    char msg[512];
+    json_t *v = json_object_get(root, "speculative"), *x;
+    const char *k;
+    r->spec = srv->spec_on;
+    r->dopt = srv->spec;
+    if (!v || json_is_null(v))
+        return 0;
+    if (!json_is_boolean(v) && !json_is_object(v))
+        FAIL(400, "'speculative' must be a boolean or an object {\"draft\": \"model\" | "
+             "\"lookup\", \"max\": 1..32}", "speculative", "invalid_type");
+    r->spec = !json_is_false(v);
+    if (!srv->spec_on)
+        r->dopt = (draft_opts){ .lookup = 1 };
+    if (!json_is_object(v))
+        return 0;
+    json_object_foreach(v, k, x) if (strcmp(k, "draft") && strcmp(k, "max")) {
+        snprintf(msg, sizeof msg, "speculative: unknown field '%.60s' (known: draft, max)", k);
+        FAIL(400, msg, "speculative", "unknown_parameter");
+    }
+    const char *d = json_string_value(json_object_get(v, "draft"));
+    if (json_object_get(v, "draft") && (!d || (strcmp(d, "model") && strcmp(d, "lookup"))))
+        FAIL(400, "speculative.draft must be \"model\" or \"lookup\"", "speculative",
+             "invalid_value");
+    if (d && !strcmp(d, "model") && !srv->spec.model)
+        FAIL(400, "speculative.draft \"model\": this server has no draft model (start it with "
+             "--draft DRAFT.gguf)", "speculative", "invalid_value");
+    if (d)
+        r->dopt = !strcmp(d, "model") ? (draft_opts){ .model = srv->spec.model }
+                                      : (draft_opts){ .lookup = 1 };
+    long long ll = 0;
+    if (s_int(v, "max", 1, DRAFT_K_MAX, &ll, msg, sizeof msg))
+        return s_badparam(msg, "speculative", status, errj);
+    r->dopt.k_max = ll ? (uint32_t)ll : d ? 0 : r->dopt.k_max;
+    return 0;
+err:
+    return -1;
+}
+
 static int s_stop(json_t *root, serve_req *r, int *status, json_t **errj)
 {
     json_t *stop = json_object_get(root, "stop");
@@ -745,6 +789,7 @@ int api_parse(serve *srv, serve_endpoint ep, const char *body, size_t len, serve
         s_check_scope(srv, root, status, errj) ||
         s_sampling(srv, root, r, &maxt, status, errj) || s_stream(root, r, status, errj) ||
         s_stop(root, r, status, errj) || s_logprobs(root, r, status, errj) ||
+        s_spec(srv, root, r, status, errj) ||
         tools_parse(srv, root, r, status, errj) ||
         (r->chat ? s_prompt_chat : s_prompt_text)(srv, root, r, status, errj) ||
         s_fit(srv, r, maxt, status, errj))
@@ -897,6 +942,12 @@ static json_t *s_timings(serve_job *job)
                           (int)(job->req.n_prompt - job->n_cached), "cache_n",
                           (int)job->n_cached, "ids_digest", ids, "logits_digest", lg);
     tools_timings(job, t);
+    if (job->req.spec) { /* draft_n, draft_n_accepted: llama-server's names */
+        json_object_set_new(t, "draft_n", json_integer(job->n_drafted));
+        json_object_set_new(t, "draft_n_accepted", json_integer(job->n_accepted));
+        json_object_set_new(t, "draft_passes", json_integer(job->n_passes));
+        json_object_set_new(t, "draft_ms", json_real(job->draft_ms));
+    }
     return t;
 }
 

@@ -112,6 +112,7 @@ int loop_run(serve *srv, engine *e, serve_job *job)
             /* "cache_prompt": false runs the prompt once; the choices after the first reuse
              * what the first computed for this request */
             .no_cache = r->no_cache && job->cur == 0,
+            .draft = r->spec ? &r->dopt : NULL,
         };
         q.sampling.seed = r->so.seed + job->cur;
         /* each choice its own grammar state: constrained from the start of its own reply */
@@ -124,6 +125,10 @@ int loop_run(serve *srv, engine *e, serve_job *job)
         grammar_state_free(&gs);
         job->grammar_ms += st.grammar_ms;
         job->n_masked += st.n_masked;
+        job->n_drafted += st.n_drafted;
+        job->n_accepted += st.n_accepted;
+        job->n_passes += st.n_passes;
+        job->draft_ms += st.draft_ms;
         if (job->cur == 0) { /* the request's prompt cache use and digests: its first choice */
             job->n_cached = st.n_cached;
             job->ids_digest = st.ids_digest;

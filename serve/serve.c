@@ -59,6 +59,11 @@ static void s_usage(FILE *f)
         "                         alias (default: any name is taken and echoed back)\n"
         "  --cors ORIGIN          let pages from ORIGIN call the API (repeatable; * = any)\n"
         "  --log-prompts          the access log shows request bodies (off: never the prompt)\n"
+        "  --draft DRAFT.gguf     speculative decoding by default: a model with MODEL's\n"
+        "                         vocabulary (e.g. its Q4_0 copy) drafts, the target verifies\n"
+        "  --draft-lookup         speculative decoding by default with prompt lookup (no model)\n"
+        "  --draft-max K          the most tokens drafted a pass (1..32; default 8 / 6)\n"
+        "                         A request's \"speculative\" field overrides (docs/serve.md)\n"
         "  Also /tokenize, /detokenize, /apply-template, /props, /slots (llama-server's shapes).\n");
 }
 
@@ -171,6 +176,12 @@ static int s_own_valued(serve *srv, s_cmd *c, const char *k, const char *v)
             return -1;
         }
         (al ? srv->alias : srv->cors)[(*n)++] = v;
+    } else if (!strcmp(k, "--draft")) {
+        srv->draft_path = v;
+    } else if (!strcmp(k, "--draft-max")) {
+        if (s_uint(k, v, 1, DRAFT_K_MAX, &x))
+            return -1;
+        srv->spec.k_max = (uint32_t)x;
     } else if (!strcmp(k, "--ctx")) {
         return s_uint(k, v, 2, 1u << 20, &c->ctx) ? -1 : 1;
     } else if (!strcmp(k, "--timeout")) {
@@ -202,6 +213,10 @@ static int s_arg(serve *srv, s_cmd *c, int argc, char **argv, int *i)
     if (!strcmp(k, "--help") || !strcmp(k, "-h")) {
         s_usage(stdout);
         return EXIT_OK;
+    }
+    if (!strcmp(k, "--draft-lookup")) {
+        srv->spec.lookup = 1;
+        return -1;
     }
     if (!strcmp(k, "--no-auth") || !strcmp(k, "--strict-model") ||
         !strcmp(k, "--log-prompts")) {
@@ -309,6 +324,13 @@ static int s_parse(serve *srv, s_cmd *c, int argc, char **argv)
     if ((c->key_file && !(c->key = s_read_key(c->key_file))) || s_listen_addr(c))
         return EXIT_USAGE;
     srv->api_key = c->key;
+    if ((srv->draft_path && srv->spec.lookup) ||
+        (srv->spec.k_max && !srv->draft_path && !srv->spec.lookup)) {
+        fprintf(stderr, "swarm serve: %s\n", srv->spec.lookup ? "--draft and --draft-lookup: "
+                "one drafter at a time" : "--draft-max needs --draft or --draft-lookup");
+        return EXIT_USAGE;
+    }
+    srv->spec_on = srv->draft_path || srv->spec.lookup;
     if (access(srv->model_path, R_OK)) {
         fprintf(stderr, "swarm serve: %s: %s\n", srv->model_path, strerror(errno));
         return EXIT_USAGE;
@@ -374,6 +396,13 @@ static int s_load(serve *srv, s_cmd *c)
     srv->nthreads = c->h.threads;
     if (s_template(srv, c->tmpl))
         return EXIT_USAGE;
+    /* the draft model on the reference arm here, whatever the target's arm; every slot's
+     * engine runs its own session over it */
+    if (srv->draft_path && (!(srv->spec.model = llm_model_open(srv->draft_path, err, sizeof err))
+                            || draft_check_vocab(srv->model, srv->spec.model, err, sizeof err))) {
+        fprintf(stderr, "swarm serve: --draft: %s\n", err);
+        return EXIT_USAGE;
+    }
     if (c->h.ssd) {
         const exec_plan *p = llm_model_plan(srv->model);
         fprintf(stderr, "serve: ssd arm: cap %.1f MiB (%s), %u layers resident, %u streamed "
@@ -468,6 +497,7 @@ out:
         MHD_stop_daemon(d);
     }
     sched_free(&srv.sched);
+    llm_model_free(&srv.spec.model);
     arm_open_close(&c->h); /* the model before its swarm: its sessions end on the workers */
     metrics_free(&srv.metrics);
     grammar_vocab_free(&srv.gvocab);

@@ -74,6 +74,9 @@ typedef struct {
     uint32_t n_prompt;
     serve_tools tl;
     int no_cache;                 /* "cache_prompt": false: reuse no cached prefix */
+    int spec;                     /* speculative decoding with dopt ("speculative", or the
+                                     server's --draft / --draft-lookup) */
+    draft_opts dopt;
 } serve_req;
 
 typedef enum { FINISH_NONE, FINISH_STOP, FINISH_LENGTH, FINISH_EOG, FINISH_CANCELLED,
@@ -122,6 +125,8 @@ typedef struct serve_job {
     double t_recv, t_start, t_first, t_last; /* monotonic seconds: received, slot took it, tokens */
     double grammar_ms;            /* time the grammar took, every choice together */
     uint32_t n_masked;            /* tokens drawn again from a masked vocabulary (every choice) */
+    uint32_t n_drafted, n_accepted, n_passes; /* speculation, every choice together */
+    double draft_ms;
     char err[256];
 } serve_job;
 
@@ -271,6 +276,9 @@ struct serve {
     const char *api_key;          /* NULL: no auth */
     char chat_template[64];       /* "" if none: chat requests then get a clear 400 */
     const char *tool_system;      /* the template's default system text with tools (tools.c) */
+    const char *draft_path;       /* --draft: its model is spec.model (owned) */
+    draft_opts spec;              /* the drafter requests get unless they say otherwise */
+    int spec_on;                  /* --draft or --draft-lookup given: speculation by default */
     /* resources */
     llm_model *model;
     llm_swarm *swarm;             /* the resident arm's workers (NULL otherwise) */

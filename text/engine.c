@@ -27,6 +27,17 @@ struct engine {
     size_t pend_len, pend_cap;
     tokenizer_decoder dec;
     XXH3_state_t ids_h, logits_h;
+    int nthreads;
+    /* speculation: the drafter, the last verification's rows of logits (row i: after its
+     * token i), its tokens (the sampled one, then the drafts), how many drafts it carried and
+     * how many of them were accepted so far */
+    draft *d;                     /* kept across requests asking for the same */
+    draft *use;                   /* this request's: d, or NULL when it asks for none */
+    float *rows;
+    int32_t vtok[DRAFT_K_MAX + 1];
+    uint32_t spec_n, spec_i;
+    double pass_ms, draft_ms;     /* the last verification's pass, and its drafting */
+    uint32_t n_passes_req;        /* passes of this request after its prefill */
 };
 
 engine *engine_new(llm_model *m, const tokenizer *t, uint32_t n_ctx, uint32_t n_batch,
@@ -50,6 +61,7 @@ engine *engine_new(llm_model *m, const tokenizer *t, uint32_t n_ctx, uint32_t n_
     if (!(e->s = llm_session_new(m, n_ctx, n_batch, err, errlen)))
         goto err;
     llm_session_set_threads(e->s, nthreads);
+    e->nthreads = nthreads;
     e->n_ctx = n_ctx;
     e->n_batch = n_batch;
     /* The longest piece bounds what one token adds to the held text and to the decoder's
@@ -86,6 +98,8 @@ void engine_free(engine **ep)
         return;
     engine *e = *ep;
     llm_session_free(&e->s);
+    draft_free(&e->d);
+    free(e->rows);
     tokenizer_decoder_free(&e->dec);
     free(e->hist);
     free(e->logits);
@@ -297,6 +311,78 @@ static int s_report(const engine_request *q, const engine_token *tok)
     return q->on_token && q->on_token(q->user, tok) != 0;
 }
 
+/* The drafter the request asks for: the engine's own when it is the same, else a new one
+ * (the draft model's vocabulary checked against the target's). */
+static int s_draft_setup(engine *e, const engine_request *q, char *err, size_t errlen)
+{
+    e->spec_n = e->spec_i = e->n_passes_req = 0;
+    e->use = NULL;
+    if (!q->draft)
+        return 0;
+    if (e->d && draft_same(e->d, q->draft)) {
+        draft_restart(e->d);
+        e->use = e->d;
+        return 0;
+    }
+    draft_free(&e->d);
+    if (q->draft->model && draft_check_vocab(e->m, q->draft->model, err, errlen))
+        return -1;
+    if (!e->rows &&
+        !(e->rows = malloc((size_t)(DRAFT_K_MAX + 1) * e->n_vocab * sizeof *e->rows))) {
+        util_errf(err, errlen, "engine", "out of memory for the verification's logits");
+        return -1;
+    }
+    return (e->use = e->d = draft_new(q->draft, e->n_ctx, e->nthreads, err, errlen)) ? 0 : -1;
+}
+
+/* The logits after id (sampled as token g, not the last): the next row of the verification
+ * when id is the draft there (no pass), else a pass over id and a fresh draft, one act of
+ * 1 + k positions with every row's logits. The cache then holds hist, id and the drafts; a
+ * rejected draft's positions are dropped at the next call (or the request's end). */
+static int s_advance(engine *e, const engine_request *q, int32_t id, uint32_t g,
+                     engine_stats *st, char *err, size_t errlen)
+{
+    if (e->spec_i < e->spec_n && e->vtok[1 + e->spec_i] == id) {
+        e->spec_i++;
+        st->n_accepted++;
+        e->hist[e->n_hist++] = id;
+        memcpy(e->logits, e->rows + (size_t)e->spec_i * e->n_vocab, e->n_vocab * sizeof(float));
+        return 0;
+    }
+    if (e->use && e->n_passes_req) {
+        draft_update(e->use, e->spec_n, e->spec_i, e->pass_ms, e->draft_ms);
+        if (e->spec_n)
+            llm_session_rewind(e->s, e->n_hist);
+    }
+    e->spec_n = e->spec_i = 0;
+    e->vtok[0] = id;
+    if (e->use) {
+        /* drafts only for tokens within max_tokens: row j of this pass draws token g + 1 + j */
+        uint32_t k = draft_k(e->use), left = q->max_tokens - g - 2;
+        k = k < left ? k : left;
+        uint64_t t0 = util_now_ns();
+        e->hist[e->n_hist] = id; /* the context the drafter continues (not yet in the cache) */
+        int nd = draft_propose(e->use, e->hist, e->n_hist + 1, k, e->vtok + 1, err, errlen);
+        e->draft_ms = (double)(util_now_ns() - t0) / 1e6;
+        st->draft_ms += e->draft_ms;
+        if (nd < 0)
+            return -1;
+        e->spec_n = (uint32_t)nd;
+        st->n_drafted += e->spec_n;
+    }
+    st->n_passes++;
+    e->n_passes_req++;
+    uint64_t t1 = util_now_ns();
+    if (llm_eval(e->s, e->vtok, 1 + e->spec_n, e->spec_n ? e->rows : e->logits, e->spec_n > 0,
+                 err, errlen))
+        return -1;
+    e->pass_ms = (double)(util_now_ns() - t1) / 1e6;
+    if (e->spec_n)
+        memcpy(e->logits, e->rows, e->n_vocab * sizeof(float));
+    e->hist[e->n_hist++] = id;
+    return 0;
+}
+
 int engine_generate(engine *e, const engine_request *q, engine_stats *st, char *err,
                     size_t errlen)
 {
@@ -304,7 +390,7 @@ int engine_generate(engine *e, const engine_request *q, engine_stats *st, char *
     st->finish = ENGINE_FINISH_ERROR;
     st->n_prompt = q->n_prompt;
     st->itl_ms_p50 = st->itl_ms_p95 = st->itl_ms_p99 = NAN;
-    if (s_check(e, q, err, errlen))
+    if (s_check(e, q, err, errlen) || s_draft_setup(e, q, err, errlen))
         return -1;
     sampler_t *smp = sampler_new(&q->sampling, e->n_vocab, err, errlen);
     if (!smp)
@@ -391,13 +477,15 @@ int engine_generate(engine *e, const engine_request *q, engine_stats *st, char *
             break;
         /* The token just sampled is run only when another follows: the cache then holds
          * exactly hist[0..n_hist). */
-        if (llm_eval(e->s, &id, 1, e->logits, 0, err, errlen)) {
+        if (s_advance(e, q, id, g, st, err, errlen)) {
             fin = ENGINE_FINISH_ERROR;
             engine_reset(e);
             break;
         }
-        e->hist[e->n_hist++] = id;
     }
+    if (e->spec_n && fin != ENGINE_FINISH_ERROR)
+        llm_session_rewind(e->s, e->n_hist); /* drafts never drawn leave the cache */
+    e->spec_n = e->spec_i = 0;
     llm_session_active(e->s, 0);
     if (fin == ENGINE_FINISH_LENGTH || fin == ENGINE_FINISH_EOG) {
         /* Generation ended with text still held for a stop string that never came (or a

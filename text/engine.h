@@ -32,6 +32,7 @@
 #include <stdint.h>
 
 #include "runtime/llm.h"
+#include "text/draft.h"
 #include "text/grammar.h"
 #include "text/sample.h"
 #include "text/tokenizer.h"
@@ -86,6 +87,18 @@ typedef struct {
                                      logprobs are then those of the masked logits. */
     int no_cache;                 /* 1: evaluate the whole prompt, reusing nothing cached
                                    * (a server's "cache_prompt": false) */
+    const draft_opts *draft;      /* may be NULL: speculative decoding with this drafter (the
+                                   * engine keeps one across requests asking for the same).
+                                   * Every generated token is still drawn by the sampler from
+                                   * the target's logits, in order, with the same PRNG stream;
+                                   * a draft is accepted when the drawn token equals it. So the
+                                   * ids and logits are those of the same request without
+                                   * speculation, greedy or seeded sampling alike (for a draft
+                                   * that is one token, drawing from p and comparing is the
+                                   * speculative-sampling rule: accept x with probability p(x),
+                                   * else draw from p without x). Grammars, stop strings,
+                                   * logprobs work unchanged: each is applied to the drawn
+                                   * token, whose row of logits is the one it would have had. */
 } engine_request;
 
 typedef struct {
@@ -105,6 +118,9 @@ typedef struct {
     uint64_t logits_digest;       /* XXH3-64 of the f32 logits of every generated position */
     uint32_t n_masked;            /* grammar: tokens drawn again from a masked vocabulary */
     double grammar_ms;            /* grammar: time spent checking, masking and advancing */
+    uint32_t n_passes;            /* target passes after the prefill (each verifies a draft) */
+    uint32_t n_drafted, n_accepted; /* speculation: tokens drafted, of those accepted */
+    double draft_ms;              /* speculation: the drafter's time */
 } engine_stats;
 
 typedef struct engine engine;

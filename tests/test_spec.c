@@ -1,0 +1,385 @@
+/* test_spec.c — speculative decoding in the engine: with every drafter (the target itself, its
+ * f16 copy, an unrelated model, prompt lookup) and several draft lengths the ids, logits
+ * digest and logprobs are those of plain generation, greedy and seeded; stop strings, a
+ * grammar and a conversation continued on the same engine too; the tokens drawn follow the
+ * target's distribution (a chi-square over many seeds against the exact joint of the first
+ * four tokens); a vocabulary mismatch is refused by name; prompt lookup finds the n-gram.
+ * tests/ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "arch/gen.h"
+#include "base/util.h"
+#include "quant/quant.h"
+#include "runtime/llm.h"
+#include "tests/check.h"
+#include "text/draft.h"
+#include "text/engine.h"
+#include "text/grammar.h"
+#include "text/tokenizer.h"
+
+#define MAXTOK 64
+
+typedef struct {
+    int32_t ids[MAXTOK];
+    float lp[MAXTOK];
+    uint32_t n;
+    char text[4096];
+    size_t len;
+} s_sink;
+
+static int s_cb(void *user, const engine_token *t)
+{
+    s_sink *k = user;
+    if (t->id >= 0 && k->n < MAXTOK) {
+        k->lp[k->n] = t->logprob;
+        k->ids[k->n++] = t->id;
+    }
+    if (k->len + t->len < sizeof k->text) {
+        memcpy(k->text + k->len, t->text, t->len);
+        k->len += t->len;
+        k->text[k->len] = 0;
+    }
+    return 0;
+}
+
+typedef struct {
+    const int32_t *p;
+    uint32_t np, max;
+    sampler_opts so;
+    const char *const *stop;
+    uint32_t n_stop;
+    grammar_state *g;
+} s_req;
+
+static int s_run(engine *e, const s_req *r, const draft_opts *d, s_sink *k, engine_stats *st)
+{
+    char err[512];
+    engine_request q = { .prompt = r->p, .n_prompt = r->np, .max_tokens = r->max,
+                         .sampling = r->so, .stop = r->stop, .n_stop = r->n_stop,
+                         .logprobs = 1, .on_token = s_cb, .user = k, .ignore_eog = 1,
+                         .grammar = r->g, .draft = d };
+    memset(k, 0, sizeof *k);
+    int rc = engine_generate(e, &q, st, err, sizeof err);
+    CHECK(rc == 0, "engine_generate: %s", err);
+    return rc;
+}
+
+/* The same request with and without the drafter: everything a client sees is the same. */
+static void s_same(const char *what, engine *plain, engine *spec, const s_req *r,
+                   const draft_opts *d, engine_stats *out)
+{
+    s_sink a, b;
+    engine_stats sa, sb;
+    if (s_run(plain, r, NULL, &a, &sa) || s_run(spec, r, d, &b, &sb))
+        return;
+    CHECK(sa.n_gen == sb.n_gen && sa.ids_digest == sb.ids_digest &&
+          sa.logits_digest == sb.logits_digest && sa.finish == sb.finish && a.n == b.n &&
+          !memcmp(a.ids, b.ids, a.n * sizeof *a.ids) && !memcmp(a.lp, b.lp, a.n * sizeof *a.lp)
+          && a.len == b.len && !memcmp(a.text, b.text, a.len),
+          "%s: %u tokens %016llx/%016llx (%s) vs plain %u %016llx/%016llx (%s)", what,
+          sb.n_gen, (unsigned long long)sb.ids_digest, (unsigned long long)sb.logits_digest,
+          engine_finish_name(sb.finish), sa.n_gen, (unsigned long long)sa.ids_digest,
+          (unsigned long long)sa.logits_digest, engine_finish_name(sa.finish));
+    /* every token after the first is drawn from a pass's row: 1 + accepted per pass */
+    CHECK(sb.n_accepted <= sb.n_drafted &&
+          (sb.finish != ENGINE_FINISH_LENGTH || sb.n_passes + sb.n_accepted + 1 == sb.n_gen),
+          "%s: %u passes, %u of %u drafts accepted, %u tokens", what, sb.n_passes,
+          sb.n_accepted, sb.n_drafted, sb.n_gen);
+    if (out)
+        *out = sb;
+}
+
+static void s_test_parity(llm_model *m, const tokenizer *t, const draft_opts *drafters,
+                          const char *const *names, int n_drafters)
+{
+    char err[512];
+    int32_t *p = NULL;
+    size_t np = 0;
+    const char *text = "one two three four five six, one two three four five six, one two";
+    CHECK(tokenizer_encode(t, text, strlen(text), TOKENIZER_ADD_SPECIAL, &p, &np, err,
+                           sizeof err) == 0, "%s", err);
+    engine *plain = engine_new(m, t, 256, 8, 1, err, sizeof err);
+    engine *spec = engine_new(m, t, 256, 8, 2, err, sizeof err);
+    CHECK(plain && spec && p, "%s", err);
+    if (!plain || !spec || !p)
+        goto out;
+    s_req r = { .p = p, .np = (uint32_t)np, .max = 40 };
+    sampler_opts_default(&r.so);
+    static const uint32_t ks[] = { 1, 4, 8 };
+    char what[128];
+    for (int di = 0; di < n_drafters; di++)
+        for (int ki = 0; ki < 3; ki++) {
+            draft_opts d = drafters[di];
+            d.k_max = ks[ki];
+            engine_stats st;
+            r.so.temperature = 0;
+            snprintf(what, sizeof what, "greedy, %s, k %u", names[di], ks[ki]);
+            s_same(what, plain, spec, &r, &d, &st);
+            /* the target drafting for itself: every draft is accepted */
+            if (d.model == m)
+                CHECK(st.n_drafted >= (ks[ki] < 2 ? ks[ki] : 2) && st.n_accepted == st.n_drafted,
+                      "%s: %u of %u accepted", what, st.n_accepted, st.n_drafted);
+            for (uint64_t seed = 1; seed <= 6; seed++) {
+                r.so.temperature = seed & 1 ? 0.8f : 1.5f;
+                r.so.seed = seed;
+                snprintf(what, sizeof what, "seed %llu, %s, k %u", (unsigned long long)seed,
+                         names[di], ks[ki]);
+                s_same(what, plain, spec, &r, &d, NULL);
+            }
+        }
+    /* stop strings: cut where plain generation cuts */
+    r.so.temperature = 0;
+    s_sink a;
+    engine_stats sa;
+    if (!s_run(plain, &r, NULL, &a, &sa) && a.len > 12) {
+        char stop[4] = { a.text[a.len / 2], a.text[a.len / 2 + 1], 0, 0 };
+        const char *stops[] = { stop };
+        r.stop = stops;
+        r.n_stop = 1;
+        for (int di = 0; di < n_drafters; di++) {
+            snprintf(what, sizeof what, "stop \"%s\", %s", stop, names[di]);
+            s_same(what, plain, spec, &r, &drafters[di], NULL);
+        }
+        r.stop = NULL;
+        r.n_stop = 0;
+    }
+    /* a conversation continued on the same engine: the rejected drafts left the cache */
+    int32_t conv[256];
+    s_sink b;
+    engine_stats sb;
+    memcpy(conv, p, np * sizeof *p);
+    r.max = 12;
+    if (!s_run(spec, &r, &drafters[0], &b, &sb)) {
+        memcpy(conv + np, b.ids, b.n * sizeof *conv);
+        s_req r2 = r;
+        r2.p = conv;
+        r2.np = (uint32_t)np + b.n;
+        r2.max = 10;
+        engine_stats s2;
+        s_sink c;
+        if (!s_run(spec, &r2, &drafters[0], &c, &s2))
+            CHECK(s2.n_prompt_eval == 1, "the continued conversation ran %u prompt tokens "
+                  "again, wanted 1", s2.n_prompt_eval);
+        s_same("continued conversation", plain, spec, &r2, &drafters[n_drafters - 1], NULL);
+    }
+    /* a request without a drafter on an engine that kept one: nothing drafted */
+    if (!s_run(spec, &r, NULL, &b, &sb))
+        CHECK(sb.n_drafted == 0 && sb.n_passes + 1 == sb.n_gen, "no drafter asked, yet %u "
+              "drafted over %u passes", sb.n_drafted, sb.n_passes);
+out:
+    free(p);
+    engine_free(&plain);
+    engine_free(&spec);
+}
+
+/* A grammar: a drawn token it refuses is drawn again from the masked logits, draft or not. */
+static void s_test_grammar(llm_model *m, const tokenizer *t, const draft_opts *d)
+{
+    char err[512];
+    grammar *g = grammar_parse("root ::= [a-z ]+ \".\"", "root", err, sizeof err);
+    grammar_vocab *v = grammar_vocab_new(t, err, sizeof err);
+    engine *plain = engine_new(m, t, 256, 8, 1, err, sizeof err);
+    engine *spec = engine_new(m, t, 256, 8, 1, err, sizeof err);
+    int32_t bos = 1;
+    s_req r = { .p = &bos, .np = 1, .max = 30 };
+    sampler_opts_default(&r.so);
+    r.so.temperature = 0;
+    CHECK(g && v && plain && spec, "%s", err);
+    if (g && v && plain && spec) {
+        grammar_state *g1 = grammar_state_new(g, v, NULL, 0, err, sizeof err);
+        grammar_state *g2 = grammar_state_new(g, v, NULL, 0, err, sizeof err);
+        s_sink a, b;
+        engine_stats sa, sb;
+        r.g = g1;
+        int ra = s_run(plain, &r, NULL, &a, &sa);
+        r.g = g2;
+        int rb = s_run(spec, &r, d, &b, &sb);
+        CHECK(!ra && !rb && sa.ids_digest == sb.ids_digest && a.n == b.n &&
+              !strcmp(a.text, b.text) && sa.n_masked == sb.n_masked,
+              "grammar: '%s' vs plain '%s'", b.text, a.text);
+        grammar_state_free(&g1);
+        grammar_state_free(&g2);
+    }
+    engine_free(&plain);
+    engine_free(&spec);
+    grammar_vocab_free(&v);
+    grammar_free(&g);
+}
+
+/* The sampler's distribution for top_k 3 at temperature T (min_p, top_p off) from logits. */
+static void s_topk3(const float *l, uint32_t nv, double T, int32_t id[3], double pr[3])
+{
+    for (int j = 0; j < 3; j++) {
+        id[j] = -1;
+        for (uint32_t i = 0; i < nv; i++) {
+            int taken = 0;
+            for (int q = 0; q < j; q++)
+                taken |= id[q] == (int32_t)i;
+            if (!taken && (id[j] < 0 || l[i] > l[id[j]]))
+                id[j] = (int32_t)i;
+        }
+    }
+    double s = 0;
+    for (int j = 0; j < 3; j++)
+        s += pr[j] = exp(((double)l[id[j]] - l[id[0]]) / T);
+    for (int j = 0; j < 3; j++)
+        pr[j] /= s;
+}
+
+#define DEPTH 4
+#define CELLS 81 /* 3^DEPTH */
+
+/* The exact law of the next DEPTH - depth tokens after the session's positions (pos of them):
+ * each cell's probability times pr. */
+static int s_joint(llm_session *s, uint32_t pos, int depth, double pr, int cell, float *lg,
+                   uint32_t nv, double T, int32_t (*ids)[DEPTH], double *pj, const int32_t *path)
+{
+    char err[512];
+    int32_t id[3], p2[DEPTH];
+    double p[3];
+    s_topk3(lg, nv, T, id, p);
+    for (int a = 0; a < 3; a++) {
+        memcpy(p2, path, depth * sizeof *p2);
+        p2[depth] = id[a];
+        int c = cell * 3 + a;
+        if (depth + 1 == DEPTH) {
+            memcpy(ids[c], p2, sizeof ids[c]);
+            pj[c] = pr * p[a];
+            continue;
+        }
+        float *next = lg + nv;
+        llm_session_rewind(s, pos);
+        if (llm_eval(s, &id[a], 1, next, 0, err, sizeof err) ||
+            s_joint(s, pos + 1, depth + 1, pr * p[a], c, next, nv, T, ids, pj, p2))
+            return -1;
+    }
+    return 0;
+}
+
+/* The joint law of the first four tokens, exactly (llm_eval over the 1 + 3 + 9 + 27
+ * contexts), against what speculative generation draws over 4000 seeds (the first pass is
+ * plain, the second verifies one draft: the fourth token comes from a verified row whenever
+ * the third equals the draft). A chi-square of 80 degrees of freedom under 135 (p = 0.0001;
+ * the seeds are fixed, so the figure is the same every run). */
+static void s_test_distribution(llm_model *m, const tokenizer *t, const draft_opts *d)
+{
+    char err[512];
+    const double T = 1.5;
+    const uint32_t N = 4000;
+    uint32_t nv = llm_model_arch(m)->hp.n_vocab;
+    int32_t prompt[3] = { 1, 450, 4996 };
+    float *lg = malloc((size_t)nv * (DEPTH + 1) * sizeof *lg);
+    static int32_t ids[CELLS][DEPTH];
+    static double pj[CELLS];
+    llm_session *s = lg ? llm_session_new(m, 64, 8, err, sizeof err) : NULL;
+    int ok = s && !llm_eval(s, prompt, 3, lg, 0, err, sizeof err) &&
+             !s_joint(s, 3, 0, 1, 0, lg, nv, T, ids, pj, prompt);
+    CHECK(ok, "exact joint: %s", err);
+    engine *e = ok ? engine_new(m, t, 64, 8, 1, err, sizeof err) : NULL;
+    uint32_t cnt[CELLS] = { 0 }, n = 0, accepted = 0;
+    s_req r = { .p = prompt, .np = 3, .max = DEPTH };
+    sampler_opts_default(&r.so);
+    r.so.temperature = (float)T;
+    r.so.top_k = 3;
+    r.so.top_p = 1;
+    r.so.min_p = 0;
+    for (uint64_t seed = 1; e && seed <= N; seed++) {
+        s_sink k;
+        engine_stats st;
+        r.so.seed = seed * 7919;
+        if (s_run(e, &r, d, &k, &st) || k.n != DEPTH)
+            break;
+        accepted += st.n_accepted;
+        for (int j = 0; j < CELLS; j++)
+            if (!memcmp(ids[j], k.ids, sizeof ids[j])) {
+                cnt[j]++;
+                n++;
+            }
+    }
+    double chi = 0;
+    for (int j = 0; j < CELLS; j++) {
+        double ex = pj[j] * n;
+        chi += ex > 0 ? (cnt[j] - ex) * (cnt[j] - ex) / ex : 0;
+    }
+    printf("distribution: chi-square %.1f over %d sequences, %u drafts accepted in %u runs\n",
+           chi, CELLS, accepted, N);
+    CHECK(n == N, "%u of %u runs drew a sequence of top-3 tokens", n, N);
+    CHECK(chi < 135, "chi-square %.1f over %d sequences (80 degrees of freedom)", chi, CELLS);
+    /* the rule was exercised: many fourth tokens came from a verified row */
+    CHECK(accepted > N / 10, "only %u drafts accepted over %u runs", accepted, N);
+    engine_free(&e);
+    llm_session_free(&s);
+    free(lg);
+}
+
+static void s_test_lookup_and_vocab(llm_model *m, llm_model *other)
+{
+    char err[512];
+    draft_opts o = { .lookup = 1, .ngram = 3 };
+    draft *d = draft_new(&o, 64, 1, err, sizeof err);
+    int32_t ctx[] = { 5, 6, 7, 8, 9, 10, 1, 2, 6, 7, 8 }, out[8];
+    CHECK(d && draft_propose(d, ctx, 11, 4, out, err, sizeof err) == 4 && out[0] == 9 &&
+          out[1] == 10 && out[2] == 1 && out[3] == 2, "lookup: the tokens after \"6 7 8\"");
+    int32_t two[] = { 3, 4, 9, 3, 4 }; /* no 3-gram: the 2-gram "3 4" */
+    CHECK(d && draft_propose(d, two, 5, 8, out, err, sizeof err) == 3 && out[0] == 9,
+          "lookup: the shorter n-gram");
+    int32_t none[] = { 1, 2, 3, 4 };
+    CHECK(d && draft_propose(d, none, 4, 4, out, err, sizeof err) == 0, "lookup: no match");
+    draft_free(&d);
+    CHECK(draft_check_vocab(m, other, err, sizeof err) == -1 && strstr(err, "vocabulary"),
+          "vocabulary mismatch: %s", err);
+    draft_opts both = { .model = m, .lookup = 1 };
+    CHECK(!draft_new(&both, 64, 1, err, sizeof err) && strstr(err, "one source"), "%s", err);
+}
+
+int main(void)
+{
+    const char *base = getenv("SWARM_TEST_TMP") ? getenv("SWARM_TEST_TMP") : "tests/tmp";
+    char err[512], cmd[2600], dir[2048], vocab[2300], mq[2300], mf[2300], mo[2300], mv[2300];
+    snprintf(dir, sizeof dir, "%s/spec", base);
+    util_mkdir_p(dir);
+    snprintf(vocab, sizeof vocab, "%s/llama-spm.gguf", dir);
+    snprintf(mq, sizeof mq, "%s/q8.gguf", dir);
+    snprintf(mf, sizeof mf, "%s/f16.gguf", dir);
+    snprintf(mo, sizeof mo, "%s/other.gguf", dir);
+    snprintf(mv, sizeof mv, "%s/v1000.gguf", dir);
+    snprintf(cmd, sizeof cmd, "gzip -dc tests/fixtures/tok/llama-spm.gguf.gz > '%s'", vocab);
+    CHECK(system(cmd) == 0, "cannot unpack the vocabulary fixture (run from the repository root)");
+    arch_gen_opts o = { .arch = "llama", .dim = 64, .n_layers = 2, .n_head = 4,
+                        .n_head_kv = 2, .n_ff = 96, .vocab_from = vocab, .type = QUANT_Q8_0,
+                        .n_ctx = 256, .seed = 3 };
+    CHECK(arch_gen(mq, &o, err, sizeof err) == 0, "%s", err);
+    o.type = QUANT_F16;
+    CHECK(arch_gen(mf, &o, err, sizeof err) == 0, "%s", err);
+    o.seed = 4;
+    CHECK(arch_gen(mo, &o, err, sizeof err) == 0, "%s", err);
+    o.vocab_from = NULL;
+    o.n_vocab = 1000;
+    CHECK(arch_gen(mv, &o, err, sizeof err) == 0, "%s", err);
+    llm_model *m = llm_model_open(mq, err, sizeof err);
+    llm_model *m16 = llm_model_open(mf, err, sizeof err);
+    llm_model *mot = llm_model_open(mo, err, sizeof err);
+    llm_model *m1k = llm_model_open(mv, err, sizeof err);
+    tokenizer *t = m ? tokenizer_open(llm_model_gguf(m), err, sizeof err) : NULL;
+    CHECK(m && m16 && mot && m1k && t, "%s", err);
+    if (m && m16 && mot && m1k && t) {
+        draft_opts ds[] = { { .model = m }, { .model = m16 }, { .model = mot },
+                            { .lookup = 1 } };
+        const char *const names[] = { "self", "f16 copy", "other model", "lookup" };
+        s_test_parity(m, t, ds, names, 4);
+        s_test_grammar(m, t, &ds[0]);
+        s_test_grammar(m, t, &ds[3]);
+        s_test_distribution(m, t, &ds[0]);
+        s_test_lookup_and_vocab(m, m1k);
+    }
+    tokenizer_free(&t);
+    llm_model_free(&m);
+    llm_model_free(&m16);
+    llm_model_free(&mot);
+    llm_model_free(&m1k);
+    quant_pool_shutdown();
+    return CHECK_DONE("test_spec");
+}
