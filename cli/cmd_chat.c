@@ -30,6 +30,7 @@ static void s_usage(FILE *f)
             "  --chat-template NAME use NAME instead of the one recognised in the file\n"
             "  --list-templates     the names, and exit\n"
             LLM_CLI_GEN_USAGE
+            LLM_CLI_DRAFT_USAGE
             ARM_FLAGS_USAGE);
 }
 
@@ -92,6 +93,7 @@ static int s_template(const llm_cli_model *lm, const char *override, char *name,
 typedef struct {
     const char *model, *override, *system;
     llm_cli_gen_opts o;
+    llm_cli_draft draft;          /* --draft / --draft-lookup / --draft-max */
     arm_flags af;
     arm_handle h;
     char name[64];                /* the template's family */
@@ -111,6 +113,8 @@ static int s_parse(s_chat *c, int argc, char **argv)
         int r = llm_cli_gen_flag(&c->o, argc, argv, &i, c->err, sizeof c->err);
         if (!r)
             r = arm_flags_parse(&c->af, argc, argv, &i, c->err, sizeof c->err);
+        if (!r)
+            r = llm_cli_draft_flag(&c->draft, argc, argv, &i, c->err, sizeof c->err);
         if (r < 0) {
             fprintf(stderr, "swarm chat: %s\n", c->err);
             return EXIT_USAGE;
@@ -137,7 +141,7 @@ static int s_parse(s_chat *c, int argc, char **argv)
     }
     /* faults are placed by generated token: generate's alone */
     if (arm_flags_check(&c->af, ARM_F_ALL & ~ARM_F_FAULTS, ARM_ARMS_ALL, "chat", c->err,
-                        sizeof c->err)) {
+                        sizeof c->err) || llm_cli_draft_check(&c->draft, c->err, sizeof c->err)) {
         fprintf(stderr, "swarm chat: %s\n", c->err);
         return EXIT_USAGE;
     }
@@ -159,6 +163,8 @@ static int s_open(s_chat *c)
         c->err[0] = 0;
         return -1;
     }
+    if (llm_cli_draft_open(&c->draft, c->h.lm.m, c->err, sizeof c->err))
+        return -1;
     fprintf(stderr, "chat template: %s (%s), %s\n", c->name, chat_template_describe(c->name),
             c->override ? "as --chat-template says" : "recognised in tokenizer.chat_template");
     uint32_t n_ctx = c->h.n_ctx;
@@ -211,7 +217,8 @@ static int s_turn(s_chat *c, const char *line)
     engine_request q = { .prompt = c->ids, .n_prompt = (uint32_t)n,
                          .max_tokens = c->o.n_predict < room ? c->o.n_predict : room,
                          .sampling = c->o.so, .stop = c->o.stops, .n_stop = c->o.n_stop,
-                         .on_token = s_on_token, .user = &c->reply };
+                         .on_token = s_on_token, .user = &c->reply,
+                         .draft = llm_cli_draft_on(&c->draft) ? &c->draft.o : NULL };
     engine_stats st;
     c->reply.len = 0;
     if (c->reply.buf)
@@ -226,8 +233,13 @@ static int s_turn(s_chat *c, const char *line)
     putchar('\n');
     fflush(stdout);
     fprintf(stderr, "[%u tokens, %s; prompt %u tokens, %u of them new; ttft %.1f ms, "
-                    "%.2f tok/s]\n", st.n_gen, engine_finish_name(st.finish), st.n_prompt,
+                    "%.2f tok/s", st.n_gen, engine_finish_name(st.finish), st.n_prompt,
             st.n_prompt_eval, st.ttft_ms, st.gen_tok_s);
+    if (llm_cli_draft_on(&c->draft))
+        fprintf(stderr, "; %u of %u drafts accepted, %.2f tokens a pass", st.n_accepted,
+                st.n_drafted, st.n_passes ? (double)(st.n_passes + st.n_accepted) / st.n_passes
+                                          : 0.0);
+    fprintf(stderr, "]\n");
     c->msgs[c->n_msgs++] = (chat_msg){ .role = "assistant",
                                        .content = strdup(c->reply.buf ? c->reply.buf : "") };
     return 0;
@@ -242,6 +254,7 @@ static void s_free(s_chat *c)
     free(c->ids);
     free(c->reply.buf);
     engine_free(&c->e);
+    llm_cli_draft_close(&c->draft);
     arm_open_close(&c->h);
 }
 

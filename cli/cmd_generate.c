@@ -52,9 +52,8 @@ typedef struct {
     int voided;
     int corrupt;                  /* a layer failed its checksum: the run stopped (EXIT_VOID) */
     llm_cli_model ref, base;      /* the parity reference (tokenizer borrowed), --kl-base */
-    const char *draft_path;       /* --draft */
-    draft_opts dopt;              /* --draft / --draft-lookup, --draft-max */
-    const draft_opts *spec;       /* &dopt when speculation is on, else NULL */
+    llm_cli_draft draft;          /* --draft / --draft-lookup, --draft-max */
+    const draft_opts *spec;       /* &draft.o when speculation is on, else NULL */
     ppl_result kl;
     int have_kl;
 } gen_run;
@@ -93,15 +92,9 @@ static void s_usage(FILE *f)
             LLM_CLI_GEN_USAGE
             "  --ctx under --arm ssd defaults to the prompt's tokens + -n (the plan counts the\n"
             "                        KV cache against the cap)\n"
-            "  --draft DRAFT.gguf    speculative decoding: a model with MODEL's vocabulary (e.g.\n"
-            "                        its Q4_0 copy: swarm quantize) drafts tokens here, in\n"
-            "                        this process; the target verifies them, up to 1 + k\n"
-            "                        positions in one pass (--parity is then on: the tokens\n"
-            "                        must be those of plain generation)\n"
-            "  --draft-lookup        speculative decoding with prompt lookup (the context's\n"
-            "                        n-grams; no model)\n"
-            "  --draft-max K         the most tokens drafted per pass (1..32; default 8 with\n"
-            "                        --draft, 6 with --draft-lookup; adapted: docs/cli.md)\n"
+            LLM_CLI_DRAFT_USAGE
+            "                        (with a drafter --parity is on: the tokens must be those\n"
+            "                        of plain generation)\n"
             "  --parity              run the reference arm again (1 thread, one position per\n"
             "                        pass) and require identical token ids and logits digest\n"
             "  --kl-base OTHER.gguf  KL divergence and top-1 agreement of MODEL against OTHER\n"
@@ -113,23 +106,19 @@ static void s_usage(FILE *f)
 static int s_own_flag(gen_run *g, int argc, char **argv, int *i, char *err, size_t errlen)
 {
     const char *f = argv[*i];
-    if (!strcmp(f, "--parity") || !strcmp(f, "--draft-lookup")) {
-        *(f[2] == 'p' ? &g->parity : &g->dopt.lookup) = 1;
+    if (!strcmp(f, "--parity")) {
+        g->parity = 1;
         return 1;
     }
     if (*i + 1 >= argc)
         return 0;
     const char *v = argv[*i + 1];
     const char **to = !strcmp(f, "--prompt") ? &g->prompt : !strcmp(f, "--out") ? &g->out
-                      : !strcmp(f, "--kl-base") ? &g->kl_base
-                      : !strcmp(f, "--draft") ? &g->draft_path : NULL;
+                      : !strcmp(f, "--kl-base") ? &g->kl_base : NULL;
     if (to) {
         *to = v;
     } else if (!strcmp(f, "--sessions")) {
         if (llm_cli_u32("--sessions", v, 1, 64, &g->n_sess, err, errlen))
-            return -1;
-    } else if (!strcmp(f, "--draft-max")) {
-        if (llm_cli_u32("--draft-max", v, 1, DRAFT_K_MAX, &g->dopt.k_max, err, errlen))
             return -1;
     } else {
         return 0;
@@ -147,6 +136,8 @@ static int s_parse(gen_run *g, int argc, char **argv)
         int r = llm_cli_gen_flag(&g->o, argc, argv, &i, err, sizeof err);
         if (!r)
             r = arm_flags_parse(&g->af, argc, argv, &i, err, sizeof err);
+        if (!r)
+            r = llm_cli_draft_flag(&g->draft, argc, argv, &i, err, sizeof err);
         if (!r)
             r = s_own_flag(g, argc, argv, &i, err, sizeof err);
         if (r < 0) {
@@ -180,17 +171,11 @@ static int s_check(gen_run *g, char *err, size_t errlen)
         snprintf(err, errlen, "--kl-base runs with --arm reference only");
         return -1;
     }
-    if (g->draft_path && g->dopt.lookup) {
-        snprintf(err, errlen, "--draft and --draft-lookup: one drafter at a time");
+    if (llm_cli_draft_check(&g->draft, err, errlen))
         return -1;
-    }
-    if (g->dopt.k_max && !g->draft_path && !g->dopt.lookup) {
-        snprintf(err, errlen, "--draft-max needs --draft or --draft-lookup");
-        return -1;
-    }
     /* resident: checked against the reference arm on every run; speculation: against plain
      * generation (the parity run drafts nothing) */
-    if (arm == LLM_ARM_RESIDENT || g->draft_path || g->dopt.lookup)
+    if (arm == LLM_ARM_RESIDENT || llm_cli_draft_on(&g->draft))
         g->parity = 1;
     return 0;
 }
@@ -225,13 +210,9 @@ static int s_open(gen_run *g, char *err, size_t errlen)
                          .seed = g->o.so.seed, .size = s_size, .user = g };
     if (arm_open(&ao, &g->h, err, errlen))
         return -1;
-    if (g->draft_path) {
-        /* the draft runs here on the reference arm, whatever arm the target is on */
-        if (!(g->dopt.model = llm_model_open(g->draft_path, err, errlen)) ||
-            draft_check_vocab(g->h.lm.m, g->dopt.model, err, errlen))
-            return -1;
-    }
-    g->spec = g->draft_path || g->dopt.lookup ? &g->dopt : NULL;
+    if (llm_cli_draft_open(&g->draft, g->h.lm.m, err, errlen))
+        return -1;
+    g->spec = llm_cli_draft_on(&g->draft) ? &g->draft.o : NULL;
     return 0;
 }
 
@@ -398,7 +379,7 @@ static int s_run(gen_run *g)
     if (g->spec)
         fprintf(stderr, "speculation (%s): %u drafted, %u accepted (%.1f%%), %.2f tokens per "
                         "pass over %u passes, drafter %.1f ms\n",
-                g->draft_path ? g->draft_path : "prompt lookup", st->n_drafted, st->n_accepted,
+                g->draft.path ? g->draft.path : "prompt lookup", st->n_drafted, st->n_accepted,
                 st->n_drafted ? 100.0 * st->n_accepted / st->n_drafted : 0.0,
                 st->n_passes ? (double)(st->n_passes + st->n_accepted) / st->n_passes : 0.0,
                 st->n_passes, st->draft_ms);
@@ -695,11 +676,9 @@ static void s_json_speed(json_t *j, const gen_run *g)
     json_object_set_new(j, "gen_tok_s", s_finite_or_null(st->gen_tok_s));
     if (g->spec) {
         json_t *sp = json_object();
-        json_object_set_new(sp, "drafter", json_string(g->draft_path ? g->draft_path
+        json_object_set_new(sp, "drafter", json_string(g->draft.path ? g->draft.path
                                                                      : "lookup"));
-        json_object_set_new(sp, "draft_max", json_integer(g->dopt.k_max ? g->dopt.k_max
-                                                        : g->draft_path ? DRAFT_K_MODEL
-                                                                        : DRAFT_K_LOOKUP));
+        json_object_set_new(sp, "draft_max", json_integer(llm_cli_draft_max(&g->draft)));
         json_object_set_new(sp, "passes", json_integer(st->n_passes));
         json_object_set_new(sp, "drafted", json_integer(st->n_drafted));
         json_object_set_new(sp, "accepted", json_integer(st->n_accepted));
@@ -816,7 +795,7 @@ static int s_report(gen_run *g)
 static void s_free(gen_run *g)
 {
     llm_model_free(&g->ref.m);
-    llm_model_free(&g->dopt.model);
+    llm_cli_draft_close(&g->draft);
     free(g->ids);
     free(g->sink.ids);
     free(g->sink2.ids);

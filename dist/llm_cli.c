@@ -588,3 +588,69 @@ void llm_ssd_leave(llm_ssd *x)
 {
     cap_leave(&x->cap);
 }
+
+/* ---------------------------------------------------------------- speculative decoding */
+
+int llm_cli_draft_flag(llm_cli_draft *d, int argc, char **argv, int *i, char *err,
+                       size_t errlen)
+{
+    const char *k = argv[*i];
+    if (!strcmp(k, "--draft-lookup")) {
+        d->o.lookup = 1;
+        return 1;
+    }
+    if (strcmp(k, "--draft") && strcmp(k, "--draft-max"))
+        return 0;
+    if (*i + 1 >= argc) {
+        snprintf(err, errlen, "%s needs a value", k);
+        return -1;
+    }
+    const char *v = argv[++*i];
+    if (!strcmp(k, "--draft")) {
+        d->path = v;
+        return 1;
+    }
+    return llm_cli_u32(k, v, 1, DRAFT_K_MAX, &d->o.k_max, err, errlen) ? -1 : 1;
+}
+
+int llm_cli_draft_check(const llm_cli_draft *d, char *err, size_t errlen)
+{
+    if (d->path && d->o.lookup) {
+        snprintf(err, errlen, "--draft and --draft-lookup: one drafter at a time");
+        return -1;
+    }
+    if (d->o.k_max && !llm_cli_draft_on(d)) {
+        snprintf(err, errlen, "--draft-max needs --draft or --draft-lookup");
+        return -1;
+    }
+    return 0;
+}
+
+int llm_cli_draft_on(const llm_cli_draft *d)
+{
+    return d->path || d->o.lookup;
+}
+
+int llm_cli_draft_open(llm_cli_draft *d, const llm_model *target, char *err, size_t errlen)
+{
+    if (!d->path)
+        return 0;
+    char why[512];
+    if (!(d->o.model = llm_model_open(d->path, why, sizeof why)) ||
+        draft_check_vocab(target, d->o.model, why, sizeof why)) {
+        snprintf(err, errlen, "--draft: %s", why);
+        llm_model_free(&d->o.model);
+        return -1;
+    }
+    return 0;
+}
+
+uint32_t llm_cli_draft_max(const llm_cli_draft *d)
+{
+    return d->o.k_max ? d->o.k_max : d->path ? DRAFT_K_MODEL : DRAFT_K_LOOKUP;
+}
+
+void llm_cli_draft_close(llm_cli_draft *d)
+{
+    llm_model_free(&d->o.model);
+}

@@ -16,6 +16,7 @@
 #include "dist/config.h"
 #include "dist/llm_swarm.h"
 #include "runtime/result.h"
+#include "text/draft.h"
 #include "text/engine.h"
 #include "text/sample.h"
 #include "text/tokenizer.h"
@@ -79,6 +80,37 @@ int llm_cli_ssd_flag(llm_cli_ssd_flags *f, int argc, char **argv, int *i, char *
 /* The SSD arm's llm_opts for model argument arg (n_ctx, n_batch left to the caller). */
 int llm_cli_ssd_opts(const llm_cli_ssd_flags *f, const char *arg, llm_opts *o, char *from,
                      size_t fromlen, char *err, size_t errlen);
+
+/* Speculative decoding's flags, one parser for generate, chat and serve: --draft DRAFT.gguf
+ * (a model with the target's vocabulary drafts, on the reference arm in this process, whatever
+ * the target's arm), --draft-lookup (prompt lookup, no model), --draft-max K. */
+typedef struct {
+    const char *path;             /* --draft (NULL: none) */
+    draft_opts o;                 /* .lookup, .k_max from the flags; .model once opened */
+} llm_cli_draft;
+
+#define LLM_CLI_DRAFT_USAGE                                                                  \
+    "  --draft DRAFT.gguf    speculative decoding: a model with MODEL's vocabulary (e.g.\n"   \
+    "                        its Q4_0 copy: swarm quantize) drafts tokens here, in\n"       \
+    "                        this process; the target verifies them, up to 1 + k\n"         \
+    "                        positions in one pass\n"                                        \
+    "  --draft-lookup        speculative decoding with prompt lookup (the context's\n"      \
+    "                        n-grams; no model)\n"                                          \
+    "  --draft-max K         the most tokens drafted per pass (1..32; default 8 with\n"     \
+    "                        --draft, 6 with --draft-lookup; adapted: docs/cli.md)\n"
+
+/* argv[*i] one of the three? 1 (consumed, with its value) / 0 / -1 with err. */
+int llm_cli_draft_flag(llm_cli_draft *d, int argc, char **argv, int *i, char *err,
+                       size_t errlen);
+/* After parsing: one drafter at most, --draft-max only with one. -1 with err. */
+int llm_cli_draft_check(const llm_cli_draft *d, char *err, size_t errlen);
+/* 1 when a drafter was asked for. */
+int llm_cli_draft_on(const llm_cli_draft *d);
+/* Open the draft model (when --draft) and check its vocabulary is target's. -1 with err. */
+int llm_cli_draft_open(llm_cli_draft *d, const llm_model *target, char *err, size_t errlen);
+/* The most tokens a pass drafts (--draft-max, else the drafter's default). */
+uint32_t llm_cli_draft_max(const llm_cli_draft *d);
+void llm_cli_draft_close(llm_cli_draft *d);
 
 /* Whole-string number parsing for flag values: -1 with err naming the flag on junk, a sign
  * where none belongs, or a value out of [lo, hi]. */

@@ -666,7 +666,7 @@ static int s_spec(serve *srv, json_t *root, serve_req *r, int *status, json_t **
     json_t *v = json_object_get(root, "speculative"), *x;
     const char *k;
     r->spec = srv->spec_on;
-    r->dopt = srv->spec;
+    r->dopt = srv->draft.o;
     if (!v || json_is_null(v))
         return 0;
     if (!json_is_boolean(v) && !json_is_object(v))
@@ -685,11 +685,11 @@ static int s_spec(serve *srv, json_t *root, serve_req *r, int *status, json_t **
     if (json_object_get(v, "draft") && (!d || (strcmp(d, "model") && strcmp(d, "lookup"))))
         FAIL(400, "speculative.draft must be \"model\" or \"lookup\"", "speculative",
              "invalid_value");
-    if (d && !strcmp(d, "model") && !srv->spec.model)
+    if (d && !strcmp(d, "model") && !srv->draft.o.model)
         FAIL(400, "speculative.draft \"model\": this server has no draft model (start it with "
              "--draft DRAFT.gguf)", "speculative", "invalid_value");
     if (d)
-        r->dopt = !strcmp(d, "model") ? (draft_opts){ .model = srv->spec.model }
+        r->dopt = !strcmp(d, "model") ? (draft_opts){ .model = srv->draft.o.model }
                                       : (draft_opts){ .lookup = 1 };
     long long ll = 0;
     if (s_int(v, "max", 1, DRAFT_K_MAX, &ll, msg, sizeof msg))

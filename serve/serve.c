@@ -176,12 +176,6 @@ static int s_own_valued(serve *srv, s_cmd *c, const char *k, const char *v)
             return -1;
         }
         (al ? srv->alias : srv->cors)[(*n)++] = v;
-    } else if (!strcmp(k, "--draft")) {
-        srv->draft_path = v;
-    } else if (!strcmp(k, "--draft-max")) {
-        if (s_uint(k, v, 1, DRAFT_K_MAX, &x))
-            return -1;
-        srv->spec.k_max = (uint32_t)x;
     } else if (!strcmp(k, "--ctx")) {
         return s_uint(k, v, 2, 1u << 20, &c->ctx) ? -1 : 1;
     } else if (!strcmp(k, "--timeout")) {
@@ -214,17 +208,16 @@ static int s_arg(serve *srv, s_cmd *c, int argc, char **argv, int *i)
         s_usage(stdout);
         return EXIT_OK;
     }
-    if (!strcmp(k, "--draft-lookup")) {
-        srv->spec.lookup = 1;
-        return -1;
-    }
+    int r = llm_cli_draft_flag(&srv->draft, argc, argv, i, err, sizeof err);
+    if (r)
+        return r > 0 ? -1 : (fprintf(stderr, "swarm serve: %s\n", err), EXIT_USAGE);
     if (!strcmp(k, "--no-auth") || !strcmp(k, "--strict-model") ||
         !strcmp(k, "--log-prompts")) {
         *(!strcmp(k, "--no-auth") ? &c->no_auth : !strcmp(k, "--strict-model")
           ? &srv->strict_model : &srv->log_prompts) = 1;
         return -1;
     }
-    int r = arm_flags_parse(&c->af, argc, argv, i, err, sizeof err);
+    r = arm_flags_parse(&c->af, argc, argv, i, err, sizeof err);
     if (r < 0) {
         fprintf(stderr, "swarm serve: %s\n", err);
         return EXIT_USAGE;
@@ -324,13 +317,11 @@ static int s_parse(serve *srv, s_cmd *c, int argc, char **argv)
     if ((c->key_file && !(c->key = s_read_key(c->key_file))) || s_listen_addr(c))
         return EXIT_USAGE;
     srv->api_key = c->key;
-    if ((srv->draft_path && srv->spec.lookup) ||
-        (srv->spec.k_max && !srv->draft_path && !srv->spec.lookup)) {
-        fprintf(stderr, "swarm serve: %s\n", srv->spec.lookup ? "--draft and --draft-lookup: "
-                "one drafter at a time" : "--draft-max needs --draft or --draft-lookup");
+    if (llm_cli_draft_check(&srv->draft, err, sizeof err)) {
+        fprintf(stderr, "swarm serve: %s\n", err);
         return EXIT_USAGE;
     }
-    srv->spec_on = srv->draft_path || srv->spec.lookup;
+    srv->spec_on = llm_cli_draft_on(&srv->draft);
     if (access(srv->model_path, R_OK)) {
         fprintf(stderr, "swarm serve: %s: %s\n", srv->model_path, strerror(errno));
         return EXIT_USAGE;
@@ -398,9 +389,8 @@ static int s_load(serve *srv, s_cmd *c)
         return EXIT_USAGE;
     /* the draft model on the reference arm here, whatever the target's arm; every slot's
      * engine runs its own session over it */
-    if (srv->draft_path && (!(srv->spec.model = llm_model_open(srv->draft_path, err, sizeof err))
-                            || draft_check_vocab(srv->model, srv->spec.model, err, sizeof err))) {
-        fprintf(stderr, "swarm serve: --draft: %s\n", err);
+    if (llm_cli_draft_open(&srv->draft, srv->model, err, sizeof err)) {
+        fprintf(stderr, "swarm serve: %s\n", err);
         return EXIT_USAGE;
     }
     if (c->h.ssd) {
@@ -497,7 +487,7 @@ out:
         MHD_stop_daemon(d);
     }
     sched_free(&srv.sched);
-    llm_model_free(&srv.spec.model);
+    llm_cli_draft_close(&srv.draft);
     arm_open_close(&c->h); /* the model before its swarm: its sessions end on the workers */
     metrics_free(&srv.metrics);
     grammar_vocab_free(&srv.gvocab);

@@ -24,6 +24,7 @@
 #include <stdint.h>
 
 #include "runtime/llm.h"
+#include "dist/llm_cli.h"
 #include "dist/llm_swarm.h"
 #include "text/engine.h"
 #include "text/grammar.h"
@@ -276,8 +277,9 @@ struct serve {
     const char *api_key;          /* NULL: no auth */
     char chat_template[64];       /* "" if none: chat requests then get a clear 400 */
     const char *tool_system;      /* the template's default system text with tools (tools.c) */
-    const char *draft_path;       /* --draft: its model is spec.model (owned) */
-    draft_opts spec;              /* the drafter requests get unless they say otherwise */
+    llm_cli_draft draft;          /* --draft (its model draft.o.model, owned), --draft-lookup,
+                                   * --draft-max: the drafter requests get unless they say
+                                   * otherwise (draft.o) */
     int spec_on;                  /* --draft or --draft-lookup given: speculation by default */
     /* resources */
     llm_model *model;

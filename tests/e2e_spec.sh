@@ -4,7 +4,8 @@
 # the reference, SSD and resident arms gives the token ids and logits digest of plain
 # generation (and the parity gate, on with speculation, says so); a worker killed mid-
 # generation with speculation on changes no token; serve gives the same text with and without
-# "speculative"; bad flags and a vocabulary mismatch are refused by name. tests/
+# "speculative", and chat its replies; bad flags and a vocabulary mismatch are refused by
+# name. tests/
 # Env: SWARM_BIN, SWARM_TEST_TMP. Closes with "e2e_spec: N passed, N failed".
 set -u
 cd "$(dirname "$0")/.."
@@ -183,6 +184,22 @@ if len(sp) != 2 or any(r["result"]["gates"]["parity"] != "pass" or "speculative"
 PY
 sw labbad lab "$T/lab.ini" --set lab.conditions=reference+guess --out "$T/labbad"
 expect_rc labbad 2
+
+# chat: the same replies, turn by turn, with a drafter as without (the conversation's cache
+# and each turn's drafts share one session)
+for dr in plain lookup q4; do
+    case $dr in plain) D=() ;; lookup) D=(--draft-lookup) ;; q4) D=(--draft "$T/d.gguf") ;; esac
+    if printf 'one two three four\none two three four again\n' | "$SWARM_BIN" chat "$T/m.gguf" \
+        --chat-template chatml --temp 0 -n 24 "${D[@]}" >"$T/chat_$dr.out" 2>"$T/chat_$dr.err"
+    then ok; else bad "chat $dr: rc $? ($(tail -1 "$T/chat_$dr.err"))"; fi
+done
+for dr in lookup q4; do
+    eq "chat $dr replies" "$(cat "$T/chat_$dr.out")" "$(cat "$T/chat_plain.out")"
+    has chat_$dr err "drafts accepted"
+done
+printf 'hi\n' | "$SWARM_BIN" chat "$T/m.gguf" --chat-template chatml --draft-max 4 \
+    >"$T/chat_bad.out" 2>"$T/chat_bad.err"; rc=$?
+expect_rc chat_bad 2; has chat_bad err "--draft-max needs --draft or --draft-lookup"
 
 echo "e2e_spec: $pass passed, $fail failed"
 [ "$fail" = 0 ]
