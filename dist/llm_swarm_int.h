@@ -1,7 +1,8 @@
 /* llm_swarm_int.h — the one coordinator's state, shared by llm_pipe.c (the worker processes,
- * the wire, the pass through the route) and the two policies on it: llm_swarm.c (a real
- * model's sessions, failover with cache rebuilds) and steps.c (the dense lab's steps). They
- * call llm_pipe.c, never the other way. Not an API. dist/ */
+ * the control plane, the routes), llm_pass.c (the wire, the pass through the route) and the
+ * two policies on them: llm_swarm.c (a real model's sessions, failover with cache rebuilds)
+ * and steps.c (the dense lab's steps). They call llm_pipe/llm_pass, never the other way. Not
+ * an API. dist/ */
 #ifndef SWARM_LLM_SWARM_INT_H
 #define SWARM_LLM_SWARM_INT_H
 
