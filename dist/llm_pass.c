@@ -54,6 +54,19 @@ void lp_unlink(llm_swarm *sw, ls_pass *p)
         }
 }
 
+/* p's sessions as slice segments (one when it carries no "sg"). Their count. */
+static uint32_t s_segs(const ls_pass *p, slice_seg *sg)
+{
+    if (!p->n_segs) {
+        sg[0] = (slice_seg){ .session = p->session, .pos0 = p->pos0, .n = p->n };
+        return 1;
+    }
+    for (uint32_t i = 0; i < p->n_segs; i++)
+        sg[i] = (slice_seg){ .session = p->segs[i].session, .pos0 = p->segs[i].pos0,
+                             .n = p->segs[i].n };
+    return p->n_segs;
+}
+
 /* Run p's units from p->unit: local ones here, up to the next remote chain, which is sent.
  * LP_OK (sent or done), LP_LOST (a route could not be set), -1 (p failed). */
 static int s_advance(llm_swarm *sw, ls_pass *p, int *lost, char *how, size_t howlen)
@@ -77,9 +90,12 @@ static int s_advance(llm_swarm *sw, ls_pass *p, int *lost, char *how, size_t how
         }
         if (w->state != LW_LIVE) {
             uint64_t t = util_now_ns();
-            lr_record(sw, (uint32_t)p->unit, p->session, p->pos0, p->n, p->x);
-            if (slice_step_stats(w->fb, p->session, p->pos0, p->n, p->x, &sw->fb_stats, p->err,
-                                 sizeof p->err))
+            slice_seg sg[PROTO_MAX_SEGS];
+            uint32_t k = s_segs(p, sg);
+            for (uint32_t i = 0, row = 0; i < k; row += sg[i++].n)
+                lr_record(sw, (uint32_t)p->unit, sg[i].session, sg[i].pos0, sg[i].n,
+                          p->x + (size_t)row * sw->dim);
+            if (slice_step_segs(w->fb, sg, k, p->x, &sw->fb_stats, p->err, sizeof p->err))
                 goto fail;
             if (p->n_tr < PROTO_MAX_TRACE) /* its stage, as a worker's trace would say */
                 p->tr[p->n_tr++] = (msg_trace){ .stage = (uint32_t)p->unit,
@@ -105,6 +121,12 @@ static int s_advance(llm_swarm *sw, ls_pass *p, int *lost, char *how, size_t how
         msg_act a = { .req = ++sw->req, .step = sw->req, .epoch = sw->epoch,
                       .hop = (uint32_t)p->unit, .session = p->session, .pos = p->pos0,
                       .n_pos = p->n, .dim = sw->dim, .x = p->x };
+        for (uint32_t i = 0; i < p->n_segs; i++) { /* several sessions in one act ("sg") */
+            a.segs.s[i].session = p->segs[i].session;
+            a.segs.s[i].pos = p->segs[i].pos0;
+            a.segs.s[i].n = p->segs[i].n;
+        }
+        a.segs.n = p->n_segs;
         uint64_t t_enc = util_now_ns();
         int enc = proto_encode_act(sw->b, MSG_ACT, &a);
         sw->coord_ser_ns += util_now_ns() - t_enc;
@@ -116,8 +138,8 @@ static int s_advance(llm_swarm *sw, ls_pass *p, int *lost, char *how, size_t how
         /* A fault for these positions lands before the act leaves, so it meets the act
          * wherever the scheduler runs the workers: sent first, on one shared core the act
          * could pass through the whole chain before the kill was issued. */
-        if (!p->replay)
-            s_fire(sw, p->pos0, p->n);
+        for (uint32_t i = 0; !p->replay && i < (p->n_segs ? p->n_segs : 1); i++)
+            s_fire(sw, p->n_segs ? p->segs[i].pos0 : p->pos0, p->n_segs ? p->segs[i].n : p->n);
         if (!w->cut_until_ns) /* over a cut link the act is lost; the wait finds the cut */
             lp_send(sw, w->push);
         sw->act_bytes += proto_buf_len(sw->b);
@@ -134,6 +156,9 @@ static int s_advance(llm_swarm *sw, ls_pass *p, int *lost, char *how, size_t how
     /* at once, not when its owner wakes: a rebuild that runs first must replay these too */
     if (p->cached)
         *p->cached = p->pos0 + p->n;
+    for (uint32_t i = 0; i < p->n_segs; i++)
+        if (p->segs[i].cached)
+            *p->segs[i].cached = p->segs[i].pos0 + p->segs[i].n;
     lp_unlink(sw, p);
     return LP_OK;
 fail:

@@ -322,6 +322,14 @@ static void s_on_hello(llm_swarm *sw, uint32_t i, const msg_hello *h)
         s_join_failed(sw, i);
         return;
     }
+    if (sw->segs_on && !(h->caps & PROTO_CAP_SEGS)) {
+        snprintf(w->why, sizeof w->why, "announces no multi-session acts (caps 0x%x, "
+                 "PROTO_CAP_SEGS 0x%x missing), and this swarm's sessions share acts", h->caps,
+                 PROTO_CAP_SEGS);
+        s_join_failed(sw, i);
+        return;
+    }
+    w->caps = h->caps;
     if (w->pub[0] && strcmp(h->pubkey, w->pub)) {
         snprintf(why, sizeof why, "presented key %.12s..., the config says %.12s...",
                  h->pubkey, w->pub);

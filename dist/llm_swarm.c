@@ -369,31 +369,65 @@ static void s_gate(llm_swarm *sw, uint32_t at_pos)
     pthread_cond_broadcast(&sw->cv);
 }
 
-static int s_layers_locked(llm_swarm *sw, uint64_t session, const int32_t *tokens, float *x,
-                           uint32_t n, uint32_t pos0, char *err, size_t errlen)
+/* One pass of k sessions' rows (one after another in x) through every unit: one act
+ * (several sessions: "sg", each weight read once for all), run again, whole, after a loss
+ * (each session's input rows are kept in its xin) until it is done or fails. */
+static int s_pass_locked(llm_swarm *sw, const llm_hook_seg *hs, uint32_t k, float *x, char *err,
+                         size_t errlen)
 {
     char how[256];
-    ls_session *s = s_session(sw, session);
-    if (!s) {
-        snprintf(err, errlen, "session %llu: all %u planned sessions are live",
-                 (unsigned long long)session, sw->o.sessions);
+    ls_session *ss[PROTO_MAX_SEGS];
+    uint32_t total = 0, pos_min = UINT32_MAX;
+    if (!k || k > PROTO_MAX_SEGS) {
+        snprintf(err, errlen, "%u sessions in one pass (1..%d)", k, PROTO_MAX_SEGS);
         return -1;
     }
-    if (!n || n > sw->max_batch || (uint64_t)pos0 + n > sw->n_ctx || pos0 > s->cached) {
-        snprintf(err, errlen, "session %llu: %u positions from %u (batch <= %u, context %u, "
-                 "%u cached)", (unsigned long long)session, n, pos0, sw->max_batch, sw->n_ctx,
-                 s->cached);
-        return -1;
+    for (uint32_t i = 0; i < k; i++)
+        total += hs[i].n;
+    for (uint32_t i = 0; i < k; i++) {
+        ls_session *s = ss[i] = s_session(sw, hs[i].session);
+        if (!s) {
+            snprintf(err, errlen, "session %llu: all %u planned sessions are live",
+                     (unsigned long long)hs[i].session, sw->o.sessions);
+            return -1;
+        }
+        for (uint32_t j = 0; j < i; j++)
+            if (ss[j] == s) {
+                snprintf(err, errlen, "session %llu: twice in one pass",
+                         (unsigned long long)hs[i].session);
+                return -1;
+            }
+        uint32_t n = hs[i].n, pos0 = hs[i].pos0;
+        if (!n || total > sw->max_batch || (uint64_t)pos0 + n > sw->n_ctx || pos0 > s->cached) {
+            snprintf(err, errlen, "session %llu: %u positions from %u (batch <= %u, context %u, "
+                     "%u cached)", (unsigned long long)hs[i].session, n, pos0, sw->max_batch,
+                     sw->n_ctx, s->cached);
+            return -1;
+        }
+        if (pos0 < pos_min)
+            pos_min = pos0;
     }
-    /* the positions before this pass are what a rebuild replays (a rewind drops the rest) */
-    memcpy(s->tok + pos0, tokens, n * sizeof *tokens);
-    s->cached = pos0;
-    size_t bytes = (size_t)n * sw->dim * sizeof(float);
-    memcpy(s->xin, x, bytes);
-    ls_pass p = { .session = session, .x = x, .n = n, .pos0 = pos0, .stop = (int)sw->n - 1,
-                  .cached = &s->cached };
+    ls_pass p = { .session = hs[0].session, .x = x, .n = total, .pos0 = hs[0].pos0,
+                  .stop = (int)sw->n - 1 };
+    for (uint32_t i = 0, row = 0; i < k; row += hs[i++].n) {
+        ls_session *s = ss[i];
+        /* the positions before this pass are what a rebuild replays (a rewind drops the
+         * rest) */
+        memcpy(s->tok + hs[i].pos0, hs[i].tokens, hs[i].n * sizeof *hs[i].tokens);
+        s->cached = hs[i].pos0;
+        memcpy(s->xin, x + (size_t)row * sw->dim, (size_t)hs[i].n * sw->dim * sizeof(float));
+        if (k == 1) { /* one session: the act it always was (no "sg") */
+            p.cached = &s->cached;
+        } else {
+            p.segs[i].session = hs[i].session;
+            p.segs[i].pos0 = hs[i].pos0;
+            p.segs[i].n = hs[i].n;
+            p.segs[i].cached = &s->cached;
+        }
+    }
+    p.n_segs = k > 1 ? k : 0;
     for (;;) {
-        s_gate(sw, pos0);
+        s_gate(sw, pos_min);
         if (sw->fatal[0]) {
             snprintf(err, errlen, "%s", sw->fatal);
             return -1;
@@ -404,24 +438,28 @@ static int s_layers_locked(llm_swarm *sw, uint64_t session, const int32_t *token
             p.state = LP_RERUN;
             while (sw->polling) /* the result socket is the poller's until it is back */
                 pthread_cond_wait(&sw->cv, &sw->mu);
-            s_failover_now(sw, lost, how, pos0);
+            s_failover_now(sw, lost, how, pos_min);
         }
         while (p.state == LP_RUN)
-            s_pump(sw, pos0);
+            s_pump(sw, pos_min);
         if (p.state == LP_DONE)
             break;
         if (p.state == LP_FAIL) {
             snprintf(err, errlen, "%s", sw->fatal[0] ? sw->fatal : p.err);
             return -1;
         }
-        /* LP_RERUN: the units it had passed rewrite the same rows with the same bits */
-        memcpy(x, s->xin, bytes);
+        /* LP_RERUN: the units it had passed rewrite the same rows with the same bits; every
+         * session of it was rebuilt to its cached count (s_replay), so the whole pass runs
+         * again from each one's input */
+        for (uint32_t i = 0, row = 0; i < k; row += hs[i++].n)
+            memcpy(x + (size_t)row * sw->dim, ss[i]->xin,
+                   (size_t)hs[i].n * sw->dim * sizeof(float));
     }
     uint64_t now = util_now_ns();
     for (uint32_t i = 0; i < sw->n; i++)
         if (sw->w[i].fo >= 0 && sw->w[i].state != LW_LIVE) {
             llm_failover *f = &sw->fo[sw->w[i].fo];
-            f->degraded_tokens += n;
+            f->degraded_tokens += total;
             f->degraded_ms = (double)(now - f->lost_ns) / 1e6 - f->rebuild_ms;
         }
     return 0;
@@ -431,8 +469,19 @@ static int s_layers(void *ctx, uint64_t session, const int32_t *tokens, float *x
                     uint32_t pos0, char *err, size_t errlen)
 {
     llm_swarm *sw = ctx;
+    llm_hook_seg one = { .session = session, .tokens = tokens, .pos0 = pos0, .n = n };
     pthread_mutex_lock(&sw->mu);
-    int rc = s_layers_locked(sw, session, tokens, x, n, pos0, err, errlen);
+    int rc = s_pass_locked(sw, &one, 1, x, err, errlen);
+    pthread_mutex_unlock(&sw->mu);
+    return rc;
+}
+
+static int s_segs(void *ctx, const llm_hook_seg *segs, uint32_t k, float *x, char *err,
+                  size_t errlen)
+{
+    llm_swarm *sw = ctx;
+    pthread_mutex_lock(&sw->mu);
+    int rc = s_pass_locked(sw, segs, k, x, err, errlen);
     pthread_mutex_unlock(&sw->mu);
     return rc;
 }
@@ -859,6 +908,19 @@ void llm_swarm_hook(llm_swarm *sw, llm_layers_hook *h)
     *h = (llm_layers_hook){ .layers = s_layers, .end = s_end, .trim = s_trim,
                             .active = s_active, .cached = s_cached, .ctx = sw,
                             .max_batch = sw->max_batch, .n_ctx = sw->n_ctx };
+    /* Several sessions share acts when every worker runs them (PROTO_CAP_SEGS); from then on
+     * a worker that joins must too (llm_pipe.c s_on_hello), so no act meets one that would
+     * run every row as the first session's. */
+    pthread_mutex_lock(&sw->mu);
+    int all = sw->o.sessions > 1;
+    for (uint32_t i = 0; i < sw->n; i++)
+        if (sw->w[i].state == LW_LIVE && !(sw->w[i].caps & PROTO_CAP_SEGS))
+            all = 0;
+    if (all) {
+        sw->segs_on = 1;
+        h->segs = s_segs;
+    }
+    pthread_mutex_unlock(&sw->mu);
 }
 
 const partition_llm_plan *llm_swarm_plan(const llm_swarm *sw) { return sw->plan; }

@@ -101,6 +101,7 @@ typedef struct {
     uint64_t probe_ns;            /* lost, kept alive (steps): when it was last said hello to */
     uint64_t hello_ns;            /* when it last answered hello */
     uint32_t hello_pid;           /* its process id, as that hello said */
+    uint32_t caps;                /* PROTO_CAP_* its last hello announced */
     /* Rejoin without a second stall (llm_rejoin.c): while its layers run here, the input of
      * its first layer at every position of every live session is kept (rec, sessions x
      * n_ctx x dim; rec_n[k]: positions 0..rec_n[k]-1 of session slot k held), and a fresh
@@ -152,6 +153,15 @@ typedef struct ls_pass {
     uint64_t req;                 /* the act awaited (0: none) */
     int state;
     uint32_t *cached;             /* set to pos0 + n when it is done (NULL: replays) */
+    /* n_segs > 0: several sessions' rows one after another in x (continuous batching: one
+     * act, "sg", each weight read once for all); session/pos0 are the first's, n their sum,
+     * and each segment's cached is set when the pass is done. 0: session/pos0/n alone. */
+    uint32_t n_segs;
+    struct {
+        uint64_t session;
+        uint32_t pos0, n;
+        uint32_t *cached;
+    } segs[PROTO_MAX_SEGS];
     /* what each stage did (the dense lab's stage times; dist/steps.c): the traces of every
      * result it took, its units run here appended */
     msg_trace tr[PROTO_MAX_TRACE];
@@ -205,6 +215,8 @@ struct llm_swarm {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     int mu_init, polling, settling;
+    int segs_on;                  /* the runner was given the segs hook: every worker that
+                                   * joins must announce PROTO_CAP_SEGS */
     ls_pass *inflight;
     uint32_t n_inflight;
     char fatal[768];              /* a failover that could not be done: every pass fails */

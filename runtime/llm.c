@@ -769,13 +769,15 @@ static void s_batch_free(s_batch **bp)
 int llm_model_batching(llm_model *m, uint32_t max_rows, char *err, size_t errlen)
 {
     const arch_hparams *hp = &m->am.hp;
-    if (m->arm == LLM_ARM_RESIDENT) {
-        arch_err(err, errlen, m->g->path, "continuous batching runs on the reference and SSD "
-                 "arms");
+    if (m->arm == LLM_ARM_RESIDENT && !m->hook.segs) {
+        arch_err(err, errlen, m->g->path, "continuous batching on the resident arm needs "
+                 "layers that run several sessions in one pass (llm_layers_hook.segs)");
         return -1;
     }
     if (m->batch)
         return 0;
+    if (m->arm == LLM_ARM_RESIDENT && max_rows > m->hook.max_batch)
+        max_rows = m->hook.max_batch; /* one act carries at most max_batch positions */
     uint32_t steps = S_BATCH_MAX_SESSIONS;
     if (m->arm == LLM_ARM_SSD) { /* what the plan counted against the cap, no more */
         max_rows = max_rows < s_ssd_max_pos(&m->o) ? max_rows : s_ssd_max_pos(&m->o);
@@ -793,7 +795,8 @@ int llm_model_batching(llm_model *m, uint32_t max_rows, char *err, size_t errlen
     b->max_rows = max_rows < 1 ? 1 : max_rows;
     b->max_steps = steps;
     /* the SSD arm's layers run in its executor (its own run, planned for these rows) */
-    if (!m->ex && !(b->run = arch_run_new(&m->am, b->max_rows, err, errlen))) {
+    if (!m->ex && m->arm != LLM_ARM_RESIDENT &&
+        !(b->run = arch_run_new(&m->am, b->max_rows, err, errlen))) {
         s_batch_free(&b);
         return -1;
     }
@@ -874,7 +877,16 @@ static int s_batch_pass(llm_model *m, s_step *const *st, uint32_t k, int nthread
         snprintf(err, errlen, "%s", m->fault);
         return -1;
     }
-    if (m->ex) { /* SSD: each streamed layer read once for every session in the pass */
+    if (m->arm == LLM_ARM_RESIDENT) { /* one act through the workers for every session */
+        llm_hook_seg hs[S_BATCH_MAX_SESSIONS];
+        for (uint32_t i = 0; i < k; i++)
+            hs[i] = (llm_hook_seg){ .session = st[i]->s->id, .tokens = st[i]->tok,
+                                    .pos0 = st[i]->s->n_past, .n = st[i]->n };
+        if (k == 1 ? m->hook.layers(m->hook.ctx, hs[0].session, hs[0].tokens, b->x, hs[0].n,
+                                    hs[0].pos0, err, errlen)
+                   : m->hook.segs(m->hook.ctx, hs, k, b->x, err, errlen))
+            return -1;
+    } else if (m->ex) { /* SSD: each streamed layer read once for every session in the pass */
         uint64_t bad = m->st.content_fail;
         if (exec_step_segs(m->ex, b->x, b->esegs, k, &m->st, err, errlen))
             return -1;

@@ -193,6 +193,36 @@ for k in 0 1 2; do
 done
 eq "multi sessions" "$(jfield "$T/multi.jsonl" sessions)" 3
 eq "multi: several sessions want every core" "$(jfield "$T/multi.jsonl" shared_core)" null
+# ... and they shared acts (continuous batching: one act carries every session's rows, "sg"):
+# fewer passes than positions, each session's logits the reference's all the same
+for k in 0 1 2; do
+    eq "multi session $k logits" "$(jfield "$T/multi.jsonl" per_session.$k.logits_digest)" \
+        "$(jfield "$T/ref_greedy.jsonl" logits_digest)"
+done
+python3 - "$T/multi.jsonl" <<'PY' && ok || bad "multi: sessions did not share acts"
+import json, sys
+d = json.loads(open(sys.argv[1]).read().splitlines()[-1])
+sys.exit(0 if 0 < d["batch_passes"] < d["batch_rows"] and d["acts"] < 3 * d["batch_rows"] else 1)
+PY
+has multi err "batched: "
+# 2 and 4 seeded sessions (session k seeded 3 + k) in shared acts: each one's ids and logits
+# those of the same seed run alone on the reference arm
+for s in 3 4 5 6; do
+    sw ref_s$s generate "$T/m.gguf" --prompt "$P" -n 20 --temp 0.8 --seed $s --batch 3 \
+        --out "$T/ref_s$s.jsonl"
+    expect_rc ref_s$s 0
+done
+for K in 2 4; do
+    sw multi_s$K generate "$T/m.gguf" --prompt "$P" -n 20 --temp 0.8 --seed 3 --batch 3 \
+        --arm resident --workers 3 --sessions $K --out "$T/multi_s$K.jsonl"
+    expect_rc multi_s$K 0
+    for ((k = 0; k < K; k++)); do
+        for d in ids_digest logits_digest; do
+            eq "multi_s$K session $k $d" "$(jfield "$T/multi_s$K.jsonl" per_session.$k.$d)" \
+                "$(jfield "$T/ref_s$((3 + k)).jsonl" $d)"
+        done
+    done
+done
 sw ref_seeded200 generate "$T/m.gguf" --prompt "$P" -n 200 --temp 0.8 --seed 3 --batch 3 \
     --out "$T/ref_seeded200.jsonl"
 expect_rc ref_seeded200 0
