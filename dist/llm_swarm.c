@@ -486,6 +486,124 @@ static int s_segs(void *ctx, const llm_hook_seg *segs, uint32_t k, float *x, cha
     return rc;
 }
 
+/* Positions per act of a pipelined prefill of n positions (the runner's batch at most: the
+ * workers' buffers are planned for it and the matrix kernels are at their best there): small
+ * enough that the prompt makes at least 4 acts per worker, so the pipeline's fill and drain
+ * (workers - 1 acts' time each) cost at most about a quarter of the prompt's time, and at
+ * least 8 positions, below which an act's fixed costs (each stage reads its weights once per
+ * act, as for one decoded token, plus a hop) outweigh what the overlap gains. */
+static uint32_t s_prefill_chunk(const llm_swarm *sw, uint32_t n, uint32_t batch)
+{
+    uint32_t want = (n + 4 * sw->n - 1) / (4 * sw->n);
+    if (want < 8)
+        want = 8;
+    return want < batch ? want : batch;
+}
+
+/* A prompt as acts in flight through the route at once: chunk c + 1 leaves as soon as chunk
+ * c has (at most workers + 1 in flight), so while one worker runs chunk c the one before it
+ * runs c + 1. Each worker takes its acts in order (one data connection from each sender, one
+ * activation at a time, a FIFO even under an emulated link's jitter), so its KV cache holds
+ * chunk c's rows before c + 1 attends over them. Chunks finish in order, so the session's
+ * cached count (set as each is done) is always a prefix: after a loss the caches are rebuilt
+ * to it and the chunks not done run again from their embedding rows. */
+static int s_prefill_locked(llm_swarm *sw, uint64_t session, const int32_t *tokens, float *x,
+                            uint32_t n, uint32_t pos0, uint32_t batch, char *err, size_t errlen)
+{
+    char how[256];
+    ls_session *s = s_session(sw, session);
+    if (!s) {
+        snprintf(err, errlen, "session %llu: all %u planned sessions are live",
+                 (unsigned long long)session, sw->o.sessions);
+        return -1;
+    }
+    if (!n || !batch || batch > sw->max_batch || (uint64_t)pos0 + n > sw->n_ctx ||
+        pos0 > s->cached) {
+        snprintf(err, errlen, "session %llu: a prompt of %u positions from %u (chunks of %u, "
+                 "batch <= %u, context %u, %u cached)", (unsigned long long)session, n, pos0,
+                 batch, sw->max_batch, sw->n_ctx, s->cached);
+        return -1;
+    }
+    uint32_t chunk = s_prefill_chunk(sw, n, batch), nc = (n + chunk - 1) / chunk;
+    uint32_t window = sw->n + 1, done = 0, next = 0;
+    ls_pass *ps = calloc(nc, sizeof *ps);
+    if (!ps) {
+        snprintf(err, errlen, "session %llu: out of memory for %u chunks",
+                 (unsigned long long)session, nc);
+        return -1;
+    }
+    memcpy(s->tok + pos0, tokens, n * sizeof *tokens);
+    s->cached = pos0;
+    for (uint32_t c = 0; c < nc; c++) {
+        uint32_t p = c * chunk;
+        ps[c] = (ls_pass){ .session = session, .x = x + (size_t)p * sw->dim,
+                           .n = n - p < chunk ? n - p : chunk, .pos0 = pos0 + p,
+                           .stop = (int)sw->n - 1, .cached = &s->cached };
+    }
+    int rc = -1;
+    sw->prefills++;
+    while (done < nc) {
+        s_gate(sw, ps[done].pos0);
+        if (sw->fatal[0]) {
+            snprintf(err, errlen, "%s", sw->fatal);
+            goto out;
+        }
+        while (next < nc && next - done < window && !sw->settling) {
+            int lost, st = lp_start(sw, &ps[next], &lost, how, sizeof how);
+            if (st == LP_LOST) {
+                ps[next].state = LP_RERUN;
+                while (sw->polling)
+                    pthread_cond_wait(&sw->cv, &sw->mu);
+                s_failover_now(sw, lost, how, ps[done].pos0);
+                next++;
+                break;
+            }
+            next++;
+            if (sw->n_inflight > sw->max_inflight)
+                sw->max_inflight = sw->n_inflight;
+        }
+        while (ps[done].state == LP_RUN)
+            s_pump(sw, ps[done].pos0);
+        while (done < next && ps[done].state == LP_DONE)
+            done++;
+        for (uint32_t c = done; c < next; c++)
+            if (ps[c].state == LP_FAIL) {
+                snprintf(err, errlen, "%s", sw->fatal[0] ? sw->fatal : ps[c].err);
+                goto out;
+            }
+        if (done < next && ps[done].state == LP_RERUN) {
+            /* a loss or a replay: everything in flight was stopped (lp_abort_all: every one
+             * of ours is RERUN, none left in flight) and the caches rebuilt to the chunks
+             * done; the others run again, in order, from their embedding rows */
+            if (s_embed(sw, s->tok + ps[done].pos0, (next - done - 1) * chunk + ps[next - 1].n,
+                        ps[done].x, err, errlen))
+                goto out;
+            next = done;
+        }
+    }
+    rc = 0;
+    uint64_t now = util_now_ns();
+    for (uint32_t i = 0; i < sw->n; i++)
+        if (sw->w[i].fo >= 0 && sw->w[i].state != LW_LIVE) {
+            llm_failover *f = &sw->fo[sw->w[i].fo];
+            f->degraded_tokens += n;
+            f->degraded_ms = (double)(now - f->lost_ns) / 1e6 - f->rebuild_ms;
+        }
+out:
+    free(ps);
+    return rc;
+}
+
+static int s_prefill(void *ctx, uint64_t session, const int32_t *tokens, float *x, uint32_t n,
+                     uint32_t pos0, uint32_t batch, char *err, size_t errlen)
+{
+    llm_swarm *sw = ctx;
+    pthread_mutex_lock(&sw->mu);
+    int rc = s_prefill_locked(sw, session, tokens, x, n, pos0, batch, err, errlen);
+    pthread_mutex_unlock(&sw->mu);
+    return rc;
+}
+
 static void s_end(void *ctx, uint64_t session)
 {
     llm_swarm *sw = ctx;
@@ -920,6 +1038,8 @@ void llm_swarm_hook(llm_swarm *sw, llm_layers_hook *h)
         sw->segs_on = 1;
         h->segs = s_segs;
     }
+    if (!sw->o.no_pipeline)
+        h->prefill = s_prefill;
     pthread_mutex_unlock(&sw->mu);
 }
 

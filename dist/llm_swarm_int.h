@@ -215,6 +215,8 @@ struct llm_swarm {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     int mu_init, polling, settling;
+    uint64_t prefills;            /* pipelined prefills run */
+    uint32_t max_inflight;        /* the most passes in flight at once */
     int segs_on;                  /* the runner was given the segs hook: every worker that
                                    * joins must announce PROTO_CAP_SEGS */
     ls_pass *inflight;

@@ -625,6 +625,58 @@ const char *llm_model_fault(const llm_model *m)
     return atomic_load(&((llm_model *)m)->faulted) ? m->fault : NULL;
 }
 
+/* The embedding rows of n tokens into x (n x dim), the family's scale applied. */
+static int s_embed(const llm_model *m, const int32_t *tokens, uint32_t n, float *x, char *err,
+                   size_t errlen)
+{
+    const arch_model *am = &m->am;
+    uint32_t d = am->hp.dim;
+    char why[160];
+    for (uint32_t p = 0; p < n; p++) {
+        const uint8_t *row = (const uint8_t *)m->tok_embd + (uint64_t)tokens[p] *
+                                                                am->tok_embd.row_bytes;
+        if (quant_dequantize_row((quant_type)am->tok_embd.type, row, x + (size_t)p * d, d, why,
+                                 sizeof why)) {
+            arch_err(err, errlen, m->g->path, "token_embd.weight: %s", why);
+            return -1;
+        }
+    }
+    arch_embed_finish(am, x, n);
+    return 0;
+}
+
+static int s_head(llm_session *s, uint32_t n, float *logits, int all, char *err,
+                  size_t errlen);
+
+/* The resident arm's prompt through the workers as chunks in flight at once (hook.prefill):
+ * n positions from n_past, the last one's logits. The same bits as s_pass over the same
+ * positions: every row is its position's alone. */
+static int s_prefill(llm_session *s, const int32_t *tokens, uint32_t n, float *logits,
+                     char *err, size_t errlen)
+{
+    const llm_model *m = s->m;
+    uint32_t d = m->am.hp.dim;
+    float *x = malloc((size_t)n * d * sizeof(float));
+    if (!x) {
+        arch_err(err, errlen, m->g->path, "out of memory for a prompt of %u positions", n);
+        return -1;
+    }
+    int rc = s_embed(m, tokens, n, x, err, errlen);
+    if (!rc && atomic_load(&s->m->faulted)) {
+        snprintf(err, errlen, "%s", s->m->fault);
+        rc = -1;
+    }
+    if (!rc)
+        rc = m->hook.prefill(m->hook.ctx, s->id, tokens, x, n, s->n_past, s->n_batch, err,
+                             errlen);
+    if (!rc) {
+        memcpy(s->x, x + (size_t)(n - 1) * d, d * sizeof(float)); /* the head's row */
+        s->n_past += n;
+    }
+    free(x);
+    return rc || !logits ? rc : s_head(s, 1, logits, 0, err, errlen);
+}
+
 /* One pass over n <= n_batch positions starting at n_past. */
 static int s_pass(llm_session *s, const int32_t *tokens, uint32_t n, float *logits, int all,
                   char *err, size_t errlen)
@@ -632,18 +684,8 @@ static int s_pass(llm_session *s, const int32_t *tokens, uint32_t n, float *logi
     const llm_model *m = s->m;
     const arch_model *am = &m->am;
     const arch_hparams *hp = &am->hp;
-    uint32_t d = hp->dim;
-    char why[160];
-    for (uint32_t p = 0; p < n; p++) {
-        const uint8_t *row = (const uint8_t *)m->tok_embd + (uint64_t)tokens[p] *
-                                                                am->tok_embd.row_bytes;
-        if (quant_dequantize_row((quant_type)am->tok_embd.type, row, s->x + (size_t)p * d, d, why,
-                                 sizeof why)) {
-            arch_err(err, errlen, m->g->path, "token_embd.weight: %s", why);
-            return -1;
-        }
-    }
-    arch_embed_finish(am, s->x, n);
+    if (s_embed(m, tokens, n, s->x, err, errlen))
+        return -1;
     if (atomic_load(&s->m->faulted)) {
         snprintf(err, errlen, "%s", s->m->fault);
         return -1;
@@ -664,8 +706,18 @@ static int s_pass(llm_session *s, const int32_t *tokens, uint32_t n, float *logi
                 return -1;
     }
     s->n_past += n;
-    if (!logits)
-        return 0;
+    return logits ? s_head(s, n, logits, all, err, errlen) : 0;
+}
+
+/* The final norm and the head over s->x's last row (all: every one of its n rows). */
+static int s_head(llm_session *s, uint32_t n, float *logits, int all, char *err,
+                  size_t errlen)
+{
+    const llm_model *m = s->m;
+    const arch_model *am = &m->am;
+    const arch_hparams *hp = &am->hp;
+    uint32_t d = hp->dim;
+    char why[160];
     uint32_t first = all ? 0 : n - 1, cnt = all ? n : 1;
     for (uint32_t p = first; p < n; p++)
         arch_rmsnorm(s->x + (size_t)p * d, s->norm_w, s->xn + (size_t)(p - first) * d, d,
@@ -711,6 +763,10 @@ int llm_eval(llm_session *s, const int32_t *tokens, uint32_t n, float *logits, i
             out = logits + (size_t)i * hp->n_vocab;
         else if (logits && last)
             out = logits;
+        /* the resident arm's prompt: every chunk in flight through the workers at once */
+        if (!i && !batched && !s->m->batch && !all && n > chunk &&
+            s->m->arm == LLM_ARM_RESIDENT && s->m->hook.prefill)
+            return s_prefill(s, tokens, n, logits, err, errlen);
         if (batched ? s_batch_step(s, tokens + i, nb, out, err, errlen)
                     : s->m->batch ? s_batch_alone(s, tokens + i, nb, out, all, err, errlen)
                                   : s_pass(s, tokens + i, nb, out, all, err, errlen))

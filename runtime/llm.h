@@ -73,6 +73,12 @@ typedef struct {
      * its session alone. */
     int (*segs)(void *ctx, const llm_hook_seg *segs, uint32_t k, float *x, char *err,
                 size_t errlen);
+    /* May be NULL. A prompt of n positions (x: n x dim, in place) from pos0 of session, in
+     * acts of at most chunk positions that follow each other through the layers' owner at
+     * once (pipelined prefill: while one stage runs chunk c another runs c + 1): every row's
+     * bits are those layers() gives over the same positions in any batches. */
+    int (*prefill)(void *ctx, uint64_t session, const int32_t *tokens, float *x, uint32_t n,
+                   uint32_t pos0, uint32_t chunk, char *err, size_t errlen);
     void *ctx;
     uint32_t max_batch;           /* positions one call may carry */
     uint32_t n_ctx;               /* positions a session's caches hold */
