@@ -11,6 +11,7 @@
  */
 #include "dist/llm_swarm.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -500,6 +501,48 @@ static uint32_t s_prefill_chunk(const llm_swarm *sw, uint32_t n, uint32_t batch)
     return want < batch ? want : batch;
 }
 
+/* Threads of process pid (0: ours) pinned to the shared core: to every core the caller had
+ * (on), or back to that core (off: exactly those that were moved). A pipelined prefill keeps
+ * several stages busy at once, which one shared core cannot; decoding keeps one stage busy at
+ * a time and goes back to the shared core, where no hop wakes an idle one (s_colocate). */
+static void s_spread_pid(llm_swarm *sw, pid_t pid)
+{
+    char dir[64];
+    snprintf(dir, sizeof dir, pid ? "/proc/%d/task" : "/proc/self/task", (int)pid);
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    cpu_set_t one, cur;
+    CPU_ZERO(&one);
+    CPU_SET(sw->cpu, &one);
+    while (d && (e = readdir(d)) && sw->n_spread < LS_MAX_SPREAD) {
+        pid_t tid = (pid_t)atoi(e->d_name);
+        if (tid > 0 && !sched_getaffinity(tid, sizeof cur, &cur) && CPU_EQUAL(&cur, &one) &&
+            !sched_setaffinity(tid, sizeof sw->cpus0, &sw->cpus0))
+            sw->spread[sw->n_spread++] = tid;
+    }
+    if (d)
+        closedir(d);
+}
+
+static void s_spread(llm_swarm *sw, int on)
+{
+    if (sw->cpu < 0)
+        return;
+    if (!on) {
+        cpu_set_t one;
+        CPU_ZERO(&one);
+        CPU_SET(sw->cpu, &one);
+        for (uint32_t i = 0; i < sw->n_spread; i++) /* a thread gone since: ESRCH, moot */
+            sched_setaffinity(sw->spread[i], sizeof one, &one);
+        sw->n_spread = 0;
+        return;
+    }
+    s_spread_pid(sw, 0);
+    for (uint32_t i = 0; i < sw->n; i++)
+        if (sw->w[i].pid > 0)
+            s_spread_pid(sw, sw->w[i].pid);
+}
+
 /* A prompt as acts in flight through the route at once: chunk c + 1 leaves as soon as chunk
  * c has (at most workers + 1 in flight), so while one worker runs chunk c the one before it
  * runs c + 1. Each worker takes its acts in order (one data connection from each sender, one
@@ -542,6 +585,8 @@ static int s_prefill_locked(llm_swarm *sw, uint64_t session, const int32_t *toke
     }
     int rc = -1;
     sw->prefills++;
+    if (nc > 1)
+        s_spread(sw, 1);
     while (done < nc) {
         s_gate(sw, ps[done].pos0);
         if (sw->fatal[0]) {
@@ -590,6 +635,7 @@ static int s_prefill_locked(llm_swarm *sw, uint64_t session, const int32_t *toke
             f->degraded_ms = (double)(now - f->lost_ns) / 1e6 - f->rebuild_ms;
         }
 out:
+    s_spread(sw, 0);
     free(ps);
     return rc;
 }

@@ -142,6 +142,7 @@ typedef struct {
 /* A pass in flight: one session's n positions through units 0..stop. Its owner waits on it
  * (llm_swarm.c); whoever collects its result moves it on (llm_pipe.c). */
 enum { LP_RUN = 0, LP_DONE, LP_RERUN, LP_FAIL };
+#define LS_MAX_SPREAD 512         /* threads a prefill moves off the shared core */
 typedef struct ls_pass {
     uint64_t session;
     float *x;
@@ -216,6 +217,8 @@ struct llm_swarm {
     pthread_cond_t cv;
     int mu_init, polling, settling;
     uint64_t prefills;            /* pipelined prefills run */
+    pid_t spread[LS_MAX_SPREAD];  /* threads moved off the shared core for a prefill */
+    uint32_t n_spread;
     uint32_t max_inflight;        /* the most passes in flight at once */
     int segs_on;                  /* the runner was given the segs hook: every worker that
                                    * joins must announce PROTO_CAP_SEGS */

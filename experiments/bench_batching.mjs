@@ -44,6 +44,7 @@ const t0 = process.hrtime.bigint();
 const counts = await Promise.all(seqs.map(one));
 const wall = Number(process.hrtime.bigint() - t0) / 1e9;
 const total = counts.reduce((a, b) => a + b, 0);
+console.error(`llama.cpp binary: ${llama.buildType}, cpu math cores ${llama.cpuMathCores}`);
 console.log(`llama.cpp seqs=${k} tokens=${total} wall_ms=${(wall * 1e3).toFixed(1)} ` +
             `agg=${(total / wall).toFixed(2)}`);
 await ctx.dispose();
