@@ -1084,8 +1084,22 @@ void llm_swarm_hook(llm_swarm *sw, llm_layers_hook *h)
         sw->segs_on = 1;
         h->segs = s_segs;
     }
-    if (!sw->o.no_pipeline)
+    /* Pipelined prefill overlaps stages: on one machine that needs cores for two stages at
+     * once. Workers that already use every core each (threads = cores) only contend when
+     * overlapped: measured on 2 cores, 3 workers x 2 threads, a 505-token prompt took
+     * 12.2-13.3 s pipelined against 9.1-10.7 s awaited. Listed workers run elsewhere. */
+    cpu_set_t cs;
+    int threads = sw->o.threads > 0 ? sw->o.threads : 1;
+    int cores = sw->cpu >= 0 ? CPU_COUNT(&sw->cpus0)
+                             : !sched_getaffinity(0, sizeof cs, &cs) ? CPU_COUNT(&cs) : 1;
+    int overlap = sw->o.n_hosts || 2 * threads <= cores;
+    if (!sw->o.no_pipeline && overlap && sw->n > 1)
         h->prefill = s_prefill;
+    log_info("prompts %s (%u workers x %d threads, %d cores here)",
+             h->prefill ? "pipelined: several chunks in flight through the workers"
+             : sw->o.no_pipeline ? "one batch at a time (--no-pipeline)"
+                                 : "one batch at a time: overlapped stages would share cores",
+             sw->n, threads, cores);
     pthread_mutex_unlock(&sw->mu);
 }
 
