@@ -487,20 +487,6 @@ static int s_segs(void *ctx, const llm_hook_seg *segs, uint32_t k, float *x, cha
     return rc;
 }
 
-/* Positions per act of a pipelined prefill of n positions (the runner's batch at most: the
- * workers' buffers are planned for it and the matrix kernels are at their best there): small
- * enough that the prompt makes at least 4 acts per worker, so the pipeline's fill and drain
- * (workers - 1 acts' time each) cost at most about a quarter of the prompt's time, and at
- * least 8 positions, below which an act's fixed costs (each stage reads its weights once per
- * act, as for one decoded token, plus a hop) outweigh what the overlap gains. */
-static uint32_t s_prefill_chunk(const llm_swarm *sw, uint32_t n, uint32_t batch)
-{
-    uint32_t want = (n + 4 * sw->n - 1) / (4 * sw->n);
-    if (want < 8)
-        want = 8;
-    return want < batch ? want : batch;
-}
-
 /* Threads of process pid (0: ours) pinned to the shared core: to every core the caller had
  * (on), or back to that core (off: exactly those that were moved). A pipelined prefill keeps
  * several stages busy at once, which one shared core cannot; decoding keeps one stage busy at
@@ -567,7 +553,10 @@ static int s_prefill_locked(llm_swarm *sw, uint64_t session, const int32_t *toke
                  batch, sw->max_batch, sw->n_ctx, s->cached);
         return -1;
     }
-    uint32_t chunk = s_prefill_chunk(sw, n, batch), nc = (n + chunk - 1) / chunk;
+    /* chunks of the batch: the workers' buffers are planned for it and the matrix kernels
+     * are at their best there; the runner's span (4 chunks a worker, prefill_span) keeps the
+     * pipeline's fill and drain to about a quarter of a call */
+    uint32_t chunk = batch, nc = (n + chunk - 1) / chunk;
     uint32_t window = sw->n + 1, done = 0, next = 0;
     ls_pass *ps = calloc(nc, sizeof *ps);
     if (!ps) {
@@ -1085,16 +1074,20 @@ void llm_swarm_hook(llm_swarm *sw, llm_layers_hook *h)
         h->segs = s_segs;
     }
     /* Pipelined prefill overlaps stages: on one machine that needs cores for two stages at
-     * once. Workers that already use every core each (threads = cores) only contend when
-     * overlapped: measured on 2 cores, 3 workers x 2 threads, a 505-token prompt took
-     * 12.2-13.3 s pipelined against 9.1-10.7 s awaited. Listed workers run elsewhere. */
+     * once. Workers that already use every core each (threads = cores) gain nothing from
+     * overlapping and contend (docs/measurements/2026-12-02-batching.md). Listed workers
+     * run elsewhere. */
     cpu_set_t cs;
     int threads = sw->o.threads > 0 ? sw->o.threads : 1;
     int cores = sw->cpu >= 0 ? CPU_COUNT(&sw->cpus0)
                              : !sched_getaffinity(0, sizeof cs, &cs) ? CPU_COUNT(&cs) : 1;
     int overlap = sw->o.n_hosts || 2 * threads <= cores;
-    if (!sw->o.no_pipeline && overlap && sw->n > 1)
+    if (!sw->o.no_pipeline && overlap && sw->n > 1) {
         h->prefill = s_prefill;
+        /* a call of 4 chunks a worker: fill and drain (workers - 1 chunks' time each) cost
+         * at most about a quarter of it */
+        h->prefill_span = 4 * sw->n * sw->max_batch;
+    }
     log_info("prompts %s (%u workers x %d threads, %d cores here)",
              h->prefill ? "pipelined: several chunks in flight through the workers"
              : sw->o.no_pipeline ? "one batch at a time (--no-pipeline)"

@@ -571,6 +571,15 @@ void llm_session_set_threads(llm_session *s, int nthreads)
         arch_run_set_threads(s->run, s->nthreads);
 }
 
+uint32_t llm_session_span(const llm_session *s)
+{
+    const llm_model *m = s->m;
+    if (m->arm != LLM_ARM_RESIDENT || !m->hook.prefill || m->batch ||
+        m->hook.prefill_span <= s->n_batch)
+        return s->n_batch;
+    return m->hook.prefill_span < s->n_ctx ? m->hook.prefill_span : s->n_ctx;
+}
+
 uint32_t llm_session_pos(const llm_session *s)
 {
     const llm_model *m = s->m;

@@ -79,6 +79,8 @@ typedef struct {
      * bits are those layers() gives over the same positions in any batches. */
     int (*prefill)(void *ctx, uint64_t session, const int32_t *tokens, float *x, uint32_t n,
                    uint32_t pos0, uint32_t chunk, char *err, size_t errlen);
+    uint32_t prefill_span;        /* with prefill: positions one call should carry (several
+                                   * chunks, so the pipeline fills; llm_session_span) */
     void *ctx;
     uint32_t max_batch;           /* positions one call may carry */
     uint32_t n_ctx;               /* positions a session's caches hold */
@@ -159,6 +161,11 @@ void llm_session_set_threads(llm_session *s, int nthreads);
 /* Positions already in the cache (the resident arm: at most what its layers' owner still
  * holds, llm_layers_hook.cached); forget them all. */
 uint32_t llm_session_pos(const llm_session *s);
+/* Prompt positions one llm_eval call should carry: the session's batch, or on a resident arm
+ * that pipelines prompts (llm_layers_hook.prefill) the hook's span, several batches in flight
+ * through the workers at once (a caller that checks for cancellation between calls does so
+ * once a span). */
+uint32_t llm_session_span(const llm_session *s);
 void llm_session_reset(llm_session *s);
 /* Keep only the first pos positions (pos <= llm_session_pos): what follows is run again over
  * them. A conversation whose re-tokenized history differs from the tokens generated keeps its
