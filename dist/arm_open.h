@@ -77,7 +77,9 @@ typedef struct {
     "                        wifi: 4.5 ms with jitter, wan: 60 ms); workers + 1 hops\n"       \
     "  --worker-slowdown N   resident, a test knob: workers compute every pass N times\n"     \
     "  --no-pipeline         resident: a prompt's batches one after another, each awaited\n" \
-    "                        (default: pipelined, several in flight through the workers)\n" \
+    "                        (default: several in flight through the workers, where\n"     \
+    "                        their stages can overlap: listed workers, or threads x 2\n"    \
+    "                        within the cores)\n"                                           \
     LLM_CLI_SSD_USAGE
 
 /* Every arm (arm_flags_check's arms). */
