@@ -84,7 +84,7 @@ static void s_usage(FILE *f)
             "                        worker), as if lost on the link: the pass deadline finds\n"
             "                        it and replays (deadline_replays in --out)\n"
             "  --sessions K          K generations at once, each on its own thread and KV\n"
-            "                        cache, session k seeded seed + k (reference and SSD arms:\n"
+            "                        cache, session k seeded seed + k (every arm:\n"
             "                        their steps batched into shared passes);\n"
             "                        the text shown is session 0's; per-session latency and\n"
             "                        the aggregate tokens/s are reported, every session's\n"
@@ -307,7 +307,7 @@ static int s_sessions(gen_run *g)
     }
     /* the sessions share passes (llm_model_batching), as serve's slots do (the SSD arm
      * planned for them has it on already) */
-    if (g->h.arm == LLM_ARM_REFERENCE && g->n_sess > 1) {
+    if ((g->h.arm == LLM_ARM_REFERENCE || g->h.arm == LLM_ARM_RESIDENT) && g->n_sess > 1) {
         if (llm_model_batching(g->h.lm.m, g->o.n_batch + g->n_sess - 1, err, sizeof err)) {
             fprintf(stderr, "swarm generate: %s\n", err);
             return -1;

@@ -111,6 +111,11 @@ int arm_flags_parse(arm_flags *f, int argc, char **argv, int *i, char *err, size
                                               "--kill-worker", "--stop-worker", "--cut-link",
                                               "--drop-result", NULL };
     const char *k = argv[*i];
+    if (!strcmp(k, "--no-pipeline")) {
+        f->no_pipeline = 1;
+        s_given(f, ARM_F_PIPELINE, k);
+        return 1;
+    }
     if (!strcmp(k, "--respawn") || !strcmp(k, "--no-respawn")) {
         f->respawn = !strcmp(k, "--respawn");
         s_given(f, ARM_F_RESPAWN, k);
@@ -139,7 +144,7 @@ int arm_flags_check(const arm_flags *f, unsigned honours, unsigned arms, const c
 {
     /* --workers alone is let through on any arm, as before: it asks for nothing */
     const unsigned resident = ARM_F_WORKER_CAP | ARM_F_RESPAWN | ARM_F_PROFILE |
-                              ARM_F_SLOWDOWN | ARM_F_FAULTS;
+                              ARM_F_SLOWDOWN | ARM_F_FAULTS | ARM_F_PIPELINE;
     for (int k = 0; k < ARM_F_N; k++) {
         unsigned bit = 1u << k;
         if ((f->given & bit) && !(honours & bit)) {
@@ -157,8 +162,8 @@ int arm_flags_check(const arm_flags *f, unsigned honours, unsigned arms, const c
             continue;
         if ((bit & resident) && f->arm != LLM_ARM_RESIDENT) {
             snprintf(err, errlen, "%s: --worker-cap, --respawn, --no-respawn, --profile, "
-                     "--worker-slowdown, --kill-worker, --stop-worker, --cut-link and --drop-result "
-                     "are the "
+                     "--worker-slowdown, --kill-worker, --stop-worker, --cut-link, --drop-result "
+                     "and --no-pipeline are the "
                      "resident arm's (add --arm resident)", f->name[k]);
             return -1;
         }

@@ -78,6 +78,7 @@ static void s_swarm_opts(const arm_open_opts *o, arm_handle *h, const char *self
     so->threads = h->worker_threads;
     so->respawn = f->respawn >= 0 ? f->respawn : o->respawn;
     so->slowdown = f->slowdown;
+    so->no_pipeline = f->no_pipeline;
     so->profile = f->profile;
     so->seed = o->seed;
     /* generated token t > 1 is drawn from the pass over position pos0 + t - 1 (the first from

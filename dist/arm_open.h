@@ -33,7 +33,8 @@ enum {
     ARM_F_SLOWDOWN = 1u << 6,     /* --worker-slowdown N */
     ARM_F_FAULTS = 1u << 7,       /* --kill-worker, --stop-worker, --cut-link */
     ARM_F_SSD = 1u << 8,          /* --cap, --queue-depth, --chunk, --buffered */
-    ARM_F_N = 9,
+    ARM_F_PIPELINE = 1u << 9,     /* --no-pipeline */
+    ARM_F_N = 10,
     ARM_F_ALL = (1u << ARM_F_N) - 1
 };
 
@@ -46,6 +47,7 @@ typedef struct {
     uint64_t worker_cap;          /* --worker-cap: each worker's cap, bytes (0: none) */
     int respawn;                  /* --respawn 1, --no-respawn 0, -1: the command's default */
     uint32_t slowdown;            /* --worker-slowdown: a test knob (default 1) */
+    int no_pipeline;              /* --no-pipeline: a prompt's batches each awaited */
     netem_profile profile;        /* --profile (default none) */
     fault_t faults[FAULT_MAX];     /* at: the generated token, 1 = the first */
     uint32_t n_faults;
@@ -74,6 +76,10 @@ typedef struct {
     "  --profile NAME        resident: emulate every data link (none, lan: RTT 0.4 ms,\n"     \
     "                        wifi: 4.5 ms with jitter, wan: 60 ms); workers + 1 hops\n"       \
     "  --worker-slowdown N   resident, a test knob: workers compute every pass N times\n"     \
+    "  --no-pipeline         resident: a prompt's batches one after another, each awaited\n" \
+    "                        (default: several in flight through the workers, where\n"     \
+    "                        their stages can overlap: listed workers, or threads x 2\n"    \
+    "                        within the cores)\n"                                           \
     LLM_CLI_SSD_USAGE
 
 /* Every arm (arm_flags_check's arms). */

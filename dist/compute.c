@@ -33,9 +33,9 @@ struct compute {
     int quit;                  /* under mu */
     uint32_t slowdown;
     /* the job (set by the loop in IDLE, read by the thread, outcome written in RUNNING) */
-    slice_t *sl;               /* the range: session, pos0 and n positions */
-    uint64_t session;
-    uint32_t pos0, n;
+    slice_t *sl;               /* the range: k sessions' segments, n positions in all */
+    slice_seg segs[SLICE_MAX_SEGS];
+    uint32_t k, n;
     float *x;                  /* (n x dim) the activation, computed in place */
     float *scratch;            /* (dim,) slowdown copies; grown by the loop while IDLE */
     uint32_t dim, scratch_dim;
@@ -56,11 +56,10 @@ static void s_run(compute_t *c)
     for (uint32_t k = 1; k < c->slowdown && rc == 0; k++) {
         exec_stats junk = { 0 };
         memcpy(c->scratch, c->x, sizeof(float) * c->dim * c->n);
-        rc = slice_step_stats(c->sl, c->session, c->pos0, c->n, c->scratch, &junk, err,
-                              sizeof err);
+        rc = slice_step_segs(c->sl, c->segs, c->k, c->scratch, &junk, err, sizeof err);
     }
     if (rc == 0)
-        rc = slice_step_stats(c->sl, c->session, c->pos0, c->n, c->x, &st, err, sizeof err);
+        rc = slice_step_segs(c->sl, c->segs, c->k, c->x, &st, err, sizeof err);
     c->compute_ns = util_now_ns() - t0;
     c->st = st;
     c->rc = rc;
@@ -155,10 +154,20 @@ int compute_fd(const compute_t *c)
 int compute_start(compute_t *c, slice_t *sl, uint64_t session, uint32_t pos0, uint32_t n,
                   float *x, uint32_t dim)
 {
+    slice_seg one = { .session = session, .pos0 = pos0, .n = n };
+    return compute_start_segs(c, sl, &one, 1, x, dim);
+}
+
+int compute_start_segs(compute_t *c, slice_t *sl, const slice_seg *segs, uint32_t k, float *x,
+                       uint32_t dim)
+{
     pthread_mutex_lock(&c->mu);
     int idle = c->state == S_IDLE;
     pthread_mutex_unlock(&c->mu);
-    if (!idle || !sl || !x || !dim || !n)
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < k && k <= SLICE_MAX_SEGS; i++)
+        n += segs[i].n;
+    if (!idle || !sl || !x || !dim || !n || !k || k > SLICE_MAX_SEGS)
         return -1;
     /* IDLE: the thread does not touch the job fields, so they are ours to set. */
     if (c->slowdown > 1 && c->scratch_dim < dim * n) {
@@ -169,8 +178,8 @@ int compute_start(compute_t *c, slice_t *sl, uint64_t session, uint32_t pos0, ui
         c->scratch_dim = dim * n;
     }
     c->sl = sl;
-    c->session = session;
-    c->pos0 = pos0;
+    memcpy(c->segs, segs, k * sizeof *segs);
+    c->k = k;
     c->n = n;
     c->x = x;
     c->dim = dim;

@@ -35,6 +35,10 @@ int compute_fd(const compute_t *c);
  * collectable. */
 int compute_start(compute_t *c, slice_t *s, uint64_t session, uint32_t pos0, uint32_t n,
                   float *x, uint32_t dim);
+/* The same over k sessions' segments, one after another in x (slice_step_segs; the segments
+ * are copied). -1 as compute_start, or k outside 1..SLICE_MAX_SEGS. */
+int compute_start_segs(compute_t *c, slice_t *s, const slice_seg *segs, uint32_t k, float *x,
+                       uint32_t dim);
 /* 1 and the job's outcome if a finished job was waiting (0 ok, else err filled), 0 if none. */
 int compute_collect(compute_t *c, int *rc, exec_stats *st, uint64_t *compute_ns, char *err,
                     size_t errlen);

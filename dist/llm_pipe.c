@@ -1,7 +1,6 @@
-/* llm_pipe.c — the one coordinator's workers: their processes, control plane and routes, and
- * one pass through the units in order (chains of LIVE workers on the wire, copies of lost
- * workers' layers here), for a real model's sessions (llm_swarm.c) and the dense lab's steps
- * (steps.c) alike. dist/
+/* llm_pipe.c — the one coordinator's workers: their processes, joins, control plane and
+ * routes, for a real model's sessions (llm_swarm.c) and the dense lab's steps (steps.c)
+ * alike; one pass through the units in order is llm_pass.c. dist/
  *
  * Nothing waits on a guess: a reply is awaited until it comes, the worker's process is gone
  * (waitpid, checked every LS_POLL_MS), or its control plane leaves heartbeats unanswered
@@ -25,6 +24,7 @@
 #include "base/util.h"
 #include "base/zmon.h"
 #include "dist/arm.h"
+#include "dist/llm_pipe_int.h"
 #include "dist/llm_swarm_int.h"
 #include "dist/spawn.h"
 
@@ -37,17 +37,17 @@
      ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL)
 
 /* The control plane's period and liveness: a config's, or the defaults (pirate.h). */
-static uint32_t s_hb_ms(const llm_swarm *sw)
+uint32_t lp_hb_ms(const llm_swarm *sw)
 {
     return sw->hb_ms ? sw->hb_ms : PIRATE_HEARTBEAT_MS;
 }
 
-static uint32_t s_liveness(const llm_swarm *sw)
+uint32_t lp_liveness(const llm_swarm *sw)
 {
     return sw->liveness ? sw->liveness : PIRATE_LIVENESS;
 }
 
-static void s_send(llm_swarm *sw, void *sock)
+void lp_send(llm_swarm *sw, void *sock)
 {
     /* never blocks: a dead peer's queue is dropped with its socket when it is fenced */
     if (zmq_send(sock, proto_buf_data(sw->b), proto_buf_len(sw->b), ZMQ_DONTWAIT) >= 0)
@@ -66,7 +66,7 @@ static void s_close(ls_worker *w)
 
 /* Is there a worker at the other end to talk to: a spawned process, or a listed worker's
  * connection? */
-static int s_attached(const ls_worker *w)
+int lp_attached(const ls_worker *w)
 {
     return w->ctl && (w->pid > 0 || w->remote);
 }
@@ -109,7 +109,7 @@ static void s_hello_msg(llm_swarm *sw, ls_worker *w)
     snprintf(h.id, sizeof h.id, "coordinator");
     snprintf(h.data_ep, sizeof h.data_ep, "%s", sw->pull_ep);
     if (proto_encode_hello(sw->b, &h) == 0)
-        s_send(sw, w->ctl);
+        lp_send(sw, w->ctl);
 }
 
 static void s_send_hello(llm_swarm *sw, ls_worker *w)
@@ -268,8 +268,6 @@ static int s_spawn_progress(llm_swarm *sw, uint32_t i, uint64_t now)
     return 0;
 }
 
-static void s_unlink(llm_swarm *sw, ls_pass *p);
-
 void lp_join_failed(llm_swarm *sw, uint32_t i, const char *why)
 {
     ls_worker *w = &sw->w[i];
@@ -277,7 +275,7 @@ void lp_join_failed(llm_swarm *sw, uint32_t i, const char *why)
     snprintf(msg, sizeof msg, "%s", why); /* why may be w->why, which the fence keeps */
     for (int j = 0; w->cu && j < LR_DEPTH; j++) /* its catch-up passes will not come back */
         if (w->cu[j].state == LP_RUN) {
-            s_unlink(sw, &w->cu[j]);
+            lp_unlink(sw, &w->cu[j]);
             w->cu[j].state = LP_RERUN;
         }
     lp_fence(sw, i);
@@ -324,6 +322,14 @@ static void s_on_hello(llm_swarm *sw, uint32_t i, const msg_hello *h)
         s_join_failed(sw, i);
         return;
     }
+    if (sw->segs_on && !(h->caps & PROTO_CAP_SEGS)) {
+        snprintf(w->why, sizeof w->why, "announces no multi-session acts (caps 0x%x, "
+                 "PROTO_CAP_SEGS 0x%x missing), and this swarm's sessions share acts", h->caps,
+                 PROTO_CAP_SEGS);
+        s_join_failed(sw, i);
+        return;
+    }
+    w->caps = h->caps;
     if (w->pub[0] && strcmp(h->pubkey, w->pub)) {
         snprintf(why, sizeof why, "presented key %.12s..., the config says %.12s...",
                  h->pubkey, w->pub);
@@ -350,7 +356,7 @@ static void s_on_hello(llm_swarm *sw, uint32_t i, const msg_hello *h)
     a->sessions = sw->o.sessions;
     a->max_batch = sw->max_batch;
     if (proto_encode_assign(sw->b, a) == 0)
-        s_send(sw, w->ctl);
+        lp_send(sw, w->ctl);
     w->state = LW_JOIN_LOAD;
 }
 
@@ -377,7 +383,7 @@ static void s_on_fetch(llm_swarm *sw, uint32_t i, const msg_fetch *f)
     msg_chunk ch = { .off = f->off, .seq = f->seq, .hash = XXH3_64bits(sw->chunk, f->len),
                      .len = f->len, .data = sw->chunk };
     if (proto_encode_chunk(sw->b, &ch) == 0) { /* the worker counts what it got too */
-        s_send(sw, w->ctl);
+        lp_send(sw, w->ctl);
         sw->served_bytes += f->len;
     }
 }
@@ -508,7 +514,7 @@ static int s_ctl_held(llm_swarm *sw, uint32_t i, char *how, size_t howlen)
 int lp_poll(llm_swarm *sw, char *how, size_t howlen)
 {
     uint64_t now = util_now_ns();
-    uint32_t hb_ms = s_hb_ms(sw), live = s_liveness(sw);
+    uint32_t hb_ms = lp_hb_ms(sw), live = lp_liveness(sw);
     for (uint32_t i = 0; i < sw->n; i++) {
         ls_worker *w = &sw->w[i];
         fault_release(w->pid, now, &w->cont_at_ns, &w->cut_until_ns);
@@ -570,11 +576,11 @@ int lp_poll(llm_swarm *sw, char *how, size_t howlen)
             s_join_failed(sw, i);
             continue;
         }
-        if (s_attached(w) && w->state != LW_JOIN_HELLO &&
+        if (lp_attached(w) && w->state != LW_JOIN_HELLO &&
             pirate_due(&w->hb, now, hb_ms)) {
             msg_heartbeat hb = { .seq = pirate_sent(&w->hb, now), .sent_ns = now };
             if (!w->cut_until_ns && proto_encode_heartbeat(sw->b, &hb) == 0)
-                s_send(sw, w->ctl); /* over a cut link it is lost, and goes unanswered */
+                lp_send(sw, w->ctl); /* over a cut link it is lost, and goes unanswered */
         }
         if (w->state == LW_READY &&
             pirate_lost(&w->hb, now, PIRATE_HEARTBEAT_MS, PIRATE_LIVENESS, 0)) {
@@ -605,7 +611,7 @@ static long s_wait_ms(const llm_swarm *sw)
 }
 
 /* Wait up to LS_POLL_MS for anything on the control sockets or the result socket. */
-static void s_wait(llm_swarm *sw, int with_pull)
+void lp_wait(llm_swarm *sw, int with_pull)
 {
     zmq_pollitem_t it[LS_MAX_W + 1];
     int k = 0;
@@ -628,7 +634,7 @@ void lp_wait_any(llm_swarm *sw)
     zmq_pollitem_t it[LS_MAX_W + 1];
     int k = 0;
     uint64_t now = util_now_ns(), next = sw->rq ? netem_queue_next(sw->rq) : UINT64_MAX;
-    long ms = (long)s_hb_ms(sw) / 2; /* heartbeats go out on time */
+    long ms = (long)lp_hb_ms(sw) / 2; /* heartbeats go out on time */
     if (ms > LS_POLL_MS)
         ms = LS_POLL_MS;
     for (uint32_t i = 0; i < sw->n; i++) {
@@ -657,9 +663,9 @@ void lp_collect_stats(llm_swarm *sw, uint32_t timeout_ms)
     uint64_t deadline = util_now_ns() + (uint64_t)timeout_ms * 1000000ull;
     msg_stats q = { 0 };
     for (uint32_t i = 0; i < sw->n; i++)
-        if (sw->w[i].state == LW_LIVE && s_attached(&sw->w[i]) && !sw->w[i].cut_until_ns &&
+        if (sw->w[i].state == LW_LIVE && lp_attached(&sw->w[i]) && !sw->w[i].cut_until_ns &&
             proto_encode_stats(sw->b, &q) == 0)
-            s_send(sw, sw->w[i].ctl);
+            lp_send(sw, sw->w[i].ctl);
     while (util_now_ns() < deadline) {
         int pending = 0;
         for (uint32_t i = 0; i < sw->n; i++)
@@ -716,7 +722,7 @@ int lp_join_all(llm_swarm *sw, char *err, size_t errlen)
         }
         if (all)
             break;
-        s_wait(sw, 0);
+        lp_wait(sw, 0);
     }
     for (uint32_t i = 0; i < sw->n; i++) {
         ls_worker *w = &sw->w[i];
@@ -781,9 +787,9 @@ int lp_route(llm_swarm *sw, int stop, int *lost, char *how, size_t howlen, char 
             snprintf(err, errlen, "%s: cannot encode its route", w->id);
             return -1;
         }
-        s_send(sw, w->ctl);
+        lp_send(sw, w->ctl);
         if (proto_encode_heartbeat(sw->b, &hb) == 0)
-            s_send(sw, w->ctl);
+            lp_send(sw, w->ctl);
         w->route_seq = hb.seq;
         /* the echo of the heartbeat sent after a route says the route is in force */
         while (w->state == LW_LIVE && w->echo_seq < w->route_seq) {
@@ -796,343 +802,10 @@ int lp_route(llm_swarm *sw, int stop, int *lost, char *how, size_t howlen, char 
                 return LP_LOST;
             }
             if (w->echo_seq < w->route_seq)
-                s_wait(sw, 0);
+                lp_wait(sw, 0);
         }
     }
     sw->route_stop = stop;
-    return LP_OK;
-}
-
-static void s_fire(llm_swarm *sw, uint32_t pos0, uint32_t n)
-{
-    uint64_t now = util_now_ns();
-    for (uint32_t k = 0; k < sw->o.n_faults; k++) {
-        ls_fault *f = &sw->faults[k];
-        if (f->f.done || f->f.at < pos0 || f->f.at >= (uint64_t)pos0 + n)
-            continue;
-        f->f.done = 1;
-        ls_worker *w = &sw->w[f->w];
-        uint32_t pos = (uint32_t)f->f.at;
-        if (w->state != LW_LIVE || !s_attached(w)) {
-            log_warn("%s: fault at position %u not injected: its layers already run here",
-                     w->id, pos);
-            continue;
-        }
-        w->fault_ns = now;
-        if (f->f.kind == FAULT_DROP) {
-            log_info("%s: its next result will be dropped (position %u)", w->id, pos);
-            w->drop_result = 1;
-            continue;
-        }
-        if (f->f.kind == FAULT_KILL)
-            log_info("%s: killing it (position %u)", w->id, pos);
-        else if (f->f.kind == FAULT_STOP)
-            log_info("%s: stopping it for %.2f s (position %u)", w->id, f->f.seconds, pos);
-        else
-            log_info("%s: cutting its control link for %.2f s (position %u)", w->id,
-                     f->f.seconds, pos);
-        fault_inject(&f->f, w->pid, now, &w->cont_at_ns, &w->cut_until_ns);
-    }
-}
-
-static void s_unlink(llm_swarm *sw, ls_pass *p)
-{
-    for (ls_pass **pp = &sw->inflight; *pp; pp = &(*pp)->next)
-        if (*pp == p) {
-            *pp = p->next;
-            sw->n_inflight--;
-            return;
-        }
-}
-
-/* Run p's units from p->unit: local ones here, up to the next remote chain, which is sent.
- * LP_OK (sent or done), LP_LOST (a route could not be set), -1 (p failed). */
-static int s_advance(llm_swarm *sw, ls_pass *p, int *lost, char *how, size_t howlen)
-{
-    while (p->unit <= p->stop) {
-        ls_worker *w = &sw->w[p->unit];
-        if (p->rejoin) { /* a catch-up: its one unit on the rejoiner's process (llm_rejoin.c) */
-            msg_act a = { .req = ++sw->req, .step = sw->req, .epoch = sw->epoch,
-                          .hop = (uint32_t)p->unit, .session = p->session, .pos = p->pos0,
-                          .n_pos = p->n, .dim = sw->dim, .x = p->x };
-            if (proto_encode_act(sw->b, MSG_ACT, &a)) {
-                snprintf(p->err, sizeof p->err, "session %llu: cannot encode %u positions",
-                         (unsigned long long)p->session, p->n);
-                goto fail;
-            }
-            if (!w->cut_until_ns)
-                s_send(sw, w->push);
-            p->req = a.req;
-            p->unit = p->stop + 1;
-            return LP_OK;
-        }
-        if (w->state != LW_LIVE) {
-            uint64_t t = util_now_ns();
-            lr_record(sw, (uint32_t)p->unit, p->session, p->pos0, p->n, p->x);
-            if (slice_step_stats(w->fb, p->session, p->pos0, p->n, p->x, &sw->fb_stats, p->err,
-                                 sizeof p->err))
-                goto fail;
-            if (p->n_tr < PROTO_MAX_TRACE) /* its stage, as a worker's trace would say */
-                p->tr[p->n_tr++] = (msg_trace){ .stage = (uint32_t)p->unit,
-                                                .compute_ns = util_now_ns() - t };
-            p->here = 1;
-            p->unit++;
-            continue;
-        }
-        /* Routes change only with nothing else in flight: every main pass has the same stop,
-         * and replays (other stops) run only while settling. */
-        if (sw->route_stop != p->stop) {
-            int rc = lp_route(sw, p->stop, lost, how, howlen, p->err, sizeof p->err);
-            if (rc == LP_LOST) {
-                s_unlink(sw, p);
-                return LP_LOST;
-            }
-            if (rc)
-                goto fail;
-        }
-        int k = p->unit;
-        while (k < p->stop && (uint32_t)k + 1 < sw->n && sw->w[k + 1].state == LW_LIVE)
-            k++;
-        msg_act a = { .req = ++sw->req, .step = sw->req, .epoch = sw->epoch,
-                      .hop = (uint32_t)p->unit, .session = p->session, .pos = p->pos0,
-                      .n_pos = p->n, .dim = sw->dim, .x = p->x };
-        uint64_t t_enc = util_now_ns();
-        int enc = proto_encode_act(sw->b, MSG_ACT, &a);
-        sw->coord_ser_ns += util_now_ns() - t_enc;
-        if (enc) {
-            snprintf(p->err, sizeof p->err, "session %llu: cannot encode %u positions",
-                     (unsigned long long)p->session, p->n);
-            goto fail;
-        }
-        /* A fault for these positions lands before the act leaves, so it meets the act
-         * wherever the scheduler runs the workers: sent first, on one shared core the act
-         * could pass through the whole chain before the kill was issued. */
-        if (!p->replay)
-            s_fire(sw, p->pos0, p->n);
-        if (!w->cut_until_ns) /* over a cut link the act is lost; the wait finds the cut */
-            s_send(sw, w->push);
-        sw->act_bytes += proto_buf_len(sw->b);
-        p->req = a.req;
-        p->sent_ns = util_now_ns();
-        p->chain0 = p->unit;
-        p->chain1 = k;
-        for (uint32_t i = 0; i < sw->n; i++)
-            p->acts0[i] = sw->w[i].hb_acts;
-        p->unit = k + 1;
-        return LP_OK;
-    }
-    p->state = LP_DONE;
-    /* at once, not when its owner wakes: a rebuild that runs first must replay these too */
-    if (p->cached)
-        *p->cached = p->pos0 + p->n;
-    s_unlink(sw, p);
-    return LP_OK;
-fail:
-    p->state = LP_FAIL;
-    s_unlink(sw, p);
-    return -1;
-}
-
-int lp_start(llm_swarm *sw, ls_pass *p, int *lost, char *how, size_t howlen)
-{
-    p->n_tr = 0;
-    p->held_ns = 0;
-    p->here = 0;
-    p->state = LP_RUN;
-    p->unit = p->first;
-    p->req = 0;
-    p->sent_ns = 0;
-    p->err[0] = 0;
-    p->next = sw->inflight;
-    sw->inflight = p;
-    sw->n_inflight++;
-    return s_advance(sw, p, lost, how, howlen);
-}
-
-/* One result frame: into its pass, which moves on. A worker found lost on the way: its
- * index; else -1. */
-static int s_on_result(llm_swarm *sw, const void *frame, size_t got, uint64_t arrival_ns,
-                       char *how, size_t howlen)
-{
-    char why[256];
-    uint64_t t0 = util_now_ns();
-    memset(sw->m, 0, sizeof *sw->m);
-    sw->m->u.act.x = sw->ax; /* not a pass's x: a stale result must not touch it */
-    int bad = got > sw->frame_cap ||
-              proto_decode_n(frame, got, sw->dim, sw->max_batch, sw->m, why, sizeof why);
-    sw->coord_deser_ns += util_now_ns() - t0;
-    if (bad) {
-        sw->bad_msgs++;
-        log_warn("bad message on the result socket (%zu bytes): %s", got,
-                 got > sw->frame_cap ? "too long" : why);
-        return -1;
-    }
-    sw->wire += got;
-    msg_act *a = &sw->m->u.act;
-    if (a->hop >= 1 && a->hop <= sw->n && sw->w[a->hop - 1].cut_until_ns)
-        return -1; /* from a worker whose link is cut: lost on the way */
-    ls_pass *p = sw->inflight;
-    while (p && !(p->req && p->req == a->req))
-        p = p->next;
-    if (sw->m->type != MSG_RESULT || a->epoch != sw->epoch || !p) {
-        sw->stale_results++; /* an old epoch's, replayed since */
-        return -1;
-    }
-    ls_worker *from = a->hop >= 1 && a->hop <= sw->n ? &sw->w[a->hop - 1] : NULL;
-    if (from && from->drop_result) { /* --drop-result: as if lost on the link */
-        from->drop_result = 0;
-        log_info("%s: its result for positions %llu..%llu dropped (--drop-result)", from->id,
-                 (unsigned long long)a->pos, (unsigned long long)(a->pos + a->n_pos - 1));
-        return -1;
-    }
-    sw->acts++;
-    p->req = 0;
-    if (p->sent_ns && t0 - p->sent_ns > sw->max_rt_ns)
-        sw->max_rt_ns = t0 - p->sent_ns;
-    /* the result's last link is emulated at our end: its hold time is a wait too */
-    p->held_ns += t0 > arrival_ns ? t0 - arrival_ns : 0;
-    for (uint32_t k = 0; k < a->n_trace && k < PROTO_MAX_TRACE; k++) {
-        const msg_trace *t = &a->trace[k];
-        if (t->stage >= sw->n)
-            continue;
-        if (p->n_tr < PROTO_MAX_TRACE)
-            p->tr[p->n_tr++] = *t;
-        ls_worker *tw = &sw->w[t->stage];
-        if (t->compute_ns > tw->max_compute_ns)
-            tw->max_compute_ns = t->compute_ns;
-        tw->tr_acts++;
-        tw->tr_wait_ns += t->wait_ns;
-        tw->tr_compute_ns += t->compute_ns;
-        tw->tr_io_ns += t->deser_ns + t->ser_ns + t->send_ns;
-    }
-    if (a->n_pos != p->n) {
-        snprintf(p->err, sizeof p->err, "the result of request %llu carries %u positions, %u "
-                 "were sent", (unsigned long long)a->req, a->n_pos, p->n);
-        p->state = LP_FAIL;
-        s_unlink(sw, p);
-        return -1;
-    }
-    memcpy(p->x, sw->ax, (size_t)p->n * sw->dim * sizeof(float));
-    int lost;
-    if (s_advance(sw, p, &lost, how, howlen) == LP_LOST) {
-        p->state = LP_RERUN;
-        return lost;
-    }
-    return -1;
-}
-
-int lp_collect(llm_swarm *sw, char *how, size_t howlen)
-{
-    zmq_msg_t m;
-    uint64_t arrival;
-    int lost = -1;
-    zmq_msg_init(&m);
-    while (lost < 0 && zmq_msg_recv(&m, sw->pull, ZMQ_DONTWAIT) >= 0) {
-        if (sw->shaper) { /* the link into the coordinator holds it until its release */
-            uint64_t now = util_now_ns();
-            if (netem_queue_push(sw->rq, &m, netem_release_at(sw->shaper, now,
-                                                              zmq_msg_size(&m)), now))
-                log_warn("result link queue full: a result dropped");
-            continue;
-        }
-        lost = s_on_result(sw, zmq_msg_data(&m), zmq_msg_size(&m), util_now_ns(), how, howlen);
-    }
-    while (lost < 0 && sw->rq && netem_queue_pop_due(sw->rq, util_now_ns(), &m, &arrival))
-        lost = s_on_result(sw, zmq_msg_data(&m), zmq_msg_size(&m), arrival, how, howlen);
-    zmq_msg_close(&m);
-    return lost;
-}
-
-int lp_all_heard(const llm_swarm *sw, uint64_t from)
-{
-    for (uint32_t i = 0; i < sw->n; i++)
-        if (sw->w[i].state == LW_LIVE && sw->w[i].hb.heard_ns <= from)
-            return 0;
-    return 1;
-}
-
-/* The hop a pass's act was lost on: the first worker of its chain that finished nothing
- * since it left (it never got it), else the chain's last (its result to us was lost). */
-static int s_lost_on(const llm_swarm *sw, const ls_pass *p)
-{
-    for (int i = p->chain0; i <= p->chain1; i++)
-        if (sw->w[i].state == LW_LIVE && sw->w[i].hb_acts == p->acts0[i])
-            return i;
-    return p->chain1;
-}
-
-int lp_check_deadline(llm_swarm *sw, char *how, size_t howlen)
-{
-    uint64_t now = util_now_ns();
-    uint64_t deadline = pirate_window_ns(s_hb_ms(sw), s_liveness(sw), sw->ctl_allow_ns);
-    if (LS_DEADLINE_X * sw->max_rt_ns > deadline)
-        deadline = LS_DEADLINE_X * sw->max_rt_ns;
-    for (ls_pass *p = sw->inflight; p; p = p->next) {
-        if (p->state != LP_RUN || p->rejoin || !p->req || !p->sent_ns)
-            continue;
-        /* from the act's leaving or the pipeline's last sign of work, whichever is later (as
-         * the dense steps' deadline): a long pass that is being computed is slow, not lost */
-        uint64_t from = p->sent_ns > sw->progress_ns ? p->sent_ns : sw->progress_ns;
-        if (now - from <= deadline || !lp_all_heard(sw, from))
-            continue;
-        if (p->deadline_tries >= LS_DEADLINE_REPLAYS) {
-            int i = s_lost_on(sw, p);
-            /* short: a failover record keeps 64 characters of it */
-            snprintf(how, howlen, "no result after %u replays (positions %u..%u)",
-                     p->deadline_tries, p->pos0, p->pos0 + p->n - 1);
-            return i;
-        }
-        p->deadline_tries++;
-        sw->deadline_replays++;
-        log_warn("session %llu positions %u..%u: no result from %s..%s in %.0f ms, no progress "
-                 "for %.0f ms (the deadline: %dx the slowest act so far, at least a liveness "
-                 "window) with every worker heard since: replaying what is in flight under a "
-                 "new epoch", (unsigned long long)p->session, p->pos0, p->pos0 + p->n - 1,
-                 sw->w[p->chain0].id, sw->w[p->chain1].id, (now - p->sent_ns) / 1e6,
-                 (now - from) / 1e6, LS_DEADLINE_X);
-        sw->route_stop = -1; /* every route set again: every worker on a fresh data socket */
-        for (uint32_t i = 0; i < sw->n; i++)
-            sw->w[i].routed_next = -2;
-        return -2;
-    }
-    return -1;
-}
-
-void lp_abort_all(llm_swarm *sw, int state, const char *why)
-{
-    for (ls_pass *p = sw->inflight; p; p = p->next) {
-        p->state = state;
-        if (why)
-            snprintf(p->err, sizeof p->err, "%s", why);
-    }
-    sw->inflight = NULL;
-    sw->n_inflight = 0;
-}
-
-int lp_run(llm_swarm *sw, uint64_t session, float *x, uint32_t n, uint32_t pos0, int stop,
-           int replay, int *lost, char *how, size_t howlen, char *err, size_t errlen)
-{
-    ls_pass p = { .session = session, .x = x, .n = n, .pos0 = pos0, .stop = stop,
-                  .replay = replay };
-    int rc = lp_start(sw, &p, lost, how, howlen);
-    while (rc == LP_OK && p.state == LP_RUN) {
-        int l = lp_collect(sw, how, howlen);
-        if (l < 0 && p.state == LP_RUN)
-            l = lp_poll(sw, how, howlen);
-        if (l >= 0) {
-            lp_abort_all(sw, LP_RERUN, NULL);
-            *lost = l;
-            return LP_LOST;
-        }
-        if (p.state == LP_RUN)
-            s_wait(sw, 1);
-    }
-    if (rc == LP_LOST)
-        return LP_LOST;
-    if (p.state == LP_FAIL) {
-        snprintf(err, errlen, "%s", p.err);
-        return -1;
-    }
     return LP_OK;
 }
 
@@ -1147,7 +820,7 @@ void lp_session_end_one(llm_swarm *sw, uint32_t i, uint64_t session)
 {
     msg_session_end e = { .session = session, .epoch = sw->epoch };
     if (sw->w[i].ctl && proto_encode_session_end(sw->b, &e) == 0)
-        s_send(sw, sw->w[i].ctl);
+        lp_send(sw, sw->w[i].ctl);
 }
 
 void lp_route_rejoiner(llm_swarm *sw, uint32_t i)
@@ -1162,9 +835,9 @@ void lp_route_rejoiner(llm_swarm *sw, uint32_t i)
     snprintf(r.prev_key, sizeof r.prev_key, "%s", sw->o.key_pub);
     msg_heartbeat hb = { .seq = pirate_sent(&w->hb, now), .sent_ns = now };
     if (proto_encode_route(sw->b, &r) == 0)
-        s_send(sw, w->ctl);
+        lp_send(sw, w->ctl);
     if (proto_encode_heartbeat(sw->b, &hb) == 0)
-        s_send(sw, w->ctl);
+        lp_send(sw, w->ctl);
     w->route_seq = hb.seq;
     w->routed_next = -2; /* its place in the chain is set when it goes LIVE */
 }
@@ -1179,7 +852,7 @@ void lp_close_all(llm_swarm *sw)
         msg_bye bye = { .reason = "done" };
         if (w->pid > 0 && w->cont_at_ns)
             kill(w->pid, SIGCONT); /* a stopped worker hears its bye */
-        if (s_attached(w) && w->state != LW_JOIN_HELLO && proto_encode_bye(sw->b, &bye) == 0) {
+        if (lp_attached(w) && w->state != LW_JOIN_HELLO && proto_encode_bye(sw->b, &bye) == 0) {
             zmq_setsockopt(w->ctl, ZMQ_LINGER, &linger, sizeof linger);
             zmq_send(w->ctl, proto_buf_data(sw->b), proto_buf_len(sw->b), ZMQ_DONTWAIT);
         }

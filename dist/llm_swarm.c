@@ -11,6 +11,7 @@
  */
 #include "dist/llm_swarm.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -369,31 +370,65 @@ static void s_gate(llm_swarm *sw, uint32_t at_pos)
     pthread_cond_broadcast(&sw->cv);
 }
 
-static int s_layers_locked(llm_swarm *sw, uint64_t session, const int32_t *tokens, float *x,
-                           uint32_t n, uint32_t pos0, char *err, size_t errlen)
+/* One pass of k sessions' rows (one after another in x) through every unit: one act
+ * (several sessions: "sg", each weight read once for all), run again, whole, after a loss
+ * (each session's input rows are kept in its xin) until it is done or fails. */
+static int s_pass_locked(llm_swarm *sw, const llm_hook_seg *hs, uint32_t k, float *x, char *err,
+                         size_t errlen)
 {
     char how[256];
-    ls_session *s = s_session(sw, session);
-    if (!s) {
-        snprintf(err, errlen, "session %llu: all %u planned sessions are live",
-                 (unsigned long long)session, sw->o.sessions);
+    ls_session *ss[PROTO_MAX_SEGS];
+    uint32_t total = 0, pos_min = UINT32_MAX;
+    if (!k || k > PROTO_MAX_SEGS) {
+        snprintf(err, errlen, "%u sessions in one pass (1..%d)", k, PROTO_MAX_SEGS);
         return -1;
     }
-    if (!n || n > sw->max_batch || (uint64_t)pos0 + n > sw->n_ctx || pos0 > s->cached) {
-        snprintf(err, errlen, "session %llu: %u positions from %u (batch <= %u, context %u, "
-                 "%u cached)", (unsigned long long)session, n, pos0, sw->max_batch, sw->n_ctx,
-                 s->cached);
-        return -1;
+    for (uint32_t i = 0; i < k; i++)
+        total += hs[i].n;
+    for (uint32_t i = 0; i < k; i++) {
+        ls_session *s = ss[i] = s_session(sw, hs[i].session);
+        if (!s) {
+            snprintf(err, errlen, "session %llu: all %u planned sessions are live",
+                     (unsigned long long)hs[i].session, sw->o.sessions);
+            return -1;
+        }
+        for (uint32_t j = 0; j < i; j++)
+            if (ss[j] == s) {
+                snprintf(err, errlen, "session %llu: twice in one pass",
+                         (unsigned long long)hs[i].session);
+                return -1;
+            }
+        uint32_t n = hs[i].n, pos0 = hs[i].pos0;
+        if (!n || total > sw->max_batch || (uint64_t)pos0 + n > sw->n_ctx || pos0 > s->cached) {
+            snprintf(err, errlen, "session %llu: %u positions from %u (batch <= %u, context %u, "
+                     "%u cached)", (unsigned long long)hs[i].session, n, pos0, sw->max_batch,
+                     sw->n_ctx, s->cached);
+            return -1;
+        }
+        if (pos0 < pos_min)
+            pos_min = pos0;
     }
-    /* the positions before this pass are what a rebuild replays (a rewind drops the rest) */
-    memcpy(s->tok + pos0, tokens, n * sizeof *tokens);
-    s->cached = pos0;
-    size_t bytes = (size_t)n * sw->dim * sizeof(float);
-    memcpy(s->xin, x, bytes);
-    ls_pass p = { .session = session, .x = x, .n = n, .pos0 = pos0, .stop = (int)sw->n - 1,
-                  .cached = &s->cached };
+    ls_pass p = { .session = hs[0].session, .x = x, .n = total, .pos0 = hs[0].pos0,
+                  .stop = (int)sw->n - 1 };
+    for (uint32_t i = 0, row = 0; i < k; row += hs[i++].n) {
+        ls_session *s = ss[i];
+        /* the positions before this pass are what a rebuild replays (a rewind drops the
+         * rest) */
+        memcpy(s->tok + hs[i].pos0, hs[i].tokens, hs[i].n * sizeof *hs[i].tokens);
+        s->cached = hs[i].pos0;
+        memcpy(s->xin, x + (size_t)row * sw->dim, (size_t)hs[i].n * sw->dim * sizeof(float));
+        if (k == 1) { /* one session: the act it always was (no "sg") */
+            p.cached = &s->cached;
+        } else {
+            p.segs[i].session = hs[i].session;
+            p.segs[i].pos0 = hs[i].pos0;
+            p.segs[i].n = hs[i].n;
+            p.segs[i].cached = &s->cached;
+        }
+    }
+    p.n_segs = k > 1 ? k : 0;
     for (;;) {
-        s_gate(sw, pos0);
+        s_gate(sw, pos_min);
         if (sw->fatal[0]) {
             snprintf(err, errlen, "%s", sw->fatal);
             return -1;
@@ -404,24 +439,28 @@ static int s_layers_locked(llm_swarm *sw, uint64_t session, const int32_t *token
             p.state = LP_RERUN;
             while (sw->polling) /* the result socket is the poller's until it is back */
                 pthread_cond_wait(&sw->cv, &sw->mu);
-            s_failover_now(sw, lost, how, pos0);
+            s_failover_now(sw, lost, how, pos_min);
         }
         while (p.state == LP_RUN)
-            s_pump(sw, pos0);
+            s_pump(sw, pos_min);
         if (p.state == LP_DONE)
             break;
         if (p.state == LP_FAIL) {
             snprintf(err, errlen, "%s", sw->fatal[0] ? sw->fatal : p.err);
             return -1;
         }
-        /* LP_RERUN: the units it had passed rewrite the same rows with the same bits */
-        memcpy(x, s->xin, bytes);
+        /* LP_RERUN: the units it had passed rewrite the same rows with the same bits; every
+         * session of it was rebuilt to its cached count (s_replay), so the whole pass runs
+         * again from each one's input */
+        for (uint32_t i = 0, row = 0; i < k; row += hs[i++].n)
+            memcpy(x + (size_t)row * sw->dim, ss[i]->xin,
+                   (size_t)hs[i].n * sw->dim * sizeof(float));
     }
     uint64_t now = util_now_ns();
     for (uint32_t i = 0; i < sw->n; i++)
         if (sw->w[i].fo >= 0 && sw->w[i].state != LW_LIVE) {
             llm_failover *f = &sw->fo[sw->w[i].fo];
-            f->degraded_tokens += n;
+            f->degraded_tokens += total;
             f->degraded_ms = (double)(now - f->lost_ns) / 1e6 - f->rebuild_ms;
         }
     return 0;
@@ -431,8 +470,171 @@ static int s_layers(void *ctx, uint64_t session, const int32_t *tokens, float *x
                     uint32_t pos0, char *err, size_t errlen)
 {
     llm_swarm *sw = ctx;
+    llm_hook_seg one = { .session = session, .tokens = tokens, .pos0 = pos0, .n = n };
     pthread_mutex_lock(&sw->mu);
-    int rc = s_layers_locked(sw, session, tokens, x, n, pos0, err, errlen);
+    int rc = s_pass_locked(sw, &one, 1, x, err, errlen);
+    pthread_mutex_unlock(&sw->mu);
+    return rc;
+}
+
+static int s_segs(void *ctx, const llm_hook_seg *segs, uint32_t k, float *x, char *err,
+                  size_t errlen)
+{
+    llm_swarm *sw = ctx;
+    pthread_mutex_lock(&sw->mu);
+    int rc = s_pass_locked(sw, segs, k, x, err, errlen);
+    pthread_mutex_unlock(&sw->mu);
+    return rc;
+}
+
+/* Threads of process pid (0: ours) pinned to the shared core: to every core the caller had
+ * (on), or back to that core (off: exactly those that were moved). A pipelined prefill keeps
+ * several stages busy at once, which one shared core cannot; decoding keeps one stage busy at
+ * a time and goes back to the shared core, where no hop wakes an idle one (s_colocate). */
+static void s_spread_pid(llm_swarm *sw, pid_t pid)
+{
+    char dir[64];
+    snprintf(dir, sizeof dir, pid ? "/proc/%d/task" : "/proc/self/task", (int)pid);
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    cpu_set_t one, cur;
+    CPU_ZERO(&one);
+    CPU_SET(sw->cpu, &one);
+    while (d && (e = readdir(d)) && sw->n_spread < LS_MAX_SPREAD) {
+        pid_t tid = (pid_t)atoi(e->d_name);
+        if (tid > 0 && !sched_getaffinity(tid, sizeof cur, &cur) && CPU_EQUAL(&cur, &one) &&
+            !sched_setaffinity(tid, sizeof sw->cpus0, &sw->cpus0))
+            sw->spread[sw->n_spread++] = tid;
+    }
+    if (d)
+        closedir(d);
+}
+
+static void s_spread(llm_swarm *sw, int on)
+{
+    if (sw->cpu < 0)
+        return;
+    if (!on) {
+        cpu_set_t one;
+        CPU_ZERO(&one);
+        CPU_SET(sw->cpu, &one);
+        for (uint32_t i = 0; i < sw->n_spread; i++) /* a thread gone since: ESRCH, moot */
+            sched_setaffinity(sw->spread[i], sizeof one, &one);
+        sw->n_spread = 0;
+        return;
+    }
+    s_spread_pid(sw, 0);
+    for (uint32_t i = 0; i < sw->n; i++)
+        if (sw->w[i].pid > 0)
+            s_spread_pid(sw, sw->w[i].pid);
+}
+
+/* A prompt as acts in flight through the route at once: chunk c + 1 leaves as soon as chunk
+ * c has (at most workers + 1 in flight), so while one worker runs chunk c the one before it
+ * runs c + 1. Each worker takes its acts in order (one data connection from each sender, one
+ * activation at a time, a FIFO even under an emulated link's jitter), so its KV cache holds
+ * chunk c's rows before c + 1 attends over them. Chunks finish in order, so the session's
+ * cached count (set as each is done) is always a prefix: after a loss the caches are rebuilt
+ * to it and the chunks not done run again from their embedding rows. */
+static int s_prefill_locked(llm_swarm *sw, uint64_t session, const int32_t *tokens, float *x,
+                            uint32_t n, uint32_t pos0, uint32_t batch, char *err, size_t errlen)
+{
+    char how[256];
+    ls_session *s = s_session(sw, session);
+    if (!s) {
+        snprintf(err, errlen, "session %llu: all %u planned sessions are live",
+                 (unsigned long long)session, sw->o.sessions);
+        return -1;
+    }
+    if (!n || !batch || batch > sw->max_batch || (uint64_t)pos0 + n > sw->n_ctx ||
+        pos0 > s->cached) {
+        snprintf(err, errlen, "session %llu: a prompt of %u positions from %u (chunks of %u, "
+                 "batch <= %u, context %u, %u cached)", (unsigned long long)session, n, pos0,
+                 batch, sw->max_batch, sw->n_ctx, s->cached);
+        return -1;
+    }
+    /* chunks of the batch: the workers' buffers are planned for it and the matrix kernels
+     * are at their best there; the runner's span (4 chunks a worker, prefill_span) keeps the
+     * pipeline's fill and drain to about a quarter of a call */
+    uint32_t chunk = batch, nc = (n + chunk - 1) / chunk;
+    uint32_t window = sw->n + 1, done = 0, next = 0;
+    ls_pass *ps = calloc(nc, sizeof *ps);
+    if (!ps) {
+        snprintf(err, errlen, "session %llu: out of memory for %u chunks",
+                 (unsigned long long)session, nc);
+        return -1;
+    }
+    memcpy(s->tok + pos0, tokens, n * sizeof *tokens);
+    s->cached = pos0;
+    for (uint32_t c = 0; c < nc; c++) {
+        uint32_t p = c * chunk;
+        ps[c] = (ls_pass){ .session = session, .x = x + (size_t)p * sw->dim,
+                           .n = n - p < chunk ? n - p : chunk, .pos0 = pos0 + p,
+                           .stop = (int)sw->n - 1, .cached = &s->cached };
+    }
+    int rc = -1;
+    sw->prefills++;
+    if (nc > 1)
+        s_spread(sw, 1);
+    while (done < nc) {
+        s_gate(sw, ps[done].pos0);
+        if (sw->fatal[0]) {
+            snprintf(err, errlen, "%s", sw->fatal);
+            goto out;
+        }
+        while (next < nc && next - done < window && !sw->settling) {
+            int lost, st = lp_start(sw, &ps[next], &lost, how, sizeof how);
+            if (st == LP_LOST) {
+                ps[next].state = LP_RERUN;
+                while (sw->polling)
+                    pthread_cond_wait(&sw->cv, &sw->mu);
+                s_failover_now(sw, lost, how, ps[done].pos0);
+                next++;
+                break;
+            }
+            next++;
+            if (sw->n_inflight > sw->max_inflight)
+                sw->max_inflight = sw->n_inflight;
+        }
+        while (ps[done].state == LP_RUN)
+            s_pump(sw, ps[done].pos0);
+        while (done < next && ps[done].state == LP_DONE)
+            done++;
+        for (uint32_t c = done; c < next; c++)
+            if (ps[c].state == LP_FAIL) {
+                snprintf(err, errlen, "%s", sw->fatal[0] ? sw->fatal : ps[c].err);
+                goto out;
+            }
+        if (done < next && ps[done].state == LP_RERUN) {
+            /* a loss or a replay: everything in flight was stopped (lp_abort_all: every one
+             * of ours is RERUN, none left in flight) and the caches rebuilt to the chunks
+             * done; the others run again, in order, from their embedding rows */
+            if (s_embed(sw, s->tok + ps[done].pos0, (next - done - 1) * chunk + ps[next - 1].n,
+                        ps[done].x, err, errlen))
+                goto out;
+            next = done;
+        }
+    }
+    rc = 0;
+    uint64_t now = util_now_ns();
+    for (uint32_t i = 0; i < sw->n; i++)
+        if (sw->w[i].fo >= 0 && sw->w[i].state != LW_LIVE) {
+            llm_failover *f = &sw->fo[sw->w[i].fo];
+            f->degraded_tokens += n;
+            f->degraded_ms = (double)(now - f->lost_ns) / 1e6 - f->rebuild_ms;
+        }
+out:
+    s_spread(sw, 0);
+    free(ps);
+    return rc;
+}
+
+static int s_prefill(void *ctx, uint64_t session, const int32_t *tokens, float *x, uint32_t n,
+                     uint32_t pos0, uint32_t batch, char *err, size_t errlen)
+{
+    llm_swarm *sw = ctx;
+    pthread_mutex_lock(&sw->mu);
+    int rc = s_prefill_locked(sw, session, tokens, x, n, pos0, batch, err, errlen);
     pthread_mutex_unlock(&sw->mu);
     return rc;
 }
@@ -859,6 +1061,39 @@ void llm_swarm_hook(llm_swarm *sw, llm_layers_hook *h)
     *h = (llm_layers_hook){ .layers = s_layers, .end = s_end, .trim = s_trim,
                             .active = s_active, .cached = s_cached, .ctx = sw,
                             .max_batch = sw->max_batch, .n_ctx = sw->n_ctx };
+    /* Several sessions share acts when every worker runs them (PROTO_CAP_SEGS); from then on
+     * a worker that joins must too (llm_pipe.c s_on_hello), so no act meets one that would
+     * run every row as the first session's. */
+    pthread_mutex_lock(&sw->mu);
+    int all = sw->o.sessions > 1;
+    for (uint32_t i = 0; i < sw->n; i++)
+        if (sw->w[i].state == LW_LIVE && !(sw->w[i].caps & PROTO_CAP_SEGS))
+            all = 0;
+    if (all) {
+        sw->segs_on = 1;
+        h->segs = s_segs;
+    }
+    /* Pipelined prefill overlaps stages: on one machine that needs cores for two stages at
+     * once. Workers that already use every core each (threads = cores) gain nothing from
+     * overlapping and contend (docs/measurements/2026-12-02-batching.md). Listed workers
+     * run elsewhere. */
+    cpu_set_t cs;
+    int threads = sw->o.threads > 0 ? sw->o.threads : 1;
+    int cores = sw->cpu >= 0 ? CPU_COUNT(&sw->cpus0)
+                             : !sched_getaffinity(0, sizeof cs, &cs) ? CPU_COUNT(&cs) : 1;
+    int overlap = sw->o.n_hosts || 2 * threads <= cores;
+    if (!sw->o.no_pipeline && overlap && sw->n > 1) {
+        h->prefill = s_prefill;
+        /* a call of 4 chunks a worker: fill and drain (workers - 1 chunks' time each) cost
+         * at most about a quarter of it */
+        h->prefill_span = 4 * sw->n * sw->max_batch;
+    }
+    log_info("prompts %s (%u workers x %d threads, %d cores here)",
+             h->prefill ? "pipelined: several chunks in flight through the workers"
+             : sw->o.no_pipeline ? "one batch at a time (--no-pipeline)"
+                                 : "one batch at a time: overlapped stages would share cores",
+             sw->n, threads, cores);
+    pthread_mutex_unlock(&sw->mu);
 }
 
 const partition_llm_plan *llm_swarm_plan(const llm_swarm *sw) { return sw->plan; }

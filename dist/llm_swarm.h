@@ -55,6 +55,8 @@ typedef struct {
     int respawn;                  /* start a fresh worker for a lost one's layers (a listed
                                    * one: say hello to it again until it answers) */
     uint32_t slowdown;            /* test knob: workers compute every activation N times */
+    int no_pipeline;              /* a prompt's batches one after another, each awaited (else
+                                   * pipelined: several in flight through the route) */
     fault_t faults[FAULT_MAX];    /* worker "wI" (the I-th, listed or spawned) or a listed
                                    * worker's name; at = the first position of the pass that
                                    * injects it (the caller maps generated tokens to positions) */

@@ -1,7 +1,8 @@
 /* llm_swarm_int.h — the one coordinator's state, shared by llm_pipe.c (the worker processes,
- * the wire, the pass through the route) and the two policies on it: llm_swarm.c (a real
- * model's sessions, failover with cache rebuilds) and steps.c (the dense lab's steps). They
- * call llm_pipe.c, never the other way. Not an API. dist/ */
+ * the control plane, the routes), llm_pass.c (the wire, the pass through the route) and the
+ * two policies on them: llm_swarm.c (a real model's sessions, failover with cache rebuilds)
+ * and steps.c (the dense lab's steps). They call llm_pipe/llm_pass, never the other way. Not
+ * an API. dist/ */
 #ifndef SWARM_LLM_SWARM_INT_H
 #define SWARM_LLM_SWARM_INT_H
 
@@ -100,6 +101,7 @@ typedef struct {
     uint64_t probe_ns;            /* lost, kept alive (steps): when it was last said hello to */
     uint64_t hello_ns;            /* when it last answered hello */
     uint32_t hello_pid;           /* its process id, as that hello said */
+    uint32_t caps;                /* PROTO_CAP_* its last hello announced */
     /* Rejoin without a second stall (llm_rejoin.c): while its layers run here, the input of
      * its first layer at every position of every live session is kept (rec, sessions x
      * n_ctx x dim; rec_n[k]: positions 0..rec_n[k]-1 of session slot k held), and a fresh
@@ -140,6 +142,7 @@ typedef struct {
 /* A pass in flight: one session's n positions through units 0..stop. Its owner waits on it
  * (llm_swarm.c); whoever collects its result moves it on (llm_pipe.c). */
 enum { LP_RUN = 0, LP_DONE, LP_RERUN, LP_FAIL };
+#define LS_MAX_SPREAD 512         /* threads a prefill moves off the shared core */
 typedef struct ls_pass {
     uint64_t session;
     float *x;
@@ -151,6 +154,15 @@ typedef struct ls_pass {
     uint64_t req;                 /* the act awaited (0: none) */
     int state;
     uint32_t *cached;             /* set to pos0 + n when it is done (NULL: replays) */
+    /* n_segs > 0: several sessions' rows one after another in x (continuous batching: one
+     * act, "sg", each weight read once for all); session/pos0 are the first's, n their sum,
+     * and each segment's cached is set when the pass is done. 0: session/pos0/n alone. */
+    uint32_t n_segs;
+    struct {
+        uint64_t session;
+        uint32_t pos0, n;
+        uint32_t *cached;
+    } segs[PROTO_MAX_SEGS];
     /* what each stage did (the dense lab's stage times; dist/steps.c): the traces of every
      * result it took, its units run here appended */
     msg_trace tr[PROTO_MAX_TRACE];
@@ -204,6 +216,12 @@ struct llm_swarm {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     int mu_init, polling, settling;
+    uint64_t prefills;            /* pipelined prefills run */
+    pid_t spread[LS_MAX_SPREAD];  /* threads moved off the shared core for a prefill */
+    uint32_t n_spread;
+    uint32_t max_inflight;        /* the most passes in flight at once */
+    int segs_on;                  /* the runner was given the segs hook: every worker that
+                                   * joins must announce PROTO_CAP_SEGS */
     ls_pass *inflight;
     uint32_t n_inflight;
     char fatal[768];              /* a failover that could not be done: every pass fails */

@@ -17,6 +17,8 @@
 #include "base/exitcode.h"
 #include "dist/worker_int.h"
 
+_Static_assert(PROTO_MAX_SEGS <= SLICE_MAX_SEGS, "an act's segments fit one slice step");
+
 
 static volatile sig_atomic_t s_stop;
 
@@ -113,7 +115,8 @@ static void s_on_hello(worker_t *w, const msg_hello *h)
 {
     (void)h;
     msg_hello me = { .cap_bytes = w->cap_bytes, .proto_version = PROTO_VERSION,
-                     .caps = PROTO_CAP_RESIDENT | PROTO_CAP_NETEM | PROTO_CAP_LLM,
+                     .caps = PROTO_CAP_RESIDENT | PROTO_CAP_NETEM | PROTO_CAP_LLM |
+                             PROTO_CAP_SEGS,
                      .pid = (uint32_t)getpid() };
     snprintf(me.id, sizeof me.id, "%s", w->id);
     snprintf(me.data_ep, sizeof me.data_ep, "%s", w->data_ep);
@@ -494,8 +497,15 @@ static void s_serve_begin(worker_t *w, zmq_msg_t *m, uint64_t arrival_ns)
     w->cur_t1 = util_now_ns();
     /* a stateless range (the dense model) takes any session and position: they are the
      * coordinator's numbering of independent steps (runtime/slice.h) */
-    if (compute_start(w->comp, w->slice, a->session, (uint32_t)a->pos, a->n_pos ? a->n_pos : 1,
-                      w->x, w->dim))
+    slice_seg sg[PROTO_MAX_SEGS];
+    uint32_t k = a->segs.n;
+    for (uint32_t i = 0; i < k; i++) /* several sessions' rows in one pass ("sg") */
+        sg[i] = (slice_seg){ .session = a->segs.s[i].session, .pos0 = a->segs.s[i].pos,
+                             .n = a->segs.s[i].n };
+    if (!k)
+        sg[k++] = (slice_seg){ .session = a->session, .pos0 = (uint32_t)a->pos,
+                               .n = a->n_pos ? a->n_pos : 1 };
+    if (compute_start_segs(w->comp, w->slice, sg, k, w->x, w->dim))
         log_error("%s: compute thread refused a job (busy): dropped", w->id);
 }
 

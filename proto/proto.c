@@ -59,6 +59,10 @@
  *              tr     trace, n_trace        array  0..PROTO_MAX_TRACE entries, each an array of 6
  *                                                  uints [stage, wait, deser, compute, ser, send],
  *                                                  stage <= 0xffff
+ *              sg     segs                  array  optional (absent = one session; written only
+ *                                                  when there are segments): 1..PROTO_MAX_SEGS
+ *                                                  arrays [sid >= 1, pos < 2^32, n >= 1], the n
+ *                                                  summing to np; sid/pos = the first's
  *   heartbeat  seq    seq                   uint
  *              ts     sent_ns               uint
  *              busy   busy_ns               uint   optional (0): how long the worker has been
@@ -120,6 +124,7 @@ typedef enum {
     S_STR,   /* char[size], length min..max bytes without the NUL */
     S_X,     /* msg_act: x + dim */
     S_TRACE, /* msg_act: trace + n_trace */
+    S_SEGS,  /* msg_act: segs (optional: written only when segs.n > 0) */
     S_CKSUM, /* msg_assign: checksums, count last-first */
     S_LINK,  /* msg_route: link, a nested map of s_link_f */
     S_BIN,   /* msg_chunk: data + len, at most PROTO_MAX_CHUNK bytes */
@@ -202,6 +207,7 @@ static const s_field s_act_f[] = {
     {"np", S_UINT, offsetof(msg_act, n_pos), sizeof(uint32_t), 0, PROTO_MAX_BATCH, 1},
     S_SPECIAL(msg_act, "x", S_X, x),
     S_SPECIAL(msg_act, "tr", S_TRACE, trace),
+    {"sg", S_SEGS, offsetof(msg_act, segs), sizeof(((msg_act *)0)->segs), 0, 0, 1},
 };
 static const s_field s_hb_f[] = {
     S_U64(msg_heartbeat, "seq", seq),
@@ -362,6 +368,23 @@ static int s_pack_value(msgpack_packer *pk, const s_field *f, const void *body)
         }
         return 0;
     }
+    case S_SEGS: {
+        const msg_act *a = body;
+        uint64_t sum = 0;
+        if (!a->segs.n || a->segs.n > PROTO_MAX_SEGS || msgpack_pack_array(pk, a->segs.n) < 0)
+            return -1;
+        for (uint32_t i = 0; i < a->segs.n; i++) {
+            if (!a->segs.s[i].session || !a->segs.s[i].n || msgpack_pack_array(pk, 3) < 0 ||
+                msgpack_pack_uint64(pk, a->segs.s[i].session) < 0 ||
+                msgpack_pack_uint64(pk, a->segs.s[i].pos) < 0 ||
+                msgpack_pack_uint64(pk, a->segs.s[i].n) < 0)
+                return -1;
+            sum += a->segs.s[i].n;
+        }
+        /* as the decoder takes it: the segments tile x, the first is sid/pos */
+        return sum == (a->n_pos ? a->n_pos : 1) && a->segs.s[0].session == a->session &&
+                       a->segs.s[0].pos == a->pos ? 0 : -1;
+    }
     case S_CKSUM: {
         const msg_assign *a = body; /* first < last <= PROTO_MAX_LAYERS checked by the caller */
         if (msgpack_pack_array(pk, a->last - a->first) < 0)
@@ -387,10 +410,18 @@ static int s_pack_value(msgpack_packer *pk, const s_field *f, const void *body)
     return -1;
 }
 
+/* Is the field written? Every one but an act's "sg" without segments: a one-session act is
+ * byte for byte what it was before "sg" existed. */
+static int s_present(const s_field *f, const void *body)
+{
+    return f->kind != S_SEGS || ((const msg_act *)body)->segs.n > 0;
+}
+
 static int s_pack_fields(msgpack_packer *pk, const s_field *f, size_t nf, const void *body)
 {
     for (size_t i = 0; i < nf; i++)
-        if (s_pack_str(pk, f[i].key, strlen(f[i].key)) < 0 || s_pack_value(pk, &f[i], body) < 0)
+        if (s_present(&f[i], body) &&
+            (s_pack_str(pk, f[i].key, strlen(f[i].key)) < 0 || s_pack_value(pk, &f[i], body) < 0))
             return -1;
     return 0;
 }
@@ -412,7 +443,10 @@ static int s_encode_max(proto_buf *b, uint32_t type, const void *body, size_t ma
         return -1;
     const s_table *t = &s_tables[type];
     b->sb.size = 0; /* reuse the grown buffer: no allocation once warm */
-    if (msgpack_pack_map(&b->pk, 2 + t->n) < 0 || s_pack_str(&b->pk, "v", 1) < 0 ||
+    size_t nk = 0;
+    for (size_t i = 0; i < t->n; i++)
+        nk += s_present(&t->f[i], body);
+    if (msgpack_pack_map(&b->pk, 2 + nk) < 0 || s_pack_str(&b->pk, "v", 1) < 0 ||
         msgpack_pack_uint64(&b->pk, PROTO_VERSION) < 0 || s_pack_str(&b->pk, "t", 1) < 0 ||
         msgpack_pack_uint64(&b->pk, type) < 0 || s_pack_fields(&b->pk, t->f, t->n, body) < 0)
         goto err;
@@ -681,6 +715,36 @@ static int s_trace(s_cur *c, msg_act *a, int depth)
     return 0;
 }
 
+static int s_segs(s_cur *c, msg_act *a, int depth)
+{
+    s_tok t;
+    if (s_want(c, &t, K_ARRAY, "sg") < 0)
+        return -1;
+    if (t.n < 1 || t.n > PROTO_MAX_SEGS)
+        return s_fail(c, "'sg' has %llu segments, expected 1..%d", (unsigned long long)t.n,
+                      PROTO_MAX_SEGS);
+    if (depth + 1 > S_MAX_DEPTH)
+        return s_fail(c, "nesting deeper than %d", S_MAX_DEPTH);
+    for (uint32_t i = 0; i < t.n; i++) {
+        s_tok e;
+        uint64_t sid, pos, n;
+        if (s_want(c, &e, K_ARRAY, "sg[]") < 0)
+            return -1;
+        if (e.n != 3)
+            return s_fail(c, "'sg'[%u] has %llu items, expected 3 [sid, pos, n]", i,
+                          (unsigned long long)e.n);
+        if (s_uint(c, "sg[].sid", 1, UINT64_MAX, &sid) < 0 ||
+            s_uint(c, "sg[].pos", 0, UINT32_MAX, &pos) < 0 ||
+            s_uint(c, "sg[].n", 1, PROTO_MAX_BATCH, &n) < 0)
+            return -1;
+        a->segs.s[i].session = sid;
+        a->segs.s[i].pos = (uint32_t)pos;
+        a->segs.s[i].n = (uint32_t)n;
+    }
+    a->segs.n = (uint32_t)t.n;
+    return 0;
+}
+
 static int s_value(s_cur *c, const s_field *f, void *body, int depth)
 {
     char *p = (char *)body + f->off;
@@ -727,6 +791,8 @@ static int s_value(s_cur *c, const s_field *f, void *body, int depth)
     }
     case S_TRACE:
         return s_trace(c, body, depth);
+    case S_SEGS:
+        return s_segs(c, body, depth);
     case S_CKSUM: {
         msg_assign *a = body;
         if (s_want(c, &t, K_ARRAY, f->key) < 0)
@@ -839,6 +905,23 @@ static int s_act_x(s_cur *c, msg_act *a)
                       (unsigned long long)c->expect_dim * n * sizeof(float), c->expect_dim, n);
     }
     a->dim = dim;
+    if (a->segs.n) { /* the segments tile x: each of its sessions, the first named by sid/pos */
+        uint64_t sum = 0;
+        for (uint32_t i = 0; i < a->segs.n; i++)
+            sum += a->segs.s[i].n;
+        if (sum != n)
+            return s_fail(c, "'sg' segments hold %llu positions, 'np' says %u",
+                          (unsigned long long)sum, n);
+        if (a->segs.s[0].session != a->session || a->segs.s[0].pos != a->pos)
+            return s_fail(c, "'sg' starts at session %llu position %u, 'sid'/'pos' say %llu/%llu",
+                          (unsigned long long)a->segs.s[0].session, a->segs.s[0].pos,
+                          (unsigned long long)a->session, (unsigned long long)a->pos);
+        for (uint32_t i = 0; i < a->segs.n; i++)
+            for (uint32_t j = 0; j < i; j++)
+                if (a->segs.s[i].session == a->segs.s[j].session)
+                    return s_fail(c, "'sg' names session %llu twice",
+                                  (unsigned long long)a->segs.s[i].session);
+    }
     return 0;
 }
 

@@ -35,6 +35,7 @@
 #define PROTO_KEY_LEN 41              /* Z85 CURVE key (40 chars) + NUL */
 #define PROTO_MAX_CHUNK (1u << 20)    /* bytes of model file in one chunk */
 #define PROTO_MAX_BATCH 4096          /* positions in one act (a prompt's batch) */
+#define PROTO_MAX_SEGS 64             /* sessions in one act ("sg") */
 /* Bytes an act frame may hold beside its x: the keys, a full trace (64 stages x 6 uints of at
  * most 9 bytes: 3.5 KiB) and slack for keys a later version adds. */
 #define PROTO_FRAME_HEADROOM (64u << 10)
@@ -81,6 +82,10 @@ _Static_assert(PERR_VERSION == 1 && PERR_INTERNAL == 7, "error codes are pinned"
  * "np" and the assign's "ctx"/"ns"/"mb" are optional keys an older worker would skip, so it
  * would take a batch for one position (its x-length check refuses that) or keep no caches. */
 #define PROTO_CAP_LLM 0x4u
+/* Runs an act carrying several sessions' positions ("sg": continuous batching on the resident
+ * arm). An older worker would skip "sg" and run every row as the first session's, so a
+ * coordinator sends such an act only to workers that announce this bit. */
+#define PROTO_CAP_SEGS 0x8u
 
 typedef struct {
     char id[PROTO_MAX_STR];        /* worker id, e.g. "w0" */
@@ -165,6 +170,16 @@ typedef struct {
                                     * caller's buffer of >= dim x the positions it allows */
     uint32_t n_trace;
     msg_trace trace[PROTO_MAX_TRACE];
+    /* Optional "sg" (PROTO_CAP_SEGS): the act carries several sessions' rows, one segment
+     * after another in x, each n positions of its session from pos; their n sum to n_pos,
+     * and session/pos above are the first segment's. n = 0 (absent): one session, as ever. */
+    struct {
+        uint32_t n;
+        struct {
+            uint64_t session;      /* >= 1 */
+            uint32_t pos, n;       /* n >= 1 */
+        } s[PROTO_MAX_SEGS];
+    } segs;
 } msg_act;                         /* MSG_ACT and MSG_RESULT share this body */
 
 /* The coordinator sends seq and sent_ns; the worker echoes them with its progress, so the

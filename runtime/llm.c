@@ -618,6 +618,15 @@ void llm_session_set_threads(llm_session *s, int nthreads)
         arch_run_set_threads(s->run, s->nthreads);
 }
 
+uint32_t llm_session_span(const llm_session *s)
+{
+    const llm_model *m = s->m;
+    if (m->arm != LLM_ARM_RESIDENT || !m->hook.prefill || m->batch ||
+        m->hook.prefill_span <= s->n_batch)
+        return s->n_batch;
+    return m->hook.prefill_span < s->n_ctx ? m->hook.prefill_span : s->n_ctx;
+}
+
 uint32_t llm_session_pos(const llm_session *s)
 {
     const llm_model *m = s->m;
@@ -721,6 +730,59 @@ const char *llm_model_fault(const llm_model *m)
     return atomic_load(&((llm_model *)m)->faulted) ? m->fault : NULL;
 }
 
+/* The embedding rows of n tokens into x (n x dim), the family's scale applied. */
+static int s_embed(const llm_model *m, const int32_t *tokens, uint32_t n, float *x, char *err,
+                   size_t errlen)
+{
+    const arch_model *am = &m->am;
+    uint32_t d = am->hp.dim;
+    char why[160];
+    for (uint32_t p = 0; p < n; p++) {
+        const uint8_t *row = (const uint8_t *)m->tok_embd + (uint64_t)tokens[p] *
+                                                                am->tok_embd.row_bytes;
+        if (quant_dequantize_row((quant_type)am->tok_embd.type, row, x + (size_t)p * d, d, why,
+                                 sizeof why)) {
+            arch_err(err, errlen, m->g->path, "token_embd.weight: %s", why);
+            return -1;
+        }
+    }
+    arch_embed_finish(am, x, n);
+    return 0;
+}
+
+static int s_head(llm_session *s, uint32_t n, float *logits, int all, char *err,
+                  size_t errlen);
+
+/* The resident arm's prompt through the workers as chunks in flight at once (hook.prefill):
+ * n positions from n_past, the last one's logits. The same bits as s_pass over the same
+ * positions: every row is its position's alone. */
+static int s_prefill(llm_session *s, const int32_t *tokens, uint32_t n, float *logits,
+                     char *err, size_t errlen)
+{
+    const llm_model *m = s->m;
+    uint32_t d = m->am.hp.dim;
+    float *x = malloc((size_t)n * d * sizeof(float));
+    if (!x) {
+        arch_err(err, errlen, m->g->path, "out of memory for a prompt of %u positions", n);
+        return -1;
+    }
+    int rc = s_embed(m, tokens, n, x, err, errlen);
+    if (!rc && atomic_load(&s->m->faulted)) {
+        snprintf(err, errlen, "%s", s->m->fault);
+        rc = -1;
+    }
+    if (!rc)
+        rc = m->hook.prefill(m->hook.ctx, s->id, tokens, x, n, s->n_past, s->n_batch, err,
+                             errlen);
+    if (!rc) {
+        memcpy(s->x, x + (size_t)(n - 1) * d, d * sizeof(float)); /* the head's row */
+        s->n_past += n;
+        s->n_high = s->n_past > s->n_high ? s->n_past : s->n_high;
+    }
+    free(x);
+    return rc || !logits ? rc : s_head(s, 1, logits, 0, err, errlen);
+}
+
 /* One pass over n <= n_batch positions starting at n_past. */
 static int s_pass(llm_session *s, const int32_t *tokens, uint32_t n, float *logits, int all,
                   char *err, size_t errlen)
@@ -728,18 +790,8 @@ static int s_pass(llm_session *s, const int32_t *tokens, uint32_t n, float *logi
     const llm_model *m = s->m;
     const arch_model *am = &m->am;
     const arch_hparams *hp = &am->hp;
-    uint32_t d = hp->dim;
-    char why[160];
-    for (uint32_t p = 0; p < n; p++) {
-        const uint8_t *row = (const uint8_t *)m->tok_embd + (uint64_t)tokens[p] *
-                                                                am->tok_embd.row_bytes;
-        if (quant_dequantize_row((quant_type)am->tok_embd.type, row, s->x + (size_t)p * d, d, why,
-                                 sizeof why)) {
-            arch_err(err, errlen, m->g->path, "token_embd.weight: %s", why);
-            return -1;
-        }
-    }
-    arch_embed_finish(am, s->x, n);
+    if (s_embed(m, tokens, n, s->x, err, errlen))
+        return -1;
     if (atomic_load(&s->m->faulted)) {
         snprintf(err, errlen, "%s", s->m->fault);
         return -1;
@@ -764,8 +816,18 @@ static int s_pass(llm_session *s, const int32_t *tokens, uint32_t n, float *logi
     }
     s->n_past += n;
     s->n_high = s->n_past > s->n_high ? s->n_past : s->n_high;
-    if (!logits)
-        return 0;
+    return logits ? s_head(s, n, logits, all, err, errlen) : 0;
+}
+
+/* The final norm and the head over s->x's last row (all: every one of its n rows). */
+static int s_head(llm_session *s, uint32_t n, float *logits, int all, char *err,
+                  size_t errlen)
+{
+    const llm_model *m = s->m;
+    const arch_model *am = &m->am;
+    const arch_hparams *hp = &am->hp;
+    uint32_t d = hp->dim;
+    char why[160];
     uint32_t first = all ? 0 : n - 1, cnt = all ? n : 1;
     for (uint32_t p = first; p < n; p++)
         arch_rmsnorm(s->x + (size_t)p * d, s->norm_w, s->xn + (size_t)(p - first) * d, d,
@@ -811,6 +873,10 @@ int llm_eval(llm_session *s, const int32_t *tokens, uint32_t n, float *logits, i
             out = logits + (size_t)i * hp->n_vocab;
         else if (logits && last)
             out = logits;
+        /* the resident arm's prompt: every chunk in flight through the workers at once */
+        if (!i && !batched && !s->m->batch && !all && n > chunk &&
+            s->m->arm == LLM_ARM_RESIDENT && s->m->hook.prefill)
+            return s_prefill(s, tokens, n, logits, err, errlen);
         if (batched ? s_batch_step(s, tokens + i, nb, out, err, errlen)
                     : s->m->batch ? s_batch_alone(s, tokens + i, nb, out, all, err, errlen)
                                   : s_pass(s, tokens + i, nb, out, all, err, errlen))
@@ -869,13 +935,15 @@ static void s_batch_free(s_batch **bp)
 int llm_model_batching(llm_model *m, uint32_t max_rows, char *err, size_t errlen)
 {
     const arch_hparams *hp = &m->am.hp;
-    if (m->arm == LLM_ARM_RESIDENT) {
-        arch_err(err, errlen, m->g->path, "continuous batching runs on the reference and SSD "
-                 "arms");
+    if (m->arm == LLM_ARM_RESIDENT && !m->hook.segs) {
+        arch_err(err, errlen, m->g->path, "continuous batching on the resident arm needs "
+                 "layers that run several sessions in one pass (llm_layers_hook.segs)");
         return -1;
     }
     if (m->batch)
         return 0;
+    if (m->arm == LLM_ARM_RESIDENT && max_rows > m->hook.max_batch)
+        max_rows = m->hook.max_batch; /* one act carries at most max_batch positions */
     uint32_t steps = S_BATCH_MAX_SESSIONS;
     if (m->arm == LLM_ARM_SSD) { /* what the plan counted against the cap, no more */
         max_rows = max_rows < s_ssd_max_pos(&m->o) ? max_rows : s_ssd_max_pos(&m->o);
@@ -893,7 +961,8 @@ int llm_model_batching(llm_model *m, uint32_t max_rows, char *err, size_t errlen
     b->max_rows = max_rows < 1 ? 1 : max_rows;
     b->max_steps = steps;
     /* the SSD arm's layers run in its executor (its own run, planned for these rows) */
-    if (!m->ex && !(b->run = arch_run_new(&m->am, b->max_rows, err, errlen))) {
+    if (!m->ex && m->arm != LLM_ARM_RESIDENT &&
+        !(b->run = arch_run_new(&m->am, b->max_rows, err, errlen))) {
         s_batch_free(&b);
         return -1;
     }
@@ -974,7 +1043,16 @@ static int s_batch_pass(llm_model *m, s_step *const *st, uint32_t k, int nthread
         snprintf(err, errlen, "%s", m->fault);
         return -1;
     }
-    if (m->ex) { /* SSD: each streamed layer read once for every session in the pass */
+    if (m->arm == LLM_ARM_RESIDENT) { /* one act through the workers for every session */
+        llm_hook_seg hs[S_BATCH_MAX_SESSIONS];
+        for (uint32_t i = 0; i < k; i++)
+            hs[i] = (llm_hook_seg){ .session = st[i]->s->id, .tokens = st[i]->tok,
+                                    .pos0 = st[i]->s->n_past, .n = st[i]->n };
+        if (k == 1 ? m->hook.layers(m->hook.ctx, hs[0].session, hs[0].tokens, b->x, hs[0].n,
+                                    hs[0].pos0, err, errlen)
+                   : m->hook.segs(m->hook.ctx, hs, k, b->x, err, errlen))
+            return -1;
+    } else if (m->ex) { /* SSD: each streamed layer read once for every session in the pass */
         uint64_t bad = m->st.content_fail;
         if (exec_step_segs(m->ex, b->x, b->esegs, k, &m->st, err, errlen))
             return -1;

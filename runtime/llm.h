@@ -46,6 +46,11 @@ typedef enum { LLM_ARM_REFERENCE = 0, LLM_ARM_SSD = 1, LLM_ARM_RESIDENT = 2 } ll
  * layers over x (n x dim, in place) at positions pos0.. of session (ids from 1, one per
  * llm_session); end() frees a session's caches wherever they are. */
 typedef struct {
+    uint64_t session;
+    const int32_t *tokens;        /* its n tokens (a rebuild replays them) */
+    uint32_t pos0, n;
+} llm_hook_seg;
+typedef struct {
     int (*layers)(void *ctx, uint64_t session, const int32_t *tokens, float *x, uint32_t n,
                   uint32_t pos0, char *err, size_t errlen);
     void (*end)(void *ctx, uint64_t session);
@@ -62,6 +67,20 @@ typedef struct {
      * reusing an idle slot's prompt runs again what was dropped. */
     void (*active)(void *ctx, uint64_t session, int on);
     uint32_t (*cached)(void *ctx, uint64_t session);
+    /* May be NULL. Several sessions' passes as one (continuous batching, llm_model_batching):
+     * segs[i] is session i's n positions from pos0, its rows one segment after another in x
+     * (their n summing to at most max_batch); every row's bits are those layers() would give
+     * its session alone. */
+    int (*segs)(void *ctx, const llm_hook_seg *segs, uint32_t k, float *x, char *err,
+                size_t errlen);
+    /* May be NULL. A prompt of n positions (x: n x dim, in place) from pos0 of session, in
+     * acts of at most chunk positions that follow each other through the layers' owner at
+     * once (pipelined prefill: while one stage runs chunk c another runs c + 1): every row's
+     * bits are those layers() gives over the same positions in any batches. */
+    int (*prefill)(void *ctx, uint64_t session, const int32_t *tokens, float *x, uint32_t n,
+                   uint32_t pos0, uint32_t chunk, char *err, size_t errlen);
+    uint32_t prefill_span;        /* with prefill: positions one call should carry (several
+                                   * chunks, so the pipeline fills; llm_session_span) */
     void *ctx;
     uint32_t max_batch;           /* positions one call may carry */
     uint32_t n_ctx;               /* positions a session's caches hold */
@@ -142,6 +161,11 @@ void llm_session_set_threads(llm_session *s, int nthreads);
 /* Positions already in the cache (the resident arm: at most what its layers' owner still
  * holds, llm_layers_hook.cached); forget them all. */
 uint32_t llm_session_pos(const llm_session *s);
+/* Prompt positions one llm_eval call should carry: the session's batch, or on a resident arm
+ * that pipelines prompts (llm_layers_hook.prefill) the hook's span, several batches in flight
+ * through the workers at once (a caller that checks for cancellation between calls does so
+ * once a span). */
+uint32_t llm_session_span(const llm_session *s);
 void llm_session_reset(llm_session *s);
 /* Keep only the first pos positions (pos <= llm_session_pos): what follows is run again over
  * them. A conversation whose re-tokenized history differs from the tokens generated keeps its
@@ -151,7 +175,8 @@ void llm_session_rewind(llm_session *s, uint32_t pos);
 /* Bytes of the session's KV cache. */
 uint64_t llm_session_kv_bytes(const llm_session *s);
 
-/* Continuous batching (the reference arm, and the SSD arm planned for several sessions). With it on, llm_eval calls of different sessions
+/* Continuous batching (the reference arm, the SSD arm planned for several sessions, and the
+ * resident arm whose hook has segs: one act carries every session's rows). With it on, llm_eval calls of different sessions
  * made at once from different threads (a server's slots, generate --sessions) join one
  * forward pass: every active session's next position(s) ride together, up to max_rows rows,
  * each weight read once for all of them (arch_layer_forward_segs, and the head over every
@@ -163,7 +188,8 @@ uint64_t llm_session_kv_bytes(const llm_session *s);
  * long prompt delays their next token by one chunk at most. Calls with every position's
  * logits (perplexity) run alone. On the SSD arm a pass holds at most the planned n_batch +
  * n_sessions - 1 positions (max_rows is cut to that) and streams each layer once for every
- * session in it. -1 with err: the resident arm, or out of memory. */
+ * session in it; on the resident arm at most the hook's max_batch. -1 with err: a resident
+ * arm without the segs hook, or out of memory. */
 int llm_model_batching(llm_model *m, uint32_t max_rows, char *err, size_t errlen);
 /* The session is in a request (1) or idle (0): a pass waits only for active sessions, and the
  * resident arm's rebuild after a loss replays only active sessions (llm_layers_hook.active). */

@@ -201,49 +201,91 @@ int slice_step(slice_t *s, uint64_t session, uint32_t pos0, uint32_t n, float *x
 int slice_step_stats(slice_t *s, uint64_t session, uint32_t pos0, uint32_t n, float *x,
                      exec_stats *st, char *err, size_t errlen)
 {
+    slice_seg one = { .session = session, .pos0 = pos0, .n = n };
+    return slice_step_segs(s, &one, 1, x, st, err, errlen);
+}
+
+/* seg's slot (a free one taken for a new session), checked as a step of it. NULL with err. */
+static s_slot *s_seg_slot(slice_t *s, const slice_seg *g, uint32_t total, char *err,
+                          size_t errlen)
+{
     char what[64];
-    snprintf(what, sizeof what, "session %llu", (unsigned long long)session);
-    /* Nothing cached: any step, in any order, under any session and position (a dense step
-     * is numbered by its caller; the numbers change nothing it computes). */
-    if (s->stateless) {
-        if (!n || n > s->max_batch) {
-            util_errf(err, errlen, what, "%u positions (1..%u)", n, s->max_batch);
-            return -1;
-        }
-        return exec_step_n(s->e, x, n, 0, NULL, st, err, errlen);
+    snprintf(what, sizeof what, "session %llu", (unsigned long long)g->session);
+    if (!g->session || !g->n || total > s->max_batch) {
+        util_errf(err, errlen, what, "%u positions (1..%u), session id >= 1", total,
+                  s->max_batch);
+        return NULL;
     }
-    if (!session || !n || n > s->max_batch) {
-        util_errf(err, errlen, what, "%u positions (1..%u), session id >= 1", n, s->max_batch);
-        return -1;
+    if ((uint64_t)g->pos0 + g->n > s->n_ctx) {
+        util_errf(err, errlen, what, "positions %u..%u pass the context of %u", g->pos0,
+                  g->pos0 + g->n - 1, s->n_ctx);
+        return NULL;
     }
-    if ((uint64_t)pos0 + n > s->n_ctx) {
-        util_errf(err, errlen, what, "positions %u..%u pass the context of %u", pos0,
-                  pos0 + n - 1, s->n_ctx);
-        return -1;
-    }
-    s_slot *sl = s_find(s, session);
+    s_slot *sl = s_find(s, g->session);
     if (!sl) {
         if (!(sl = s_find(s, 0))) {
             util_errf(err, errlen, what, "all %u session slots hold live sessions (a session "
                       "end frees one)", s->n_slots);
-            return -1;
+            return NULL;
         }
         if (s_slot_alloc(s, sl)) {
             s_slot_free(s, sl);
             util_errf(err, errlen, what, "out of memory for its KV caches");
+            return NULL;
+        }
+        sl->session = g->session;
+    }
+    if (g->pos0 > sl->cached) {
+        util_errf(err, errlen, what, "positions from %u, but only 0..%d are cached", g->pos0,
+                  (int)sl->cached - 1);
+        return NULL;
+    }
+    return sl;
+}
+
+int slice_step_segs(slice_t *s, const slice_seg *segs, uint32_t k, float *x, exec_stats *st,
+                    char *err, size_t errlen)
+{
+    if (!k || k > SLICE_MAX_SEGS) {
+        snprintf(err, errlen, "%u sessions in one step (1..%d)", k, SLICE_MAX_SEGS);
+        return -1;
+    }
+    /* Nothing cached: any step, in any order, under any session and position (a dense step
+     * is numbered by its caller; the numbers change nothing it computes). */
+    if (s->stateless) {
+        char what[64];
+        snprintf(what, sizeof what, "session %llu", (unsigned long long)segs[0].session);
+        if (k != 1) {
+            util_errf(err, errlen, what, "%u sessions in one step of a stateless range", k);
             return -1;
         }
-        sl->session = session;
+        if (!segs[0].n || segs[0].n > s->max_batch) {
+            util_errf(err, errlen, what, "%u positions (1..%u)", segs[0].n, s->max_batch);
+            return -1;
+        }
+        return exec_step_n(s->e, x, segs[0].n, 0, NULL, st, err, errlen);
     }
-    if (pos0 > sl->cached) {
-        util_errf(err, errlen, what, "positions from %u, but only 0..%d are cached", pos0,
-                  (int)sl->cached - 1);
-        return -1;
+    uint32_t total = 0;
+    for (uint32_t i = 0; i < k; i++)
+        total += segs[i].n;
+    s_slot *sl[SLICE_MAX_SEGS];
+    exec_seg es[SLICE_MAX_SEGS];
+    for (uint32_t i = 0; i < k; i++) {
+        for (uint32_t j = 0; j < i; j++)
+            if (segs[j].session == segs[i].session) {
+                snprintf(err, errlen, "session %llu: twice in one step",
+                         (unsigned long long)segs[i].session);
+                return -1;
+            }
+        if (!(sl[i] = s_seg_slot(s, &segs[i], total, err, errlen)))
+            return -1;
+        es[i] = (exec_seg){ .kv = sl[i]->kv, .pos0 = segs[i].pos0, .n = segs[i].n };
     }
-    if (exec_step_n(s->e, x, n, pos0, sl->kv, st, err, errlen))
+    if (exec_step_segs(s->e, x, es, k, st, err, errlen))
         return -1;
     /* a step from pos0 makes rows past pos0+n stale: they were computed over other tokens */
-    sl->cached = pos0 + n;
+    for (uint32_t i = 0; i < k; i++)
+        sl[i]->cached = segs[i].pos0 + segs[i].n;
     return 0;
 }
 

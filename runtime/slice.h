@@ -71,6 +71,19 @@ int slice_step(slice_t *s, uint64_t session, uint32_t pos0, uint32_t n, float *x
 /* The same, adding what the executor did to *st (reads, waits, content-gate hashes). */
 int slice_step_stats(slice_t *s, uint64_t session, uint32_t pos0, uint32_t n, float *x,
                      exec_stats *st, char *err, size_t errlen);
+/* One session's rows of a step of several (continuous batching on the resident arm). */
+typedef struct {
+    uint64_t session;             /* >= 1 */
+    uint32_t pos0, n;
+} slice_seg;
+#define SLICE_MAX_SEGS EXEC_MAX_SEGS
+/* Run the range once over k sessions' rows, one segment after another in x (their n summing
+ * to at most max_batch): each weight is read once for all rows (exec_step_segs) and every
+ * row's bits are those its session's step alone would give. Each segment is checked as
+ * slice_step checks a step, a session may appear once, and nothing runs unless every segment
+ * passes (-1 with err naming the session). A stateless range takes one segment only. */
+int slice_step_segs(slice_t *s, const slice_seg *segs, uint32_t k, float *x, exec_stats *st,
+                    char *err, size_t errlen);
 /* Does the range keep no state between steps (no KV cache: the dense lab model)? */
 int slice_stateless(const slice_t *s);
 /* Wait for every read in flight (before /proc/self/io is read for the cache gate). */

@@ -302,9 +302,11 @@ serve_sched *sched_new(serve *srv, uint32_t n_slots, uint32_t n_queue, uint32_t 
     s->n_batch = n_ctx < 64 ? n_ctx : 64;
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);
-    /* Continuous batching on the reference arm: the slots' steps share each pass (a prefill
-     * chunk of n_batch plus a decode step of every other slot), each weight read once. */
-    if (n_slots > 1 && llm_model_arm(srv->model) == LLM_ARM_REFERENCE &&
+    /* Continuous batching on the reference and resident arms: the slots' steps share each
+     * pass (a prefill chunk of n_batch plus a decode step of every other slot; the resident
+     * arm's one act per pass carries them all), each weight read once. */
+    if (n_slots > 1 && (llm_model_arm(srv->model) == LLM_ARM_REFERENCE ||
+                        llm_model_arm(srv->model) == LLM_ARM_RESIDENT) &&
         llm_model_batching(srv->model, s->n_batch + n_slots - 1, err, errlen))
         goto err;
     for (uint32_t i = 0; i < n_slots; i++) {

@@ -10,7 +10,7 @@
  * is read-only after opening, and quant's thread pool serialises every call (the products and
  * llama.c's attention both go through it) with one mutex (quant/matvec.c, s_call_mu): the
  * pool's work of different sessions takes turns while the rest (norms, sampling, decoding,
- * HTTP) overlaps. On the reference and SSD arms the slots' steps are batched instead
+ * HTTP) overlaps. On every arm the slots' steps are batched instead
  * (llm_model_batching, turned on by sched_new): one pass carries every slot's next positions
  * and reads each weight once for all of them.
  */

@@ -193,6 +193,40 @@ for k in 0 1 2; do
 done
 eq "multi sessions" "$(jfield "$T/multi.jsonl" sessions)" 3
 eq "multi: several sessions want every core" "$(jfield "$T/multi.jsonl" shared_core)" null
+# ... and they shared acts (continuous batching: one act carries every session's rows, "sg"):
+# fewer passes than positions, each session's logits the reference's all the same
+for k in 0 1 2; do
+    eq "multi session $k logits" "$(jfield "$T/multi.jsonl" per_session.$k.logits_digest)" \
+        "$(jfield "$T/ref_greedy.jsonl" logits_digest)"
+done
+python3 - "$T/multi.jsonl" <<'PY' && ok || bad "multi: sessions did not share acts"
+import json, sys
+d = json.loads(open(sys.argv[1]).read().splitlines()[-1])
+sys.exit(0 if 0 < d["batch_passes"] < d["batch_rows"] and d["acts"] < 3 * d["batch_rows"] else 1)
+PY
+has multi err "batched: "
+# 2 and 4 seeded sessions (session k seeded 3 + k) in shared acts: each one's ids and logits
+# those of the same seed run alone on the reference arm
+for s in 3 4 5 6; do
+    sw ref_s$s generate "$T/m.gguf" --prompt "$P" -n 20 --temp 0.8 --seed $s --batch 3 \
+        --out "$T/ref_s$s.jsonl"
+    expect_rc ref_s$s 0
+done
+# (and with w1 killed while a shared act is in flight, no respawn: its layers run here for
+# every session, each rebuilt, the act run again whole)
+for K in 2 4 4k; do
+    extra=(); [ $K = 4k ] && extra=(--kill-worker w1@6 --no-respawn)
+    sw multi_s$K generate "$T/m.gguf" --prompt "$P" -n 20 --temp 0.8 --seed 3 --batch 3 \
+        --arm resident --workers 3 --sessions ${K%k} "${extra[@]}" --out "$T/multi_s$K.jsonl"
+    expect_rc multi_s$K 0
+    for ((k = 0; k < ${K%k}; k++)); do
+        for d in ids_digest logits_digest; do
+            eq "multi_s$K session $k $d" "$(jfield "$T/multi_s$K.jsonl" per_session.$k.$d)" \
+                "$(jfield "$T/ref_s$((3 + k)).jsonl" $d)"
+        done
+    done
+done
+eq "multi_s4k sessions replayed" "$(jfield "$T/multi_s4k.jsonl" failovers.0.sessions_replayed)" 4
 sw ref_seeded200 generate "$T/m.gguf" --prompt "$P" -n 200 --temp 0.8 --seed 3 --batch 3 \
     --out "$T/ref_seeded200.jsonl"
 expect_rc ref_seeded200 0
@@ -209,6 +243,54 @@ import json, sys
 f = json.loads(open(sys.argv[1]).read().splitlines()[-1])["failovers"][0]
 sys.exit(0 if f["rejoin_ms"] is not None and f["reprefill_tokens"] >= f["tokens_replayed"] else 1)
 PY
+# Pipelined prefill (a prompt's chunks in flight through the workers at once): the same ids
+# and logits as the reference and as --no-pipeline, the same acts; with w1 killed from outside
+# while the prompt is in flight, the chunks done are rebuilt, the rest run again, still exact.
+# The kill lands 40% into the prompt as this run measured it (the workers slowed until the
+# prompt takes at least 2 s), so it is mid-prompt on a slow machine and a fast one alike.
+sw g2 gen --arch llama --dim 256 --layers 6 --heads 4 --kv-heads 2 --ff 512 \
+    --vocab-from "$T/vocab.gguf" --ctx 1024 --seed 9 --type q8_0 -o "$T/m2.gguf"; expect_rc g2 0
+LP=$(python3 -c "print(' '.join(['Once upon a time there was a little girl who lived in a village near the forest.'] * 25))")
+sw pp_ref generate "$T/m2.gguf" --prompt "$LP" -n 8 --temp 0 --batch 32 --out "$T/pp_ref.jsonl"
+expect_rc pp_ref 0
+for pp in pipe nopipe; do
+    extra=(); [ $pp = nopipe ] && extra=(--no-pipeline)
+    sw pp_$pp generate "$T/m2.gguf" --prompt "$LP" -n 8 --temp 0 --batch 32 --arm resident \
+        --workers 3 --threads 1 "${extra[@]}" --out "$T/pp_$pp.jsonl"
+    expect_rc pp_$pp 0
+    for d in ids_digest logits_digest; do
+        eq "pp_$pp $d" "$(jfield "$T/pp_$pp.jsonl" $d)" "$(jfield "$T/pp_ref.jsonl" $d)"
+    done
+done
+eq "pipelined: the same acts" "$(jfield "$T/pp_pipe.jsonl" acts)" "$(jfield "$T/pp_nopipe.jsonl" acts)"
+slow=$(python3 -c "
+import math
+print(min(64, max(2, math.ceil(2000 / max(1.0, $(jfield "$T/pp_nopipe.jsonl" prompt_ms))) + 1)))")
+sw pp_slow generate "$T/m2.gguf" --prompt "$LP" -n 8 --temp 0 --batch 32 --arm resident \
+    --workers 3 --threads 1 --worker-slowdown "$slow" --out "$T/pp_slow.jsonl"
+expect_rc pp_slow 0
+after=$(python3 -c "print($(jfield "$T/pp_slow.jsonl" prompt_ms) * 0.4 / 1000)")
+bound=$(python3 -c "print(max(30, int(20 * $(jfield "$T/pp_slow.jsonl" prompt_ms) / 1000) + 10))")
+echo "pp_kill: workers slowed ${slow}x, w1 killed ${after} s into the prompt"
+"$SWARM_BIN" generate "$T/m2.gguf" --prompt "$LP" -n 8 --temp 0 --batch 32 --arm resident \
+    --workers 3 --threads 1 --worker-slowdown "$slow" --out "$T/pp_kill.jsonl" \
+    >"$T/pp_kill.out" 2>"$T/pp_kill.err" &
+gpid=$!
+for ((i = 0; i < bound * 20; i++)); do grep -q "joined" "$T/pp_kill.err" && break; sleep 0.05; done
+sleep "$after"
+kill -9 $(pgrep -P $gpid -f -- "--id w1") 2>/dev/null
+reap $gpid pp_kill "$bound"
+expect_rc pp_kill 0
+for d in ids_digest logits_digest; do
+    eq "pp_kill $d" "$(jfield "$T/pp_kill.jsonl" $d)" "$(jfield "$T/pp_ref.jsonl" $d)"
+done
+python3 - "$T/pp_kill.jsonl" <<'PY' && ok || bad "pp_kill: not lost mid-prompt or not rebuilt to it"
+import json, sys
+d = json.loads(open(sys.argv[1]).read().splitlines()[-1])
+f = d["failovers"][0]
+sys.exit(0 if 0 < f["at_pos"] < d["tokens_in"] and f["tokens_replayed"] == f["at_pos"] else 1)
+PY
+
 sw multi_kl generate "$T/m.gguf" --prompt "$P" --sessions 2 --kl-base "$T/m.gguf"
 expect_rc multi_kl 2
 has multi_kl err "--sessions runs without --kl-base"

@@ -291,8 +291,12 @@ static int t_same(const proto_msg *a, const proto_msg *b)
     const msg_act *x = &a->u.act, *y = &b->u.act;
     if (x->req != y->req || x->step != y->step || x->epoch != y->epoch || x->hop != y->hop ||
         x->session != y->session || x->pos != y->pos || x->dim != y->dim ||
-        x->n_pos != y->n_pos || x->n_trace != y->n_trace)
+        x->n_pos != y->n_pos || x->n_trace != y->n_trace || x->segs.n != y->segs.n)
         return 0;
+    for (uint32_t i = 0; i < x->segs.n; i++)
+        if (x->segs.s[i].session != y->segs.s[i].session || x->segs.s[i].pos != y->segs.s[i].pos ||
+            x->segs.s[i].n != y->segs.s[i].n)
+            return 0;
     if (y->x && memcmp(x->x, y->x, (size_t)x->dim * (x->n_pos ? x->n_pos : 1) * sizeof(float)))
         return 0;
     for (uint32_t i = 0; i < x->n_trace; i++) {
@@ -1039,6 +1043,77 @@ static void test_batch(proto_buf *b)
           "the dense model to an old worker");
 }
 
+/* Several sessions in one act ("sg", PROTO_CAP_SEGS): written only when there are segments
+ * (a one-session act is what it was), round trip, and every refusal named. */
+static void test_segs(proto_buf *b)
+{
+    t_fill(MSG_ACT, &t_in, 16, 1);
+    t_in.u.act.n_pos = 4;
+    for (uint32_t i = 0; i < 64; i++)
+        t_x[i] = (float)i * 0.25f;
+    CHECK(t_encode(b, &t_in) == 0, "encode a one-session act");
+    t_ent e[T_MAX_ENT];
+    size_t n = t_split(proto_buf_data(b), e), j;
+    int has = 0;
+    for (j = 0; j < n; j++)
+        has |= !strcmp(e[j].name, "sg");
+    CHECK(!has, "a one-session act carries no 'sg'");
+    msg_act *a = &t_in.u.act;
+    a->session = 7;
+    a->pos = 10;
+    a->segs.n = 3;
+    a->segs.s[0].session = 7, a->segs.s[0].pos = 10, a->segs.s[0].n = 1;
+    a->segs.s[1].session = 2, a->segs.s[1].pos = 0, a->segs.s[1].n = 2;
+    a->segs.s[2].session = 9, a->segs.s[2].pos = 4000000000u, a->segs.s[2].n = 1;
+    CHECK(t_encode(b, &t_in) == 0, "encode 3 segments");
+    memset(&t_out, 0, sizeof(t_out));
+    t_out.u.act.x = t_y;
+    int rc = proto_decode_n(proto_buf_data(b), proto_buf_len(b), 16, 4, &t_out, t_err,
+                            sizeof t_err);
+    CHECK(rc == 0 && t_same(&t_in, &t_out) && t_out.u.act.segs.n == 3 &&
+              t_out.u.act.segs.s[2].pos == 4000000000u,
+          "3 segments round trip: rc %d %s", rc, t_err);
+    /* the encoder refuses what the decoder would */
+    a->segs.s[1].n = 1;
+    CHECK(proto_encode_act(b, MSG_ACT, a) == -1, "encode: segments of 3 positions, np 4");
+    a->segs.s[1].n = 2;
+    a->segs.s[0].session = 8;
+    CHECK(proto_encode_act(b, MSG_ACT, a) == -1, "encode: first segment is not sid/pos");
+    a->segs.s[0].session = 7;
+    a->segs.s[1].session = 0;
+    CHECK(proto_encode_act(b, MSG_ACT, a) == -1, "encode: session 0");
+    a->segs.s[1].session = 2;
+    /* decoder refusals, each named: rewrite "sg" by hand */
+    static const struct { const char *what; uint8_t v[32]; size_t vn; const char *want; } bad[] = {
+        {"sum 3", {0x93, 0x93, 0x07, 0x0a, 0x01, 0x93, 0x02, 0x00, 0x01, 0x93, 0x09, 0x00, 0x01},
+         13, "hold 3 positions, 'np' says 4"},
+        {"twice", {0x93, 0x93, 0x07, 0x0a, 0x01, 0x93, 0x07, 0x00, 0x02, 0x93, 0x09, 0x00, 0x01},
+         13, "names session 7 twice"},
+        {"first", {0x92, 0x93, 0x02, 0x0a, 0x02, 0x93, 0x07, 0x00, 0x02}, 9, "'sg' starts at"},
+        {"sid 0", {0x92, 0x93, 0x07, 0x0a, 0x02, 0x93, 0x00, 0x00, 0x02}, 9, "'sg[].sid'"},
+        {"n 0", {0x92, 0x93, 0x07, 0x0a, 0x04, 0x93, 0x03, 0x00, 0x00}, 9, "'sg[].n'"},
+        {"empty", {0x90}, 1, "0 segments"},
+        {"pair", {0x91, 0x92, 0x07, 0x0a}, 4, "expected 3"},
+        {"not array", {0x07}, 1, "'sg'"},
+    };
+    n = t_split(proto_buf_data(b), e);
+    j = t_find(e, n, "sg");
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        t_ent m[T_MAX_ENT];
+        memcpy(m, e, n * sizeof *e);
+        m[j].v = bad[i].v;
+        m[j].vn = bad[i].vn;
+        size_t len = t_join(m, n);
+        rc = proto_decode_n(t_frame, len, 16, 4, &t_out, t_err, sizeof t_err);
+        CHECK(rc == -1 && strstr(t_err, bad[i].want), "sg %s: rc %d %s", bad[i].what, rc, t_err);
+    }
+    a->segs.n = PROTO_MAX_SEGS + 1;
+    CHECK(proto_encode_act(b, MSG_ACT, a) == -1, "encode: %d segments", PROTO_MAX_SEGS + 1);
+    CHECK(PROTO_CAP_SEGS == 0x8u && !(PROTO_CAP_SEGS & (PROTO_CAP_RESIDENT | PROTO_CAP_NETEM |
+                                                        PROTO_CAP_LLM)),
+          "PROTO_CAP_SEGS is its own bit");
+}
+
 static void test_speed(proto_buf *b)
 {
     const int iters = 20000;
@@ -1159,6 +1234,7 @@ int main(int argc, char **argv)
     test_values(b);
     test_garbage(b);
     test_batch(b);
+    test_segs(b);
     test_speed(b);
     test_regressions();
     proto_buf_free(&b);

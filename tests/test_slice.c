@@ -232,6 +232,39 @@ int main(void)
               memcmp(x, y, sizeof(float) * 4 * S_DIM) == 0 && slice_live(b) == 2,
           "a new session in the freed slot: %s", err);
 
+    /* Two sessions' rows in one step (continuous batching: slice_step_segs, each weight read
+     * once): session 11's positions 4..5 and session 7's 12, the bits of each run alone */
+    {
+        slice_seg sg[2] = { { .session = 11, .pos0 = 4, .n = 2 }, { .session = 7, .pos0 = 12,
+                                                                     .n = 1 } };
+        exec_stats st;
+        memset(&st, 0, sizeof st);
+        s_input(x, 3, 777);
+        memcpy(y, x, sizeof(float) * 3 * S_DIM);
+        s_ref_step(&r, 1, 4, 2, x);
+        s_ref_step(&r, 0, 12, 1, x + 2 * S_DIM);
+        int rc = slice_step_segs(a, sg, 2, y, &st, err, sizeof err) ||
+                 slice_step_segs(b, sg, 2, y, &st, err, sizeof err);
+        CHECK(rc == 0 && memcmp(x, y, sizeof(float) * 3 * S_DIM) == 0 &&
+                  slice_cached(b, 11) == 6 && slice_cached(b, 7) == 13,
+              "two sessions in one step: rc %d, same bits %d, cached %u %u (%s)", rc,
+              memcmp(x, y, sizeof(float) * 3 * S_DIM) == 0, slice_cached(b, 11),
+              slice_cached(b, 7), err);
+        /* refused whole, naming the session: a gap in the second, a session twice, a batch
+         * over the plan's; nothing ran (the caches' counts are unchanged) */
+        sg[0] = (slice_seg){ .session = 11, .pos0 = 6, .n = 1 };
+        sg[1] = (slice_seg){ .session = 7, .pos0 = 20, .n = 1 };
+        CHECK(slice_step_segs(a, sg, 2, y, &st, err, sizeof err) == -1 &&
+                  strstr(err, "session 7") && strstr(err, "only 0..12") &&
+                  slice_cached(a, 11) == 6, "segments with a gap: %s", err);
+        sg[1] = (slice_seg){ .session = 11, .pos0 = 7, .n = 1 };
+        CHECK(slice_step_segs(a, sg, 2, y, &st, err, sizeof err) == -1 &&
+                  strstr(err, "session 11: twice"), "a session twice: %s", err);
+        sg[1] = (slice_seg){ .session = 7, .pos0 = 13, .n = 8 };
+        CHECK(slice_step_segs(a, sg, 2, y, &st, err, sizeof err) == -1 && strstr(err, "(1..8)"),
+              "9 positions in two segments: %s", err);
+    }
+
     /* A cap that cannot hold the range beside its caches: refused with the executor's numbers */
     so.first = 0;
     so.last = S_LAYERS;

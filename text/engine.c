@@ -263,8 +263,10 @@ static int s_prefill(engine *e, const engine_request *q, engine_stats *st, char 
     e->n_hist = keep;
     st->n_prompt_eval = q->n_prompt - keep;
     st->n_cached = keep;
-    for (uint32_t i = keep; i < q->n_prompt; i += e->n_batch) {
-        uint32_t nb = q->n_prompt - i < e->n_batch ? q->n_prompt - i : e->n_batch;
+    /* positions per call: the batch, or a pipelined prefill's span (llm_session_span) */
+    uint32_t span = llm_session_span(e->s);
+    for (uint32_t i = keep; i < q->n_prompt; i += span) {
+        uint32_t nb = q->n_prompt - i < span ? q->n_prompt - i : span;
         if (s_cancelled(q))
             return 1;
         if (llm_eval(e->s, q->prompt + i, nb, i + nb == q->n_prompt ? e->logits : NULL, 0, err,
