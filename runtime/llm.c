@@ -76,7 +76,7 @@ struct llm_session {
 static void s_batch_free(s_batch **bp);
 static int s_batch_step(llm_session *s, const int32_t *tok, uint32_t n, float *logits,
                         char *err, size_t errlen);
-static uint32_t s_batch_chunk(llm_session *s, uint32_t n);
+static uint32_t s_batch_chunk(llm_session *s, uint32_t n, uint32_t left);
 static int s_batch_alone(llm_session *s, const int32_t *tok, uint32_t n, float *logits, int all,
                          char *err, size_t errlen);
 
@@ -869,7 +869,7 @@ int llm_eval(llm_session *s, const int32_t *tokens, uint32_t n, float *logits, i
     uint32_t chunk = s->n_batch;
     for (uint32_t i = 0, nb; i < n; i += nb) {
         if (batched)
-            chunk = s_batch_chunk(s, n);
+            chunk = s_batch_chunk(s, n, n - i);
         nb = n - i < chunk ? n - i : chunk;
         int last = i + nb == n;
         float *out = NULL;
@@ -1033,7 +1033,7 @@ uint64_t llm_model_batch_cuts(llm_model *m)
     return c;
 }
 
-/* Positions of s's next step, for a call of n positions: its batch, within a pass; while
+/* Positions of s's next step, for a call of n positions with left still to run: its batch, within a pass; while
  * other sessions decode, a prompt's chunk at most the rows that cost one decode-only pass
  * more (the pass then costs at most about twice theirs): rows = decode pass time / one
  * row's time, both measured here: a row's time is first the time of the passes that
@@ -1043,7 +1043,7 @@ uint64_t llm_model_batch_cuts(llm_model *m)
  * measured the chunk is the full batch (that pass measures them); at least one row goes per
  * pass. A prompt alone goes in full batches.
  * The bits do not change: a position's bits do not depend on its batch. */
-static uint32_t s_batch_chunk(llm_session *s, uint32_t n)
+static uint32_t s_batch_chunk(llm_session *s, uint32_t n, uint32_t left)
 {
     s_batch *b = s->m->batch;
     uint32_t r = s->n_batch < b->max_rows ? s->n_batch : b->max_rows;
@@ -1060,7 +1060,7 @@ static uint32_t s_batch_chunk(llm_session *s, uint32_t n)
         uint32_t c = budget < 1 ? 1 : budget < r ? (uint32_t)budget : r;
         if (c < r)
             b->cut_rows = c;
-        if (c < r && n > c) {
+        if (c < r && left > c) {
             r = c;
             b->cut++;
         }
@@ -1183,9 +1183,9 @@ static void s_avg(double *avg, double v)
 }
 
 /* A pass's time into the moving averages (an eighth each pass): decode-only passes apart
- * from those carrying a prompt chunk. Passes whose chunk is within the cut are left out:
- * their few rows beside the decode steps would bring the two averages' rows together, and
- * the row cost they give is mostly noise. */
+ * from those carrying a prompt chunk. Passes whose chunk is within the cut give a row's time
+ * of their own (cut_row_ns) and stay out of the big passes' average, whose rows would
+ * otherwise come down to the decode passes' and leave no difference to divide by. */
 static void s_batch_time(s_batch *b, s_step *const *st, uint32_t k, uint32_t rows, uint64_t ns)
 {
     uint32_t maxn = 0;
