@@ -189,8 +189,9 @@ uint64_t llm_session_kv_bytes(const llm_session *s);
  * (their last call was one position), a prompt's chunk is cut to the rows that cost one
  * decode-only pass more, so a pass carrying it costs at most about twice theirs: rows =
  * (decode-only pass time) / (one row's time), both measured in this process (moving averages
- * of the decode-only passes and of those that carried a larger chunk; until both are known
- * the chunk is the full batch). A prompt alone goes in full n_batch chunks. A position's
+ * of the decode-only passes and of those that carried a larger chunk, then of the cut
+ * passes themselves; until both are known the chunk is the full batch; at least one row).
+ * A prompt alone goes in full n_batch chunks. A position's
  * bits do not depend on its chunk. Calls with every position's
  * logits (perplexity) run alone. On the SSD arm a pass holds at most the planned n_batch +
  * n_sessions - 1 positions (max_rows is cut to that) and streams each layer once for every
