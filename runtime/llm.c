@@ -70,12 +70,13 @@ struct llm_session {
     float *xn;                    /* (n_batch, dim) final norm */
     float *norm_w;                /* (dim) output_norm in f32 */
     int active;                   /* in a request (llm_session_active) */
+    int stream;                   /* active, and its last call was one decode position */
 };
 
 static void s_batch_free(s_batch **bp);
 static int s_batch_step(llm_session *s, const int32_t *tok, uint32_t n, float *logits,
                         char *err, size_t errlen);
-static uint32_t s_batch_chunk(const llm_session *s);
+static uint32_t s_batch_chunk(llm_session *s, uint32_t n, uint32_t left);
 static int s_batch_alone(llm_session *s, const int32_t *tok, uint32_t n, float *logits, int all,
                          char *err, size_t errlen);
 
@@ -862,11 +863,14 @@ int llm_eval(llm_session *s, const int32_t *tokens, uint32_t n, float *logits, i
                      tokens[i], hp->n_vocab - 1);
             return -1;
         }
-    /* batched: chunks of at most a pass's rows, each queued to ride with the others' steps */
+    /* batched: chunks of at most a pass's rows, each queued to ride with the others' steps;
+     * sized before each chunk, as the others start or stop decoding (s_batch_chunk) */
     int batched = s->m->batch && !all;
-    uint32_t chunk = batched ? s_batch_chunk(s) : s->n_batch;
-    for (uint32_t i = 0; i < n; i += chunk) {
-        uint32_t nb = n - i < chunk ? n - i : chunk;
+    uint32_t chunk = s->n_batch;
+    for (uint32_t i = 0, nb; i < n; i += nb) {
+        if (batched)
+            chunk = s_batch_chunk(s, n, n - i);
+        nb = n - i < chunk ? n - i : chunk;
         int last = i + nb == n;
         float *out = NULL;
         if (logits && all)
@@ -894,6 +898,7 @@ typedef struct s_step {
     const int32_t *tok;
     uint32_t n;                   /* positions, from s->n_past */
     float *logits;                /* n_vocab for the last position, or NULL */
+    int decode;                   /* a decode position (not a prompt's chunk, however short) */
     int done, rc;
     char err[256];
 } s_step;
@@ -908,6 +913,15 @@ struct s_batch {
     int running;                  /* a caller is running a pass */
     uint64_t last_pass_ns;
     uint64_t passes, rows;
+    uint32_t n_stream;            /* active sessions whose last call was one decode position */
+    /* measured in this process (moving averages, 0 = not yet): passes of decode positions
+     * only (their time and rows), and passes carrying a prompt chunk larger than the cut
+     * (time and rows); from them a row's cost, which bounds the prompt rows beside others'
+     * decode steps (s_batch_chunk) */
+    double dec_ns, dec_rows, big_ns, big_rows;
+    double cut_row_ns;            /* a row's time measured in the cut passes themselves */
+    uint32_t cut_rows;            /* the last such bound (0: none yet) */
+    uint64_t cut;                 /* prompt chunks cut below their batch for that */
     /* the pass's own buffers (used by the caller running it, outside mu) */
     arch_run *run;                /* max_rows positions */
     float *x;                     /* (max_rows, dim) every step's rows, in step order */
@@ -990,6 +1004,10 @@ void llm_session_active(llm_session *s, int on)
     s->active = on;
     pthread_mutex_lock(&b->mu);
     b->n_active = on ? b->n_active + 1 : b->n_active - 1;
+    if (!on && s->stream) {
+        s->stream = 0;
+        b->n_stream--;
+    }
     pthread_cond_broadcast(&b->cv); /* a pass waiting for this session need not */
     pthread_mutex_unlock(&b->mu);
 }
@@ -1005,11 +1023,50 @@ void llm_model_batch_counts(llm_model *m, uint64_t *passes, uint64_t *rows)
     pthread_mutex_unlock(&m->batch->mu);
 }
 
-/* Positions per step: the session's batch, within a pass. */
-static uint32_t s_batch_chunk(const llm_session *s)
+uint64_t llm_model_batch_cuts(llm_model *m)
 {
-    uint32_t r = s->m->batch->max_rows;
-    return s->n_batch < r ? s->n_batch : r;
+    if (!m->batch)
+        return 0;
+    pthread_mutex_lock(&m->batch->mu);
+    uint64_t c = m->batch->cut;
+    pthread_mutex_unlock(&m->batch->mu);
+    return c;
+}
+
+/* Positions of s's next step, for a call of n positions with left still to run: its batch, within a pass; while
+ * other sessions decode, a prompt's chunk at most the rows that cost one decode-only pass
+ * more (the pass then costs at most about twice theirs): rows = decode pass time / one
+ * row's time, both measured here: a row's time is first the time of the passes that
+ * carried a prompt chunk minus that of the decode-only ones over their difference in rows,
+ * then, once chunks are cut, the same measured on the cut passes (a few rows beside decode
+ * steps, late in a prompt, each cost more than a big pass's average row). Until both are
+ * measured the chunk is the full batch (that pass measures them); at least one row goes per
+ * pass. A prompt alone goes in full batches.
+ * The bits do not change: a position's bits do not depend on its batch. */
+static uint32_t s_batch_chunk(llm_session *s, uint32_t n, uint32_t left)
+{
+    s_batch *b = s->m->batch;
+    uint32_t r = s->n_batch < b->max_rows ? s->n_batch : b->max_rows;
+    pthread_mutex_lock(&b->mu);
+    int stream = n == 1 && s->active; /* a decode position (a prompt chunk is not one) */
+    if (stream != s->stream) {
+        b->n_stream = stream ? b->n_stream + 1 : b->n_stream - 1;
+        s->stream = stream;
+    }
+    if (!stream && b->n_stream && b->dec_ns > 0 && b->big_rows > b->dec_rows + 1) {
+        double row_ns = b->cut_row_ns > 0 ? b->cut_row_ns
+                                          : (b->big_ns - b->dec_ns) / (b->big_rows - b->dec_rows);
+        double budget = row_ns > 0 ? b->dec_ns / row_ns : r;
+        uint32_t c = budget < 1 ? 1 : budget < r ? (uint32_t)budget : r;
+        if (c < r)
+            b->cut_rows = c;
+        if (c < r && left > c) {
+            r = c;
+            b->cut++;
+        }
+    }
+    pthread_mutex_unlock(&b->mu);
+    return r;
 }
 
 /* One forward pass over k sessions' steps: their rows embedded one after another, every layer
@@ -1111,13 +1168,58 @@ static void s_batch_gather(s_batch *b)
             break;
 }
 
+/* One sample into a moving average (an eighth each; the first is taken whole). A sample
+ * over twice the average counts as twice it: on a shared machine a pass now and then waits
+ * for the cores, and those spikes would otherwise set the bound, not the passes' cost. */
+static void s_avg(double *avg, double v)
+{
+    if (*avg <= 0) {
+        *avg = v;
+        return;
+    }
+    if (v > 2 * *avg)
+        v = 2 * *avg;
+    *avg += (v - *avg) / 8;
+}
+
+/* A pass's time into the moving averages (an eighth each pass): decode-only passes apart
+ * from those carrying a prompt chunk. Passes whose chunk is within the cut give a row's time
+ * of their own (cut_row_ns) and stay out of the big passes' average, whose rows would
+ * otherwise come down to the decode passes' and leave no difference to divide by. */
+static void s_batch_time(s_batch *b, s_step *const *st, uint32_t k, uint32_t rows, uint64_t ns)
+{
+    uint32_t maxn = 0;
+    int dec = 1;
+    for (uint32_t i = 0; i < k; i++)
+        if (!st[i]->decode) {
+            dec = 0;
+            maxn = st[i]->n > maxn ? st[i]->n : maxn;
+        }
+    if (!dec && maxn <= b->cut_rows) {
+        /* a prompt row's time at this batch size and position, beside the decode steps:
+         * what the bound is for (a big pass's rows share more, early rows attend less) */
+        if (b->dec_ns > 0 && rows > b->dec_rows + 0.5) {
+            double r_ns = ((double)ns - b->dec_ns) / (rows - b->dec_rows);
+            if (r_ns > 0)
+                s_avg(&b->cut_row_ns, r_ns);
+        }
+        return;
+    }
+    double *t = dec ? &b->dec_ns : &b->big_ns, *r = dec ? &b->dec_rows : &b->big_rows;
+    if (*t <= 0)
+        *r = rows;
+    else
+        *r += ((double)rows - *r) / 8;
+    s_avg(t, (double)ns);
+}
+
 /* s's step into the next pass; the first caller to find no pass running runs one (over the
  * steps queued, in order, within max_rows) and hands the next to whoever is still waiting. */
 static int s_batch_step(llm_session *s, const int32_t *tok, uint32_t n, float *logits,
                         char *err, size_t errlen)
 {
     s_batch *b = s->m->batch;
-    s_step me = { .s = s, .tok = tok, .n = n, .logits = logits };
+    s_step me = { .s = s, .tok = tok, .n = n, .logits = logits, .decode = s->stream };
     pthread_mutex_lock(&b->mu);
     if (b->tail)
         b->tail->next = &me;
@@ -1154,6 +1256,8 @@ static int s_batch_step(llm_session *s, const int32_t *tok, uint32_t n, float *l
         b->last_pass_ns = dt;
         b->passes++;
         b->rows += rows;
+        if (!rc)
+            s_batch_time(b, take, k, rows, dt);
         for (uint32_t i = 0; i < k; i++) {
             take[i]->rc = rc;
             if (rc)

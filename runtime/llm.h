@@ -185,7 +185,14 @@ uint64_t llm_session_kv_bytes(const llm_session *s);
  * active sessions (llm_session_active) to queue their steps, at most a quarter of the last
  * pass's time, so a straggler costs the others little and is taken by the next pass. A
  * prompt comes in chunks of its session's n_batch, queued in turn with the others' steps: a
- * long prompt delays their next token by one chunk at most. Calls with every position's
+ * long prompt delays their next token by one chunk at most. While other sessions decode
+ * (their last call was one position), a prompt's chunk is cut to the rows that cost one
+ * decode-only pass more, so a pass carrying it costs at most about twice theirs: rows =
+ * (decode-only pass time) / (one row's time), both measured in this process (moving averages
+ * of the decode-only passes and of those that carried a larger chunk, then of the cut
+ * passes themselves; until both are known the chunk is the full batch; at least one row).
+ * A prompt alone goes in full n_batch chunks. A position's
+ * bits do not depend on its chunk. Calls with every position's
  * logits (perplexity) run alone. On the SSD arm a pass holds at most the planned n_batch +
  * n_sessions - 1 positions (max_rows is cut to that) and streams each layer once for every
  * session in it; on the resident arm at most the hook's max_batch. -1 with err: a resident
@@ -197,6 +204,8 @@ void llm_session_active(llm_session *s, int on);
 /* Passes run and the rows they carried since batching was turned on (rows / passes: how
  * many positions shared each read of the weights). */
 void llm_model_batch_counts(llm_model *m, uint64_t *passes, uint64_t *rows);
+/* Prompt chunks cut below their session's batch because others were decoding. */
+uint64_t llm_model_batch_cuts(llm_model *m);
 
 /* Run n tokens at the next positions. logits: n_vocab floats for the last position, or
  * n x n_vocab (every position) when all; NULL for none. -1 with err when the tokens do not fit

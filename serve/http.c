@@ -434,12 +434,14 @@ static enum MHD_Result s_upload(serve *srv, s_conn *cc, const char *upload, size
 static enum MHD_Result s_metrics(serve *srv, struct MHD_Connection *c, s_conn *cc, int st)
 {
     uint32_t a = 0, q = 0;
-    uint64_t passes = 0, rows = 0;
+    uint64_t passes = 0, rows = 0, cuts = 0;
     if (srv->sched)
         sched_counts(srv->sched, &a, &q);
-    if (srv->model)
+    if (srv->model) {
         llm_model_batch_counts(srv->model, &passes, &rows);
-    metrics_batch(srv->metrics, passes, rows);
+        cuts = llm_model_batch_cuts(srv->model);
+    }
+    metrics_batch(srv->metrics, passes, rows, cuts);
     char *t = metrics_render(srv->metrics, a, q, srv->n_slots, srv->arm, st, srv->swarm);
     if (!t)
         return MHD_NO;

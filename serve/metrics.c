@@ -39,6 +39,7 @@ struct serve_metrics {
     uint64_t tok_in, tok_out;
     uint64_t tok_cached;          /* prompt tokens taken from slots' caches */
     uint64_t passes, pass_rows;   /* continuous batching: forward passes, positions in them */
+    uint64_t pass_cuts;           /* prompt chunks cut while others decoded */
     s_hist ttft, itl;
     uint64_t sec_tok[RATE_WINDOW + 2]; /* tokens generated in second t, ring by t mod size */
     long long sec_of[RATE_WINDOW + 2];
@@ -87,11 +88,12 @@ void metrics_cached(serve_metrics *m, uint32_t cached)
     pthread_mutex_unlock(&m->mu);
 }
 
-void metrics_batch(serve_metrics *m, uint64_t passes, uint64_t rows)
+void metrics_batch(serve_metrics *m, uint64_t passes, uint64_t rows, uint64_t cuts)
 {
     pthread_mutex_lock(&m->mu);
     m->passes = passes;
     m->pass_rows = rows;
+    m->pass_cuts = cuts;
     pthread_mutex_unlock(&m->mu);
 }
 
@@ -198,8 +200,13 @@ char *metrics_render(serve_metrics *m, uint32_t active, uint32_t queued, uint32_
                    "swarm_serve_batch_passes_total %llu\n"
                    "# HELP swarm_serve_batch_rows_total Positions those passes carried.\n"
                    "# TYPE swarm_serve_batch_rows_total counter\n"
-                   "swarm_serve_batch_rows_total %llu\n",
-                (unsigned long long)m->passes, (unsigned long long)m->pass_rows);
+                   "swarm_serve_batch_rows_total %llu\n"
+                   "# HELP swarm_serve_batch_cut_chunks_total Prompt chunks cut below the "
+                   "batch while other sessions decoded.\n"
+                   "# TYPE swarm_serve_batch_cut_chunks_total counter\n"
+                   "swarm_serve_batch_cut_chunks_total %llu\n",
+                (unsigned long long)m->passes, (unsigned long long)m->pass_rows,
+                (unsigned long long)m->pass_cuts);
     pthread_mutex_unlock(&m->mu);
     fprintf(f, "# HELP swarm_serve_sessions_active Requests generating now.\n"
                "# TYPE swarm_serve_sessions_active gauge\nswarm_serve_sessions_active %u\n"

@@ -239,8 +239,9 @@ void metrics_request(serve_metrics *m, serve_endpoint ep, unsigned status);
 void metrics_tokens(serve_metrics *m, uint32_t in, uint32_t out);
 /* Prompt tokens a finished request took from a slot's cache (not evaluated). */
 void metrics_cached(serve_metrics *m, uint32_t cached);
-/* Continuous batching's counters as of now (llm_model_batch_counts), for the next render. */
-void metrics_batch(serve_metrics *m, uint64_t passes, uint64_t rows);
+/* Continuous batching's counters as of now (llm_model_batch_counts, llm_model_batch_cuts),
+ * for the next render. */
+void metrics_batch(serve_metrics *m, uint64_t passes, uint64_t rows, uint64_t cuts);
 void metrics_ttft(serve_metrics *m, double s);
 void metrics_itl(serve_metrics *m, double s);
 /* Prometheus text exposition (malloc'd). */

@@ -6,7 +6,8 @@
 # turns reusing the conversation, the /metrics counter (tests/serve_cache.py); on the resident arm
 # a worker killed while the slots are idle: only live sessions are rebuilt, so their caches are
 # dropped (and the engines told): the request runs whole, still exact, and is cached again. Continuous batching on the reference arm (4 streams at once) and the SSD arm (2):
-# each stream has the digests it has alone, in fewer passes. tests/
+# each stream has the digests it has alone, in fewer passes; a long prompt arriving while
+# another slot decodes is cut into smaller chunks, both exact. tests/
 # Env: SWARM_BIN (bin/swarm), SWARM_TEST_TMP (scratch). Closes with "e2e_serve_cache: N passed, N failed".
 set -u
 cd "$(dirname "$0")/.."
@@ -75,6 +76,11 @@ start bat --parallel 4
 # shellcheck disable=SC2154
 python3 tests/serve_cache.py "$bat_port" 4 batch "$T/bat.dig" >"$T/bat.txt" 2>&1; tally "$T/bat.txt"
 stop bat
+# a long prompt arriving while another slot decodes: its chunks cut, both requests exact
+start cut --parallel 2
+# shellcheck disable=SC2154
+python3 tests/serve_cache.py "$cut_port" 2 cut "$T/cut.dig" >"$T/cut.txt" 2>&1; tally "$T/cut.txt"
+stop cut
 
 # the SSD arm, 2 slots (both KV caches under the cap, their passes batched), under the
 # smallest cap its plan takes: layers streamed every pass

@@ -6,11 +6,12 @@ reuse the conversation, the /metrics counter. tests/ (used by e2e_serve_cache.sh
 
 usage: serve_cache.py PORT SLOTS PHASE DIGESTS_OUT
 PHASE: main (a fresh server), prime (P1 into a slot), again (after a failover: P1 is still
-cached and still exact) or batch (SLOTS streams at once, each exact, in fewer passes).
+cached and still exact), batch (SLOTS streams at once, each exact, in fewer passes) or cut (a
+long prompt arriving while another stream decodes is cut into smaller chunks, both exact).
 Prints "ok NAME" / "FAIL NAME: why" lines, and writes one "NAME IDS LOGITS" line per request
 to DIGESTS_OUT so the script can compare arms.
 """
-import http.client, json, sys, threading
+import http.client, json, sys, threading, time
 
 port, slots, phase, dout = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
 H = {"Content-Type": "application/json"}
@@ -178,6 +179,7 @@ def counters():
     c.close()
     v = {l.split()[0]: int(l.split()[1]) for l in m.splitlines()
          if l.startswith("swarm_serve_batch_")}
+    counters.cuts = v.get("swarm_serve_batch_cut_chunks_total", 0)
     return v.get("swarm_serve_batch_passes_total", 0), v.get("swarm_serve_batch_rows_total", 0)
 
 def batch():
@@ -205,5 +207,33 @@ def batch():
     check("batching: fewer passes together than one at a time (%d vs %d)" % (p2 - p1, p1 - p0),
           0 < p2 - p1 <= 0.75 * (p1 - p0), f"{p2 - p1} vs {p1 - p0}")
 
-{"main": main, "prime": prime, "again": again, "batch": batch}[phase]()
+def cut():
+    """A long prompt arriving while another slot decodes goes in chunks cut below the batch
+    (the passes carrying it stay near a decode pass's cost; runtime/llm.c s_batch_chunk), and
+    both requests keep the digests they have alone; a prompt alone is not cut."""
+    a = dict(prompt=P2, max_tokens=160, temperature=0, ignore_eos=True, cache_prompt=False)
+    b = dict(prompt=P1 * 3, max_tokens=4, temperature=0, cache_prompt=False)
+    counters()
+    c0 = counters.cuts
+    alone_a, alone_b = post(a)[1], post(b)[1]
+    p0, _ = counters()
+    check("cut: a prompt alone goes in full chunks", counters.cuts == c0, counters.cuts - c0)
+    out = {}
+    def one():
+        out["a"] = post(a)[1]
+    t = threading.Thread(target=one)
+    t.start()
+    for _ in range(20000): # until the stream decodes (its prompt is one pass), bounded
+        if counters()[0] >= p0 + 4 or not t.is_alive():
+            break
+        time.sleep(0.001)
+    out["b"] = post(b)[1]
+    t.join()
+    counters()
+    cmp("cut: the stream", out["a"], alone_a)
+    cmp("cut: the prompt beside it", out["b"], alone_b)
+    check("cut: the prompt's chunks were cut while the stream decoded", counters.cuts > c0,
+          f"{counters.cuts - c0} chunks cut")
+
+{"main": main, "prime": prime, "again": again, "batch": batch, "cut": cut}[phase]()
 digests.close()
