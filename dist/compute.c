@@ -18,9 +18,9 @@
  * It used to run at nice +5 so that the control loop would win a busy core for heartbeats;
  * on a machine shared with other jobs that cost the workers two thirds of their share of a
  * core (CFS weight 335 against 1024) and kept the resident arm at about 0.74 of the
- * reference's pace (docs/measurements/2026-12-02-pace.md). The control loop needs a slice of
- * a few microseconds per heartbeat and a waking thread of equal weight gets one within the
- * scheduler's latency (milliseconds), far inside the liveness window (e2e_slow checks it). */
+ * reference's pace (docs/measurements/2026-12-02-pace.md). The heartbeats keep their edge
+ * the other way round: the control loop's thread runs at nice -5 where it may and starts this
+ * one at nice 0 (worker.c s_control_priority). */
 
 enum { S_IDLE = 0, S_QUEUED, S_RUNNING, S_DONE };
 
