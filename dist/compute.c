@@ -7,7 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include "base/log.h"
@@ -15,11 +14,13 @@
 
 /* The slowdown knob is for tests: a bound keeps a mistyped value from freezing a worker. */
 #define COMPUTE_MAX_SLOWDOWN 100000u
-/* The compute thread runs this much nicer than the control loop (Linux nice is per thread):
- * on a machine whose cores are all busy, a nice-0 loop that wakes for a heartbeat is
- * preferred to the compute (CFS weight 1024 against 335), so liveness never waits for a
- * slice of compute. With nothing else runnable it costs the compute nothing. */
-#define COMPUTE_NICE 5
+/* The compute thread runs at the process's own priority, as the reference arm's compute does.
+ * It used to run at nice +5 so that the control loop would win a busy core for heartbeats;
+ * on a machine shared with other jobs that cost the workers two thirds of their share of a
+ * core (CFS weight 335 against 1024) and kept the resident arm at about 0.74 of the
+ * reference's pace (docs/measurements/2026-12-02-pace.md). The heartbeats keep their edge
+ * the other way round: the control loop's thread runs at nice -5 where it may and starts this
+ * one at nice 0 (worker.c s_control_priority). */
 
 enum { S_IDLE = 0, S_QUEUED, S_RUNNING, S_DONE };
 
@@ -69,9 +70,6 @@ static void s_run(compute_t *c)
 static void *s_main(void *arg)
 {
     compute_t *c = arg;
-    if (setpriority(PRIO_PROCESS, (id_t)gettid(), COMPUTE_NICE))
-        log_warn("compute thread: cannot lower its priority (%s): heartbeats compete with "
-                 "compute for the CPU", strerror(errno));
     pthread_mutex_lock(&c->mu);
     for (;;) {
         while (c->state != S_QUEUED && !c->quit)

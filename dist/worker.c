@@ -3,10 +3,12 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zmq.h>
@@ -748,6 +750,25 @@ static void s_usage(void)
            "  --verbose         debug logs\n");
 }
 
+/* The control loop's thread runs at nice -5 where it may (root or CAP_SYS_NICE), so on a
+ * machine whose cores are all busy a heartbeat's wake-up gets the CPU before the compute
+ * (CFS weight 3121 against 1024). SCHED_RESET_ON_FORK makes every thread started from it (the
+ * compute thread and its pool, the hasher, ZeroMQ's I/O threads) start at nice 0 again: the
+ * compute keeps the priority the reference arm's compute has. Done only from nice 0 (a worker
+ * the user started under nice keeps what it was given); any failure leaves the priority as it
+ * was, which costs only that preference. */
+static void s_control_priority(void)
+{
+    errno = 0;
+    if (getpriority(PRIO_PROCESS, 0) != 0 || errno)
+        return;
+    struct sched_param sp = { .sched_priority = 0 };
+    if (sched_setscheduler(0, SCHED_OTHER | SCHED_RESET_ON_FORK, &sp))
+        return;
+    if (setpriority(PRIO_PROCESS, (id_t)gettid(), -5))
+        log_debug("control loop: cannot raise its priority (%s)", strerror(errno));
+}
+
 int worker_main(int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -837,6 +858,7 @@ int worker_main(int argc, char **argv)
         if (!w.cap.enforced)
             log_warn("%s: cap is advisory: %s", w.id, w.cap.why);
     }
+    s_control_priority(); /* before any thread is started */
     w.ctx = zmq_ctx_new();
     w.out = proto_buf_new();
     w.msg = malloc(sizeof *w.msg);
