@@ -230,19 +230,29 @@ eq "multi_s4k sessions replayed" "$(jfield "$T/multi_s4k.jsonl" failovers.0.sess
 sw ref_seeded200 generate "$T/m.gguf" --prompt "$P" -n 200 --temp 0.8 --seed 3 --batch 3 \
     --out "$T/ref_seeded200.jsonl"
 expect_rc ref_seeded200 0
-sw multi_fo generate "$T/m.gguf" --prompt "$P" -n 200 --temp 0.8 --seed 3 --batch 3 \
-    --arm resident --workers 3 --sessions 3 --kill-worker w1@5 --respawn --worker-slowdown 64 \
-    --out "$T/multi_fo.jsonl"
-expect_rc multi_fo 0
-has multi_fo err "parity: pass (every session's token ids and logits identical to the reference"
-eq "multi_fo session 0 ids" "$(jfield "$T/multi_fo.jsonl" per_session.0.ids_digest)" \
-    "$(jfield "$T/ref_seeded200.jsonl" ids_digest)"
-eq "multi_fo sessions replayed" "$(jfield "$T/multi_fo.jsonl" failovers.0.sessions_replayed)" 3
-python3 - "$T/multi_fo.jsonl" <<'PY' && ok || bad "multi_fo: rejoin"
+# The respawned worker's rejoin must land before the run ends: with the sessions batched into
+# one act a pass, 200 tokens at 64x took ~2 s and the rejoin missed it 1 time in 10 (main,
+# 07:50). So the run is repeated 4x slower (at most twice) until the rejoin lands in it; each
+# run is judged for parity all the same, and the slowdown it took is printed.
+for slow in 64 256 1024; do
+    sw multi_fo generate "$T/m.gguf" --prompt "$P" -n 200 --temp 0.8 --seed 3 --batch 3 \
+        --arm resident --workers 3 --sessions 3 --kill-worker w1@5 --respawn \
+        --worker-slowdown $slow --out "$T/multi_fo.jsonl"
+    expect_rc multi_fo 0
+    has multi_fo err "parity: pass (every session's token ids and logits identical to the reference"
+    eq "multi_fo session 0 ids" "$(jfield "$T/multi_fo.jsonl" per_session.0.ids_digest)" \
+        "$(jfield "$T/ref_seeded200.jsonl" ids_digest)"
+    eq "multi_fo sessions replayed" "$(jfield "$T/multi_fo.jsonl" failovers.0.sessions_replayed)" 3
+    if python3 - "$T/multi_fo.jsonl" <<'PY'; then break; fi
 import json, sys
 f = json.loads(open(sys.argv[1]).read().splitlines()[-1])["failovers"][0]
 sys.exit(0 if f["rejoin_ms"] is not None and f["reprefill_tokens"] >= f["tokens_replayed"] else 1)
 PY
+    echo "  multi_fo: no rejoin within the run at worker slowdown $slow" >&2
+    rm -f "$T/multi_fo.jsonl"
+done
+if [ -s "$T/multi_fo.jsonl" ]; then ok; echo "  multi_fo: rejoined at worker slowdown $slow"
+else bad "multi_fo: rejoin (not within the run even at worker slowdown 1024)"; fi
 # Pipelined prefill (a prompt's chunks in flight through the workers at once): the same ids
 # and logits as the reference and as --no-pipeline, the same acts; with w1 killed from outside
 # while the prompt is in flight, the chunks done are rebuilt, the rest run again, still exact.
