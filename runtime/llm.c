@@ -1,6 +1,6 @@
 /* llm.c — the one-process runner: a file resident, sessions with KV caches, llm_eval. runtime/ */
 #include "runtime/llm.h"
-#include "runtime/xsim.h"
+#include "runtime/llm_int.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -18,67 +18,6 @@
 #include "base/log.h"
 #include "base/util.h"
 #include "quant/quant.h"
-
-typedef struct s_batch s_batch;
-
-struct llm_model {
-    gguf_file *g;
-    arch_model am;
-    uint8_t *map;                 /* the whole file, read-only */
-    size_t map_len;
-    const void **data;            /* (n_layers, ARCH_MAX_LAYER_TENSORS) pointers into map */
-    const void *tok_embd, *out_norm, *output;
-    /* the SSD arm: layers through the executor; embedding, norm and head in aligned buffers */
-    llm_arm arm;
-    llm_opts o;
-    exec_t *ex;
-    exec_stats st;
-    void *buf[3];                 /* tok_embd, out_norm, output (NULL when tied) */
-    uint64_t held;                /* their aligned bytes */
-    int n_sessions;
-    llm_layers_hook hook;         /* the resident arm's layers */
-    uint64_t next_session;
-    uint64_t *sums;               /* per-layer checksums (arch/sums.h) */
-    char sums_src[PATH_MAX + 64];
-    /* Known-bad weights: once a layer failed its checksum (the SSD arm's content gate), no
-     * pass runs again: nothing computed from those bytes, or after them, goes out as good.
-     * fault is written once, before faulted is set. */
-    atomic_int faulted;
-    char fault[384];
-    s_batch *batch;               /* continuous batching (llm_model_batching), NULL when off */
-    /* the reference arm's routing replayed through the SSD arm's expert cache policy
-     * (SWARM_EXPERT_SIM=SLOTS: the lab's calibration), printed when the model is freed */
-    xsim *xsim;
-    uint32_t xsim_slots;
-    uint8_t *xused;
-    uint32_t *xmissed;            /* a layer's missed experts, for the log */
-    FILE *xlog;                   /* SWARM_EXPERT_SIM_LOG: "ONEPOS LAYER EXPERT..." a line */
-    uint64_t xhits[2], xmisses[2], xsteps1; /* [0] every pass, [1] one-position passes */
-};
-
-struct llm_session {
-    llm_model *m;
-    uint64_t id;                  /* the resident arm's session id */
-    uint32_t n_ctx, n_batch, n_past;
-    uint32_t n_high;              /* the most positions held since it was empty: what its
-                                   * sliding-window rings may still hold (arch_kv_resume) */
-    int nthreads;
-    arch_kv *kv;                  /* n_layers, over one allocation */
-    float *kv_mem;
-    arch_run *run;
-    float *x;                     /* (n_batch, dim) */
-    float *xn;                    /* (n_batch, dim) final norm */
-    float *norm_w;                /* (dim) output_norm in f32 */
-    int active;                   /* in a request (llm_session_active) */
-    int stream;                   /* active, and its last call was one decode position */
-};
-
-static void s_batch_free(s_batch **bp);
-static int s_batch_step(llm_session *s, const int32_t *tok, uint32_t n, float *logits,
-                        char *err, size_t errlen);
-static uint32_t s_batch_chunk(llm_session *s, uint32_t n, uint32_t left);
-static int s_batch_alone(llm_session *s, const int32_t *tok, uint32_t n, float *logits, int all,
-                         char *err, size_t errlen);
 
 llm_model *llm_model_open(const char *path, char *err, size_t errlen)
 {
@@ -122,10 +61,8 @@ static int s_ssd_defaults(const arch_hparams *hp, llm_opts *o, const char *path,
     return 0;
 }
 
-#define S_BATCH_MAX_SESSIONS 32   /* steps in one pass (the head's logits buffer holds them) */
-
 /* Bytes of continuous batching's buffers for passes of max_rows positions and steps sessions
- * (s_batch: the rows, the last rows' norms, their logits). */
+ * (llm_batch: the rows, the last rows' norms, their logits). */
 static uint64_t s_batch_bytes(const arch_hparams *hp, uint32_t max_rows, uint32_t steps)
 {
     return ((uint64_t)max_rows * hp->dim + (uint64_t)steps * (hp->dim + hp->n_vocab)) *
@@ -134,7 +71,7 @@ static uint64_t s_batch_bytes(const arch_hparams *hp, uint32_t max_rows, uint32_
 
 /* An SSD arm's positions per pass: a prompt chunk of n_batch and a decode step of each other
  * session. */
-static uint32_t s_ssd_max_pos(const llm_opts *o)
+uint32_t llm_ssd_max_pos(const llm_opts *o)
 {
     return o->n_batch + o->n_sessions - 1;
 }
@@ -153,11 +90,11 @@ static void s_ssd_exec_opts(const arch_model *am, const llm_opts *o, exec_opts *
                        .chunk_bytes = o->chunk_bytes, .overhead_bytes = o->overhead_bytes,
                        .buffered = o->buffered, .total_steps = o->total_steps,
                        .experts_dense = o->experts_dense,
-                       .verify_resident = 1, .max_pos = s_ssd_max_pos(o),
+                       .verify_resident = 1, .max_pos = llm_ssd_max_pos(o),
                        .held_bytes = held + o->n_sessions *
                                                 s_session_bytes(am, o->n_ctx, o->n_batch) };
     if (o->n_sessions > 1)
-        eo->held_bytes += s_batch_bytes(&am->hp, s_ssd_max_pos(o), o->n_sessions);
+        eo->held_bytes += s_batch_bytes(&am->hp, llm_ssd_max_pos(o), o->n_sessions);
 }
 
 int llm_ssd_plan(const char *path, const llm_opts *o, exec_plan *p, char *err, size_t errlen)
@@ -223,7 +160,7 @@ static int s_open_ssd(llm_model *m, const char *path, char *err, size_t errlen)
         goto done;
     /* several sessions share the one executor: their passes go through the batcher (one at a
      * time, each carrying every session's step that is ready) */
-    if (o->n_sessions > 1 && llm_model_batching(m, s_ssd_max_pos(o), err, errlen))
+    if (o->n_sessions > 1 && llm_model_batching(m, llm_ssd_max_pos(o), err, errlen))
         goto done;
     rc = 0;
     goto done;
@@ -408,7 +345,7 @@ void llm_model_free(llm_model **mp)
         fclose(m->xlog);
     free(m->xmissed);
     free(m->xused);
-    s_batch_free(&m->batch);
+    llm_batch_free(&m->batch);
     free(m->sums);
     for (int i = 0; i < 3; i++)
         free(m->buf[i]);
@@ -712,7 +649,7 @@ fail:
     return -1;
 }
 
-static int s_content_fault(llm_model *m, char *err, size_t errlen)
+int llm_content_fault(llm_model *m, char *err, size_t errlen)
 {
     if (!atomic_load(&m->faulted)) {
         uint32_t l = m->st.content_bad_layer ? m->st.content_bad_layer - 1 : 0;
@@ -785,7 +722,7 @@ static int s_prefill(llm_session *s, const int32_t *tokens, uint32_t n, float *l
 }
 
 /* One pass over n <= n_batch positions starting at n_past. */
-static int s_pass(llm_session *s, const int32_t *tokens, uint32_t n, float *logits, int all,
+int llm_run_pass(llm_session *s, const int32_t *tokens, uint32_t n, float *logits, int all,
                   char *err, size_t errlen)
 {
     const llm_model *m = s->m;
@@ -805,7 +742,7 @@ static int s_pass(llm_session *s, const int32_t *tokens, uint32_t n, float *logi
         if (exec_step_n(m->ex, s->x, n, s->n_past, s->kv, &s->m->st, err, errlen))
             return -1;
         if (m->st.content_fail != bad) /* this pass used bytes that are not the file's */
-            return s_content_fault(s->m, err, errlen);
+            return llm_content_fault(s->m, err, errlen);
     } else if (m->xsim) {
         if (s_forward_sim(s, n, err, errlen))
             return -1;
@@ -864,12 +801,12 @@ int llm_eval(llm_session *s, const int32_t *tokens, uint32_t n, float *logits, i
             return -1;
         }
     /* batched: chunks of at most a pass's rows, each queued to ride with the others' steps;
-     * sized before each chunk, as the others start or stop decoding (s_batch_chunk) */
+     * sized before each chunk, as the others start or stop decoding (llm_batch_chunk, llm_batch.c) */
     int batched = s->m->batch && !all;
     uint32_t chunk = s->n_batch;
     for (uint32_t i = 0, nb; i < n; i += nb) {
         if (batched)
-            chunk = s_batch_chunk(s, n, n - i);
+            chunk = llm_batch_chunk(s, n, n - i);
         nb = n - i < chunk ? n - i : chunk;
         int last = i + nb == n;
         float *out = NULL;
@@ -881,413 +818,11 @@ int llm_eval(llm_session *s, const int32_t *tokens, uint32_t n, float *logits, i
         if (!i && !batched && !s->m->batch && !all && n > chunk &&
             s->m->arm == LLM_ARM_RESIDENT && s->m->hook.prefill)
             return s_prefill(s, tokens, n, logits, err, errlen);
-        if (batched ? s_batch_step(s, tokens + i, nb, out, err, errlen)
-                    : s->m->batch ? s_batch_alone(s, tokens + i, nb, out, all, err, errlen)
-                                  : s_pass(s, tokens + i, nb, out, all, err, errlen))
+        if (batched ? llm_batch_step(s, tokens + i, nb, out, err, errlen)
+                    : s->m->batch ? llm_batch_alone(s, tokens + i, nb, out, all, err, errlen)
+                                  : llm_run_pass(s, tokens + i, nb, out, all, err, errlen))
             return -1;
     }
     return 0;
 }
 
-/* ---------------------------------------------------------------- continuous batching */
-
-/* One session's part of a pass: its caller waits on it until a pass has run it. */
-typedef struct s_step {
-    struct s_step *next;
-    llm_session *s;
-    const int32_t *tok;
-    uint32_t n;                   /* positions, from s->n_past */
-    float *logits;                /* n_vocab for the last position, or NULL */
-    int decode;                   /* a decode position (not a prompt's chunk, however short) */
-    int done, rc;
-    char err[256];
-} s_step;
-
-struct s_batch {
-    pthread_mutex_t mu;
-    pthread_cond_t cv;            /* on CLOCK_MONOTONIC */
-    s_step *head, *tail;          /* steps waiting for a pass, in arrival order */
-    uint32_t n_queued, n_active;
-    uint32_t max_rows;            /* positions one pass carries */
-    uint32_t max_steps;           /* sessions one pass carries */
-    int running;                  /* a caller is running a pass */
-    uint64_t last_pass_ns;
-    uint64_t passes, rows;
-    uint32_t n_stream;            /* active sessions whose last call was one decode position */
-    /* measured in this process (moving averages, 0 = not yet): passes of decode positions
-     * only (their time and rows), and passes carrying a prompt chunk larger than the cut
-     * (time and rows); from them a row's cost, which bounds the prompt rows beside others'
-     * decode steps (s_batch_chunk) */
-    double dec_ns, dec_rows, big_ns, big_rows;
-    double cut_row_ns;            /* a row's time measured in the cut passes themselves */
-    uint32_t cut_rows;            /* the last such bound (0: none yet) */
-    uint64_t cut;                 /* prompt chunks cut below their batch for that */
-    /* the pass's own buffers (used by the caller running it, outside mu) */
-    arch_run *run;                /* max_rows positions */
-    float *x;                     /* (max_rows, dim) every step's rows, in step order */
-    float *xn;                    /* (S_BATCH_MAX_SESSIONS, dim) final norm of each last row */
-    float *logits;                /* (S_BATCH_MAX_SESSIONS, n_vocab) */
-    arch_seg segs[S_BATCH_MAX_SESSIONS];
-    exec_seg esegs[S_BATCH_MAX_SESSIONS];
-};
-
-static void s_batch_free(s_batch **bp)
-{
-    s_batch *b = *bp;
-    if (!b)
-        return;
-    arch_run_free(&b->run);
-    free(b->x);
-    free(b->xn);
-    free(b->logits);
-    pthread_cond_destroy(&b->cv);
-    pthread_mutex_destroy(&b->mu);
-    free(b);
-    *bp = NULL;
-}
-
-int llm_model_batching(llm_model *m, uint32_t max_rows, char *err, size_t errlen)
-{
-    const arch_hparams *hp = &m->am.hp;
-    if (m->arm == LLM_ARM_RESIDENT && !m->hook.segs) {
-        arch_err(err, errlen, m->g->path, "continuous batching on the resident arm needs "
-                 "layers that run several sessions in one pass (llm_layers_hook.segs)");
-        return -1;
-    }
-    if (m->batch)
-        return 0;
-    if (m->arm == LLM_ARM_RESIDENT && max_rows > m->hook.max_batch)
-        max_rows = m->hook.max_batch; /* one act carries at most max_batch positions */
-    uint32_t steps = S_BATCH_MAX_SESSIONS;
-    if (m->arm == LLM_ARM_SSD) { /* what the plan counted against the cap, no more */
-        max_rows = max_rows < s_ssd_max_pos(&m->o) ? max_rows : s_ssd_max_pos(&m->o);
-        steps = m->o.n_sessions < steps ? m->o.n_sessions : steps;
-    }
-    s_batch *b = calloc(1, sizeof *b);
-    pthread_condattr_t ca;
-    if (!b)
-        goto oom;
-    pthread_mutex_init(&b->mu, NULL);
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&b->cv, &ca);
-    pthread_condattr_destroy(&ca);
-    b->max_rows = max_rows < 1 ? 1 : max_rows;
-    b->max_steps = steps;
-    /* the SSD arm's layers run in its executor (its own run, planned for these rows) */
-    if (!m->ex && m->arm != LLM_ARM_RESIDENT &&
-        !(b->run = arch_run_new(&m->am, b->max_rows, err, errlen))) {
-        s_batch_free(&b);
-        return -1;
-    }
-    b->x = malloc((size_t)b->max_rows * hp->dim * sizeof(float));
-    b->xn = malloc((size_t)steps * hp->dim * sizeof(float));
-    b->logits = malloc((size_t)steps * hp->n_vocab * sizeof(float));
-    if (!b->x || !b->xn || !b->logits)
-        goto oom;
-    m->batch = b;
-    return 0;
-oom:
-    s_batch_free(&b);
-    arch_err(err, errlen, m->g->path, "out of memory for passes of %u positions", max_rows);
-    return -1;
-}
-
-void llm_session_active(llm_session *s, int on)
-{
-    s_batch *b = s->m->batch;
-    on = !!on;
-    if (s->m->arm == LLM_ARM_RESIDENT && s->m->hook.active)
-        s->m->hook.active(s->m->hook.ctx, s->id, on);
-    if (!b || s->active == on) /* counted only while the model batches */
-        return;
-    s->active = on;
-    pthread_mutex_lock(&b->mu);
-    b->n_active = on ? b->n_active + 1 : b->n_active - 1;
-    if (!on && s->stream) {
-        s->stream = 0;
-        b->n_stream--;
-    }
-    pthread_cond_broadcast(&b->cv); /* a pass waiting for this session need not */
-    pthread_mutex_unlock(&b->mu);
-}
-
-void llm_model_batch_counts(llm_model *m, uint64_t *passes, uint64_t *rows)
-{
-    *passes = *rows = 0;
-    if (!m->batch)
-        return;
-    pthread_mutex_lock(&m->batch->mu);
-    *passes = m->batch->passes;
-    *rows = m->batch->rows;
-    pthread_mutex_unlock(&m->batch->mu);
-}
-
-uint64_t llm_model_batch_cuts(llm_model *m)
-{
-    if (!m->batch)
-        return 0;
-    pthread_mutex_lock(&m->batch->mu);
-    uint64_t c = m->batch->cut;
-    pthread_mutex_unlock(&m->batch->mu);
-    return c;
-}
-
-/* Positions of s's next step, for a call of n positions with left still to run: its batch, within a pass; while
- * other sessions decode, a prompt's chunk at most the rows that cost one decode-only pass
- * more (the pass then costs at most about twice theirs): rows = decode pass time / one
- * row's time, both measured here: a row's time is first the time of the passes that
- * carried a prompt chunk minus that of the decode-only ones over their difference in rows,
- * then, once chunks are cut, the same measured on the cut passes (a few rows beside decode
- * steps, late in a prompt, each cost more than a big pass's average row). Until both are
- * measured the chunk is the full batch (that pass measures them); at least one row goes per
- * pass. A prompt alone goes in full batches.
- * The bits do not change: a position's bits do not depend on its batch. */
-static uint32_t s_batch_chunk(llm_session *s, uint32_t n, uint32_t left)
-{
-    s_batch *b = s->m->batch;
-    uint32_t r = s->n_batch < b->max_rows ? s->n_batch : b->max_rows;
-    pthread_mutex_lock(&b->mu);
-    int stream = n == 1 && s->active; /* a decode position (a prompt chunk is not one) */
-    if (stream != s->stream) {
-        b->n_stream = stream ? b->n_stream + 1 : b->n_stream - 1;
-        s->stream = stream;
-    }
-    if (!stream && b->n_stream && b->dec_ns > 0 && b->big_rows > b->dec_rows + 1) {
-        double row_ns = b->cut_row_ns > 0 ? b->cut_row_ns
-                                          : (b->big_ns - b->dec_ns) / (b->big_rows - b->dec_rows);
-        double budget = row_ns > 0 ? b->dec_ns / row_ns : r;
-        uint32_t c = budget < 1 ? 1 : budget < r ? (uint32_t)budget : r;
-        if (c < r)
-            b->cut_rows = c;
-        if (c < r && left > c) {
-            r = c;
-            b->cut++;
-        }
-    }
-    pthread_mutex_unlock(&b->mu);
-    return r;
-}
-
-/* One forward pass over k sessions' steps: their rows embedded one after another, every layer
- * over all of them (arch_layer_forward_segs: each weight read once), then the final norm of
- * each step's last row and the head over those rows (one read of the head for all). Each row
- * is computed as it would be alone (arch.h), so each session's bits are its own. */
-static int s_batch_pass(llm_model *m, s_step *const *st, uint32_t k, int nthreads, char *err,
-                        size_t errlen)
-{
-    s_batch *b = m->batch;
-    const arch_model *am = &m->am;
-    const arch_hparams *hp = &am->hp;
-    uint32_t d = hp->dim, row = 0, nl = 0;
-    char why[160];
-    for (uint32_t i = 0; i < k; i++) {
-        for (uint32_t p = 0; p < st[i]->n; p++) {
-            const uint8_t *er = (const uint8_t *)m->tok_embd +
-                                (uint64_t)st[i]->tok[p] * am->tok_embd.row_bytes;
-            if (quant_dequantize_row((quant_type)am->tok_embd.type, er,
-                                     b->x + (size_t)(row + p) * d, d, why, sizeof why)) {
-                arch_err(err, errlen, m->g->path, "token_embd.weight: %s", why);
-                return -1;
-            }
-        }
-        b->segs[i] = (arch_seg){ .pos0 = st[i]->s->n_past, .n = st[i]->n };
-        b->esegs[i] = (exec_seg){ .kv = st[i]->s->kv, .pos0 = st[i]->s->n_past, .n = st[i]->n };
-        row += st[i]->n;
-    }
-    arch_embed_finish(am, b->x, row); /* the family's scale (gemma's sqrt(dim)), as s_pass */
-    if (atomic_load(&m->faulted)) {
-        snprintf(err, errlen, "%s", m->fault);
-        return -1;
-    }
-    if (m->arm == LLM_ARM_RESIDENT) { /* one act through the workers for every session */
-        llm_hook_seg hs[S_BATCH_MAX_SESSIONS];
-        for (uint32_t i = 0; i < k; i++)
-            hs[i] = (llm_hook_seg){ .session = st[i]->s->id, .tokens = st[i]->tok,
-                                    .pos0 = st[i]->s->n_past, .n = st[i]->n };
-        if (k == 1 ? m->hook.layers(m->hook.ctx, hs[0].session, hs[0].tokens, b->x, hs[0].n,
-                                    hs[0].pos0, err, errlen)
-                   : m->hook.segs(m->hook.ctx, hs, k, b->x, err, errlen))
-            return -1;
-    } else if (m->ex) { /* SSD: each streamed layer read once for every session in the pass */
-        uint64_t bad = m->st.content_fail;
-        if (exec_step_segs(m->ex, b->x, b->esegs, k, &m->st, err, errlen))
-            return -1;
-        if (m->st.content_fail != bad) /* this pass used bytes that are not the file's */
-            return s_content_fault(m, err, errlen);
-    } else {
-        arch_run_set_threads(b->run, nthreads);
-        for (uint32_t l = 0; l < hp->n_layers; l++) {
-            for (uint32_t i = 0; i < k; i++)
-                b->segs[i].kv = &st[i]->s->kv[l];
-            if (arch_layer_forward_segs(b->run, l, llm_layer_data(m, l), b->segs, k, b->x, err,
-                                        errlen))
-                return -1;
-        }
-    }
-    row = 0;
-    for (uint32_t i = 0; i < k; i++) {
-        row += st[i]->n;
-        st[i]->s->n_past += st[i]->n;
-        if (st[i]->s->n_past > st[i]->s->n_high)
-            st[i]->s->n_high = st[i]->s->n_past;
-        if (st[i]->logits)
-            arch_rmsnorm(b->x + (size_t)(row - 1) * d, st[i]->s->norm_w, b->xn + (size_t)nl++ * d,
-                         d, hp->norm_eps);
-    }
-    if (!nl)
-        return 0;
-    if (quant_matmat((quant_type)am->output.type, hp->n_vocab, d, m->output, nl, b->xn,
-                     b->logits, nthreads, why, sizeof why)) {
-        arch_err(err, errlen, m->g->path, "%s: %s", am->output.name, why);
-        return -1;
-    }
-    arch_logits_finish(am, b->logits, nl); /* the family's final soft-cap, as s_pass */
-    nl = 0;
-    for (uint32_t i = 0; i < k; i++)
-        if (st[i]->logits)
-            memcpy(st[i]->logits, b->logits + (size_t)nl++ * hp->n_vocab,
-                   (size_t)hp->n_vocab * sizeof(float));
-    return 0;
-}
-
-/* Wait (under mu) for the other active sessions to queue their steps: at most a quarter of
- * the last pass's time, so a session that is late (sampling, its client) costs the others
- * little and rides the next pass. */
-static void s_batch_gather(s_batch *b)
-{
-    if (b->n_queued >= b->n_active || !b->last_pass_ns)
-        return;
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    uint64_t t = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec + b->last_pass_ns / 4;
-    ts.tv_sec = (time_t)(t / 1000000000ull);
-    ts.tv_nsec = (long)(t % 1000000000ull);
-    while (b->n_queued < b->n_active)
-        if (pthread_cond_timedwait(&b->cv, &b->mu, &ts) == ETIMEDOUT)
-            break;
-}
-
-/* One sample into a moving average (an eighth each; the first is taken whole). A sample
- * over twice the average counts as twice it: on a shared machine a pass now and then waits
- * for the cores, and those spikes would otherwise set the bound, not the passes' cost. */
-static void s_avg(double *avg, double v)
-{
-    if (*avg <= 0) {
-        *avg = v;
-        return;
-    }
-    if (v > 2 * *avg)
-        v = 2 * *avg;
-    *avg += (v - *avg) / 8;
-}
-
-/* A pass's time into the moving averages (an eighth each pass): decode-only passes apart
- * from those carrying a prompt chunk. Passes whose chunk is within the cut give a row's time
- * of their own (cut_row_ns) and stay out of the big passes' average, whose rows would
- * otherwise come down to the decode passes' and leave no difference to divide by. */
-static void s_batch_time(s_batch *b, s_step *const *st, uint32_t k, uint32_t rows, uint64_t ns)
-{
-    uint32_t maxn = 0;
-    int dec = 1;
-    for (uint32_t i = 0; i < k; i++)
-        if (!st[i]->decode) {
-            dec = 0;
-            maxn = st[i]->n > maxn ? st[i]->n : maxn;
-        }
-    if (!dec && maxn <= b->cut_rows) {
-        /* a prompt row's time at this batch size and position, beside the decode steps:
-         * what the bound is for (a big pass's rows share more, early rows attend less) */
-        if (b->dec_ns > 0 && rows > b->dec_rows + 0.5) {
-            double r_ns = ((double)ns - b->dec_ns) / (rows - b->dec_rows);
-            if (r_ns > 0)
-                s_avg(&b->cut_row_ns, r_ns);
-        }
-        return;
-    }
-    double *t = dec ? &b->dec_ns : &b->big_ns, *r = dec ? &b->dec_rows : &b->big_rows;
-    if (*t <= 0)
-        *r = rows;
-    else
-        *r += ((double)rows - *r) / 8;
-    s_avg(t, (double)ns);
-}
-
-/* s's step into the next pass; the first caller to find no pass running runs one (over the
- * steps queued, in order, within max_rows) and hands the next to whoever is still waiting. */
-static int s_batch_step(llm_session *s, const int32_t *tok, uint32_t n, float *logits,
-                        char *err, size_t errlen)
-{
-    s_batch *b = s->m->batch;
-    s_step me = { .s = s, .tok = tok, .n = n, .logits = logits, .decode = s->stream };
-    pthread_mutex_lock(&b->mu);
-    if (b->tail)
-        b->tail->next = &me;
-    else
-        b->head = &me;
-    b->tail = &me;
-    b->n_queued++;
-    pthread_cond_broadcast(&b->cv);
-    while (!me.done) {
-        if (b->running) {
-            pthread_cond_wait(&b->cv, &b->mu);
-            continue;
-        }
-        b->running = 1;
-        s_batch_gather(b);
-        s_step *take[S_BATCH_MAX_SESSIONS];
-        uint32_t k = 0, rows = 0;
-        while (b->head && k < b->max_steps && rows + b->head->n <= b->max_rows) {
-            s_step *t = b->head;
-            b->head = t->next;
-            if (!b->head)
-                b->tail = NULL;
-            t->next = NULL;
-            take[k++] = t;
-            rows += t->n;
-        }
-        b->n_queued -= k;
-        pthread_mutex_unlock(&b->mu);
-        char why[256];
-        uint64_t t0 = util_now_ns();
-        int rc = s_batch_pass(s->m, take, k, s->nthreads, why, sizeof why);
-        uint64_t dt = util_now_ns() - t0;
-        pthread_mutex_lock(&b->mu);
-        b->last_pass_ns = dt;
-        b->passes++;
-        b->rows += rows;
-        if (!rc)
-            s_batch_time(b, take, k, rows, dt);
-        for (uint32_t i = 0; i < k; i++) {
-            take[i]->rc = rc;
-            if (rc)
-                snprintf(take[i]->err, sizeof take[i]->err, "%s", why);
-            take[i]->done = 1;
-        }
-        b->running = 0;
-        pthread_cond_broadcast(&b->cv);
-    }
-    pthread_mutex_unlock(&b->mu);
-    if (me.rc)
-        snprintf(err, errlen, "%s", me.err);
-    return me.rc;
-}
-
-/* A pass of s alone on a batched model (every position's logits: perplexity), between the
- * batched ones: the SSD arm's one executor runs one pass at a time. */
-static int s_batch_alone(llm_session *s, const int32_t *tok, uint32_t n, float *logits, int all,
-                         char *err, size_t errlen)
-{
-    s_batch *b = s->m->batch;
-    pthread_mutex_lock(&b->mu);
-    while (b->running)
-        pthread_cond_wait(&b->cv, &b->mu);
-    b->running = 1;
-    pthread_mutex_unlock(&b->mu);
-    int rc = s_pass(s, tok, n, logits, all, err, errlen);
-    pthread_mutex_lock(&b->mu);
-    b->running = 0;
-    pthread_cond_broadcast(&b->cv);
-    pthread_mutex_unlock(&b->mu);
-    return rc;
-}

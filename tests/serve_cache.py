@@ -209,7 +209,7 @@ def batch():
 
 def cut():
     """A long prompt arriving while another slot decodes goes in chunks cut below the batch
-    (the passes carrying it stay near a decode pass's cost; runtime/llm.c s_batch_chunk), and
+    (the passes carrying it stay near a decode pass's cost; runtime/llm_batch.c llm_batch_chunk), and
     both requests keep the digests they have alone; a prompt alone is not cut."""
     a = dict(prompt=P2, max_tokens=160, temperature=0, ignore_eos=True, cache_prompt=False)
     b = dict(prompt=P1 * 3, max_tokens=4, temperature=0, cache_prompt=False)
