@@ -12,6 +12,7 @@
 #include "quant/quant.h"
 #include "quant/requant.h"
 #include "tests/check.h"
+#include "tests/scratch.h"
 
 #include <fcntl.h>
 #include <jansson.h>
@@ -1229,13 +1230,7 @@ static void s_test_llama_cpp(const char *fixture)
 
 int main(void)
 {
-    const char *base = getenv("SWARM_TEST_TMP") ? getenv("SWARM_TEST_TMP") : "tests/tmp";
-    snprintf(s_dir, sizeof s_dir, "%s/arch", base);
-    util_mkdir_p(s_dir);
-    snprintf(s_vocab, sizeof s_vocab, "%s/llama-spm.gguf", s_dir);
-    char cmd[2600];
-    snprintf(cmd, sizeof cmd, "gzip -dc tests/fixtures/tok/llama-spm.gguf.gz > '%s'", s_vocab);
-    CHECK(system(cmd) == 0, "cannot unpack the vocabulary fixture (run from the repository root)");
+    scratch_open("arch", s_dir, sizeof s_dir, s_vocab, sizeof s_vocab);
     quant_isa isa = quant_isa_current();
     printf("test_arch: dot products on %s\n", quant_isa_name(isa));
     if (getenv("ARCH_FIXTURE")) { /* one llama.cpp fixture alone, for making one */

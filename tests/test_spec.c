@@ -15,6 +15,7 @@
 #include "quant/quant.h"
 #include "runtime/llm.h"
 #include "tests/check.h"
+#include "tests/scratch.h"
 #include "text/draft.h"
 #include "text/engine.h"
 #include "text/grammar.h"
@@ -337,20 +338,13 @@ static void s_test_lookup_and_vocab(llm_model *m, llm_model *other)
 
 int main(void)
 {
-    const char *base = getenv("SWARM_TEST_TMP") ? getenv("SWARM_TEST_TMP") : "tests/tmp";
-    char err[512], cmd[2600], dir[2048], vocab[2300], mq[2300], mf[2300], mo[2300], mv[2300];
-    snprintf(dir, sizeof dir, "%s/spec", base);
-    util_mkdir_p(dir);
-    snprintf(vocab, sizeof vocab, "%s/llama-spm.gguf", dir);
+    char err[512], dir[2048], vocab[2300], mq[2300], mf[2300], mo[2300], mv[2300];
+    scratch_open("spec", dir, sizeof dir, vocab, sizeof vocab);
     snprintf(mq, sizeof mq, "%s/q8.gguf", dir);
     snprintf(mf, sizeof mf, "%s/f16.gguf", dir);
     snprintf(mo, sizeof mo, "%s/other.gguf", dir);
     snprintf(mv, sizeof mv, "%s/v1000.gguf", dir);
-    snprintf(cmd, sizeof cmd, "gzip -dc tests/fixtures/tok/llama-spm.gguf.gz > '%s'", vocab);
-    CHECK(system(cmd) == 0, "cannot unpack the vocabulary fixture (run from the repository root)");
-    arch_gen_opts o = { .arch = "llama", .dim = 64, .n_layers = 2, .n_head = 4,
-                        .n_head_kv = 2, .n_ff = 96, .vocab_from = vocab, .type = QUANT_Q8_0,
-                        .n_ctx = 256, .seed = 3 };
+    arch_gen_opts o = scratch_tiny_llama(vocab);
     CHECK(arch_gen(mq, &o, err, sizeof err) == 0, "%s", err);
     o.type = QUANT_F16;
     CHECK(arch_gen(mf, &o, err, sizeof err) == 0, "%s", err);
