@@ -1,12 +1,16 @@
 /* quant_test.h — what the quant tests share: a seeded xorshift64 stream, a float's bits, the
  * FNV-1a hash the known-answer headers keep ggml's floats as, the first byte two buffers differ
- * at. tests/ */
+ * at, and every ISA's dot product held to the scalar kernel's. Include after tests/check.h.
+ * tests/ */
 #ifndef SWARM_QUANT_TEST_H
 #define SWARM_QUANT_TEST_H
 
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+
+#include "quant/quant.h"
+#include "tests/check.h"
 
 static uint64_t qtest_rng_ = 0x9e3779b97f4a7c15ull;
 
@@ -55,6 +59,24 @@ static inline size_t qtest_first_diff(const void *a, const void *b, size_t n)
         if (x[i] != y[i])
             return i;
     return n;
+}
+
+/* The scalar kernel's dot of (w, act) for type t, and every other ISA's this CPU runs held to
+ * it bit for bit (what names the row in a failure: type, n, rep); *compared counts them. */
+static inline float qtest_dot_isas(quant_type t, uint64_t n, const void *w, const void *act,
+                                   const char *what, int *compared)
+{
+    const float r = quant_dot_get(t, QUANT_ISA_SCALAR)(n, w, act);
+    for (int isa = 1; isa < QUANT_ISA_COUNT; isa++) {
+        quant_dot_fn g = quant_dot_get(t, (quant_isa)isa);
+        if (!g)
+            continue;
+        const float s = g(n, w, act);
+        (*compared)++;
+        CHECK(qtest_bits(s) == qtest_bits(r), "%s %s: %a vs scalar %a",
+              quant_isa_name((quant_isa)isa), what, (double)s, (double)r);
+    }
+    return r;
 }
 
 #endif

@@ -100,17 +100,9 @@ static void test_simd_vs_scalar(void)
                 x[i] = qtest_unif(-1.0f, 1.0f) * (rep % 3 == 0 ? 100.0f : 1.0f) *
                        (i % 97 == 0 ? 20.0f : 1.0f);
             CHECK(quant_act_prepare(QUANT_MXFP4, x, n, act, err, sizeof err) == 0, "%s", err);
-            const float r = quant_dot_get(QUANT_MXFP4, QUANT_ISA_SCALAR)(n, w, act);
-            for (int isa = 1; isa < QUANT_ISA_COUNT; isa++) {
-                quant_dot_fn g = quant_dot_get(QUANT_MXFP4, (quant_isa)isa);
-                if (!g)
-                    continue;
-                const float s = g(n, w, act);
-                compared++;
-                CHECK(qtest_bits(s) == qtest_bits(r), "%s n=%llu rep %d: %a vs scalar %a",
-                      quant_isa_name((quant_isa)isa), (unsigned long long)n, rep, (double)s,
-                      (double)r);
-            }
+            char what[64];
+            snprintf(what, sizeof what, "mxfp4 n=%llu rep %d", (unsigned long long)n, rep);
+            const float r = qtest_dot_isas(QUANT_MXFP4, n, w, act, what, &compared);
             quant_dequantize_row(QUANT_MXFP4, w, wd, n, err, sizeof err);
             const quant_act_q8 y = quant_act_view(act, n);
             double exact = 0, mag = 0;

@@ -128,17 +128,10 @@ static void test_simd_vs_scalar(void)
                     x[i] = qtest_unif(-1.0f, 1.0f) * (rep % 3 == 0 ? 100.0f : 1.0f) *
                            (i % 97 == 0 ? 20.0f : 1.0f);
                 CHECK(quant_act_prepare(s_ts[k], x, n, act, err, sizeof err) == 0, "%s", err);
-                const float r = quant_dot_get(s_ts[k], QUANT_ISA_SCALAR)(n, w, act);
-                for (int isa = 1; isa < QUANT_ISA_COUNT; isa++) {
-                    quant_dot_fn g = quant_dot_get(s_ts[k], (quant_isa)isa);
-                    if (!g)
-                        continue;
-                    const float s = g(n, w, act);
-                    compared++;
-                    CHECK(qtest_bits(s) == qtest_bits(r), "%s %s n=%llu rep %d: %a vs scalar %a",
-                          quant_isa_name((quant_isa)isa), s_names[k], (unsigned long long)n, rep,
-                          (double)s, (double)r);
-                }
+                char what[64];
+                snprintf(what, sizeof what, "%s n=%llu rep %d", s_names[k],
+                         (unsigned long long)n, rep);
+                const float r = qtest_dot_isas(s_ts[k], n, w, act, what, &compared);
                 quant_dequantize_row(s_ts[k], w, wd, n, err, sizeof err);
                 double exact = 0, mag = 0;
                 for (uint64_t i = 0; i < n; i++) {
