@@ -237,6 +237,8 @@ static int s_on_result(llm_swarm *sw, const void *frame, size_t got, uint64_t ar
         tw->tr_acts++;
         tw->tr_wait_ns += t->wait_ns;
         tw->tr_compute_ns += t->compute_ns;
+        if (a->n_pos >= 2) /* a decoding step's n = 1 runs other kernels: not the line's */
+            chunk_fit_add(&tw->fit, a->n_pos, t->compute_ns);
         tw->tr_io_ns += t->deser_ns + t->ser_ns + t->send_ns;
     }
     if (a->n_pos != p->n) {
