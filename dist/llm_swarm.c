@@ -1097,6 +1097,13 @@ void llm_swarm_free(llm_swarm **swp)
         return;
     llm_swarm *sw = *swp;
     s_prefill_predict(sw);
+    if (sw->transit_passes)
+        log_info("%llu passes: %.3f ms a pass in transit (%.3f ms a link: ZeroMQ, the kernel, "
+                 "the wake-ups), outside the %.3f ms a pass the stages' traces account for",
+                 (unsigned long long)sw->transit_passes,
+                 (double)sw->transit_ns / 1e6 / (double)sw->transit_passes,
+                 (double)sw->transit_ns / 1e6 / (double)sw->transit_links,
+                 (double)sw->tr_all_ns / 1e6 / (double)sw->transit_passes);
     if (sw->monitor_on) {
         pthread_mutex_lock(&sw->mu);
         sw->quit = 1;

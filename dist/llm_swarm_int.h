@@ -267,6 +267,10 @@ struct llm_swarm {
     uint64_t reaped_read_bytes;   /* storage reads of reaped workers (the kernel adds them
                                    * to ours) */
     uint64_t coord_ser_ns, coord_deser_ns;
+    uint64_t transit_ns, transit_passes, transit_links; /* results' round trips less every
+                                   * stage's traced work (queue, (de)serialise, compute,
+                                   * send): the links and the wake-ups, summed (llm_pass.c) */
+    uint64_t tr_all_ns;           /* those passes' traced work, summed */
     uint64_t bad_msgs;            /* undecodable control messages and results, dropped */
     uint64_t max_rt_ns;           /* the slowest act, sent to its result back, so far */
     uint64_t deadline_replays;    /* passes replayed because their result never came */
