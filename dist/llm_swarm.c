@@ -530,8 +530,10 @@ static void s_spread(llm_swarm *sw, int on)
 }
 
 /* The pipeline's cost model from what was measured: each stage's line fitted to its acts'
- * times (into st), the data links' profile (one-way delay per act, plus the traces' mean
- * send/receive work; bytes / rate per position), and in *lo the smallest act size measured
+ * times (into st), the data links' profile (one-way delay per act; bytes / rate per
+ * position) plus what a link was measured to take (the passes' transit a link: ZeroMQ, the
+ * kernel, the wake-ups; and the traces' mean (de)serialising and sending), and in *lo the
+ * smallest act size measured
  * (a line is trusted only over the sizes it was fitted to). 0; -1 while a stage has no
  * line yet. */
 static int s_chunk_model(const llm_swarm *sw, chunk_stage *st, chunk_model *m, uint32_t *lo)
@@ -546,8 +548,10 @@ static int s_chunk_model(const llm_swarm *sw, chunk_stage *st, chunk_model *m, u
         acts += w->tr_acts;
     }
     const netem_profile *pr = &sw->o.profile;
+    double transit = sw->transit_links ? (double)sw->transit_ns / (double)sw->transit_links : 0;
     *m = (chunk_model){ .st = st, .n_st = sw->n,
-                        .hop_ns = (double)pr->delay_ns + (acts ? (double)io_ns / acts : 0),
+                        .hop_ns = (double)pr->delay_ns + transit +
+                                  (acts ? (double)io_ns / acts : 0),
                         .link_ns_per_pos = pr->rate_bps ? (double)sw->dim * sizeof(float) *
                                                               1e9 / (double)pr->rate_bps
                                                         : 0 };
