@@ -605,9 +605,9 @@ static void s_prefill_predict(const llm_swarm *sw)
         all.fixed_ns += st[i].fixed_ns;
         all.per_pos_ns += st[i].per_pos_ns;
     }
-    char line[512];
+    char line[1024];
     int at = 0;
-    for (uint32_t S = 1; S <= 8 && at < (int)sizeof line - 40; S++) {
+    for (uint32_t S = 1; S <= 8 && at < (int)sizeof line - 64; S++) {
         double pipe, one;
         uint32_t c = chunk_plan_hosts(&all, S, &m, (uint32_t)sw->prefill_pos, 4 * S * b, lo, b,
                                       &pipe, &one);
