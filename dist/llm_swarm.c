@@ -569,6 +569,7 @@ static uint32_t s_prefill_chunk(llm_swarm *sw, uint32_t n, uint32_t batch, uint3
     chunk_model m;
     uint32_t lo = batch;
     sw->prefill_batch = batch;
+    sw->call_pred_ns = 0;
     *first = batch;
     if (s_chunk_model(sw, st, &m, &lo)) {
         if (n > batch && batch >= 8) /* a line takes acts of 2 positions or more */
@@ -578,6 +579,7 @@ static uint32_t s_prefill_chunk(llm_swarm *sw, uint32_t n, uint32_t batch, uint3
     double pred, at_batch = chunk_plan_time(&m, n, batch);
     uint32_t c = chunk_plan_pick(&m, n, lo, batch, &pred);
     *first = c;
+    sw->call_pred_ns = pred;
     if (c != sw->prefill_chunk) {
         log_info("prefill: chunks of %u positions (from %u to %u), %.1f ms predicted for %u "
                  "(%.1f ms in chunks of %u); stage 0 %.2f ms + %.3f ms a position, hop %.3f ms",
@@ -615,6 +617,10 @@ static void s_prefill_predict(const llm_swarm *sw)
                        S > 1 ? "; " : "", S, S > 1 ? pipe / 1e6 : one / 1e6,
                        S > 1 ? pipe / one : 1.0, S > 1 ? c : b);
     }
+    if (sw->pred_calls)
+        log_info("prefill: %u calls in modelled chunks took %.1f ms, %.1f ms predicted "
+                 "(%.2f)", sw->pred_calls, sw->pred_took_ns / 1e6, sw->pred_ns / 1e6,
+                 sw->pred_took_ns / sw->pred_ns);
     log_info("prefill predicted for %llu positions from the measured stages (whole model %.2f "
              "ms + %.3f ms a position, hop %.3f ms), hosts %s", (unsigned long long)sw->prefill_pos,
              all.fixed_ns / 1e6, all.per_pos_ns / 1e6, m.hop_ns / 1e6, line);
@@ -664,6 +670,7 @@ static int s_prefill_locked(llm_swarm *sw, uint64_t session, const int32_t *toke
         p += ps[c].n;
     }
     int rc = -1;
+    uint64_t t_call = util_now_ns();
     sw->prefills++;
     sw->prefill_chunks += nc;
     sw->prefill_pos += n;
@@ -711,6 +718,11 @@ static int s_prefill_locked(llm_swarm *sw, uint64_t session, const int32_t *toke
     }
     rc = 0;
     uint64_t now = util_now_ns();
+    if (sw->call_pred_ns > 0) { /* the model's prediction for this call beside what it took */
+        sw->pred_ns += sw->call_pred_ns;
+        sw->pred_took_ns += (double)(now - t_call);
+        sw->pred_calls++;
+    }
     for (uint32_t i = 0; i < sw->n; i++)
         if (sw->w[i].fo >= 0 && sw->w[i].state != LW_LIVE) {
             llm_failover *f = &sw->fo[sw->w[i].fo];
