@@ -533,9 +533,8 @@ static void s_spread(llm_swarm *sw, int on)
  * times (into st), the data links' profile (one-way delay per act; bytes / rate per
  * position) plus what a link was measured to take (the passes' transit a link: ZeroMQ, the
  * kernel, the wake-ups; and the traces' mean (de)serialising and sending), and in *lo the
- * smallest act size measured
- * (a line is trusted only over the sizes it was fitted to). 0; -1 while a stage has no
- * line yet. */
+ * smallest act size measured (a line is trusted only over the sizes it was fitted to). 0;
+ * -1 while a stage has no line yet. */
 static int s_chunk_model(const llm_swarm *sw, chunk_stage *st, chunk_model *m, uint32_t *lo)
 {
     uint64_t io_ns = 0, acts = 0;
