@@ -144,6 +144,7 @@ struct arm_handle {
     uint32_t n_fo;
     uint64_t acts, wire, workers_rss;
     uint64_t deadline_replays;     /* passes replayed: their result never came */
+    uint64_t prefill_chunks;       /* the pipelined prompts' chunks (0: none pipelined) */
 };
 
 /* Open o->model under o->flags' arm into h (zeroed here). 0, or -1 with err (h->refused set
