@@ -76,6 +76,7 @@ typedef struct {
     "  --profile NAME        resident: emulate every data link (none, lan: RTT 0.4 ms,\n"     \
     "                        wifi: 4.5 ms with jitter, wan: 60 ms); workers + 1 hops\n"       \
     "  --worker-slowdown N   resident, a test knob: workers compute every pass N times\n"     \
+    "                        (1..1024)\n"                                                  \
     "  --no-pipeline         resident: a prompt's batches one after another, each awaited\n" \
     "                        (default: several in flight through the workers, where\n"     \
     "                        their stages can overlap: listed workers, or threads x 2\n"    \
