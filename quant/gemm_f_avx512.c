@@ -36,7 +36,9 @@ _Static_assert(S_P >= 1 && S_P <= 8, "QUANT_GEMM_RUN covers widths 1..8");
 
 /* The decode tile's shape (s_run_few below). */
 #define S_PD 4
+#ifndef S_RD
 #define S_RD 2
+#endif
 /* s_tile's register arrays: room for both shapes */
 #define S_AR (S_R > S_RD ? S_R : S_RD)
 #define S_AP (S_P > S_PD ? S_P : S_PD)
@@ -131,8 +133,6 @@ QUANT_GEMM_RUN(s_tilesb16, s_tileb16)
  * is in one tile of S_RD rows (S_RD * B * 2 accumulators, at most 16), each weight vector read
  * and widened once for all of them; the rows past the last tile by the row kernel. Same bits:
  * a pair's lanes see the same fmas in the same order whatever the tile. */
-#define S_PD 4
-#define S_RD 2
 _Static_assert(S_PD >= 2 && S_PD <= 4 && S_RD * S_PD * 2 + 2 * S_RD <= 28, "decode tile");
 
 static inline __attribute__((always_inline)) void
