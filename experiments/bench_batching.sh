@@ -15,7 +15,8 @@
 # printed before and after: on a shared machine, compare ratios of one sitting only.
 #   usage: experiments/bench_batching.sh
 # Env: MODEL (/work/models/tl-q8_0.gguf), THREADS (2), WORKERS (3), K (4), GEN (32), CTX (256),
-#   ROUNDS (2), NODE_DIR (/work/tokjs), SWARM_BIN, OUT (build/bench_batching).
+#   ROUNDS (2), NODE_DIR (/work/tokjs), SWARM_BIN, OUT (build/bench_batching), SIDES (the sides
+#   to run: "reference resident llama.cpp").
 set -eu -o pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BIN=${SWARM_BIN:-$ROOT/bin/swarm}
@@ -49,7 +50,9 @@ s_llama() { # SEQUENCES -> aggregate tokens/s
         sed -n 's/^llama.cpp seqs=[0-9]* tokens=[0-9]* wall_ms=[0-9.]* agg=\([0-9.]*\)$/\1/p'
 }
 
-cells=("reference 1" "reference $K" "resident 1" "resident $K" "llama.cpp 1" "llama.cpp $K")
+SIDES=${SIDES:-reference resident llama.cpp}
+cells=()
+for side in $SIDES; do cells+=("$side 1" "$side $K"); done
 declare -A res
 echo "# $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "# model $MODEL, threads $THREADS, workers $WORKERS, $GEN tokens a stream, K=$K"
@@ -66,7 +69,7 @@ echo "# load after: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
 echo "| side | 1 stream tok/s | $K streams aggregate tok/s | $K/1 (medians) |"
 echo "|---|---|---|---|"
-for side in reference resident llama.cpp; do
+for side in $SIDES; do
     python3 - "$side" "${res[$side 1]}" "${res[$side $K]}" <<'PY'
 import statistics, sys
 side, one, many = sys.argv[1], sys.argv[2].split(), sys.argv[3].split()

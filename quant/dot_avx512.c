@@ -201,6 +201,67 @@ float quant_dot_q8_0_avx512(uint64_t n, const void *wv, const void *act)
     return quant_reduce16_avx(a);
 }
 
+/* quant_dot_q8_0_avx512 for P positions of one row: the row read once, front to back (the
+ * one-position kernel's stream and prefetch), its quads biased and its scales widened once,
+ * then each position's sums, scale product and fma exactly as that kernel does them, so out[p]
+ * has the bits of the one-position dot. For decode passes of a few sessions, bound by reading
+ * the weights (gemm_avx512.c). */
+static inline __attribute__((always_inline)) void
+s_q8_dotn(uint64_t n, const quant_block_q8_0 *x, const void *const *act, float *out, const int P)
+{
+    const uint64_t nb = n / QUANT_QK;
+    quant_act_q8 y[QUANT_Q8_DOTN];
+    __m512 z[QUANT_Q8_DOTN];
+    #pragma GCC unroll 8
+    for (int p = 0; p < P; p++) {
+        y[p] = quant_act_view(act[p], n);
+        z[p] = _mm512_setzero_ps();
+    }
+    uint64_t b = 0;
+    for (; b + QUANT_QB_BLANES <= nb; b += QUANT_QB_BLANES) {
+        quant_prefetch(x + b, QUANT_QB_BLANES * sizeof *x);
+        const __m512 dw = s_dw16_q8(x + b);
+        __m512i xu[8];
+        #pragma GCC unroll 8
+        for (int i = 0; i < 8; i++)
+            xu[i] = _mm512_xor_si512(s_join(x[b + 2 * i].qs, x[b + 2 * i + 1].qs),
+                                     _mm512_set1_epi8((char)0x80));
+        #pragma GCC unroll 8
+        for (int p = 0; p < P; p++) {
+            const int8_t *yq = y[p].qs + b * 32;
+            const int32_t *b128 = y[p].bias128 + b * 8;
+            __m512i c[4];
+            #pragma GCC unroll 8
+            for (int i = 0; i < 4; i++)
+                c[i] = s_pairsum(
+                    _mm512_dpbusd_epi32(_mm512_loadu_si512(b128 + 32 * i), xu[2 * i],
+                                        _mm512_loadu_si512(yq + 128 * i)),
+                    _mm512_dpbusd_epi32(_mm512_loadu_si512(b128 + 32 * i + 16), xu[2 * i + 1],
+                                        _mm512_loadu_si512(yq + 128 * i + 64)));
+            const __m512i si = s_pairsum(s_pairsum(c[0], c[1]), s_pairsum(c[2], c[3]));
+            const __m512 d = _mm512_mul_ps(dw, _mm512_loadu_ps(y[p].d + b));
+            z[p] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(si), d, z[p]);
+        }
+    }
+    #pragma GCC unroll 8
+    for (int p = 0; p < P; p++) {
+        float a[QUANT_QB_BLANES];
+        _mm512_storeu_ps(a, z[p]);
+        quant_tail_q8_0(x, &y[p], b, nb, a);
+        out[p] = quant_reduce16_avx(a);
+    }
+}
+
+void quant_dotn_q8_0_avx512(uint64_t n, const void *w, const void *const *act, int np, float *out)
+{
+    switch (np) {
+    case 4: s_q8_dotn(n, w, act, out, 4); break;
+    case 3: s_q8_dotn(n, w, act, out, 3); break;
+    case 2: s_q8_dotn(n, w, act, out, 2); break;
+    default: s_q8_dotn(n, w, act, out, 1); break;
+    }
+}
+
 float quant_dot_q4_0_avx512(uint64_t n, const void *wv, const void *act)
 {
     const quant_block_q4_0 *x = wv;

@@ -269,6 +269,10 @@ static void s_rows(void *p, int i, int n)
     }
 }
 
+/* Activation forms of a batch's positions, shared out by position ranges; up to this many
+ * elements (4 positions of TinyLlama's 5632-wide FFN) by the calling thread alone. */
+#define S_PREP_ALONE (4u * 5632u)
+
 /* Activation forms of a batch's positions, shared out by position ranges. */
 typedef struct {
     quant_type t;
@@ -363,6 +367,11 @@ static int s_product(quant_type t, uint64_t rows, uint64_t cols, const void *W, 
     s_prep p = { .t = t, .cols = cols, .B = B, .X = X, .act = s_act, .act_bytes = j.act_bytes,
                  .gemm = j.gemm, .panel = s_panel };
     int np = B < (uint64_t)nthreads ? (int)B : nthreads;
+    /* A decode pass's few positions (continuous batching: one a session) are microseconds of
+     * work for the calling thread, less than waking the pool for them: a job more per product
+     * (7 a layer) whose wake-ups a loaded machine stretches most. */
+    if (B * cols <= S_PREP_ALONE)
+        np = 1;
     if (s_grow(np, err, errlen))
         goto out;
     s_run(np, s_prep_task, &p);

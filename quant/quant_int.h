@@ -96,6 +96,11 @@ float quant_dot_f16_avx512(uint64_t n, const void *w, const void *act);
 float quant_dot_bf16_avx512(uint64_t n, const void *w, const void *act);
 float quant_dot_q8_0_avx512(uint64_t n, const void *w, const void *act);
 float quant_dot_q4_0_avx512(uint64_t n, const void *w, const void *act);
+/* np (1..QUANT_Q8_DOTN) positions' Q8_0 dots with one row w: out[p] has exactly the bits of
+ * quant_dot_q8_0_avx512(n, w, act[p]); the row is read once. */
+#define QUANT_Q8_DOTN 4
+void quant_dotn_q8_0_avx512(uint64_t n, const void *w, const void *const *act, int np,
+                            float *out);
 
 /* Tiles for batched products: QUANT_TILE_ROWS weight rows w[r] against QUANT_TILE_POS
  * activations act[p]; out[r * QUANT_TILE_POS + p] gets exactly the bits of the one-row dot
