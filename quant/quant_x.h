@@ -80,8 +80,9 @@ void quant_q3_K_scales(const uint8_t scales[12], int8_t sc[16]);
 void quant_x_block32(quant_type t, const void *blk, uint64_t b, const quant_act_q8 *y,
                      const float *sums, float a[QUANT_LANES]);
 
-/* A row's last group of k < 4 blocks as a whole group, so the SIMD kernels run it through
- * their group code (masked to the lanes of the k blocks) instead of the scalar block above:
+/* A row's last group of k < 4 blocks as a whole group, so the AVX2 kernels run it through
+ * their group code (masked to the lanes of the k blocks) instead of the scalar block above
+ * (the AVX-512 ones load it masked):
  * one scalar block cost as much as ~60 vector ones, and a 2880-wide row (gpt-oss's; 90
  * blocks) spent 2/3 of its time on its last two (IQ4_NL 15.5 -> 5.8 GB/s in cache,
  * 2026-12-02). Absent blocks are zero bytes (d = 0, levels 0), absent activations zero. */
