@@ -77,75 +77,102 @@ static inline uint16_t s_u16(const uint8_t *p)
     return v;
 }
 
+/* acc, or fma(p, d, acc) in the lanes where keep's sign bit is set (all, where keep is NULL) */
+static inline __attribute__((always_inline)) __m256 s_fma(__m256 p, __m256 d, __m256 acc,
+                                                         const __m256 *keep)
+{
+    const __m256 r = _mm256_fmadd_ps(p, d, acc);
+    return keep ? _mm256_blendv_ps(acc, r, *keep) : r;
+}
+
+/* One group of four blocks at x (bb bytes each) into a[0..3]: q its qs4 (elements 0..15 of the
+ * four, then 16..31 at q + 64), b8 its bias8, dxp its four d_x, syp its four s (Q4_1, Q5_1).
+ * k: the blocks present (4 but for a row's padded last group, whose other lanes are kept). */
+static inline __attribute__((always_inline)) void s_group(quant_type t, const uint8_t *x,
+                                                         const int8_t *q, const int32_t *b8,
+                                                         const float *dxp, const float *syp,
+                                                         int k, __m256 a[4])
+{
+    const size_t bb = s_bb(t), qo = s_qs_off(t);
+    const int q5 = t == QUANT_Q5_0 || t == QUANT_Q5_1, mn = t == QUANT_Q4_1 || t == QUANT_Q5_1;
+    const __m256i m = _mm256_set1_epi8(0x0F), h16 = _mm256_set1_epi8(0x10);
+    const __m256i i01 = _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1);
+    const __m256i i23 = _mm256_setr_epi32(2, 2, 2, 2, 3, 3, 3, 3);
+    /* lanes of blocks 0, 1 (a[0], a[2]) and 2, 3 (a[1], a[3]) present: lane i of a[0] holds
+     * block i / 4, of a[1] block 2 + i / 4 */
+    const __m256i lb = _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1);
+    const __m256 k01 = _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(k), lb));
+    const __m256 k23 = _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(k - 2), lb));
+    const __m256 *p01 = k < 4 ? &k01 : NULL, *p23 = k < 4 ? &k23 : NULL;
+    /* d of the four blocks in lanes 0..3, m (Q4_1, Q5_1) in 4..7, both times d_x */
+    const __m128i h = _mm_setr_epi16((short)s_u16(x), (short)s_u16(x + bb),
+                                     (short)s_u16(x + 2 * bb), (short)s_u16(x + 3 * bb),
+                                     mn ? (short)s_u16(x + 2) : 0,
+                                     mn ? (short)s_u16(x + bb + 2) : 0,
+                                     mn ? (short)s_u16(x + 2 * bb + 2) : 0,
+                                     mn ? (short)s_u16(x + 3 * bb + 2) : 0);
+    /* d_w * d_x in lanes 0..3, m_w (times 1: exact) in 4..7 */
+    const __m128 dx = _mm_loadu_ps(dxp);
+    const __m256 dd = _mm256_mul_ps(_mm256_cvtph_ps(h), _mm256_set_m128(_mm_set1_ps(1.0f), dx));
+    const __m256 d01 = _mm256_permutevar8x32_ps(dd, i01);
+    const __m256 d23 = _mm256_permutevar8x32_ps(dd, i23);
+    const __m256i v01 = _mm256_loadu2_m128i((const __m128i *)(x + bb + qo),
+                                            (const __m128i *)(x + qo));
+    const __m256i v23 = _mm256_loadu2_m128i((const __m128i *)(x + 3 * bb + qo),
+                                            (const __m128i *)(x + 2 * bb + qo));
+    __m256i l01 = _mm256_and_si256(v01, m), l23 = _mm256_and_si256(v23, m);
+    __m256i u01 = _mm256_and_si256(_mm256_srli_epi16(v01, 4), m);
+    __m256i u23 = _mm256_and_si256(_mm256_srli_epi16(v23, 4), m);
+    if (q5) {
+        const uint32_t q0 = s_qh(t, x), q1 = s_qh(t, x + bb), q2 = s_qh(t, x + 2 * bb),
+                       q3 = s_qh(t, x + 3 * bb);
+        l01 = _mm256_or_si256(l01, _mm256_and_si256(s_bits32((q0 & 0xFFFF) | q1 << 16), h16));
+        l23 = _mm256_or_si256(l23, _mm256_and_si256(s_bits32((q2 & 0xFFFF) | q3 << 16), h16));
+        u01 = _mm256_or_si256(u01, _mm256_and_si256(s_bits32(q0 >> 16 | (q1 & 0xFFFF0000u)),
+                                                    h16));
+        u23 = _mm256_or_si256(u23, _mm256_and_si256(s_bits32(q2 >> 16 | (q3 & 0xFFFF0000u)),
+                                                    h16));
+    }
+    a[0] = s_fma(_mm256_cvtepi32_ps(s_half(t, l01, q, b8)), d01, a[0], p01);
+    a[1] = s_fma(_mm256_cvtepi32_ps(s_half(t, l23, q + 32, b8 + 8)), d23, a[1], p23);
+    a[2] = s_fma(_mm256_cvtepi32_ps(s_half(t, u01, q + 64, b8 + 16)), d01, a[2], p01);
+    a[3] = s_fma(_mm256_cvtepi32_ps(s_half(t, u23, q + 96, b8 + 24)), d23, a[3], p23);
+    if (mn) { /* m_w * s_y into the lane of quad 0 of each block: lanes 0 and 4 */
+        const __m256i four = _mm256_set1_epi32(4);
+        const __m256 sy = _mm256_castps128_ps256(_mm_loadu_ps(syp));
+        const __m256 s01 = _mm256_permutevar8x32_ps(sy, i01);
+        const __m256 s23 = _mm256_permutevar8x32_ps(sy, i23);
+        const __m256 m01 = _mm256_permutevar8x32_ps(dd, _mm256_add_epi32(i01, four));
+        const __m256 m23 = _mm256_permutevar8x32_ps(dd, _mm256_add_epi32(i23, four));
+        a[0] = _mm256_blend_ps(a[0], s_fma(s01, m01, a[0], p01), 0x11);
+        a[1] = _mm256_blend_ps(a[1], s_fma(s23, m23, a[1], p23), 0x11);
+    }
+}
+
 static inline __attribute__((always_inline)) float s_dot32(quant_type t, uint64_t n,
                                                            const void *w, const void *act)
 {
     const uint8_t *x = w;
-    const size_t bb = s_bb(t), qo = s_qs_off(t);
-    const int q5 = t == QUANT_Q5_0 || t == QUANT_Q5_1, mn = t == QUANT_Q4_1 || t == QUANT_Q5_1;
+    const size_t bb = s_bb(t);
+    const int mn = t == QUANT_Q4_1 || t == QUANT_Q5_1;
     const quant_act_q8 y = quant_act_view(act, n);
     const float *sums = mn ? quant_act_q8_sums(act, n) : NULL;
     const uint64_t nb = n / QUANT_QK;
-    const __m256i m = _mm256_set1_epi8(0x0F), h16 = _mm256_set1_epi8(0x10);
-    const __m256i i01 = _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1);
-    const __m256i i23 = _mm256_setr_epi32(2, 2, 2, 2, 3, 3, 3, 3);
-    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    __m256 acc[4] = { _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
+                      _mm256_setzero_ps() };
     float a[QUANT_LANES];
     uint64_t b = 0;
     for (; b + QUANT_QB_GROUP <= nb; b += QUANT_QB_GROUP, x += QUANT_QB_GROUP * bb) {
         quant_prefetch(x, (unsigned)(QUANT_QB_GROUP * bb));
-        /* d of the four blocks in lanes 0..3, m (Q4_1, Q5_1) in 4..7, both times d_x */
-        const __m128i h = _mm_setr_epi16((short)s_u16(x), (short)s_u16(x + bb),
-                                         (short)s_u16(x + 2 * bb), (short)s_u16(x + 3 * bb),
-                                         mn ? (short)s_u16(x + 2) : 0,
-                                         mn ? (short)s_u16(x + bb + 2) : 0,
-                                         mn ? (short)s_u16(x + 2 * bb + 2) : 0,
-                                         mn ? (short)s_u16(x + 3 * bb + 2) : 0);
-        /* d_w * d_x in lanes 0..3, m_w (times 1: exact) in 4..7 */
-        const __m128 dx = _mm_loadu_ps(y.d + b);
-        const __m256 dd = _mm256_mul_ps(_mm256_cvtph_ps(h), _mm256_set_m128(_mm_set1_ps(1.0f), dx));
-        const __m256 d01 = _mm256_permutevar8x32_ps(dd, i01);
-        const __m256 d23 = _mm256_permutevar8x32_ps(dd, i23);
-        const int8_t *q = y.qs4 + b * 32;
-        const int32_t *b8 = y.bias8 + b * 8;
-        const __m256i v01 = _mm256_loadu2_m128i((const __m128i *)(x + bb + qo),
-                                                (const __m128i *)(x + qo));
-        const __m256i v23 = _mm256_loadu2_m128i((const __m128i *)(x + 3 * bb + qo),
-                                                (const __m128i *)(x + 2 * bb + qo));
-        __m256i l01 = _mm256_and_si256(v01, m), l23 = _mm256_and_si256(v23, m);
-        __m256i u01 = _mm256_and_si256(_mm256_srli_epi16(v01, 4), m);
-        __m256i u23 = _mm256_and_si256(_mm256_srli_epi16(v23, 4), m);
-        if (q5) {
-            const uint32_t q0 = s_qh(t, x), q1 = s_qh(t, x + bb), q2 = s_qh(t, x + 2 * bb),
-                           q3 = s_qh(t, x + 3 * bb);
-            l01 = _mm256_or_si256(l01, _mm256_and_si256(s_bits32((q0 & 0xFFFF) | q1 << 16), h16));
-            l23 = _mm256_or_si256(l23, _mm256_and_si256(s_bits32((q2 & 0xFFFF) | q3 << 16), h16));
-            u01 = _mm256_or_si256(u01, _mm256_and_si256(s_bits32(q0 >> 16 | (q1 & 0xFFFF0000u)),
-                                                        h16));
-            u23 = _mm256_or_si256(u23, _mm256_and_si256(s_bits32(q2 >> 16 | (q3 & 0xFFFF0000u)),
-                                                        h16));
-        }
-        a0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s_half(t, l01, q, b8)), d01, a0);
-        a1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s_half(t, l23, q + 32, b8 + 8)), d23, a1);
-        a2 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s_half(t, u01, q + 64, b8 + 16)), d01, a2);
-        a3 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s_half(t, u23, q + 96, b8 + 24)), d23, a3);
-        if (mn) { /* m_w * s_y into the lane of quad 0 of each block: lanes 0 and 4 */
-            const __m256i four = _mm256_set1_epi32(4);
-            const __m256 sy = _mm256_castps128_ps256(_mm_loadu_ps(sums + b));
-            const __m256 s01 = _mm256_permutevar8x32_ps(sy, i01);
-            const __m256 s23 = _mm256_permutevar8x32_ps(sy, i23);
-            const __m256 m01 = _mm256_permutevar8x32_ps(dd, _mm256_add_epi32(i01, four));
-            const __m256 m23 = _mm256_permutevar8x32_ps(dd, _mm256_add_epi32(i23, four));
-            a0 = _mm256_blend_ps(a0, _mm256_fmadd_ps(s01, m01, a0), 0x11);
-            a1 = _mm256_blend_ps(a1, _mm256_fmadd_ps(s23, m23, a1), 0x11);
-        }
+        s_group(t, x, y.qs4 + b * 32, y.bias8 + b * 8, y.d + b, mn ? sums + b : NULL, 4, acc);
     }
-    _mm256_storeu_ps(a, a0);
-    _mm256_storeu_ps(a + 8, a1);
-    _mm256_storeu_ps(a + 16, a2);
-    _mm256_storeu_ps(a + 24, a3);
-    for (; b < nb; b++, x += bb)
-        quant_x_block32(t, x, b, &y, sums, a);
+    if (b < nb) {
+        quant_x_pad pad;
+        quant_x_pad32(t, x, b, nb, &y, sums, &pad);
+        s_group(t, pad.blk, pad.qs4, y.bias8 + b * 8, pad.d, pad.s, (int)(nb - b), acc);
+    }
+    for (int i = 0; i < 4; i++)
+        _mm256_storeu_ps(a + 8 * i, acc[i]);
     return quant_reduce32_avx(a);
 }
 

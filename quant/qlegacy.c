@@ -191,6 +191,22 @@ void quant_x_block32(quant_type t, const void *blk, uint64_t b, const quant_act_
         a[4 * (b % 4)] = fmaf(sums[b], s_m(blk), a[4 * (b % 4)]);
 }
 
+_Static_assert(sizeof(quant_block_q5_1) <= 24, "quant_x_pad.blk holds four of the largest block");
+
+void quant_x_pad32(quant_type t, const void *blk, uint64_t b, uint64_t nb, const quant_act_q8 *y,
+                   const float *sums, quant_x_pad *p)
+{
+    const uint64_t k = nb - b;
+    memset(p, 0, sizeof *p);
+    memcpy(p->blk, blk, k * s_bytes(t));
+    /* the partial group's qs4 has its k blocks' low halves, then their high halves (quant.h) */
+    memcpy(p->qs4, y->qs4 + b * QUANT_QK, k * 16);
+    memcpy(p->qs4 + 64, y->qs4 + b * QUANT_QK + k * 16, k * 16);
+    memcpy(p->d, y->d + b, k * sizeof(float));
+    if (sums)
+        memcpy(p->s, sums + b, k * sizeof(float));
+}
+
 float quant_dot_x_scalar(quant_type t, uint64_t n, const void *w, const void *act)
 {
     float a[QUANT_LANES] = { 0 };

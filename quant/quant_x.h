@@ -75,10 +75,25 @@ void quant_iq4_xs_lanes(const quant_block_iq4_xs *x, const quant_block_q8_K *y, 
 /* Q3_K's 16 scales (ggml's kmask unpacking), stored value - 32. */
 void quant_q3_K_scales(const uint8_t scales[12], int8_t sc[16]);
 
-/* Blocks of 32: block b (weights blk) against the Q8_0 activation y into the lanes a[]. The
- * SIMD kernels finish a row's last (< 4) blocks with it. */
+/* Blocks of 32: block b (weights blk) against the Q8_0 activation y into the lanes a[] (the
+ * scalar kernel, one block at a time). */
 void quant_x_block32(quant_type t, const void *blk, uint64_t b, const quant_act_q8 *y,
                      const float *sums, float a[QUANT_LANES]);
+
+/* A row's last group of k < 4 blocks as a whole group, so the AVX2 kernels run it through
+ * their group code (masked to the lanes of the k blocks) instead of the scalar block above
+ * (the AVX-512 ones load it masked):
+ * one scalar block cost as much as ~60 vector ones, and a 2880-wide row (gpt-oss's; 90
+ * blocks) spent 2/3 of its time on its last two (IQ4_NL 15.5 -> 5.8 GB/s in cache,
+ * 2026-12-02). Absent blocks are zero bytes (d = 0, levels 0), absent activations zero. */
+typedef struct {
+    uint8_t blk[4 * 24];       /* the k blocks, then zeros (24: the largest block of 32) */
+    int8_t qs4[128];           /* the group's qs4: elements 0..15 at 16 p, 16..31 at 64 + 16 p */
+    float d[4], s[4];          /* d_x and (Q4_1 / Q5_1) block_q8_1's s, zero past k */
+} quant_x_pad;
+/* Fill p with blocks b .. nb - 1 (nb - b < 4) of a row whose block b sits at blk. */
+void quant_x_pad32(quant_type t, const void *blk, uint64_t b, uint64_t nb, const quant_act_q8 *y,
+                   const float *sums, quant_x_pad *p);
 /* Super-blocks: b's 8 integer lanes s and (Q2_K) min lanes m (kquant_lo.c, iquant.c). */
 void quant_x_lanes256(quant_type t, const void *blk, const quant_block_q8_K *y, int32_t s[8],
                       int32_t m[8]);

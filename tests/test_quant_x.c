@@ -10,6 +10,8 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "quant/quant.h"
 #include "quant/quant_x.h" /* quant_iq4_quantize's ntry; the Q8_1 sums */
@@ -243,12 +245,50 @@ static void test_round_trip(void)
           "q2_K > q3_K > iq4_xs > q5_1, q4_1 and q5_0 > q5_1");
 }
 
+/* A row ending where its page ends, the next page unreadable: no kernel reads past the row
+ * (the AVX-512 kernels load a row's last 1..3 blocks of 32 masked), and each gives the
+ * scalar bits. Rows of 90 blocks of 32 (gpt-oss's 2880) and 11 super-blocks. */
+static void test_row_end(void)
+{
+    char err[256];
+    const long pg = sysconf(_SC_PAGESIZE);
+    const size_t span = 8 * (size_t)pg;
+    uint8_t *m = mmap(NULL, span + (size_t)pg, PROT_READ | PROT_WRITE,
+                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    CHECK(m != MAP_FAILED, "mmap");
+    if (m == MAP_FAILED)
+        return;
+    CHECK(mprotect(m + span, (size_t)pg, PROT_NONE) == 0, "mprotect");
+    static float x[2880];
+    _Alignas(64) static uint8_t act[2880 * 8];
+    for (int k = 0; k < S_NT; k++) {
+        const uint64_t n = s_block[k] == 32 ? 2880 : 2816;
+        const uint64_t bytes = n / s_block[k] * s_bytes[k];
+        uint8_t *w = m + span - bytes;
+        for (uint64_t i = 0; i < n; i++)
+            x[i] = s_unif(-1.0f, 1.0f);
+        CHECK(quant_quantize_row(s_ts[k], x, w, n, err, sizeof err) == 0, "%s", err);
+        for (uint64_t i = 0; i < n; i++)
+            x[i] = s_unif(-1.0f, 1.0f);
+        CHECK(quant_act_prepare(s_ts[k], x, n, act, err, sizeof err) == 0, "%s", err);
+        const float r = quant_dot_get(s_ts[k], QUANT_ISA_SCALAR)(n, w, act);
+        for (int isa = 1; isa < QUANT_ISA_COUNT; isa++) {
+            quant_dot_fn g = quant_dot_get(s_ts[k], (quant_isa)isa);
+            if (g)
+                CHECK(s_u(g(n, w, act)) == s_u(r), "%s %s: a row at a page's end",
+                      quant_isa_name((quant_isa)isa), s_names[k]);
+        }
+    }
+    munmap(m, span + (size_t)pg);
+}
+
 int main(void)
 {
     qtest_seed(0x13198a2e03707344ull);
     test_table();
     test_known_answers();
     test_simd_vs_scalar();
+    test_row_end();
     test_products();
     test_round_trip();
     quant_pool_shutdown();

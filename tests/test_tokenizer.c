@@ -120,8 +120,9 @@ static char *s_stream(const tokenizer *t, const int32_t *ids, size_t n, int spec
 /* ---------------------------------------------------------------- llama.cpp parity */
 
 /* One table of llama.cpp's answers (tsv, at least min_lines of them): llama-spm lines through
- * spm_path, the lines of fixture `own` (qwen3-bpe, gemma3-spm, gpt4o-bpe, phi4-bpe) through own_path
- * (NULL: none), the rest through the Llama 3 vocabulary under their pre-tokenizer. */
+ * spm_path, the lines of fixture `own` (qwen3-bpe, gemma3-spm, gemma2-spm, gpt4o-bpe,
+ * phi4-bpe) through own_path (NULL: none), the rest through the Llama 3 vocabulary under their
+ * pre-tokenizer. */
 static void test_parity(const char *tsv, size_t min_lines, const char *spm_path,
                         const char *bpe_path, const char *own, const char *own_path)
 {
@@ -547,7 +548,8 @@ static void test_fuzz(void)
 int main(void)
 {
     const char *d = getenv("SWARM_TEST_TMP");
-    char spm[600], bpe[600], qwen3[600], gemma3[600], gpt4o[600], gptoss[600], phi4[600];
+    char spm[600], bpe[600], qwen3[600], gemma3[600], gemma2[600], gpt4o[600], gptoss[600],
+        phi4[600];
     snprintf(s_dir, sizeof s_dir, "%s", d && *d ? d : "tests/tmp");
     if (mkdir(s_dir, 0755) && errno != EEXIST) {
         fprintf(stderr, "mkdir %s: %s\n", s_dir, strerror(errno));
@@ -557,6 +559,7 @@ int main(void)
                s_gunzip("llama3-bpe.gguf", bpe, sizeof bpe) == 0 &&
                s_gunzip("qwen3-bpe.gguf", qwen3, sizeof qwen3) == 0 &&
                s_gunzip("gemma3-spm.gguf", gemma3, sizeof gemma3) == 0 &&
+               s_gunzip("gemma2-spm.gguf", gemma2, sizeof gemma2) == 0 &&
                s_gunzip("gpt4o-bpe.gguf", gpt4o, sizeof gpt4o) == 0 &&
                s_gunzip("gptoss-bpe.gguf", gptoss, sizeof gptoss) == 0 &&
                s_gunzip("phi4-bpe.gguf", phi4, sizeof phi4) == 0;
@@ -565,6 +568,7 @@ int main(void)
         test_parity(FIX_DIR "/expected.tsv", 600, spm, bpe, NULL, NULL);
         test_parity(FIX_DIR "/expected-qwen3.tsv", 150, spm, bpe, "qwen3-bpe", qwen3);
         test_parity(FIX_DIR "/expected-gemma3.tsv", 150, spm, bpe, "gemma3-spm", gemma3);
+        test_parity(FIX_DIR "/expected-gemma2.tsv", 150, spm, bpe, "gemma2-spm", gemma2);
         test_parity(FIX_DIR "/expected-gpt4o.tsv", 150, spm, bpe, "gpt4o-bpe", gpt4o);
         test_parity(FIX_DIR "/expected-gptoss.tsv", 150, spm, bpe, "gptoss-bpe", gptoss);
         test_parity(FIX_DIR "/expected-phi4.tsv", 150, spm, bpe, "phi4-bpe", phi4);
