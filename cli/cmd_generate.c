@@ -620,6 +620,7 @@ static void s_json_resident(json_t *j, const arm_handle *h)
     json_object_set_new(j, "worker_cap_bytes", json_integer((json_int_t)h->worker_cap));
     json_object_set_new(j, "acts", json_integer((json_int_t)h->acts));
     json_object_set_new(j, "deadline_replays", json_integer((json_int_t)h->deadline_replays));
+    json_object_set_new(j, "prefill_chunks", json_integer((json_int_t)h->prefill_chunks));
     json_object_set_new(j, "failovers", s_failovers_json(h->fos, h->fos ? h->n_fo : 0));
     json_object_set_new(j, "profile", json_string(netem_profile_is_none(&h->profile)
                                                       ? "none" : h->profile.name));

@@ -94,7 +94,7 @@ static int s_valued(arm_flags *f, const char *k, const char *v, char *err, size_
         return 0;
     }
     if (!strcmp(k, "--worker-slowdown")) {
-        if (llm_cli_u32(k, v, 1, 64, &f->slowdown, err, errlen))
+        if (llm_cli_u32(k, v, 1, 1024, &f->slowdown, err, errlen))
             return -1;
         if (f->slowdown > 1) /* 1 is the default: asks for nothing */
             s_given(f, ARM_F_SLOWDOWN, k);

@@ -214,7 +214,7 @@ static void s_judge_resident(arm_handle *h)
                     h->wst[i].wait_ms / h->wst[i].acts, h->wst[i].io_ms / h->wst[i].acts);
     if ((h->plan = malloc(sizeof *h->plan)))
         *h->plan = *llm_swarm_plan(h->swarm);
-    llm_swarm_counts(h->swarm, &h->acts, &h->wire, &h->deadline_replays);
+    llm_swarm_counts(h->swarm, &h->acts, &h->wire, &h->deadline_replays, &h->prefill_chunks);
     uint32_t n_fo;
     const llm_failover *fo = llm_swarm_failovers(h->swarm, &n_fo);
     if (n_fo && (h->fos = malloc(n_fo * sizeof *h->fos))) {

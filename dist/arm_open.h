@@ -76,6 +76,7 @@ typedef struct {
     "  --profile NAME        resident: emulate every data link (none, lan: RTT 0.4 ms,\n"     \
     "                        wifi: 4.5 ms with jitter, wan: 60 ms); workers + 1 hops\n"       \
     "  --worker-slowdown N   resident, a test knob: workers compute every pass N times\n"     \
+    "                        (1..1024)\n"                                                  \
     "  --no-pipeline         resident: a prompt's batches one after another, each awaited\n" \
     "                        (default: several in flight through the workers, where\n"     \
     "                        their stages can overlap: listed workers, or threads x 2\n"    \
@@ -144,6 +145,7 @@ struct arm_handle {
     uint32_t n_fo;
     uint64_t acts, wire, workers_rss;
     uint64_t deadline_replays;     /* passes replayed: their result never came */
+    uint64_t prefill_chunks;       /* the pipelined prompts' chunks (0: none pipelined) */
 };
 
 /* Open o->model under o->flags' arm into h (zeroed here). 0, or -1 with err (h->refused set

@@ -225,8 +225,10 @@ static int s_on_result(llm_swarm *sw, const void *frame, size_t got, uint64_t ar
         sw->max_rt_ns = t0 - p->sent_ns;
     /* the result's last link is emulated at our end: its hold time is a wait too */
     p->held_ns += t0 > arrival_ns ? t0 - arrival_ns : 0;
+    uint64_t traced = 0;
     for (uint32_t k = 0; k < a->n_trace && k < PROTO_MAX_TRACE; k++) {
         const msg_trace *t = &a->trace[k];
+        traced += t->wait_ns + t->deser_ns + t->compute_ns + t->ser_ns + t->send_ns;
         if (t->stage >= sw->n)
             continue;
         if (p->n_tr < PROTO_MAX_TRACE)
@@ -237,7 +239,15 @@ static int s_on_result(llm_swarm *sw, const void *frame, size_t got, uint64_t ar
         tw->tr_acts++;
         tw->tr_wait_ns += t->wait_ns;
         tw->tr_compute_ns += t->compute_ns;
+        if (a->n_pos >= 2) /* a decoding step's n = 1 runs other kernels: not the line's */
+            chunk_fit_add(&tw->fit, a->n_pos, t->compute_ns);
         tw->tr_io_ns += t->deser_ns + t->ser_ns + t->send_ns;
+    }
+    if (p->sent_ns && !p->replay) { /* a stage's ser/send figures are its previous act's */
+        sw->transit_ns += t0 - p->sent_ns > traced ? t0 - p->sent_ns - traced : 0;
+        sw->transit_passes++;
+        sw->tr_all_ns += traced;
+        sw->transit_links += a->n_trace + 1;
     }
     if (a->n_pos != p->n) {
         snprintf(p->err, sizeof p->err, "the result of request %llu carries %u positions, %u "

@@ -529,6 +529,102 @@ static void s_spread(llm_swarm *sw, int on)
             s_spread_pid(sw, sw->w[i].pid);
 }
 
+/* The pipeline's cost model from what was measured: each stage's line fitted to its acts'
+ * times (into st), the data links' profile (one-way delay per act; bytes / rate per
+ * position) plus what a link was measured to take (the passes' transit a link: ZeroMQ, the
+ * kernel, the wake-ups; and the traces' mean (de)serialising and sending), and in *lo the
+ * smallest act size measured (a line is trusted only over the sizes it was fitted to). 0;
+ * -1 while a stage has no line yet. */
+static int s_chunk_model(const llm_swarm *sw, chunk_stage *st, chunk_model *m, uint32_t *lo)
+{
+    uint64_t io_ns = 0, acts = 0;
+    for (uint32_t i = 0; i < sw->n; i++) {
+        const ls_worker *w = &sw->w[i];
+        if (chunk_fit_line(&w->fit, &st[i]))
+            return -1;
+        *lo = w->fit.n_lo < *lo ? w->fit.n_lo : *lo;
+        io_ns += w->tr_io_ns;
+        acts += w->tr_acts;
+    }
+    const netem_profile *pr = &sw->o.profile;
+    double transit = sw->transit_links ? (double)sw->transit_ns / (double)sw->transit_links : 0;
+    *m = (chunk_model){ .st = st, .n_st = sw->n,
+                        .hop_ns = (double)pr->delay_ns + transit +
+                                  (acts ? (double)io_ns / acts : 0),
+                        .link_ns_per_pos = pr->rate_bps ? (double)sw->dim * sizeof(float) *
+                                                              1e9 / (double)pr->rate_bps
+                                                        : 0 };
+    return 0;
+}
+
+/* The chunk size for n positions of a pipelined prefill (batch at most): the one the cost
+ * model (s_chunk_model, chunk_plan.c) finds quickest. Until every stage has a line (the
+ * first prompt) the chunks are the batch, and the first is a quarter of it (a batch of 8 or
+ * more): the pipeline fills sooner, and the lines get their second size. *first: the first
+ * chunk's size. */
+static uint32_t s_prefill_chunk(llm_swarm *sw, uint32_t n, uint32_t batch, uint32_t *first)
+{
+    chunk_stage st[LS_MAX_W];
+    chunk_model m;
+    uint32_t lo = batch;
+    sw->prefill_batch = batch;
+    sw->call_pred_ns = 0;
+    *first = batch;
+    if (s_chunk_model(sw, st, &m, &lo)) {
+        if (n > batch && batch >= 8) /* a line takes acts of 2 positions or more */
+            *first = batch / 4;
+        return batch;
+    }
+    double pred, at_batch = chunk_plan_time(&m, n, batch);
+    uint32_t c = chunk_plan_pick(&m, n, lo, batch, &pred);
+    *first = c;
+    sw->call_pred_ns = pred;
+    if (c != sw->prefill_chunk) {
+        log_info("prefill: chunks of %u positions (from %u to %u), %.1f ms predicted for %u "
+                 "(%.1f ms in chunks of %u); stage 0 %.2f ms + %.3f ms a position, hop %.3f ms",
+                 c, lo, batch, pred / 1e6, n, at_batch / 1e6, batch, st[0].fixed_ns / 1e6,
+                 st[0].per_pos_ns / 1e6, m.hop_ns / 1e6);
+        sw->prefill_chunk = c;
+    }
+    return c;
+}
+
+/* At the end of a run that pipelined its prompts: what the same prompt (all the positions
+ * prefilled) would take on 1..8 hosts, each stage its own host, from the stages' measured
+ * lines summed (the whole model's) and split evenly, over the same links, in the runner's
+ * calls of 4 batches a host. Measured on one machine the lines include whatever the
+ * overlapping stages took from each other (shared cores, memory bandwidth); on hosts of their
+ * own that goes, so these are upper bounds in that respect. */
+static void s_prefill_predict(const llm_swarm *sw)
+{
+    chunk_stage st[LS_MAX_W], all = { 0, 0 };
+    chunk_model m;
+    uint32_t lo = sw->prefill_batch, b = sw->prefill_batch;
+    if (!sw->prefill_pos || !b || s_chunk_model(sw, st, &m, &lo))
+        return;
+    for (uint32_t i = 0; i < sw->n; i++) {
+        all.fixed_ns += st[i].fixed_ns;
+        all.per_pos_ns += st[i].per_pos_ns;
+    }
+    char line[1024];
+    int at = 0;
+    for (uint32_t S = 1; S <= 8 && at < (int)sizeof line - 64; S++) {
+        double pipe, one;
+        uint32_t c = chunk_plan_hosts(&all, S, &m, (uint32_t)sw->prefill_pos, 4 * S * b, lo, b,
+                                      &pipe, &one);
+        at += snprintf(line + at, sizeof line - at, "%s%u: %.0f ms (%.2f, chunks of %u)",
+                       S > 1 ? "; " : "", S, S > 1 ? pipe / 1e6 : one / 1e6,
+                       S > 1 ? pipe / one : 1.0, S > 1 ? c : b);
+    }
+    if (sw->pred_calls)
+        log_info("prefill: %u calls in modelled chunks took %.1f ms, %.1f ms predicted "
+                 "(%.2f)", sw->pred_calls, sw->pred_took_ns / 1e6, sw->pred_ns / 1e6,
+                 sw->pred_took_ns / sw->pred_ns);
+    log_info("prefill predicted for %llu positions from the measured stages (whole model %.2f "
+             "ms + %.3f ms a position, hop %.3f ms), hosts %s", (unsigned long long)sw->prefill_pos,
+             all.fixed_ns / 1e6, all.per_pos_ns / 1e6, m.hop_ns / 1e6, line);
+}
+
 /* A prompt as acts in flight through the route at once: chunk c + 1 leaves as soon as chunk
  * c has (at most workers + 1 in flight), so while one worker runs chunk c the one before it
  * runs c + 1. Each worker takes its acts in order (one data connection from each sender, one
@@ -553,10 +649,9 @@ static int s_prefill_locked(llm_swarm *sw, uint64_t session, const int32_t *toke
                  batch, sw->max_batch, sw->n_ctx, s->cached);
         return -1;
     }
-    /* chunks of the batch: the workers' buffers are planned for it and the matrix kernels
-     * are at their best there; the runner's span (4 chunks a worker, prefill_span) keeps the
-     * pipeline's fill and drain to about a quarter of a call */
-    uint32_t chunk = batch, nc = (n + chunk - 1) / chunk;
+    /* the workers' buffers hold a batch: chunks of at most that, sized by the cost model */
+    uint32_t c0, chunk = s_prefill_chunk(sw, n, batch, &c0);
+    uint32_t nc = n <= c0 ? 1 : 1 + (n - c0 + chunk - 1) / chunk;
     uint32_t window = sw->n + 1, done = 0, next = 0;
     ls_pass *ps = calloc(nc, sizeof *ps);
     if (!ps) {
@@ -566,14 +661,18 @@ static int s_prefill_locked(llm_swarm *sw, uint64_t session, const int32_t *toke
     }
     memcpy(s->tok + pos0, tokens, n * sizeof *tokens);
     s->cached = pos0;
-    for (uint32_t c = 0; c < nc; c++) {
-        uint32_t p = c * chunk;
+    for (uint32_t c = 0, p = 0; c < nc; c++) {
+        uint32_t want = c ? chunk : c0;
         ps[c] = (ls_pass){ .session = session, .x = x + (size_t)p * sw->dim,
-                           .n = n - p < chunk ? n - p : chunk, .pos0 = pos0 + p,
+                           .n = n - p < want ? n - p : want, .pos0 = pos0 + p,
                            .stop = (int)sw->n - 1, .cached = &s->cached };
+        p += ps[c].n;
     }
     int rc = -1;
+    uint64_t t_call = util_now_ns();
     sw->prefills++;
+    sw->prefill_chunks += nc;
+    sw->prefill_pos += n;
     if (nc > 1)
         s_spread(sw, 1);
     while (done < nc) {
@@ -609,14 +708,20 @@ static int s_prefill_locked(llm_swarm *sw, uint64_t session, const int32_t *toke
             /* a loss or a replay: everything in flight was stopped (lp_abort_all: every one
              * of ours is RERUN, none left in flight) and the caches rebuilt to the chunks
              * done; the others run again, in order, from their embedding rows */
-            if (s_embed(sw, s->tok + ps[done].pos0, (next - done - 1) * chunk + ps[next - 1].n,
-                        ps[done].x, err, errlen))
+            if (s_embed(sw, s->tok + ps[done].pos0,
+                        ps[next - 1].pos0 + ps[next - 1].n - ps[done].pos0, ps[done].x, err,
+                        errlen))
                 goto out;
             next = done;
         }
     }
     rc = 0;
     uint64_t now = util_now_ns();
+    if (sw->call_pred_ns > 0) { /* the model's prediction for this call beside what it took */
+        sw->pred_ns += sw->call_pred_ns;
+        sw->pred_took_ns += (double)(now - t_call);
+        sw->pred_calls++;
+    }
     for (uint32_t i = 0; i < sw->n; i++)
         if (sw->w[i].fo >= 0 && sw->w[i].state != LW_LIVE) {
             llm_failover *f = &sw->fo[sw->w[i].fo];
@@ -1006,6 +1111,14 @@ void llm_swarm_free(llm_swarm **swp)
     if (!swp || !*swp)
         return;
     llm_swarm *sw = *swp;
+    s_prefill_predict(sw);
+    if (sw->transit_passes)
+        log_info("%llu passes: %.3f ms a pass in transit (%.3f ms a link: ZeroMQ, the kernel, "
+                 "the wake-ups), outside the %.3f ms a pass the stages' traces account for",
+                 (unsigned long long)sw->transit_passes,
+                 (double)sw->transit_ns / 1e6 / (double)sw->transit_passes,
+                 (double)sw->transit_ns / 1e6 / (double)sw->transit_links,
+                 (double)sw->tr_all_ns / 1e6 / (double)sw->transit_passes);
     if (sw->monitor_on) {
         pthread_mutex_lock(&sw->mu);
         sw->quit = 1;
@@ -1084,8 +1197,8 @@ void llm_swarm_hook(llm_swarm *sw, llm_layers_hook *h)
     int overlap = sw->o.n_hosts || 2 * threads <= cores;
     if (!sw->o.no_pipeline && overlap && sw->n > 1) {
         h->prefill = s_prefill;
-        /* a call of 4 chunks a worker: fill and drain (workers - 1 chunks' time each) cost
-         * at most about a quarter of it */
+        /* a call of 4 batches a worker: in chunks of a batch, fill and drain (workers - 1
+         * chunks' time each) cost at most about a quarter of it; smaller chunks, less */
         h->prefill_span = 4 * sw->n * sw->max_batch;
     }
     log_info("prompts %s (%u workers x %d threads, %d cores here)",
@@ -1101,10 +1214,11 @@ const partition_llm_plan *llm_swarm_plan(const llm_swarm *sw) { return sw->plan;
 int llm_swarm_cpu(const llm_swarm *sw) { return sw->cpu; }
 
 void llm_swarm_counts(llm_swarm *sw, uint64_t *acts, uint64_t *wire_bytes,
-                      uint64_t *deadline_replays)
+                      uint64_t *deadline_replays, uint64_t *prefill_chunks)
 {
     pthread_mutex_lock(&sw->mu);
     *acts = sw->acts;
+    *prefill_chunks = sw->prefill_chunks;
     *wire_bytes = sw->wire;
     *deadline_replays = sw->deadline_replays;
     pthread_mutex_unlock(&sw->mu);

@@ -127,10 +127,10 @@ const partition_llm_plan *llm_swarm_plan(const llm_swarm *sw);
 /* The core the coordinator and its spawned workers share (one session, one thread each: see
  * llm_swarm.c), or -1 where they are left to the scheduler. */
 int llm_swarm_cpu(const llm_swarm *sw);
-/* Activations sent, bytes on the wire (both directions) and passes replayed because their
- * result never came (lp_check_deadline) so far. */
+/* Activations sent, bytes on the wire (both directions), passes replayed because their
+ * result never came (lp_check_deadline) and the pipelined prompts' chunks so far. */
 void llm_swarm_counts(llm_swarm *sw, uint64_t *acts, uint64_t *wire_bytes,
-                      uint64_t *deadline_replays);
+                      uint64_t *deadline_replays, uint64_t *prefill_chunks);
 /* The failovers so far (valid while sw lives; read them once no pass is running). */
 const llm_failover *llm_swarm_failovers(llm_swarm *sw, uint32_t *n);
 /* The peak resident set (VmHWM) of every worker process alive now, summed. */

@@ -14,6 +14,7 @@
 #include "arch/arch.h"
 #include "gguf/gguf.h"
 #include "base/sec.h"
+#include "dist/chunk_plan.h"
 #include "dist/llm_swarm.h"
 #include "netem/netem.h"
 #include "runtime/exec.h"
@@ -94,6 +95,8 @@ typedef struct {
     uint64_t hb_acts;             /* activations completed, as its last echo said */
     uint64_t hb_busy_ns;          /* time on its current activation, as its last echo said */
     uint64_t max_compute_ns;      /* its slowest activation so far (from result traces) */
+    chunk_fit fit;                /* its acts of several positions (n, compute ns), from the
+                                   * traces: the pipelined prefill's chunk size (chunk_plan.h) */
     uint64_t stall_ns;            /* busy longer than this is no progress (0: any busy is) */
     msg_stats stats;              /* its end-of-run stats (have_stats) */
     int have_stats;
@@ -220,6 +223,13 @@ struct llm_swarm {
     pid_t spread[LS_MAX_SPREAD];  /* threads moved off the shared core for a prefill */
     uint32_t n_spread;
     uint32_t max_inflight;        /* the most passes in flight at once */
+    uint32_t prefill_chunk;       /* the last pipelined prefill's chunk size (0: none yet) */
+    uint64_t prefill_chunks;      /* chunks the pipelined prefills planned (a rerun: again) */
+    uint64_t prefill_pos;         /* positions the pipelined prefills carried */
+    uint32_t prefill_batch;       /* the last pipelined prefill's batch (its largest chunk) */
+    double call_pred_ns;          /* the cost model's time for this call (0: none, no lines) */
+    double pred_ns, pred_took_ns; /* over the calls it predicted: predicted, taken (ns) */
+    uint32_t pred_calls;
     int segs_on;                  /* the runner was given the segs hook: every worker that
                                    * joins must announce PROTO_CAP_SEGS */
     ls_pass *inflight;
@@ -260,6 +270,10 @@ struct llm_swarm {
     uint64_t reaped_read_bytes;   /* storage reads of reaped workers (the kernel adds them
                                    * to ours) */
     uint64_t coord_ser_ns, coord_deser_ns;
+    uint64_t transit_ns, transit_passes, transit_links; /* results' round trips less every
+                                   * stage's traced work (queue, (de)serialise, compute,
+                                   * send): the links and the wake-ups, summed (llm_pass.c) */
+    uint64_t tr_all_ns;           /* those passes' traced work, summed */
     uint64_t bad_msgs;            /* undecodable control messages and results, dropped */
     uint64_t max_rt_ns;           /* the slowest act, sent to its result back, so far */
     uint64_t deadline_replays;    /* passes replayed because their result never came */

@@ -12,7 +12,11 @@
 # ratios of the medians. Load average before and after: compare ratios of one sitting only.
 #   usage: experiments/bench_prefill.sh
 # Env: MODEL (/work/models/tl-q8_0.gguf), THREADS ("1 2": worker and reference threads),
-#   WORKERS (3), PROMPT (512), BATCH (64), ROUNDS (2), SWARM_BIN, OUT (build/bench_prefill).
+#   WORKERS (3), PROMPT (512), BATCH (64), ROUNDS (2), SWARM_BIN, OUT (build/bench_prefill),
+#   CTX (PROMPT x 2 + 64; at most the model's trained context),
+#   CELLS ("reference pipelined awaited"; "base": the pipelined arm of BASE_BIN, another build).
+# The pipelined cells' chunk sizes (design.md, pipelined prefill) and the 1-8 host prediction
+# the coordinator logs at the end go to OUT/CELL_tT_R.err.
 set -eu -o pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BIN=${SWARM_BIN:-$ROOT/bin/swarm}
@@ -28,16 +32,18 @@ OUT=$(mkdir -p "${OUT:-$ROOT/build/bench_prefill}" && cd "${OUT:-$ROOT/build/ben
 [ -f "$MODEL" ] || { echo "bench_prefill: no $MODEL" >&2; exit 1; }
 # about 12 tokens a sentence in a llama vocabulary
 TEXT=$(python3 -c "print(' '.join(['Once upon a time there was a little girl who lived in a village near the forest.'] * max(1, $PROMPT // 18)))")
-CTX=$((PROMPT * 2 + 64))
+CTX=${CTX:-$((PROMPT * 2 + 64))}
 
 s_run() { # CELL THREADS ROUND -> "prompt_tok_s prompt_ms tokens_in"
     local extra=()
     case $1 in
     pipelined) extra=(--arm resident --workers "$WORKERS") ;;
     awaited) extra=(--arm resident --workers "$WORKERS" --no-pipeline) ;;
+    base) extra=(--arm resident --workers "$WORKERS") ;;
     esac
-    local f="$OUT/$1_t$2_$3"
-    "$BIN" generate "$MODEL" --prompt "$TEXT" -n 1 --temp 0 --batch "$BATCH" --ctx "$CTX" \
+    local f="$OUT/$1_t$2_$3" bin=$BIN
+    [ "$1" = base ] && bin=${BASE_BIN:?BASE_BIN: the other build}
+    "$bin" generate "$MODEL" --prompt "$TEXT" -n 1 --temp 0 --batch "$BATCH" --ctx "$CTX" \
         --threads "$2" "${extra[@]}" --out "$f.jsonl" >/dev/null 2>"$f.err" ||
         { echo "nan nan nan"; return 0; }
     python3 -c "
@@ -46,7 +52,7 @@ d = json.loads(open(sys.argv[1]).read().splitlines()[-1])
 print('%.2f %.1f %d' % (d['prompt_tok_s'], d['prompt_ms'], d['tokens_in']))" "$f.jsonl"
 }
 
-cells=(reference pipelined awaited)
+read -r -a cells <<<"${CELLS:-reference pipelined awaited}"
 echo "# $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "# model $MODEL, workers $WORKERS, batch $BATCH, prompt about $PROMPT tokens"
 declare -A res
@@ -63,15 +69,16 @@ for t in $THREADS; do
 done
 echo "# load after: $(cut -d' ' -f1-3 /proc/loadavg); prompt ${res[tokens]} tokens"
 echo
-echo "| threads | reference tok/s | resident pipelined tok/s | resident awaited tok/s | pipelined/awaited | pipelined/reference |"
-echo "|---|---|---|---|---|---|"
+echo "| threads | cell | prompt tok/s (runs) | median / reference's |"
+echo "|---|---|---|---|"
 for t in $THREADS; do
-    python3 - "$t" "${res[reference $t]}" "${res[pipelined $t]}" "${res[awaited $t]}" <<'PY'
+    for cell in "${cells[@]}"; do
+        python3 - "$t" "$cell" "${res[$cell $t]}" "${res[reference $t]:-}" <<'PY'
 import statistics, sys
-t, *cols = sys.argv[1:]
-v = [[float(x) for x in c.split() if x != 'nan'] for c in cols]
-m = [statistics.median(x) if x else float('nan') for x in v]
-print('| %s | %s | %s | %s | %.2f | %.2f |' % (t, ', '.join(cols[0].split()), ', '.join(cols[1].split()),
-      ', '.join(cols[2].split()), m[1] / m[2], m[1] / m[0]))
+t, cell, runs, ref = sys.argv[1:]
+med = lambda c: statistics.median([float(x) for x in c.split() if x != 'nan'] or [float('nan')])
+r = med(ref) if ref.split() else float('nan')
+print('| %s | %s | %s | %.2f |' % (t, cell, ', '.join(runs.split()), med(runs) / r))
 PY
+    done
 done

@@ -12,29 +12,8 @@ rm -rf "$T" && mkdir -p "$T"
 pass=0; fail=0
 . tests/lib.sh
 
-cat >"$T/lab.ini" <<INI
-[llm]
-model = $T/models/m.gguf
-generate = 1
-vocab = tests/fixtures/tok/llama-spm.gguf.gz
-dim = 64
-layers = 6
-heads = 4
-kv_heads = 2
-ff = 96
-ctx_train = 256
-type = q8_0
-seed = 9
-tokens = 12
-ctx = 128
-batch = 8
-cap = 40M
-workers = 3
-[lab]
-repeats = 2
-conditions = reference, ssd, resident/none, resident/lan
-out = $T/results
-INI
+lab_llm_ini "$T/lab.ini" "$T/models/m.gguf" 2 \
+    "reference, ssd, resident/none, resident/lan" "$T/results"
 sw lab lab "$T/lab.ini" --out "$T/run"
 expect_rc lab 0
 has lab err "is missing: generating a random llama of 6 layers x 64"

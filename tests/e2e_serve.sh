@@ -14,16 +14,6 @@ pass=0; fail=0
 pids=()
 trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done' EXIT
 
-tally() { # the checker's "ok"/"FAIL" lines into pass/fail
-    local f=$1
-    pass=$((pass + $(grep -c '^ok ' "$f")))
-    local nf; nf=$(grep -c '^FAIL ' "$f")
-    fail=$((fail + nf))
-    [ "$nf" = 0 ] || grep '^FAIL ' "$f" >&2
-    grep -vE '^(ok|FAIL) ' "$f"
-    grep -q -E '^(ok|FAIL) ' "$f" ||
-        { fail=$((fail + 1)); echo "FAIL: $f: no checks ran" >&2; tail -5 "$f" >&2; }
-}
 
 gzip -dc tests/fixtures/tok/llama-spm.gguf.gz > "$T/vocab.gguf"
 sw gen gen --arch llama --dim 64 --layers 2 --heads 4 --kv-heads 2 --ff 128 \
@@ -70,15 +60,16 @@ KEY=sekrit-$$
 start main --ctx 256 --parallel 4 --queue 16 --api-key "$KEY" --chat-template chatml \
     --max-body 8192 --timeout 1
 # shellcheck disable=SC2154
-python3 tests/serve_check.py "$main_port" "$KEY" basic >"$T/basic.txt" 2>&1; tally "$T/basic.txt"
+python3 tests/serve_check.py "$main_port" "$KEY" basic >"$T/basic.txt" 2>&1
+tally "$T/basic.txt" echo
 # greedy through HTTP = swarm generate's text for the same prompt and settings
 sw gref generate "$T/tiny.gguf" --prompt "Once upon a time" -n 24 --temp 0; expect_rc gref 0
 curl -s -H "Authorization: Bearer $KEY" "http://127.0.0.1:$main_port/v1/completions" \
     -d '{"prompt":"Once upon a time","max_tokens":24,"temperature":0}' >"$T/gref.json"
 eq "greedy = swarm generate" "$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))
     ["choices"][0]["text"])' "$T/gref.json")" "$(cat "$T/gref.out")"
-python3 tests/serve_check.py "$main_port" "$KEY" bad 1 >"$T/bad.txt" 2>&1; tally "$T/bad.txt"
-python3 tests/serve_check.py "$main_port" "$KEY" load >"$T/load.txt" 2>&1; tally "$T/load.txt"
+python3 tests/serve_check.py "$main_port" "$KEY" bad 1 >"$T/bad.txt" 2>&1; tally "$T/bad.txt" echo
+python3 tests/serve_check.py "$main_port" "$KEY" load >"$T/load.txt" 2>&1; tally "$T/load.txt" echo
 
 # the chat page in a real browser: load, type, see the reply stream in, screenshot
 if [ -x /usr/lib/chromium/chromium ] || command -v chromium >/dev/null; then
@@ -176,7 +167,7 @@ eq "resident (respawned): SIGTERM exit 0" "$rc" 0
 start busy --ctx 2048 --parallel 1 --queue 1 --grace 0
 # shellcheck disable=SC2154
 python3 tests/serve_check.py "$main_port" "$KEY" busy "$busy_port" >"$T/busy.txt" 2>&1
-tally "$T/busy.txt"
+tally "$T/busy.txt" echo
 
 # SIGTERM: in-flight streams finish (the grace is long enough), the server exits 0
 curl -sN -H "Authorization: Bearer $KEY" "http://127.0.0.1:$main_port/v1/completions" \

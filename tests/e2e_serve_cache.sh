@@ -19,15 +19,6 @@ pass=0; fail=0
 pids=()
 trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done' EXIT
 
-tally() { # the checker's "ok"/"FAIL" lines into pass/fail
-    local f=$1
-    pass=$((pass + $(grep -c '^ok ' "$f")))
-    local nf; nf=$(grep -c '^FAIL ' "$f")
-    fail=$((fail + nf))
-    [ "$nf" = 0 ] || grep '^FAIL ' "$f" >&2
-    grep -q -E '^(ok|FAIL) ' "$f" ||
-        { fail=$((fail + 1)); echo "FAIL: $f: no checks ran" >&2; tail -5 "$f" >&2; }
-}
 
 gzip -dc tests/fixtures/tok/llama-spm.gguf.gz > "$T/vocab.gguf"
 # dim 256, ff 512: a q8_0 layer is ≈0.7 MiB, so the SSD arm's smallest cap streams layers

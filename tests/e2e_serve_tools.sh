@@ -16,15 +16,6 @@ pass=0; fail=0
 pids=()
 trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done' EXIT
 
-tally() { # the checker's "ok"/"FAIL" lines into pass/fail
-    local f=$1
-    pass=$((pass + $(grep -c '^ok ' "$f")))
-    local nf; nf=$(grep -c '^FAIL ' "$f")
-    fail=$((fail + nf))
-    [ "$nf" = 0 ] || grep -A5 '^FAIL ' "$f" >&2
-    grep -q -E '^(ok|FAIL) ' "$f" ||
-        { fail=$((fail + 1)); echo "FAIL: $f: no checks ran" >&2; tail -5 "$f" >&2; }
-}
 
 if [ ! -d build/npm/node_modules/openai ] || ! command -v node >/dev/null; then
     bad "the client libraries are not installed (make deps installs them under build/npm)"

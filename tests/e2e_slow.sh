@@ -96,12 +96,28 @@ check() { # name, judge args...
 # is heard), far below one activation: a worker that answers heartbeats and reports progress is
 # left alone. (A 30 ms window was seen to miss heartbeats on this 2-core machine
 # when six other builds and test runs shared it: windows that short measure the scheduler.)
-HB=50; LIVE=4; WIN=$((HB * LIVE))
-N=$(slowdown_for $((5 * WIN)))
-echo "measured activation ${act_ms} ms per worker: slowdown $N for ~$((5 * WIN)) ms (window $WIN ms)"
-sw slow run "${BASE[@]}" --arm resident --steps 6 --inflight 2 --set swarm.slowdown=$N \
-    --set swarm.heartbeat_ms=$HB --set swarm.liveness=$LIVE --set swarm.step_deadline_ms=$((WIN / 2)) \
-    --out "$T/slow.jsonl"
+# A failover that says "heartbeats stopped" means the worker's heartbeat thread itself went
+# unscheduled for a window (seen at load 10 on these 2 cores, tests niced: 213 ms unanswered
+# against a 200 ms window) — the scheduler, not the compute. That run is repeated with the
+# window (and the activations with it) doubled, at most twice; any other failure fails at once.
+HB=50; LIVE=4
+for try in 1 2 3; do
+    WIN=$((HB * LIVE))
+    N=$(slowdown_for $((5 * WIN)))
+    echo "measured activation ${act_ms} ms per worker: slowdown $N for ~$((5 * WIN)) ms (window $WIN ms)"
+    sw slow run "${BASE[@]}" --arm resident --steps 6 --inflight 2 --set swarm.slowdown=$N \
+        --set swarm.heartbeat_ms=$HB --set swarm.liveness=$LIVE --set swarm.step_deadline_ms=$((WIN / 2)) \
+        --out "$T/slow.jsonl"
+    v=$(judge "$T/slow.jsonl" "$REF6" $WIN 3 "" 2>/dev/null)
+    case $v in
+    "failovers "*"heartbeats stopped"*)
+        if [ $try -lt 3 ] && ! echo "$v" | grep -q ';'; then
+            echo "  slow: a heartbeat went unanswered for a window ($v); again with the window doubled"
+            HB=$((HB * 2)); continue
+        fi ;;
+    esac
+    break
+done
 expect_rc slow 0
 check slow "$T/slow.jsonl" "$REF6" $WIN 3 ""
 

@@ -158,29 +158,8 @@ expect_fail sbad; has sbad err "a draft must share the target's vocabulary"
 
 # the text lab: conditions with +spec (the model's Q4_0 copy, quantized by the lab) and +lookup
 mkdir -p "$T/lab"
-cat >"$T/lab.ini" <<INI
-[llm]
-model = $T/lab/m.gguf
-generate = 1
-vocab = tests/fixtures/tok/llama-spm.gguf.gz
-dim = 64
-layers = 6
-heads = 4
-kv_heads = 2
-ff = 96
-ctx_train = 256
-type = q8_0
-seed = 9
-tokens = 12
-ctx = 128
-batch = 8
-cap = 40M
-workers = 3
-[lab]
-repeats = 1
-conditions = reference, resident/wan, resident/wan+spec, reference+lookup
-out = $T/results
-INI
+lab_llm_ini "$T/lab.ini" "$T/lab/m.gguf" 1 \
+    "reference, resident/wan, resident/wan+spec, reference+lookup" "$T/results"
 sw lab lab "$T/lab.ini" --out "$T/labrun"
 expect_rc lab 0
 has lab err "quantizing the model to Q4_0 for the +spec conditions' drafter"

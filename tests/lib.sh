@@ -49,6 +49,44 @@ for k in sys.argv[2].split("."):
 print(json.dumps(o) if isinstance(o, (dict, list)) or o is None else o)
 EOF
 }
+lab_llm_ini() { # file, model, repeats, conditions, results dir: a text lab's config (the
+    # tiny random llama e2e_lab_llm and e2e_spec share, generated from it when missing)
+    cat >"$1" <<INI
+[llm]
+model = $2
+generate = 1
+vocab = tests/fixtures/tok/llama-spm.gguf.gz
+dim = 64
+layers = 6
+heads = 4
+kv_heads = 2
+ff = 96
+ctx_train = 256
+type = q8_0
+seed = 9
+tokens = 12
+ctx = 128
+batch = 8
+cap = 40M
+workers = 3
+[lab]
+repeats = $3
+conditions = $4
+out = $5
+INI
+}
+tally() { # file [echo]: a checker's "ok"/"FAIL" lines into pass/fail, each FAIL (and the 5
+    # lines after it) to stderr; with echo, the checker's other lines to stdout. A file with no
+    # check at all is a failure (the checker died before its first).
+    local f=$1
+    pass=$((pass + $(grep -c '^ok ' "$f")))
+    local nf; nf=$(grep -c '^FAIL ' "$f")
+    fail=$((fail + nf))
+    [ "$nf" = 0 ] || grep -A5 '^FAIL ' "$f" >&2
+    [ "${2:-}" != echo ] || grep -vE '^(ok|FAIL) ' "$f"
+    grep -q -E '^(ok|FAIL) ' "$f" ||
+        { fail=$((fail + 1)); echo "FAIL: $f: no checks ran" >&2; tail -5 "$f" >&2; }
+}
 expect_rc() { # name, wanted rc
     if [ "$rc" = "$2" ]; then ok; else
         bad "$1: exit $rc, wanted $2"; grep -v "route epoch" "$T/$1.err" | tail -12 | sed 's/^/    | /' >&2; fi

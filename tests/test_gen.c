@@ -15,6 +15,7 @@
 #include "text/ppl.h"
 #include "quant/quant.h"
 #include "tests/check.h"
+#include "tests/scratch.h"
 #include "text/tokenizer.h"
 
 static char s_dir[2048], s_vocab[2300], s_model[2300], s_model16[2300];
@@ -404,18 +405,11 @@ static void s_test_confident(void)
 
 int main(void)
 {
-    const char *base = getenv("SWARM_TEST_TMP") ? getenv("SWARM_TEST_TMP") : "tests/tmp";
-    char err[512], cmd[2600];
-    snprintf(s_dir, sizeof s_dir, "%s/gen", base);
-    util_mkdir_p(s_dir);
-    snprintf(s_vocab, sizeof s_vocab, "%s/llama-spm.gguf", s_dir);
+    char err[512];
+    scratch_open("gen", s_dir, sizeof s_dir, s_vocab, sizeof s_vocab);
     snprintf(s_model, sizeof s_model, "%s/q8.gguf", s_dir);
     snprintf(s_model16, sizeof s_model16, "%s/f16.gguf", s_dir);
-    snprintf(cmd, sizeof cmd, "gzip -dc tests/fixtures/tok/llama-spm.gguf.gz > '%s'", s_vocab);
-    CHECK(system(cmd) == 0, "cannot unpack the vocabulary fixture (run from the repository root)");
-    arch_gen_opts o = { .arch = "llama", .dim = 64, .n_layers = 2, .n_head = 4,
-                        .n_head_kv = 2, .n_ff = 96, .vocab_from = s_vocab, .type = QUANT_Q8_0,
-                        .n_ctx = 256, .seed = 3 };
+    arch_gen_opts o = scratch_tiny_llama(s_vocab);
     CHECK(arch_gen(s_model, &o, err, sizeof err) == 0, "%s", err);
     o.type = QUANT_F16;
     CHECK(arch_gen(s_model16, &o, err, sizeof err) == 0, "%s", err);

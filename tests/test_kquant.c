@@ -13,28 +13,9 @@
 #include "quant/quant.h"
 #include "tests/check.h"
 #include "tests/kquant_kat.h"
+#include "tests/quant_test.h"
 
 static const quant_type s_ts[3] = { QUANT_Q4_K, QUANT_Q5_K, QUANT_Q6_K };
-
-static uint64_t s_rng = 0x243f6a8885a308d3ull;
-static uint64_t s_next(void)
-{
-    s_rng ^= s_rng << 13;
-    s_rng ^= s_rng >> 7;
-    s_rng ^= s_rng << 17;
-    return s_rng;
-}
-static float s_unif(float lo, float hi)
-{
-    return lo + (hi - lo) * (float)((s_next() >> 40) * (1.0 / (1ull << 24)));
-}
-
-static uint32_t s_u(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    return u;
-}
 
 static void test_table(void)
 {
@@ -67,39 +48,36 @@ static void test_table(void)
 static void test_known_answers(void)
 {
     char err[256];
-    static float x[KKAT_N], y[KKAT_N];
-    _Alignas(32) static uint8_t buf[KKAT_N * 2];
-    memcpy(x, kkat_x, sizeof x);
+    static float x[KAT_IN_N], y[KAT_IN_N];
+    _Alignas(32) static uint8_t buf[KAT_IN_N * 2];
+    memcpy(x, kat_in, sizeof x);
     const unsigned char *want[3] = { kkat_q4_K, kkat_q5_K, kkat_q6_K };
     const unsigned char *deq[3] = { kkat_q4_K_deq, kkat_q5_K_deq, kkat_q6_K_deq };
     const size_t sz[3] = { sizeof kkat_q4_K, sizeof kkat_q5_K, sizeof kkat_q6_K };
     for (int k = 0; k < 3; k++) {
-        CHECK(quant_quantize_row(s_ts[k], x, buf, KKAT_N, err, sizeof err) == 0, "%s", err);
-        size_t first = sz[k];
-        for (size_t i = 0; i < sz[k]; i++)
-            if (buf[i] != want[k][i] && first == sz[k])
-                first = i;
+        CHECK(quant_quantize_row(s_ts[k], x, buf, KAT_IN_N, err, sizeof err) == 0, "%s", err);
+        const size_t first = qtest_first_diff(buf, want[k], sz[k]);
         CHECK(first == sz[k], "%s bytes = ggml's quantize_row_%s_ref (first difference at %zu)",
               quant_type_name(s_ts[k]), quant_type_name(s_ts[k]), first);
         /* dequantize ggml's own bytes */
-        CHECK(quant_dequantize_row(s_ts[k], want[k], y, KKAT_N, err, sizeof err) == 0 &&
+        CHECK(quant_dequantize_row(s_ts[k], want[k], y, KAT_IN_N, err, sizeof err) == 0 &&
                   !memcmp(y, deq[k], sizeof y),
               "%s dequantized = ggml's dequantize_row", quant_type_name(s_ts[k]));
     }
-    _Alignas(32) static uint8_t act[KKAT_N / 256 * 548];
-    CHECK(quant_act_prepare(QUANT_Q4_K, x, KKAT_N, act, err, sizeof err) == 0 &&
+    _Alignas(32) static uint8_t act[KAT_IN_N / 256 * 548];
+    CHECK(quant_act_prepare(QUANT_Q4_K, x, KAT_IN_N, act, err, sizeof err) == 0 &&
               !memcmp(act, kkat_q8_K, sizeof kkat_q8_K),
           "Q8_K activation = ggml's quantize_row_q8_K_ref");
     /* then the pair-ordered copy: chunks 0, 2, 1, 3, 4, 6, 5, 7 of each super-block */
     const int order[8] = { 0, 2, 1, 3, 4, 6, 5, 7 };
     int pairs_ok = 1;
-    for (int b = 0; b < KKAT_N / 256; b++)
+    for (int b = 0; b < KAT_IN_N / 256; b++)
         for (int i = 0; i < 8; i++)
             pairs_ok &= !memcmp(act + sizeof kkat_q8_K + b * 256 + 32 * i,
                                 kkat_q8_K + b * 292 + 4 + 32 * order[i], 32);
     CHECK(pairs_ok, "the activation's pair-ordered copy");
     x[300] = INFINITY;
-    CHECK(quant_quantize_row(QUANT_Q4_K, x, buf, KKAT_N, err, sizeof err) == -1 &&
+    CHECK(quant_quantize_row(QUANT_Q4_K, x, buf, KAT_IN_N, err, sizeof err) == -1 &&
               strstr(err, "element 300"), "inf rejected: %s", err);
 }
 
@@ -121,11 +99,11 @@ static void test_simd_vs_scalar(void)
             const uint64_t n = ns[m], nb = n / 256;
             for (int rep = 0; rep < 30; rep++) {
                 for (uint64_t i = 0; i < nb * ti->block_bytes; i++)
-                    w[i] = (uint8_t)s_next();
+                    w[i] = (uint8_t)qtest_next();
                 for (uint64_t b = 0; b < nb; b++) {
                     uint8_t *p = w + b * ti->block_bytes;
-                    uint16_t d = quant_f32_to_f16(s_unif(-2.0f, 2.0f) + 0x1p-10f);
-                    uint16_t dm = quant_f32_to_f16(s_unif(0.0f, 0.5f));
+                    uint16_t d = quant_f32_to_f16(qtest_unif(-2.0f, 2.0f) + 0x1p-10f);
+                    uint16_t dm = quant_f32_to_f16(qtest_unif(0.0f, 0.5f));
                     if (s_ts[k] == QUANT_Q6_K) {
                         memcpy(p + 208, &d, 2);
                     } else {
@@ -134,20 +112,13 @@ static void test_simd_vs_scalar(void)
                     }
                 }
                 for (uint64_t i = 0; i < n; i++)
-                    x[i] = s_unif(-1.0f, 1.0f) * (rep % 3 == 0 ? 100.0f : 1.0f) *
+                    x[i] = qtest_unif(-1.0f, 1.0f) * (rep % 3 == 0 ? 100.0f : 1.0f) *
                            (i % 97 == 0 ? 20.0f : 1.0f);
                 CHECK(quant_act_prepare(s_ts[k], x, n, act, err, sizeof err) == 0, "%s", err);
-                const float r = quant_dot_get(s_ts[k], QUANT_ISA_SCALAR)(n, w, act);
-                for (int isa = 1; isa < QUANT_ISA_COUNT; isa++) {
-                    quant_dot_fn g = quant_dot_get(s_ts[k], (quant_isa)isa);
-                    if (!g)
-                        continue;
-                    const float s = g(n, w, act);
-                    compared++;
-                    CHECK(s_u(s) == s_u(r), "%s %s n=%llu rep %d: %a vs scalar %a",
-                          quant_isa_name((quant_isa)isa), ti->name, (unsigned long long)n, rep,
-                          (double)s, (double)r);
-                }
+                char what[64];
+                snprintf(what, sizeof what, "%s n=%llu rep %d", ti->name, (unsigned long long)n,
+                         rep);
+                const float r = qtest_dot_isas(s_ts[k], n, w, act, what, &compared);
                 /* the exact value of what the reference computes, from the dequantized row
                  * and the activation's own values (q * d) */
                 quant_dequantize_row(s_ts[k], w, wd, n, err, sizeof err);
@@ -187,12 +158,12 @@ static void test_products(void)
             const uint64_t rows = rows_list[m];
             for (uint64_t r = 0; r < rows; r++) {
                 for (int i = 0; i < C; i++)
-                    f[i] = s_unif(-1.0f, 1.0f) + (r % 2 ? 0.7f : 0.0f);
+                    f[i] = qtest_unif(-1.0f, 1.0f) + (r % 2 ? 0.7f : 0.0f);
                 CHECK(quant_quantize_row(s_ts[k], f, W + r * rb, C, err, sizeof err) == 0, "%s",
                       err);
             }
             for (int i = 0; i < B * C; i++)
-                X[i] = s_unif(-1.0f, 1.0f);
+                X[i] = qtest_unif(-1.0f, 1.0f);
             quant_act_prepare(s_ts[k], X, C, act, err, sizeof err);
             for (uint64_t r = 0; r < rows; r++)
                 ref[r] = quant_dot_get(s_ts[k], QUANT_ISA_SCALAR)(C, W + r * rb, act);
@@ -226,11 +197,11 @@ static void test_products(void)
         int same = 1;
         for (int r = 0; r < R; r++) {
             for (int i = 0; i < CB; i++)
-                fb[i] = s_unif(-1.0f, 1.0f);
+                fb[i] = qtest_unif(-1.0f, 1.0f);
             quant_quantize_row(s_ts[k], fb, Wb + r * rb, CB, err, sizeof err);
         }
         for (int i = 0; i < BB * CB; i++)
-            Xb[i] = s_unif(-1.0f, 1.0f) * (i % 53 == 0 ? 30.0f : 1.0f);
+            Xb[i] = qtest_unif(-1.0f, 1.0f) * (i % 53 == 0 ? 30.0f : 1.0f);
         CHECK(quant_matmat(s_ts[k], R, CB, Wb, BB, Xb, Yb, 3, err, sizeof err) == 0, "%s", err);
         for (int b = 0; b < BB; b++) {
             quant_matvec(s_ts[k], R, CB, Wb, Xb + b * CB, yb, 1, err, sizeof err);
@@ -260,7 +231,7 @@ static void test_round_trip(void)
     static float x[N], y[N];
     _Alignas(32) static uint8_t buf[N];
     for (int i = 0; i < N; i++)
-        x[i] = s_unif(-1.0f, 1.0f) * (i % 64 == 0 ? 5.0f : 1.0f);
+        x[i] = qtest_unif(-1.0f, 1.0f) * (i % 64 == 0 ? 5.0f : 1.0f);
     const double limit[3] = { 0.12, 0.06, 0.03 }; /* 4, 5, 6 bits: ~1/16, 1/32, 1/64 steps */
     for (int k = 0; k < 3; k++) {
         CHECK(quant_quantize_row(s_ts[k], x, buf, N, err, sizeof err) == 0 &&
@@ -299,8 +270,8 @@ static void test_activation_cost(void)
         int over = 0;
         for (int r = 0; r < ROWS; r++) {
             for (int i = 0; i < N; i++) {
-                f[i] = s_unif(-1.0f, 1.0f);
-                x[i] = s_unif(-1.0f, 1.0f) * (i % 97 == 0 ? 20.0f : 1.0f);
+                f[i] = qtest_unif(-1.0f, 1.0f);
+                x[i] = qtest_unif(-1.0f, 1.0f) * (i % 97 == 0 ? 20.0f : 1.0f);
             }
             quant_quantize_row(s_ts[k], f, w, N, err, sizeof err);
             quant_dequantize_row(s_ts[k], w, wd, N, err, sizeof err);
@@ -336,6 +307,7 @@ static void test_activation_cost(void)
 
 int main(void)
 {
+    qtest_seed(0x243f6a8885a308d3ull);
     test_table();
     test_known_answers();
     test_simd_vs_scalar();

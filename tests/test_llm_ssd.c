@@ -8,6 +8,7 @@
 #include "base/util.h"
 #include "quant/quant.h"
 #include "tests/check.h"
+#include "tests/scratch.h"
 
 #include <fcntl.h>
 #include <stdio.h>
@@ -323,13 +324,7 @@ static void s_cap_refused(void)
 
 int main(void)
 {
-    const char *base = getenv("SWARM_TEST_TMP") ? getenv("SWARM_TEST_TMP") : "tests/tmp";
-    snprintf(s_dir, sizeof s_dir, "%s/llm_ssd", base);
-    util_mkdir_p(s_dir);
-    snprintf(s_vocab, sizeof s_vocab, "%s/llama-spm.gguf", s_dir);
-    char cmd[2600];
-    snprintf(cmd, sizeof cmd, "gzip -dc tests/fixtures/tok/llama-spm.gguf.gz > '%s'", s_vocab);
-    CHECK(system(cmd) == 0, "cannot unpack the vocabulary fixture (run from the repository root)");
+    scratch_open("llm_ssd", s_dir, sizeof s_dir, s_vocab, sizeof s_vocab);
     /* f32 with ff 100: the last row range of gate/up is 4 rows; q8_0 qwen2 (5 vectors: the
      * stage), tied head */
     s_parity("f32.gguf", "llama", 100, QUANT_F32, 0);

@@ -16,33 +16,7 @@
 #include "quant/quant.h"
 #include "tests/check.h"
 #include "tests/mxfp4_kat.h"
-
-static uint64_t s_rng = 0x243f6a8885a308d3ull;
-static uint64_t s_next(void)
-{
-    s_rng ^= s_rng << 13;
-    s_rng ^= s_rng >> 7;
-    s_rng ^= s_rng << 17;
-    return s_rng;
-}
-static float s_unif(float lo, float hi)
-{
-    return lo + (hi - lo) * (float)((s_next() >> 40) * (1.0 / (1ull << 24)));
-}
-static uint32_t s_u(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    return u;
-}
-static uint64_t s_fnv(const void *p, size_t n)
-{
-    const uint8_t *b = p;
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ b[i]) * 0x100000001b3ull;
-    return h;
-}
+#include "tests/quant_test.h"
 
 static void test_table(void)
 {
@@ -75,17 +49,17 @@ static void test_known_answers(void)
     char err[256];
     static float x[MKAT_N], y[MKAT_N];
     static uint8_t buf[MKAT_N];
-    memcpy(x, mkat_x, sizeof x);
+    _Static_assert(sizeof kat_in + sizeof mkat_edge == sizeof x, "kat_in, then the edge blocks");
+    memcpy(x, kat_in, sizeof kat_in);
+    memcpy(x + KAT_IN_N, mkat_edge, sizeof mkat_edge);
     memset(buf, 0xA5, sizeof buf);
     CHECK(quant_quantize_row(QUANT_MXFP4, x, buf, MKAT_N, err, sizeof err) == 0, "%s", err);
-    size_t first = sizeof mkat_mxfp4;
-    for (size_t i = 0; i < sizeof mkat_mxfp4 && first == sizeof mkat_mxfp4; i++)
-        if (buf[i] != mkat_mxfp4[i])
-            first = i;
+    const size_t first = qtest_first_diff(buf, mkat_mxfp4, sizeof mkat_mxfp4);
     CHECK(first == sizeof mkat_mxfp4, "bytes = ggml's quantize_mxfp4 (first difference at "
           "byte %zu, block %zu)", first, first / 17);
     CHECK(quant_dequantize_row(QUANT_MXFP4, mkat_mxfp4, y, MKAT_N, err, sizeof err) == 0 &&
-              s_fnv(y, sizeof y) == MKAT_MXFP4_DEQ, "dequantized = ggml's dequantize_row_mxfp4");
+              qtest_fnv(y, sizeof y) == MKAT_MXFP4_DEQ,
+          "dequantized = ggml's dequantize_row_mxfp4");
     /* every exponent byte with mixed nibbles */
     static uint8_t all[256 * 17];
     static float ya[256 * 32];
@@ -95,7 +69,7 @@ static void test_known_answers(void)
             all[e * 17 + 1 + j] = (uint8_t)(((e * 16 + j) * 37 + 11) & 0xFF);
     }
     CHECK(quant_dequantize_row(QUANT_MXFP4, all, ya, 256 * 32, err, sizeof err) == 0 &&
-              s_fnv(ya, sizeof ya) == MKAT_ALL_E_DEQ, "every exponent = ggml's");
+              qtest_fnv(ya, sizeof ya) == MKAT_ALL_E_DEQ, "every exponent = ggml's");
     x[300] = NAN;
     CHECK(quant_quantize_row(QUANT_MXFP4, x, buf, MKAT_N, err, sizeof err) == -1 &&
               strstr(err, "element 300"), "nan rejected: %s", err);
@@ -115,28 +89,20 @@ static void test_simd_vs_scalar(void)
         const uint64_t n = ns[m], nb = n / 32;
         for (int rep = 0; rep < 20; rep++) {
             for (uint64_t i = 0; i < nb * 17; i++)
-                w[i] = (uint8_t)s_next();
+                w[i] = (uint8_t)qtest_next();
             /* exponents near 1 mostly; every fourth row the subnormal scales (e 0, 1) and
              * their neighbours, every other fourth any exponent up to 2^71 */
             for (uint64_t b = 0; b < nb; b++)
-                w[b * 17] = (uint8_t)(rep % 4 == 1   ? s_next() % 4
-                                      : rep % 4 == 2 ? s_next() % 200
-                                                     : 118 + s_next() % 20);
+                w[b * 17] = (uint8_t)(rep % 4 == 1   ? qtest_next() % 4
+                                      : rep % 4 == 2 ? qtest_next() % 200
+                                                     : 118 + qtest_next() % 20);
             for (uint64_t i = 0; i < n; i++)
-                x[i] = s_unif(-1.0f, 1.0f) * (rep % 3 == 0 ? 100.0f : 1.0f) *
+                x[i] = qtest_unif(-1.0f, 1.0f) * (rep % 3 == 0 ? 100.0f : 1.0f) *
                        (i % 97 == 0 ? 20.0f : 1.0f);
             CHECK(quant_act_prepare(QUANT_MXFP4, x, n, act, err, sizeof err) == 0, "%s", err);
-            const float r = quant_dot_get(QUANT_MXFP4, QUANT_ISA_SCALAR)(n, w, act);
-            for (int isa = 1; isa < QUANT_ISA_COUNT; isa++) {
-                quant_dot_fn g = quant_dot_get(QUANT_MXFP4, (quant_isa)isa);
-                if (!g)
-                    continue;
-                const float s = g(n, w, act);
-                compared++;
-                CHECK(s_u(s) == s_u(r), "%s n=%llu rep %d: %a vs scalar %a",
-                      quant_isa_name((quant_isa)isa), (unsigned long long)n, rep, (double)s,
-                      (double)r);
-            }
+            char what[64];
+            snprintf(what, sizeof what, "mxfp4 n=%llu rep %d", (unsigned long long)n, rep);
+            const float r = qtest_dot_isas(QUANT_MXFP4, n, w, act, what, &compared);
             quant_dequantize_row(QUANT_MXFP4, w, wd, n, err, sizeof err);
             const quant_act_q8 y = quant_act_view(act, n);
             double exact = 0, mag = 0;
@@ -167,11 +133,11 @@ static void test_products(void)
     quant_row_bytes(QUANT_MXFP4, C, &rb, err, sizeof err);
     for (uint64_t r = 0; r < R; r++) {
         for (int i = 0; i < C; i++)
-            f[i] = s_unif(-1.0f, 1.0f) * (r % 2 ? 3.0f : 0.1f);
+            f[i] = qtest_unif(-1.0f, 1.0f) * (r % 2 ? 3.0f : 0.1f);
         CHECK(quant_quantize_row(QUANT_MXFP4, f, W + r * rb, C, err, sizeof err) == 0, "%s", err);
     }
     for (int i = 0; i < B * C; i++)
-        X[i] = s_unif(-1.0f, 1.0f);
+        X[i] = qtest_unif(-1.0f, 1.0f);
     for (int b = 0; b < B; b++) {
         quant_act_prepare_isa(QUANT_ISA_SCALAR, QUANT_MXFP4, X + b * C, C, act, err, sizeof err);
         for (uint64_t r = 0; r < R; r++)
@@ -195,6 +161,7 @@ static void test_products(void)
 
 int main(void)
 {
+    qtest_seed(0x243f6a8885a308d3ull);
     test_table();
     test_known_answers();
     test_simd_vs_scalar();

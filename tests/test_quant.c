@@ -15,6 +15,7 @@
 #include "quant/quant.h"
 #include "tests/check.h"
 #include "tests/quant_kat.h"
+#include "tests/quant_test.h"
 
 /* Room for any type's activation form of n elements (quant_act_bytes is at most ~4.2 n). */
 #define ACT_ROOM(n) (5 * (n) + 256)
@@ -24,26 +25,6 @@ static float s_f(uint32_t u)
     float f;
     memcpy(&f, &u, sizeof f);
     return f;
-}
-
-static uint32_t s_u(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    return u;
-}
-
-static uint64_t s_rng = 0x9e3779b97f4a7c15ull;
-static uint64_t s_next(void)
-{
-    s_rng ^= s_rng << 13;
-    s_rng ^= s_rng >> 7;
-    s_rng ^= s_rng << 17;
-    return s_rng;
-}
-static float s_unif(float lo, float hi)
-{
-    return lo + (hi - lo) * (float)((s_next() >> 40) * (1.0 / (1ull << 24)));
 }
 
 static void test_table(void)
@@ -100,7 +81,7 @@ static void test_conversions(void)
             fprintf(stderr, "bf16(%08x) = %04x, expected %04x\n", kat_bf16[i], h,
                     kat_bf16[i + 1]);
         }
-        if (s_u(quant_bf16_to_f32(h)) != (uint32_t)h << 16)
+        if (qtest_bits(quant_bf16_to_f32(h)) != (uint32_t)h << 16)
             bad++;
     }
     CHECK(bad == 0, "%d bf16 conversions differ from the known answers", bad);
@@ -207,7 +188,7 @@ static void test_known_answers(void)
             if (!f)
                 continue;
             float r = f(c[k].n, c[k].w, c[k].a);
-            CHECK(s_u(r) == kat_dot[k], "%s %s dot %a, known answer %a",
+            CHECK(qtest_bits(r) == kat_dot[k], "%s %s dot %a, known answer %a",
                   quant_isa_name((quant_isa)isa), quant_type_name(c[k].t), (double)r,
                   (double)s_f(kat_dot[k]));
         }
@@ -227,7 +208,7 @@ static void test_round_trip(void)
     static float x[N], y[N];
     _Alignas(32) static uint8_t buf[N * 4];
     for (int i = 0; i < N; i++)
-        x[i] = s_unif(-3.0f, 3.0f) * (i % 64 == 0 ? 10.0f : 1.0f);
+        x[i] = qtest_unif(-3.0f, 3.0f) * (i % 64 == 0 ? 10.0f : 1.0f);
     const quant_type ts[] = { QUANT_F32, QUANT_F16, QUANT_BF16, QUANT_Q8_0, QUANT_Q4_0 };
     for (size_t k = 0; k < 5; k++) {
         quant_type t = ts[k];
@@ -271,16 +252,16 @@ static void s_random_row(quant_type t, uint64_t n, void *w, float *f)
 {
     char err[256];
     for (uint64_t i = 0; i < n; i++)
-        f[i] = s_unif(-2.0f, 2.0f);
+        f[i] = qtest_unif(-2.0f, 2.0f);
     if (t == QUANT_Q8_0 || t == QUANT_Q4_0) {
         uint8_t *p = w;
         uint64_t bytes;
         quant_row_bytes(t, n, &bytes, err, sizeof err);
         uint64_t bb = t == QUANT_Q8_0 ? 34 : 18;
         for (uint64_t i = 0; i < bytes; i++)
-            p[i] = (uint8_t)s_next();
+            p[i] = (uint8_t)qtest_next();
         for (uint64_t b = 0; b < bytes / bb; b++) { /* finite scales in [2^-10, 2) */
-            uint16_t d = quant_f32_to_f16(s_unif(-2.0f, 2.0f) + 0x1p-10f);
+            uint16_t d = quant_f32_to_f16(qtest_unif(-2.0f, 2.0f) + 0x1p-10f);
             memcpy(p + b * bb, &d, 2);
         }
     } else {
@@ -305,7 +286,7 @@ static void test_simd_vs_scalar(void)
             for (int rep = 0; rep < 20; rep++) {
                 s_random_row(ts[k], ns[m], w, f);
                 for (uint64_t i = 0; i < ns[m]; i++)
-                    x[i] = s_unif(-1.0f, 1.0f) * (rep % 3 == 0 ? 100.0f : 1.0f);
+                    x[i] = qtest_unif(-1.0f, 1.0f) * (rep % 3 == 0 ? 100.0f : 1.0f);
                 quant_act_prepare(ts[k], x, ns[m], act, err, sizeof err);
                 float r = ref(ns[m], w, act);
                 for (int isa = 1; isa < QUANT_ISA_COUNT; isa++) {
@@ -314,7 +295,7 @@ static void test_simd_vs_scalar(void)
                         continue;
                     float s = g(ns[m], w, act);
                     compared++;
-                    CHECK(s_u(s) == s_u(r), "%s %s n=%llu rep %d: %a vs scalar %a",
+                    CHECK(qtest_bits(s) == qtest_bits(r), "%s %s n=%llu rep %d: %a vs scalar %a",
                           quant_isa_name((quant_isa)isa), quant_type_name(ts[k]),
                           (unsigned long long)ns[m], rep, (double)s, (double)r);
                 }
@@ -352,7 +333,7 @@ static void test_products(void)
                 for (uint64_t r = 0; r < rows; r++)
                     s_random_row(t, cols, W + r * rb, f);
                 for (uint64_t i = 0; i < B * cols; i++)
-                    X[i] = s_unif(-1.0f, 1.0f);
+                    X[i] = qtest_unif(-1.0f, 1.0f);
                 quant_act_prepare(t, X, cols, act, err, sizeof err);
                 for (uint64_t r = 0; r < rows; r++)
                     ref[r] = quant_dot_get(t, QUANT_ISA_SCALAR)(cols, W + r * rb, act);
@@ -392,7 +373,7 @@ static void test_products(void)
         for (int r = 0; r < R; r++)
             s_random_row(ts[k], C, Wb + r * rb, fb);
         for (int i = 0; i < BB * C; i++)
-            Xb[i] = s_unif(-1.0f, 1.0f);
+            Xb[i] = qtest_unif(-1.0f, 1.0f);
         CHECK(quant_matmat(ts[k], R, C, Wb, BB, Xb, Yb, 3, err, sizeof err) == 0, "%s", err);
         for (int b = 0; b < BB; b++) {
             quant_matvec(ts[k], R, C, Wb, Xb + b * C, yb, 1, err, sizeof err);
@@ -440,9 +421,9 @@ static void test_act_simd(void)
             if (rep % 2 == 0 && i % 32 == 0)
                 x[i] = 127.0f;
             else if (rep % 2 == 0)
-                x[i] = (float)((int)(s_next() % 253) - 126) + 0.5f * (float)(s_next() % 2);
+                x[i] = (float)((int)(qtest_next() % 253) - 126) + 0.5f * (float)(qtest_next() % 2);
             else
-                x[i] = s_unif(-1.0f, 1.0f) * (float)(1 << (s_next() % 20)) * 1e-3f;
+                x[i] = qtest_unif(-1.0f, 1.0f) * (float)(1 << (qtest_next() % 20)) * 1e-3f;
         }
         x[64 + rep] = -0.0f;
         for (int i = 96; i < 128; i++) /* a block of zeros */
@@ -495,9 +476,9 @@ static void test_activation_cost(void)
         int over = 0;
         for (int r = 0; r < ROWS; r++) {
             for (int i = 0; i < N; i++) {
-                f[i] = s_unif(-1.0f, 1.0f);
+                f[i] = qtest_unif(-1.0f, 1.0f);
                 /* activations with a few large channels, as in transformer residuals */
-                x[i] = s_unif(-1.0f, 1.0f) * (i % 97 == 0 ? 20.0f : 1.0f);
+                x[i] = qtest_unif(-1.0f, 1.0f) * (i % 97 == 0 ? 20.0f : 1.0f);
             }
             quant_quantize_row(ts[k], f, w, N, err, sizeof err);
             quant_dequantize_row(ts[k], w, wd, N, err, sizeof err);
@@ -542,7 +523,7 @@ static void test_fork(void)
     for (int r = 0; r < R; r++)
         s_random_row(QUANT_F16, C, W + r * C * 2, f);
     for (int i = 0; i < C; i++)
-        x[i] = s_unif(-1.0f, 1.0f);
+        x[i] = qtest_unif(-1.0f, 1.0f);
     CHECK(quant_matvec(QUANT_F16, R, C, W, x, y, 3, err, sizeof err) == 0, "%s", err);
     int fd[2];
     if (pipe(fd)) {
@@ -569,6 +550,7 @@ static void test_fork(void)
 
 int main(void)
 {
+    qtest_seed(0x9e3779b97f4a7c15ull);
     test_table();
     test_conversions();
     test_hand_blocks();

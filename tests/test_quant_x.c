@@ -15,6 +15,7 @@
 #include "quant/quant_x.h" /* quant_iq4_quantize's ntry; the Q8_1 sums */
 #include "tests/check.h"
 #include "tests/quant_x_kat.h"
+#include "tests/quant_test.h"
 
 #define S_NT 7
 static const quant_type s_ts[S_NT] = { QUANT_Q4_1, QUANT_Q5_0, QUANT_Q5_1, QUANT_IQ4_NL,
@@ -26,35 +27,6 @@ static const uint32_t s_bytes[S_NT] = { 20, 22, 24, 18, 84, 110, 136 };
 /* where each block keeps its f16 scale(s): d, and m / dmin (0: none) */
 static const uint32_t s_doff[S_NT] = { 0, 0, 0, 0, 80, 108, 0 };
 static const uint32_t s_moff[S_NT] = { 2, 0, 2, 0, 82, 0, 0 };
-
-static uint64_t s_rng = 0x13198a2e03707344ull;
-static uint64_t s_next(void)
-{
-    s_rng ^= s_rng << 13;
-    s_rng ^= s_rng >> 7;
-    s_rng ^= s_rng << 17;
-    return s_rng;
-}
-static float s_unif(float lo, float hi)
-{
-    return lo + (hi - lo) * (float)((s_next() >> 40) * (1.0 / (1ull << 24)));
-}
-
-static uint32_t s_u(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    return u;
-}
-
-static uint64_t s_fnv(const void *p, size_t n)
-{
-    const uint8_t *b = p;
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ b[i]) * 0x100000001b3ull;
-    return h;
-}
 
 static void test_table(void)
 {
@@ -95,9 +67,9 @@ static void test_table(void)
 static void test_known_answers(void)
 {
     char err[256];
-    static float x[XKAT_N], y[XKAT_N];
-    _Alignas(32) static uint8_t buf[XKAT_N * 2];
-    memcpy(x, xkat_x, sizeof x);
+    static float x[KAT_IN_N], y[KAT_IN_N];
+    _Alignas(32) static uint8_t buf[KAT_IN_N * 2];
+    memcpy(x, kat_in, sizeof x);
     const unsigned char *want[S_NT] = { xkat_q4_1, xkat_q5_0, xkat_q5_1, xkat_iq4_nl,
                                         xkat_q2_K, xkat_q3_K, xkat_iq4_xs };
     const size_t sz[S_NT] = { sizeof xkat_q4_1, sizeof xkat_q5_0, sizeof xkat_q5_1,
@@ -107,23 +79,20 @@ static void test_known_answers(void)
                                  XKAT_Q2_K_DEQ, XKAT_Q3_K_DEQ, XKAT_IQ4_XS_DEQ };
     for (int k = 0; k < S_NT; k++) {
         memset(buf, 0xA5, sizeof buf);
-        CHECK(quant_quantize_row(s_ts[k], x, buf, XKAT_N, err, sizeof err) == 0, "%s", err);
-        size_t first = sz[k];
-        for (size_t i = 0; i < sz[k] && first == sz[k]; i++)
-            if (buf[i] != want[k][i])
-                first = i;
+        CHECK(quant_quantize_row(s_ts[k], x, buf, KAT_IN_N, err, sizeof err) == 0, "%s", err);
+        const size_t first = qtest_first_diff(buf, want[k], sz[k]);
         CHECK(first == sz[k], "%s bytes = ggml's (first difference at byte %zu, block %zu)",
               s_names[k], first, first / s_bytes[k]);
-        CHECK(quant_dequantize_row(s_ts[k], want[k], y, XKAT_N, err, sizeof err) == 0 &&
-                  s_fnv(y, sizeof y) == deq[k],
+        CHECK(quant_dequantize_row(s_ts[k], want[k], y, KAT_IN_N, err, sizeof err) == 0 &&
+                  qtest_fnv(y, sizeof y) == deq[k],
               "%s dequantized = ggml's dequantize_row_%s", s_names[k], s_names[k]);
     }
-    quant_iq4_quantize(QUANT_IQ4_NL, x, buf, XKAT_N, -1);
+    quant_iq4_quantize(QUANT_IQ4_NL, x, buf, KAT_IN_N, -1);
     CHECK(!memcmp(buf, xkat_iq4_nl_ref, sizeof xkat_iq4_nl_ref),
           "iq4_nl with ntry -1 = ggml's quantize_row_iq4_nl_ref");
     x[300] = NAN;
     for (int k = 0; k < S_NT; k++)
-        CHECK(quant_quantize_row(s_ts[k], x, buf, XKAT_N, err, sizeof err) == -1 &&
+        CHECK(quant_quantize_row(s_ts[k], x, buf, KAT_IN_N, err, sizeof err) == -1 &&
                   strstr(err, "element 300"), "%s: nan rejected: %s", s_names[k], err);
 }
 
@@ -146,30 +115,23 @@ static void test_simd_vs_scalar(void)
             const uint64_t n = ns[m] + (bk == 32 ? 32 * (m % 4) : 0), nb = n / bk;
             for (int rep = 0; rep < 20; rep++) {
                 for (uint64_t i = 0; i < nb * bb; i++)
-                    w[i] = (uint8_t)s_next();
+                    w[i] = (uint8_t)qtest_next();
                 for (uint64_t b = 0; b < nb; b++) {
                     uint8_t *p = w + b * bb;
-                    const uint16_t d = quant_f32_to_f16(s_unif(-2.0f, 2.0f) + 0x1p-10f);
-                    const uint16_t dm = quant_f32_to_f16(s_unif(-0.5f, 0.5f));
+                    const uint16_t d = quant_f32_to_f16(qtest_unif(-2.0f, 2.0f) + 0x1p-10f);
+                    const uint16_t dm = quant_f32_to_f16(qtest_unif(-0.5f, 0.5f));
                     memcpy(p + s_doff[k], &d, 2);
                     if (s_moff[k])
                         memcpy(p + s_moff[k], &dm, 2);
                 }
                 for (uint64_t i = 0; i < n; i++)
-                    x[i] = s_unif(-1.0f, 1.0f) * (rep % 3 == 0 ? 100.0f : 1.0f) *
+                    x[i] = qtest_unif(-1.0f, 1.0f) * (rep % 3 == 0 ? 100.0f : 1.0f) *
                            (i % 97 == 0 ? 20.0f : 1.0f);
                 CHECK(quant_act_prepare(s_ts[k], x, n, act, err, sizeof err) == 0, "%s", err);
-                const float r = quant_dot_get(s_ts[k], QUANT_ISA_SCALAR)(n, w, act);
-                for (int isa = 1; isa < QUANT_ISA_COUNT; isa++) {
-                    quant_dot_fn g = quant_dot_get(s_ts[k], (quant_isa)isa);
-                    if (!g)
-                        continue;
-                    const float s = g(n, w, act);
-                    compared++;
-                    CHECK(s_u(s) == s_u(r), "%s %s n=%llu rep %d: %a vs scalar %a",
-                          quant_isa_name((quant_isa)isa), s_names[k], (unsigned long long)n, rep,
-                          (double)s, (double)r);
-                }
+                char what[64];
+                snprintf(what, sizeof what, "%s n=%llu rep %d", s_names[k],
+                         (unsigned long long)n, rep);
+                const float r = qtest_dot_isas(s_ts[k], n, w, act, what, &compared);
                 quant_dequantize_row(s_ts[k], w, wd, n, err, sizeof err);
                 double exact = 0, mag = 0;
                 for (uint64_t i = 0; i < n; i++) {
@@ -222,11 +184,11 @@ static void test_products(void)
         quant_row_bytes(s_ts[k], C, &rb, err, sizeof err);
         for (uint64_t r = 0; r < R; r++) {
             for (int i = 0; i < C; i++)
-                f[i] = s_unif(-1.0f, 1.0f) + (r % 2 ? 0.7f : 0.0f);
+                f[i] = qtest_unif(-1.0f, 1.0f) + (r % 2 ? 0.7f : 0.0f);
             CHECK(quant_quantize_row(s_ts[k], f, W + r * rb, C, err, sizeof err) == 0, "%s", err);
         }
         for (int i = 0; i < B * C; i++)
-            X[i] = s_unif(-1.0f, 1.0f);
+            X[i] = qtest_unif(-1.0f, 1.0f);
         quant_act_prepare_isa(QUANT_ISA_SCALAR, s_ts[k], X, C, act, err, sizeof err);
         for (uint64_t r = 0; r < R; r++)
             ref[r] = quant_dot_get(s_ts[k], QUANT_ISA_SCALAR)(C, W + r * rb, act);
@@ -263,7 +225,8 @@ static void test_round_trip(void)
     static uint8_t q[N * 2];
     double rel[S_NT];
     for (int i = 0; i < N; i++)
-        x[i] = (s_unif(-1, 1) + s_unif(-1, 1) + s_unif(-1, 1)) * (i % 256 == 7 ? 5.0f : 1.0f);
+        x[i] = (qtest_unif(-1, 1) + qtest_unif(-1, 1) + qtest_unif(-1, 1)) *
+               (i % 256 == 7 ? 5.0f : 1.0f);
     for (int k = 0; k < S_NT; k++) {
         quant_quantize_row(s_ts[k], x, q, N, err, sizeof err);
         quant_dequantize_row(s_ts[k], q, y, N, err, sizeof err);
@@ -282,6 +245,7 @@ static void test_round_trip(void)
 
 int main(void)
 {
+    qtest_seed(0x13198a2e03707344ull);
     test_table();
     test_known_answers();
     test_simd_vs_scalar();

@@ -15,6 +15,7 @@
 #include "quant/quant.h"
 #include "runtime/llm.h"
 #include "tests/check.h"
+#include "tests/scratch.h"
 #include "text/draft.h"
 #include "text/engine.h"
 #include "text/grammar.h"
@@ -67,22 +68,24 @@ static int s_run(engine *e, const s_req *r, const draft_opts *d, s_sink *k, engi
     return rc;
 }
 
-/* The same request with and without the drafter: everything a client sees is the same. */
-static void s_same(const char *what, engine *plain, engine *spec, const s_req *r,
-                   const draft_opts *d, engine_stats *out)
+/* The request with the drafter against what plain generation gave for it (a, sa): everything
+ * a client sees is the same. */
+static void s_same_as(const char *what, const s_sink *a, const engine_stats *sa, engine *spec,
+                      const s_req *r, const draft_opts *d, engine_stats *out)
 {
-    s_sink a, b;
-    engine_stats sa, sb;
-    if (s_run(plain, r, NULL, &a, &sa) || s_run(spec, r, d, &b, &sb))
+    s_sink b;
+    engine_stats sb;
+    if (s_run(spec, r, d, &b, &sb))
         return;
-    CHECK(sa.n_gen == sb.n_gen && sa.ids_digest == sb.ids_digest &&
-          sa.logits_digest == sb.logits_digest && sa.finish == sb.finish && a.n == b.n &&
-          !memcmp(a.ids, b.ids, a.n * sizeof *a.ids) && !memcmp(a.lp, b.lp, a.n * sizeof *a.lp)
-          && a.len == b.len && !memcmp(a.text, b.text, a.len),
+    CHECK(sa->n_gen == sb.n_gen && sa->ids_digest == sb.ids_digest &&
+          sa->logits_digest == sb.logits_digest && sa->finish == sb.finish && a->n == b.n &&
+          !memcmp(a->ids, b.ids, a->n * sizeof *a->ids) &&
+          !memcmp(a->lp, b.lp, a->n * sizeof *a->lp) && a->len == b.len &&
+          !memcmp(a->text, b.text, a->len),
           "%s: %u tokens %016llx/%016llx (%s) vs plain %u %016llx/%016llx (%s)", what,
           sb.n_gen, (unsigned long long)sb.ids_digest, (unsigned long long)sb.logits_digest,
-          engine_finish_name(sb.finish), sa.n_gen, (unsigned long long)sa.ids_digest,
-          (unsigned long long)sa.logits_digest, engine_finish_name(sa.finish));
+          engine_finish_name(sb.finish), sa->n_gen, (unsigned long long)sa->ids_digest,
+          (unsigned long long)sa->logits_digest, engine_finish_name(sa->finish));
     /* every token after the first is drawn from a pass's row: 1 + accepted per pass */
     CHECK(sb.n_accepted <= sb.n_drafted &&
           (sb.finish != ENGINE_FINISH_LENGTH || sb.n_passes + sb.n_accepted + 1 == sb.n_gen),
@@ -90,6 +93,16 @@ static void s_same(const char *what, engine *plain, engine *spec, const s_req *r
           sb.n_accepted, sb.n_drafted, sb.n_gen);
     if (out)
         *out = sb;
+}
+
+/* The same request with and without the drafter. */
+static void s_same(const char *what, engine *plain, engine *spec, const s_req *r,
+                   const draft_opts *d, engine_stats *out)
+{
+    s_sink a;
+    engine_stats sa;
+    if (!s_run(plain, r, NULL, &a, &sa))
+        s_same_as(what, &a, &sa, spec, r, d, out);
 }
 
 static void s_test_parity(llm_model *m, const tokenizer *t, const draft_opts *drafters,
@@ -110,16 +123,31 @@ static void s_test_parity(llm_model *m, const tokenizer *t, const draft_opts *dr
     sampler_opts_default(&r.so);
     static const uint32_t ks[] = { 1, 4, 8 };
     char what[128];
+    /* plain generation's answers, once: greedy, then seeds 1..6. They are the same for every
+     * drafter and k; running them again for each of the 12 took this part from 5.9 to 12.4 s
+     * of CPU (of the test's 35 s; 2026-12-02, this machine). */
+    enum { NSEED = 6 };
+    static s_sink ref[NSEED + 1];
+    engine_stats ref_st[NSEED + 1];
+    int ref_ok[NSEED + 1];
+    const uint64_t seed0 = r.so.seed;
+    for (uint64_t seed = 0; seed <= NSEED; seed++) {
+        r.so.temperature = seed == 0 ? 0 : seed & 1 ? 0.8f : 1.5f;
+        r.so.seed = seed ? seed : seed0;
+        ref_ok[seed] = !s_run(plain, &r, NULL, &ref[seed], &ref_st[seed]);
+    }
+    r.so.seed = seed0;
     for (int di = 0; di < n_drafters; di++)
         for (int ki = 0; ki < 3; ki++) {
             draft_opts d = drafters[di];
             d.k_max = ks[ki];
-            engine_stats st;
+            engine_stats st = { 0 };
             r.so.temperature = 0;
             snprintf(what, sizeof what, "greedy, %s, k %u", names[di], ks[ki]);
-            s_same(what, plain, spec, &r, &d, &st);
+            if (ref_ok[0])
+                s_same_as(what, &ref[0], &ref_st[0], spec, &r, &d, &st);
             /* the target drafting for itself: every draft is accepted */
-            if (d.model == m)
+            if (d.model == m && ref_ok[0])
                 CHECK(st.n_drafted >= (ks[ki] < 2 ? ks[ki] : 2) && st.n_accepted == st.n_drafted,
                       "%s: %u of %u accepted", what, st.n_accepted, st.n_drafted);
             /* (how often drafts made ahead are used depends on the rule's k, i.e. on this
@@ -127,12 +155,13 @@ static void s_test_parity(llm_model *m, const tokenizer *t, const draft_opts *dr
             if (d.overlap != DRAFT_OVERLAP_ON)
                 CHECK(st.n_ahead_hits == 0, "%s: drafted ahead %u times, asked not to", what,
                       st.n_ahead_hits);
-            for (uint64_t seed = 1; seed <= 6; seed++) {
+            for (uint64_t seed = 1; seed <= NSEED; seed++) {
                 r.so.temperature = seed & 1 ? 0.8f : 1.5f;
                 r.so.seed = seed;
                 snprintf(what, sizeof what, "seed %llu, %s, k %u", (unsigned long long)seed,
                          names[di], ks[ki]);
-                s_same(what, plain, spec, &r, &d, NULL);
+                if (ref_ok[seed])
+                    s_same_as(what, &ref[seed], &ref_st[seed], spec, &r, &d, NULL);
             }
         }
     /* stop strings: cut where plain generation cuts */
@@ -398,20 +427,13 @@ out:
 
 int main(void)
 {
-    const char *base = getenv("SWARM_TEST_TMP") ? getenv("SWARM_TEST_TMP") : "tests/tmp";
-    char err[512], cmd[2600], dir[2048], vocab[2300], mq[2300], mf[2300], mo[2300], mv[2300];
-    snprintf(dir, sizeof dir, "%s/spec", base);
-    util_mkdir_p(dir);
-    snprintf(vocab, sizeof vocab, "%s/llama-spm.gguf", dir);
+    char err[512], dir[2048], vocab[2300], mq[2300], mf[2300], mo[2300], mv[2300];
+    scratch_open("spec", dir, sizeof dir, vocab, sizeof vocab);
     snprintf(mq, sizeof mq, "%s/q8.gguf", dir);
     snprintf(mf, sizeof mf, "%s/f16.gguf", dir);
     snprintf(mo, sizeof mo, "%s/other.gguf", dir);
     snprintf(mv, sizeof mv, "%s/v1000.gguf", dir);
-    snprintf(cmd, sizeof cmd, "gzip -dc tests/fixtures/tok/llama-spm.gguf.gz > '%s'", vocab);
-    CHECK(system(cmd) == 0, "cannot unpack the vocabulary fixture (run from the repository root)");
-    arch_gen_opts o = { .arch = "llama", .dim = 64, .n_layers = 2, .n_head = 4,
-                        .n_head_kv = 2, .n_ff = 96, .vocab_from = vocab, .type = QUANT_Q8_0,
-                        .n_ctx = 256, .seed = 3 };
+    arch_gen_opts o = scratch_tiny_llama(vocab);
     CHECK(arch_gen(mq, &o, err, sizeof err) == 0, "%s", err);
     o.type = QUANT_F16;
     CHECK(arch_gen(mf, &o, err, sizeof err) == 0, "%s", err);
@@ -437,7 +459,7 @@ int main(void)
                                       "f16 copy ahead", "other model ahead", "lookup" };
         s_test_parity(m, t, ds, names, 7);
         s_test_grammar(m, t, &ds[0]);
-        s_test_grammar(m, t, &ds[3]);
+        s_test_grammar(m, t, &ds[6]);
         s_test_distribution(m, t, &ds[0]);
         s_test_lookup_and_vocab(m, m1k);
         s_test_ahead(m, t);
