@@ -133,6 +133,28 @@ static void s_fill_row(uint64_t *st, float *row, uint32_t n, float center, float
     }
 }
 
+/* arch_gen_opts.confident: token_embd row t times G; output row j plus token_embd's unscaled
+ * row s(j), regenerated from its place in tensor 0's stream (splitmix64's state advances by
+ * its constant a value, so row t starts at seed + t cols steps). */
+static void s_confident_row(const arch_gen_opts *o, const char *name, uint64_t r,
+                            uint32_t n_vocab, float *row, uint32_t cols)
+{
+    if (!strcmp(name, "token_embd.weight")) {
+        for (uint32_t j = 0; j < cols; j++)
+            row[j] *= o->confident;
+        return;
+    }
+    if (strcmp(name, "output.weight"))
+        return;
+    uint64_t t = (7919u * r + 1) % n_vocab;
+    uint64_t st = (o->seed * 0x9e3779b97f4a7c15ull ^ (1ull << 32)) +
+                  t * cols * 0x9e3779b97f4a7c15ull;
+    for (uint32_t j = 0; j < cols; j++) {
+        uint32_t x = (uint32_t)(util_splitmix64(&st) >> 40);
+        row[j] += S_W_HALF * ((float)x / 8388608.0f - 1.0f);
+    }
+}
+
 /* Llama 3.1's rope scaling as llama.cpp's converter (convert_hf_to_gguf.py, LlamaModel's
  * rope_freqs) bakes it into the file: factor 8, low_freq_factor 1, high_freq_factor 4,
  * original context 8192; pair i's frequency is divided by out[i]. */
@@ -304,6 +326,8 @@ int arch_gen(const char *path, const arch_gen_opts *o, char *err, size_t errlen)
         bad = "the soft-caps must be >= 0";
     else if (o->attn_softcap > 0 && strcmp(fam->name, "gemma2"))
         bad = "attention soft-capping belongs to gemma2 files";
+    else if (!(o->confident >= 0) || (o->confident > 0 && o->tied))
+        bad = "--confident must be >= 0 and needs an output.weight (not --tied)";
     else if (o->rope_dim && (o->rope_dim % 2 || o->rope_dim > hd))
         bad = "the rotated dimensions must be even and at most the head size";
     else if (o->longrope && strcmp(fam->name, "phi3"))
@@ -448,6 +472,8 @@ int arch_gen(const char *path, const arch_gen_opts *o, char *err, size_t errlen)
         uint64_t n_rows = (uint64_t)sp[i].rows * (sp[i].n_expert ? sp[i].n_expert : 1);
         for (uint64_t r = 0; r < n_rows; r++) {
             s_fill_row(&st, row, sp[i].cols, sp[i].center, sp[i].half);
+            if (o->confident > 0)
+                s_confident_row(o, sp[i].name, r, n_vocab, row, sp[i].cols);
             if (!strcmp(sp[i].name, "rope_freqs.weight"))
                 s_llama3_freqs(base, o->rope_dim ? o->rope_dim : hd, row);
             s_longrope_factors(sp[i].name, sp[i].cols, row);

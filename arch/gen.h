@@ -38,6 +38,16 @@ typedef struct {
                                    * experts are ff wide */
     const char *chat_template;    /* tokenizer.chat_template to write (replacing the
                                      vocabulary's), or NULL */
+    float confident;              /* 0: off (every weight random, as above). G > 0: a
+                                   * confident next-token distribution, as a trained model's,
+                                   * for measurements that depend on it (speculative decoding's
+                                   * acceptance): token_embd's rows times G, so the current
+                                   * token's embedding stays a large part of the residual
+                                   * stream, and output.weight's row j its random row plus the
+                                   * unscaled embedding of token s(j) = (7919 j + 1) mod
+                                   * n_vocab, so the head favours the token j with s(j) the
+                                   * current one, by a margin that grows with G (a bigram the
+                                   * layers' context shifts). Needs output.weight (not tied). */
 } arch_gen_opts;
 
 /* Write the model to path (via path.tmp, renamed when complete): metadata as llama.cpp's

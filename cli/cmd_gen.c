@@ -29,6 +29,7 @@ static void s_gen_usage(void)
            "                 [--swa WINDOW] [--softcap C] [--attn-softcap C]\n"
            "                 [--longrope ORIG_CTX]\n"
            "                 [--experts N [--experts-used K] [--ff-exp F]]\n"
+           "                 [--confident G]\n"
            "                 --seed S -o FILE\n"
            "  Writes a random-weight model of the family (weights of standard deviation 0.02,\n"
            "  norms near 1, deterministic from the seed; matrices in --type, any tensor type\n"
@@ -52,6 +53,12 @@ static void s_gen_usage(void)
            "  gpt-oss: --experts needed; q/k/v/o, router and expert biases, attention sinks,\n"
            "  YaRN (factor 32, original context 4096), every other layer local with --swa\n"
            "  (default 128), --ff-exp as qwen3moe's.\n"
+           "  --confident G: off by default. A trained-like confident next-token\n"
+           "  distribution (random weights give a nearly flat one: a quantized copy then\n"
+           "  disagrees on most greedy tokens): token_embd x G, and output.weight's row j\n"
+           "  adds the embedding of token (7919 j + 1) mod n_vocab, so the head favours a\n"
+           "  successor of the current token by a margin growing with G (arch/gen.h).\n"
+           "  For measurements that depend on confidence (speculative decoding); label them.\n"
            "  Defaults: dim 256, 2 layers, 8 heads, kv-heads = heads, ff 768, type f32,\n"
            "  ctx 2048, alignment 32 (as published files).\n");
 }
@@ -83,7 +90,8 @@ static int s_parse(s_gen *g, int argc, char **argv)
         { "longrope", required_argument, 0, 'l' },
         { "attn-softcap", required_argument, 0, 'c' },
         { "experts", required_argument, 0, 'E' }, { "experts-used", required_argument, 0, 'k' },
-        { "ff-exp", required_argument, 0, 'f' }, { 0, 0, 0, 0 }
+        { "ff-exp", required_argument, 0, 'f' }, { "confident", required_argument, 0, 'G' },
+        { 0, 0, 0, 0 }
     };
     arch_gen_opts *go = &g->go;
     char err[512];
@@ -116,6 +124,7 @@ static int s_parse(s_gen *g, int argc, char **argv)
         case 'E': go->n_expert = (uint32_t)strtoul(optarg, NULL, 10); break;
         case 'k': go->n_expert_used = (uint32_t)strtoul(optarg, NULL, 10); break;
         case 'f': go->n_ff_exp = (uint32_t)strtoul(optarg, NULL, 10); break;
+        case 'G': go->confident = strtof(optarg, NULL); break;
         case 'T': {
             quant_type qt;
             if (quant_type_parse(optarg, &qt, err, sizeof err)) {
@@ -169,9 +178,10 @@ static int s_gen_llm(s_gen *g, uint64_t t0)
         return EXIT_FAIL;
     }
     log_info("wrote %s: %s, %u layers x %u, %u heads (%u kv), ff %u, %u experts, %s%s, seed %llu "
-             "(%.1f s)", g->out, g->arch, go->n_layers, go->dim, go->n_head, go->n_head_kv,
+             "(%.1f s)%s", g->out, g->arch, go->n_layers, go->dim, go->n_head, go->n_head_kv,
              go->n_ff, go->n_expert, quant_type_name(go->type), go->tied ? ", tied" : "",
-             (unsigned long long)g->seed, (util_now_ns() - t0) / 1e9);
+             (unsigned long long)g->seed, (util_now_ns() - t0) / 1e9,
+             go->confident > 0 ? ", --confident (not random: arch/gen.h)" : "");
     return EXIT_OK;
 }
 

@@ -378,11 +378,12 @@ static int s_run(gen_run *g)
             st->itl_ms_p95, st->itl_ms_p99);
     if (g->spec)
         fprintf(stderr, "speculation (%s): %u drafted, %u accepted (%.1f%%), %.2f tokens per "
-                        "pass over %u passes, drafter %.1f ms\n",
+                        "pass over %u passes, drafter %.1f ms waited for, %u passes drafted "
+                        "ahead\n",
                 g->draft.path ? g->draft.path : "prompt lookup", st->n_drafted, st->n_accepted,
                 st->n_drafted ? 100.0 * st->n_accepted / st->n_drafted : 0.0,
                 st->n_passes ? (double)(st->n_passes + st->n_accepted) / st->n_passes : 0.0,
-                st->n_passes, st->draft_ms);
+                st->n_passes, st->draft_ms, st->n_ahead_hits);
     return 0;
 }
 
@@ -684,6 +685,7 @@ static void s_json_speed(json_t *j, const gen_run *g)
         json_object_set_new(sp, "drafted", json_integer(st->n_drafted));
         json_object_set_new(sp, "accepted", json_integer(st->n_accepted));
         json_object_set_new(sp, "draft_ms", json_real(st->draft_ms));
+        json_object_set_new(sp, "ahead_hits", json_integer(st->n_ahead_hits));
         json_object_set_new(j, "speculative", sp);
     }
 }

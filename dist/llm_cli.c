@@ -599,7 +599,7 @@ int llm_cli_draft_flag(llm_cli_draft *d, int argc, char **argv, int *i, char *er
         d->o.lookup = 1;
         return 1;
     }
-    if (strcmp(k, "--draft") && strcmp(k, "--draft-max"))
+    if (strcmp(k, "--draft") && strcmp(k, "--draft-max") && strcmp(k, "--draft-ahead"))
         return 0;
     if (*i + 1 >= argc) {
         snprintf(err, errlen, "%s needs a value", k);
@@ -608,6 +608,15 @@ int llm_cli_draft_flag(llm_cli_draft *d, int argc, char **argv, int *i, char *er
     const char *v = argv[++*i];
     if (!strcmp(k, "--draft")) {
         d->path = v;
+        return 1;
+    }
+    if (!strcmp(k, "--draft-ahead")) {
+        d->o.overlap = !strcmp(v, "on") ? DRAFT_OVERLAP_ON : !strcmp(v, "off") ? DRAFT_OVERLAP_OFF
+                       : !strcmp(v, "auto") ? DRAFT_OVERLAP_AUTO : 2;
+        if (d->o.overlap == 2) {
+            snprintf(err, errlen, "--draft-ahead '%s': on, off or auto", v);
+            return -1;
+        }
         return 1;
     }
     return llm_cli_u32(k, v, 1, DRAFT_K_MAX, &d->o.k_max, err, errlen) ? -1 : 1;

@@ -83,7 +83,8 @@ int llm_cli_ssd_opts(const llm_cli_ssd_flags *f, const char *arg, llm_opts *o, c
 
 /* Speculative decoding's flags, one parser for generate, chat and serve: --draft DRAFT.gguf
  * (a model with the target's vocabulary drafts, on the reference arm in this process, whatever
- * the target's arm), --draft-lookup (prompt lookup, no model), --draft-max K. */
+ * the target's arm), --draft-lookup (prompt lookup, no model), --draft-max K, --draft-ahead
+ * auto|on|off (draft_opts.overlap). */
 typedef struct {
     const char *path;             /* --draft (NULL: none) */
     draft_opts o;                 /* .lookup, .k_max from the flags; .model once opened */
@@ -97,7 +98,9 @@ typedef struct {
     "  --draft-lookup        speculative decoding with prompt lookup (the context's\n"      \
     "                        n-grams; no model)\n"                                          \
     "  --draft-max K         the most tokens drafted per pass (1..32; default 8 with\n"     \
-    "                        --draft, 6 with --draft-lookup; adapted: docs/cli.md)\n"
+    "                        --draft, 6 with --draft-lookup; adapted: docs/cli.md)\n"     \
+    "  --draft-ahead auto|on|off  the draft model drafts the next pass's tokens while\n"   \
+    "                        the target verifies (auto: on the resident arm only)\n"
 
 /* argv[*i] one of the three? 1 (consumed, with its value) / 0 / -1 with err. */
 int llm_cli_draft_flag(llm_cli_draft *d, int argc, char **argv, int *i, char *err,

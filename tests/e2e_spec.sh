@@ -74,7 +74,18 @@ r = json.loads([l for l in open(sys.argv[1]) if l.strip()][-1])
 sp = r["speculative"]
 if not sp["passes"] * 2 <= r["tokens_out"]:
     print("FAIL: %s passes for %s tokens" % (sp["passes"], r["tokens_out"]), file=sys.stderr); sys.exit(1)
+# drafting ahead (on by default on the resident arm): the target accepts every draft and
+# draws the drafter's own guess after them, so every pass after the first two (plain, then
+# 2 drafts) and the ones cut short by max_tokens drafts from the work done ahead
+if not sp["ahead_hits"] * 2 >= sp["passes"]:
+    print("FAIL: %s of %s passes drafted ahead" % (sp["ahead_hits"], sp["passes"]), file=sys.stderr); sys.exit(1)
 PY
+# and off by name: the same tokens, nothing drafted ahead
+sw wan_off generate "$T/m.gguf" --prompt "$P" -n 40 --temp 0 --arm resident --workers 3 \
+    --profile wan --draft "$T/m.gguf" --draft-ahead off --out "$T/wan_off.jsonl"
+expect_rc wan_off 0
+same_as wan_off plain_greedy
+eq "wan_off: nothing ahead" "$(jfield "$T/wan_off.jsonl" speculative.ahead_hits)" 0
 
 # a worker killed mid-generation with speculation on (drafts rejected and accepted, over the
 # WAN profile so k stays up): failover, the kept positions replayed and no more, the same
@@ -100,6 +111,8 @@ sw bad3 generate "$T/m.gguf" --prompt "$P" --draft "$T/v500.gguf"
 expect_fail bad3; has bad3 err "a draft must share the target's vocabulary"
 sw bad4 generate "$T/m.gguf" --prompt "$P" --draft-max 40 --draft-lookup
 expect_rc bad4 2; has bad4 err "--draft-max"
+sw bad5 generate "$T/m.gguf" --prompt "$P" --draft "$T/d.gguf" --draft-ahead sometimes
+expect_rc bad5 2; has bad5 err "--draft-ahead 'sometimes': on, off or auto"
 
 # serve: the server's default drafter, and per request
 "$SWARM_BIN" serve "$T/m.gguf" --listen 127.0.0.1:0 --port-file "$T/s.port" --ctx 256 \

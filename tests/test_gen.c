@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "arch/gen.h"
+#include "gguf/gguf.h"
 #include "runtime/llm.h"
 #include "base/util.h"
 #include "text/engine.h"
@@ -346,6 +347,62 @@ static void s_test_ppl(llm_model *m, llm_model *m16, const tokenizer *t)
     free(ids);
 }
 
+/* A tensor's f32 values (NULL with a failed CHECK). */
+static float *s_tensor_f32(const char *path, const char *name, uint64_t *n)
+{
+    char err[512];
+    gguf_file *g = gguf_open(path, err, sizeof err);
+    const gguf_tensor *t = g ? gguf_find_tensor(g, name) : NULL;
+    float *v = t ? malloc(t->nbytes) : NULL;
+    FILE *f = v ? fopen(path, "rb") : NULL;
+    int ok = f && !fseek(f, (long)t->offset, SEEK_SET) && fread(v, 1, t->nbytes, f) == t->nbytes;
+    CHECK(ok && t->type == QUANT_F32, "%s: cannot read %s: %s", path, name, err);
+    *n = ok ? t->nbytes / 4 : 0;
+    if (f)
+        fclose(f);
+    gguf_close(&g);
+    if (!ok)
+        free(v);
+    return ok ? v : NULL;
+}
+
+/* --confident G: token_embd x G, output row j + the unscaled embedding of (7919 j + 1) mod
+ * n_vocab, every other tensor the plain file's; refused with a tied head. */
+static void s_test_confident(void)
+{
+    char err[512], pa[2400], pb[2400];
+    snprintf(pa, sizeof pa, "%s/plain32.gguf", s_dir);
+    snprintf(pb, sizeof pb, "%s/confident32.gguf", s_dir);
+    arch_gen_opts o = { .arch = "llama", .dim = 32, .n_layers = 1, .n_head = 2, .n_head_kv = 2,
+                        .n_ff = 64, .n_vocab = 300, .type = QUANT_F32, .seed = 5 };
+    CHECK(arch_gen(pa, &o, err, sizeof err) == 0, "%s", err);
+    o.confident = 3;
+    CHECK(arch_gen(pb, &o, err, sizeof err) == 0, "%s", err);
+    uint64_t n[4];
+    float *ea = s_tensor_f32(pa, "token_embd.weight", &n[0]);
+    float *eb = s_tensor_f32(pb, "token_embd.weight", &n[1]);
+    float *oa = s_tensor_f32(pa, "output.weight", &n[2]);
+    float *ob = s_tensor_f32(pb, "output.weight", &n[3]);
+    float *qa = NULL, *qb = NULL;
+    uint64_t nq[2];
+    qa = s_tensor_f32(pa, "blk.0.ffn_down.weight", &nq[0]);
+    qb = s_tensor_f32(pb, "blk.0.ffn_down.weight", &nq[1]);
+    if (ea && eb && oa && ob && qa && qb) {
+        int bad = 0;
+        for (uint64_t i = 0; i < n[0]; i++)
+            bad += eb[i] != 3 * ea[i];
+        for (uint32_t j = 0; j < 300; j++)
+            for (uint32_t c = 0; c < 32; c++)
+                bad += ob[j * 32 + c] != oa[j * 32 + c] + ea[((7919u * j + 1) % 300) * 32 + c];
+        CHECK(!bad && !memcmp(qa, qb, nq[0] * 4), "--confident: %d values differ from the "
+              "rule (or another tensor changed)", bad);
+    }
+    free(ea), free(eb), free(oa), free(ob), free(qa), free(qb);
+    o.tied = 1;
+    CHECK(arch_gen(pb, &o, err, sizeof err) != 0 && strstr(err, "--confident"),
+          "--confident with a tied head: %s", err);
+}
+
 int main(void)
 {
     char err[512];
@@ -365,6 +422,7 @@ int main(void)
         s_test_ppl(m, m16, t);
         s_test_swa(t);
     }
+    s_test_confident();
     tokenizer_free(&t);
     llm_model_free(&m);
     llm_model_free(&m16);

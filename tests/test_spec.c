@@ -150,6 +150,11 @@ static void s_test_parity(llm_model *m, const tokenizer *t, const draft_opts *dr
             if (d.model == m && ref_ok[0])
                 CHECK(st.n_drafted >= (ks[ki] < 2 ? ks[ki] : 2) && st.n_accepted == st.n_drafted,
                       "%s: %u of %u accepted", what, st.n_accepted, st.n_drafted);
+            /* (how often drafts made ahead are used depends on the rule's k, i.e. on this
+             * machine's timings: s_test_ahead checks the mechanism itself) */
+            if (d.overlap != DRAFT_OVERLAP_ON)
+                CHECK(st.n_ahead_hits == 0, "%s: drafted ahead %u times, asked not to", what,
+                      st.n_ahead_hits);
             for (uint64_t seed = 1; seed <= NSEED; seed++) {
                 r.so.temperature = seed & 1 ? 0.8f : 1.5f;
                 r.so.seed = seed;
@@ -364,6 +369,62 @@ static void s_test_lookup_and_vocab(llm_model *m, llm_model *other)
     CHECK(!draft_new(&both, 64, 1, err, sizeof err) && strstr(err, "one source"), "%s", err);
 }
 
+/* Drafting ahead at the drafter's level: after the target accepts every draft and draws the
+ * draft model's own next token, the drafts come from the work done ahead and equal a fresh
+ * drafter's; after any other outcome the work is dropped and the drafts are still a fresh
+ * drafter's. */
+static void s_test_ahead(llm_model *m, const tokenizer *t)
+{
+    char err[512];
+    int32_t *p = NULL;
+    size_t np = 0;
+    const char *text = "the ahead test: one two three";
+    CHECK(tokenizer_encode(t, text, strlen(text), TOKENIZER_ADD_SPECIAL, &p, &np, err,
+                           sizeof err) == 0, "%s", err);
+    draft_opts o = { .model = m, .k_max = 8 };
+    draft *a = draft_new(&o, 256, 1, err, sizeof err), *f = draft_new(&o, 256, 1, err, sizeof err);
+    CHECK(a && f && p, "%s", err);
+    if (!a || !f || !p)
+        goto out;
+    int32_t ctx[128], want[16], got[16];
+    uint32_t n = (uint32_t)np;
+    memcpy(ctx, p, n * sizeof *ctx);
+    for (int round = 0; round < 4; round++) {
+        int k = draft_propose(a, ctx, n, 3, got, err, sizeof err);
+        CHECK(k == 3, "round %d: %d drafts: %s", round, k, err);
+        if (k != 3)
+            break;
+        memcpy(ctx + n, got, 3 * sizeof *ctx);
+        n += 3;
+        CHECK(draft_ahead(a, ctx, n, 4, err, sizeof err) == 0, "%s", err);
+        /* what the target drew after the drafts: the draft model's own next token (round 0,
+         * 2: a hit), or another (round 1, 3: a miss; one of the drafts rejected) */
+        int32_t next;
+        CHECK(draft_propose(f, ctx, n, 1, &next, err, sizeof err) == 1, "%s", err);
+        uint32_t hits = draft_ahead_hits(a);
+        if (round & 1) {
+            n -= 1 + round / 2; /* the last 1 or 2 drafts rejected */
+            next = ctx[n] == 5 ? 6 : 5;
+        }
+        ctx[n++] = next;
+        int ka = draft_propose(a, ctx, n, 5, got, err, sizeof err);
+        int kf = draft_propose(f, ctx, n, 5, want, err, sizeof err);
+        CHECK(ka == 5 && kf == 5 && !memcmp(got, want, 5 * sizeof *got),
+              "round %d: drafts after drafting ahead differ from a fresh drafter's", round);
+        CHECK(draft_ahead_hits(a) == hits + !(round & 1), "round %d: %u hits, wanted %u",
+              round, draft_ahead_hits(a), hits + !(round & 1));
+        draft_restart(a);
+    }
+    /* a job left running: restart and free join it */
+    CHECK(draft_ahead(a, ctx, n, 8, err, sizeof err) == 0, "%s", err);
+    draft_restart(a);
+    CHECK(draft_ahead(a, ctx, n, 8, err, sizeof err) == 0, "%s", err);
+out:
+    free(p);
+    draft_free(&a);
+    draft_free(&f);
+}
+
 int main(void)
 {
     char err[512], dir[2048], vocab[2300], mq[2300], mf[2300], mo[2300], mv[2300];
@@ -388,14 +449,20 @@ int main(void)
     tokenizer *t = m ? tokenizer_open(llm_model_gguf(m), err, sizeof err) : NULL;
     CHECK(m && m16 && mot && m1k && t, "%s", err);
     if (m && m16 && mot && m1k && t) {
+        /* drafting ahead forced on (the reference arm's default is off): the same output,
+         * whether the work made ahead is used (self, the f16 copy) or dropped (other) */
         draft_opts ds[] = { { .model = m }, { .model = m16 }, { .model = mot },
-                            { .lookup = 1 } };
-        const char *const names[] = { "self", "f16 copy", "other model", "lookup" };
-        s_test_parity(m, t, ds, names, 4);
+                            { .model = m, .overlap = DRAFT_OVERLAP_ON },
+                            { .model = m16, .overlap = DRAFT_OVERLAP_ON },
+                            { .model = mot, .overlap = DRAFT_OVERLAP_ON }, { .lookup = 1 } };
+        const char *const names[] = { "self", "f16 copy", "other model", "self ahead",
+                                      "f16 copy ahead", "other model ahead", "lookup" };
+        s_test_parity(m, t, ds, names, 7);
         s_test_grammar(m, t, &ds[0]);
-        s_test_grammar(m, t, &ds[3]);
+        s_test_grammar(m, t, &ds[6]);
         s_test_distribution(m, t, &ds[0]);
         s_test_lookup_and_vocab(m, m1k);
+        s_test_ahead(m, t);
     }
     tokenizer_free(&t);
     llm_model_free(&m);

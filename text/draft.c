@@ -2,6 +2,7 @@
  * text/ */
 #include "text/draft.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,7 +21,25 @@ struct draft {
                                    * requests: the machine's, not the text's) */
     uint32_t since_probe, probe_every; /* plain passes since the last probe, and the gap */
     int probing;                  /* the pass under way carries a probe */
+    /* drafting ahead (draft_ahead): the thread, its job, its context and result */
+    pthread_t th;
+    int th_on, quit;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    enum { AHEAD_NONE, AHEAD_QUEUED, AHEAD_DONE } job;
+    int32_t *actx;                /* n_ctx + DRAFT_K_MAX + 1: the job's context; draft_propose's
+                                   * scratch for context + drafts taken from it */
+    uint32_t an, ak;              /* the job's context length and tokens asked for */
+    int32_t aout[DRAFT_K_MAX + 1];
+    int ares;                     /* the job's draft count, or -1 (aerr) */
+    int avalid;                   /* aout holds a result for actx[0..an) */
+    char aerr[256];
+    int last_hit;                 /* the last draft_propose took drafts made ahead */
+    uint32_t hits;                /* since draft_restart */
 };
+
+static int s_propose(draft *d, const int32_t *ctx, uint32_t n, uint32_t k, int32_t *out,
+                     char *err, size_t errlen);
 
 int draft_check_vocab(const llm_model *target, const llm_model *dm, char *err, size_t errlen)
 {
@@ -84,7 +103,8 @@ draft *draft_new(const draft_opts *o, uint32_t n_ctx, int nthreads, char *err, s
         llm_session_set_threads(d->s, nthreads);
         d->hist = malloc((size_t)d->n_ctx * sizeof *d->hist);
         d->logits = malloc((size_t)d->n_vocab * sizeof *d->logits);
-        if (!d->hist || !d->logits) {
+        d->actx = malloc(((size_t)d->n_ctx + DRAFT_K_MAX + 1) * sizeof *d->actx);
+        if (!d->hist || !d->logits || !d->actx) {
             util_errf(err, errlen, "draft", "out of memory for a context of %u", d->n_ctx);
             goto err;
         }
@@ -95,11 +115,57 @@ err:
     return NULL;
 }
 
+/* Wait for the job under way (if any); its result is then in aout/ares. */
+static void s_join(draft *d)
+{
+    if (!d->th_on)
+        return;
+    pthread_mutex_lock(&d->mu);
+    while (d->job == AHEAD_QUEUED)
+        pthread_cond_wait(&d->cv, &d->mu);
+    if (d->job == AHEAD_DONE)
+        d->avalid = d->ares > 0;
+    d->job = AHEAD_NONE;
+    pthread_mutex_unlock(&d->mu);
+}
+
+static void *s_ahead_main(void *arg)
+{
+    draft *d = arg;
+    pthread_mutex_lock(&d->mu);
+    for (;;) {
+        while (!d->quit && d->job != AHEAD_QUEUED)
+            pthread_cond_wait(&d->cv, &d->mu);
+        if (d->quit)
+            break;
+        pthread_mutex_unlock(&d->mu);
+        /* the caller touches nothing of d but the job's state until it joins */
+        int r = s_propose(d, d->actx, d->an, d->ak, d->aout, d->aerr, sizeof d->aerr);
+        pthread_mutex_lock(&d->mu);
+        d->ares = r;
+        d->job = AHEAD_DONE;
+        pthread_cond_broadcast(&d->cv);
+    }
+    pthread_mutex_unlock(&d->mu);
+    return NULL;
+}
+
 void draft_free(draft **dp)
 {
     if (!dp || !*dp)
         return;
     draft *d = *dp;
+    if (d->th_on) {
+        s_join(d);
+        pthread_mutex_lock(&d->mu);
+        d->quit = 1;
+        pthread_cond_broadcast(&d->cv);
+        pthread_mutex_unlock(&d->mu);
+        pthread_join(d->th, NULL);
+        pthread_mutex_destroy(&d->mu);
+        pthread_cond_destroy(&d->cv);
+    }
+    free(d->actx);
     llm_session_free(&d->s);
     free(d->hist);
     free(d->logits);
@@ -119,8 +185,45 @@ uint32_t draft_k(const draft *d)
     return d->k;
 }
 
+void draft_wait(draft *d)
+{
+    s_join(d);
+}
+
+uint32_t draft_ahead_hits(const draft *d)
+{
+    return d->hits;
+}
+
+int draft_ahead(draft *d, const int32_t *ctx, uint32_t n, uint32_t k, char *err, size_t errlen)
+{
+    if (!d->model || !n || n > d->n_ctx)
+        return 0; /* past the draft model's context: nothing to draft (s_propose) */
+    s_join(d);
+    d->avalid = 0;
+    if (!d->th_on) {
+        if (pthread_mutex_init(&d->mu, NULL) || pthread_cond_init(&d->cv, NULL) ||
+            pthread_create(&d->th, NULL, s_ahead_main, d)) {
+            util_errf(err, errlen, "draft", "no thread to draft ahead on");
+            return -1;
+        }
+        d->th_on = 1;
+    }
+    memcpy(d->actx, ctx, (size_t)n * sizeof *ctx);
+    pthread_mutex_lock(&d->mu);
+    d->an = n;
+    d->ak = k + 1 < DRAFT_K_MAX + 1 ? k + 1 : DRAFT_K_MAX + 1;
+    d->job = AHEAD_QUEUED;
+    pthread_cond_signal(&d->cv);
+    pthread_mutex_unlock(&d->mu);
+    return 0;
+}
+
 void draft_restart(draft *d)
 {
+    s_join(d);
+    d->avalid = 0;
+    d->hits = 0;
     d->k = 0;
     d->acc = d->rej = d->t_pass = d->t_row = d->t_draft = 0;
     d->since_probe = d->probing = 0;
@@ -135,6 +238,7 @@ static double s_mean(double old, double x)
 void draft_update(draft *d, uint32_t drafted, uint32_t accepted, double pass_ms,
                   double draft_ms)
 {
+    s_join(d);
     if (!drafted) {
         d->t_pass = s_mean(d->t_pass, pass_ms);
     } else {
@@ -143,8 +247,9 @@ void draft_update(draft *d, uint32_t drafted, uint32_t accepted, double pass_ms,
         /* a draft model's cost a token is a single pass of it: what drafting every pass costs
          * (the batched catch-up of the tokens accepted rides along). Its time this pass also
          * ran the catch-up of every token since it last drafted (the whole prompt at first),
-         * which would make a drafter that was off look dearer than it is. */
-        double per = d->model ? d->t_tok : draft_ms / drafted;
+         * which would make a drafter that was off look dearer than it is. Drafts made ahead
+         * cost what the caller still waited for them. */
+        double per = d->model && !d->last_hit ? d->t_tok : draft_ms / drafted;
         if (per > 0)
             d->t_draft = s_mean(d->t_draft, per);
         if (d->t_pass > 0) /* the rows beyond the first, against a plain pass */
@@ -208,13 +313,49 @@ static int32_t s_argmax(const float *l, uint32_t n)
     return (int32_t)best;
 }
 
+/* Drafts made ahead that continue ctx: how many copied into out (at most k; 0: none fit). */
+static uint32_t s_take(draft *d, const int32_t *ctx, uint32_t n, uint32_t k, int32_t *out)
+{
+    if (!d->avalid || n <= d->an || n - d->an > (uint32_t)d->ares)
+        return 0;
+    uint32_t j = n - d->an; /* the tokens drawn after the ahead job's context */
+    if (memcmp(ctx, d->actx, (size_t)d->an * sizeof *ctx) ||
+        memcmp(ctx + d->an, d->aout, (size_t)j * sizeof *ctx))
+        return 0;
+    uint32_t c = (uint32_t)d->ares - j < k ? (uint32_t)d->ares - j : k;
+    memcpy(out, d->aout + j, (size_t)c * sizeof *out);
+    return c;
+}
+
 int draft_propose(draft *d, const int32_t *ctx, uint32_t n, uint32_t k, int32_t *out,
                   char *err, size_t errlen)
 {
+    s_join(d);
+    d->last_hit = 0;
     if (!n || !k)
         return 0;
     if (!d->model)
         return s_lookup(d, ctx, n, k, out);
+    uint32_t c = s_take(d, ctx, n, k, out);
+    d->avalid = 0;
+    if (!c)
+        return s_propose(d, ctx, n, k, out, err, errlen);
+    d->last_hit = 1;
+    d->hits++;
+    if (c == k || (uint64_t)n + c > d->n_ctx)
+        return (int)c;
+    /* fewer made ahead than wanted now: the rest continue context + those (the session
+     * holds all but the last of them) */
+    memcpy(d->actx, ctx, (size_t)n * sizeof *ctx);
+    memcpy(d->actx + n, out, (size_t)c * sizeof *out);
+    int r = s_propose(d, d->actx, n + c, k - c, out + c, err, errlen);
+    return r < 0 ? r : (int)c + r;
+}
+
+/* The draft model's greedy continuation of ctx: k tokens into out (0 when past its context). */
+static int s_propose(draft *d, const int32_t *ctx, uint32_t n, uint32_t k, int32_t *out,
+                     char *err, size_t errlen)
+{
     if ((uint64_t)n + k - 1 > d->n_ctx)
         return 0;
     /* keep the common prefix with what the session holds (the accepted tokens of the last

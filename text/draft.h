@@ -26,7 +26,18 @@
  * first pass of a request is plain (the baseline), the second drafts 2 (the drafter's and a
  * row's cost), and the rule decides from the third on.
  *
- * A draft is a struct per conversation (one engine): not shared between threads. The draft
+ * Drafting ahead (draft_ahead): while the target verifies k drafts — over a WAN mostly link
+ * delay, the coordinator's cores idle — the draft model continues, on a thread of the draft's
+ * own, as if all k were accepted: its guess of the token the target draws after them, then
+ * the next pass's drafts. When the target did accept all k and drew that guess, the next
+ * draft_propose returns those drafts at once (drafting more only if it wants more); on any
+ * other outcome the work is dropped and draft_propose drafts as before (its session keeps the
+ * common prefix). The drafts are the draft model's greedy tokens either way, so what the
+ * target accepts, and the output, do not change; only when the drafter's time is spent does.
+ * Prompt lookup costs nothing and never drafts ahead.
+ *
+ * A draft is a struct per conversation (one engine): not shared between threads (its
+ * drafting-ahead thread is internal: every call but draft_k waits for it first). The draft
  * model itself (llm_model) is read-only and may be shared by every engine of a server.
  */
 #ifndef SWARM_DRAFT_H
@@ -47,7 +58,16 @@ typedef struct {
     int lookup;                   /* 1: prompt lookup (no model) */
     uint32_t k_max;               /* 1..DRAFT_K_MAX; 0: the default of the source */
     uint32_t ngram;               /* lookup: the longest n-gram matched (1..8; 0: 3) */
+    int overlap;                  /* a draft model drafts ahead during the target's pass:
+                                   * DRAFT_OVERLAP_AUTO (0) when the target's layers run
+                                   * elsewhere (the resident arm: the pass waits on links),
+                                   * _ON always, _OFF never (on one machine the pass's own
+                                   * compute wants the cores, and a rejection wastes the work) */
 } draft_opts;
+
+#define DRAFT_OVERLAP_AUTO 0
+#define DRAFT_OVERLAP_ON 1
+#define DRAFT_OVERLAP_OFF (-1)
 
 typedef struct draft draft;
 
@@ -69,8 +89,18 @@ void draft_restart(draft *d);
  * -1 with err (the draft model's pass failed). */
 int draft_propose(draft *d, const int32_t *ctx, uint32_t n, uint32_t k, int32_t *out,
                   char *err, size_t errlen);
+/* Start drafting ahead of ctx (n tokens: the context of the pass about to run, then its
+ * drafts) on the drafter's thread: the draft model's next 1 + k tokens. Returns at once; 0,
+ * or -1 with err (no thread). Nothing with prompt lookup. The next draft_propose uses the
+ * result when its context is ctx followed by the first of those tokens. */
+int draft_ahead(draft *d, const int32_t *ctx, uint32_t n, uint32_t k, char *err, size_t errlen);
+/* Wait until no drafting ahead runs (the end of a request). */
+void draft_wait(draft *d);
+/* Passes since draft_restart whose drafts came (at least in part) from drafting ahead. */
+uint32_t draft_ahead_hits(const draft *d);
 /* A target pass carried `drafted` drafts (0: a plain one) and took pass_ms; `accepted` of
- * them were kept; the drafter spent draft_ms making them. Adapts k. */
+ * them were kept; the drafter spent draft_ms making them (the time the caller waited for
+ * them: drafts made ahead cost only what was left when it asked). Adapts k. */
 void draft_update(draft *d, uint32_t drafted, uint32_t accepted, double pass_ms,
                   double draft_ms);
 

@@ -38,6 +38,7 @@ struct engine {
     uint32_t spec_n, spec_i;
     double pass_ms, draft_ms;     /* the last verification's pass, and its drafting */
     uint32_t n_passes_req;        /* passes of this request after its prefill */
+    int ahead;                    /* this request's drafter drafts ahead during passes */
 };
 
 engine *engine_new(llm_model *m, const tokenizer *t, uint32_t n_ctx, uint32_t n_batch,
@@ -321,6 +322,9 @@ static int s_draft_setup(engine *e, const engine_request *q, char *err, size_t e
     e->use = NULL;
     if (!q->draft)
         return 0;
+    /* ahead only where the pass leaves the cores idle: its layers run on other machines */
+    e->ahead = q->draft->overlap == DRAFT_OVERLAP_ON ||
+               (q->draft->overlap == DRAFT_OVERLAP_AUTO && llm_model_arm(e->m) == LLM_ARM_RESIDENT);
     if (e->d && draft_same(e->d, q->draft)) {
         draft_restart(e->d);
         e->use = e->d;
@@ -351,6 +355,9 @@ static int s_advance(engine *e, const engine_request *q, int32_t id, uint32_t g,
         memcpy(e->logits, e->rows + (size_t)e->spec_i * e->n_vocab, e->n_vocab * sizeof(float));
         return 0;
     }
+    /* the drafter's time is what this waits for it: a draft made ahead during the last pass
+     * costs only what was left of that work (draft_update joins it) */
+    uint64_t t0 = util_now_ns();
     if (e->use && e->n_passes_req) {
         draft_update(e->use, e->spec_n, e->spec_i, e->pass_ms, e->draft_ms);
         if (e->spec_n)
@@ -362,7 +369,6 @@ static int s_advance(engine *e, const engine_request *q, int32_t id, uint32_t g,
         /* drafts only for tokens within max_tokens: row j of this pass draws token g + 1 + j */
         uint32_t k = draft_k(e->use), left = q->max_tokens - g - 2;
         k = k < left ? k : left;
-        uint64_t t0 = util_now_ns();
         e->hist[e->n_hist] = id; /* the context the drafter continues (not yet in the cache) */
         int nd = draft_propose(e->use, e->hist, e->n_hist + 1, k, e->vtok + 1, err, errlen);
         e->draft_ms = (double)(util_now_ns() - t0) / 1e6;
@@ -371,6 +377,14 @@ static int s_advance(engine *e, const engine_request *q, int32_t id, uint32_t g,
             return -1;
         e->spec_n = (uint32_t)nd;
         st->n_drafted += e->spec_n;
+        /* while the pass runs: the drafter continues as if every draft is accepted (the
+         * context, id, the drafts), up to as many tokens as the rule may ask for next */
+        if (e->ahead && e->spec_n) {
+            memcpy(e->hist + e->n_hist + 1, e->vtok + 1, e->spec_n * sizeof *e->hist);
+            uint32_t ka = e->spec_n + 1 < DRAFT_K_MAX ? e->spec_n + 1 : DRAFT_K_MAX;
+            if (draft_ahead(e->use, e->hist, e->n_hist + 1 + e->spec_n, ka, err, errlen))
+                return -1;
+        }
     }
     st->n_passes++;
     e->n_passes_req++;
@@ -487,6 +501,10 @@ int engine_generate(engine *e, const engine_request *q, engine_stats *st, char *
     }
     if (e->spec_n && fin != ENGINE_FINISH_ERROR)
         llm_session_rewind(e->s, e->n_hist); /* drafts never drawn leave the cache */
+    if (e->use) { /* nothing runs on the drafter between requests */
+        draft_wait(e->use);
+        st->n_ahead_hits = draft_ahead_hits(e->use);
+    }
     e->spec_n = e->spec_i = 0;
     llm_session_active(e->s, 0);
     if (fin == ENGINE_FINISH_LENGTH || fin == ENGINE_FINISH_EOG) {

@@ -120,7 +120,10 @@ typedef struct {
     double grammar_ms;            /* grammar: time spent checking, masking and advancing */
     uint32_t n_passes;            /* target passes after the prefill (each verifies a draft) */
     uint32_t n_drafted, n_accepted; /* speculation: tokens drafted, of those accepted */
-    double draft_ms;              /* speculation: the drafter's time */
+    double draft_ms;              /* speculation: the drafter's time (what generation waited
+                                   * for it: drafting ahead hides the rest) */
+    uint32_t n_ahead_hits;        /* speculation: passes whose drafts were made ahead, during
+                                   * the pass before (draft_opts.overlap) */
 } engine_stats;
 
 typedef struct engine engine;
