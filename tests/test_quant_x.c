@@ -266,16 +266,16 @@ static void test_row_end(void)
         const uint64_t bytes = n / s_block[k] * s_bytes[k];
         uint8_t *w = m + span - bytes;
         for (uint64_t i = 0; i < n; i++)
-            x[i] = s_unif(-1.0f, 1.0f);
+            x[i] = qtest_unif(-1.0f, 1.0f);
         CHECK(quant_quantize_row(s_ts[k], x, w, n, err, sizeof err) == 0, "%s", err);
         for (uint64_t i = 0; i < n; i++)
-            x[i] = s_unif(-1.0f, 1.0f);
+            x[i] = qtest_unif(-1.0f, 1.0f);
         CHECK(quant_act_prepare(s_ts[k], x, n, act, err, sizeof err) == 0, "%s", err);
         const float r = quant_dot_get(s_ts[k], QUANT_ISA_SCALAR)(n, w, act);
         for (int isa = 1; isa < QUANT_ISA_COUNT; isa++) {
             quant_dot_fn g = quant_dot_get(s_ts[k], (quant_isa)isa);
             if (g)
-                CHECK(s_u(g(n, w, act)) == s_u(r), "%s %s: a row at a page's end",
+                CHECK(qtest_bits(g(n, w, act)) == qtest_bits(r), "%s %s: a row at a page's end",
                       quant_isa_name((quant_isa)isa), s_names[k]);
         }
     }
