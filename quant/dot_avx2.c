@@ -208,10 +208,9 @@ static inline __attribute__((always_inline)) void s_pass(int q4, const void *w,
         const __m256i si = q4 ? s_q4_isum8(x4 + o, y->qs4 + (b + o) * 32, y->bias8 + (b + o) * 8, k)
                               : s_q8_isum8(x8 + o, y->qs + (b + o) * QUANT_QK, k);
         const __m256 sf = _mm256_cvtepi32_ps(si);
-        acc[h] = kp >= QUANT_QB_BLANES
-                     ? _mm256_fmadd_ps(sf, d, acc[h])
-                     : quant_fma_keep(sf, d, acc[h],
-                                      quant_lanes_below(k, _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)));
+        const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+        acc[h] = kp >= QUANT_QB_BLANES ? _mm256_fmadd_ps(sf, d, acc[h])
+                                       : quant_fma_keep(sf, d, acc[h], quant_lanes_below(k, lane));
     }
 }
 

@@ -110,8 +110,8 @@ static inline __attribute__((always_inline)) __m512i s_q8_quads2(const quant_blo
 {
     if (kp <= 0) /* past a partial pass's blocks: nothing read */
         return _mm512_setzero_si512();
-    const __m512i xw = kp >= 2 ? s_join(x[0].qs, x[1].qs)
-                               : _mm512_zextsi256_si512(_mm256_loadu_si256((const __m256i *)x[0].qs));
+    const __m256i x0 = _mm256_loadu_si256((const __m256i *)x[0].qs);
+    const __m512i xw = kp >= 2 ? s_join(x[0].qs, x[1].qs) : _mm512_zextsi256_si512(x0);
     const __m512i xu = _mm512_xor_si512(xw, _mm512_set1_epi8((char)0x80));
     const __m512i b = kp >= 2 ? _mm512_loadu_si512(b128) : _mm512_maskz_loadu_epi32(0x00FF, b128);
     return _mm512_dpbusd_epi32(b, xu, quant_ld64_k(yq, 32 * kp));

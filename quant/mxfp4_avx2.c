@@ -46,9 +46,8 @@ static inline __attribute__((always_inline)) void s_group(const uint8_t *x, cons
     const __m256i i01 = _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1);
     const __m256i i23 = _mm256_setr_epi32(2, 2, 2, 2, 3, 3, 3, 3);
     const __m128 dw = s_scales4(x, bb, k);
-    const __m128 dx = k >= 4 ? _mm_loadu_ps(y->d + b)
-                             : _mm_maskload_ps(y->d + b, _mm_cmpgt_epi32(_mm_set1_epi32(k),
-                                                                         _mm_setr_epi32(0, 1, 2, 3)));
+    const __m128i l4 = _mm_cmpgt_epi32(_mm_set1_epi32(k), _mm_setr_epi32(0, 1, 2, 3));
+    const __m128 dx = k >= 4 ? _mm_loadu_ps(y->d + b) : _mm_maskload_ps(y->d + b, l4);
     const __m256 dd = _mm256_castps128_ps256(_mm_mul_ps(dw, dx));
     const __m256 d01 = _mm256_permutevar8x32_ps(dd, i01);
     const __m256 d23 = _mm256_permutevar8x32_ps(dd, i23);
