@@ -2,14 +2,16 @@
  *
  * Compiled for those extensions with a target pragma (the rest of swarm is built for the
  * baseline x86-64), and only called after dot.c has asked cpuid that the CPU has them.
- * Four 8-lane accumulators are the 32 lanes; a row's leftover elements or blocks finish in
- * the same lanes (the scalar tail, or one block at a time), then one reduction tree.
+ * Four 8-lane accumulators are the 32 lanes; a row's leftover elements finish in the same
+ * lanes (the scalar tail), its leftover blocks as one partial pass (part_avx2.h), then one
+ * reduction tree.
  */
 #pragma GCC target("avx2,fma,f16c")
 #include <immintrin.h>
 
 #include <string.h>
 
+#include "quant/part_avx2.h"
 #include "quant/quant_int.h"
 #include "quant/reduce_avx.h"
 
@@ -120,21 +122,23 @@ static inline __m256i s_fold8(const __m256i q[8])
                             _mm256_permute2x128_si256(h0, h1, 0x31));
 }
 
-/* The scale products d_w * d_x of blocks x[0..7] (8 f32 multiplies, as the scalar code does
- * one at a time), lane k = block k. */
-#define S_DW8(x) _mm256_cvtph_ps(_mm_setr_epi16((short)(x)[0].d, (short)(x)[1].d,            \
-                                                (short)(x)[2].d, (short)(x)[3].d,            \
-                                                (short)(x)[4].d, (short)(x)[5].d,            \
-                                                (short)(x)[6].d, (short)(x)[7].d))
+/* The weight scales of blocks x[0..7] widened (exact), lane j = block j; lanes j >= k zero
+ * (those blocks not read: a row's partial last pass). */
+#define S_DW8(x, k) _mm256_cvtph_ps(_mm_setr_epi16(S_D(x, 0, k), S_D(x, 1, k), S_D(x, 2, k),   \
+                                                   S_D(x, 3, k), S_D(x, 4, k), S_D(x, 5, k),   \
+                                                   S_D(x, 6, k), S_D(x, 7, k)))
+#define S_D(x, j, k) ((j) < (k) ? (short)(x)[j].d : (short)0)
 
-/* Eight Q8_0 blocks' exact sums. */
-static inline __m256i s_q8_isum8(const quant_block_q8_0 *x, const int8_t *yq)
+/* Eight Q8_0 blocks' exact sums; of a partial pass the first kp, the others 0 (not read). */
+static inline __attribute__((always_inline)) __m256i s_q8_isum8(const quant_block_q8_0 *x,
+                                                               const int8_t *yq, int kp)
 {
     __m256i q[8];
     #pragma GCC unroll 8
     for (int k = 0; k < 8; k++)
-        q[k] = s_quads_signed(_mm256_loadu_si256((const __m256i *)x[k].qs),
-                              _mm256_loadu_si256((const __m256i *)(yq + 32 * k)));
+        q[k] = k < kp ? s_quads_signed(_mm256_loadu_si256((const __m256i *)x[k].qs),
+                                       _mm256_loadu_si256((const __m256i *)(yq + 32 * k)))
+                      : _mm256_setzero_si256();
     return s_fold8(q);
 }
 
@@ -143,23 +147,29 @@ static inline __m256i s_q8_isum8(const quant_block_q8_0 *x, const int8_t *yq)
  * unsigned nibbles times signed bytes (maddubs: 2 * 15 * 127 < 2^15, no saturation), pairs to
  * int32; low plus high quads gives four partial sums per block, blocks 0, 1 in c[0] (lanes
  * 0..3, 4..7), 2, 3 in c[1]. */
-static inline void s_q4_group(const quant_block_q4_0 *x, const int8_t *q, const int32_t *b8,
-                              __m256i c[2])
+static inline __attribute__((always_inline)) void s_q4_group(const quant_block_q4_0 *x,
+                                                            const int8_t *q, const int32_t *b8,
+                                                            int kg, __m256i c[2])
 {
+    if (kg <= 0) { /* past a partial pass's blocks: nothing read */
+        c[0] = c[1] = _mm256_setzero_si256();
+        return;
+    }
     const __m256i m = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi16(1);
-    const __m256i v01 = _mm256_loadu2_m128i((const __m128i *)x[1].qs, (const __m128i *)x[0].qs);
-    const __m256i v23 = _mm256_loadu2_m128i((const __m128i *)x[3].qs, (const __m128i *)x[2].qs);
+    const __m256i v01 = quant_ld2x16(x[0].qs, x[1].qs, 0, kg);
+    const __m256i v23 = quant_ld2x16(x[2].qs, x[3].qs, 2, kg);
     const __m256i nib[4] = { _mm256_and_si256(v01, m), _mm256_and_si256(v23, m),
                              _mm256_and_si256(_mm256_srli_epi16(v01, 4), m),
                              _mm256_and_si256(_mm256_srli_epi16(v23, 4), m) };
+    /* a group of kg < 4 (a row's last) has its kg blocks' elements 0..15, then their 16..31
+     * (quant.h's qs4); bias8 is whole for every group */
+    const __m256i yv[4] = { quant_ld32(q, 0, kg), quant_ld32(q + 32, 2, kg),
+                            quant_ld32(q + 16 * kg, 0, kg), quant_ld32(q + 16 * kg + 32, 2, kg) };
     __m256i h[4];
     #pragma GCC unroll 8
     for (int i = 0; i < 4; i++)
-        h[i] = _mm256_add_epi32(
-            _mm256_madd_epi16(_mm256_maddubs_epi16(nib[i], _mm256_loadu_si256(
-                                                                (const __m256i *)(q + 32 * i))),
-                              one),
-            _mm256_loadu_si256((const __m256i *)(b8 + 8 * i)));
+        h[i] = _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(nib[i], yv[i]), one),
+                                _mm256_loadu_si256((const __m256i *)(b8 + 8 * i)));
     c[0] = _mm256_add_epi32(h[0], h[2]);
     c[1] = _mm256_add_epi32(h[1], h[3]);
 }
@@ -167,62 +177,73 @@ static inline void s_q4_group(const quant_block_q4_0 *x, const int8_t *q, const 
 /* Eight Q4_0 blocks' exact sums, lane k = block k: two groups' partial sums folded by in-lane
  * horizontal adds (blocks 0, 2, 4, 6 in the low half, 1, 3, 5, 7 in the high), then one
  * permute to block order. */
-static inline __m256i s_q4_isum8(const quant_block_q4_0 *x, const int8_t *q, const int32_t *b8)
+static inline __attribute__((always_inline)) __m256i s_q4_isum8(const quant_block_q4_0 *x,
+                                                               const int8_t *q, const int32_t *b8,
+                                                               int kp)
 {
     __m256i c[4];
-    s_q4_group(x, q, b8, c);
-    s_q4_group(x + 4, q + 128, b8 + 32, c + 2);
+    s_q4_group(x, q, b8, kp < 4 ? kp : 4, c);
+    s_q4_group(x + 4, q + 128, b8 + 32, kp - 4, c + 2);
     const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(c[0], c[1]),
                                         _mm256_hadd_epi32(c[2], c[3]));
     return _mm256_permutevar8x32_epi32(h, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
 }
 
-/* quant.h's order for Q8_0 and Q4_0: sixteen blocks a pass into two 8-lane accumulators (lane
- * b % 16), leftover blocks by the scalar tail, the 16-lane tree. */
-float quant_dot_q8_0_avx2(uint64_t n, const void *wv, const void *act)
+/* One pass of sixteen blocks from block b (kp of them: 16 but in a row's last pass) into
+ * acc[0] (lanes b % 16 = 0..7) and acc[1] (8..15): each block's exact sum, one fma with its
+ * scale product d_w * d_x (an f32 multiply, as the scalar code's). In a partial pass only the
+ * kp blocks' lanes change, by the fma the scalar tail (quant_tail_q8_0 / _q4_0) gives them. */
+static inline __attribute__((always_inline)) void s_pass(int q4, const void *w,
+                                                        const quant_act_q8 *y, uint64_t b, int kp,
+                                                        __m256 acc[2])
 {
-    const quant_block_q8_0 *x = wv;
+    const quant_block_q4_0 *x4 = (const quant_block_q4_0 *)w + b;
+    const quant_block_q8_0 *x8 = (const quant_block_q8_0 *)w + b;
+    #pragma GCC unroll 2
+    for (int h = 0; h < 2; h++) {
+        const uint64_t o = 8 * (uint64_t)h;
+        const int k = kp - 8 * h > 8 ? 8 : kp - 8 * h;
+        const __m256 dw = q4 ? S_DW8(x4 + o, k) : S_DW8(x8 + o, k);
+        const __m256 d = _mm256_mul_ps(dw, quant_ldps_k(y->d + b + o, k));
+        const __m256i si = q4 ? s_q4_isum8(x4 + o, y->qs4 + (b + o) * 32, y->bias8 + (b + o) * 8, k)
+                              : s_q8_isum8(x8 + o, y->qs + (b + o) * QUANT_QK, k);
+        const __m256 sf = _mm256_cvtepi32_ps(si);
+        const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+        acc[h] = kp >= QUANT_QB_BLANES ? _mm256_fmadd_ps(sf, d, acc[h])
+                                       : quant_fma_keep(sf, d, acc[h], quant_lanes_below(k, lane));
+    }
+}
+
+/* quant.h's order for Q8_0 and Q4_0: sixteen blocks a pass into two 8-lane accumulators (lane
+ * b % 16), a row's leftover blocks as one partial pass (part_avx2.h), the 16-lane tree. */
+static inline __attribute__((always_inline)) float s_dot16(int q4, uint64_t n, const void *w,
+                                                          const void *act)
+{
+    const size_t bb = q4 ? sizeof(quant_block_q4_0) : sizeof(quant_block_q8_0);
     const quant_act_q8 y = quant_act_view(act, n);
     const uint64_t nb = n / QUANT_QK;
-    __m256 a0 = _mm256_setzero_ps(), a1 = a0;
+    __m256 acc[2] = { _mm256_setzero_ps(), _mm256_setzero_ps() };
     float a[QUANT_QB_BLANES];
     uint64_t b = 0;
     for (; b + QUANT_QB_BLANES <= nb; b += QUANT_QB_BLANES) {
-        quant_prefetch(x + b, QUANT_QB_BLANES * sizeof *x);
-        const __m256 d0 = _mm256_mul_ps(S_DW8(x + b), _mm256_loadu_ps(y.d + b));
-        const __m256 d1 = _mm256_mul_ps(S_DW8(x + b + 8), _mm256_loadu_ps(y.d + b + 8));
-        const int8_t *yq = y.qs + b * QUANT_QK;
-        a0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s_q8_isum8(x + b, yq)), d0, a0);
-        a1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s_q8_isum8(x + b + 8, yq + 256)), d1, a1);
+        quant_prefetch((const char *)w + b * bb, (unsigned)(QUANT_QB_BLANES * bb));
+        s_pass(q4, w, &y, b, QUANT_QB_BLANES, acc);
     }
-    _mm256_storeu_ps(a, a0);
-    _mm256_storeu_ps(a + 8, a1);
-    quant_tail_q8_0(x, &y, b, nb, a);
+    if (b < nb)
+        s_pass(q4, w, &y, b, (int)(nb - b), acc);
+    _mm256_storeu_ps(a, acc[0]);
+    _mm256_storeu_ps(a + 8, acc[1]);
     return quant_reduce16_avx(a);
 }
 
-float quant_dot_q4_0_avx2(uint64_t n, const void *wv, const void *act)
+float quant_dot_q8_0_avx2(uint64_t n, const void *w, const void *act)
 {
-    const quant_block_q4_0 *x = wv;
-    const quant_act_q8 y = quant_act_view(act, n);
-    const uint64_t nb = n / QUANT_QK;
-    __m256 a0 = _mm256_setzero_ps(), a1 = a0;
-    float a[QUANT_QB_BLANES];
-    uint64_t b = 0;
-    for (; b + QUANT_QB_BLANES <= nb; b += QUANT_QB_BLANES) {
-        quant_prefetch(x + b, QUANT_QB_BLANES * sizeof *x);
-        const __m256 d0 = _mm256_mul_ps(S_DW8(x + b), _mm256_loadu_ps(y.d + b));
-        const __m256 d1 = _mm256_mul_ps(S_DW8(x + b + 8), _mm256_loadu_ps(y.d + b + 8));
-        const int8_t *q = y.qs4 + b * 32;
-        const int32_t *b8 = y.bias8 + b * 8;
-        a0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s_q4_isum8(x + b, q, b8)), d0, a0);
-        a1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s_q4_isum8(x + b + 8, q + 256, b8 + 64)), d1,
-                             a1);
-    }
-    _mm256_storeu_ps(a, a0);
-    _mm256_storeu_ps(a + 8, a1);
-    quant_tail_q4_0(x, &y, b, nb, a);
-    return quant_reduce16_avx(a);
+    return s_dot16(0, n, w, act);
+}
+
+float quant_dot_q4_0_avx2(uint64_t n, const void *w, const void *act)
+{
+    return s_dot16(1, n, w, act);
 }
 
 /* ---------------------------------------------------------------- activation quantization */

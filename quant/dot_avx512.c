@@ -5,11 +5,12 @@
  * each block's 8 quads in 8 lanes, which is exactly what vpdpbusd produces (one int32 per 4
  * adjacent bytes, exact: no int16 step, so nothing to saturate). The activation form keeps
  * its quants contiguous (quant.h), so two blocks' activations are one 64-byte load. A row's
- * leftover blocks go one at a time into their 8 lanes with the 256-bit forms (AVX512VL).
+ * leftover blocks run through the same code as one partial pass, masked (part_avx512.h).
  */
 #pragma GCC target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")
 #include <immintrin.h>
 
+#include "quant/part_avx512.h"
 #include "quant/quant_int.h"
 #include "quant/reduce_avx.h"
 
@@ -101,53 +102,69 @@ static inline __m512i s_pairsum(__m512i a, __m512i b)
 
 /* Two Q8_0 blocks' quads: vpdpbusd wants unsigned bytes, so the weights go in as x + 128
  * (x ^ 0x80) and the accumulator starts at -128 * the activation's quad sums: exactly
- * sum x * y, with no intermediate step that could saturate. */
-static inline __m512i s_q8_quads2(const quant_block_q8_0 *x, const int8_t *yq, const int32_t *b128)
+ * sum x * y, with no intermediate step that could saturate. kp: of the two, those present
+ * (2 but in a row's last pass); an absent one's quads are 0 and it is not read. */
+static inline __attribute__((always_inline)) __m512i s_q8_quads2(const quant_block_q8_0 *x,
+                                                                const int8_t *yq,
+                                                                const int32_t *b128, int kp)
 {
-    const __m512i xu = _mm512_xor_si512(s_join(x[0].qs, x[1].qs), _mm512_set1_epi8((char)0x80));
-    return _mm512_dpbusd_epi32(_mm512_loadu_si512(b128), xu, _mm512_loadu_si512(yq));
+    if (kp <= 0) /* past a partial pass's blocks: nothing read */
+        return _mm512_setzero_si512();
+    const __m256i x0 = _mm256_loadu_si256((const __m256i *)x[0].qs);
+    const __m512i xw = kp >= 2 ? s_join(x[0].qs, x[1].qs) : _mm512_zextsi256_si512(x0);
+    const __m512i xu = _mm512_xor_si512(xw, _mm512_set1_epi8((char)0x80));
+    const __m512i b = kp >= 2 ? _mm512_loadu_si512(b128) : _mm512_maskz_loadu_epi32(0x00FF, b128);
+    return _mm512_dpbusd_epi32(b, xu, quant_ld64_k(yq, 32 * kp));
 }
 
 /* The 16 f16 scales of blocks x[0..15] in block order. Q8_0's blocks are 34 bytes: four
- * blocks' scales (words 0, 17, 34, 51 of 136 bytes) by one word permute of two loads. */
-static inline __m512 s_dw16_q8(const quant_block_q8_0 *x)
+ * blocks' scales (words 0, 17, 34, 51 of 136 bytes) by one word permute of two loads. kk:
+ * the blocks present (16 but in a row's last pass); the loads stop at the last one's end. */
+static inline __attribute__((always_inline)) __m512 s_dw16_q8(const quant_block_q8_0 *x, int kk)
 {
     const __m512i ix = _mm512_setr_epi32(17 << 16 | 0, 51 << 16 | 34, 0, 0, 0, 0, 0, 0, 0, 0, 0,
                                          0, 0, 0, 0, 0);
-    __m128i r[4];
+    const int r = (int)sizeof *x * kk; /* the bytes of the pass present */
+    __m128i h[4];
     #pragma GCC unroll 8
     for (int i = 0; i < 4; i++) {
         const char *p = (const char *)(x + 4 * i);
-        r[i] = _mm512_castsi512_si128(_mm512_permutex2var_epi16(
-            _mm512_loadu_si512(p), ix, _mm512_loadu_si512(p + 64)));
+        const int o = 4 * i * (int)sizeof *x;
+        h[i] = _mm512_castsi512_si128(_mm512_permutex2var_epi16(
+            quant_ld64_k(p, r - o), ix, quant_ld64_k(p + 64, r - o - 64)));
     }
-    const __m256i h = _mm256_setr_m128i(_mm_unpacklo_epi64(r[0], r[1]),
-                                        _mm_unpacklo_epi64(r[2], r[3]));
-    return _mm512_cvtph_ps(h);
+    const __m256i hw = _mm256_setr_m128i(_mm_unpacklo_epi64(h[0], h[1]),
+                                         _mm_unpacklo_epi64(h[2], h[3]));
+    return _mm512_cvtph_ps(hw);
 }
 
-/* Q4_0's blocks are 18 bytes: eight blocks' scales are words 0, 9, ..., 63 of 144 bytes. */
-static inline __m512 s_dw16_q4(const quant_block_q4_0 *x)
+/* Q4_0's blocks are 18 bytes: eight blocks' scales are words 0, 9, ..., 63 of 144 bytes
+ * (kk as s_dw16_q8). */
+static inline __attribute__((always_inline)) __m512 s_dw16_q4(const quant_block_q4_0 *x, int kk)
 {
     const __m512i ix = _mm512_setr_epi32(9 << 16 | 0, 27 << 16 | 18, 45 << 16 | 36, 63 << 16 | 54,
                                          0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
     const char *p = (const char *)x;
-    const __m512i a = _mm512_permutex2var_epi16(_mm512_loadu_si512(p), ix,
-                                                _mm512_loadu_si512(p + 64));
-    const __m512i b = _mm512_permutex2var_epi16(_mm512_loadu_si512(p + 144), ix,
-                                                _mm512_loadu_si512(p + 208));
+    const int r = (int)sizeof *x * kk;
+    const __m512i a = _mm512_permutex2var_epi16(quant_ld64_k(p, r), ix,
+                                                quant_ld64_k(p + 64, r - 64));
+    const __m512i b = _mm512_permutex2var_epi16(quant_ld64_k(p + 144, r - 144), ix,
+                                                quant_ld64_k(p + 208, r - 208));
     return _mm512_cvtph_ps(_mm256_setr_m128i(_mm512_castsi512_si128(a),
                                              _mm512_castsi512_si128(b)));
 }
 
-/* Sixteen Q8_0 blocks' exact sums, lane l = block l. */
-static inline __m512i s_q8_isum16(const quant_block_q8_0 *x, const int8_t *yq, const int32_t *b128)
+/* Sixteen Q8_0 blocks' exact sums, lane l = block l (0 past kk, the blocks present). */
+static inline __attribute__((always_inline)) __m512i s_q8_isum16(const quant_block_q8_0 *x,
+                                                                const int8_t *yq,
+                                                                const int32_t *b128, int kk)
 {
     __m512i c[4];
     #pragma GCC unroll 8
     for (int i = 0; i < 4; i++)
-        c[i] = s_pairsum(s_q8_quads2(x + 4 * i, yq + 128 * i, b128 + 32 * i),
-                         s_q8_quads2(x + 4 * i + 2, yq + 128 * i + 64, b128 + 32 * i + 16));
+        c[i] = s_pairsum(s_q8_quads2(x + 4 * i, yq + 128 * i, b128 + 32 * i, kk - 4 * i),
+                         s_q8_quads2(x + 4 * i + 2, yq + 128 * i + 64, b128 + 32 * i + 16,
+                                     kk - 4 * i - 2));
     return s_pairsum(s_pairsum(c[0], c[1]), s_pairsum(c[2], c[3]));
 }
 
@@ -156,49 +173,84 @@ static inline __m512i s_q8_isum16(const quant_block_q8_0 *x, const int8_t *yq, c
  * either vector port); masked, the low nibbles are the blocks' elements 0..15, shifted and
  * masked the high ones 16..31 — the order of the activation's grouped copy qs4, one 64-byte
  * load each, the accumulators starting at -8 * the quad sums (bias8). Low plus high is four
- * partial sums per block, lanes 4k..4k+3 for block k of the group. */
-static inline __m512i s_q4_isum16(const quant_block_q4_0 *x, const int8_t *q, const int32_t *b8)
+ * partial sums per block, lanes 4k..4k+3 for block k of the group. Of a row's last pass
+ * only the kk blocks present are read: a last group of kg < 4 has its blocks' elements 0..15,
+ * then their 16..31 (quant.h's qs4), and bias8 is whole for every group. */
+static inline __attribute__((always_inline)) __m512i s_q4_isum16(const quant_block_q4_0 *x,
+                                                                const int8_t *q,
+                                                                const int32_t *b8, int kk)
 {
     const __m512i m = _mm512_set1_epi8(0x0F);
     __m512i c[4];
     #pragma GCC unroll 8
     for (int i = 0; i < 4; i++) {
+        const int kg = kk - 4 * i > 4 ? 4 : kk - 4 * i;
+        if (kg <= 0) { /* past a partial pass's blocks: nothing read */
+            c[i] = _mm512_setzero_si512();
+            continue;
+        }
         const quant_block_q4_0 *g = x + 4 * i;
-        __m512i v = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)g[0].qs));
-        v = _mm512_mask_broadcast_i32x4(v, 0x00F0, _mm_loadu_si128((const __m128i *)g[1].qs));
-        v = _mm512_mask_broadcast_i32x4(v, 0x0F00, _mm_loadu_si128((const __m128i *)g[2].qs));
-        v = _mm512_mask_broadcast_i32x4(v, 0xF000, _mm_loadu_si128((const __m128i *)g[3].qs));
+        __m512i v = _mm512_broadcast_i32x4(quant_ld16_k(g[0].qs, 0, kg));
+        v = _mm512_mask_broadcast_i32x4(v, 0x00F0, quant_ld16_k(g[1].qs, 1, kg));
+        v = _mm512_mask_broadcast_i32x4(v, 0x0F00, quant_ld16_k(g[2].qs, 2, kg));
+        v = _mm512_mask_broadcast_i32x4(v, 0xF000, quant_ld16_k(g[3].qs, 3, kg));
+        const int8_t *gq = q + 128 * i;
         const __m512i lo = _mm512_dpbusd_epi32(_mm512_loadu_si512(b8 + 32 * i),
-                                               _mm512_and_si512(v, m),
-                                               _mm512_loadu_si512(q + 128 * i));
+                                               _mm512_and_si512(v, m), quant_ld64_k(gq, 16 * kg));
         const __m512i hi = _mm512_dpbusd_epi32(_mm512_loadu_si512(b8 + 32 * i + 16),
                                                _mm512_and_si512(_mm512_srli_epi16(v, 4), m),
-                                               _mm512_loadu_si512(q + 128 * i + 64));
+                                               quant_ld64_k(gq + 16 * kg, 16 * kg));
         c[i] = _mm512_add_epi32(lo, hi);
     }
     return s_pairsum(s_pairsum(c[0], c[1]), s_pairsum(c[2], c[3]));
 }
 
-/* quant.h's order for Q8_0 and Q4_0: sixteen blocks a pass, block b's exact sum in lane b % 16,
- * one fma per lane with the 16 scale products (16 f32 multiplies, as the scalar code does one
- * at a time); leftover blocks by the scalar tail (quant_tail_q8_0: the same lanes). */
-float quant_dot_q8_0_avx512(uint64_t n, const void *wv, const void *act)
+/* One pass of sixteen blocks from block b (kk of them: 16 but in a row's last pass) into z,
+ * quant.h's order for Q8_0 and Q4_0: block b's exact sum in lane b % 16, one fma per lane
+ * with the 16 scale products (16 f32 multiplies, as the scalar code does one at a time). In
+ * a partial pass only the kk blocks' lanes change, each by the fma the scalar tail
+ * (quant_tail_q8_0 / _q4_0) gives it, and nothing past the row or the activation is read:
+ * the scalar tail cost as much per block as ~60 vector ones, and a 2880-wide row (gpt-oss's,
+ * 90 blocks) left 10 of them to it. */
+static inline __attribute__((always_inline)) __m512 s_pass(int q4, const void *w,
+                                                          const quant_act_q8 *y, uint64_t b,
+                                                          int kk, __m512 z)
 {
-    const quant_block_q8_0 *x = wv;
+    const quant_block_q4_0 *x4 = (const quant_block_q4_0 *)w + b;
+    const quant_block_q8_0 *x8 = (const quant_block_q8_0 *)w + b;
+    const __mmask16 lm = kk >= QUANT_QB_BLANES ? 0xFFFF : (__mmask16)((1u << kk) - 1);
+    const __m512 dx = kk >= QUANT_QB_BLANES ? _mm512_loadu_ps(y->d + b)
+                                            : _mm512_maskz_loadu_ps(lm, y->d + b);
+    const __m512 d = _mm512_mul_ps(q4 ? s_dw16_q4(x4, kk) : s_dw16_q8(x8, kk), dx);
+    const __m512i s = q4 ? s_q4_isum16(x4, y->qs4 + b * 32, y->bias8 + b * 8, kk)
+                         : s_q8_isum16(x8, y->qs + b * 32, y->bias128 + b * 8, kk);
+    return kk >= QUANT_QB_BLANES ? _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), d, z)
+                                 : _mm512_mask3_fmadd_ps(_mm512_cvtepi32_ps(s), d, z, lm);
+}
+
+/* Sixteen blocks a pass, a row's leftover ones as one partial pass, the 16-lane tree. */
+static inline __attribute__((always_inline)) float s_dot16(int q4, uint64_t n, const void *w,
+                                                          const void *act)
+{
+    const size_t bb = q4 ? sizeof(quant_block_q4_0) : sizeof(quant_block_q8_0);
     const quant_act_q8 y = quant_act_view(act, n);
     const uint64_t nb = n / QUANT_QK;
     __m512 z = _mm512_setzero_ps();
     float a[QUANT_QB_BLANES];
     uint64_t b = 0;
     for (; b + QUANT_QB_BLANES <= nb; b += QUANT_QB_BLANES) {
-        quant_prefetch(x + b, QUANT_QB_BLANES * sizeof *x);
-        const __m512 d = _mm512_mul_ps(s_dw16_q8(x + b), _mm512_loadu_ps(y.d + b));
-        const __m512i s = s_q8_isum16(x + b, y.qs + b * 32, y.bias128 + b * 8);
-        z = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), d, z);
+        quant_prefetch((const char *)w + b * bb, (unsigned)(QUANT_QB_BLANES * bb));
+        z = s_pass(q4, w, &y, b, QUANT_QB_BLANES, z);
     }
+    if (b < nb)
+        z = s_pass(q4, w, &y, b, (int)(nb - b), z);
     _mm512_storeu_ps(a, z);
-    quant_tail_q8_0(x, &y, b, nb, a);
     return quant_reduce16_avx(a);
+}
+
+float quant_dot_q8_0_avx512(uint64_t n, const void *w, const void *act)
+{
+    return s_dot16(0, n, w, act);
 }
 
 /* quant_dot_q8_0_avx512 for P positions of one row: the row read once, front to back (the
@@ -220,7 +272,7 @@ s_q8_dotn(uint64_t n, const quant_block_q8_0 *x, const void *const *act, float *
     uint64_t b = 0;
     for (; b + QUANT_QB_BLANES <= nb; b += QUANT_QB_BLANES) {
         quant_prefetch(x + b, QUANT_QB_BLANES * sizeof *x);
-        const __m512 dw = s_dw16_q8(x + b);
+        const __m512 dw = s_dw16_q8(x + b, QUANT_QB_BLANES);
         __m512i xu[8];
         #pragma GCC unroll 8
         for (int i = 0; i < 8; i++)
@@ -246,8 +298,9 @@ s_q8_dotn(uint64_t n, const quant_block_q8_0 *x, const void *const *act, float *
     #pragma GCC unroll 8
     for (int p = 0; p < P; p++) {
         float a[QUANT_QB_BLANES];
+        if (b < nb) /* the leftover blocks as the one-position kernel does them */
+            z[p] = s_pass(0, x, &y[p], b, (int)(nb - b), z[p]);
         _mm512_storeu_ps(a, z[p]);
-        quant_tail_q8_0(x, &y[p], b, nb, a);
         out[p] = quant_reduce16_avx(a);
     }
 }
@@ -262,23 +315,9 @@ void quant_dotn_q8_0_avx512(uint64_t n, const void *w, const void *const *act, i
     }
 }
 
-float quant_dot_q4_0_avx512(uint64_t n, const void *wv, const void *act)
+float quant_dot_q4_0_avx512(uint64_t n, const void *w, const void *act)
 {
-    const quant_block_q4_0 *x = wv;
-    const quant_act_q8 y = quant_act_view(act, n);
-    const uint64_t nb = n / QUANT_QK;
-    __m512 z = _mm512_setzero_ps();
-    float a[QUANT_QB_BLANES];
-    uint64_t b = 0;
-    for (; b + QUANT_QB_BLANES <= nb; b += QUANT_QB_BLANES) {
-        quant_prefetch(x + b, QUANT_QB_BLANES * sizeof *x);
-        const __m512 d = _mm512_mul_ps(s_dw16_q4(x + b), _mm512_loadu_ps(y.d + b));
-        const __m512i s = s_q4_isum16(x + b, y.qs4 + b * 32, y.bias8 + b * 8);
-        z = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), d, z);
-    }
-    _mm512_storeu_ps(a, z);
-    quant_tail_q4_0(x, &y, b, nb, a);
-    return quant_reduce16_avx(a);
+    return s_dot16(1, n, w, act);
 }
 
 /* ---------------------------------------------------------------- tiles: 2 rows x 4 positions */

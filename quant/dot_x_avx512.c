@@ -16,6 +16,7 @@
 #include <immintrin.h>
 #include <string.h>
 
+#include "quant/part_avx512.h"
 #include "quant/quant_x.h"
 #include "quant/reduce_avx.h"
 
@@ -80,20 +81,6 @@ static inline __attribute__((always_inline)) __m512i s_half(quant_type t, __m512
     return _mm512_dpbusd_epi32(_mm512_setzero_si512(), lv, y);
 }
 
-/* The first k (0..64) bytes of p, the rest zero; all 64 where k is 64 (a plain load). */
-static inline __attribute__((always_inline)) __m512i s_ld(const void *p, int k)
-{
-    return k >= 64 ? _mm512_loadu_si512(p)
-                   : _mm512_maskz_loadu_epi8(k <= 0 ? 0 : (__mmask64)(~0ull >> (64 - k)), p);
-}
-
-/* Block i's 16 quant bytes where i < kg, else zero. */
-static inline __attribute__((always_inline)) __m128i s_ld16(const uint8_t *p, int i, int kg)
-{
-    return kg == 4 ? _mm_loadu_si128((const __m128i *)p)
-                   : _mm_maskz_loadu_epi8(i < kg ? 0xFFFF : 0, p);
-}
-
 /* One group of blocks at x (bb bytes each) into z0 / z1: q its qs4 (the blocks' elements
  * 0..15, then their 16..31), b8 its bias8, dxp its d_x, syp its s (Q4_1, Q5_1). kg: the
  * blocks present, 4 but in a row's last group; there the loads stop at the row's end
@@ -115,24 +102,25 @@ static inline __attribute__((always_inline)) void s_group(quant_type t, const ui
     /* the group's d (words 0..3), m (4..7: Q4_1, Q5_1) and fifth-bit words (8..15: qh's
      * low halves, then high halves) by one word permute of its first and last 64 bytes:
      * eight scalar loads and inserts cost ~10 shuffle-port uops, this 3 */
-    const __m512i g0 = s_ld(x, kg * bb), g1 = s_ld(x + 4 * bb - 64, 64 - (4 - kg) * bb);
+    const __m512i g0 = quant_ld64_k(x, kg * bb);
+    const __m512i g1 = quant_ld64_k(x + 4 * bb - 64, 64 - (4 - kg) * bb);
     const __m256i hw = _mm512_castsi512_si256(_mm512_permutex2var_epi16(g0, s_hidx(t), g1));
     /* d_w * d_x in lanes 0..3, m_w (times 1: exact) in 4..7 */
     const __m128 dx = kg == 4 ? _mm_loadu_ps(dxp) : _mm_maskz_loadu_ps(l4, dxp);
     const __m512 dd = _mm512_castps256_ps512(_mm256_mul_ps(
         _mm256_cvtph_ps(_mm256_castsi256_si128(hw)), _mm256_set_m128(_mm_set1_ps(1.0f), dx)));
     const __m512 d = _mm512_permutexvar_ps(idx, dd);
-    __m512i v = _mm512_broadcast_i32x4(s_ld16(x + qo, 0, kg));
-    v = _mm512_mask_broadcast_i32x4(v, 0x00F0, s_ld16(x + bb + qo, 1, kg));
-    v = _mm512_mask_broadcast_i32x4(v, 0x0F00, s_ld16(x + 2 * bb + qo, 2, kg));
-    v = _mm512_mask_broadcast_i32x4(v, 0xF000, s_ld16(x + 3 * bb + qo, 3, kg));
+    __m512i v = _mm512_broadcast_i32x4(quant_ld16_k(x + qo, 0, kg));
+    v = _mm512_mask_broadcast_i32x4(v, 0x00F0, quant_ld16_k(x + bb + qo, 1, kg));
+    v = _mm512_mask_broadcast_i32x4(v, 0x0F00, quant_ld16_k(x + 2 * bb + qo, 2, kg));
+    v = _mm512_mask_broadcast_i32x4(v, 0xF000, quant_ld16_k(x + 3 * bb + qo, 3, kg));
     __m512i lo = _mm512_and_si512(v, m), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m);
     if (q5) {
         const __m128i qh = _mm256_extracti128_si256(hw, 1);
         lo = _mm512_mask_add_epi8(lo, (__mmask64)_mm_cvtsi128_si64(qh), lo, h16);
         hi = _mm512_mask_add_epi8(hi, (__mmask64)_mm_extract_epi64(qh, 1), hi, h16);
     }
-    const __m512i ylo = s_ld(q, 16 * kg), yhi = s_ld(q + 16 * kg, 16 * kg);
+    const __m512i ylo = quant_ld64_k(q, 16 * kg), yhi = quant_ld64_k(q + 16 * kg, 16 * kg);
     *z0 = _mm512_mask3_fmadd_ps(_mm512_cvtepi32_ps(s_half(t, lo, ylo, b8)), d, *z0, lm);
     *z1 = _mm512_mask3_fmadd_ps(_mm512_cvtepi32_ps(s_half(t, hi, yhi, b8 + 16)), d, *z1, lm);
     if (mn) { /* m_w * s_y into lane 4p (quad 0 of block b + p) */

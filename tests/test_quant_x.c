@@ -246,8 +246,8 @@ static void test_round_trip(void)
 }
 
 /* A row ending where its page ends, the next page unreadable: no kernel reads past the row
- * (the AVX-512 kernels load a row's last 1..3 blocks of 32 masked), and each gives the
- * scalar bits. Rows of 90 blocks of 32 (gpt-oss's 2880) and 11 super-blocks. */
+ * (the kernels load a row's last, partial group of blocks masked or block by block), and
+ * each gives the scalar bits. Rows of 90 blocks of 32 (gpt-oss's 2880) and 11 super-blocks. */
 static void test_row_end(void)
 {
     char err[256];
@@ -261,22 +261,30 @@ static void test_row_end(void)
     CHECK(mprotect(m + span, (size_t)pg, PROT_NONE) == 0, "mprotect");
     static float x[2880];
     _Alignas(64) static uint8_t act[2880 * 8];
-    for (int k = 0; k < S_NT; k++) {
-        const uint64_t n = s_block[k] == 32 ? 2880 : 2816;
-        const uint64_t bytes = n / s_block[k] * s_bytes[k];
+    /* and Q4_0, Q8_0, MXFP4 (their kernels' partial last pass: 2880 leaves 10 of 16 blocks,
+     * 2 of 4; widths 32..480 every leftover count) */
+    const quant_type more[] = { QUANT_Q4_0, QUANT_Q8_0, QUANT_MXFP4 };
+    for (int k = 0; k < S_NT + 3 * 16; k++) {
+        const quant_type t = k < S_NT ? s_ts[k] : more[(k - S_NT) / 16];
+        const int j = (k - S_NT) % 16;
+        const uint64_t n = k < S_NT ? (s_block[k] == 32 ? 2880 : 2816)
+                                    : j == 0 ? 2880 : 32 * (uint64_t)j;
+        uint64_t bytes = 0;
+        CHECK(quant_row_bytes(t, n, &bytes, err, sizeof err) == 0, "%s", err);
         uint8_t *w = m + span - bytes;
         for (uint64_t i = 0; i < n; i++)
             x[i] = qtest_unif(-1.0f, 1.0f);
-        CHECK(quant_quantize_row(s_ts[k], x, w, n, err, sizeof err) == 0, "%s", err);
+        CHECK(quant_quantize_row(t, x, w, n, err, sizeof err) == 0, "%s", err);
         for (uint64_t i = 0; i < n; i++)
             x[i] = qtest_unif(-1.0f, 1.0f);
-        CHECK(quant_act_prepare(s_ts[k], x, n, act, err, sizeof err) == 0, "%s", err);
-        const float r = quant_dot_get(s_ts[k], QUANT_ISA_SCALAR)(n, w, act);
+        CHECK(quant_act_prepare(t, x, n, act, err, sizeof err) == 0, "%s", err);
+        const float r = quant_dot_get(t, QUANT_ISA_SCALAR)(n, w, act);
         for (int isa = 1; isa < QUANT_ISA_COUNT; isa++) {
-            quant_dot_fn g = quant_dot_get(s_ts[k], (quant_isa)isa);
+            quant_dot_fn g = quant_dot_get(t, (quant_isa)isa);
             if (g)
-                CHECK(qtest_bits(g(n, w, act)) == qtest_bits(r), "%s %s: a row at a page's end",
-                      quant_isa_name((quant_isa)isa), s_names[k]);
+                CHECK(qtest_bits(g(n, w, act)) == qtest_bits(r), "%s %s n %llu: a row at a "
+                      "page's end", quant_isa_name((quant_isa)isa), quant_type_name(t),
+                      (unsigned long long)n);
         }
     }
     munmap(m, span + (size_t)pg);
