@@ -30,11 +30,14 @@ def post(path, body):
 
 SENT = ("The old lighthouse keeper climbed the stairs every evening, counting the steps, "
         "listening to the sea, and wondering whether the ships out there knew his name. ")
-# grow the text until the tokenizer says it is about `want` tokens (one request of 1 token)
-text = SENT
-n = post("/v1/completions", {"prompt": text, "max_tokens": 1, "temperature": 0,
-                             "cache_prompt": False})["usage"]["prompt_tokens"]
-text = SENT * max(1, round(want / n))
+# grow the text a sentence at a time until /tokenize (with the BOS a completion adds) says it is
+# at least `want` tokens: a sentence repeated tokenizes shorter than alone, so counting one
+# sentence and multiplying fell short (947 and 982 of 1000)
+def count(t):
+    return len(post("/tokenize", {"content": t, "add_special": True})["tokens"])
+text = SENT * max(1, want // max(1, count(SENT)))
+while count(text) < want:
+    text += SENT
 a = []
 for i in range(3):
     j = post("/v1/completions", {"prompt": text, "max_tokens": 8, "temperature": 0,
