@@ -343,6 +343,15 @@ static int s_sessions(gen_run *g)
     return 0;
 }
 
+/* "sampled" (speculative sampling: s_force), "argmax" (a draft model's greedy tokens, or a
+ * greedy request) or "lookup". */
+static const char *s_drafts_kind(const gen_run *g)
+{
+    if (!g->spec->model)
+        return "lookup";
+    return g->spec->greedy || g->o.so.temperature == 0 ? "argmax" : "sampled";
+}
+
 /* Run, print the speeds, end the arm (the swarm before the parity run, the SSD gates). */
 static int s_run(gen_run *g)
 {
@@ -379,10 +388,11 @@ static int s_run(gen_run *g)
             engine_finish_name(st->finish), st->ttft_ms, st->gen_tok_s, st->itl_ms_p50,
             st->itl_ms_p95, st->itl_ms_p99);
     if (g->spec)
-        fprintf(stderr, "speculation (%s): %u drafted, %u accepted (%.1f%%), %.2f tokens per "
+        fprintf(stderr, "speculation (%s, %s drafts%s): %u drafted, %u accepted (%.1f%%), %.2f tokens per "
                         "pass over %u passes, drafter %.1f ms waited for, %u passes drafted "
                         "ahead\n",
-                g->draft.path ? g->draft.path : "prompt lookup", st->n_drafted, st->n_accepted,
+                g->draft.path ? g->draft.path : "prompt lookup", s_drafts_kind(g),
+                g->spec->fixed ? ", k fixed" : "", st->n_drafted, st->n_accepted,
                 st->n_drafted ? 100.0 * st->n_accepted / st->n_drafted : 0.0,
                 st->n_passes ? (double)(st->n_passes + st->n_accepted) / st->n_passes : 0.0,
                 st->n_passes, st->draft_ms, st->n_ahead_hits);
@@ -706,6 +716,8 @@ static void s_json_speed(json_t *j, const gen_run *g)
         json_object_set_new(sp, "accepted", json_integer(st->n_accepted));
         json_object_set_new(sp, "draft_ms", json_real(st->draft_ms));
         json_object_set_new(sp, "ahead_hits", json_integer(st->n_ahead_hits));
+        json_object_set_new(sp, "drafts", json_string(s_drafts_kind(g)));
+        json_object_set_new(sp, "fixed", json_boolean(g->spec->fixed));
         json_object_set_new(j, "speculative", sp);
     }
 }

@@ -1,4 +1,4 @@
-/* draft.c — the drafter of speculative decoding: a draft model run greedily, or prompt lookup.
+/* draft.c — the drafter of speculative decoding: a draft model (argmax or sampled drafts), or prompt lookup.
  * text/ */
 #include "text/draft.h"
 
@@ -402,7 +402,8 @@ int draft_propose(draft *d, const int32_t *ctx, uint32_t n, uint32_t k, int32_t 
     return r < 0 ? r : (int)c + r;
 }
 
-/* The draft model's greedy continuation of ctx: k tokens into out (0 when past its context). */
+/* The draft model's continuation of ctx, argmax or sampled (d->smp): k tokens into out (0
+ * when past its context). */
 static int s_propose(draft *d, const int32_t *ctx, uint32_t n, uint32_t k, int32_t *out,
                      char *err, size_t errlen)
 {

@@ -4,8 +4,9 @@
  * Two sources:
  *   - a draft model with the target's vocabulary (a small model of the same family, or the
  *     target's own quantized copy: `swarm quantize MODEL.gguf Q4_0 DRAFT.gguf`), run on the
- *     reference arm in this process with a session of its own. It drafts greedily (its
- *     argmax, token by token), so a draft is one token, not a distribution; its session keeps
+ *     reference arm in this process with a session of its own. It drafts its argmax token
+ *     by token (a point mass), or, when the request samples, draws from its distribution
+ *     (sampled drafts, below); its session keeps
  *     the longest common prefix of the last context it saw and the next one, so the accepted
  *     tokens are not run again and the rejected ones are dropped (llm_session_rewind).
  *   - prompt lookup: no model. The last n tokens of the context (n = ngram down to 1) are
