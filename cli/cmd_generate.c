@@ -94,7 +94,8 @@ static void s_usage(FILE *f)
             "                        KV cache against the cap)\n"
             LLM_CLI_DRAFT_USAGE
             "                        (with a drafter --parity is on: the tokens must be those\n"
-            "                        of plain generation)\n"
+            "                        of plain generation; with sampled drafts, their logits\n"
+            "                        those of plain passes over the same tokens)\n"
             "  --parity              run the reference arm again (1 thread, one position per\n"
             "                        pass) and require identical token ids and logits digest\n"
             "  --kl-base OTHER.gguf  KL divergence and top-1 agreement of MODEL against OTHER\n"
@@ -233,15 +234,16 @@ static int s_on_token(void *user, const engine_token *t)
 /* One generation on a fresh engine. */
 static int s_generate(llm_cli_model *lm, const int32_t *prompt, uint32_t n_prompt,
                       const llm_cli_gen_opts *o, uint32_t n_ctx, uint32_t n_batch, int threads,
-                      const draft_opts *spec, s_sink *sink, engine_stats *st, char *err,
-                      size_t errlen)
+                      const draft_opts *spec, const int32_t *force, s_sink *sink,
+                      engine_stats *st, char *err, size_t errlen)
 {
     engine *e = engine_new(lm->m, lm->t, n_ctx, n_batch, threads, err, errlen);
     if (!e)
         return -1;
     engine_request q = { .prompt = prompt, .n_prompt = n_prompt, .max_tokens = o->n_predict,
                          .sampling = o->so, .stop = o->stops, .n_stop = o->n_stop,
-                         .on_token = s_on_token, .user = sink, .draft = spec };
+                         .on_token = s_on_token, .user = sink, .draft = spec,
+                         .force = force };
     int rc = engine_generate(e, &q, st, err, errlen);
     engine_free(&e);
     return rc;
@@ -267,7 +269,7 @@ static void *s_extra_main(void *arg)
 {
     s_extra *e = arg;
     e->rc = s_generate(e->lm, e->prompt, e->n_prompt, &e->o, e->n_ctx, e->o.n_batch,
-                       e->threads, e->spec, &e->sink, &e->st, e->err, sizeof e->err);
+                       e->threads, e->spec, NULL, &e->sink, &e->st, e->err, sizeof e->err);
     return NULL;
 }
 
@@ -318,7 +320,7 @@ static int s_sessions(gen_run *g)
     if (s_start_extras(g))
         return -1;
     int grc = s_generate(&g->h.lm, g->ids, (uint32_t)g->n_ids, &g->o, g->h.n_ctx, g->o.n_batch,
-                         g->h.threads, g->spec, &g->sink, &g->st, err, sizeof err);
+                         g->h.threads, g->spec, NULL, &g->sink, &g->st, err, sizeof err);
     for (uint32_t k = 1; k < g->n_sess; k++) {
         pthread_join(g->extra[k - 1].th, NULL);
         g->extra[k - 1].started = 0;
@@ -339,6 +341,15 @@ static int s_sessions(gen_run *g)
         return -1;
     }
     return 0;
+}
+
+/* "sampled" (speculative sampling: s_force), "argmax" (a draft model's greedy tokens, or a
+ * greedy request) or "lookup". */
+static const char *s_drafts_kind(const gen_run *g)
+{
+    if (!g->spec->model)
+        return "lookup";
+    return g->spec->greedy || g->o.so.temperature == 0 ? "argmax" : "sampled";
 }
 
 /* Run, print the speeds, end the arm (the swarm before the parity run, the SSD gates). */
@@ -377,10 +388,11 @@ static int s_run(gen_run *g)
             engine_finish_name(st->finish), st->ttft_ms, st->gen_tok_s, st->itl_ms_p50,
             st->itl_ms_p95, st->itl_ms_p99);
     if (g->spec)
-        fprintf(stderr, "speculation (%s): %u drafted, %u accepted (%.1f%%), %.2f tokens per "
+        fprintf(stderr, "speculation (%s, %s drafts%s): %u drafted, %u accepted (%.1f%%), %.2f tokens per "
                         "pass over %u passes, drafter %.1f ms waited for, %u passes drafted "
                         "ahead\n",
-                g->draft.path ? g->draft.path : "prompt lookup", st->n_drafted, st->n_accepted,
+                g->draft.path ? g->draft.path : "prompt lookup", s_drafts_kind(g),
+                g->spec->fixed ? ", k fixed" : "", st->n_drafted, st->n_accepted,
                 st->n_drafted ? 100.0 * st->n_accepted / st->n_drafted : 0.0,
                 st->n_passes ? (double)(st->n_passes + st->n_accepted) / st->n_passes : 0.0,
                 st->n_passes, st->draft_ms, st->n_ahead_hits);
@@ -395,6 +407,19 @@ static int s_same(const engine_stats *a, const engine_stats *b)
            a->n_gen == b->n_gen;
 }
 
+/* The parity run's tokens: with sampled drafts (the request samples, a draft model drafts,
+ * not --draft-greedy) the draws differ from plain generation's by design (engine.h), so the
+ * run's own tokens (k's) are replayed through plain passes and the gate checks their logits;
+ * NULL otherwise (the parity run draws, and must draw the same). *o is the parity run's
+ * options: its -n becomes the tokens replayed. */
+static const int32_t *s_force(const gen_run *g, const s_sink *k, llm_cli_gen_opts *o)
+{
+    if (!g->spec || !g->spec->model || g->spec->greedy || g->o.so.temperature == 0)
+        return NULL;
+    o->n_predict = k->n_ids;
+    return k->ids;
+}
+
 /* Sessions 1.. against the reference with their seeds (greedy: the same run as session 0's).
  * 1 all the same, 0 one differs (void_reason says which), -1 a run failed (printed). */
 static int s_parity_extras(gen_run *g, llm_cli_model *pm)
@@ -407,8 +432,9 @@ static int s_parity_extras(gen_run *g, llm_cli_model *pm)
             llm_cli_gen_opts ok = g->o;
             ok.so.seed = g->o.so.seed + k;
             g->sink2.n_ids = 0;
-            if (s_generate(pm, g->ids, (uint32_t)g->n_ids, &ok, g->h.n_ctx, 1, 1, NULL, &g->sink2,
-                           &st3, err, sizeof err)) {
+            const int32_t *force = s_force(g, &g->extra[k - 1].sink, &ok);
+            if (s_generate(pm, g->ids, (uint32_t)g->n_ids, &ok, g->h.n_ctx, 1, 1, NULL, force,
+                           &g->sink2, &st3, err, sizeof err)) {
                 fprintf(stderr, "swarm generate: parity run, session %u: %s\n", k, err);
                 return -1;
             }
@@ -443,7 +469,9 @@ static int s_parity(gen_run *g)
         }
         pm = &g->ref;
     }
-    if (s_generate(pm, g->ids, (uint32_t)g->n_ids, &g->o, g->h.n_ctx, 1, 1, NULL, &g->sink2,
+    llm_cli_gen_opts o0 = g->o;
+    const int32_t *force = s_force(g, &g->sink, &o0);
+    if (s_generate(pm, g->ids, (uint32_t)g->n_ids, &o0, g->h.n_ctx, 1, 1, NULL, force, &g->sink2,
                    &g->st2, err, sizeof err)) {
         fprintf(stderr, "swarm generate: parity run: %s\n", err);
         return -1;
@@ -459,7 +487,9 @@ static int s_parity(gen_run *g)
                  "%016" PRIx64 " logits %016" PRIx64, st->n_gen, st->ids_digest,
                  st->logits_digest, st2->n_gen, st2->ids_digest, st2->logits_digest);
     fprintf(stderr, "parity: %s%s%s\n", result_gate_name(g->gate_parity),
-            same ? g->n_sess > 1 ? " (every session's token ids and logits identical to "
+            same && force ? " (speculative sampling: the tokens drawn replayed through the "
+                            "reference arm, 1 thread, batch 1, with identical logits)"
+            : same ? g->n_sess > 1 ? " (every session's token ids and logits identical to "
                                    "the reference arm, 1 thread, batch 1)"
                                  : " (token ids and logits identical to the reference arm, 1 "
                                    "thread, batch 1)"
@@ -686,6 +716,8 @@ static void s_json_speed(json_t *j, const gen_run *g)
         json_object_set_new(sp, "accepted", json_integer(st->n_accepted));
         json_object_set_new(sp, "draft_ms", json_real(st->draft_ms));
         json_object_set_new(sp, "ahead_hits", json_integer(st->n_ahead_hits));
+        json_object_set_new(sp, "drafts", json_string(s_drafts_kind(g)));
+        json_object_set_new(sp, "fixed", json_boolean(g->spec->fixed));
         json_object_set_new(j, "speculative", sp);
     }
 }

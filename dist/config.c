@@ -180,6 +180,18 @@ static int s_llm_type(config_t *c, const char *v, char *msg, size_t len)
     return s_str(v, c->llm.type, sizeof c->llm.type, msg, len);
 }
 
+static int s_llm_temp(config_t *c, const char *v, char *msg, size_t len)
+{
+    char *end;
+    float t = strtof(v, &end);
+    if (end == v || *end || !(t >= 0 && t <= 2)) {
+        snprintf(msg, len, "'%s' must be a number in [0, 2] (0: greedy)", v);
+        return -1;
+    }
+    c->llm.temperature = t;
+    return 0;
+}
+
 static config_worker *s_worker(config_t *c, const char *name, char *msg, size_t len)
 {
     for (uint32_t i = 0; i < c->n_workers; i++)
@@ -315,6 +327,7 @@ static const s_key s_keys[] = {
     S_U32("llm", "seed", llm.seed, 0, UINT32_MAX),
     S_STR("llm", "prompt", llm.prompt),
     S_U32("llm", "tokens", llm.tokens, 1, 4096),
+    S_FN("llm", "temperature", s_llm_temp),
     S_U32("llm", "ctx", llm.ctx, 16, 1u << 20),
     S_U32("llm", "batch", llm.batch, 1, 4096),
     S_SIZE("llm", "cap", llm.cap, 1 << 20),

@@ -44,7 +44,10 @@ typedef struct {
     char type[16];            /* its matrices' tensor type (swarm gen --type) */
     uint32_t seed;            /* its weights' seed */
     char prompt[512];         /* every run's prompt */
-    uint32_t tokens;          /* tokens generated per run (greedy) */
+    uint32_t tokens;          /* tokens generated per run */
+    float temperature;        /* every run's sampling temperature (0: greedy, the default);
+                               * above 0 repeat r is seeded r, so each condition's repeat r
+                               * draws with the same seed */
     uint32_t ctx, batch;      /* each session's KV positions; prompt positions per pass */
     uint64_t cap;             /* bytes: the SSD arm's cap and each worker's */
     uint32_t workers;         /* resident workers; 0: the fewest whose caps hold the model */

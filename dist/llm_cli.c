@@ -599,6 +599,14 @@ int llm_cli_draft_flag(llm_cli_draft *d, int argc, char **argv, int *i, char *er
         d->o.lookup = 1;
         return 1;
     }
+    if (!strcmp(k, "--draft-greedy")) {
+        d->o.greedy = 1;
+        return 1;
+    }
+    if (!strcmp(k, "--draft-fixed")) {
+        d->o.fixed = 1;
+        return 1;
+    }
     if (strcmp(k, "--draft") && strcmp(k, "--draft-max") && strcmp(k, "--draft-ahead"))
         return 0;
     if (*i + 1 >= argc) {
@@ -628,8 +636,13 @@ int llm_cli_draft_check(const llm_cli_draft *d, char *err, size_t errlen)
         snprintf(err, errlen, "--draft and --draft-lookup: one drafter at a time");
         return -1;
     }
-    if (d->o.k_max && !llm_cli_draft_on(d)) {
-        snprintf(err, errlen, "--draft-max needs --draft or --draft-lookup");
+    if ((d->o.k_max || d->o.fixed) && !llm_cli_draft_on(d)) {
+        snprintf(err, errlen, "--draft-%s needs --draft or --draft-lookup",
+                 d->o.k_max ? "max" : "fixed");
+        return -1;
+    }
+    if (d->o.greedy && !d->path) {
+        snprintf(err, errlen, "--draft-greedy needs --draft (a draft model)");
         return -1;
     }
     return 0;

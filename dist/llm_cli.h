@@ -84,7 +84,7 @@ int llm_cli_ssd_opts(const llm_cli_ssd_flags *f, const char *arg, llm_opts *o, c
 /* Speculative decoding's flags, one parser for generate, chat and serve: --draft DRAFT.gguf
  * (a model with the target's vocabulary drafts, on the reference arm in this process, whatever
  * the target's arm), --draft-lookup (prompt lookup, no model), --draft-max K, --draft-ahead
- * auto|on|off (draft_opts.overlap). */
+ * auto|on|off (draft_opts.overlap), --draft-greedy, --draft-fixed. */
 typedef struct {
     const char *path;             /* --draft (NULL: none) */
     draft_opts o;                 /* .lookup, .k_max from the flags; .model once opened */
@@ -100,9 +100,14 @@ typedef struct {
     "  --draft-max K         the most tokens drafted per pass (1..32; default 8 with\n"     \
     "                        --draft, 6 with --draft-lookup; adapted: docs/cli.md)\n"     \
     "  --draft-ahead auto|on|off  the draft model drafts the next pass's tokens while\n"   \
-    "                        the target verifies (auto: on the resident arm only)\n"
+    "                        the target verifies (auto: on the resident arm only)\n"       \
+    "  --draft-greedy        the draft model drafts its argmax even when sampling (the\n"   \
+    "                        tokens are then plain generation's, seed for seed); by\n"     \
+    "                        default it samples its drafts (speculative sampling)\n"       \
+    "  --draft-fixed         draft --draft-max tokens every pass, nothing adapted (a\n"   \
+    "                        seed then reproduces a sampled speculative run)\n"
 
-/* argv[*i] one of the three? 1 (consumed, with its value) / 0 / -1 with err. */
+/* argv[*i] one of the draft flags? 1 (consumed, with its value) / 0 / -1 with err. */
 int llm_cli_draft_flag(llm_cli_draft *d, int argc, char **argv, int *i, char *err,
                        size_t errlen);
 /* After parsing: one drafter at most, --draft-max only with one. -1 with err. */

@@ -123,7 +123,7 @@ static json_t *s_last(const char *path)
 static json_t *s_generate(ll_lab *L, const ll_cond *cd, uint32_t tokens, const char *tag,
                           int *rc)
 {
-    char n[16], ctx[16], batch[16], thr[16], cap[32], w[16], out[PATH_MAX + 64],
+    char n[16], ctx[16], batch[16], thr[16], cap[32], w[16], temp[32], out[PATH_MAX + 64],
         log[PATH_MAX + 64], slug[sizeof cd->name];
     const char *argv[40];
     int a = 0;
@@ -132,6 +132,7 @@ static json_t *s_generate(ll_lab *L, const ll_cond *cd, uint32_t tokens, const c
         if (*p == '/')
             *p = '-';
     snprintf(n, sizeof n, "%u", tokens);
+    snprintf(temp, sizeof temp, "%g", (double)L->cfg.llm.temperature);
     snprintf(ctx, sizeof ctx, "%u", L->cfg.llm.ctx);
     snprintf(batch, sizeof batch, "%u", L->cfg.llm.batch);
     snprintf(thr, sizeof thr, "%u", L->cfg.llm.threads);
@@ -141,7 +142,7 @@ static json_t *s_generate(ll_lab *L, const ll_cond *cd, uint32_t tokens, const c
     snprintf(log, sizeof log, "%s/logs/%s-%s.err", L->dir, slug, tag);
     unlink(out);
     const char *base[] = { L->self, "generate", L->cfg.llm.model, "--prompt", L->cfg.llm.prompt,
-                           "-n", n, "--temp", "0", "--ctx", ctx, "--batch", batch, "--threads",
+                           "-n", n, "--temp", temp, "--ctx", ctx, "--batch", batch, "--threads",
                            thr, "--out", out, "--arm", cd->arm };
     for (size_t i = 0; i < sizeof base / sizeof base[0]; i++)
         argv[a++] = base[i];
@@ -155,6 +156,12 @@ static json_t *s_generate(ll_lab *L, const ll_cond *cd, uint32_t tokens, const c
         argv[a++] = cap;
         argv[a++] = "--profile";
         argv[a++] = netem_profile_is_none(&cd->prof) ? "none" : cd->prof.name;
+    }
+    /* sampled runs: repeat r's seed is r (tag "rN"; the calibration's "cal" keeps 0), the same
+     * for every condition, so plain and +spec runs of a repeat draw from the same seed */
+    if (L->cfg.llm.temperature > 0 && tag[0] == 'r') {
+        argv[a++] = "--seed";
+        argv[a++] = tag + 1;
     }
     if (cd->spec && !strcmp(cd->spec, "lookup")) {
         argv[a++] = "--draft-lookup";
@@ -789,10 +796,14 @@ static int s_report(ll_lab *L)
     FILE *f = fopen(path, "w");
     if (!f)
         return -1;
-    fprintf(f, "# swarm lab: text generation\n\n%s, %u generated tokens a run (greedy), "
+    char how[64] = "greedy";
+    if (L->cfg.llm.temperature > 0)
+        snprintf(how, sizeof how, "sampled at temperature %g, repeat r seeded r",
+                 (double)L->cfg.llm.temperature);
+    fprintf(f, "# swarm lab: text generation\n\n%s, %u generated tokens a run (%s), "
                "context %u, batch %u, %u thread(s); cap %.0f MiB a process; resident: %u "
                "workers; %u repeat(s). Medians (min-max); predicted before any run.\n\n",
-            L->cfg.llm.model, L->cfg.llm.tokens, L->cfg.llm.ctx, L->cfg.llm.batch,
+            L->cfg.llm.model, L->cfg.llm.tokens, how, L->cfg.llm.ctx, L->cfg.llm.batch,
             L->cfg.llm.threads, L->cfg.llm.cap / 1048576.0, L->workers, L->cfg.repeats);
     fprintf(f, "| condition | runs ok / void or failed | gen tok/s | predicted | error | TTFT "
                "ms | ITL p50 ms | ITL p95 ms | prompt tok/s | RAM MiB (all processes) | SSD "

@@ -659,7 +659,9 @@ err:
 
 /* "speculative": absent or null, the server's default (its --draft or --draft-lookup, else
  * off); false off; true the server's drafter, or prompt lookup when it has none; an object
- * {"draft": "model" | "lookup", "max": 1..32} picks the drafter and its most tokens a pass. */
+ * {"draft": "model" | "lookup", "max": 1..32, "greedy": bool, "fixed": bool} picks the
+ * drafter, its most tokens a pass, argmax drafts when sampling (draft_opts.greedy) and k
+ * fixed at max (draft_opts.fixed); the fields not given are the server's. */
 static int s_spec(serve *srv, json_t *root, serve_req *r, int *status, json_t **errj)
 {
     char msg[512];
@@ -671,14 +673,17 @@ static int s_spec(serve *srv, json_t *root, serve_req *r, int *status, json_t **
         return 0;
     if (!json_is_boolean(v) && !json_is_object(v))
         FAIL(400, "'speculative' must be a boolean or an object {\"draft\": \"model\" | "
-             "\"lookup\", \"max\": 1..32}", "speculative", "invalid_type");
+             "\"lookup\", \"max\": 1..32, \"greedy\": bool, \"fixed\": bool}", "speculative",
+             "invalid_type");
     r->spec = !json_is_false(v);
     if (!srv->spec_on)
         r->dopt = (draft_opts){ .lookup = 1 };
     if (!json_is_object(v))
         return 0;
-    json_object_foreach(v, k, x) if (strcmp(k, "draft") && strcmp(k, "max")) {
-        snprintf(msg, sizeof msg, "speculative: unknown field '%.60s' (known: draft, max)", k);
+    json_object_foreach(v, k, x) if (strcmp(k, "draft") && strcmp(k, "max") &&
+                                     strcmp(k, "greedy") && strcmp(k, "fixed")) {
+        snprintf(msg, sizeof msg, "speculative: unknown field '%.60s' (known: draft, max, "
+                 "greedy, fixed)", k);
         FAIL(400, msg, "speculative", "unknown_parameter");
     }
     const char *d = json_string_value(json_object_get(v, "draft"));
@@ -689,10 +694,14 @@ static int s_spec(serve *srv, json_t *root, serve_req *r, int *status, json_t **
         FAIL(400, "speculative.draft \"model\": this server has no draft model (start it with "
              "--draft DRAFT.gguf)", "speculative", "invalid_value");
     if (d)
-        r->dopt = !strcmp(d, "model") ? (draft_opts){ .model = srv->draft.o.model }
-                                      : (draft_opts){ .lookup = 1 };
+        r->dopt = !strcmp(d, "model") ? (draft_opts){ .model = srv->draft.o.model,
+                                                      .greedy = srv->draft.o.greedy,
+                                                      .fixed = srv->draft.o.fixed }
+                                      : (draft_opts){ .lookup = 1, .fixed = srv->draft.o.fixed };
     long long ll = 0;
-    if (s_int(v, "max", 1, DRAFT_K_MAX, &ll, msg, sizeof msg))
+    if (s_int(v, "max", 1, DRAFT_K_MAX, &ll, msg, sizeof msg) ||
+        s_bool(v, "greedy", &r->dopt.greedy, msg, sizeof msg) ||
+        s_bool(v, "fixed", &r->dopt.fixed, msg, sizeof msg))
         return s_badparam(msg, "speculative", status, errj);
     r->dopt.k_max = ll ? (uint32_t)ll : d ? 0 : r->dopt.k_max;
     return 0;

@@ -63,6 +63,9 @@ static void s_usage(FILE *f)
         "                         vocabulary (e.g. its Q4_0 copy) drafts, the target verifies\n"
         "  --draft-lookup         speculative decoding by default with prompt lookup (no model)\n"
         "  --draft-max K          the most tokens drafted a pass (1..32; default 8 / 6)\n"
+        "  --draft-greedy         the draft model drafts its argmax when a request samples\n"
+        "                         (its tokens then plain generation's); default: sampled\n"
+        "  --draft-fixed          draft K tokens every pass, nothing adapted\n"
         "                         A request's \"speculative\" field overrides (docs/serve.md)\n"
         "  Also /tokenize, /detokenize, /apply-template, /props, /slots (llama-server's shapes).\n");
 }

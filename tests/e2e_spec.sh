@@ -1,8 +1,10 @@
 #!/bin/bash
 # e2e_spec.sh — speculative decoding end to end over a tiny random llama model: swarm generate
-# with a draft model (the target's Q4_0 copy, and the target itself) and with prompt lookup on
-# the reference, SSD and resident arms gives the token ids and logits digest of plain
-# generation (and the parity gate, on with speculation, says so); a worker killed mid-
+# with a draft model (the target's Q4_0 copy, and the target itself; argmax drafts when
+# seeded: --draft-greedy) and with prompt lookup on the reference, SSD and resident arms
+# gives the token ids and logits digest of plain generation (and the parity gate, on with
+# speculation, says so); sampled drafts (the default when sampling) pass the replayed parity
+# gate, and with --draft-fixed a seed reproduces them; a worker killed mid-
 # generation with speculation on changes no token; serve gives the same text with and without
 # "speculative", and chat its replies; bad flags and a vocabulary mismatch are refused by
 # name. tests/
@@ -44,6 +46,9 @@ for mode in greedy seeded; do
             case $dr in
                 q4) D=(--draft "$T/d.gguf") ;;
                 self) D=(--draft "$T/m.gguf" --draft-max 4) ;;
+            esac
+            case $mode$dr in
+                seededq4|seededself) D+=(--draft-greedy) ;;
                 lookup) D=(--draft-lookup) ;;
             esac
             n=${mode}_${arm}_$dr
@@ -61,6 +66,39 @@ eq "self: all accepted" "$(jfield "$T/greedy_resident_self.jsonl" speculative.ac
     "$(jfield "$T/greedy_resident_self.jsonl" speculative.drafted)"
 case $(jfield "$T/greedy_resident_self.jsonl" speculative.drafted) in
     0|MISSING) bad "self: nothing drafted" ;; *) ok ;; esac
+
+# speculative sampling: the Q4_0 copy samples its drafts (the default when the request
+# samples); the tokens are the run's own draws, and the parity gate replays them through plain
+# passes. With k fixed the same seed gives the same tokens twice, on each arm.
+for arm in reference resident; do
+    A=(--arm $arm)
+    [ $arm = resident ] && A+=(--workers 3 --worker-cap 64M --threads 1)
+    for run in a b; do
+        n=samp_${arm}_$run
+        sw $n generate "$T/m.gguf" --prompt "$P" -n 40 --temp 0.8 --seed 3 "${A[@]}" \
+            --draft "$T/d.gguf" --draft-fixed --draft-max 3 --out "$T/$n.jsonl"
+        expect_rc $n 0
+        has $n err "parity: pass (speculative sampling: the tokens drawn replayed"
+        has $n err "sampled drafts, k fixed"
+        eq "$n drafts" "$(jfield "$T/$n.jsonl" speculative.drafts)" sampled
+    done
+    for k in ids_digest logits_digest; do
+        eq "samp_$arm reproduces: $k" "$(jfield "$T/samp_${arm}_a.jsonl" $k)" \
+            "$(jfield "$T/samp_${arm}_b.jsonl" $k)"
+    done
+    case $(jfield "$T/samp_${arm}_a.jsonl" speculative.drafted) in
+        0|MISSING) bad "samp_$arm: nothing drafted" ;; *) ok ;; esac
+done
+# the adaptive k (the default): tokens are still checked, whatever k the timings chose
+sw samp_adapt generate "$T/m.gguf" --prompt "$P" -n 40 --temp 0.8 --seed 3 \
+    --draft "$T/d.gguf" --out "$T/samp_adapt.jsonl"
+expect_rc samp_adapt 0
+has samp_adapt err "parity: pass (speculative sampling"
+# the same seed without speculation, twice: the same tokens (a seed reproduces plain runs)
+sw plain_seeded2 generate "$T/m.gguf" --prompt "$P" -n 40 --temp 0.8 --seed 3 \
+    --out "$T/plain_seeded2.jsonl"
+expect_rc plain_seeded2 0
+same_as plain_seeded2 plain_seeded
 
 # over the WAN profile a pass costs the links' delay: the target drafting for itself keeps k
 # up, and the resident arm's acts drop below one a token
@@ -113,6 +151,10 @@ sw bad4 generate "$T/m.gguf" --prompt "$P" --draft-max 40 --draft-lookup
 expect_rc bad4 2; has bad4 err "--draft-max"
 sw bad5 generate "$T/m.gguf" --prompt "$P" --draft "$T/d.gguf" --draft-ahead sometimes
 expect_rc bad5 2; has bad5 err "--draft-ahead 'sometimes': on, off or auto"
+sw bad6 generate "$T/m.gguf" --prompt "$P" --draft-lookup --draft-greedy
+expect_rc bad6 2; has bad6 err "--draft-greedy needs --draft (a draft model)"
+sw bad7 generate "$T/m.gguf" --prompt "$P" --draft-fixed
+expect_rc bad7 2; has bad7 err "--draft-fixed needs --draft or --draft-lookup"
 
 # serve: the server's default drafter, and per request
 "$SWARM_BIN" serve "$T/m.gguf" --listen 127.0.0.1:0 --port-file "$T/s.port" --ctx 256 \
@@ -129,6 +171,25 @@ if wait_for "$T/s.err" "serve: ready" 60; then
         -d '{"prompt":"x","max_tokens":3,"speculative":{"draft":"guess"}}' >"$T/s_bad.json"
     curl -s "http://127.0.0.1:$port/v1/completions" \
         -d '{"prompt":"x","max_tokens":3,"speculative":{"max":99}}' >"$T/s_bad2.json"
+    curl -s "http://127.0.0.1:$port/v1/completions" \
+        -d '{"prompt":"x","max_tokens":3,"speculative":{"greedy":"yes"}}' >"$T/s_bad3.json"
+    # seeded: argmax drafts ("greedy") give plain generation's text; sampled drafts with k
+    # fixed give the same text twice
+    for v in false '{"greedy":true}' '{"fixed":true,"max":3}' '{"fixed":true,"max":3}'; do
+        body='{"prompt":"'"$P"'","max_tokens":30,"temperature":0.8,"seed":5,"speculative":'"$v"
+        curl -s "http://127.0.0.1:$port/v1/completions" -d "$body}" >>"$T/sampled.jsonl"
+        echo >>"$T/sampled.jsonl"
+    done
+    python3 - "$T/sampled.jsonl" <<'PY' && ok || bad "serve: seeded speculative texts"
+import json, sys
+rs = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+tx = [r["choices"][0]["text"] for r in rs]
+tm = [r["timings"] for r in rs]
+if len(rs) != 4 or tx[0] != tx[1] or tx[2] != tx[3]:
+    print("FAIL: %s" % tx, file=sys.stderr); sys.exit(1)
+if tm[2]["ids_digest"] != tm[3]["ids_digest"] or tm[2].get("draft_n", 0) < 1:
+    print("FAIL: %s" % tm, file=sys.stderr); sys.exit(1)
+PY
     python3 - "$T" <<'PY' && ok || bad "serve: speculative texts"
 import glob, json, sys
 t = sys.argv[1]
@@ -143,7 +204,7 @@ if len({(t["ids_digest"], t["logits_digest"]) for t in tm.values()}) != 1:
     print("FAIL: digests %s" % tm, file=sys.stderr); sys.exit(1)
 if "draft_n" in tm[t + "/s_false.json"] or tm[t + "/s_none.json"].get("draft_passes", 0) < 1:
     print("FAIL: draft fields %s" % tm, file=sys.stderr); sys.exit(1)
-for f in ("s_bad.json", "s_bad2.json"):
+for f in ("s_bad.json", "s_bad2.json", "s_bad3.json"):
     e = json.load(open(t + "/" + f)).get("error", {})
     if e.get("param") != "speculative":
         print("FAIL: %s: %s" % (f, e), file=sys.stderr); sys.exit(1)
@@ -156,11 +217,12 @@ reap $spid serve 30
 sw sbad serve "$T/m.gguf" --listen 127.0.0.1:0 --draft "$T/v500.gguf"
 expect_fail sbad; has sbad err "a draft must share the target's vocabulary"
 
-# the text lab: conditions with +spec (the model's Q4_0 copy, quantized by the lab) and +lookup
+# the text lab, sampled (temperature 0.8: +spec's drafts are sampled, +lookup's a point mass):
+# conditions with +spec (the model's Q4_0 copy, quantized by the lab) and +lookup
 mkdir -p "$T/lab"
 lab_llm_ini "$T/lab.ini" "$T/lab/m.gguf" 1 \
     "reference, resident/wan, resident/wan+spec, reference+lookup" "$T/results"
-sw lab lab "$T/lab.ini" --out "$T/labrun"
+sw lab lab "$T/lab.ini" --set llm.temperature=0.8 --out "$T/labrun"
 expect_rc lab 0
 has lab err "quantizing the model to Q4_0 for the +spec conditions' drafter"
 for c in "resident/wan+spec:" "reference+lookup:"; do

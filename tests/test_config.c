@@ -393,7 +393,7 @@ static void s_llm_good(void)
     CHECK(!strcmp(c.llm.type, "f16") && !strcmp(c.llm.prompt, "Once upon a time") &&
               c.llm.tokens == 32 && c.llm.ctx == 512 && c.llm.batch == 32 &&
               c.llm.threads == 1 && c.llm.workers == 0 && c.llm.cap == 600ull << 20 &&
-              !c.llm.generate,
+              !c.llm.generate && c.llm.temperature == 0,
           "[llm] run defaults: %s '%s' %u %u %u %u %u %llu", c.llm.type, c.llm.prompt,
           c.llm.tokens, c.llm.ctx, c.llm.batch, c.llm.threads, c.llm.workers,
           (unsigned long long)c.llm.cap);
@@ -404,7 +404,7 @@ static void s_llm_good(void)
             "vocab = tests/fixtures/tok/llama-spm.gguf.gz\n"
             "dim = 64\nlayers = 6\nheads = 4\nkv_heads = 2\nff = 96\nctx_train = 256\n"
             "type = q8_0\nseed = 9\nprompt = Hello there\ntokens = 12\nctx = 128\n"
-            "batch = 8\ncap = 40M\nworkers = 3\nthreads = 2\n"
+            "batch = 8\ncap = 40M\nworkers = 3\nthreads = 2\ntemperature = 0.7\n"
             "[lab]\n"
             "conditions = reference, ssd, resident, resident/lan\n"
             "out = /tmp/llm-res\n");
@@ -417,6 +417,7 @@ static void s_llm_good(void)
               c.llm.seed == 9,
           "[llm] shape %u %u %u %u %u %u %s %u", c.llm.dim, c.llm.layers, c.llm.heads,
           c.llm.kv_heads, c.llm.ff, c.llm.ctx_train, c.llm.type, c.llm.seed);
+    CHECK(c.llm.temperature == 0.7f, "[llm] temperature %g", (double)c.llm.temperature);
     CHECK(!strcmp(c.llm.prompt, "Hello there") && c.llm.tokens == 12 && c.llm.ctx == 128 &&
               c.llm.batch == 8 && c.llm.cap == 40ull << 20 && c.llm.workers == 3 &&
               c.llm.threads == 2,
@@ -472,6 +473,8 @@ static void s_llm_errors(void)
         { "cap", "0", "'0' is not a size of at least 1048576 bytes" },
         { "generate", "maybe", "'maybe' is not a boolean" },
         { "type", "q9_9", "unknown tensor type 'q9_9' (supported: f32, f16" },
+        { "temperature", "2.5", "'2.5' must be a number in [0, 2] (0: greedy)" },
+        { "temperature", "warm", "'warm' must be a number in [0, 2] (0: greedy)" },
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         char text[256], name[64], head[64];
@@ -485,8 +488,8 @@ static void s_llm_errors(void)
                    (const char *const[]){ "[llm] tokenz: unknown key (known: model, generate, "
                                           "vocab, dim, layers, heads, kv_heads, ff, ctx_train, "
                                           "arch, head_dim, experts, experts_used, ff_exp, "
-                                          "type, seed, prompt, tokens, ctx, batch, cap, "
-                                          "workers, threads)", NULL });
+                                          "type, seed, prompt, tokens, temperature, ctx, "
+                                          "batch, cap, workers, threads)", NULL });
     /* [lab] as the text lab writes it: the forms either lab runs pass, others are named */
     s_expect_error("llm_cond.ini", "[llm]\nmodel = m.gguf\n[lab]\nconditions = ssd, moon\n", 4,
                    (const char *const[]){ "[lab] conditions", "unknown condition 'moon'",

@@ -15,6 +15,7 @@
 #include "quant/quant.h"
 #include "runtime/llm.h"
 #include "tests/check.h"
+#include "tests/chisq.h"
 #include "tests/scratch.h"
 #include "text/draft.h"
 #include "text/engine.h"
@@ -53,6 +54,7 @@ typedef struct {
     const char *const *stop;
     uint32_t n_stop;
     grammar_state *g;
+    const int32_t *force;
 } s_req;
 
 static int s_run(engine *e, const s_req *r, const draft_opts *d, s_sink *k, engine_stats *st)
@@ -61,7 +63,7 @@ static int s_run(engine *e, const s_req *r, const draft_opts *d, s_sink *k, engi
     engine_request q = { .prompt = r->p, .n_prompt = r->np, .max_tokens = r->max,
                          .sampling = r->so, .stop = r->stop, .n_stop = r->n_stop,
                          .logprobs = 1, .on_token = s_cb, .user = k, .ignore_eog = 1,
-                         .grammar = r->g, .draft = d };
+                         .grammar = r->g, .draft = d, .force = r->force };
     memset(k, 0, sizeof *k);
     int rc = engine_generate(e, &q, st, err, sizeof err);
     CHECK(rc == 0, "engine_generate: %s", err);
@@ -93,6 +95,39 @@ static void s_same_as(const char *what, const s_sink *a, const engine_stats *sa,
           sb.n_accepted, sb.n_drafted, sb.n_gen);
     if (out)
         *out = sb;
+}
+
+/* A seeded request with sampled drafts: its draws are its own (engine.h), but every token's
+ * row of logits is the one plain passes give over the same tokens (replayed: req.force),
+ * every token after the first comes from a pass's row, no drafting ahead happens, and with
+ * k fixed the same seed gives the same tokens twice. */
+static void s_sampled(const char *what, engine *plain, engine *spec, const s_req *r,
+                      const draft_opts *d)
+{
+    s_sink b, c;
+    engine_stats sb, sc, sf;
+    if (s_run(spec, r, d, &b, &sb))
+        return;
+    s_req rf = *r;
+    rf.force = b.ids;
+    rf.max = b.n;
+    if (!s_run(plain, &rf, NULL, &c, &sf))
+        CHECK(sf.n_gen == sb.n_gen && sf.ids_digest == sb.ids_digest &&
+              sf.logits_digest == sb.logits_digest, "%s, sampled drafts: %u tokens %016llx/"
+              "%016llx, replayed %u %016llx/%016llx", what, sb.n_gen,
+              (unsigned long long)sb.ids_digest, (unsigned long long)sb.logits_digest,
+              sf.n_gen, (unsigned long long)sf.ids_digest, (unsigned long long)sf.logits_digest);
+    CHECK(sb.n_accepted <= sb.n_drafted && sb.n_ahead_hits == 0 &&
+          (sb.finish != ENGINE_FINISH_LENGTH || sb.n_passes + sb.n_accepted + 1 == sb.n_gen),
+          "%s, sampled drafts: %u passes, %u of %u accepted, %u ahead, %u tokens", what,
+          sb.n_passes, sb.n_accepted, sb.n_drafted, sb.n_ahead_hits, sb.n_gen);
+    draft_opts df = *d;
+    df.fixed = 1;
+    if (!s_run(spec, r, &df, &b, &sb) && !s_run(spec, r, &df, &c, &sc))
+        CHECK(sb.ids_digest == sc.ids_digest && sb.logits_digest == sc.logits_digest &&
+              sb.n_drafted == sc.n_drafted && sb.n_drafted > 0, "%s, sampled drafts, k fixed: "
+              "%016llx then %016llx (%u, %u drafted)", what, (unsigned long long)sb.ids_digest,
+              (unsigned long long)sc.ids_digest, sb.n_drafted, sc.n_drafted);
 }
 
 /* The same request with and without the drafter. */
@@ -155,13 +190,20 @@ static void s_test_parity(llm_model *m, const tokenizer *t, const draft_opts *dr
             if (d.overlap != DRAFT_OVERLAP_ON)
                 CHECK(st.n_ahead_hits == 0, "%s: drafted ahead %u times, asked not to", what,
                       st.n_ahead_hits);
+            /* seeded with argmax drafts (draft_opts.greedy; lookup's are a point mass too):
+             * plain generation's draws, bit for bit */
+            draft_opts dg = d;
+            dg.greedy = 1;
             for (uint64_t seed = 1; seed <= NSEED; seed++) {
                 r.so.temperature = seed & 1 ? 0.8f : 1.5f;
                 r.so.seed = seed;
                 snprintf(what, sizeof what, "seed %llu, %s, k %u", (unsigned long long)seed,
                          names[di], ks[ki]);
                 if (ref_ok[seed])
-                    s_same_as(what, &ref[seed], &ref_st[seed], spec, &r, &d, NULL);
+                    s_same_as(what, &ref[seed], &ref_st[seed], spec, &r, d.model ? &dg : &d,
+                              NULL);
+                if (d.model && seed == 1 && ki == 1 && d.overlap != DRAFT_OVERLAP_ON)
+                    s_sampled(what, plain, spec, &r, &d);
             }
         }
     /* stop strings: cut where plain generation cuts */
@@ -294,11 +336,12 @@ static int s_joint(llm_session *s, uint32_t pos, int depth, double pr, int cell,
 }
 
 /* The joint law of the first four tokens, exactly (llm_eval over the 1 + 3 + 9 + 27
- * contexts), against what speculative generation draws over 4000 seeds (the first pass is
- * plain, the second verifies one draft: the fourth token comes from a verified row whenever
- * the third equals the draft). A chi-square of 80 degrees of freedom under 135 (p = 0.0001;
- * the seeds are fixed, so the figure is the same every run). */
-static void s_test_distribution(llm_model *m, const tokenizer *t, const draft_opts *d)
+ * contexts), against what speculative generation draws over 4000 seeds with sampled drafts
+ * and k fixed at 3 (the second and third tokens from the rule on every run, the fourth from
+ * a verified row whenever both are kept). A chi-square of 80 degrees of freedom under its 1 - 1e-4
+ * quantile (135.8; the seeds are fixed, so the figure is the same every run). */
+static void s_test_distribution(llm_model *m, const tokenizer *t, const draft_opts *d,
+                                const char *name, int want_kept)
 {
     char err[512];
     const double T = 1.5;
@@ -338,12 +381,15 @@ static void s_test_distribution(llm_model *m, const tokenizer *t, const draft_op
         double ex = pj[j] * n;
         chi += ex > 0 ? (cnt[j] - ex) * (cnt[j] - ex) / ex : 0;
     }
-    printf("distribution: chi-square %.1f over %d sequences, %u drafts accepted in %u runs\n",
-           chi, CELLS, accepted, N);
-    CHECK(n == N, "%u of %u runs drew a sequence of top-3 tokens", n, N);
-    CHECK(chi < 135, "chi-square %.1f over %d sequences (80 degrees of freedom)", chi, CELLS);
+    double lim = chisq_quantile(CELLS - 1, 1e-4);
+    printf("distribution (%s): chi-square %.1f over %d sequences (limit %.1f), %u drafts "
+           "accepted in %u runs\n", name, chi, CELLS, lim, accepted, N);
+    CHECK(n == N, "%s: %u of %u runs drew a sequence of top-3 tokens", name, n, N);
+    CHECK(chi < lim, "%s: chi-square %.1f over %d sequences (80 degrees of freedom)", name, chi,
+          CELLS);
     /* the rule was exercised: many fourth tokens came from a verified row */
-    CHECK(accepted > N / 10, "only %u drafts accepted over %u runs", accepted, N);
+    if (want_kept)
+        CHECK(accepted > N / 10, "%s: only %u drafts accepted over %u runs", name, accepted, N);
     engine_free(&e);
     llm_session_free(&s);
     free(lg);
@@ -427,16 +473,19 @@ out:
 
 int main(void)
 {
-    char err[512], dir[2048], vocab[2300], mq[2300], mf[2300], mo[2300], mv[2300];
+    char err[512], dir[2048], vocab[2300], mq[2300], mf[2300], mo[2300], mv[2300], m4p[2300];
     scratch_open("spec", dir, sizeof dir, vocab, sizeof vocab);
     snprintf(mq, sizeof mq, "%s/q8.gguf", dir);
     snprintf(mf, sizeof mf, "%s/f16.gguf", dir);
     snprintf(mo, sizeof mo, "%s/other.gguf", dir);
     snprintf(mv, sizeof mv, "%s/v1000.gguf", dir);
+    snprintf(m4p, sizeof m4p, "%s/q4.gguf", dir);
     arch_gen_opts o = scratch_tiny_llama(vocab);
     CHECK(arch_gen(mq, &o, err, sizeof err) == 0, "%s", err);
     o.type = QUANT_F16;
     CHECK(arch_gen(mf, &o, err, sizeof err) == 0, "%s", err);
+    o.type = QUANT_Q4_0;
+    CHECK(arch_gen(m4p, &o, err, sizeof err) == 0, "%s", err);
     o.seed = 4;
     CHECK(arch_gen(mo, &o, err, sizeof err) == 0, "%s", err);
     o.vocab_from = NULL;
@@ -446,9 +495,10 @@ int main(void)
     llm_model *m16 = llm_model_open(mf, err, sizeof err);
     llm_model *mot = llm_model_open(mo, err, sizeof err);
     llm_model *m1k = llm_model_open(mv, err, sizeof err);
+    llm_model *m4 = llm_model_open(m4p, err, sizeof err);
     tokenizer *t = m ? tokenizer_open(llm_model_gguf(m), err, sizeof err) : NULL;
-    CHECK(m && m16 && mot && m1k && t, "%s", err);
-    if (m && m16 && mot && m1k && t) {
+    CHECK(m && m16 && mot && m1k && m4 && t, "%s", err);
+    if (m && m16 && mot && m1k && m4 && t) {
         /* drafting ahead forced on (the reference arm's default is off): the same output,
          * whether the work made ahead is used (self, the f16 copy) or dropped (other) */
         draft_opts ds[] = { { .model = m }, { .model = m16 }, { .model = mot },
@@ -460,7 +510,14 @@ int main(void)
         s_test_parity(m, t, ds, names, 7);
         s_test_grammar(m, t, &ds[0]);
         s_test_grammar(m, t, &ds[6]);
-        s_test_distribution(m, t, &ds[0]);
+        /* sampled drafts from the Q4_0 copy (q near p: some drafts kept, some not) and
+         * from another model (its top 3 are not the target's: every draft rejected, every
+         * drafted token the residual's). Argmax drafts are plain generation's, bit for bit
+         * (s_test_parity), so they need no law of their own. */
+        draft_opts so = { .model = mot, .fixed = 1, .k_max = 3 };
+        draft_opts s4 = { .model = m4, .fixed = 1, .k_max = 3 };
+        s_test_distribution(m, t, &s4, "sampled drafts, Q4_0 copy", 1);
+        s_test_distribution(m, t, &so, "sampled drafts, other model", 0);
         s_test_lookup_and_vocab(m, m1k);
         s_test_ahead(m, t);
     }
@@ -469,6 +526,7 @@ int main(void)
     llm_model_free(&m16);
     llm_model_free(&mot);
     llm_model_free(&m1k);
+    llm_model_free(&m4);
     quant_pool_shutdown();
     return CHECK_DONE("test_spec");
 }

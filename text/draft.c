@@ -1,4 +1,4 @@
-/* draft.c — the drafter of speculative decoding: a draft model run greedily, or prompt lookup.
+/* draft.c — the drafter of speculative decoding: a draft model (argmax or sampled drafts), or prompt lookup.
  * text/ */
 #include "text/draft.h"
 
@@ -15,6 +15,11 @@ struct draft {
     uint32_t n_hist, n_ctx, n_vocab;
     float *logits;                /* n_vocab */
     uint32_t k_max, k, ngram;
+    int greedy, fixed;            /* draft_opts' */
+    sampler_t *smp;               /* sampled drafts (draft_sampling): the request's chain; NULL: argmax */
+    sampler_dist *q;              /* (k_max,) each draft's distribution, into qid/qp */
+    int32_t *qid;                 /* (k_max, n_vocab) */
+    double *qp;                   /* (k_max, n_vocab) */
     /* draft_update's measurements (decayed sums and running means; 0: none yet) */
     double acc, rej, t_pass, t_row, t_draft;
     double t_tok;                 /* the draft model: one single-position pass (kept across
@@ -90,6 +95,9 @@ draft *draft_new(const draft_opts *o, uint32_t n_ctx, int nthreads, char *err, s
     d->k_max = o->k_max ? o->k_max : o->model ? DRAFT_K_MODEL : DRAFT_K_LOOKUP;
     d->probe_every = 16; /* k 0: the first pass is plain (draft_restart) */
     d->ngram = o->ngram ? o->ngram : DRAFT_NGRAM;
+    d->greedy = !!o->greedy;
+    d->fixed = !!o->fixed;
+    d->k = d->fixed ? d->k_max : 0;
     d->n_ctx = n_ctx;
     if (d->model) {
         const arch_hparams *hp = &llm_model_arch(d->model)->hp;
@@ -166,6 +174,10 @@ void draft_free(draft **dp)
         pthread_cond_destroy(&d->cv);
     }
     free(d->actx);
+    sampler_destroy(&d->smp);
+    free(d->q);
+    free(d->qid);
+    free(d->qp);
     llm_session_free(&d->s);
     free(d->hist);
     free(d->logits);
@@ -177,7 +189,8 @@ int draft_same(const draft *d, const draft_opts *o)
 {
     uint32_t k = o->k_max ? o->k_max : o->model ? DRAFT_K_MODEL : DRAFT_K_LOOKUP;
     return d->model == o->model && !d->model == !!o->lookup && d->k_max == k &&
-           d->ngram == (o->ngram ? o->ngram : DRAFT_NGRAM);
+           d->ngram == (o->ngram ? o->ngram : DRAFT_NGRAM) && d->greedy == !!o->greedy &&
+           d->fixed == !!o->fixed;
 }
 
 uint32_t draft_k(const draft *d)
@@ -197,8 +210,10 @@ uint32_t draft_ahead_hits(const draft *d)
 
 int draft_ahead(draft *d, const int32_t *ctx, uint32_t n, uint32_t k, char *err, size_t errlen)
 {
-    if (!d->model || !n || n > d->n_ctx)
-        return 0; /* past the draft model's context: nothing to draft (s_propose) */
+    /* past the draft model's context: nothing to draft (s_propose); sampled drafts: the
+     * sampler is the caller's thread's */
+    if (!d->model || !n || n > d->n_ctx || d->smp)
+        return 0;
     s_join(d);
     d->avalid = 0;
     if (!d->th_on) {
@@ -224,7 +239,7 @@ void draft_restart(draft *d)
     s_join(d);
     d->avalid = 0;
     d->hits = 0;
-    d->k = 0;
+    d->k = d->fixed ? d->k_max : 0;
     d->acc = d->rej = d->t_pass = d->t_row = d->t_draft = 0;
     d->since_probe = d->probing = 0;
     d->probe_every = 16;
@@ -258,6 +273,10 @@ void draft_update(draft *d, uint32_t drafted, uint32_t accepted, double pass_ms,
     if (d->probing && drafted) /* a failed probe: wait twice as long for the next one */
         d->probe_every = accepted ? 16 : d->probe_every < 256 ? 2 * d->probe_every : 256;
     d->probing = 0;
+    if (d->fixed) {
+        d->k = d->k_max;
+        return;
+    }
     if (!(d->t_pass > 0)) { /* no plain pass measured yet: one next, to have the baseline */
         d->k = 0;
         return;
@@ -283,6 +302,37 @@ void draft_update(draft *d, uint32_t drafted, uint32_t accepted, double pass_ms,
     if (kb == 0 && ++d->since_probe >= d->probe_every)
         kb = 1, d->since_probe = 0, d->probing = 1;
     d->k = kb;
+}
+
+int draft_sampling(draft *d, const sampler_opts *so, char *err, size_t errlen)
+{
+    s_join(d);
+    sampler_destroy(&d->smp);
+    if (!so || !d->model || d->greedy || so->temperature == 0)
+        return 0;
+    if (!d->q) {
+        d->q = calloc(d->k_max, sizeof *d->q);
+        d->qid = malloc((size_t)d->k_max * d->n_vocab * sizeof *d->qid);
+        d->qp = malloc((size_t)d->k_max * d->n_vocab * sizeof *d->qp);
+        if (!d->q || !d->qid || !d->qp) {
+            free(d->q), free(d->qid), free(d->qp);
+            d->q = NULL, d->qid = NULL, d->qp = NULL;
+            util_errf(err, errlen, "draft", "out of memory for %u drafts' distributions",
+                      d->k_max);
+            return -1;
+        }
+        for (uint32_t j = 0; j < d->k_max; j++)
+            d->q[j] = (sampler_dist){ d->qid + (size_t)j * d->n_vocab,
+                                      d->qp + (size_t)j * d->n_vocab, 0 };
+    }
+    sampler_opts o = *so;
+    o.seed ^= DRAFT_SEED_MIX;
+    return (d->smp = sampler_new(&o, d->n_vocab, err, errlen)) ? 0 : -1;
+}
+
+const sampler_dist *draft_dist(const draft *d, uint32_t j)
+{
+    return d->smp && j < d->k_max ? &d->q[j] : NULL;
 }
 
 /* The latest earlier occurrence of the context's last n-gram (longest first); the tokens after
@@ -352,7 +402,8 @@ int draft_propose(draft *d, const int32_t *ctx, uint32_t n, uint32_t k, int32_t 
     return r < 0 ? r : (int)c + r;
 }
 
-/* The draft model's greedy continuation of ctx: k tokens into out (0 when past its context). */
+/* The draft model's continuation of ctx, argmax or sampled (d->smp): k tokens into out (0
+ * when past its context). */
 static int s_propose(draft *d, const int32_t *ctx, uint32_t n, uint32_t k, int32_t *out,
                      char *err, size_t errlen)
 {
@@ -373,7 +424,14 @@ static int s_propose(draft *d, const int32_t *ctx, uint32_t n, uint32_t k, int32
     memcpy(d->hist + keep, ctx + keep, (n - keep) * sizeof *ctx);
     d->n_hist = n;
     for (uint32_t i = 0; i < k; i++) {
-        out[i] = s_argmax(d->logits, d->n_vocab);
+        /* sampled: from q under the request's chain, the context and drafts so far its
+         * penalty window (d->hist holds exactly those) */
+        out[i] = d->smp ? sampler_sample_dist(d->smp, d->logits, d->hist, d->n_hist, NULL, &d->q[i])
+                        : s_argmax(d->logits, d->n_vocab);
+        if (out[i] < 0) {
+            util_errf(err, errlen, "draft", "%s", sampler_error(d->smp));
+            goto fail;
+        }
         if (i + 1 == k)
             break; /* the last draft is not run: the next context may not contain it */
         t0 = util_now_ns();

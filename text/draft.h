@@ -4,8 +4,9 @@
  * Two sources:
  *   - a draft model with the target's vocabulary (a small model of the same family, or the
  *     target's own quantized copy: `swarm quantize MODEL.gguf Q4_0 DRAFT.gguf`), run on the
- *     reference arm in this process with a session of its own. It drafts greedily (its
- *     argmax, token by token), so a draft is one token, not a distribution; its session keeps
+ *     reference arm in this process with a session of its own. It drafts its argmax token
+ *     by token (a point mass), or, when the request samples, draws from its distribution
+ *     (sampled drafts, below); its session keeps
  *     the longest common prefix of the last context it saw and the next one, so the accepted
  *     tokens are not run again and the rejected ones are dropped (llm_session_rewind).
  *   - prompt lookup: no model. The last n tokens of the context (n = ngram down to 1) are
@@ -36,6 +37,17 @@
  * target accepts, and the output, do not change; only when the drafter's time is spent does.
  * Prompt lookup costs nothing and never drafts ahead.
  *
+ * Sampled drafts (draft_sampling): when a request samples, a draft model draws each draft
+ * from its own distribution q (its logits through the request's sampler chain, on a sampler
+ * of its own seeded from the request's seed, DRAFT_SEED_MIX) and keeps q for the target's
+ * rule (sampler_sample_spec: accept with min(1, p/q), else draw from max(0, p - q)). Its
+ * drafts then agree with the target's draw as often as the two distributions overlap
+ * (sum min(p, q)), not only when the target's draw is the draft model's argmax. Sampled
+ * drafting does not draft ahead (the guess of the target's next token would be a draw too).
+ *
+ * Fixed k (draft_opts.fixed): k = k_max on every pass, nothing adapted; with sampled drafts
+ * the tokens then depend only on the seeds, not on this machine's timings (docs/cli.md).
+ *
  * A draft is a struct per conversation (one engine): not shared between threads (its
  * drafting-ahead thread is internal: every call but draft_k waits for it first). The draft
  * model itself (llm_model) is read-only and may be shared by every engine of a server.
@@ -47,6 +59,7 @@
 #include <stdint.h>
 
 #include "runtime/llm.h"
+#include "text/sample.h"
 
 #define DRAFT_K_MAX 32            /* the most tokens one verification may carry beyond its first */
 #define DRAFT_K_MODEL 8           /* default k_max with a draft model */
@@ -63,7 +76,14 @@ typedef struct {
                                    * elsewhere (the resident arm: the pass waits on links),
                                    * _ON always, _OFF never (on one machine the pass's own
                                    * compute wants the cores, and a rejection wastes the work) */
+    int greedy;                   /* 1: a draft model drafts its argmax even when the request
+                                   * samples (the output is then plain generation's, seed for
+                                   * seed); 0: it samples (draft_sampling) */
+    int fixed;                    /* 1: k = k_max every pass (no adaptation, no plain first pass) */
 } draft_opts;
+
+/* The draft model's sampler seed is the request's XOR this: another stream than the target's. */
+#define DRAFT_SEED_MIX 0xd1b54a32d192ed03ull
 
 #define DRAFT_OVERLAP_AUTO 0
 #define DRAFT_OVERLAP_ON 1
@@ -85,6 +105,14 @@ int draft_same(const draft *d, const draft_opts *o);
 uint32_t draft_k(const draft *d);
 /* Start of a request: the measurements forgotten, k 0 (the first pass is the baseline). */
 void draft_restart(draft *d);
+/* How the next drafts are made, for a request: so NULL, the draft model's argmax; else drawn
+ * from its distribution under so (seed so->seed ^ DRAFT_SEED_MIX), each draft's distribution
+ * kept for draft_dist. so is borrowed until the next call (its bias array too). Prompt lookup
+ * ignores it. 0, or -1 with err (a bad option, out of memory). Call after draft_restart. */
+int draft_sampling(draft *d, const sampler_opts *so, char *err, size_t errlen);
+/* The distribution draft j (0-based) of the last draft_propose was drawn from; NULL when the
+ * drafts were not sampled. Valid until the next draft_propose. */
+const sampler_dist *draft_dist(const draft *d, uint32_t j);
 /* Up to k tokens likely to follow ctx (n >= 1 tokens) into out; how many (0: no guess), or
  * -1 with err (the draft model's pass failed). */
 int draft_propose(draft *d, const int32_t *ctx, uint32_t n, uint32_t k, int32_t *out,

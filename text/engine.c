@@ -39,6 +39,8 @@ struct engine {
     double pass_ms, draft_ms;     /* the last verification's pass, and its drafting */
     uint32_t n_passes_req;        /* passes of this request after its prefill */
     int ahead;                    /* this request's drafter drafts ahead during passes */
+    int sampled;                  /* this request's drafts are drawn from the draft model's q:
+                                   * a drafted position's token is sampler_sample_spec's */
 };
 
 engine *engine_new(llm_model *m, const tokenizer *t, uint32_t n_ctx, uint32_t n_batch,
@@ -190,6 +192,12 @@ static int s_check(const engine *e, const engine_request *q, char *err, size_t e
             return -1;
         }
     }
+    for (uint32_t i = 0; q->force && i < q->max_tokens; i++)
+        if (q->force[i] < 0 || (uint32_t)q->force[i] >= e->n_vocab) {
+            util_errf(err, errlen, path, "forced token %u: id %d outside the vocabulary (0..%u)",
+                      i, q->force[i], e->n_vocab - 1);
+            return -1;
+        }
     if (q->top_logprobs > SAMPLER_TOP_MAX) {
         util_errf(err, errlen, "top_logprobs", "%u: at most %d", q->top_logprobs, SAMPLER_TOP_MAX);
         return -1;
@@ -320,15 +328,21 @@ static int s_draft_setup(engine *e, const engine_request *q, char *err, size_t e
 {
     e->spec_n = e->spec_i = e->n_passes_req = 0;
     e->use = NULL;
+    e->sampled = 0;
     if (!q->draft)
         return 0;
+    /* sampled drafts when the request samples from a draft model; a grammar's token is drawn,
+     * refused and drawn again, not one distribution the rule could weigh, so its drafts stay
+     * the draft model's argmax (a point mass: still the exact rule) */
+    e->sampled = q->draft->model && !q->draft->greedy && q->sampling.temperature > 0 &&
+                 !q->grammar && !q->force;
     /* ahead only where the pass leaves the cores idle: its layers run on other machines */
-    e->ahead = q->draft->overlap == DRAFT_OVERLAP_ON ||
-               (q->draft->overlap == DRAFT_OVERLAP_AUTO && llm_model_arm(e->m) == LLM_ARM_RESIDENT);
+    e->ahead = !e->sampled && (q->draft->overlap == DRAFT_OVERLAP_ON ||
+               (q->draft->overlap == DRAFT_OVERLAP_AUTO && llm_model_arm(e->m) == LLM_ARM_RESIDENT));
     if (e->d && draft_same(e->d, q->draft)) {
         draft_restart(e->d);
         e->use = e->d;
-        return 0;
+        return draft_sampling(e->use, e->sampled ? &q->sampling : NULL, err, errlen);
     }
     draft_free(&e->d);
     if (q->draft->model && draft_check_vocab(e->m, q->draft->model, err, errlen))
@@ -338,7 +352,27 @@ static int s_draft_setup(engine *e, const engine_request *q, char *err, size_t e
         util_errf(err, errlen, "engine", "out of memory for the verification's logits");
         return -1;
     }
-    return (e->use = e->d = draft_new(q->draft, e->n_ctx, e->nthreads, err, errlen)) ? 0 : -1;
+    if (!(e->use = e->d = draft_new(q->draft, e->n_ctx, e->nthreads, err, errlen)))
+        return -1;
+    return draft_sampling(e->use, e->sampled ? &q->sampling : NULL, err, errlen);
+}
+
+/* Token g: the forced one (req.force), the rule's when a sampled draft waits at this position
+ * (accept it with min(1, p/q), else a draw from max(0, p - q)), else the sampler's draw. */
+static int32_t s_draw(engine *e, const engine_request *q, sampler_t *smp, uint32_t g,
+                      sampler_step_info *info)
+{
+    sampler_step_info *pi = q->logprobs ? info : NULL;
+    info->n_top = q->logprobs ? q->top_logprobs : 0;
+    if (q->force) {
+        info->n_top = 0;
+        info->logprob = 0;
+        return q->force[g];
+    }
+    if (e->sampled && e->spec_i < e->spec_n)
+        return sampler_sample_spec(smp, e->logits, e->hist, e->n_hist, draft_dist(e->use, e->spec_i),
+                                   e->vtok[1 + e->spec_i], pi);
+    return sampler_sample(smp, e->logits, e->hist, e->n_hist, pi);
 }
 
 /* The logits after id (sampled as token g, not the last): the next row of the verification
@@ -431,9 +465,7 @@ int engine_generate(engine *e, const engine_request *q, engine_stats *st, char *
     sampler_step_info info;
     engine_finish fin = ENGINE_FINISH_NONE;
     for (uint32_t g = 0; fin == ENGINE_FINISH_NONE; g++) {
-        info.n_top = q->logprobs ? q->top_logprobs : 0;
-        int32_t id = sampler_sample(smp, e->logits, e->hist, e->n_hist,
-                                    q->logprobs ? &info : NULL);
+        int32_t id = s_draw(e, q, smp, g, &info);
         if (id >= 0 && q->grammar && s_constrain(e, q, smp, g, &id, &info, st)) {
             util_errf(err, errlen, "grammar", "token %u: the grammar allows no token", g);
             fin = ENGINE_FINISH_ERROR;

@@ -98,7 +98,19 @@ typedef struct {
                                    * speculative-sampling rule: accept x with probability p(x),
                                    * else draw from p without x). Grammars, stop strings,
                                    * logprobs work unchanged: each is applied to the drawn
-                                   * token, whose row of logits is the one it would have had. */
+                                   * token, whose row of logits is the one it would have had.
+                                   * That holds for prompt lookup, greedy requests, a grammar
+                                   * and draft_opts.greedy. Otherwise, when the request samples,
+                                   * the draft model draws each draft from its distribution q
+                                   * (text/draft.h) and a drafted position's token follows the
+                                   * speculative-sampling rule (sampler_sample_spec): the tokens
+                                   * are distributed as plain generation's, each row of logits
+                                   * is the one its token would have had, but the draws differ
+                                   * from plain generation's for the same seed. */
+    const int32_t *force;         /* may be NULL: max_tokens ids taken as tokens 0, 1, ... in
+                                   * place of drawing (teacher forcing: a parity check replays
+                                   * a sampled speculative run's tokens through plain passes);
+                                   * logprobs are then not reported */
 } engine_request;
 
 typedef struct {

@@ -20,6 +20,7 @@ struct sampler {
     s_cand *cand;             /* (n_vocab,) candidates, rebuilt every call */
     s_cand *spare;            /* (n_vocab,) the radix sort's other buffer (swapped with cand) */
     uint32_t *count;          /* (n_vocab,) occurrences in the penalty window; all zero between calls */
+    double *dense;            /* (n_vocab,) the speculative rule's p - q by id; all zero between calls */
     uint64_t rng[4];          /* xoshiro256** state */
     char error[256];          /* the last sampler_sample failure */
 };
@@ -163,7 +164,8 @@ sampler_t *sampler_new(const sampler_opts *o, uint32_t n_vocab, char *err, size_
     s->cand = malloc((size_t)n_vocab * sizeof *s->cand);
     s->spare = malloc((size_t)n_vocab * sizeof *s->spare);
     s->count = calloc(n_vocab, sizeof *s->count);
-    if (!s->cand || !s->spare || !s->count)
+    s->dense = calloc(n_vocab, sizeof *s->dense);
+    if (!s->cand || !s->spare || !s->count || !s->dense)
         goto oom;
     sampler_reseed(s, o->seed);
     return s;
@@ -182,6 +184,7 @@ void sampler_destroy(sampler_t **sp)
     free(s->cand);
     free(s->spare);
     free(s->count);
+    free(s->dense);
     free(s);
     *sp = NULL;
 }
@@ -355,19 +358,24 @@ static void s_logprobs(const sampler_t *s, const float *logits, int32_t tok, sam
     }
 }
 
-int32_t sampler_sample(sampler_t *s, const float *logits, const int32_t *recent,
-                       uint32_t n_recent, sampler_step_info *info)
+/* Candidate i's weight after the temperature, exp((l_i - l_0) / T): the exponent is <= 0 and
+ * never NaN, even for a temperature so small that l / T alone would overflow (1e-30 stays
+ * near-greedy). Greedy: the one candidate, weight 1. */
+static double s_weight(const sampler_t *s, uint32_t i)
 {
-    if (!s)
-        return -1;
+    if (s->o.temperature == 0.0f)
+        return i == 0;
+    return exp(((double)s->cand[i].logit - s->cand[0].logit) / s->o.temperature);
+}
+
+/* The chain up to the draw: the candidates kept in cand[0..*kept), best first (greedy: the
+ * largest logit alone), and the sum of their weights (s_weight). 0, or -1 with s->error. */
+static int s_chain(sampler_t *s, const float *logits, const int32_t *recent, uint32_t n_recent,
+                   uint32_t *kept_out, double *sum_out)
+{
     s->error[0] = '\0';
     if (!logits || (n_recent > 0 && !recent)) {
         snprintf(s->error, sizeof s->error, "sampler: no logits or no recent tokens");
-        return -1;
-    }
-    if (info && info->n_top > SAMPLER_TOP_MAX) {
-        snprintf(s->error, sizeof s->error, "sampler: %u top logprobs asked, at most %d",
-                 info->n_top, SAMPLER_TOP_MAX);
         return -1;
     }
     uint32_t n = s->n_vocab;
@@ -401,75 +409,186 @@ int32_t sampler_sample(sampler_t *s, const float *logits, const int32_t *recent,
     if (w > 0 && penalise && s_penalise(s, recent + (n_recent - w), w))
         return -1;
 
-    int32_t tok;
-    double prob = 1.0;
-    uint32_t kept = 1;
     if (s->o.temperature == 0.0f) {
         /* Greedy: the largest logit, lowest id on ties (top_k/top_p/min_p all keep it). */
         uint32_t best = 0;
         for (uint32_t i = 1; i < n; i++)
             if (s->cand[i].logit > s->cand[best].logit)
                 best = i;
-        tok = (int32_t)best;
         if (s->cand[best].logit == -INFINITY)
             goto all_masked;
-    } else {
-        /* 2. top_k (0 = off): the k best, sorted; otherwise the whole vocabulary sorted */
-        kept = s->o.top_k > 0 && (uint32_t)s->o.top_k < n ? (uint32_t)s->o.top_k : n;
-        s_top_k(s, n, kept);
-        s_cand *c = s->cand;
-        double l0 = c[0].logit;
-        if (l0 == -INFINITY)
-            goto all_masked;
+        s->cand[0] = s->cand[best];
+        *kept_out = 1;
+        *sum_out = 1;
+        return 0;
+    }
+    /* 2. top_k (0 = off): the k best, sorted; otherwise the whole vocabulary sorted */
+    uint32_t kept = s->o.top_k > 0 && (uint32_t)s->o.top_k < n ? (uint32_t)s->o.top_k : n;
+    s_top_k(s, n, kept);
+    s_cand *c = s->cand;
+    double l0 = c[0].logit;
+    if (l0 == -INFINITY)
+        goto all_masked;
 
-        /* 3. top_p at temperature 1: the shortest prefix whose probability reaches top_p */
-        if (s->o.top_p < 1.0f) {
-            double sum = 0, cum = 0;
-            for (uint32_t i = 0; i < kept; i++)
-                sum += exp((double)c[i].logit - l0);
-            for (uint32_t i = 0; i < kept; i++) {
-                cum += exp((double)c[i].logit - l0) / sum;
-                if (cum >= (double)s->o.top_p) {
-                    kept = i + 1;
-                    break;
-                }
+    /* 3. top_p at temperature 1: the shortest prefix whose probability reaches top_p */
+    if (s->o.top_p < 1.0f) {
+        double sum = 0, cum = 0;
+        for (uint32_t i = 0; i < kept; i++)
+            sum += exp((double)c[i].logit - l0);
+        for (uint32_t i = 0; i < kept; i++) {
+            cum += exp((double)c[i].logit - l0) / sum;
+            if (cum >= (double)s->o.top_p) {
+                kept = i + 1;
+                break;
             }
         }
-        /* 4. min_p: keep p_i >= min_p x p_max, i.e. logit_i >= logit_max + log(min_p) */
-        if (s->o.min_p > 0.0f) {
-            double floor_logit = l0 + log((double)s->o.min_p);
-            uint32_t m = 1;
-            while (m < kept && (double)c[m].logit >= floor_logit)
-                m++;
-            kept = m;
-        }
-        /* 5. temperature, 6. the draw: the first candidate whose cumulative weight passes u.
-         * Weights exp((l_i - l_0) / T): the exponent is <= 0 and never NaN, even for a
-         * temperature so small that l / T alone would overflow (1e-30 stays near-greedy). */
-        double t = s->o.temperature, sum = 0;
-        for (uint32_t i = 0; i < kept; i++)
-            sum += exp(((double)c[i].logit - l0) / t);
-        double u = s_uniform(s) * sum, cum = 0;
-        uint32_t pick = 0; /* if u rounds up to sum: the last candidate of non-zero weight */
-        for (uint32_t i = 0; i < kept; i++) {
-            double e = exp(((double)c[i].logit - l0) / t);
-            if (e > 0)
-                pick = i;
-            cum += e;
-            if (u < cum)
-                break;
-        }
-        tok = c[pick].id;
-        prob = exp(((double)c[pick].logit - l0) / t) / sum;
     }
-    if (info) {
-        info->prob = (float)prob;
-        info->n_kept = kept;
-        s_logprobs(s, logits, tok, info);
+    /* 4. min_p: keep p_i >= min_p x p_max, i.e. logit_i >= logit_max + log(min_p) */
+    if (s->o.min_p > 0.0f) {
+        double floor_logit = l0 + log((double)s->o.min_p);
+        uint32_t m = 1;
+        while (m < kept && (double)c[m].logit >= floor_logit)
+            m++;
+        kept = m;
     }
-    return tok;
+    /* 5. temperature: weights exp((l_i - l_0) / T) */
+    double sum = 0;
+    for (uint32_t i = 0; i < kept; i++)
+        sum += s_weight(s, i);
+    *kept_out = kept;
+    *sum_out = sum;
+    return 0;
 all_masked:
     /* A multiplied repetition penalty can push the last finite logit to -inf. */
     snprintf(s->error, sizeof s->error, "sampler: every logit is -inf after the logit bias and the penalties");
     return -1;
+}
+
+/* 6. the draw: the first candidate whose cumulative weight passes u (in [0, sum)); if u
+ * rounds up to sum, the last candidate of non-zero weight. */
+static uint32_t s_pick(const sampler_t *s, uint32_t kept, double u)
+{
+    double cum = 0;
+    uint32_t pick = 0;
+    for (uint32_t i = 0; i < kept; i++) {
+        double e = s_weight(s, i);
+        if (e > 0)
+            pick = i;
+        cum += e;
+        if (u < cum)
+            break;
+    }
+    return pick;
+}
+
+static void s_info(const sampler_t *s, const float *logits, int32_t tok, double prob,
+                   uint32_t kept, sampler_step_info *info)
+{
+    if (!info)
+        return;
+    info->prob = (float)prob;
+    info->n_kept = kept;
+    s_logprobs(s, logits, tok, info);
+}
+
+static int s_check_call(sampler_t *s, const float *logits, sampler_step_info *info)
+{
+    if (!s)
+        return -1;
+    s->error[0] = '\0';
+    if (!logits) {
+        snprintf(s->error, sizeof s->error, "sampler: no logits or no recent tokens");
+        return -1;
+    }
+    if (info && info->n_top > SAMPLER_TOP_MAX) {
+        snprintf(s->error, sizeof s->error, "sampler: %u top logprobs asked, at most %d",
+                 info->n_top, SAMPLER_TOP_MAX);
+        return -1;
+    }
+    return 0;
+}
+
+int32_t sampler_sample(sampler_t *s, const float *logits, const int32_t *recent,
+                       uint32_t n_recent, sampler_step_info *info)
+{
+    return sampler_sample_dist(s, logits, recent, n_recent, info, NULL);
+}
+
+int32_t sampler_sample_dist(sampler_t *s, const float *logits, const int32_t *recent,
+                            uint32_t n_recent, sampler_step_info *info, sampler_dist *q)
+{
+    uint32_t kept;
+    double sum;
+    if (s_check_call(s, logits, info) || s_chain(s, logits, recent, n_recent, &kept, &sum))
+        return -1;
+    /* greedy draws nothing: its PRNG stays where it was */
+    uint32_t pick = s->o.temperature == 0.0f ? 0 : s_pick(s, kept, s_uniform(s) * sum);
+    if (q) {
+        for (uint32_t i = 0; i < kept; i++) {
+            q->id[i] = s->cand[i].id;
+            q->p[i] = s_weight(s, i) / sum;
+        }
+        q->n = kept;
+    }
+    s_info(s, logits, s->cand[pick].id, s_weight(s, pick) / sum, kept, info);
+    return s->cand[pick].id;
+}
+
+/* The rejected draft's residual, max(0, p - q) normalised, drawn with u in [0, 1); p is in
+ * dense by id over cand[0..kept) (its support: q's mass elsewhere does not count). -1 when
+ * it has no mass (p = q, up to rounding: then a rejection had probability 0). */
+static int32_t s_residual(sampler_t *s, uint32_t kept, const sampler_dist *q, double u,
+                          double *prob)
+{
+    for (uint32_t j = 0; j < q->n; j++)
+        s->dense[q->id[j]] -= q->p[j];
+    double rsum = 0;
+    for (uint32_t i = 0; i < kept; i++)
+        rsum += fmax(0, s->dense[s->cand[i].id]);
+    int32_t tok = -1;
+    if (rsum > 0) {
+        double cum = 0, ut = u * rsum;
+        for (uint32_t i = 0; i < kept; i++) {
+            double r = fmax(0, s->dense[s->cand[i].id]);
+            if (r > 0)
+                tok = s->cand[i].id;
+            cum += r;
+            if (ut < cum)
+                break;
+        }
+    }
+    for (uint32_t j = 0; j < q->n; j++) /* back to p on p's support, zero elsewhere */
+        s->dense[q->id[j]] += q->p[j];
+    *prob = tok >= 0 ? s->dense[tok] : 0;
+    return tok;
+}
+
+int32_t sampler_sample_spec(sampler_t *s, const float *logits, const int32_t *recent,
+                            uint32_t n_recent, const sampler_dist *q, int32_t x,
+                            sampler_step_info *info)
+{
+    double qx = 0;
+    for (uint32_t j = 0; q && j < q->n; j++)
+        if (q->id[j] == x)
+            qx = q->p[j];
+    if (!(qx > 0)) /* not a draw from q: no rule applies, the token is drawn from p */
+        return sampler_sample(s, logits, recent, n_recent, info);
+    uint32_t kept;
+    double sum;
+    if (s_check_call(s, logits, info) || s_chain(s, logits, recent, n_recent, &kept, &sum))
+        return -1;
+    for (uint32_t i = 0; i < kept; i++)
+        s->dense[s->cand[i].id] = s_weight(s, i) / sum;
+    double px = (uint32_t)x < s->n_vocab ? s->dense[x] : 0, prob = px;
+    int32_t tok = x;
+    /* accept with probability min(1, p(x) / q(x)) */
+    if (!(s_uniform(s) * qx < px)) {
+        int32_t r = s_residual(s, kept, q, s_uniform(s), &prob);
+        if (r >= 0)
+            tok = r;
+    }
+    for (uint32_t i = 0; i < kept; i++)
+        s->dense[s->cand[i].id] = 0;
+    s_info(s, logits, tok, prob, kept, info);
+    return tok;
 }

@@ -17,8 +17,15 @@
  * llama.cpp's (it uses std::mt19937 and std::discrete_distribution): same semantics, another
  * random stream.
  *
- * No allocation per call: the scratch (20 bytes per vocabulary entry, 2.9 MiB for a
+ * No allocation per call: the scratch (28 bytes per vocabulary entry, 4.1 MiB for a
  * 152064-token vocabulary) is sized once by sampler_new.
+ *
+ * Speculative sampling (sampler_sample_dist, sampler_sample_spec): a drafter draws x from its
+ * own distribution q (its logits through this same chain, with its own sampler) and the
+ * target's sampler accepts x with probability min(1, p(x)/q(x)), p being the target's
+ * distribution after the chain, else draws from max(0, p - q) normalised (Leviathan et al.
+ * 2023; Chen et al. 2023). The token is then distributed exactly as p, whatever q is
+ * (tests/test_spec_sample.c checks it with a chi-square over many draws).
  */
 #ifndef SWARM_SAMPLE_H
 #define SWARM_SAMPLE_H
@@ -88,6 +95,29 @@ void sampler_destroy(sampler_t **s);
  * sampler_error says which. Advances the PRNG by one draw unless greedy. */
 int32_t sampler_sample(sampler_t *s, const float *logits, const int32_t *recent,
                        uint32_t n_recent, sampler_step_info *info);
+
+/* One distribution over tokens: the candidates the chain kept, with their probabilities. */
+typedef struct {
+    int32_t *id;              /* (n,) caller's arrays with room for n_vocab */
+    double *p;                /* (n,) summing to 1 */
+    uint32_t n;
+} sampler_dist;
+
+/* sampler_sample that also writes the distribution it drew from (after the whole chain;
+ * greedy: the one token, probability 1) into *q when q is not NULL. */
+int32_t sampler_sample_dist(sampler_t *s, const float *logits, const int32_t *recent,
+                            uint32_t n_recent, sampler_step_info *info, sampler_dist *q);
+
+/* The speculative-sampling rule at one position: x was drawn from q (sampler_sample_dist of
+ * the drafter's logits with the same options, its own PRNG); p is this sampler's chain over
+ * logits. Accepts x with probability min(1, p(x)/q(x)), else draws from max(0, p - q)
+ * normalised; returns the token (x when accepted: the residual never holds x), -1 on bad
+ * input as sampler_sample. One draw of the PRNG, two on a rejection. When x is not in q
+ * (no rule applies) the token is drawn from p as sampler_sample does. info as there (prob:
+ * p of the token). */
+int32_t sampler_sample_spec(sampler_t *s, const float *logits, const int32_t *recent,
+                            uint32_t n_recent, const sampler_dist *q, int32_t x,
+                            sampler_step_info *info);
 
 /* The message of the last failed sampler_sample ("" if none). Owned by the sampler. */
 const char *sampler_error(const sampler_t *s);
