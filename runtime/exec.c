@@ -121,7 +121,9 @@ void *exec_read_aligned(int fd, uint64_t off, uint64_t len, const void **data, c
      * cpu-clock): the workers' 4 KiB-paged layers took 13% more CPU in the Q4_0 kernel than the
      * reference arm's mapping, whose file pages the kernel keeps partly in 2 MiB folios
      * (FilePmdMapped) — docs/measurements/2026-12-02-pace-3.md. Best effort: without the
-     * advice (THP off, fragmented memory) the pages are 4 KiB as before. */
+     * advice (THP off, fragmented memory) the pages are 4 KiB as before. The price is paid
+     * once, at load: the kernel compacts memory for them (F16's three workers loaded in
+     * 5-15 s against 2-9 s there). */
     size_t align = a1 - a0 >= IOBUF_HUGE ? IOBUF_HUGE : EXEC_ALIGN;
     if (posix_memalign(&buf, align, a1 - a0)) {
         snprintf(err, errlen, "out of memory for a %llu-byte read", (unsigned long long)(a1 - a0));
