@@ -74,7 +74,7 @@ static inline __attribute__((always_inline)) void
 s_tile(int kind, const quant_gemm_args *a, uint64_t r, uint64_t b, const int R, const int P,
        const int pf)
 {
-    const unsigned wb = kind == S_F32 ? QUANT_LANES * 4 : QUANT_LANES * 2; /* a row's bytes a step */
+    const unsigned wb = kind == S_F32 ? QUANT_LANES * 4 : QUANT_LANES * 2; /* row bytes a step */
     const uint64_t n = a->n;
     const uint8_t *w[S_AR];
     const float *x[S_AP];
