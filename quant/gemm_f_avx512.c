@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "quant/gemm.h"
+#include "quant/quant_int.h"
 #include "quant/reduce_avx.h"
 
 /* Rows x positions per tile: S_R * S_P * 2 accumulators and S_R * 2 widened weight vectors in
@@ -67,9 +68,13 @@ static inline __attribute__((always_inline)) __m512 s_w(int kind, const void *w,
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 }
 
+/* pf: prefetch each row's weights QUANT_PREFETCH bytes ahead, as the row kernels do (the
+ * decode tile streams its rows from DRAM once; the prompt tiles re-read theirs from cache). */
 static inline __attribute__((always_inline)) void
-s_tile(int kind, const quant_gemm_args *a, uint64_t r, uint64_t b, const int R, const int P)
+s_tile(int kind, const quant_gemm_args *a, uint64_t r, uint64_t b, const int R, const int P,
+       const int pf)
 {
+    const unsigned wb = kind == S_F32 ? QUANT_LANES * 4 : QUANT_LANES * 2; /* row bytes a step */
     const uint64_t n = a->n;
     const uint8_t *w[S_AR];
     const float *x[S_AP];
@@ -88,6 +93,8 @@ s_tile(int kind, const quant_gemm_args *a, uint64_t r, uint64_t b, const int R, 
         __m512 w0[S_AR], w1[S_AR];
 #pragma GCC unroll 8
         for (int i = 0; i < R; i++) {
+            if (pf)
+                quant_prefetch(w[i] + e * (wb / QUANT_LANES), wb);
             w0[i] = s_w(kind, w[i], e);
             w1[i] = s_w(kind, w[i], e + 16);
         }
@@ -117,7 +124,7 @@ s_tile(int kind, const quant_gemm_args *a, uint64_t r, uint64_t b, const int R, 
                                                            uint64_t r, uint64_t b, const int R, \
                                                            const int P)                        \
     {                                                                                          \
-        s_tile(K, a, r, b, R, P);                                                              \
+        s_tile(K, a, r, b, R, P, 0);                                                           \
     }
 S_TILE_OF(S_F16, s_tile16)
 S_TILE_OF(S_BF16, s_tileb16)
@@ -142,10 +149,10 @@ s_run_few(int kind, const quant_gemm_args *a, uint64_t r0, uint64_t r1, uint64_t
     uint64_t r = r0;
     for (; r + S_RD <= r1; r += S_RD) {
         switch (np) {
-        case 4: s_tile(kind, a, r, b0, S_RD, 4); break;
-        case 3: s_tile(kind, a, r, b0, S_RD, 3); break;
-        case 2: s_tile(kind, a, r, b0, S_RD, 2); break;
-        default: s_tile(kind, a, r, b0, S_RD, 1); break;
+        case 4: s_tile(kind, a, r, b0, S_RD, 4, 1); break;
+        case 3: s_tile(kind, a, r, b0, S_RD, 3, 1); break;
+        case 2: s_tile(kind, a, r, b0, S_RD, 2, 1); break;
+        default: s_tile(kind, a, r, b0, S_RD, 1, 1); break;
         }
     }
     for (; r < r1; r++)

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/magic.h>
+#include <sys/mman.h>
 #include <sys/vfs.h>
 #include <liburing.h>
 #include <pthread.h>
@@ -113,10 +114,23 @@ void *exec_read_aligned(int fd, uint64_t off, uint64_t len, const void **data, c
     uint64_t a1 = exec_round_up(off + len, EXEC_ALIGN);
     uint64_t got = 0;
     void *buf = NULL;
-    if (posix_memalign(&buf, EXEC_ALIGN, a1 - a0)) {
+    /* A buffer of a huge page or more starts on a huge-page boundary and asks for transparent
+     * huge pages before the read touches it (the tail under 2 MiB stays in 4 KiB pages). Every
+     * decoding token reads each resident weight once, front to back: in 4 KiB pages that is a
+     * page walk every 4 KiB. Measured on TinyLlama-shaped Q4_0 (2026-12-02, Intel Xeon, perf
+     * cpu-clock): the workers' 4 KiB-paged layers took 13% more CPU in the Q4_0 kernel than the
+     * reference arm's mapping, whose file pages the kernel keeps partly in 2 MiB folios
+     * (FilePmdMapped) — docs/measurements/2026-12-02-pace-3.md. Best effort: without the
+     * advice (THP off, fragmented memory) the pages are 4 KiB as before. The price is paid
+     * once, at load: the kernel compacts memory for them (F16's three workers loaded in
+     * 5-15 s against 2-9 s there). */
+    size_t align = a1 - a0 >= IOBUF_HUGE ? IOBUF_HUGE : EXEC_ALIGN;
+    if (posix_memalign(&buf, align, a1 - a0)) {
         snprintf(err, errlen, "out of memory for a %llu-byte read", (unsigned long long)(a1 - a0));
         return NULL;
     }
+    if (align == IOBUF_HUGE)
+        (void)madvise(buf, (a1 - a0) / IOBUF_HUGE * IOBUF_HUGE, MADV_HUGEPAGE);
     while (got < off + len - a0) {
         ssize_t n = pread(fd, (uint8_t *)buf + got, a1 - a0 - got, (off_t)(a0 + got));
         if (n < 0 && errno == EINTR)

@@ -186,7 +186,8 @@ const char *exec_io_buffers(const exec_t *e);
 void exec_free(exec_t **e);
 
 /* Read [off, off+len) of fd into an EXEC_ALIGN-aligned buffer via the aligned superset.
- * Returns the buffer (free() it) and sets *data to the first requested byte. */
+ * Returns the buffer (free() it) and sets *data to the first requested byte. A buffer of 2 MiB
+ * or more is huge-page aligned and advised MADV_HUGEPAGE (exec.c says why). */
 void *exec_read_aligned(int fd, uint64_t off, uint64_t len, const void **data, char *err,
                         size_t errlen);
 
