@@ -20,7 +20,6 @@
 #include <string.h>
 
 #include "quant/gemm.h"
-#include "quant/reduce_avx.h"
 
 /* Rows x positions per register tile, measured like gemm_avx512.c's (tests/tools/gemm_time,
  * 5632 x 2048, batch 64, 1 thread, CPU us per position, two runs each, 2026-12-02, load
@@ -238,6 +237,20 @@ s_single(quant_type t, const s_sb *u, const uint8_t *o, float dx, float *lane)
     _mm256_store_ps(lane, v);
 }
 
+/* quant_reduce32's tree (reduce_avx.h) for the two positions of a pair at once, straight from
+ * their lanes: element 0 is the first position's sum, element 8 the second's. The same IEEE
+ * additions as quant_reduce32_avx on each half (t = (g0 + g1) + (g2 + g3), then t[j] + t[j+4],
+ * u[j] + u[j+2], v[0] + v[1]); it replaces 4 copies of 32 bytes and a 3-add tree per position,
+ * a fixed cost per (row, position) that a 2048-wide product (8 super-blocks) felt. */
+static inline __m512 s_reduce_pair(const float acc[QUANT_QB_GROUP][16])
+{
+    const __m512 t = _mm512_add_ps(_mm512_add_ps(_mm512_load_ps(acc[0]), _mm512_load_ps(acc[1])),
+                                   _mm512_add_ps(_mm512_load_ps(acc[2]), _mm512_load_ps(acc[3])));
+    const __m512 u = _mm512_add_ps(t, _mm512_shuffle_f32x4(t, t, _MM_SHUFFLE(2, 3, 0, 1)));
+    const __m512 v = _mm512_add_ps(u, _mm512_permute_ps(u, _MM_SHUFFLE(3, 2, 3, 2)));
+    return _mm512_add_ps(v, _mm512_movehdup_ps(v));
+}
+
 /* acc[i][pp][g]: row i, positions 2 pp and 2 pp + 1, lane group g (super-blocks s % 4 == g):
  * 8 lanes of the first position, then 8 of the second. */
 #define S_PP ((S_P + 1) / 2)
@@ -282,11 +295,12 @@ s_tile(quant_type t, const quant_gemm_args *a, uint64_t r, uint64_t b, const int
 #pragma GCC unroll 8
     for (int i = 0; i < R; i++)
 #pragma GCC unroll 8
-        for (int p = 0; p < P; p++) {
-            float l[QUANT_LANES] __attribute__((aligned(32)));
-            for (int g = 0; g < QUANT_QB_GROUP; g++)
-                memcpy(l + g * QUANT_QB_LANES, acc[i][p / 2][g] + 8 * (p & 1), 32);
-            a->Y[(b + (uint64_t)p) * a->ldy + r + (uint64_t)i] = quant_reduce32_avx(l);
+        for (int p = 0; p < P; p += 2) {
+            float *y = a->Y + (b + (uint64_t)p) * a->ldy + r + (uint64_t)i;
+            const __m512 sums = s_reduce_pair(acc[i][p / 2]);
+            y[0] = _mm_cvtss_f32(_mm512_castps512_ps128(sums));
+            if (p + 1 < P)
+                y[a->ldy] = _mm_cvtss_f32(_mm512_extractf32x4_ps(sums, 2));
         }
 }
 
