@@ -141,8 +141,8 @@ static inline __attribute__((always_inline)) void s_unpack(quant_type t, const u
                     _mm512_set1_epi16((short)(4 * pr + 2)));
                 u->q[2 * h + pr] = _mm512_or_si512(
                     lo, _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(hv, sh), m2), 4));
-                u->sc[2 * h + pr] =
-                    _mm512_shuffle_epi8(s8, s_ctl_words(4 * pr, 4 * pr + 1, 4 * pr + 2, 4 * pr + 3));
+                const int w = 4 * pr;
+                u->sc[2 * h + pr] = _mm512_shuffle_epi8(s8, s_ctl_words(w, w + 1, w + 2, w + 3));
             }
         }
         u->dw = _cvtsh_ss(x6->d);
