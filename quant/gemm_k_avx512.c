@@ -20,7 +20,6 @@
 #include <string.h>
 
 #include "quant/gemm.h"
-#include "quant/reduce_avx.h"
 
 /* Rows x positions per register tile, measured like gemm_avx512.c's (tests/tools/gemm_time,
  * 5632 x 2048, batch 64, 1 thread, CPU us per position, two runs each, 2026-12-02, load
@@ -28,12 +27,16 @@
  * 123-150, 3x3 139-152 / 153-157 / 149-176, 4x2 144-153 / 168-178 / 180-185, 1x8 109-139 /
  * 141-145 / 122-131, 2x5 114-126 / 126-127 / 120-127, and 2x6 111-116 / 123 / 120-123 (the
  * tiles of dot_k_avx512.c: 270-385). A super-block's unpacking (8 vectors a row) is the
- * expensive part here, so positions count more than rows. -D to try others. */
+ * expensive part here, so positions count more than rows. On the Intel Xeon of 2026-12-02
+ * (issue 22), llvm-mca -mcpu=icelake-server on the Q4_K loop, cycles per (row, position,
+ * super-block): 2x6 8.0, 2x8 7.6, 1x8 7.8, 3x6 8.0, 3x4 8.8, 2x4 9.0 (the loop is bound by
+ * ports 0 and 5, which is what gemm_time's 173 us a position matches): 2x8, and a batch of 64
+ * is 8 whole tiles. -D to try others. */
 #ifndef S_R
 #define S_R 2
 #endif
 #ifndef S_P
-#define S_P 6
+#define S_P 8
 _Static_assert(S_P >= 1 && S_P <= 8, "QUANT_GEMM_RUN covers widths 1..8");
 #endif
 
@@ -77,19 +80,20 @@ static void s_pack6(uint64_t n, uint64_t B, const uint8_t *act, uint64_t ab, uin
     s_pack(1, n, B, act, ab, panel, b0, b1);
 }
 
-/* The scale-word index vectors and the 6-bit scale unpacking: dot_k_avx512.c's, repeated
- * here (static there) so that file stays as it is. */
-static inline __m512i s_idx_pair2(int c)
+/* A vpshufb control that fills each 128-bit lane L of a vector with word wL of that lane (each
+ * lane holding the same 8 scale words, broadcast): one shuffle-port uop where vpermw (the
+ * index vectors dot_k_avx512.c uses) costs two (llvm-mca -mcpu=icelake-server on this loop:
+ * 16 of its 213 port-0/5 uops were the 8 vpermw). The 6-bit scale unpacking below is
+ * dot_k_avx512.c's, repeated here (static there) so that file stays as it is. */
+static inline __m512i s_ctl_words(int w0, int w1, int w2, int w3)
 {
-    const __m512i lo = _mm512_set1_epi16((short)c);
-    return _mm512_mask_blend_epi16(0xFFFF0000u, lo, _mm512_set1_epi16((short)(c + 2)));
-}
-
-static inline __m512i s_idx_q6(int c)
-{
-    return _mm512_add_epi16(_mm512_set1_epi16((short)(2 * c)),
-                            _mm512_set_epi16(3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2, 1, 1,
-                                             1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0));
+#define S_W(w) _mm512_set1_epi16((short)(2 * (w) | (2 * (w) + 1) << 8))
+    return _mm512_mask_blend_epi16(
+        0xFF000000u,
+        _mm512_mask_blend_epi16(0x00FF0000u,
+                                _mm512_mask_blend_epi16(0x0000FF00u, S_W(w0), S_W(w1)), S_W(w2)),
+        S_W(w3));
+#undef S_W
 }
 
 static inline __m128i s_unpack_v(const uint8_t *scales)
@@ -120,9 +124,11 @@ static inline __attribute__((always_inline)) void s_unpack(quant_type t, const u
     if (t == QUANT_Q6_K) {
         const quant_block_q6_K *x6 = (const quant_block_q6_K *)x;
         u->m16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)x6->scales));
-        const __m512i s512 = _mm512_castsi256_si512(u->m16);
 #pragma GCC unroll 2
         for (int h = 0; h < 2; h++) {
+            /* scales 8 h .. 8 h + 7 in every lane; lane L of level vector pr takes 4 pr + L */
+            const __m512i s8 = _mm512_broadcast_i32x4(h ? _mm256_extracti128_si256(u->m16, 1)
+                                                        : _mm256_castsi256_si128(u->m16));
             const __m512i l = _mm512_loadu_si512(x6->ql + 64 * h);
             const __m512i hv = _mm512_broadcast_i64x4(
                 _mm256_loadu_si256((const __m256i *)(x6->qh + 32 * h)));
@@ -135,7 +141,8 @@ static inline __attribute__((always_inline)) void s_unpack(quant_type t, const u
                     _mm512_set1_epi16((short)(4 * pr + 2)));
                 u->q[2 * h + pr] = _mm512_or_si512(
                     lo, _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(hv, sh), m2), 4));
-                u->sc[2 * h + pr] = _mm512_permutexvar_epi16(s_idx_q6(4 * h + 2 * pr), s512);
+                const int w = 4 * pr;
+                u->sc[2 * h + pr] = _mm512_shuffle_epi8(s8, s_ctl_words(w, w + 1, w + 2, w + 3));
             }
         }
         u->dw = _cvtsh_ss(x6->d);
@@ -147,7 +154,8 @@ static inline __attribute__((always_inline)) void s_unpack(quant_type t, const u
     const uint8_t *qs = t == QUANT_Q5_K ? x5->qs : x4->qs;
     const __m128i scm = s_unpack_v(x4->scales);
     u->m16 = _mm256_cvtepu8_epi16(_mm_unpackhi_epi8(scm, scm));
-    const __m512i s512 = _mm512_castsi128_si512(_mm_cvtepu8_epi16(scm));
+    /* the 8 scales as words in every lane: chunk c's vector takes c in lanes 0-1, c + 2 in 2-3 */
+    const __m512i s8 = _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(scm));
     __m512i qh = _mm512_setzero_si512();
     if (t == QUANT_Q5_K)
         qh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)x5->qh));
@@ -167,11 +175,28 @@ static inline __attribute__((always_inline)) void s_unpack(quant_type t, const u
         }
         u->q[2 * jj] = lo;
         u->q[2 * jj + 1] = hi;
-        u->sc[2 * jj] = _mm512_permutexvar_epi16(s_idx_pair2(4 * jj), s512);
-        u->sc[2 * jj + 1] = _mm512_permutexvar_epi16(s_idx_pair2(4 * jj + 1), s512);
+#pragma GCC unroll 2
+        for (int k = 0; k < 2; k++) {
+            const int c = 4 * jj + k;
+            u->sc[2 * jj + k] = _mm512_shuffle_epi8(s8, s_ctl_words(c, c, c + 2, c + 2));
+        }
     }
     u->dw = _cvtsh_ss(x4->d);
     u->dmw = _cvtsh_ss(x4->dmin);
+}
+
+/* One row's super-block against one position's record: 16 int32 lanes, vpmaddubsw then the
+ * chunk's scale by vpmaddwd for the first level vector and vpdpwssd for the rest (the same
+ * exact integers as vpdpwssd from zero, without a register copy of the zero per chain: 12 of
+ * the loop's 213 port-0/5 uops in llvm-mca's icelake-server model). */
+static inline __attribute__((always_inline)) __m512i s_isum(const s_sb *u, const uint8_t *o)
+{
+    __m512i sv = _mm512_madd_epi16(_mm512_maddubs_epi16(u->q[0], _mm512_load_si512(o)), u->sc[0]);
+#pragma GCC unroll 3
+    for (int c = 1; c < 4; c++)
+        sv = _mm512_dpwssd_epi32(sv, _mm512_maddubs_epi16(u->q[c], _mm512_load_si512(o + 64 * c)),
+                                 u->sc[c]);
+    return sv;
 }
 
 /* One row's super-block against positions p and p + 1 at once: the two pairs' 8-lane integer
@@ -183,14 +208,7 @@ static inline __attribute__((always_inline)) void s_unpack(quant_type t, const u
 static inline __attribute__((always_inline)) void
 s_pair(quant_type t, const s_sb *u, const uint8_t *o0, const uint8_t *o1, __m512 dx2, float *acc)
 {
-    __m512i sv0 = _mm512_setzero_si512(), sv1 = _mm512_setzero_si512();
-#pragma GCC unroll 4
-    for (int c = 0; c < 4; c++) {
-        sv0 = _mm512_dpwssd_epi32(sv0, _mm512_maddubs_epi16(u->q[c], _mm512_load_si512(o0 + 64 * c)),
-                                  u->sc[c]);
-        sv1 = _mm512_dpwssd_epi32(sv1, _mm512_maddubs_epi16(u->q[c], _mm512_load_si512(o1 + 64 * c)),
-                                  u->sc[c]);
-    }
+    const __m512i sv0 = s_isum(u, o0), sv1 = s_isum(u, o1);
     /* [sv0 lanes 0-7 | sv1 lanes 0-7] + [sv0 lanes 8-15 | sv1 lanes 8-15]: exact */
     __m512i s16 = _mm512_add_epi32(_mm512_shuffle_i64x2(sv0, sv1, 0x44),
                                    _mm512_shuffle_i64x2(sv0, sv1, 0xEE));
@@ -217,11 +235,7 @@ s_pair(quant_type t, const s_sb *u, const uint8_t *o0, const uint8_t *o1, __m512
 static inline __attribute__((always_inline)) void
 s_single(quant_type t, const s_sb *u, const uint8_t *o, float dx, float *lane)
 {
-    __m512i sv = _mm512_setzero_si512();
-#pragma GCC unroll 4
-    for (int c = 0; c < 4; c++)
-        sv = _mm512_dpwssd_epi32(sv, _mm512_maddubs_epi16(u->q[c], _mm512_load_si512(o + 64 * c)),
-                                 u->sc[c]);
+    const __m512i sv = s_isum(u, o);
     __m256i s8 = _mm256_add_epi32(_mm512_castsi512_si256(sv), _mm512_extracti64x4_epi64(sv, 1));
     const __m256i bs = _mm256_load_si256((const __m256i *)(o + K_BSUMS));
     __m256 v;
@@ -236,6 +250,20 @@ s_single(quant_type t, const s_sb *u, const uint8_t *o, float dx, float *lane)
                              _mm256_set1_ps(u->dmw * dx), v);
     }
     _mm256_store_ps(lane, v);
+}
+
+/* quant_reduce32's tree (reduce_avx.h) for the two positions of a pair at once, straight from
+ * their lanes: element 0 is the first position's sum, element 8 the second's. The same IEEE
+ * additions as quant_reduce32_avx on each half (t = (g0 + g1) + (g2 + g3), then t[j] + t[j+4],
+ * u[j] + u[j+2], v[0] + v[1]); it replaces 4 copies of 32 bytes and a 3-add tree per position,
+ * a fixed cost per (row, position) that a 2048-wide product (8 super-blocks) felt. */
+static inline __m512 s_reduce_pair(const float acc[QUANT_QB_GROUP][16])
+{
+    const __m512 t = _mm512_add_ps(_mm512_add_ps(_mm512_load_ps(acc[0]), _mm512_load_ps(acc[1])),
+                                   _mm512_add_ps(_mm512_load_ps(acc[2]), _mm512_load_ps(acc[3])));
+    const __m512 u = _mm512_add_ps(t, _mm512_shuffle_f32x4(t, t, _MM_SHUFFLE(2, 3, 0, 1)));
+    const __m512 v = _mm512_add_ps(u, _mm512_permute_ps(u, _MM_SHUFFLE(3, 2, 3, 2)));
+    return _mm512_add_ps(v, _mm512_movehdup_ps(v));
 }
 
 /* acc[i][pp][g]: row i, positions 2 pp and 2 pp + 1, lane group g (super-blocks s % 4 == g):
@@ -282,11 +310,12 @@ s_tile(quant_type t, const quant_gemm_args *a, uint64_t r, uint64_t b, const int
 #pragma GCC unroll 8
     for (int i = 0; i < R; i++)
 #pragma GCC unroll 8
-        for (int p = 0; p < P; p++) {
-            float l[QUANT_LANES] __attribute__((aligned(32)));
-            for (int g = 0; g < QUANT_QB_GROUP; g++)
-                memcpy(l + g * QUANT_QB_LANES, acc[i][p / 2][g] + 8 * (p & 1), 32);
-            a->Y[(b + (uint64_t)p) * a->ldy + r + (uint64_t)i] = quant_reduce32_avx(l);
+        for (int p = 0; p < P; p += 2) {
+            float *y = a->Y + (b + (uint64_t)p) * a->ldy + r + (uint64_t)i;
+            const __m512 sums = s_reduce_pair(acc[i][p / 2]);
+            y[0] = _mm_cvtss_f32(_mm512_castps512_ps128(sums));
+            if (p + 1 < P)
+                y[a->ldy] = _mm_cvtss_f32(_mm512_extractf32x4_ps(sums, 2));
         }
 }
 
