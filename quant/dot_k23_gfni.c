@@ -87,10 +87,10 @@ static inline __attribute__((always_inline)) __m512i s_q2(const quant_block_q2_K
                          0x06060606, 0x02020202, 0x0D0D0D0D, 0x09090909, 0x05050505, 0x01010101,
                          0x0C0C0C0C, 0x08080808, 0x04040404, 0));
     const __m512i t1 = _mm512_and_si512(b, _mm512_set1_epi32(0x0F000F00)); /* t = 1, 3: sc */
-    const __m512i t2 = _mm512_gf2p8affine_epi64_epi8( /* bits 0..3 -> 1..4: 2 sc */
-        b, _mm512_set1_epi64((long long)(S_ROW(1, 0) | S_ROW(2, 1) | S_ROW(3, 2) | S_ROW(4, 3))),
-        0);
-    const __m512i tab = _mm512_mask_add_epi8(t1, 0xCCCCCCCCCCCCCCCCull, t1, t2); /* t = 2, 3 */
+    const __m512i t2 = _mm512_maskz_gf2p8affine_epi64_epi8( /* t = 2, 3: bits 0..3 -> 1..4 */
+        0xCCCCCCCCCCCCCCCCull, b,
+        _mm512_set1_epi64((long long)(S_ROW(1, 0) | S_ROW(2, 1) | S_ROW(3, 2) | S_ROW(4, 3))), 0);
+    const __m512i tab = _mm512_add_epi8(t1, t2);
     const __m512i v0 = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)x->qs));
     const __m512i v1 = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(x->qs + 32)));
     __m512i s = _mm512_setzero_si512();
@@ -132,32 +132,44 @@ static inline __attribute__((always_inline)) __m512 s_q2_pair(const quant_block_
 
 /* ---------------------------------------------------------------- Q3_K */
 
-/* Two super-blocks' 16 scales - 32 each, as bytes [a's | b's] (dot_x_avx512.c's s_q3_scales
- * on both 128-bit lanes): low 4 bits from bytes 0..7 of S (low nibbles, then high), high 2
- * bits of scale j: bits 2 (j / 4) of S[8 + j % 4]. */
+/* Two super-blocks' 16 scales - 32 each, as bytes [a's | b's]. Q is read as the 16 bytes
+ * ending with the scales (the block's qs comes before them; nothing past the block is read):
+ * scales[i] is Q[4 + i]. Scale j's low 4 bits: nibble j / 8 of scales[j % 8]; its high 2:
+ * bits 2 (j / 4) of scales[8 + j % 4], to bits 4, 5; minus 32: bits 5..7 = not bit 5 (the
+ * same bytes as ggml's kmask unpacking less 32, in 7 uops where shifts and masks took 15). */
 static inline __m256i s_q3_scales2(const quant_block_q3_K *xa, const quant_block_q3_K *xb)
 {
-    const __m256i S = _mm256_srli_si256(s_two128(xa->scales + 12 - 16, xb->scales + 12 - 16), 4);
-    const __m256i m4 = _mm256_set1_epi8(0x0F);
-    const __m256i lo = _mm256_unpacklo_epi64(_mm256_and_si256(S, m4),
-                                             _mm256_and_si256(_mm256_srli_epi16(S, 4), m4));
-    const __m256i h = _mm256_shuffle_epi32(_mm256_srli_si256(S, 8), 0);
-    const __m256i hi = _mm256_and_si256(
-        _mm256_srlv_epi32(h, _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6)), _mm256_set1_epi8(3));
-    return _mm256_sub_epi8(_mm256_or_si256(lo, _mm256_slli_epi16(hi, 4)), _mm256_set1_epi8(32));
+    const __m256i Q = s_two128(xa->scales + 12 - 16, xb->scales + 12 - 16);
+    /* qwords 0 and 1 both scales[0..7]: low nibbles (j < 8), high nibbles (j >= 8) */
+    const __m256i lo = _mm256_gf2p8affine_epi64_epi8(
+        _mm256_shuffle_epi8(Q, _mm256_setr_epi8(4, 5, 6, 7, 8, 9, 10, 11, 4, 5, 6, 7, 8, 9, 10, 11,
+                                                4, 5, 6, 7, 8, 9, 10, 11, 4, 5, 6, 7, 8, 9, 10,
+                                                11)),
+        _mm256_setr_epi64x((long long)(S_ROW(0, 0) | S_ROW(1, 1) | S_ROW(2, 2) | S_ROW(3, 3)),
+                           (long long)(S_ROW(0, 4) | S_ROW(1, 5) | S_ROW(2, 6) | S_ROW(3, 7)),
+                           (long long)(S_ROW(0, 0) | S_ROW(1, 1) | S_ROW(2, 2) | S_ROW(3, 3)),
+                           (long long)(S_ROW(0, 4) | S_ROW(1, 5) | S_ROW(2, 6) | S_ROW(3, 7))),
+        0);
+    /* byte j: scales[8 + j % 4]; dword j / 4 rotated so bits 2 (j / 4), + 1 sit at 4, 5 */
+    const __m256i hi = _mm256_rolv_epi32(
+        _mm256_shuffle_epi8(Q, _mm256_set1_epi32(0x0F0E0D0C)), _mm256_setr_epi32(4, 2, 0, 30, 4, 2, 0, 30));
+    const __m256i hs = _mm256_gf2p8affine_epi64_epi8(
+        hi, _mm256_set1_epi64x((long long)(S_ROW(4, 4) | S_ROW(5, 5) | S_ROW(6, 5) | S_ROW(7, 5))),
+        0xE0);
+    return _mm256_or_si256(lo, hs);
 }
 
-/* Q3_K's integer dwords (16, unfolded) of one super-block, before the -4 term; sc: words
- * o..o + 15 of sc16 are its scales. */
+/* Q3_K's integer dwords (16, unfolded) of super-block h of a pair, before the -4 term. ts:
+ * the pair's scales as words, 128-bit lane j holding sub-blocks j, 4 + j, 8 + j, 12 + j of
+ * a, then of b: vector m's scales (lane j: sub-block 4 m + j) are one in-lane vpshufb
+ * (vpermw, which they took before, is two uops here). */
 static inline __attribute__((always_inline)) __m512i s_q3(const quant_block_q3_K *x,
-                                                         const quant_block_q8_K *y, __m512i sc16,
-                                                         short o)
+                                                         const quant_block_q8_K *y, __m512i ts,
+                                                         int h)
 {
     const __m512i hm = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)x->hmask));
     const __m512i v0 = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)x->qs));
     const __m512i v1 = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(x->qs + 32)));
-    const __m512i lane = _mm512_set_epi16(3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2, 1, 1, 1,
-                                          1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
     __m512i s = _mm512_setzero_si512();
     /* vector m as Q2_K's; level = field | chunk's hmask bit (bit 2 m, 2 m + 1) << 2 */
 #define S_Q3(v, m, sh)                                                                           \
@@ -166,8 +178,8 @@ static inline __attribute__((always_inline)) __m512i s_q3(const quant_block_q3_K
             _mm512_gf2p8affine_epi64_epi8(v, S_MAT(S_FIELD(sh), S_FIELD((sh) + 2)), 0),          \
             _mm512_gf2p8affine_epi64_epi8(hm, S_MAT(S_ROW(2, 2 * (m)), S_ROW(2, 2 * (m) + 1)),   \
                                           0));                                                   \
-        const __m512i sc = _mm512_permutexvar_epi16(                                             \
-            _mm512_add_epi16(lane, _mm512_set1_epi16((short)(o + 4 * (m)))), sc16);              \
+        const __m512i sc = _mm512_shuffle_epi8(                                                  \
+            ts, _mm512_set1_epi16((short)(0x0100 + 0x0202 * (4 * h + (m)))));                    \
         s = _mm512_dpwssd_epi32(s, _mm512_maddubs_epi16(q, _mm512_loadu_si512(y->qs + 64 * (m))), \
                                 sc);                                                             \
     } while (0)
@@ -185,8 +197,13 @@ static inline __attribute__((always_inline)) __m512 s_q3_pair(const quant_block_
                                                              const quant_block_q8_K *yb,
                                                              __m512 acc, __mmask16 k)
 {
-    const __m512i sc16 = _mm512_cvtepi8_epi16(s_q3_scales2(xa, xb));
-    __m512i s = s_fold2(s_q3(xa, ya, sc16, 0), s_q3(xb, yb, sc16, 16));
+    const __m512i sc16 = _mm512_cvtepi8_epi16(s_q3_scales2(xa, xb)); /* [a's 16 | b's 16] */
+    /* word 8 j + 4 h + m of ts: word 16 h + 4 m + j of sc16 */
+    const __m512i ts = _mm512_permutexvar_epi16(
+        _mm512_set_epi16(31, 27, 23, 19, 15, 11, 7, 3, 30, 26, 22, 18, 14, 10, 6, 2, 29, 25, 21, 17,
+                         13, 9, 5, 1, 28, 24, 20, 16, 12, 8, 4, 0),
+        sc16);
+    __m512i s = s_fold2(s_q3(xa, ya, ts, 0), s_q3(xb, yb, ts, 1));
     /* levels 0..7 for values -4..3: lane k takes back 4 (sc[2k] bsums[2k] + sc[2k+1] ...) */
     s = _mm512_sub_epi32(
         s, _mm512_slli_epi32(_mm512_madd_epi16(sc16, s_two(ya->bsums, yb->bsums)), 2));
