@@ -322,7 +322,8 @@ const quant_dot_fn *quant_x_dots(quant_type t)
                                           quant_dot_q3_K_avx512 };
     static const quant_dot_fn iq4_xs[3] = { quant_dot_iq4_xs_scalar, quant_dot_iq4_xs_avx2,
                                             quant_dot_iq4_xs_avx512 };
-    /* with GFNI (dot_k23_gfni.c): 1.3x in cache, 2026-12-02 */
+    /* with GFNI (dot_k23_gfni.c): q2_K 1.26x, q3_K 1.48x in cache on the Xeon VM, 2026-12-02
+     * (docs/measurements/2026-12-02-row-kernels-2.md) */
     static const quant_dot_fn q2_K_g[3] = { quant_dot_q2_K_scalar, quant_dot_q2_K_avx2,
                                             quant_dot_q2_K_gfni };
     static const quant_dot_fn q3_K_g[3] = { quant_dot_q3_K_scalar, quant_dot_q3_K_avx2,
