@@ -250,12 +250,11 @@ static inline __attribute__((always_inline)) __m256i s_q23(int q3, const uint8_t
         for (int j = 0; j < 4; j++) {
             const int c = 4 * n + j;
             __m256i q = _mm256_and_si256(_mm256_srli_epi16(v, 2 * j), m3);
-            if (q3) {
-                const __m256i bit = _mm256_set1_epi8((char)(1 << c));
-                q = _mm256_or_si256(q, _mm256_and_si256(
-                                           _mm256_cmpeq_epi8(_mm256_and_si256(hm, bit), bit),
-                                           _mm256_set1_epi8(4)));
-            }
+            if (q3) /* hmask's bit c moved to bit 2 (16-bit shifts: what crosses a byte
+                     * boundary is masked off): 3 uops where and, compare, and, or took 4 */
+                q = _mm256_or_si256(q, _mm256_and_si256(c <= 2 ? _mm256_slli_epi16(hm, 2 - c)
+                                                               : _mm256_srli_epi16(hm, c - 2),
+                                                        _mm256_set1_epi8(4)));
             const __m256i pr = _mm256_maddubs_epi16(
                 q, _mm256_loadu_si256((const __m256i *)(y->qs + 32 * c)));
             /* words 0..7 (elements 0..15) scale 2j, 8..15 scale 2j + 1 of this half's 8 */

@@ -122,6 +122,10 @@ float quant_dot_iq4_nl_avx512(uint64_t n, const void *w, const void *act);
 float quant_dot_q2_K_avx512(uint64_t n, const void *w, const void *act);
 float quant_dot_q3_K_avx512(uint64_t n, const void *w, const void *act);
 float quant_dot_iq4_xs_avx512(uint64_t n, const void *w, const void *act);
+/* The same with GFNI too (dot_k23_gfni.c): the AVX-512 kernels quant_x_dots gives a CPU that
+ * has it; the two above stay for AVX-512 CPUs without (tests check both). */
+float quant_dot_q2_K_gfni(uint64_t n, const void *w, const void *act);
+float quant_dot_q3_K_gfni(uint64_t n, const void *w, const void *act);
 
 /* The kernels of t for each ISA (scalar, AVX2, AVX-512), or NULL if t is not one of these. */
 const quant_dot_fn *quant_x_dots(quant_type t);

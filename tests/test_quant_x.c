@@ -30,6 +30,23 @@ static const uint32_t s_bytes[S_NT] = { 20, 22, 24, 18, 84, 110, 136 };
 static const uint32_t s_doff[S_NT] = { 0, 0, 0, 0, 80, 108, 0 };
 static const uint32_t s_moff[S_NT] = { 2, 0, 2, 0, 82, 0, 0 };
 
+/* Q2_K and Q3_K have two AVX-512 kernels, with GFNI and without (quant_x_dots picks one by
+ * cpuid): whichever this CPU did not get is checked here too, bit for bit against r. */
+static void s_avx512_both(quant_type t, uint64_t n, const void *w, const void *act, float r,
+                          const char *what, int *compared)
+{
+    if (!quant_dot_get(t, QUANT_ISA_AVX512) || (t != QUANT_Q2_K && t != QUANT_Q3_K))
+        return;
+    quant_dot_fn fs[2] = { t == QUANT_Q2_K ? quant_dot_q2_K_avx512 : quant_dot_q3_K_avx512,
+                           t == QUANT_Q2_K ? quant_dot_q2_K_gfni : quant_dot_q3_K_gfni };
+    for (int i = 0; i < (__builtin_cpu_supports("gfni") ? 2 : 1); i++) {
+        const float v = fs[i](n, w, act);
+        (*compared)++;
+        CHECK(qtest_bits(v) == qtest_bits(r), "avx512%s %s: %a vs scalar %a", i ? "+gfni" : "",
+              what, (double)v, (double)r);
+    }
+}
+
 static void test_table(void)
 {
     char err[256];
@@ -134,6 +151,7 @@ static void test_simd_vs_scalar(void)
                 snprintf(what, sizeof what, "%s n=%llu rep %d", s_names[k],
                          (unsigned long long)n, rep);
                 const float r = qtest_dot_isas(s_ts[k], n, w, act, what, &compared);
+                s_avx512_both(s_ts[k], n, w, act, r, what, &compared);
                 quant_dequantize_row(s_ts[k], w, wd, n, err, sizeof err);
                 double exact = 0, mag = 0;
                 for (uint64_t i = 0; i < n; i++) {
@@ -279,6 +297,8 @@ static void test_row_end(void)
             x[i] = qtest_unif(-1.0f, 1.0f);
         CHECK(quant_act_prepare(t, x, n, act, err, sizeof err) == 0, "%s", err);
         const float r = quant_dot_get(t, QUANT_ISA_SCALAR)(n, w, act);
+        int unused = 0;
+        s_avx512_both(t, n, w, act, r, "a row at a page's end", &unused);
         for (int isa = 1; isa < QUANT_ISA_COUNT; isa++) {
             quant_dot_fn g = quant_dot_get(t, (quant_isa)isa);
             if (g)
