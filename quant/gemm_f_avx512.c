@@ -6,6 +6,13 @@
  * is widened once (vcvtph2ps, or a 16-bit shift for BF16) for S_P positions; an activation
  * vector is read once per S_R rows (a memory operand of the fma). The activation form of a
  * float type is the floats themselves, so the panel is the batch's activations as they are.
+ * From S_PANEL_MIN positions (a prompt) the weight rows are instead widened to f32 once per
+ * batch into the share's scratch and every position's tiles read them there (s_run_panels);
+ * up to S_PD positions (decoding) one tile takes them all; between, the tiles.
+ *
+ * llama.cpp rounds the activations to f16 for an f16 product (ggml-cpu's vec_dot_type) and
+ * sums f16 x f16 products in its own order; swarm keeps f32 activations and quant.h's order,
+ * within test_arch's tolerance of llama.cpp's logits (4 f16 roundings of the activations).
  *
  * BF16 dot products (vdpbf16ps) are not used: they multiply BF16 by BF16, so the activations
  * would have to be rounded to BF16 and each pair of products summed before the lane's add;
