@@ -46,15 +46,9 @@ _Static_assert(S_P >= 1 && S_P <= 8, "QUANT_GEMM_RUN covers widths 1..8");
 #ifndef S_RD
 #define S_RD 2
 #endif
-/* Up to this many positions (S_PD < B <= S_PD8: speculative verification, a few streams of a
- * continuous batch) one row at a time against all of them (s_run_few). */
-#ifndef S_PD8
-#define S_PD8 8
-#endif
-/* s_tile's register arrays: room for every shape */
+/* s_tile's register arrays: room for both shapes */
 #define S_AR (S_R > S_RD ? S_R : S_RD)
-#define S_AP0 (S_P > S_PD ? S_P : S_PD)
-#define S_AP (S_AP0 > S_PD8 ? S_AP0 : S_PD8)
+#define S_AP (S_P > S_PD ? S_P : S_PD)
 
 enum { S_F32, S_F16, S_BF16 };
 
@@ -147,23 +141,12 @@ QUANT_GEMM_RUN(s_tilesb16, s_tileb16)
  * and widened once for all of them; the rows past the last tile by the row kernel. Same bits:
  * a pair's lanes see the same fmas in the same order whatever the tile. */
 _Static_assert(S_PD >= 2 && S_PD <= 4 && S_RD * S_PD * 2 + 2 * S_RD <= 28, "decode tile");
-_Static_assert(S_PD8 >= S_PD && S_PD8 <= 8, "one row x S_PD8 positions: 16 accumulators at most");
 
 static inline __attribute__((always_inline)) void
 s_run_few(int kind, const quant_gemm_args *a, uint64_t r0, uint64_t r1, uint64_t b0, uint64_t b1)
 {
     const uint64_t np = b1 - b0;
     uint64_t r = r0;
-    if (np > S_PD) { /* 5..8: 2 accumulators a position leave room for one row */
-        for (; r < r1; r++)
-            switch (np) {
-            case 8: s_tile(kind, a, r, b0, 1, S_PD8 >= 8 ? 8 : 1); break;
-            case 7: s_tile(kind, a, r, b0, 1, S_PD8 >= 7 ? 7 : 1); break;
-            case 6: s_tile(kind, a, r, b0, 1, S_PD8 >= 6 ? 6 : 1); break;
-            default: s_tile(kind, a, r, b0, 1, S_PD8 >= 5 ? 5 : 1); break;
-            }
-        return;
-    }
     for (; r + S_RD <= r1; r += S_RD) {
         switch (np) {
         case 4: s_tile(kind, a, r, b0, S_RD, 4); break;
@@ -197,13 +180,18 @@ s_run_few(int kind, const quant_gemm_args *a, uint64_t r0, uint64_t r1, uint64_t
 #endif
 _Static_assert(S_FR >= 1 && S_FR <= 4 && S_FP >= 1 && S_FP <= 6 && 2 * S_FR * S_FP + S_FR <= 30,
                "panel tile");
-/* f32 bytes of a panel: room beside it in a 2 MiB L2 for the activations streaming through */
+/* f32 bytes of a panel (in a 2 MiB L2, beside the activations streaming through) and
+ * activation bytes of a tile's chunk (S_FP rows of s_kc floats, in a 48 KiB L1 beside the
+ * weight rows passing through): gemm_time f16, 2048x2048, 5632x2048, 2048x5632, batch 64,
+ * 1 thread, CPU us a position summed over the three, two rounds (2026-12-02 16:00, Xeon,
+ * load 1.4, docs/measurements/2026-12-02-f16-prefill.md): 512 KiB / 24 KiB 1006 / 979,
+ * 512 / 12 814 / 790, 512 / 6 827 / 906, 256 / 12 808 / 693; 2x6 tiles 1227 / 1206; the
+ * tiles above 1190 / 1134. */
 #ifndef S_PANEL_BYTES
-#define S_PANEL_BYTES (512u << 10)
+#define S_PANEL_BYTES (256u << 10)
 #endif
-/* activation bytes of a tile's chunk: S_FP rows of S_KC floats in a 48 KiB L1, with room */
 #ifndef S_CHUNK_BYTES
-#define S_CHUNK_BYTES (24u << 10)
+#define S_CHUNK_BYTES (12u << 10)
 #endif
 /* Positions from which the panel path runs: a pass of up to S_PD positions is the decode tile
  * (one read of the weights); between, the tiles above. */
@@ -369,7 +357,7 @@ static void s_run_panels(int kind, const quant_gemm_args *a, uint64_t r0, uint64
 
 static void s_run16(const quant_gemm_args *a, uint64_t r0, uint64_t r1, uint64_t b0, uint64_t b1)
 {
-    if (b1 - b0 <= S_PD8)
+    if (b1 - b0 <= S_PD)
         s_run_few(S_F16, a, r0, r1, b0, b1);
     else if (a->scratch && a->B >= S_PANEL_MIN)
         s_run_panels(S_F16, a, r0, r1, b0, b1);
@@ -379,7 +367,7 @@ static void s_run16(const quant_gemm_args *a, uint64_t r0, uint64_t r1, uint64_t
 
 static void s_runb16(const quant_gemm_args *a, uint64_t r0, uint64_t r1, uint64_t b0, uint64_t b1)
 {
-    if (b1 - b0 <= S_PD8)
+    if (b1 - b0 <= S_PD)
         s_run_few(S_BF16, a, r0, r1, b0, b1);
     else if (a->scratch && a->B >= S_PANEL_MIN)
         s_run_panels(S_BF16, a, r0, r1, b0, b1);

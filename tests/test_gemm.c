@@ -94,8 +94,8 @@ static void s_all(const char *label, quant_isa isa)
     for (size_t k = 0; k < S_NT; k++)
         shapes += s_shape(s_types[k], 66, 5632 / 256 * 256, 19, 3, label);
     /* the float types' widened panels (gemm_f_avx512.c, from 16 positions): several panels a
-     * share with a short last one (64 + 64 + 22 rows of 2048), a long row in chunks (24 + 11
-     * rows of 5376 a share, chunks of 2048 + 2048 + 1280), edges of the row and position
+     * share with a short last one (4 x 32 + 22 rows of 2048), a long row in chunks (12 + 12 +
+     * 11 rows of 5376 a share, chunks of 5 x 1024 + 256), edges of the row and position
      * tiles */
     static const quant_type floats[] = { QUANT_F16, QUANT_BF16 };
     for (size_t k = 0; k < 2; k++) {
