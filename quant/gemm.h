@@ -33,6 +33,7 @@ typedef struct {
     quant_dot_fn dot;          /* the one-row kernel: pairs outside the register tiles */
     float *Y;                  /* (B, ldy): Y[b * ldy + r] */
     uint64_t ldy;
+    uint8_t *scratch;          /* this share's scratch_bytes (64-aligned), or NULL */
 } quant_gemm_args;
 
 typedef struct {
@@ -46,6 +47,9 @@ typedef struct {
                  uint64_t b0, uint64_t b1);
     /* Rows [r0, r1) against positions [b0, b1). */
     void (*run)(const quant_gemm_args *a, uint64_t r0, uint64_t r1, uint64_t b0, uint64_t b1);
+    /* Bytes of scratch each share (thread) of a product of B positions gets as a->scratch, or
+     * NULL / 0 for none; run must give the same bits without it (a->scratch NULL). */
+    uint64_t (*scratch_bytes)(uint64_t n, uint64_t B);
 } quant_gemm;
 
 /* Which kernel families exist (a CPU may run several: tests run each). */

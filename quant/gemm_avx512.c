@@ -391,5 +391,9 @@ static void s_q4_run(const quant_gemm_args *a, uint64_t r0, uint64_t r1, uint64_
     s_run(1, a, r0, r1, b0, b1);
 }
 
-const quant_gemm quant_gemm_q4_0_avx512 = { "avx512-vnni", s_panel_bytes, s_q4_pack, s_q4_run };
-const quant_gemm quant_gemm_q8_0_avx512 = { "avx512-vnni", s_panel_bytes, s_q8_pack, s_q8_run };
+const quant_gemm quant_gemm_q4_0_avx512 = {
+    "avx512-vnni", s_panel_bytes, s_q4_pack, s_q4_run, NULL
+};
+const quant_gemm quant_gemm_q8_0_avx512 = {
+    "avx512-vnni", s_panel_bytes, s_q8_pack, s_q8_run, NULL
+};

@@ -4,5 +4,5 @@
 #define S_VNNI 1
 #include "quant/gemm_avx2.h"
 
-const quant_gemm quant_gemm_q4_0_avxvnni = { "avx-vnni", s_panel_bytes, s_pack_q4, s_run_q4 };
-const quant_gemm quant_gemm_q8_0_avxvnni = { "avx-vnni", s_panel_bytes, s_pack_q8, s_run_q8 };
+const quant_gemm quant_gemm_q4_0_avxvnni = { "avx-vnni", s_panel_bytes, s_pack_q4, s_run_q4, NULL };
+const quant_gemm quant_gemm_q8_0_avxvnni = { "avx-vnni", s_panel_bytes, s_pack_q8, s_run_q8, NULL };

@@ -6,6 +6,13 @@
  * is widened once (vcvtph2ps, or a 16-bit shift for BF16) for S_P positions; an activation
  * vector is read once per S_R rows (a memory operand of the fma). The activation form of a
  * float type is the floats themselves, so the panel is the batch's activations as they are.
+ * From S_PANEL_MIN positions (a prompt) the weight rows are instead widened to f32 once per
+ * batch into the share's scratch and every position's tiles read them there (s_run_panels);
+ * up to S_PD positions (decoding) one tile takes them all; between, the tiles.
+ *
+ * llama.cpp rounds the activations to f16 for an f16 product (ggml-cpu's vec_dot_type) and
+ * sums f16 x f16 products in its own order; swarm keeps f32 activations and quant.h's order,
+ * within test_arch's tolerance of llama.cpp's logits (4 f16 roundings of the activations).
  *
  * BF16 dot products (vdpbf16ps) are not used: they multiply BF16 by BF16, so the activations
  * would have to be rounded to BF16 and each pair of products summed before the lane's add;
@@ -160,10 +167,207 @@ s_run_few(int kind, const quant_gemm_args *a, uint64_t r0, uint64_t r1, uint64_t
             a->Y[p * a->ldy + r] = a->dot(a->n, a->W + r * a->row_bytes, a->act + p * a->act_bytes);
 }
 
+/* ---------------------------------------------------------------- converted panels
+ *
+ * A prompt (B > S_PD) is bound by the fmas' ports, not by reading the weights, and the tiles
+ * above spend one vcvtph2ps (2 uops on the fma ports) per 2 fmas: a weight vector widened for
+ * 2 positions. Here a panel of up to S_PANEL_ROWS(n) rows is widened once into this thread's
+ * scratch (f32, L2-resident) and then serves every position of the batch: tiles of S_FR rows x
+ * S_FP positions (2 * S_FR * S_FP accumulators, S_FR weight vectors and one activation vector
+ * live), the positions' activations taken S_KC elements at a time so a tile's S_FP activation
+ * rows stay in L1 while the panel's row tiles pass over them; a tile's accumulators wait in
+ * scratch between chunks. Every lane still sees element i at i % 32 by one fma in element
+ * order and quant_reduce32's tree at the end (chunks start on multiples of 32; widening is
+ * exact), so the bits are the row kernel's. */
+#ifndef S_FR
+#define S_FR 4
+#endif
+#ifndef S_FP
+#define S_FP 3
+#endif
+_Static_assert(S_FR >= 1 && S_FR <= 4 && S_FP >= 1 && S_FP <= 6 && 2 * S_FR * S_FP + S_FR <= 30,
+               "panel tile");
+/* f32 bytes of a panel (in a 2 MiB L2, beside the activations streaming through) and
+ * activation bytes of a tile's chunk (S_FP rows of s_kc floats, in a 48 KiB L1 beside the
+ * weight rows passing through): gemm_time f16, 2048x2048, 5632x2048, 2048x5632, batch 64,
+ * 1 thread, CPU us a position summed over the three, two rounds (2026-12-02 16:00, Xeon,
+ * load 1.4, docs/measurements/2026-12-02-f16-prefill.md): 512 KiB / 24 KiB 1006 / 979,
+ * 512 / 12 814 / 790, 512 / 6 827 / 906, 256 / 12 808 / 693; 2x6 tiles 1227 / 1206; the
+ * tiles above 1190 / 1134. */
+#ifndef S_PANEL_BYTES
+#define S_PANEL_BYTES (256u << 10)
+#endif
+#ifndef S_CHUNK_BYTES
+#define S_CHUNK_BYTES (12u << 10)
+#endif
+/* Positions from which the panel path runs: a pass of up to S_PD positions is the decode tile
+ * (one read of the weights); between, the tiles above. */
+#ifndef S_PANEL_MIN
+#define S_PANEL_MIN 16
+#endif
+
+static uint64_t s_kc(uint64_t n)
+{
+    uint64_t kc = S_CHUNK_BYTES / (4u * S_FP) / QUANT_LANES * QUANT_LANES;
+    return kc < n ? kc : n;
+}
+
+static uint64_t s_panel_rows(uint64_t n)
+{
+    uint64_t rows = S_PANEL_BYTES / (4u * n) / S_FR * S_FR;
+    return rows ? rows : S_FR;
+}
+
+/* Scratch of one share: the widened panel, then a tile's accumulators per row tile. */
+static uint64_t s_scratch_bytes(uint64_t n, uint64_t B)
+{
+    if (B < S_PANEL_MIN || !n || n % QUANT_LANES)
+        return 0;
+    const uint64_t rows = s_panel_rows(n);
+    return rows * n * 4u + rows * S_FP * QUANT_LANES * 4u;
+}
+
+/* Rows [r, r + R) of the panel wf (f32, n apart; row r of the product is wf's row 0 + r - r0)
+ * against positions [b, b + P), elements [e0, e1): accumulators from acc (or zero at e0 == 0),
+ * back to acc (or reduced into Y at e1 == n). */
+static inline __attribute__((always_inline)) void
+s_ftile(const quant_gemm_args *a, const float *wf, float *acc, uint64_t r, uint64_t b,
+        uint64_t e0, uint64_t e1, const int R, const int P)
+{
+    const uint64_t n = a->n;
+    const float *x[S_FP];
+    __m512 c[S_FR][S_FP][2];
+#pragma GCC unroll 6
+    for (int p = 0; p < P; p++)
+        x[p] = (const float *)(a->act + (b + (uint64_t)p) * a->act_bytes);
+#pragma GCC unroll 6
+    for (int i = 0; i < R; i++)
+#pragma GCC unroll 6
+        for (int p = 0; p < P; p++)
+#pragma GCC unroll 2
+            for (int h = 0; h < 2; h++)
+                c[i][p][h] = e0 ? _mm512_load_ps(acc + ((i * P + p) * 2 + h) * 16)
+                                : _mm512_setzero_ps();
+    for (uint64_t e = e0; e < e1; e += QUANT_LANES) {
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; h++) {
+            __m512 w[S_FR];
+#pragma GCC unroll 6
+            for (int i = 0; i < R; i++) {
+                w[i] = _mm512_load_ps(wf + (uint64_t)i * n + e + 16 * h);
+                /* in a register: folded into each fma as a memory operand (gcc's choice) it
+                 * was loaded S_FP times, and the loads, not the fmas, set the pace */
+                __asm__("" : "+v"(w[i]));
+            }
+#pragma GCC unroll 6
+            for (int p = 0; p < P; p++) {
+                const __m512 xv = _mm512_loadu_ps(x[p] + e + 16 * h);
+#pragma GCC unroll 6
+                for (int i = 0; i < R; i++)
+                    c[i][p][h] = _mm512_fmadd_ps(w[i], xv, c[i][p][h]);
+            }
+        }
+    }
+#pragma GCC unroll 6
+    for (int i = 0; i < R; i++)
+#pragma GCC unroll 6
+        for (int p = 0; p < P; p++) {
+            if (e1 < n) {
+                _mm512_store_ps(acc + ((i * P + p) * 2) * 16, c[i][p][0]);
+                _mm512_store_ps(acc + ((i * P + p) * 2 + 1) * 16, c[i][p][1]);
+                continue;
+            }
+            float l[QUANT_LANES];
+            _mm512_storeu_ps(l, c[i][p][0]);
+            _mm512_storeu_ps(l + 16, c[i][p][1]);
+            a->Y[(b + (uint64_t)p) * a->ldy + r + (uint64_t)i] = quant_reduce32_avx(l);
+        }
+}
+
+/* s_ftile for a tile of R <= S_FR rows and P <= S_FP positions (the panel's and batch's edges) */
+#define S_FT_P(R)                                                                              \
+    switch (P) {                                                                               \
+    case 6: s_ftile(a, wf, acc, r, b, e0, e1, R, S_FP >= 6 ? 6 : 1); break;                    \
+    case 5: s_ftile(a, wf, acc, r, b, e0, e1, R, S_FP >= 5 ? 5 : 1); break;                    \
+    case 4: s_ftile(a, wf, acc, r, b, e0, e1, R, S_FP >= 4 ? 4 : 1); break;                    \
+    case 3: s_ftile(a, wf, acc, r, b, e0, e1, R, S_FP >= 3 ? 3 : 1); break;                    \
+    case 2: s_ftile(a, wf, acc, r, b, e0, e1, R, S_FP >= 2 ? 2 : 1); break;                    \
+    default: s_ftile(a, wf, acc, r, b, e0, e1, R, 1); break;                                   \
+    }
+static void s_ftile_any(const quant_gemm_args *a, const float *wf, float *acc, uint64_t r,
+                        uint64_t b, uint64_t e0, uint64_t e1, int R, int P)
+{
+    switch (R) {
+    case 4: S_FT_P(S_FR >= 4 ? 4 : 1) break;
+    case 3: S_FT_P(S_FR >= 3 ? 3 : 1) break;
+    case 2: S_FT_P(S_FR >= 2 ? 2 : 1) break;
+    default: S_FT_P(1) break;
+    }
+}
+
+/* Rows [r0, r0 + nr) of W widened into wf (n floats apart). */
+static void s_widen(int kind, const quant_gemm_args *a, uint64_t r0, uint64_t nr, float *wf)
+{
+    for (uint64_t i = 0; i < nr; i++) {
+        const uint8_t *w = a->W + (r0 + i) * a->row_bytes;
+        float *o = wf + i * a->n;
+        for (uint64_t e = 0; e < a->n; e += 16)
+            _mm512_store_ps(o + e, s_w(kind, w, e));
+    }
+}
+
+/* One panel of rows [p0, p1) against positions [b0, b1), asking meanwhile for the pf_bytes at
+ * pf (the next panel's weights): widening them otherwise waited on DRAM, 8% of a 1-thread
+ * prompt (perf, TinyLlama-shaped F16, batches of 64, 2026-12-02). */
+static void s_panel(const quant_gemm_args *a, const float *wf, float *acc, uint64_t p0,
+                    uint64_t p1, uint64_t b0, uint64_t b1, const uint8_t *pf, uint64_t pf_bytes)
+{
+    const uint64_t n = a->n, kc = s_kc(n);
+    /* the prefetches spread over the panel's tiles, a few lines each */
+    const uint64_t tiles = (b1 - b0 + S_FP - 1) / S_FP * ((n + kc - 1) / kc) *
+                           ((p1 - p0 + S_FR - 1) / S_FR);
+    const uint64_t step = (pf_bytes / 64 + tiles - 1) / tiles * 64;
+    uint64_t pf_at = 0;
+    for (uint64_t b = b0, P; b < b1; b += P) {
+        /* S_FP + 1 left: two tiles of about half, not a full one and a 1-position tile */
+        P = b1 - b < S_FP ? b1 - b : b1 - b == S_FP + 1 ? (S_FP + 1) / 2 : S_FP;
+        for (uint64_t e0 = 0; e0 < n; e0 += kc) {
+            const uint64_t e1 = e0 + kc < n ? e0 + kc : n;
+            for (uint64_t r = p0; r < p1; r += S_FR) {
+                for (uint64_t o = 0; o < step && pf_at < pf_bytes; o += 64, pf_at += 64)
+                    _mm_prefetch((const char *)pf + pf_at, _MM_HINT_T1);
+                const int R = p1 - r < S_FR ? (int)(p1 - r) : S_FR;
+                float *t = acc + (r - p0) * S_FP * QUANT_LANES;
+                const float *w = wf + (r - p0) * n;
+                if (R == S_FR && P == S_FP)
+                    s_ftile(a, w, t, r, b, e0, e1, S_FR, S_FP);
+                else
+                    s_ftile_any(a, w, t, r, b, e0, e1, R, (int)P);
+            }
+        }
+    }
+}
+
+static void s_run_panels(int kind, const quant_gemm_args *a, uint64_t r0, uint64_t r1,
+                         uint64_t b0, uint64_t b1)
+{
+    const uint64_t rows = s_panel_rows(a->n);
+    float *wf = (float *)a->scratch, *acc = wf + rows * a->n;
+    for (uint64_t p0 = r0; p0 < r1; p0 += rows) {
+        const uint64_t p1 = p0 + rows < r1 ? p0 + rows : r1;
+        /* the next panel's rows, past r1 too: the share's next group starts there (past the
+         * share or the matrix: wasted requests, and a prefetch never faults) */
+        s_widen(kind, a, p0, p1 - p0, wf);
+        s_panel(a, wf, acc, p0, p1, b0, b1, a->W + p1 * a->row_bytes, rows * a->row_bytes);
+    }
+}
+
 static void s_run16(const quant_gemm_args *a, uint64_t r0, uint64_t r1, uint64_t b0, uint64_t b1)
 {
     if (b1 - b0 <= S_PD)
         s_run_few(S_F16, a, r0, r1, b0, b1);
+    else if (a->scratch && a->B >= S_PANEL_MIN)
+        s_run_panels(S_F16, a, r0, r1, b0, b1);
     else
         s_tiles16(a, r0, r1, b0, b1);
 }
@@ -172,9 +376,13 @@ static void s_runb16(const quant_gemm_args *a, uint64_t r0, uint64_t r1, uint64_
 {
     if (b1 - b0 <= S_PD)
         s_run_few(S_BF16, a, r0, r1, b0, b1);
+    else if (a->scratch && a->B >= S_PANEL_MIN)
+        s_run_panels(S_BF16, a, r0, r1, b0, b1);
     else
         s_tilesb16(a, r0, r1, b0, b1);
 }
 
-const quant_gemm quant_gemm_f16_avx512 = { "avx512", s_panel_bytes, s_pack, s_run16 };
-const quant_gemm quant_gemm_bf16_avx512 = { "avx512", s_panel_bytes, s_pack, s_runb16 };
+const quant_gemm quant_gemm_f16_avx512 = { "avx512", s_panel_bytes, s_pack, s_run16,
+                                           s_scratch_bytes };
+const quant_gemm quant_gemm_bf16_avx512 = { "avx512", s_panel_bytes, s_pack, s_runb16,
+                                            s_scratch_bytes };

@@ -334,6 +334,6 @@ QUANT_GEMM_RUN(s_run4, s_tile4)
 QUANT_GEMM_RUN(s_run5, s_tile5)
 QUANT_GEMM_RUN(s_run6, s_tile6)
 
-const quant_gemm quant_gemm_q4_K_avx512 = { "avx512-vnni", s_panel_bytes, s_pack45, s_run4 };
-const quant_gemm quant_gemm_q5_K_avx512 = { "avx512-vnni", s_panel_bytes, s_pack45, s_run5 };
-const quant_gemm quant_gemm_q6_K_avx512 = { "avx512-vnni", s_panel_bytes, s_pack6, s_run6 };
+const quant_gemm quant_gemm_q4_K_avx512 = { "avx512-vnni", s_panel_bytes, s_pack45, s_run4, NULL };
+const quant_gemm quant_gemm_q5_K_avx512 = { "avx512-vnni", s_panel_bytes, s_pack45, s_run5, NULL };
+const quant_gemm quant_gemm_q6_K_avx512 = { "avx512-vnni", s_panel_bytes, s_pack6, s_run6, NULL };

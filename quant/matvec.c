@@ -192,7 +192,8 @@ typedef struct {
     quant_dot_fn dot;
     quant_tile_fn tile;       /* 2 rows x 4 positions at once, or NULL */
     const quant_gemm *gemm;   /* the batched kernel (gemm.h), or NULL */
-    quant_gemm_args ga;       /* its operands */
+    quant_gemm_args ga;       /* its operands (ga.scratch: share 0's scratch) */
+    uint64_t scratch_stride;  /* bytes between shares' scratch */
     uint64_t rows, cols, B;
     const uint8_t *W;
     uint64_t row_bytes;
@@ -261,7 +262,10 @@ static void s_rows(void *p, int i, int n)
     for (uint64_t g = r0; g < r1; g += group) {
         const uint64_t g1 = g + group < r1 ? g + group : r1;
         if (j->gemm) {
-            j->gemm->run(&j->ga, g, g1, 0, j->B);
+            quant_gemm_args ga = j->ga;
+            if (ga.scratch)
+                ga.scratch += (uint64_t)i * j->scratch_stride;
+            j->gemm->run(&ga, g, g1, 0, j->B);
             continue;
         }
         for (uint64_t b0 = 0; b0 < j->B; b0 += S_POS_TILE)
@@ -344,20 +348,26 @@ static int s_product(quant_type t, uint64_t rows, uint64_t cols, const void *W, 
     }
     j.act = s_act;
     j.gemm = B > 1 ? quant_gemm_get(t) : NULL;
+    uint64_t pb = 0, sb = 0;
     if (j.gemm) {
-        const uint64_t pb = j.gemm->panel_bytes(cols, B);
+        pb = j.gemm->panel_bytes(cols, B);
+        /* each share's scratch after the panel, on its own cache lines */
+        sb = j.gemm->scratch_bytes ? j.gemm->scratch_bytes(cols, B) : 0;
+        sb = (sb + 63) / 64 * 64;
+        pb = (pb + 63) / 64 * 64;
+        const uint64_t all = sb && pb ? pb + sb * (uint64_t)nthreads : pb;
         if (!pb) {
             j.gemm = NULL; /* a length the kernel does not take: the tiles below */
-        } else if (pb > s_panel_cap) {
+        } else if (all > s_panel_cap) {
             void *p = NULL;
-            if (pb > SIZE_MAX || posix_memalign(&p, 64, (size_t)pb)) {
+            if (all > SIZE_MAX || posix_memalign(&p, 64, (size_t)all)) {
                 snprintf(err, errlen, "out of memory for %llu bytes of a batch panel",
-                         (unsigned long long)pb);
+                         (unsigned long long)all);
                 goto out;
             }
             free(s_panel);
             s_panel = p;
-            s_panel_cap = (size_t)pb;
+            s_panel_cap = (size_t)all;
         }
     }
     /* The positions' activation forms (and the panel) by the pool's threads, a contiguous range
@@ -384,7 +394,9 @@ static int s_product(quant_type t, uint64_t rows, uint64_t cols, const void *W, 
     if (j.gemm)
         j.ga = (quant_gemm_args){ .n = cols, .W = j.W, .row_bytes = j.row_bytes, .B = B,
                                   .panel = s_panel, .act = s_act, .act_bytes = j.act_bytes,
-                                  .dot = j.dot, .Y = Y, .ldy = rows };
+                                  .dot = j.dot, .Y = Y, .ldy = rows,
+                                  .scratch = sb ? (uint8_t *)s_panel + pb : NULL };
+    j.scratch_stride = sb;
     /* More threads than rows would leave some with nothing to do; fewer shares, same bits. */
     int n = (uint64_t)nthreads > rows ? (int)rows : nthreads;
     if (s_grow(n, err, errlen))

@@ -93,6 +93,15 @@ static void s_all(const char *label, quant_isa isa)
     /* a long row, a batch of a prompt's size, three threads */
     for (size_t k = 0; k < S_NT; k++)
         shapes += s_shape(s_types[k], 66, 5632 / 256 * 256, 19, 3, label);
+    /* the float types' widened panels (gemm_f_avx512.c, from 16 positions): several panels a
+     * share with a short last one (4 x 32 + 22 rows of 2048), a long row in chunks (12 + 12 +
+     * 11 rows of 5376 a share, chunks of 5 x 1024 + 256), edges of the row and position
+     * tiles */
+    static const quant_type floats[] = { QUANT_F16, QUANT_BF16 };
+    for (size_t k = 0; k < 2; k++) {
+        shapes += s_shape(floats[k], 150, 2048, 20, 1, label);
+        shapes += s_shape(floats[k], 70, 5632 / 256 * 256, 17, 2, label);
+    }
     printf("%s (isa %s): %d shapes, batches 1..N = each position alone (scalar dots)\n", label,
            quant_isa_name(isa), shapes);
 }
