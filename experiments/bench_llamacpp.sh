@@ -9,11 +9,12 @@
 # their ratios (swarm / llama.cpp).
 #   llama.cpp: node-llama-cpp (its prebuilt CPU build) through experiments/bench_llamacpp.mjs:
 #     the prompt as one batch of PROMPT tokens, then GEN tokens one at a time (median).
-#   swarm: bin/swarm bench-llm --threads N --prompt PROMPT --gen GEN (prompt in batches of
-#     64 positions, generation's median per-token time).
+#   swarm: bin/swarm bench-llm --threads N --prompt PROMPT --gen GEN --batch BATCH (the prompt
+#     in batches of BATCH positions, generation's median per-token time).
 #   usage: experiments/bench_llamacpp.sh [MODEL_DIR]     (default build/bench_llamacpp)
 # Env: TYPES (default "Q4_0 Q4_K_M Q5_K_M Q6_K Q8_0 F16"), THREADS ("1 2"), REPS (2),
-#   PROMPT (512), GEN (32), NODE_DIR (/work/tokjs: node_modules/node-llama-cpp 3.22.1),
+#   PROMPT (512), GEN (32), BATCH (64, swarm's default; PROMPT gives swarm the one batch
+#   llama.cpp gets), NODE_DIR (/work/tokjs: node_modules/node-llama-cpp 3.22.1),
 #   VOCAB (/work/models/vocab.gguf), SWARM_BIN, FLIP (0; 1: the other side first in every run,
 #   for a second pass that completes the alternation of a REPS=1 one).
 set -eu -o pipefail
@@ -25,6 +26,7 @@ THREADS=${THREADS:-1 2}
 REPS=${REPS:-2}
 PROMPT=${PROMPT:-512}
 GEN=${GEN:-32}
+BATCH=${BATCH:-64}
 NODE_DIR=${NODE_DIR:-/work/tokjs}
 VOCAB=${VOCAB:-/work/models/vocab.gguf}
 FLIP=${FLIP:-0}
@@ -51,7 +53,7 @@ for t in $TYPES; do
 done
 
 s_swarm() { # MODEL THREADS -> "pp tg"
-    "$BIN" bench-llm "$1" --threads "$2" --prompt "$PROMPT" --gen "$GEN" 2>/dev/null |
+    "$BIN" bench-llm "$1" --threads "$2" --prompt "$PROMPT" --gen "$GEN" --batch "$BATCH" 2>/dev/null |
         sed -n 's/.*prompt [0-9]* tokens (batches of [0-9]*) \([0-9.]*\) tok\/s | generation \([0-9.]*\) tok\/s.*/\1 \2/p'
 }
 s_llama() { # MODEL THREADS -> "pp tg"
@@ -61,6 +63,7 @@ s_llama() { # MODEL THREADS -> "pp tg"
 s_max() { awk -v a="$1" -v b="$2" 'BEGIN { print ((a + 0 > b + 0) ? a : b) }'; }
 s_ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }'; }
 
+echo "swarm prompt batches: $BATCH positions; llama.cpp: one batch of $PROMPT"
 echo "| type | threads | llama.cpp pp$PROMPT | swarm pp$PROMPT | ratio | llama.cpp tg | swarm tg | ratio |"
 echo "|---|---|---|---|---|---|---|---|"
 row=0
