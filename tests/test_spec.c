@@ -339,13 +339,22 @@ static int s_joint(llm_session *s, uint32_t pos, int depth, double pr, int cell,
  * contexts), against what speculative generation draws over 4000 seeds with sampled drafts
  * and k fixed at 3 (the second and third tokens from the rule on every run, the fourth from
  * a verified row whenever both are kept). A chi-square of 80 degrees of freedom under its 1 - 1e-4
- * quantile (135.8; the seeds are fixed, so the figure is the same every run). */
+ * quantile (135.8; the seeds are fixed, so the figure is the same every run).
+ * Under AddressSanitizer the 4000 runs took 555 s of .ci/run's asan stage (85 s in the plain
+ * build, 2026-12-02), a quarter of its time limit: there 400 runs walk the same code for memory
+ * errors and the law is left to the plain build, which judges it on all 4000. */
 static void s_test_distribution(llm_model *m, const tokenizer *t, const draft_opts *d,
                                 const char *name, int want_kept)
 {
     char err[512];
     const double T = 1.5;
+#ifdef __SANITIZE_ADDRESS__
+    const uint32_t N = 400;
+    const int judge = 0;
+#else
     const uint32_t N = 4000;
+    const int judge = 1;
+#endif
     uint32_t nv = llm_model_arch(m)->hp.n_vocab;
     int32_t prompt[3] = { 1, 450, 4996 };
     float *lg = malloc((size_t)nv * (DEPTH + 1) * sizeof *lg);
@@ -385,8 +394,12 @@ static void s_test_distribution(llm_model *m, const tokenizer *t, const draft_op
     printf("distribution (%s): chi-square %.1f over %d sequences (limit %.1f), %u drafts "
            "accepted in %u runs\n", name, chi, CELLS, lim, accepted, N);
     CHECK(n == N, "%s: %u of %u runs drew a sequence of top-3 tokens", name, n, N);
-    CHECK(chi < lim, "%s: chi-square %.1f over %d sequences (80 degrees of freedom)", name, chi,
-          CELLS);
+    if (judge)
+        CHECK(chi < lim, "%s: chi-square %.1f over %d sequences (80 degrees of freedom)", name,
+              chi, CELLS);
+    else
+        printf("distribution (%s): not judged under AddressSanitizer (%u runs; the plain build "
+               "judges 4000)\n", name, N);
     /* the rule was exercised: many fourth tokens came from a verified row */
     if (want_kept)
         CHECK(accepted > N / 10, "%s: only %u drafts accepted over %u runs", name, accepted, N);
