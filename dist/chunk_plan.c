@@ -1,84 +1,152 @@
-/* chunk_plan.c — the pipelined prefill's chunk size: per-stage lines fitted to measured act
- * times, and the pipeline's time minimised over the chunk sizes (chunk_plan.h). dist/
+/* chunk_plan.c — the pipelined prefill's chunk size: per-stage models fitted to measured act
+ * times, and the pipeline's schedule minimised over the chunk sizes (chunk_plan.h). dist/
  *
- * Why a line: an act of c positions reads the stage's weights once (decoding's cost, the
- * same for c = 1 or 64) and does c positions' arithmetic, so a stage takes about
- * fixed + per_pos x c. Small chunks fill the pipeline sooner (S - 1 chunks' time of
- * fill and drain) but pay the fixed part (and each link's delay) once a chunk; the
- * minimum of the model below is where the two balance, c* ~ sqrt(n x fixed / ((S - 1) x
- * per_pos)) when the stages are alike and the links free.
+ * Why these three parts: an act of c positions reads the stage's weights once (decoding's
+ * cost, the same for c = 1 or 64), does c positions' matrix arithmetic, and scores each
+ * position's query against every key before it: c x pos0 + c (c + 1) / 2 pairs, so late in
+ * a long prompt a position costs more. Without the pairs a line fitted early in a prompt
+ * under-predicts late calls (measured 2026-12-02 on TinyLlama-shaped Q4_0, 2 workers: 10.0 s
+ * predicted for calls that took 28.0 s), and one fitted across a call's growing positions
+ * reads the growth as a per-position cost with no fixed part (0 ms + 22.9 ms a position),
+ * which picks chunks of 16 where each act's fixed ~250 ms then counts 4 times as often.
+ * Small chunks fill the pipeline sooner (S - 1 chunks' time of fill and drain) but pay the
+ * fixed part (and each link's delay) once a chunk; with position-dependent chunks there is
+ * no closed form, so each size's schedule is simulated (S x chunks steps, microseconds).
  */
+#include <math.h>
+
 #include "dist/chunk_plan.h"
 
-void chunk_fit_add(chunk_fit *f, uint32_t n, uint64_t ns)
+double chunk_pairs(uint32_t pos0, uint32_t c)
 {
-    double x = n, t = (double)ns;
-    f->k += 1;
-    f->sn += x;
-    f->st += t;
-    f->snn += x * x;
-    f->snt += x * t;
+    return (double)c * pos0 + (double)c * (c + 1) / 2;
+}
+
+double chunk_stage_ns(const chunk_stage *s, uint32_t pos0, uint32_t c)
+{
+    return s->fixed_ns + s->per_pos_ns * c + s->per_pair_ns * chunk_pairs(pos0, c);
+}
+
+void chunk_fit_add(chunk_fit *f, uint32_t n, double pairs, uint64_t ns)
+{
+    double x[3] = { 1, n, pairs }, t = (double)ns;
+    for (int i = 0; i < 3; i++) {
+        for (int j = 0; j < 3; j++)
+            f->xx[i][j] += x[i] * x[j];
+        f->xt[i] += x[i] * t;
+    }
+    f->tt += t * t;
     if (!f->n_lo || n < f->n_lo)
         f->n_lo = n;
     if (n > f->n_hi)
         f->n_hi = n;
 }
 
-int chunk_fit_line(const chunk_fit *f, chunk_stage *s)
+/* Least squares over the parts in mask (bit i: part i free, the others 0) into b[3]: the
+ * normal equations scaled to a unit diagonal (the parts' sums span 1 to ~1e10) and solved
+ * with partial pivoting. -1 when they are singular (a part the acts cannot tell apart from
+ * the others, e.g. pairs while every act starts at 0 in two sizes). */
+static int s_solve(const chunk_fit *f, unsigned mask, double b[3])
 {
-    if (f->k < 2 || f->n_hi < 2 * f->n_lo)
-        return -1;
-    double den = f->k * f->snn - f->sn * f->sn;
-    if (den <= 0)
-        return -1;
-    double b = (f->k * f->snt - f->sn * f->st) / den;
-    double a = (f->st - b * f->sn) / f->k;
-    s->per_pos_ns = b > 0 ? b : 0;
-    s->fixed_ns = a > 0 ? a : 0;
+    int ix[3], k = 0;
+    double a[3][4], d[3];
+    for (int i = 0; i < 3; i++) {
+        b[i] = 0;
+        if (mask >> i & 1) {
+            if (f->xx[i][i] <= 0)
+                return -1;
+            d[k] = sqrt(f->xx[i][i]);
+            ix[k++] = i;
+        }
+    }
+    for (int r = 0; r < k; r++) {
+        for (int c = 0; c < k; c++)
+            a[r][c] = f->xx[ix[r]][ix[c]] / (d[r] * d[c]);
+        a[r][k] = f->xt[ix[r]] / d[r];
+    }
+    for (int c = 0; c < k; c++) {
+        int p = c;
+        for (int r = c + 1; r < k; r++)
+            if (fabs(a[r][c]) > fabs(a[p][c]))
+                p = r;
+        if (fabs(a[p][c]) < 1e-9)
+            return -1;
+        for (int j = 0; j <= k; j++) {
+            double t = a[c][j];
+            a[c][j] = a[p][j];
+            a[p][j] = t;
+        }
+        for (int r = 0; r < k; r++) {
+            if (r == c)
+                continue;
+            double q = a[r][c] / a[c][c];
+            for (int j = c; j <= k; j++)
+                a[r][j] -= q * a[c][j];
+        }
+    }
+    for (int r = 0; r < k; r++)
+        b[ix[r]] = a[r][k] / a[r][r] / d[r];
     return 0;
 }
 
-double chunk_plan_time(const chunk_model *m, uint32_t n, uint32_t c)
+int chunk_fit_line(const chunk_fit *f, chunk_stage *s)
+{
+    if (f->xx[0][0] < 2 || f->n_hi < 2 * f->n_lo)
+        return -1;
+    /* every part free first, then the pairs (the part the acts tell worst) held at 0, ...:
+     * on a tie (two sizes, two points: several exact fits) the earlier one */
+    static const unsigned order[] = { 7, 3, 5, 6, 1, 2, 4 };
+    double best = INFINITY, bb[3] = { 0 }, tol = 1e-9 * f->tt;
+    for (unsigned o = 0; o < sizeof order / sizeof *order; o++) {
+        double b[3];
+        if (s_solve(f, order[o], b) || b[0] < 0 || b[1] < 0 || b[2] < 0)
+            continue;
+        double sse = f->tt; /* sum (t - x.b)^2 from the sums */
+        for (int i = 0; i < 3; i++) {
+            sse -= 2 * b[i] * f->xt[i];
+            for (int j = 0; j < 3; j++)
+                sse += b[i] * b[j] * f->xx[i][j];
+        }
+        if (sse < best - tol) {
+            best = sse;
+            bb[0] = b[0], bb[1] = b[1], bb[2] = b[2];
+        }
+    }
+    *s = (chunk_stage){ bb[0], bb[1], bb[2] };
+    return 0;
+}
+
+double chunk_plan_time(const chunk_model *m, uint32_t pos0, uint32_t n, uint32_t c)
 {
     if (!c || !n)
         return 0;
-    uint32_t nc = (n + c - 1) / c;
-    double link = m->hop_ns + m->link_ns_per_pos * c;
-    double fill = (m->n_st + 1) * link, worst = m->link_ns_per_pos * c;
-    for (uint32_t i = 0; i < m->n_st; i++) {
-        double t = m->st[i].fixed_ns + m->st[i].per_pos_ns * c;
-        fill += t;
-        if (t > worst)
-            worst = t;
+    uint32_t S = m->n_st < CHUNK_MAX_ST ? m->n_st : CHUNK_MAX_ST, W = m->window;
+    double done[2 * CHUNK_MAX_ST + 1] = { 0 }; /* per link, stage, link, ...: busy until */
+    double back[2 * CHUNK_MAX_ST + 2];          /* the last W chunks' return times */
+    if (W > sizeof back / sizeof *back)
+        W = 0;
+    double t = 0;
+    for (uint32_t p = 0, j = 0; p < n; p += c, j++) {
+        uint32_t k = n - p < c ? n - p : c;
+        t = W && j >= W ? back[j % W] : 0;
+        for (uint32_t r = 0; r < 2 * S + 1; r++) {
+            double start = t > done[r] ? t : done[r];
+            if (r % 2 == 0) { /* a link: its bytes hold it, its delay does not */
+                done[r] = start + m->link_ns_per_pos * k;
+                t = done[r] + m->hop_ns;
+            } else {
+                done[r] = start + chunk_stage_ns(&m->st[r / 2], pos0 + p, k);
+                t = done[r];
+            }
+        }
+        if (W)
+            back[j % W] = t;
     }
-    return fill + (nc - 1) * worst;
+    return t;
 }
 
-uint32_t chunk_plan_hosts(const chunk_stage *all, uint32_t S, const chunk_model *m, uint32_t n,
-                          uint32_t span, uint32_t lo, uint32_t batch, double *pipe_ns,
-                          double *one_ns)
-{
-    chunk_stage st[16];
-    S = S < 1 ? 1 : S > 16 ? 16 : S;
-    for (uint32_t i = 0; i < S; i++)
-        st[i] = (chunk_stage){ all->fixed_ns / S, all->per_pos_ns / S };
-    chunk_model h = *m;
-    h.st = st;
-    h.n_st = S;
-    uint32_t c = batch;
-    *pipe_ns = *one_ns = 0;
-    for (uint32_t p = 0; p < n; p += span) {
-        uint32_t k = n - p < span ? n - p : span;
-        double t;
-        c = chunk_plan_pick(&h, k, lo, batch, &t);
-        *pipe_ns += t;
-    }
-    *one_ns = (double)((n + batch - 1) / batch) * all->fixed_ns + (double)n * all->per_pos_ns;
-    return c;
-}
-
-uint32_t chunk_plan_pick(const chunk_model *m, uint32_t n, uint32_t lo, uint32_t hi,
-                         double *pred_ns)
+uint32_t chunk_plan_pick(const chunk_model *m, uint32_t pos0, uint32_t n, uint32_t lo,
+                         uint32_t hi, double *pred_ns)
 {
     if (hi > n)
         hi = n;
@@ -87,9 +155,9 @@ uint32_t chunk_plan_pick(const chunk_model *m, uint32_t n, uint32_t lo, uint32_t
     if (lo > hi)
         lo = hi;
     uint32_t best = hi;
-    double bt = chunk_plan_time(m, n, hi);
+    double bt = chunk_plan_time(m, pos0, n, hi);
     for (uint32_t c = hi; c-- > lo;) {
-        double t = chunk_plan_time(m, n, c);
+        double t = chunk_plan_time(m, pos0, n, c);
         if (t < bt) {
             bt = t;
             best = c;
@@ -98,4 +166,31 @@ uint32_t chunk_plan_pick(const chunk_model *m, uint32_t n, uint32_t lo, uint32_t
     if (pred_ns)
         *pred_ns = bt;
     return best;
+}
+
+uint32_t chunk_plan_hosts(const chunk_stage *all, uint32_t S, const chunk_model *m, uint32_t n,
+                          uint32_t span, uint32_t lo, uint32_t batch, double *pipe_ns,
+                          double *one_ns)
+{
+    chunk_stage st[CHUNK_MAX_ST];
+    S = S < 1 ? 1 : S > CHUNK_MAX_ST ? CHUNK_MAX_ST : S;
+    for (uint32_t i = 0; i < S; i++)
+        st[i] = (chunk_stage){ all->fixed_ns / S, all->per_pos_ns / S, all->per_pair_ns / S };
+    chunk_model h = *m;
+    h.st = st;
+    h.n_st = S;
+    h.window = S + 1;
+    uint32_t c = batch;
+    *pipe_ns = *one_ns = 0;
+    if (!span || !batch)
+        return c;
+    for (uint32_t p = 0; p < n; p += span) {
+        uint32_t k = n - p < span ? n - p : span;
+        double t;
+        c = chunk_plan_pick(&h, p, k, lo, batch, &t);
+        *pipe_ns += t;
+    }
+    for (uint32_t p = 0; p < n; p += batch)
+        *one_ns += chunk_stage_ns(all, p, n - p < batch ? n - p : batch);
+    return c;
 }

@@ -1,56 +1,73 @@
 /* chunk_plan.h — the pipelined prefill's chunk size from the stages' measured times and the
- * link profile: a least-squares line per stage (time = fixed + per position x positions, fed
- * by the workers' result traces) and a pipeline cost model minimised over the sizes. dist/
+ * link profile: a least-squares model per stage (time = fixed + per position x positions +
+ * per pair x the (query, key) pairs its attention scores, fed by the workers' result traces)
+ * and the pipeline's schedule simulated over the chunk sizes. dist/
  */
 #ifndef SWARM_DIST_CHUNK_PLAN_H
 #define SWARM_DIST_CHUNK_PLAN_H
 
 #include <stdint.h>
 
-/* Sums over one stage's acts of several positions (n, compute ns): what the line is fitted
- * to. Zeroed = empty. */
+#define CHUNK_MAX_ST 16           /* stages a model may have */
+
+/* Sums over one stage's acts of several positions (pos0, n, compute ns): what the model is
+ * fitted to. Zeroed = empty. x = (1, n, pairs), t in ns. */
 typedef struct {
-    double k, sn, st, snn, snt;   /* count, sums of n, t, n*n, n*t (t in ns) */
+    double xx[3][3], xt[3], tt;   /* sums of x_i x_j, x_i t, t t (xx[0][0]: the count) */
     uint32_t n_lo, n_hi;          /* the smallest and largest n seen */
 } chunk_fit;
 
-/* One stage's time for an act of c positions: fixed_ns + per_pos_ns * c. */
+/* One stage's time for an act of c positions from pos0: fixed_ns + per_pos_ns x c +
+ * per_pair_ns x chunk_pairs(pos0, c). */
 typedef struct {
     double fixed_ns;              /* per act: its weights read once, the kernels' set-up */
-    double per_pos_ns;            /* per position: the arithmetic */
+    double per_pos_ns;            /* per position: the matrices' arithmetic */
+    double per_pair_ns;           /* per (query, key) pair: attention over the cache */
 } chunk_stage;
 
 /* The pipeline a prompt crosses: stages in route order and the links between them. */
 typedef struct {
-    const chunk_stage *st;        /* n_st stages (borrowed) */
+    const chunk_stage *st;        /* n_st stages (borrowed), n_st <= CHUNK_MAX_ST */
     uint32_t n_st;
     double hop_ns;                /* per act per link: one-way delay plus send/receive work */
     double link_ns_per_pos;       /* per position per link: its bytes / the link's rate (0:
                                    * unlimited) */
+    uint32_t window;              /* chunks in flight at most (0: unlimited): chunk j leaves
+                                   * when chunk j - window is back */
 } chunk_model;
 
-void chunk_fit_add(chunk_fit *f, uint32_t n, uint64_t ns);
+/* The (query, key) pairs a causal act of c positions from pos0 scores: c x pos0 +
+ * c (c + 1) / 2. */
+double chunk_pairs(uint32_t pos0, uint32_t c);
 
-/* The fitted line into *s. 0; -1 while the acts seen span fewer than two sizes (a factor
- * 2 apart at least) and *s is untouched. A negative intercept or slope (noise) is clamped
- * at 0. */
+/* A stage's time for an act of c positions from pos0 (ns). */
+double chunk_stage_ns(const chunk_stage *s, uint32_t pos0, uint32_t c);
+
+/* One act of n positions that scored pairs (query, key) pairs (chunk_pairs for one session's
+ * positions; their sum for several sessions' segments) in ns. */
+void chunk_fit_add(chunk_fit *f, uint32_t n, double pairs, uint64_t ns);
+
+/* The fitted model into *s: least squares with every part >= 0 (the best of the fits with
+ * some parts held at 0, where the free fit has one below: noise). 0; -1 while the acts seen
+ * span fewer than two sizes (a factor 2 apart at least) and *s is untouched. */
 int chunk_fit_line(const chunk_fit *f, chunk_stage *s);
 
-/* Predicted ns for n positions in chunks of c: the first chunk crosses every stage and
- * link, each further one follows a bottleneck (the slowest stage or link) later. */
-double chunk_plan_time(const chunk_model *m, uint32_t n, uint32_t c);
+/* Predicted ns for n positions from pos0 in chunks of c (the last one less): the pipeline's
+ * schedule, chunk by chunk (a stage takes a chunk when it has finished the one before and
+ * the chunk has crossed the link to it; a link's bytes hold it, its delay does not). */
+double chunk_plan_time(const chunk_model *m, uint32_t pos0, uint32_t n, uint32_t c);
 
 /* The c in [lo, hi] with the least chunk_plan_time (ties: the larger c); its time into
  * *pred_ns when not NULL. */
-uint32_t chunk_plan_pick(const chunk_model *m, uint32_t n, uint32_t lo, uint32_t hi,
-                         double *pred_ns);
+uint32_t chunk_plan_pick(const chunk_model *m, uint32_t pos0, uint32_t n, uint32_t lo,
+                         uint32_t hi, double *pred_ns);
 
-/* A prompt of n positions on S hosts that split the whole model's line (*all: every stage's
- * fixed and per-position parts summed) evenly, in calls of span positions (the runner's,
- * drained between calls), each call in the chunk chunk_plan_pick finds in [lo, batch]
- * over links m->hop_ns / m->link_ns_per_pos (m->st ignored). The time into *pipe_ns and
- * one process's (no links, calls in batches one after another) into *one_ns; the last
- * call's chunk is returned. S <= 16. */
+/* A prompt of n positions on S hosts that split the whole model (*all: every stage's parts
+ * summed) evenly, in calls of span positions (the runner's, drained between calls), each
+ * call in the chunk chunk_plan_pick finds in [lo, batch] over links m->hop_ns /
+ * m->link_ns_per_pos (m->st ignored; S + 1 chunks in flight, as s_prefill_locked). The time
+ * into *pipe_ns and one process's (no links, batches one after another) into *one_ns; the
+ * last call's chunk is returned. S <= CHUNK_MAX_ST. */
 uint32_t chunk_plan_hosts(const chunk_stage *all, uint32_t S, const chunk_model *m, uint32_t n,
                           uint32_t span, uint32_t lo, uint32_t batch, double *pipe_ns,
                           double *one_ns);

@@ -529,12 +529,12 @@ static void s_spread(llm_swarm *sw, int on)
             s_spread_pid(sw, sw->w[i].pid);
 }
 
-/* The pipeline's cost model from what was measured: each stage's line fitted to its acts'
+/* The pipeline's cost model from what was measured: each stage's model fitted to its acts'
  * times (into st), the data links' profile (one-way delay per act; bytes / rate per
  * position) plus what a link was measured to take (the passes' transit a link: ZeroMQ, the
  * kernel, the wake-ups; and the traces' mean (de)serialising and sending), and in *lo the
- * smallest act size measured (a line is trusted only over the sizes it was fitted to). 0;
- * -1 while a stage has no line yet. */
+ * smallest act size measured (a model is trusted only over the sizes it was fitted to). 0;
+ * -1 while a stage has no model yet. */
 static int s_chunk_model(const llm_swarm *sw, chunk_stage *st, chunk_model *m, uint32_t *lo)
 {
     uint64_t io_ns = 0, acts = 0;
@@ -553,16 +553,18 @@ static int s_chunk_model(const llm_swarm *sw, chunk_stage *st, chunk_model *m, u
                                   (acts ? (double)io_ns / acts : 0),
                         .link_ns_per_pos = pr->rate_bps ? (double)sw->dim * sizeof(float) *
                                                               1e9 / (double)pr->rate_bps
-                                                        : 0 };
+                                                        : 0,
+                        .window = sw->n + 1 }; /* as s_prefill_locked sends them */
     return 0;
 }
 
-/* The chunk size for n positions of a pipelined prefill (batch at most): the one the cost
- * model (s_chunk_model, chunk_plan.c) finds quickest. Until every stage has a line (the
- * first prompt) the chunks are the batch, and the first is a quarter of it (a batch of 8 or
- * more): the pipeline fills sooner, and the lines get their second size. *first: the first
+/* The chunk size for n positions from pos0 of a pipelined prefill (batch at most): the one
+ * the cost model (s_chunk_model, chunk_plan.c) finds quickest. Until every stage has a model
+ * (the first prompt) the chunks are the batch, and the first is a quarter of it (a batch of 8
+ * or more): the pipeline fills sooner, and the fits get their second size. *first: the first
  * chunk's size. */
-static uint32_t s_prefill_chunk(llm_swarm *sw, uint32_t n, uint32_t batch, uint32_t *first)
+static uint32_t s_prefill_chunk(llm_swarm *sw, uint32_t pos0, uint32_t n, uint32_t batch,
+                                uint32_t *first)
 {
     chunk_stage st[LS_MAX_W];
     chunk_model m;
@@ -575,29 +577,32 @@ static uint32_t s_prefill_chunk(llm_swarm *sw, uint32_t n, uint32_t batch, uint3
             *first = batch / 4;
         return batch;
     }
-    double pred, at_batch = chunk_plan_time(&m, n, batch);
-    uint32_t c = chunk_plan_pick(&m, n, lo, batch, &pred);
+    double pred, at_batch = chunk_plan_time(&m, pos0, n, batch);
+    uint32_t c = chunk_plan_pick(&m, pos0, n, lo, batch, &pred);
     *first = c;
     sw->call_pred_ns = pred;
-    if (c != sw->prefill_chunk) {
-        log_info("prefill: chunks of %u positions (from %u to %u), %.1f ms predicted for %u "
-                 "(%.1f ms in chunks of %u); stage 0 %.2f ms + %.3f ms a position, hop %.3f ms",
-                 c, lo, batch, pred / 1e6, n, at_batch / 1e6, batch, st[0].fixed_ns / 1e6,
-                 st[0].per_pos_ns / 1e6, m.hop_ns / 1e6);
-        sw->prefill_chunk = c;
-    }
+    /* logged with what the call took (s_prefill_locked): with attention in the model the
+     * choice follows the prompt's position */
+    snprintf(sw->call_plan, sizeof sw->call_plan,
+             "positions %u..%u in chunks of %u (from %u to %u), %.1f ms predicted (%.1f ms in "
+             "chunks of %u); stage 0 %.2f ms + %.3f ms a position + %.3f us a (query, key) "
+             "pair, hop %.3f ms",
+             pos0, pos0 + n - 1, c, lo, batch, pred / 1e6, at_batch / 1e6, batch,
+             st[0].fixed_ns / 1e6, st[0].per_pos_ns / 1e6, st[0].per_pair_ns / 1e3,
+             m.hop_ns / 1e6);
+    sw->prefill_chunk = c;
     return c;
 }
 
 /* At the end of a run that pipelined its prompts: what the same prompt (all the positions
  * prefilled) would take on 1..8 hosts, each stage its own host, from the stages' measured
- * lines summed (the whole model's) and split evenly, over the same links, in the runner's
- * calls of 4 batches a host. Measured on one machine the lines include whatever the
+ * models summed (the whole model's) and split evenly, over the same links, in the runner's
+ * calls of 4 batches a host (and as one call). Measured on one machine the lines include whatever the
  * overlapping stages took from each other (shared cores, memory bandwidth); on hosts of their
  * own that goes, so these are upper bounds in that respect. */
 static void s_prefill_predict(const llm_swarm *sw)
 {
-    chunk_stage st[LS_MAX_W], all = { 0, 0 };
+    chunk_stage st[LS_MAX_W], all = { 0, 0, 0 };
     chunk_model m;
     uint32_t lo = sw->prefill_batch, b = sw->prefill_batch;
     if (!sw->prefill_pos || !b || s_chunk_model(sw, st, &m, &lo))
@@ -605,24 +610,33 @@ static void s_prefill_predict(const llm_swarm *sw)
     for (uint32_t i = 0; i < sw->n; i++) {
         all.fixed_ns += st[i].fixed_ns;
         all.per_pos_ns += st[i].per_pos_ns;
+        all.per_pair_ns += st[i].per_pair_ns;
     }
     char line[1024];
     int at = 0;
-    for (uint32_t S = 1; S <= 8 && at < (int)sizeof line - 64; S++) {
-        double pipe, one;
-        uint32_t c = chunk_plan_hosts(&all, S, &m, (uint32_t)sw->prefill_pos, 4 * S * b, lo, b,
-                                      &pipe, &one);
-        at += snprintf(line + at, sizeof line - at, "%s%u: %.0f ms (%.2f, chunks of %u)",
-                       S > 1 ? "; " : "", S, S > 1 ? pipe / 1e6 : one / 1e6,
-                       S > 1 ? pipe / one : 1.0, S > 1 ? c : b);
+    uint32_t n = (uint32_t)sw->prefill_pos;
+    for (uint32_t S = 1; S <= 8 && at < (int)sizeof line - 96; S++) {
+        double pipe, one, whole;
+        uint32_t c = chunk_plan_hosts(&all, S, &m, n, 4 * S * b, lo, b, &pipe, &one);
+        if (S == 1) {
+            at += snprintf(line + at, sizeof line - at, "1: %.0f ms (1.00, batches of %u)",
+                           one / 1e6, b);
+            continue;
+        }
+        /* beside it the prompt as one call (no drain between calls), what the runner's
+         * calls of 4 batches a host cost */
+        chunk_plan_hosts(&all, S, &m, n, n, lo, b, &whole, &one);
+        at += snprintf(line + at, sizeof line - at, "; %u: %.0f ms (%.2f, chunks of %u; "
+                       "as one call %.2f)", S, pipe / 1e6, pipe / one, c, whole / one);
     }
     if (sw->pred_calls)
         log_info("prefill: %u calls in modelled chunks took %.1f ms, %.1f ms predicted "
                  "(%.2f)", sw->pred_calls, sw->pred_took_ns / 1e6, sw->pred_ns / 1e6,
                  sw->pred_took_ns / sw->pred_ns);
     log_info("prefill predicted for %llu positions from the measured stages (whole model %.2f "
-             "ms + %.3f ms a position, hop %.3f ms), hosts %s", (unsigned long long)sw->prefill_pos,
-             all.fixed_ns / 1e6, all.per_pos_ns / 1e6, m.hop_ns / 1e6, line);
+             "ms + %.3f ms a position + %.3f us a (query, key) pair, hop %.3f ms), hosts %s",
+             (unsigned long long)sw->prefill_pos, all.fixed_ns / 1e6, all.per_pos_ns / 1e6,
+             all.per_pair_ns / 1e3, m.hop_ns / 1e6, line);
 }
 
 /* A prompt as acts in flight through the route at once: chunk c + 1 leaves as soon as chunk
@@ -650,7 +664,7 @@ static int s_prefill_locked(llm_swarm *sw, uint64_t session, const int32_t *toke
         return -1;
     }
     /* the workers' buffers hold a batch: chunks of at most that, sized by the cost model */
-    uint32_t c0, chunk = s_prefill_chunk(sw, n, batch, &c0);
+    uint32_t c0, chunk = s_prefill_chunk(sw, pos0, n, batch, &c0);
     uint32_t nc = n <= c0 ? 1 : 1 + (n - c0 + chunk - 1) / chunk;
     uint32_t window = sw->n + 1, done = 0, next = 0;
     ls_pass *ps = calloc(nc, sizeof *ps);
@@ -721,6 +735,8 @@ static int s_prefill_locked(llm_swarm *sw, uint64_t session, const int32_t *toke
         sw->pred_ns += sw->call_pred_ns;
         sw->pred_took_ns += (double)(now - t_call);
         sw->pred_calls++;
+        log_info("prefill: %s; took %.1f ms (%.2f of predicted)", sw->call_plan,
+                 (double)(now - t_call) / 1e6, (double)(now - t_call) / sw->call_pred_ns);
     }
     for (uint32_t i = 0; i < sw->n; i++)
         if (sw->w[i].fo >= 0 && sw->w[i].state != LW_LIVE) {
