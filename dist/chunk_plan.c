@@ -1,19 +1,24 @@
 /* chunk_plan.c — the pipelined prefill's chunk size: per-stage models fitted to measured act
  * times, and the pipeline's schedule minimised over the chunk sizes (chunk_plan.h). dist/
  *
- * Why these three parts: an act of c positions reads the stage's weights once (decoding's
- * cost, the same for c = 1 or 64), does c positions' matrix arithmetic, and scores each
- * position's query against every key before it: c x pos0 + c (c + 1) / 2 pairs, so late in
- * a long prompt a position costs more. Without the pairs a line fitted early in a prompt
+ * Why these parts: an act of c positions reads the stage's weights once (decoding's cost,
+ * the same for c = 1 or 64), does c positions' matrix arithmetic, and scores each position's
+ * query against every key before it: c x pos0 + c (c + 1) / 2 pairs, so late in a long
+ * prompt a position costs more. Without the pairs a line fitted early in a prompt
  * under-predicts late calls (measured 2026-12-02 on TinyLlama-shaped Q4_0, 2 workers: 10.0 s
  * predicted for calls that took 28.0 s), and one fitted across a call's growing positions
  * reads the growth as a per-position cost with no fixed part (0 ms + 22.9 ms a position),
- * which picks chunks of 16 where each act's fixed ~250 ms then counts 4 times as often.
+ * which picks chunks of 16 where each act's fixed ~250 ms then counts 4 times as often. And a
+ * key costs more the longer the window it is read in: with pairs alone the fitted cost of a
+ * pair rose call by call (5.7, 6.9, 10.5 us a pair on stage 0 after positions 512, 1024,
+ * 1536) and the last calls took 1.25-1.36x their prediction, so a fourth part weighs each
+ * pair by its query's window (per key k0 + k1 x window: the sum of the windows squared).
  * Small chunks fill the pipeline sooner (S - 1 chunks' time of fill and drain) but pay the
  * fixed part (and each link's delay) once a chunk; with position-dependent chunks there is
  * no closed form, so each size's schedule is simulated (S x chunks steps, microseconds).
  */
 #include <math.h>
+#include <string.h>
 
 #include "dist/chunk_plan.h"
 
@@ -22,16 +27,27 @@ double chunk_pairs(uint32_t pos0, uint32_t c)
     return (double)c * pos0 + (double)c * (c + 1) / 2;
 }
 
-double chunk_stage_ns(const chunk_stage *s, uint32_t pos0, uint32_t c)
+static double s_sq(double m) /* 1^2 + ... + m^2 */
 {
-    return s->fixed_ns + s->per_pos_ns * c + s->per_pair_ns * chunk_pairs(pos0, c);
+    return m * (m + 1) * (2 * m + 1) / 6;
 }
 
-void chunk_fit_add(chunk_fit *f, uint32_t n, double pairs, uint64_t ns)
+double chunk_squares(uint32_t pos0, uint32_t c)
 {
-    double x[3] = { 1, n, pairs }, t = (double)ns;
-    for (int i = 0; i < 3; i++) {
-        for (int j = 0; j < 3; j++)
+    return s_sq((double)pos0 + c) - s_sq(pos0);
+}
+
+double chunk_stage_ns(const chunk_stage *s, uint32_t pos0, uint32_t c)
+{
+    return s->fixed_ns + s->per_pos_ns * c + s->per_pair_ns * chunk_pairs(pos0, c) +
+           s->per_sq_ns * chunk_squares(pos0, c);
+}
+
+void chunk_fit_add(chunk_fit *f, uint32_t n, double pairs, double squares, uint64_t ns)
+{
+    double x[CHUNK_PARTS] = { 1, n, pairs, squares }, t = (double)ns;
+    for (int i = 0; i < CHUNK_PARTS; i++) {
+        for (int j = 0; j < CHUNK_PARTS; j++)
             f->xx[i][j] += x[i] * x[j];
         f->xt[i] += x[i] * t;
     }
@@ -42,15 +58,15 @@ void chunk_fit_add(chunk_fit *f, uint32_t n, double pairs, uint64_t ns)
         f->n_hi = n;
 }
 
-/* Least squares over the parts in mask (bit i: part i free, the others 0) into b[3]: the
- * normal equations scaled to a unit diagonal (the parts' sums span 1 to ~1e10) and solved
+/* Least squares over the parts in mask (bit i: part i free, the others 0) into b: the
+ * normal equations scaled to a unit diagonal (the parts' sums span 1 to ~1e20) and solved
  * with partial pivoting. -1 when they are singular (a part the acts cannot tell apart from
  * the others, e.g. pairs while every act starts at 0 in two sizes). */
-static int s_solve(const chunk_fit *f, unsigned mask, double b[3])
+static int s_solve(const chunk_fit *f, unsigned mask, double b[CHUNK_PARTS])
 {
-    int ix[3], k = 0;
-    double a[3][4], d[3];
-    for (int i = 0; i < 3; i++) {
+    int ix[CHUNK_PARTS], k = 0;
+    double a[CHUNK_PARTS][CHUNK_PARTS + 1], d[CHUNK_PARTS];
+    for (int i = 0; i < CHUNK_PARTS; i++) {
         b[i] = 0;
         if (mask >> i & 1) {
             if (f->xx[i][i] <= 0)
@@ -93,26 +109,31 @@ int chunk_fit_line(const chunk_fit *f, chunk_stage *s)
 {
     if (f->xx[0][0] < 2 || f->n_hi < 2 * f->n_lo)
         return -1;
-    /* every part free first, then the pairs (the part the acts tell worst) held at 0, ...:
-     * on a tie (two sizes, two points: several exact fits) the earlier one */
-    static const unsigned order[] = { 7, 3, 5, 6, 1, 2, 4 };
-    double best = INFINITY, bb[3] = { 0 }, tol = 1e-9 * f->tt;
+    /* every part free first, then the later parts (those the acts tell worst: squares,
+     * pairs) held at 0, ...: on a tie (two sizes, two points: several exact fits) the
+     * earlier one */
+    static const unsigned order[] = { 15, 7, 11, 13, 14, 3, 5, 9, 6, 10, 12, 1, 2, 4, 8 };
+    double best = INFINITY, bb[CHUNK_PARTS] = { 0 }, tol = 1e-9 * f->tt;
     for (unsigned o = 0; o < sizeof order / sizeof *order; o++) {
-        double b[3];
-        if (s_solve(f, order[o], b) || b[0] < 0 || b[1] < 0 || b[2] < 0)
+        double b[CHUNK_PARTS], sse = f->tt; /* sum (t - x.b)^2 from the sums */
+        if (s_solve(f, order[o], b))
             continue;
-        double sse = f->tt; /* sum (t - x.b)^2 from the sums */
-        for (int i = 0; i < 3; i++) {
+        int neg = 0;
+        for (int i = 0; i < CHUNK_PARTS; i++)
+            neg |= b[i] < 0;
+        if (neg)
+            continue;
+        for (int i = 0; i < CHUNK_PARTS; i++) {
             sse -= 2 * b[i] * f->xt[i];
-            for (int j = 0; j < 3; j++)
+            for (int j = 0; j < CHUNK_PARTS; j++)
                 sse += b[i] * b[j] * f->xx[i][j];
         }
         if (sse < best - tol) {
             best = sse;
-            bb[0] = b[0], bb[1] = b[1], bb[2] = b[2];
+            memcpy(bb, b, sizeof bb);
         }
     }
-    *s = (chunk_stage){ bb[0], bb[1], bb[2] };
+    *s = (chunk_stage){ bb[0], bb[1], bb[2], bb[3] };
     return 0;
 }
 
@@ -175,7 +196,8 @@ uint32_t chunk_plan_hosts(const chunk_stage *all, uint32_t S, const chunk_model 
     chunk_stage st[CHUNK_MAX_ST];
     S = S < 1 ? 1 : S > CHUNK_MAX_ST ? CHUNK_MAX_ST : S;
     for (uint32_t i = 0; i < S; i++)
-        st[i] = (chunk_stage){ all->fixed_ns / S, all->per_pos_ns / S, all->per_pair_ns / S };
+        st[i] = (chunk_stage){ all->fixed_ns / S, all->per_pos_ns / S, all->per_pair_ns / S,
+                               all->per_sq_ns / S };
     chunk_model h = *m;
     h.st = st;
     h.n_st = S;

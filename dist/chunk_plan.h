@@ -1,7 +1,8 @@
 /* chunk_plan.h — the pipelined prefill's chunk size from the stages' measured times and the
  * link profile: a least-squares model per stage (time = fixed + per position x positions +
- * per pair x the (query, key) pairs its attention scores, fed by the workers' result traces)
- * and the pipeline's schedule simulated over the chunk sizes. dist/
+ * per pair x the (query, key) pairs its attention scores + per pair x window x the pairs
+ * weighted by each query's window, fed by the workers' result traces) and the pipeline's
+ * schedule simulated over the chunk sizes. dist/
  */
 #ifndef SWARM_DIST_CHUNK_PLAN_H
 #define SWARM_DIST_CHUNK_PLAN_H
@@ -10,19 +11,25 @@
 
 #define CHUNK_MAX_ST 16           /* stages a model may have */
 
-/* Sums over one stage's acts of several positions (pos0, n, compute ns): what the model is
- * fitted to. Zeroed = empty. x = (1, n, pairs), t in ns. */
+#define CHUNK_PARTS 4
+
+/* Sums over one stage's acts of several positions: what the model is fitted to. Zeroed =
+ * empty. x = (1, n, pairs, squares), t in ns. */
 typedef struct {
-    double xx[3][3], xt[3], tt;   /* sums of x_i x_j, x_i t, t t (xx[0][0]: the count) */
+    double xx[CHUNK_PARTS][CHUNK_PARTS], xt[CHUNK_PARTS], tt; /* sums of x_i x_j, x_i t, t t
+                                                                * (xx[0][0]: the count) */
     uint32_t n_lo, n_hi;          /* the smallest and largest n seen */
 } chunk_fit;
 
 /* One stage's time for an act of c positions from pos0: fixed_ns + per_pos_ns x c +
- * per_pair_ns x chunk_pairs(pos0, c). */
+ * per_pair_ns x chunk_pairs(pos0, c) + per_sq_ns x chunk_squares(pos0, c). */
 typedef struct {
     double fixed_ns;              /* per act: its weights read once, the kernels' set-up */
     double per_pos_ns;            /* per position: the matrices' arithmetic */
     double per_pair_ns;           /* per (query, key) pair: attention over the cache */
+    double per_sq_ns;             /* per pair per key of its query's window: a key costs more
+                                   * the longer the window it is read in (the cache's rows
+                                   * leave the core's caches as it grows) */
 } chunk_stage;
 
 /* The pipeline a prompt crosses: stages in route order and the links between them. */
@@ -37,15 +44,19 @@ typedef struct {
 } chunk_model;
 
 /* The (query, key) pairs a causal act of c positions from pos0 scores: c x pos0 +
- * c (c + 1) / 2. */
+ * c (c + 1) / 2 (the sum of its queries' windows, pos0 + 1 .. pos0 + c). */
 double chunk_pairs(uint32_t pos0, uint32_t c);
+
+/* The sum of its queries' windows squared: (pos0 + 1)^2 + ... + (pos0 + c)^2. */
+double chunk_squares(uint32_t pos0, uint32_t c);
 
 /* A stage's time for an act of c positions from pos0 (ns). */
 double chunk_stage_ns(const chunk_stage *s, uint32_t pos0, uint32_t c);
 
-/* One act of n positions that scored pairs (query, key) pairs (chunk_pairs for one session's
- * positions; their sum for several sessions' segments) in ns. */
-void chunk_fit_add(chunk_fit *f, uint32_t n, double pairs, uint64_t ns);
+/* One act of n positions that scored pairs (query, key) pairs with squares its windows squared
+ * (chunk_pairs, chunk_squares for one session's positions; their sums for several sessions'
+ * segments) in ns. */
+void chunk_fit_add(chunk_fit *f, uint32_t n, double pairs, double squares, uint64_t ns);
 
 /* The fitted model into *s: least squares with every part >= 0 (the best of the fits with
  * some parts held at 0, where the free fit has one below: noise). 0; -1 while the acts seen

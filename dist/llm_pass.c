@@ -226,11 +226,16 @@ static int s_on_result(llm_swarm *sw, const void *frame, size_t got, uint64_t ar
     /* the result's last link is emulated at our end: its hold time is a wait too */
     p->held_ns += t0 > arrival_ns ? t0 - arrival_ns : 0;
     uint64_t traced = 0;
-    double pairs = 0; /* the (query, key) pairs the act's attention scored (chunk_plan.h) */
-    for (uint32_t i = 0; i < p->n_segs; i++)
+    /* the (query, key) pairs the act's attention scored and its windows squared (chunk_plan.h) */
+    double pairs = 0, squares = 0;
+    for (uint32_t i = 0; i < p->n_segs; i++) {
         pairs += chunk_pairs(p->segs[i].pos0, p->segs[i].n);
-    if (!p->n_segs)
+        squares += chunk_squares(p->segs[i].pos0, p->segs[i].n);
+    }
+    if (!p->n_segs) {
         pairs = chunk_pairs((uint32_t)a->pos, a->n_pos);
+        squares = chunk_squares((uint32_t)a->pos, a->n_pos);
+    }
     for (uint32_t k = 0; k < a->n_trace && k < PROTO_MAX_TRACE; k++) {
         const msg_trace *t = &a->trace[k];
         traced += t->wait_ns + t->deser_ns + t->compute_ns + t->ser_ns + t->send_ns;
@@ -245,7 +250,7 @@ static int s_on_result(llm_swarm *sw, const void *frame, size_t got, uint64_t ar
         tw->tr_wait_ns += t->wait_ns;
         tw->tr_compute_ns += t->compute_ns;
         if (a->n_pos >= 2) /* a decoding step's n = 1 runs other kernels: not the model's */
-            chunk_fit_add(&tw->fit, a->n_pos, pairs, t->compute_ns);
+            chunk_fit_add(&tw->fit, a->n_pos, pairs, squares, t->compute_ns);
         tw->tr_io_ns += t->deser_ns + t->ser_ns + t->send_ns;
     }
     if (p->sent_ns && !p->replay) { /* a stage's ser/send figures are its previous act's */

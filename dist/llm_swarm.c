@@ -586,10 +586,10 @@ static uint32_t s_prefill_chunk(llm_swarm *sw, uint32_t pos0, uint32_t n, uint32
     snprintf(sw->call_plan, sizeof sw->call_plan,
              "positions %u..%u in chunks of %u (from %u to %u), %.1f ms predicted (%.1f ms in "
              "chunks of %u); stage 0 %.2f ms + %.3f ms a position + %.3f us a (query, key) "
-             "pair, hop %.3f ms",
+             "pair + %.3f ns a pair a key of its window, hop %.3f ms",
              pos0, pos0 + n - 1, c, lo, batch, pred / 1e6, at_batch / 1e6, batch,
              st[0].fixed_ns / 1e6, st[0].per_pos_ns / 1e6, st[0].per_pair_ns / 1e3,
-             m.hop_ns / 1e6);
+             st[0].per_sq_ns, m.hop_ns / 1e6);
     sw->prefill_chunk = c;
     return c;
 }
@@ -602,7 +602,7 @@ static uint32_t s_prefill_chunk(llm_swarm *sw, uint32_t pos0, uint32_t n, uint32
  * own that goes, so these are upper bounds in that respect. */
 static void s_prefill_predict(const llm_swarm *sw)
 {
-    chunk_stage st[LS_MAX_W], all = { 0, 0, 0 };
+    chunk_stage st[LS_MAX_W], all = { 0, 0, 0, 0 };
     chunk_model m;
     uint32_t lo = sw->prefill_batch, b = sw->prefill_batch;
     if (!sw->prefill_pos || !b || s_chunk_model(sw, st, &m, &lo))
@@ -611,6 +611,7 @@ static void s_prefill_predict(const llm_swarm *sw)
         all.fixed_ns += st[i].fixed_ns;
         all.per_pos_ns += st[i].per_pos_ns;
         all.per_pair_ns += st[i].per_pair_ns;
+        all.per_sq_ns += st[i].per_sq_ns;
     }
     char line[1024];
     int at = 0;
@@ -634,9 +635,10 @@ static void s_prefill_predict(const llm_swarm *sw)
                  "(%.2f)", sw->pred_calls, sw->pred_took_ns / 1e6, sw->pred_ns / 1e6,
                  sw->pred_took_ns / sw->pred_ns);
     log_info("prefill predicted for %llu positions from the measured stages (whole model %.2f "
-             "ms + %.3f ms a position + %.3f us a (query, key) pair, hop %.3f ms), hosts %s",
+             "ms + %.3f ms a position + %.3f us a (query, key) pair + %.3f ns a pair a key of "
+             "its window, hop %.3f ms), hosts %s",
              (unsigned long long)sw->prefill_pos, all.fixed_ns / 1e6, all.per_pos_ns / 1e6,
-             all.per_pair_ns / 1e3, m.hop_ns / 1e6, line);
+             all.per_pair_ns / 1e3, all.per_sq_ns, m.hop_ns / 1e6, line);
 }
 
 /* A prompt as acts in flight through the route at once: chunk c + 1 leaves as soon as chunk

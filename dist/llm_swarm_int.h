@@ -228,7 +228,7 @@ struct llm_swarm {
     uint64_t prefill_pos;         /* positions the pipelined prefills carried */
     uint32_t prefill_batch;       /* the last pipelined prefill's batch (its largest chunk) */
     double call_pred_ns;          /* the cost model's time for this call (0: none, no models) */
-    char call_plan[256];          /* its choice, logged with what it took */
+    char call_plan[384];          /* its choice, logged with what it took */
     double pred_ns, pred_took_ns; /* over the calls it predicted: predicted, taken (ns) */
     uint32_t pred_calls;
     int segs_on;                  /* the runner was given the segs hook: every worker that
