@@ -597,9 +597,9 @@ static uint32_t s_prefill_chunk(llm_swarm *sw, uint32_t pos0, uint32_t n, uint32
 /* At the end of a run that pipelined its prompts: what the same prompt (all the positions
  * prefilled) would take on 1..8 hosts, each stage its own host, from the stages' measured
  * models summed (the whole model's) and split evenly, over the same links, in the runner's
- * calls of 4 batches a host (and as one call). Measured on one machine the lines include whatever the
- * overlapping stages took from each other (shared cores, memory bandwidth); on hosts of their
- * own that goes, so these are upper bounds in that respect. */
+ * calls of 4 batches a host (and as one call). Measured on one machine the models include
+ * whatever the overlapping stages took from each other (shared cores, memory bandwidth); on
+ * hosts of their own that goes, so these are upper bounds in that respect. */
 static void s_prefill_predict(const llm_swarm *sw)
 {
     chunk_stage st[LS_MAX_W], all = { 0, 0, 0, 0 };
