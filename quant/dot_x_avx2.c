@@ -17,16 +17,6 @@
 #include "quant/quant_x.h"
 #include "quant/reduce_avx.h"
 
-/* Bit i of w (32 bits) as byte i of the result, 0xFF or 0 (ggml's bytes_from_bits_32). */
-static inline __m256i s_bits32(uint32_t w)
-{
-    const __m256i shuf = _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202,
-                                           0x0101010101010101, 0x0000000000000000);
-    __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32((int)w), shuf);
-    v = _mm256_or_si256(v, _mm256_set1_epi64x(0x7fbfdfeff7fbfdfe));
-    return _mm256_cmpeq_epi8(v, _mm256_set1_epi64x(-1));
-}
-
 static inline __m256i s_ones_madd(__m256i p16)
 {
     return _mm256_madd_epi16(p16, _mm256_set1_epi16(1));
@@ -77,6 +67,49 @@ static inline uint16_t s_u16(const uint8_t *p)
     return v;
 }
 
+/* The four blocks' qh words as [q0, q2, q0 << 4, q2 << 4 | q1, q3, q1 << 4, q3 << 4] (dwords):
+ * each half's fifth bits are then one vpshufb of it (s_bit16), where ggml's bytes_from_bits_32
+ * took a vmovd, a broadcast and a vpshufb per half (12 of the group's port-5 uops, 8 now). */
+static inline __m256i s_qh4(quant_type t, const uint8_t *x, size_t bb)
+{
+    const uint64_t e = s_qh(t, x) | (uint64_t)s_qh(t, x + 2 * bb) << 32;
+    const uint64_t o = s_qh(t, x + bb) | (uint64_t)s_qh(t, x + 3 * bb) << 32;
+    const __m256i q = _mm256_set_m128i(_mm_cvtsi64_si128((long long)o),
+                                       _mm_cvtsi64_si128((long long)e));
+    return _mm256_unpacklo_epi64(q, _mm256_slli_epi32(q, 4));
+}
+
+/* 0x10 in byte i of each 128-bit lane where bit i of the lane's 16-bit qh half is set (the
+ * half of qh word: the even / odd block's at dword (b / 2) of hb's lane, bits i: byte b16 +
+ * i / 8 of hb). Bits 0..3 of each byte are taken from the << 4 copy (at byte sh + i / 8), so
+ * every bit sits at 4..7 and vpminub with 0x10 makes it 0x10: and + min where or, compare,
+ * and took 3. */
+static inline __m256i s_bit16(__m256i hb, int sh, int b16)
+{
+    const __m256i idx = _mm256_broadcastsi128_si256(
+        _mm_setr_epi8((char)sh, (char)sh, (char)sh, (char)sh, (char)b16, (char)b16, (char)b16,
+                      (char)b16, (char)(sh + 1), (char)(sh + 1), (char)(sh + 1), (char)(sh + 1),
+                      (char)(b16 + 1), (char)(b16 + 1), (char)(b16 + 1), (char)(b16 + 1)));
+    return _mm256_min_epu8(_mm256_and_si256(_mm256_shuffle_epi8(hb, idx),
+                                            _mm256_set1_epi32((int)0x80402010)),
+                           _mm256_set1_epi8(0x10));
+}
+
+/* [d0, d1, d2, d3, m0, m1, m2, m3] (f16 bits; m 0 where the type has none) of the four blocks
+ * at x: their first 32 bits (d, then m or qh's first half, all inside the block) in dwords,
+ * then one vpshufb. Eight 16-bit inserts took ~16 uops a group, 8 of them on port 5. */
+static inline __m128i s_dm4(const uint8_t *x, size_t bb, int mn)
+{
+    uint32_t w[4];
+    for (int i = 0; i < 4; i++)
+        memcpy(&w[i], x + i * bb, 4);
+    const __m128i v = _mm_setr_epi32((int)w[0], (int)w[1], (int)w[2], (int)w[3]);
+    return _mm_shuffle_epi8(v, mn ? _mm_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14,
+                                                  15)
+                                  : _mm_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, -1, -1, -1, -1, -1,
+                                                  -1, -1, -1));
+}
+
 /* acc, or fma(p, d, acc) in the lanes where keep's sign bit is set (all, where keep is NULL) */
 static inline __attribute__((always_inline)) __m256 s_fma(__m256 p, __m256 d, __m256 acc,
                                                          const __m256 *keep)
@@ -95,7 +128,7 @@ static inline __attribute__((always_inline)) void s_group(quant_type t, const ui
 {
     const size_t bb = s_bb(t), qo = s_qs_off(t);
     const int q5 = t == QUANT_Q5_0 || t == QUANT_Q5_1, mn = t == QUANT_Q4_1 || t == QUANT_Q5_1;
-    const __m256i m = _mm256_set1_epi8(0x0F), h16 = _mm256_set1_epi8(0x10);
+    const __m256i m = _mm256_set1_epi8(0x0F);
     const __m256i i01 = _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1);
     const __m256i i23 = _mm256_setr_epi32(2, 2, 2, 2, 3, 3, 3, 3);
     /* lanes of blocks 0, 1 (a[0], a[2]) and 2, 3 (a[1], a[3]) present: lane i of a[0] holds
@@ -105,12 +138,7 @@ static inline __attribute__((always_inline)) void s_group(quant_type t, const ui
     const __m256 k23 = _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(k - 2), lb));
     const __m256 *p01 = k < 4 ? &k01 : NULL, *p23 = k < 4 ? &k23 : NULL;
     /* d of the four blocks in lanes 0..3, m (Q4_1, Q5_1) in 4..7, both times d_x */
-    const __m128i h = _mm_setr_epi16((short)s_u16(x), (short)s_u16(x + bb),
-                                     (short)s_u16(x + 2 * bb), (short)s_u16(x + 3 * bb),
-                                     mn ? (short)s_u16(x + 2) : 0,
-                                     mn ? (short)s_u16(x + bb + 2) : 0,
-                                     mn ? (short)s_u16(x + 2 * bb + 2) : 0,
-                                     mn ? (short)s_u16(x + 3 * bb + 2) : 0);
+    const __m128i h = s_dm4(x, bb, mn);
     /* d_w * d_x in lanes 0..3, m_w (times 1: exact) in 4..7 */
     const __m128 dx = _mm_loadu_ps(dxp);
     const __m256 dd = _mm256_mul_ps(_mm256_cvtph_ps(h), _mm256_set_m128(_mm_set1_ps(1.0f), dx));
@@ -124,14 +152,11 @@ static inline __attribute__((always_inline)) void s_group(quant_type t, const ui
     __m256i u01 = _mm256_and_si256(_mm256_srli_epi16(v01, 4), m);
     __m256i u23 = _mm256_and_si256(_mm256_srli_epi16(v23, 4), m);
     if (q5) {
-        const uint32_t q0 = s_qh(t, x), q1 = s_qh(t, x + bb), q2 = s_qh(t, x + 2 * bb),
-                       q3 = s_qh(t, x + 3 * bb);
-        l01 = _mm256_or_si256(l01, _mm256_and_si256(s_bits32((q0 & 0xFFFF) | q1 << 16), h16));
-        l23 = _mm256_or_si256(l23, _mm256_and_si256(s_bits32((q2 & 0xFFFF) | q3 << 16), h16));
-        u01 = _mm256_or_si256(u01, _mm256_and_si256(s_bits32(q0 >> 16 | (q1 & 0xFFFF0000u)),
-                                                    h16));
-        u23 = _mm256_or_si256(u23, _mm256_and_si256(s_bits32(q2 >> 16 | (q3 & 0xFFFF0000u)),
-                                                    h16));
+        const __m256i hb = s_qh4(t, x, bb);
+        l01 = _mm256_or_si256(l01, s_bit16(hb, 8, 0));
+        u01 = _mm256_or_si256(u01, s_bit16(hb, 10, 2));
+        l23 = _mm256_or_si256(l23, s_bit16(hb, 12, 4));
+        u23 = _mm256_or_si256(u23, s_bit16(hb, 14, 6));
     }
     a[0] = s_fma(_mm256_cvtepi32_ps(s_half(t, l01, q, b8)), d01, a[0], p01);
     a[1] = s_fma(_mm256_cvtepi32_ps(s_half(t, l23, q + 32, b8 + 8)), d23, a[1], p23);
