@@ -258,35 +258,42 @@ static inline __attribute__((always_inline)) __m256i s_q23(int q3, const uint8_t
     return r;
 }
 
-/* IQ4_XS's 8 scales ls - 32, dword c holding the 16-bit value twice (for vpmaddwd and
- * vpdpwssd, which multiply words), computed in registers: from scales_l (4 bits each) and
- * scales_h (2 bits each) broadcast and shifted per lane. Written to memory and read back as
- * a vector they missed store forwarding, which cost the row ~3x in cache (2026-12-02). */
-static inline __m256i s_xs_scales(const quant_block_iq4_xs *x)
+/* IQ4_XS's 8 scales ls - 32 of two super-blocks (a's in dwords 0..7, b's in 8..15), each
+ * dword the 16-bit value twice (for vpdpwssd, which multiplies words), computed in registers
+ * from scales_l (4 bits each) and scales_h (2 bits each) broadcast and shifted per lane.
+ * Written to memory and read back as a vector they missed store forwarding, which cost the
+ * row ~3x in cache (2026-12-02). */
+static inline __m512i s_xs_scales2(const quant_block_iq4_xs *xa, const quant_block_iq4_xs *xb)
 {
-    uint32_t l;
-    memcpy(&l, x->scales_l, 4);
-    const __m256i lo = _mm256_and_si256(
-        _mm256_srlv_epi32(_mm256_set1_epi32((int)l), _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28)),
-        _mm256_set1_epi32(0xF));
-    const __m256i hi = _mm256_and_si256(
-        _mm256_srlv_epi32(_mm256_set1_epi32(x->scales_h), _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14)),
-        _mm256_set1_epi32(3));
-    const __m256i ls = _mm256_sub_epi32(_mm256_or_si256(lo, _mm256_slli_epi32(hi, 4)),
-                                        _mm256_set1_epi32(32));
-    return _mm256_or_si256(_mm256_and_si256(ls, _mm256_set1_epi32(0xFFFF)),
-                           _mm256_slli_epi32(ls, 16));
+    uint32_t la, lb;
+    memcpy(&la, xa->scales_l, 4);
+    memcpy(&lb, xb->scales_l, 4);
+    const __m512i l = _mm512_mask_set1_epi32(_mm512_set1_epi32((int)la), 0xFF00, (int)lb);
+    const __m512i h = _mm512_mask_set1_epi32(_mm512_set1_epi32(xa->scales_h), 0xFF00,
+                                             xb->scales_h);
+    const __m512i lo = _mm512_and_si512(
+        _mm512_srlv_epi32(l, _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 0, 4, 8, 12, 16, 20,
+                                               24, 28)),
+        _mm512_set1_epi32(0xF));
+    const __m512i hi = _mm512_and_si512(
+        _mm512_srlv_epi32(h, _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 0, 2, 4, 6, 8, 10, 12,
+                                               14)),
+        _mm512_set1_epi32(3));
+    const __m512i ls = _mm512_sub_epi32(_mm512_or_si512(lo, _mm512_slli_epi32(hi, 4)),
+                                        _mm512_set1_epi32(32));
+    return _mm512_or_si512(_mm512_and_si512(ls, _mm512_set1_epi32(0xFFFF)),
+                           _mm512_slli_epi32(ls, 16));
 }
 
 /* IQ4_XS: sub-blocks 4g..4g+3 in one vector's quarters (quant_x.h's lanes 4 (c % 2) + r
- * after the fold). */
-static inline __attribute__((always_inline)) __m256i s_iq4xs(const quant_block_iq4_xs *x,
-                                                            const quant_block_q8_K *y)
+ * after the fold), unfolded; sc holds the scales at dwords 8 h + c (s_xs_scales2). */
+static inline __attribute__((always_inline)) __m512i s_iq4xs(const quant_block_iq4_xs *x,
+                                                            const quant_block_q8_K *y,
+                                                            __m512i sc, int h)
 {
     const __m128i kv = _mm_loadu_si128((const __m128i *)quant_iq4nl_values);
     const __m512i tab = _mm512_broadcast_i32x4(_mm_abs_epi8(kv));
     const __m512i m = _mm512_set1_epi8(0x0F), eight = _mm512_set1_epi8(8);
-    const __m512i sc = _mm512_castsi256_si512(s_xs_scales(x));
     __m512i s = _mm512_setzero_si512();
 #pragma GCC unroll 2
     for (int g = 0; g < 2; g++) {
@@ -302,13 +309,63 @@ static inline __attribute__((always_inline)) __m256i s_iq4xs(const quant_block_i
                                    _mm512_setzero_si512(), yhi);
         /* quarter i (sub-block 4g + i): dword 4g + i's pair of words */
         const __m512i scv = _mm512_permutexvar_epi32(
-            _mm512_add_epi32(_mm512_set1_epi32(4 * g),
+            _mm512_add_epi32(_mm512_set1_epi32(8 * h + 4 * g),
                              _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3)),
             sc);
         s = _mm512_dpwssd_epi32(s, _mm512_maddubs_epi16(_mm512_shuffle_epi8(tab, nlo), ylo), scv);
         s = _mm512_dpwssd_epi32(s, _mm512_maddubs_epi16(_mm512_shuffle_epi8(tab, nhi), yhi), scv);
     }
-    return s_fold(s);
+    return s;
+}
+
+/* IQ4_XS super-blocks a and b into lanes 0..7 and 8..15 of acc (k = 0xFF: a alone, b = a):
+ * the pair shares the scales' unpacking, the fold, the conversion and the fma, each one
+ * 512-bit pass where two 256-bit ones were (the same integers and, lane for lane, the same
+ * float operations as s_acc). */
+static inline __attribute__((always_inline)) __m512 s_xs_pair(const quant_block_iq4_xs *xa,
+                                                             const quant_block_iq4_xs *xb,
+                                                             const quant_block_q8_K *ya,
+                                                             const quant_block_q8_K *yb,
+                                                             __m512 acc, __mmask16 k)
+{
+    const __m512i sc = s_xs_scales2(xa, xb);
+    const __m512i sa = s_iq4xs(xa, ya, sc, 0), sb = s_iq4xs(xb, yb, sc, 1);
+    /* [a's lo + hi | b's hi + lo]: s_fold's sums */
+    const __m512i s = _mm512_add_epi32(_mm512_mask_blend_epi64(0xF0, sa, sb),
+                                       _mm512_shuffle_i64x2(sa, sb, 0x4E));
+    const __m128 d = _mm_mul_ps(
+        _mm_cvtph_ps(_mm_cvtsi32_si128((int)((uint32_t)xb->d << 16 | xa->d))),
+        _mm_setr_ps(ya->d, yb->d, 0.0f, 0.0f));
+    const __m512 f = _mm512_permutexvar_ps(
+        _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1), _mm512_castps128_ps512(d));
+    return _mm512_mask3_fmadd_ps(_mm512_cvtepi32_ps(s), f, acc, k);
+}
+
+/* IQ4_XS rows: pairs b, b + 1 into lanes (b % 4) * 8 + k as dot_k23_gfni.c's s_dot: a group
+ * of four fills a01 and a23; a row's odd last super-block goes in alone (masked). */
+static float s_dot_xs(uint64_t n, const void *w, const void *act)
+{
+    const quant_block_q8_K *y = act;
+    const quant_block_iq4_xs *x = w;
+    const uint64_t nb = n / QUANT_QK_K;
+    __m512 a01 = _mm512_setzero_ps(), a23 = a01;
+    uint64_t b = 0;
+    for (; b + QUANT_QB_GROUP <= nb; b += QUANT_QB_GROUP) {
+        quant_prefetch(x + b, (unsigned)(QUANT_QB_GROUP * sizeof *x));
+        a01 = s_xs_pair(x + b, x + b + 1, y + b, y + b + 1, a01, 0xFFFF);
+        a23 = s_xs_pair(x + b + 2, x + b + 3, y + b + 2, y + b + 3, a23, 0xFFFF);
+    }
+    const uint64_t r = nb - b;
+    if (r >= 2)
+        a01 = s_xs_pair(x + b, x + b + 1, y + b, y + b + 1, a01, 0xFFFF);
+    if (r == 1)
+        a01 = s_xs_pair(x + b, x + b, y + b, y + b, a01, 0x00FF);
+    if (r == 3)
+        a23 = s_xs_pair(x + b + 2, x + b + 2, y + b + 2, y + b + 2, a23, 0x00FF);
+    float a[QUANT_LANES];
+    _mm512_storeu_ps(a, a01);
+    _mm512_storeu_ps(a + 16, a23);
+    return quant_reduce32_avx(a);
 }
 
 static inline size_t s_bb256(quant_type t)
@@ -330,11 +387,8 @@ static inline uint16_t s_d256(quant_type t, const uint8_t *p)
 static inline __attribute__((always_inline)) __m256 s_acc(quant_type t, const uint8_t *p,
                                                          const quant_block_q8_K *y, __m256 acc)
 {
-    __m256i s, mi = _mm256_setzero_si256();
-    if (t == QUANT_IQ4_XS)
-        s = s_iq4xs((const quant_block_iq4_xs *)p, y);
-    else
-        s = s_q23(t == QUANT_Q3_K, p, y, &mi);
+    __m256i mi = _mm256_setzero_si256();
+    const __m256i s = s_q23(t == QUANT_Q3_K, p, y, &mi);
     uint32_t dd = 0;
     memcpy(&dd, t == QUANT_Q2_K ? p + offsetof(quant_block_q2_K, d)
                 : t == QUANT_Q3_K ? p + offsetof(quant_block_q3_K, d) : p, t == QUANT_Q2_K ? 4 : 2);
@@ -393,5 +447,5 @@ float quant_dot_q3_K_avx512(uint64_t n, const void *w, const void *act)
 
 float quant_dot_iq4_xs_avx512(uint64_t n, const void *w, const void *act)
 {
-    return s_dot256(QUANT_IQ4_XS, n, w, act);
+    return s_dot_xs(n, w, act);
 }
