@@ -543,6 +543,13 @@ void llm_ssd_json(json_t *j, const llm_ssd *x, const llm_model *m)
         json_object_set_new(j, "expert_cache_misses_1",
                             json_integer((json_int_t)(x->s1.expert_misses_1 -
                                                       x->s0.expert_misses_1)));
+        /* where a generated token's time went (lab/lab_llm.c compares them with its terms) */
+        json_object_set_new(j, "expert_read_ms_1",
+                            json_real((x->s1.expert_read_ns_1 - x->s0.expert_read_ns_1) / 1e6));
+        json_object_set_new(j, "expert_hash_ms_1",
+                            json_real((x->s1.expert_hash_ns_1 - x->s0.expert_hash_ns_1) / 1e6));
+        json_object_set_new(j, "step_ms_1",
+                            json_real((x->s1.step_ns_1 - x->s0.step_ns_1) / 1e6));
         json_object_set_new(j, "experts_hashed",
                             json_integer((json_int_t)(x->s1.experts_hashed -
                                                       x->s0.experts_hashed)));

@@ -8,11 +8,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 #include "arch/sums.h"
 #include "runtime/exec.h"
 #include "gguf/gguf.h"
 #include "arch/kernel.h"
+#include "base/iobuf.h"
 #include "base/util.h"
 #include "quant/quant.h"
 #include "runtime/gate.h"
@@ -297,79 +299,164 @@ out:
     return rc;
 }
 
-int bench_experts_replay(const char *path, const char *log, bench_disk_result *out, char *err,
-                         size_t errlen)
+/* One line of a miss log ("ONEPOS LAYER EXPERT...") as the arm's reads (runtime/exec.c,
+ * s_experts_read): each missed expert takes the next of `slots` cache slots of slot_bytes
+ * (*cur cycles through them), and its slice of every expert tensor of the layer is read as
+ * its aligned superset into the slot, one after the other, each at the next multiple of
+ * EXEC_ALIGN past slice + 2 x EXEC_ALIGN. n reads, their bytes in *bytes. */
+static int s_replay_line(const arch_model *am, const char *line, uint32_t slots,
+                         uint64_t slot_bytes, uint32_t *cur, int *one, uint64_t *aoff,
+                         uint64_t *alen, uint64_t *dst, uint32_t maxr, uint32_t *n,
+                         uint64_t *bytes)
 {
-    enum { S_NT = 4, S_MAXR = 64 * S_NT };
+    char *p, *end;
+    *one = (int)strtol(line, &end, 10);
+    uint32_t l = (uint32_t)strtoul(end, &p, 10);
+    *n = 0;
+    *bytes = 0;
+    if (p == end || l >= am->hp.n_layers)
+        return -1;
+    const arch_layer *L = &am->layers[l];
+    for (unsigned long x; (x = strtoul(p, &end, 10)), end != p; p = end) {
+        uint64_t part = (uint64_t)*cur * slot_bytes, at = part;
+        *cur = (*cur + 1) % slots;
+        for (uint32_t t = 0; t < L->n_tensors; t++) {
+            const arch_tensor *T = &L->t[t];
+            if (!T->n_expert || x >= T->n_expert)
+                continue;
+            uint64_t slice = T->nbytes / T->n_expert, off = T->off + x * slice;
+            if (*n == maxr || at + slice + 2 * EXEC_ALIGN > part + slot_bytes)
+                return -1;
+            aoff[*n] = off / EXEC_ALIGN * EXEC_ALIGN;
+            alen[*n] = (off + slice + EXEC_ALIGN - 1) / EXEC_ALIGN * EXEC_ALIGN - aoff[*n];
+            dst[*n] = at;
+            at += (slice + 3 * EXEC_ALIGN - 1) / EXEC_ALIGN * EXEC_ALIGN;
+            *bytes += alen[(*n)++];
+        }
+    }
+    return 0;
+}
+
+int bench_experts_replay(const char *path, const char *log, uint32_t slots, uint64_t slot_bytes,
+                         uint32_t last_passes, uint32_t passes, double *pass_gbps,
+                         bench_disk_result *out, char *err, size_t errlen)
+{
+    enum { S_MAXR = 1024 };
     gguf_file *g = gguf_open(path, err, errlen);
     arch_model am;
     struct io_uring r;
     FILE *f = NULL;
-    int fd = -1, ring = 0, rc = -1;
-    uint8_t *buf[S_MAXR] = { 0 };
-    uint64_t aoff[S_MAXR], alen[S_MAXR], timed = 0, ns = 0, all = 0;
+    int fd = -1, ring = 0, rc = -1, one;
+    iobuf ib = { 0 };
+    uint8_t *buf[S_MAXR];
+    uint64_t aoff[S_MAXR], alen[S_MAXR], dst[S_MAXR], all = 0, b;
+    uint32_t n, maxn = 0, cur = 0, npass = 0;
+    double *v = calloc(passes ? passes : 1, sizeof *v), *rms = NULL;
     char *line = NULL;
     size_t cap = 0;
     memset(out, 0, sizeof *out);
     if (!g || arch_model_open(&am, g, err, errlen)) {
         gguf_close(&g);
+        free(v);
         return -1;
     }
-    if (!(f = fopen(log, "r")) || (fd = open(path, O_RDONLY | O_DIRECT | O_CLOEXEC)) < 0 ||
-        io_uring_queue_init(S_MAXR, &r, 0)) {
-        snprintf(err, errlen, "%s: %s", f ? path : log, strerror(errno ? errno : EIO));
+    if (!v || !passes || !slots || !slot_bytes || !(f = fopen(log, "r"))) {
+        snprintf(err, errlen, "%s: %s", log,
+                 !v || !passes || !slots || !slot_bytes ? "no pass or no slot" : strerror(errno));
+        goto out;
+    }
+    while (getline(&line, &cap, f) > 0) { /* check the log, count its passes, size the ring */
+        if (!strncmp(line, "pass ", 5)) {
+            npass++;
+            continue;
+        }
+        if (s_replay_line(&am, line, slots, slot_bytes, &cur, &one, aoff, alen, dst, S_MAXR, &n,
+                          &b)) {
+            snprintf(err, errlen, "%s: not a miss line, or over %d reads or a slot: %s", log,
+                     S_MAXR, line);
+            goto out;
+        }
+        maxn = n > maxn ? n : maxn;
+    }
+    if (!maxn) {
+        snprintf(err, errlen, "%s: no miss", log);
+        goto out;
+    }
+    /* the cache as the arm's: huge pages, touched before the first read (exec.c) */
+    if (iobuf_alloc(&ib, (uint64_t)slots * slot_bytes, 0, err, errlen))
+        goto out;
+    if ((fd = open(path, O_RDONLY | O_DIRECT | O_CLOEXEC)) < 0 ||
+        io_uring_queue_init(maxn, &r, 0)) {
+        snprintf(err, errlen, "%s: %s", path, fd < 0 ? strerror(errno) : "io_uring unavailable");
         goto out;
     }
     ring = 1;
-    uint64_t io0 = util_io_read_bytes();
-    while (getline(&line, &cap, f) > 0) {
-        char *p = line, *end;
-        int one = (int)strtol(p, &end, 10);
-        uint32_t l = (uint32_t)strtoul(end, &p, 10), n = 0;
-        if (p == end || l >= am.hp.n_layers) {
-            snprintf(err, errlen, "%s: not a miss line: %s", log, line);
-            goto out;
-        }
-        const arch_layer *L = &am.layers[l];
-        for (unsigned long x; (x = strtoul(p, &end, 10)), end != p; p = end)
-            for (uint32_t t = 0; t < L->n_tensors && n < S_MAXR; t++) {
-                const arch_tensor *T = &L->t[t];
-                if (!T->n_expert || x >= T->n_expert)
-                    continue;
-                uint64_t slice = T->nbytes / T->n_expert, off = T->off + x * slice;
-                aoff[n] = off / EXEC_ALIGN * EXEC_ALIGN;
-                alen[n] = (off + slice + EXEC_ALIGN - 1) / EXEC_ALIGN * EXEC_ALIGN - aoff[n];
-                if (!buf[n] && posix_memalign((void **)&buf[n], EXEC_ALIGN, 8u << 20)) {
-                    buf[n] = NULL;
-                    snprintf(err, errlen, "out of memory");
-                    goto out;
-                }
-                if (alen[n] > (8u << 20)) {
-                    snprintf(err, errlen, "%s: an expert slice over 8 MiB", path);
-                    goto out;
-                }
-                all += alen[n++];
-            }
-        uint64_t t0 = util_now_ns(), b = 0;
-        for (uint32_t i = 0; i < n; i++)
-            b += alen[i];
-        if (n && s_visit(&r, fd, buf, aoff, alen, n, err, errlen))
-            goto out;
-        if (one) {
-            ns += util_now_ns() - t0;
-            timed += b;
-        }
+    memset(ib.p, 0, ib.len);
+    snprintf(out->io_buffers, sizeof out->io_buffers, "%s", ib.desc);
+    uint64_t io0 = util_io_read_bytes(), tns = 0, hns = 0, htimed = 0, sink = 0;
+    cur = 0;
+    /* timed: the last last_passes passes (those a generated token's time covers), or
+     * without pass lines or last_passes, the one-position ones */
+    uint32_t first_timed = last_passes && npass >= last_passes ? npass - last_passes : UINT32_MAX;
+    if (!(rms = calloc(passes, sizeof *rms))) {
+        snprintf(err, errlen, "out of memory");
+        goto out;
     }
+    for (uint32_t ps = 0; ps < passes; ps++) {
+        uint64_t ns = 0, timed = 0;
+        uint32_t at = 0; /* passes begun */
+        rewind(f);
+        while (getline(&line, &cap, f) > 0) {
+            if (!strncmp(line, "pass ", 5)) {
+                at++;
+                continue;
+            }
+            s_replay_line(&am, line, slots, slot_bytes, &cur, &one, aoff, alen, dst, S_MAXR, &n,
+                          &b);
+            for (uint32_t i = 0; i < n; i++)
+                buf[i] = ib.p + dst[i];
+            uint64_t t0 = util_now_ns();
+            if (n && s_visit(&r, fd, buf, aoff, alen, n, err, errlen))
+                goto out;
+            uint64_t t1 = util_now_ns();
+            for (uint32_t i = 0; i < n; i++) /* the content gate's hash, as the arm's */
+                sink ^= XXH3_64bits(buf[i], alen[i]);
+            if (first_timed != UINT32_MAX ? at > first_timed : one) {
+                ns += t1 - t0;
+                hns += util_now_ns() - t1;
+                timed += b;
+            }
+            all += b;
+        }
+        v[ps] = ns ? timed / (double)ns : 0;
+        rms[ps] = ns / 1e6 / (first_timed != UINT32_MAX ? last_passes : 1);
+        if (pass_gbps)
+            pass_gbps[ps] = v[ps];
+        tns += ns;
+        htimed += timed;
+    }
+    out->hash_gbps = hns ? htimed / (double)hns : 0;
+    out->timed_passes = first_timed != UINT32_MAX ? last_passes : 0;
+    out->hash_ms = out->timed_passes ? hns / 1e6 / passes / out->timed_passes : 0;
+    (void)sink;
     out->read_bytes = util_io_read_bytes() - io0;
     out->bytes = all;
-    out->seconds = ns / 1e9;
-    out->gbps = ns ? timed / (double)ns : 0;
+    out->seconds = tns / 1e9;
+    out->queue_depth = maxn;
+    /* the passes after the first: the runs come after the bench's own pass, so each run's
+     * reads were made before (by the bench or the run before it) as every later pass's were */
+    uint32_t from = passes > 1 ? 1 : 0;
+    util_sort_doubles(v + from, passes - from);
+    out->gbps = util_percentile(v + from, passes - from, 50);
+    util_sort_doubles(rms + from, passes - from);
+    out->read_ms = out->timed_passes ? util_percentile(rms + from, passes - from, 50) : 0;
     out->cache_pass = gate_cache_ok(out->read_bytes, out->bytes);
     rc = 0;
 out:
     free(line);
-    for (uint32_t i = 0; i < S_MAXR; i++)
-        free(buf[i]);
+    free(v);
+    free(rms);
+    iobuf_free(&ib);
     if (ring)
         io_uring_queue_exit(&r);
     if (fd >= 0)

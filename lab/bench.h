@@ -24,6 +24,10 @@ typedef struct {
     char device[160];          /* devstat_dev.name */
     char device_error[256];
     devstat_delta dev;         /* requests, bytes, average request size, busy time */
+    double hash_gbps;          /* bench_experts_replay: XXH3 over the timed reads' bytes just
+                                * read, 1e9 B/s (the content gate's cost, as the arm pays it) */
+    uint32_t timed_passes;     /* bench_experts_replay: the passes timed (0: one-position) */
+    double read_ms, hash_ms;   /* ... and a timed pass's reads and hashes (ms) */
 } bench_disk_result;
 
 /* Stream layers [first, L) with the SSD arm's reader (O_DIRECT, io_uring, chunk, depth, ring)
@@ -57,10 +61,22 @@ int bench_experts_gguf(const char *path, uint32_t first, uint32_t experts, uint6
                        uint32_t seed, bench_disk_result *out, char *err, size_t errlen);
 /* The same reads as a given sequence of misses (runtime/llm.c's SWARM_EXPERT_SIM_LOG: lines
  * "ONEPOS LAYER EXPERT..."; one visit a line, its experts' slices all in flight, then a wait),
- * in order: every visit read, only one-position passes' visits timed (gbps is their bytes over
- * their time; bytes the whole log's). 0 / -1. */
-int bench_experts_replay(const char *path, const char *log, bench_disk_result *out, char *err,
-                         size_t errlen);
+ * in order, into a cache as the arm's: `slots` slots of slot_bytes (exec_plan's
+ * expert_slots, expert_slot_bytes) in one huge-page buffer touched first, each miss into the
+ * next slot in turn (memory not touched since the slot's last read, as an LRU victim is),
+ * its slices laid out as exec.c lays them; the whole log `passes` times over: every visit
+ * read, timed only in the last `last_passes` passes of the log ("pass POS N" lines begin a
+ * pass: those a generated token's time covers), or where the log has no pass lines or
+ * last_passes is 0, in one-position passes. pass_gbps (passes entries, or NULL): each
+ * pass's timed bytes over its time. out->gbps is the median of the passes after the first
+ * (the first alone when passes is 1); bytes, read_bytes and seconds are all the passes';
+ * queue_depth the largest visit's reads; hash_gbps each visit's reads hashed after it (XXH3,
+ * as the content gate), over every pass's timed visits; with last_passes, read_ms the
+ * median over the same passes as gbps of the timed reads' time a pass, hash_ms the hashes'
+ * a pass (mean over every pass), timed_passes = last_passes. 0 / -1. */
+int bench_experts_replay(const char *path, const char *log, uint32_t slots, uint64_t slot_bytes,
+                         uint32_t last_passes, uint32_t passes, double *pass_gbps,
+                         bench_disk_result *out, char *err, size_t errlen);
 /* Per-layer compute time of a resident layer (median of reps, ms) with `threads` BLAS
  * threads; loads layer 0 of m. */
 int bench_layer_ms(const model_t *m, int threads, int reps, double *ms, char *err,

@@ -52,6 +52,7 @@ typedef struct {
     double pred_ms;               /* predicted ms per generated token */
     double pred_read, pred_hit;   /* ssd: predicted bytes read a token, expert cache hit rate */
     double uni_ms, uni_read, uni_hit; /* the same under uniform routing (a bound) */
+    double pred_read_ms, pred_hash_ms, pred_ring_ms; /* ssd: the prediction's terms, ms a token */
     const char *spec;             /* "+spec": the model's Q4_0 copy drafts; "+lookup": prompt
                                    * lookup; NULL: no speculation */
 } ll_cond;
@@ -72,6 +73,10 @@ typedef struct {
     double hash_gbps;
     double disk_uni_gbps;         /* the disk at uniform routing's misses' depth */
     int has_sim;                  /* the calibration replayed its routing through the cache */
+    double disk_first_gbps;       /* the replay's first pass (GB/s): the runs never see it */
+    double replay_read_ms, replay_hash_ms; /* the replay's per generated token (0: none) */
+    double ssd_ms;                /* the SSD arm's compute a token, every layer resident (NAN:
+                                   * not measured; the reference's ref_ms stands in) */
     double sim_hit;               /* ... and hit this often on one-position passes */
 } ll_lab;
 
@@ -422,24 +427,50 @@ static double s_disk_experts(ll_lab *L, const exec_plan *p, double hit, uint32_t
 }
 
 /* The disk for exactly the reads the SSD arm will make: the calibration's misses, in their
- * order, each layer's together (bench_experts_replay), timed over the generated tokens'. Random
- * experts (s_disk_experts) drew 1.1 GB/s where the arm drew 2.0 on re-reads of the same hot
- * experts (2026-12-02, 400 MiB cap): this VM's host caches a region that is re-read. Falls back
- * to random experts at the replay's depth when the log is missing. */
+ * order, each layer's together, into huge pages as the arm's cache (bench_experts_replay),
+ * timed over the generated tokens', the whole sequence once per SSD run and once before: the
+ * figure is the median of the passes after the first. Every SSD run reads the same misses (the
+ * same tokens, so the same routing, and a cold cache each run), and this VM's host caches a
+ * region that is re-read: on 2026-12-02 a single replay drew 1.25 GB/s where the runs after it
+ * drew about 2.7, each run's reads having been made before. Random experts
+ * (s_disk_experts) at the replay's depth when the log is missing. */
 static double s_disk_replay(ll_lab *L, const exec_plan *p, uint32_t *depth)
 {
-    char err[1024], log[PATH_MAX + 64];
+    char err[1024], log[PATH_MAX + 64], line[256];
     bench_disk_result d;
+    uint32_t n = L->cfg.repeats + 1;
+    double *v = calloc(n, sizeof *v);
     snprintf(log, sizeof log, "%s/logs/expert-misses.txt", L->dir);
-    int rc = bench_experts_replay(L->cfg.llm.model, log, &d, err, sizeof err);
+    int rc = v ? bench_experts_replay(L->cfg.llm.model, log, p->expert_slots,
+                                      p->expert_slot_bytes, L->cfg.llm.tokens - 1, n, v, &d,
+                                      err, sizeof err) : -1;
     if (rc || !(d.gbps > 0)) {
         log_warn("disk figure from the replayed misses: %s; random experts instead",
-                 rc ? err : "no miss on a generated token");
+                 !v ? "out of memory" : rc ? err : "no miss on a generated token");
+        free(v);
         return s_disk_experts(L, p, L->sim_hit, depth);
     }
-    log_info("disk: the calibration's misses replayed: %.2f GB/s over the generated tokens' "
-             "(%.0f MiB in all%s)", d.gbps, d.bytes / 1048576.0,
-             d.cache_pass ? "" : "; WARNING: not all from storage");
+    size_t o = 0;
+    for (uint32_t i = 0; i < n && o < sizeof line; i++)
+        o += (size_t)snprintf(line + o, sizeof line - o, "%s%.2f", i ? ", " : "", v[i]);
+    log_info("disk: the calibration's misses replayed %u times (the runs' %u and one before): "
+             "%.2f GB/s over the generated tokens' (median of passes 2-%u; each pass %s GB/s; "
+             "%.0f MiB in all, %s%s); hashed as read: %.2f GB/s (XXH3 over 64 MiB in memory: "
+             "%.2f)", n, L->cfg.repeats, d.gbps, n, line, d.bytes / 1048576.0, d.io_buffers,
+             d.cache_pass ? "" : "; WARNING: not all from storage", d.hash_gbps, L->hash_gbps);
+    /* the slices just read are not in the CPU's caches, where the 64 MiB buffer of
+     * predict_hash_gbps can be (this VM's L3 is 260 MiB): 4.96-11.1 GB/s between sittings */
+    if (d.hash_gbps > 0)
+        L->hash_gbps = d.hash_gbps;
+    /* gen_tok_s times the passes after the first token's, n - 1 for n tokens: the replay
+     * times the same passes (a prompt's last chunk of one position is not one of them) */
+    L->replay_read_ms = d.read_ms;
+    L->replay_hash_ms = d.hash_ms;
+    if (d.timed_passes)
+        log_info("disk: a generated token's misses (the last %u passes): reads %.2f ms (median "
+                 "of passes 2-%u), hashes %.2f ms", d.timed_passes, d.read_ms, n, d.hash_ms);
+    L->disk_first_gbps = v[0];
+    free(v);
     *depth = 0;
     return d.gbps;
 }
@@ -490,6 +521,41 @@ static int s_calibrate(ll_lab *L, uint32_t slots)
     return 0;
 }
 
+/* The SSD arm's compute a generated token: the arm itself with a cap that holds every layer
+ * (no read on the token's path), the runs' prompt and tokens, its ITL p50. The reference's
+ * time is the same work but not in the same memory: its weights are a 4 KiB-page mapping of
+ * the file, the SSD arm's resident tensors and expert cache huge pages (runtime/exec.c), and
+ * a page walk every 4 KiB costs: with every layer resident the SSD arm ran a token in
+ * 22.3-22.7 ms where the reference took 23.4-24.0 (2026-12-02, alternating, 3 each), and the
+ * split arm's compute came out 8-20% under the reference's in the sittings of
+ * docs/measurements/2026-12-02-moecal.md. NAN when the plan at that cap keeps a layer out. */
+static double s_calibrate_compute(ll_lab *L)
+{
+    struct stat sb;
+    int rc;
+    ll_cond c = { .arm = "ssd" };
+    snprintf(c.name, sizeof c.name, "calibration-ssd");
+    if (stat(L->cfg.llm.model, &sb))
+        return NAN;
+    uint64_t cap = L->cfg.llm.cap;
+    /* the file, and room for the KV caches, scratch and the process (measured: 3200 MiB
+     * made the 2659 MiB moe.ini model all resident, 2026-12-02) */
+    L->cfg.llm.cap = (uint64_t)sb.st_size + (640ull << 20);
+    json_t *r = s_generate(L, &c, L->cfg.llm.tokens, "cal", &rc);
+    L->cfg.llm.cap = cap;
+    json_t *itl = r ? json_object_get(r, "itl_ms_p50") : NULL;
+    json_t *res = r ? json_object_get(r, "resident_layers") : NULL;
+    double ms = NAN;
+    if (!itl || !json_is_number(itl) || !json_is_integer(res) ||
+        json_integer_value(res) != (json_int_t)L->n_layers)
+        log_warn("compute: the SSD arm with every layer resident did not run (exit %d, see "
+                 "%s/logs/calibration-ssd-cal.err): the reference's time instead", rc, L->dir);
+    else
+        ms = json_number_value(itl);
+    json_decref(r);
+    return ms;
+}
+
 static int s_predict(ll_lab *L)
 {
     char err[1024];
@@ -517,6 +583,10 @@ static int s_predict(ll_lab *L)
     L->pass_bytes = p.resident_bytes + p.streamed_per_step;
     if (s_routed(L, &p) || s_calibrate(L, p.expert_slots))
         return -1;
+    L->ssd_ms = p.expert_slots ? s_calibrate_compute(L) : NAN;
+    if (isfinite(L->ssd_ms))
+        log_info("compute: the SSD arm with every layer resident %.2f ms a token (ITL p50), the "
+                 "reference %.2f", L->ssd_ms, L->ref_ms);
     /* The disk in the arm's own pattern: the ring's chunks at its depth, or, where experts
      * stream, expert-sized reads with a token's worth of a layer's experts in flight. */
     bench_disk_opts bo = { .first = p.n_resident + p.n_split, .chunk_bytes = lo.chunk_bytes,
@@ -553,7 +623,8 @@ static int s_predict(ll_lab *L)
         if (!strcmp(cd->arm, "reference")) {
             cd->pred_ms = L->ref_ms;
         } else if (!strcmp(cd->arm, "ssd")) {
-            predict_llm_in in = { .ref_ms = L->ref_ms, .disk_gbps = L->disk_gbps,
+            predict_llm_in in = { .ref_ms = isfinite(L->ssd_ms) ? L->ssd_ms : L->ref_ms,
+                                  .disk_gbps = L->disk_gbps,
                                   .hash_gbps = L->hash_gbps, .pass_bytes = L->pass_bytes,
                                   .ring_bytes = L->streamed_bytes,
                                   .routed_read_bytes = L->routed_read,
@@ -570,10 +641,15 @@ static int s_predict(ll_lab *L)
                 log_info("ssd under uniform routing: %s", po.formula);
             in.has_hit = L->has_sim;
             in.hit = L->sim_hit;
+            in.read_ms = L->replay_read_ms;
+            in.hash_ms = L->replay_hash_ms;
             predict_llm_ssd(&in, &po);
             cd->pred_ms = po.ms;
             cd->pred_read = po.read_bytes;
             cd->pred_hit = po.hit_rate;
+            cd->pred_read_ms = po.read_ms;
+            cd->pred_hash_ms = po.hash_ms;
+            cd->pred_ring_ms = po.ring_ms;
             log_info("ssd: %s", po.formula);
             if (p.expert_slots)
                 log_info("ssd: predicted %.1f MiB read a token, expert cache hit rate %.3f "
@@ -653,6 +729,60 @@ static void s_plot(const ll_lab *L, const double *med, const double *mn, const d
 /* The SSD arm's expert figures from results.jsonl, per generated token (one-position steps:
  * the prompt's passes apart): bytes read against what it must read (each miss's expert
  * read) and against the prediction, the cache's hit rate, the disk bound of those bytes. */
+/* The SSD runs' generated tokens against the prediction's terms (ms a token): compute (the
+ * reference's calibration), expert reads, their hashes, the ring; measured from the run's own
+ * clocks (expert_read_ms_1, expert_hash_ms_1 over steps_1), the rest of its mean token time
+ * (1000 / gen_tok_s) is compute and what the ring left on the step. */
+static void s_report_terms(const ll_lab *L, FILE *f)
+{
+    char path[PATH_MAX + 32];
+    snprintf(path, sizeof path, "%s/results.jsonl", L->dir);
+    FILE *in = fopen(path, "r");
+    char *line = NULL;
+    size_t cap = 0;
+    int head = 0;
+    while (in && getline(&line, &cap, in) > 0) {
+        json_t *o = json_loads(line, 0, NULL), *r = o ? json_object_get(o, "result") : NULL;
+        double steps = s_num(r, "steps_1"), rd = s_num(r, "expert_read_ms_1");
+        double hs = s_num(r, "expert_hash_ms_1"), tok = 1000.0 / s_num(r, "gen_tok_s");
+        if (!json_is_object(r) || !(steps > 0) || !isfinite(rd) || !isfinite(tok) ||
+            json_is_true(json_object_get(r, "void"))) {
+            json_decref(o);
+            continue;
+        }
+        if (!head++)
+            fprintf(f, "\n## SSD: where a generated token's time went (ms), predicted / "
+                       "measured\n\n"
+                       "| run | token | compute (+ ring) | expert reads | hashes | expert read "
+                       "GB/s |\n|---|---|---|---|---|---|\n");
+        rd /= steps;
+        hs /= steps;
+        double pc = s_num(o, "predicted_compute_ms") + s_num(o, "predicted_ring_ms");
+        double xb = s_num(r, "expert_read_bytes_1") / steps;
+        fprintf(f, "| %s, repeat %lld | %.2f / %.2f | %.2f / %.2f | %.2f / %.2f | "
+                   "%.2f / %.2f | %.2f / %.2f |\n",
+                json_string_value(json_object_get(o, "condition")),
+                (long long)json_integer_value(json_object_get(o, "repeat")),
+                s_num(o, "predicted_ms_per_token"), tok, pc, tok - rd - hs,
+                s_num(o, "predicted_expert_read_ms"), rd, s_num(o, "predicted_expert_hash_ms"),
+                hs, s_num(o, "disk_gbps"), rd > 0 ? xb / (rd * 1e6) : NAN);
+        json_decref(o);
+    }
+    if (head)
+        fprintf(f, "\nToken: 1000 / gen_tok_s (the mean over the generated tokens). Compute: the "
+                   "SSD arm's calibration with every layer resident (ITL p50; the reference's "
+                   "where it could not run), plus the ring's reads not hidden behind it; measured as the token less the run's own expert read and hash clocks. "
+                   "Measured reads and hashes are a one-position pass's mean (steps_1: with a "
+                   "prompt's last chunk of one position, which misses more than a generated "
+                   "token's pass, so they run high and compute low); predicted ones the replay's "
+                   "over the passes gen_tok_s times. Expert read GB/s: predicted, the replay's "
+                   "passes after its first (docs/lab.md); measured, the run's expert bytes over "
+                   "its read clock.\n");
+    free(line);
+    if (in)
+        fclose(in);
+}
+
 static void s_report_experts(const ll_lab *L, FILE *f)
 {
     char path[PATH_MAX + 32];
@@ -839,6 +969,7 @@ static int s_report(ll_lab *L)
                "failed one counts under void and is left out of the figures. The article's "
                "%.2fx is the dense model's resident/lan over ssd steps/s.\n", LL_ARTICLE_RATIO);
     s_report_experts(L, f);
+    s_report_terms(L, f);
     fclose(f);
     s_plot(L, med, mn, mx);
     snprintf(path, sizeof path, "%s/table.md", L->dir);
@@ -985,6 +1116,14 @@ int lab_llm_main(int argc, char **argv)
                 json_object_set_new(o, "uniform_disk_gbps", json_real(L->disk_uni_gbps));
                 json_object_set_new(o, "routed_read_bytes_per_token",
                                     json_integer((json_int_t)L->routed_read));
+                json_object_set_new(o, "predicted_compute_ms",
+                                    json_real(isfinite(L->ssd_ms) ? L->ssd_ms : L->ref_ms));
+                json_object_set_new(o, "predicted_expert_read_ms",
+                                    json_real(L->cond[i].pred_read_ms));
+                json_object_set_new(o, "predicted_expert_hash_ms",
+                                    json_real(L->cond[i].pred_hash_ms));
+                json_object_set_new(o, "predicted_ring_ms", json_real(L->cond[i].pred_ring_ms));
+                json_object_set_new(o, "disk_first_pass_gbps", json_real(L->disk_first_gbps));
             }
             json_object_set_new(o, "exit_code", json_integer(rc));
             json_object_set_new(o, "result", res ? res : json_null());

@@ -557,14 +557,29 @@ void predict_llm_ssd(const predict_llm_in *in, predict_llm_out *out)
         snprintf(out->formula, sizeof out->formula, "no disk figure");
         return;
     }
-    double ring = in->ring_bytes ? in->ring_bytes / bw - in->ref_ms * share : 0;
+    double rbw = in->ring_gbps > 0 ? in->ring_gbps * 1e6 : bw;
+    double ring = in->ring_bytes ? in->ring_bytes / rbw - in->ref_ms * share : 0;
     out->ring_ms = ring > 0 ? ring : 0;
-    out->expert_ms = miss > 0 ? miss / bw + (hw > 0 ? miss / hw : 0) : 0;
+    out->read_ms = miss > 0 ? miss / bw : 0;
+    out->hash_ms = miss > 0 && hw > 0 ? miss / hw : 0;
+    if (in->read_ms > 0) { /* the misses' own reads and hashes, timed */
+        out->read_ms = in->read_ms;
+        out->hash_ms = in->hash_ms > 0 ? in->hash_ms : 0;
+    }
+    out->expert_ms = out->read_ms + out->hash_ms;
     out->ms = in->ref_ms + out->ring_ms + out->expert_ms;
+    if (in->read_ms > 0) {
+        snprintf(out->formula, sizeof out->formula,
+                 "%.2f + max(0, %.1f MiB / %.2f GB/s - %.2f x %.3f) + %.2f + %.2f (the replayed "
+                 "misses' reads and hashes a generated token; hit rate %.3f, %.1f MiB) = %.2f ms",
+                 in->ref_ms, in->ring_bytes / 1048576.0, rbw / 1e6, in->ref_ms, share,
+                 out->read_ms, out->hash_ms, out->hit_rate, miss / 1048576.0, out->ms);
+        return;
+    }
     snprintf(out->formula, sizeof out->formula,
              "%.2f + max(0, %.1f MiB / %.2f GB/s - %.2f x %.3f) + (1 - %s%llu/%llu = %.3f) x "
              "%.1f MiB x (1/%.2f + 1/%.2f GB/s) = %.2f ms",
-             in->ref_ms, in->ring_bytes / 1048576.0, in->disk_gbps, in->ref_ms, share,
+             in->ref_ms, in->ring_bytes / 1048576.0, rbw / 1e6, in->ref_ms, share,
              in->has_hit ? "replayed hits, not " : "", (unsigned long long)in->cache_slots,
              (unsigned long long)in->cache_experts, 1 - out->hit_rate, in->routed_read_bytes / 1048576.0, in->disk_gbps, in->hash_gbps,
              out->ms);

@@ -128,7 +128,7 @@ void predict_blame(const json_t *pred, const json_t *stage_ms, double measured_s
  *
  * Per generated token (lab/lab_llm.c): the reference arm's time (every weight resident, only
  * the routed experts computed), plus what the SSD arm's reads add to it:
- *   ms = ref_ms + max(0, ring_bytes / disk - ref_ms x ring_bytes / pass_bytes)
+ *   ms = ref_ms + max(0, ring_bytes / ring_disk - ref_ms x ring_bytes / pass_bytes)
  *               + miss_bytes / disk + miss_bytes / hash
  *   miss_bytes = (1 - hit) x routed_read_bytes,  hit = min(1, cache_slots / cache_experts)
  *   (or the hit rate given: the reference arm's routing of the same tokens replayed through
@@ -141,7 +141,8 @@ void predict_blame(const json_t *pred, const json_t *stage_ms, double measured_s
  * fraction of experts the cache holds), a lower bound where routing repeats itself. */
 typedef struct {
     double ref_ms;             /* the reference arm's ms per generated token */
-    double disk_gbps;          /* the arm's reads, 1e9 B/s */
+    double disk_gbps;          /* the arm's expert reads (a dense model's: its ring), 1e9 B/s */
+    double ring_gbps;          /* the ring's reads where measured apart (0: disk_gbps) */
     double hash_gbps;          /* XXH3 over the expert slices read; 0: not counted */
     uint64_t pass_bytes;       /* weight bytes one token's compute reads (routed share only) */
     uint64_t ring_bytes;       /* bytes through the ring per token */
@@ -149,6 +150,9 @@ typedef struct {
                                 * them (aligned supersets), with no cache */
     uint64_t cache_slots;      /* the expert cache's slots */
     uint64_t cache_experts;    /* the experts that come through it (those layers x n_expert) */
+    double read_ms, hash_ms;   /* > 0: a generated token's expert reads and hashes as measured
+                                * by replaying its misses (bench_experts_replay), used for the
+                                * misses' terms in place of miss_bytes / disk and / hash */
     int has_hit;               /* 1: hit is known (the reference's routing replayed through the
                                 * cache's policy, runtime/xsim.h), not uniform routing's */
     double hit;
@@ -158,7 +162,8 @@ typedef struct {
     double hit_rate;           /* predicted expert cache hit rate */
     double read_bytes;         /* predicted bytes read per token: ring + the misses */
     double ring_ms;            /* the ring's time not hidden behind compute */
-    double expert_ms;          /* the misses' reads and hashes */
+    double expert_ms;          /* the misses' reads and hashes: read_ms + hash_ms */
+    double read_ms, hash_ms;
     double ms;                 /* per token */
     char formula[320];
 } predict_llm_out;

@@ -534,7 +534,7 @@ static int s_experts_read(exec_t *e, uint32_t l, exec_stats *st, char *err, size
             tix[nt++] = t;
             E = L->t[t].n_expert;
         }
-    uint64_t t0 = util_now_ns();
+    uint64_t t0 = util_now_ns(), th = t0;
     for (int pass = 0; pass < 2; pass++) { /* 0: submit every read, 1: reap and check */
         for (uint32_t x = 0; x < E; x++) {
             if (!e->xused[x] || e->xs[e->xmap[x]].valid)
@@ -609,7 +609,10 @@ static int s_experts_read(exec_t *e, uint32_t l, exec_stats *st, char *err, size
             }
             st->expert_read_ns += util_now_ns() - t0;
         }
+        if (pass == 0)
+            th = util_now_ns();
     }
+    st->expert_hash_ns += util_now_ns() - th;
     st->wait_ns += util_now_ns() - t0;
     return 0;
 }
@@ -954,12 +957,16 @@ int exec_step_segs(exec_t *e, float *x, const exec_seg *segs, uint32_t k, exec_s
 {
     /* a generated token's step is one position: its expert figures apart from a prompt's */
     uint64_t rb = st->expert_read_bytes, h = st->expert_hits, m = st->expert_misses;
+    uint64_t rn = st->expert_read_ns, hn = st->expert_hash_ns, t0 = util_now_ns();
     int rc = s_step_segs(e, x, segs, k, st, err, errlen);
     if (rc == 0 && k == 1 && segs[0].n == 1) {
         st->steps_1++;
         st->expert_read_bytes_1 += st->expert_read_bytes - rb;
         st->expert_hits_1 += st->expert_hits - h;
         st->expert_misses_1 += st->expert_misses - m;
+        st->expert_read_ns_1 += st->expert_read_ns - rn;
+        st->expert_hash_ns_1 += st->expert_hash_ns - hn;
+        st->step_ns_1 += util_now_ns() - t0;
     }
     return rc;
 }

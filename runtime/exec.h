@@ -119,9 +119,11 @@ typedef struct {
     uint64_t experts_hashed;     /* expert slices read and hashed (content gate) */
     uint64_t expert_layers;      /* streamed layers whose experts were routed and read */
     uint64_t expert_read_ns;     /* in expert reads: submitted to all completed (no hash) */
+    uint64_t expert_hash_ns;     /* hashing the expert slices read (content gate, on the step) */
     /* the same over one-position steps only (a generated token's, not a prompt's pass) */
     uint64_t steps_1;            /* one-position steps */
     uint64_t expert_read_bytes_1, expert_hits_1, expert_misses_1;
+    uint64_t expert_read_ns_1, expert_hash_ns_1, step_ns_1; /* step_ns_1: the steps' own time */
 } exec_stats;
 
 typedef struct exec exec_t;

@@ -610,6 +610,8 @@ uint64_t llm_session_kv_bytes(const llm_session *s)
 static int s_forward_sim(llm_session *s, uint32_t n, char *err, size_t errlen)
 {
     llm_model *m = s->m;
+    if (m->xlog) /* a pass begins: the lab's replay times the passes a token's time covers */
+        fprintf(m->xlog, "pass %u %u\n", s->n_past, n);
     for (uint32_t l = 0; l < m->am.hp.n_layers; l++) {
         const arch_layer *L = &m->am.layers[l];
         const void *const *data = llm_layer_data(m, l);

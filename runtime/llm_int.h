@@ -49,7 +49,8 @@ struct llm_model {
     uint32_t xsim_slots;
     uint8_t *xused;
     uint32_t *xmissed;            /* a layer's missed experts, for the log */
-    FILE *xlog;                   /* SWARM_EXPERT_SIM_LOG: "ONEPOS LAYER EXPERT..." a line */
+    FILE *xlog;                   /* SWARM_EXPERT_SIM_LOG: "ONEPOS LAYER EXPERT..." a layer's
+                                   * misses, "pass POS N" before each pass */
     uint64_t xhits[2], xmisses[2], xsteps1; /* [0] every pass, [1] one-position passes */
 };
 

@@ -56,6 +56,9 @@ has lab err "3 split"
 has lab err "ssd under uniform routing:"
 has lab err "(the reference's routing replayed)"
 has lab err "disk: the calibration's misses replayed"
+has lab err "disk: a generated token's misses (the last 9 passes)"
+has lab err "compute: the SSD arm with every layer resident"
+has lab out "## SSD: where a generated token's time went"
 python3 - "$T/run/results.jsonl" <<'PY' && ok || bad "lab: gates and expert figures"
 import json, sys
 ssd = None

@@ -49,6 +49,19 @@ static void s_moe(void)
     predict_llm_ssd(&in, &o);
     CHECK(s_near(o.hit_rate, 0.9) && s_near(o.read_bytes, 10e6) && s_near(o.ms, 40 + 10 + 1),
           "replayed hits: %.6f ms", o.ms);
+    in.read_ms = 6; /* the replayed misses' own times override bytes / rate; the bytes stay */
+    in.hash_ms = 0.5;
+    predict_llm_ssd(&in, &o);
+    CHECK(s_near(o.ms, 40 + 6 + 0.5) && s_near(o.read_ms, 6) && s_near(o.read_bytes, 10e6),
+          "replayed times: %.6f ms", o.ms);
+    in.read_ms = in.hash_ms = 0;
+    in.ring_bytes = 30000000ull; /* a ring measured apart: 30 MB at 3 GB/s less 40 x 0.1 */
+    in.ring_gbps = 3.0;
+    predict_llm_ssd(&in, &o);
+    CHECK(s_near(o.ring_ms, 10 - 4) && s_near(o.ms, 40 + 6 + 10 + 1), "ring apart: %.6f ms",
+          o.ms);
+    in.ring_bytes = 0;
+    in.ring_gbps = 0;
     in.has_hit = 0;
     in.cache_slots = 400; /* the cache holds every expert: no reads, the reference's time */
     predict_llm_ssd(&in, &o);
