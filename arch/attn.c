@@ -287,6 +287,7 @@ void arch_attn_kt(float *kt, const float *k, size_t stride, uint32_t rows, uint3
 
 size_t arch_attn_group_scratch(uint32_t nq, uint32_t len)
 {
+    nq = nq < ARCH_ATTN_GROUP_MAX ? nq : ARCH_ATTN_GROUP_MAX;
     return (size_t)nq * ((len + 2 * S_KB - 1) / S_KB * S_KB);
 }
 
@@ -428,10 +429,85 @@ s_wsum256(const float *w, size_t wrow, uint32_t nq, const float *v, size_t strid
     S_WSUM_BODY(s_v8, 8, 2)
 }
 
+/* The largest of w[0..n) and m, as s_softmax's loop finds it (w[t] > m ? w[t] : m, a NaN never
+ * taken): max_ps(w, m) is that choice lane by lane. Only a tie of +0 and -0 can end on the
+ * other zero, and then every w[t] - m and sink - m (so every e^) is the same. */
+__attribute__((target("avx512f"))) static float s_max512(const float *w, uint32_t n, float m)
+{
+    __m512 a = _mm512_set1_ps(m);
+    uint32_t t = 0;
+    for (; t + 16 <= n; t += 16)
+        a = _mm512_max_ps(_mm512_loadu_ps(w + t), a);
+    float l[16];
+    _mm512_storeu_ps(l, a);
+    for (uint32_t j = 0; j < 16; j++)
+        m = l[j] > m ? l[j] : m;
+    for (; t < n; t++)
+        m = w[t] > m ? w[t] : m;
+    return m;
+}
+
+__attribute__((target("avx2"))) static float s_max256(const float *w, uint32_t n, float m)
+{
+    __m256 a = _mm256_set1_ps(m);
+    uint32_t t = 0;
+    for (; t + 8 <= n; t += 8)
+        a = _mm256_max_ps(_mm256_loadu_ps(w + t), a);
+    float l[8];
+    _mm256_storeu_ps(l, a);
+    for (uint32_t j = 0; j < 8; j++)
+        m = l[j] > m ? l[j] : m;
+    for (; t < n; t++)
+        m = w[t] > m ? w[t] : m;
+    return m;
+}
+
+/* s_softmax on nq rows (w + u wrow, len each), then each weight times its row's 1 / sum (s_wsum's
+ * w[t] * inv, once). Every row's sum still adds its e^ in t's order, but the rows take turns at
+ * each t: nq independent chains, where one row's chain waited an add's latency after each expf
+ * (s_softmax was 5.1% of a Q4_K_M 512-token prompt, 1 thread, after the group kernels). */
+static void s_group_softmax(float *w, size_t wrow, uint32_t nq, uint32_t len, float softcap,
+                            const float *sinks, quant_isa isa)
+{
+    float mx[ARCH_ATTN_GROUP_MAX], sum[ARCH_ATTN_GROUP_MAX];
+    for (uint32_t u = 0; u < nq; u++) {
+        float *wu = w + (size_t)u * wrow, sink = sinks ? sinks[u] : -INFINITY;
+        if (softcap > 0) {
+            float inv_cap = 1.0f / softcap;
+            for (uint32_t t = 0; t < len; t++)
+                wu[t] = tanhf(wu[t] * inv_cap) * softcap;
+        }
+        float m = isa == QUANT_ISA_AVX512 ? s_max512(wu, len, -INFINITY)
+                                          : s_max256(wu, len, -INFINITY);
+        mx[u] = sink > m ? sink : m;
+        sum[u] = 0;
+    }
+    for (uint32_t t = 0; t < len; t++)
+        for (uint32_t u = 0; u < nq; u++) {
+            float *e = w + (size_t)u * wrow + t;
+            *e = expf(*e - mx[u]);
+            sum[u] += *e;
+        }
+    for (uint32_t u = 0; u < nq; u++) {
+        float *wu = w + (size_t)u * wrow;
+        if (sinks && sinks[u] != -INFINITY)
+            sum[u] += expf(sinks[u] - mx[u]);
+        float inv = 1.0f / sum[u];
+        for (uint32_t t = 0; t < len; t++)
+            wu[t] *= inv;
+    }
+}
+
 void arch_attn_group(const arch_attn_keys *kv, const float *q, uint32_t nq, uint32_t t0,
                      uint32_t len, const float *sinks, float *w, float *out)
 {
     uint32_t hd = kv->hd, rows = kv->rows;
+    for (; nq > ARCH_ATTN_GROUP_MAX; nq -= ARCH_ATTN_GROUP_MAX) { /* the scratch's rows at a time */
+        arch_attn_group(kv, q, ARCH_ATTN_GROUP_MAX, t0, len, sinks, w, out);
+        q += (size_t)ARCH_ATTN_GROUP_MAX * hd;
+        out += (size_t)ARCH_ATTN_GROUP_MAX * hd;
+        sinks = sinks ? sinks + ARCH_ATTN_GROUP_MAX : NULL;
+    }
     quant_isa isa = quant_isa_current();
     if (isa == QUANT_ISA_SCALAR) { /* the one-position path, head by head */
         uint32_t r0 = t0 % rows, len1 = len < rows - r0 ? len : rows - r0;
@@ -452,12 +528,7 @@ void arch_attn_group(const arch_attn_keys *kv, const float *q, uint32_t nq, uint
         s_scores512(q, nq, kt, nb, hd, kv->scale, w, wrow);
     else
         s_scores256(q, nq, kt, nb, hd, kv->scale, w, wrow);
-    for (uint32_t u = 0; u < nq; u++) {
-        float *wu = w + (size_t)u * wrow + skip;
-        float inv = s_softmax(wu, len, kv->softcap, sinks ? sinks[u] : -INFINITY);
-        for (uint32_t t = 0; t < len; t++) /* s_wsum's w[t] * inv, once */
-            wu[t] *= inv;
-    }
+    s_group_softmax(w + skip, wrow, nq, len, kv->softcap, sinks, isa);
     if (isa == QUANT_ISA_AVX512)
         s_wsum512(w + skip, wrow, nq, kv->v, kv->stride, rows, t0, len, hd, out);
     else

@@ -73,6 +73,7 @@ typedef struct {
  * rows (whatever the ISA: quant_isa_current picks 512-bit vectors, 256-bit or, for scalar,
  * arch_attn_head2 itself). sinks: nq logits or NULL. w: arch_attn_group_scratch(nq, len)
  * floats of scratch. */
+#define ARCH_ATTN_GROUP_MAX 16 /* heads the scratch holds: more are taken that many at a time */
 size_t arch_attn_group_scratch(uint32_t nq, uint32_t len);
 void arch_attn_group(const arch_attn_keys *kv, const float *q, uint32_t nq, uint32_t t0,
                      uint32_t len, const float *sinks, float *w, float *out);

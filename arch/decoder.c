@@ -567,14 +567,7 @@ void arch_dec_run_free(arch_run *r)
  * position rather than double the cache it reads. */
 #define S_GROUP_MIN 8
 #define S_KT_MAX_BYTES (64u << 20)
-#define S_GROUP_MAX_HEADS 16 /* heads an arch_attn_group call (its scratch is this many rows) */
-#define S_KT_CHUNK 1024      /* keys a transposing task (a multiple of 16) */
-
-static uint32_t s_group_heads(const arch_hparams *hp)
-{
-    uint32_t g = hp->n_head / hp->n_head_kv;
-    return g < S_GROUP_MAX_HEADS ? g : S_GROUP_MAX_HEADS;
-}
+#define S_KT_CHUNK 1024 /* keys a transposing task (a multiple of 16) */
 
 /* Sets kt_lo / kt_n for this pass (kt_n 0: one head a position) and sizes kt. */
 static int s_group_plan(arch_run *r, char *err, size_t errlen)
@@ -682,7 +675,7 @@ int arch_dec_begin(arch_run *r, char *err, size_t errlen)
         return -1;
     size_t row = ctx;
     if (s->kt_n) {
-        size_t g = arch_attn_group_scratch(s_group_heads(hp), s->kt_n);
+        size_t g = arch_attn_group_scratch(hp->n_head / hp->n_head_kv, s->kt_n);
         row = g > row ? g : row;
     }
     if (row > UINT32_MAX / (uint32_t)r->nthreads) {
@@ -789,8 +782,7 @@ static void s_group_task(void *arg, int tid, int nt)
     const arch_seg *sg = &r->segs[0];
     const arch_kv *kv = sg->kv;
     uint32_t hd = hp->head_dim, qd = s_qdim(hp), kvd = s_kvdim(hp);
-    uint32_t group = hp->n_head / hp->n_head_kv, gh = s_group_heads(hp);
-    uint32_t parts = (group + gh - 1) / gh, per_pos = hp->n_head_kv * parts;
+    uint32_t group = hp->n_head / hp->n_head_kv;
     size_t one = arch_attn_kt_floats(s->kt_n, hd);
     float *w = s->scores + (size_t)tid * s->scores_row;
     arch_attn_keys keys = { .stride = kvd, .rows = kv->n_rows ? kv->n_rows : kv->n_ctx,
@@ -799,17 +791,16 @@ static void s_group_task(void *arg, int tid, int nt)
                             .softcap = hp->attn_softcap };
     for (;;) {
         uint32_t j = atomic_fetch_add_explicit(&s->next, 1, memory_order_relaxed);
-        if (j >= r->n * per_pos)
+        if (j >= r->n * hp->n_head_kv)
             break;
-        uint32_t p = r->n - 1 - j / per_pos, kh = j % per_pos / parts, part = j % parts;
-        uint32_t pos = sg->pos0 + p, h = kh * group + part * gh;
-        uint32_t nq = group - part * gh < gh ? group - part * gh : gh;
+        uint32_t p = r->n - 1 - j / hp->n_head_kv, kh = j % hp->n_head_kv;
+        uint32_t pos = sg->pos0 + p, h = kh * group;
         /* causal, and a local layer's window (as s_attn_task) */
         uint32_t t0 = s->window && pos >= s->window ? pos - s->window + 1 : 0;
         keys.k = kv->k + (size_t)kh * hd;
         keys.v = kv->v + (size_t)kh * hd;
         keys.kt = s->kt + kh * one;
-        arch_attn_group(&keys, s->q + (size_t)p * qd + (size_t)h * hd, nq, t0, pos + 1 - t0,
+        arch_attn_group(&keys, s->q + (size_t)p * qd + (size_t)h * hd, group, t0, pos + 1 - t0,
                         s->vec[DEC_SINKS] ? s->vec[DEC_SINKS] + h : NULL, w,
                         s->att + (size_t)p * qd + (size_t)h * hd);
     }
