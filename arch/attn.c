@@ -5,6 +5,8 @@
  */
 #include "arch/attn.h"
 
+#include "quant/quant.h"
+
 #include <immintrin.h>
 #include <math.h>
 #include <string.h>
@@ -204,22 +206,12 @@ void arch_attn_head(const float *q, const float *k, const float *v, size_t strid
     arch_attn_head2(q, k, v, len, NULL, NULL, 0, stride, hd, scale, softcap, sink, w, out);
 }
 
-void arch_attn_head2(const float *q, const float *k, const float *v, uint32_t len,
-                     const float *k2, const float *v2, uint32_t len2, size_t stride, uint32_t hd,
-                     float scale, float softcap, float sink, float *w, float *out)
+/* The softmax of w[0..all) in place, as every path runs it: soft-capped (gemma2), max (with
+ * the sink), e^(w - max) summed in t's order (then the sink's term); returns 1 / the sum. */
+static float s_softmax(float *w, uint32_t all, float softcap, float sink)
 {
-    int avx = s_have_avx();
-    uint32_t all = len + len2;
     float mx = -INFINITY, inv_cap = softcap > 0 ? 1.0f / softcap : 0;
-    if (avx) {
-        s_scores_avx(q, k, stride, len, hd, scale, w);
-        if (len2)
-            s_scores_avx(q, k2, stride, len2, hd, scale, w + len);
-    }
     for (uint32_t t = 0; t < all; t++) {
-        if (!avx)
-            w[t] = s_dot8(q, t < len ? k + (size_t)t * stride : k2 + (size_t)(t - len) * stride,
-                          hd) * scale;
         if (softcap > 0)
             w[t] = tanhf(w[t] * inv_cap) * softcap;
         mx = w[t] > mx ? w[t] : mx;
@@ -234,8 +226,311 @@ void arch_attn_head2(const float *q, const float *k, const float *v, uint32_t le
     }
     if (sink != -INFINITY)
         sum += expf(sink - mx);
-    float inv = 1.0f / sum;
+    return 1.0f / sum;
+}
+
+void arch_attn_head2(const float *q, const float *k, const float *v, uint32_t len,
+                     const float *k2, const float *v2, uint32_t len2, size_t stride, uint32_t hd,
+                     float scale, float softcap, float sink, float *w, float *out)
+{
+    int avx = s_have_avx();
+    uint32_t all = len + len2;
+    if (avx) {
+        s_scores_avx(q, k, stride, len, hd, scale, w);
+        if (len2)
+            s_scores_avx(q, k2, stride, len2, hd, scale, w + len);
+    } else {
+        for (uint32_t t = 0; t < all; t++)
+            w[t] = s_dot8(q, t < len ? k + (size_t)t * stride : k2 + (size_t)(t - len) * stride,
+                          hd) * scale;
+    }
+    float inv = s_softmax(w, all, softcap, sink);
     (avx ? s_wsum_avx : s_wsum)(out, w, inv, v, stride, len, hd, 0);
     if (len2)
         (avx ? s_wsum_avx : s_wsum)(out, w + len, inv, v2, stride, len2, hd, 1);
+}
+
+/* ---------------------------------------------------------------- a KV group's heads at once
+ * A prompt pass runs every query head of a KV group (8 in a TinyLlama) at one position over the
+ * same keys and values. Each score stays one chain in s_dot8's order, but with the keys in
+ * the vector lanes (the transposed block of arch_attn_kt): lane j of accumulator l_i holds key
+ * j's partial sum i, so s_dot8's 8 partial sums and its tree are vertical adds and no lane ever
+ * crosses another; a key block loaded once serves every head of the group. The weighted sum
+ * keeps each output element's chain over t in order with the dimensions in the lanes. */
+
+#define S_KB 16 /* keys in a transposed block: one 512-bit vector, two 256-bit ones */
+
+size_t arch_attn_kt_floats(uint32_t n, uint32_t hd)
+{
+    return (size_t)(n + S_KB - 1) / S_KB * S_KB * hd;
+}
+
+void arch_attn_kt(float *kt, const float *k, size_t stride, uint32_t rows, uint32_t lo,
+                  uint32_t n, uint32_t hd)
+{
+    uint32_t nb = (n + S_KB - 1) / S_KB;
+    for (uint32_t b = 0; b < nb; b++) {
+        float *dst = kt + (size_t)b * hd * S_KB;
+        for (uint32_t j = 0; j < S_KB; j++) {
+            uint32_t e = b * S_KB + j;
+            if (e >= n) { /* past the last key: zeros, scored and never used */
+                for (uint32_t i = 0; i < hd; i++)
+                    dst[(size_t)i * S_KB + j] = 0;
+                continue;
+            }
+            const float *src = k + (size_t)((lo + e) % rows) * stride;
+            for (uint32_t i = 0; i < hd; i++)
+                dst[(size_t)i * S_KB + j] = src[i];
+        }
+    }
+}
+
+size_t arch_attn_group_scratch(uint32_t nq, uint32_t len)
+{
+    nq = nq < ARCH_ATTN_GROUP_MAX ? nq : ARCH_ATTN_GROUP_MAX;
+    return (size_t)nq * ((len + 2 * S_KB - 1) / S_KB * S_KB);
+}
+
+/* Scores of NQ heads (q + u hd; the last repeated when fewer) against nb key blocks of kt,
+ * W lanes a vector: w + u wrow gets block b's keys at b S_KB. NQ and W are constants at each
+ * use, so the accumulators (8 NQ vectors) stay in registers. */
+/* the loops over heads, partial sums and vectors unrolled, so their arrays live in registers */
+#define S_UNROLL _Pragma("GCC unroll 16")
+
+#define S_SCORES_BODY(VT, W, NQ)                                                              \
+    uint32_t h8 = hd / 8 * 8;                                                                  \
+    for (uint32_t u0 = 0; u0 < nq; u0 += NQ) {                                                 \
+        const float *qs[NQ];                                                                   \
+        float *ws[NQ];                                                                         \
+        S_UNROLL for (uint32_t u = 0; u < NQ; u++) {                                                    \
+            uint32_t uu = u0 + u < nq ? u0 + u : nq - 1;                                       \
+            qs[u] = q + (size_t)uu * hd;                                                       \
+            ws[u] = w + (size_t)uu * wrow;                                                     \
+        }                                                                                      \
+        for (uint32_t b = 0; b < nb; b++)                                                      \
+            for (uint32_t h = 0; h < S_KB; h += W) {                                           \
+                const float *kb = kt + (size_t)b * hd * S_KB + h;                              \
+                VT l[NQ][8];                                                                   \
+                S_UNROLL for (uint32_t u = 0; u < NQ; u++)                                              \
+                    S_UNROLL for (uint32_t j = 0; j < 8; j++)                                           \
+                        l[u][j] = (VT){ 0 };                                                   \
+                for (uint32_t i = 0; i < h8; i += 8)                                           \
+                    S_UNROLL for (uint32_t j = 0; j < 8; j++) {                                         \
+                        VT kv;                                                                 \
+                        memcpy(&kv, kb + (size_t)(i + j) * S_KB, sizeof kv);                   \
+                        S_UNROLL for (uint32_t u = 0; u < NQ; u++)                                      \
+                            l[u][j] = l[u][j] + qs[u][i + j] * kv;                             \
+                    }                                                                          \
+                S_UNROLL for (uint32_t u = 0; u < NQ; u++) {                                            \
+                    VT sv = ((l[u][0] + l[u][4]) + (l[u][2] + l[u][6])) +                      \
+                            ((l[u][1] + l[u][5]) + (l[u][3] + l[u][7]));                       \
+                    for (uint32_t i = h8; i < hd; i++) {                                       \
+                        VT kv;                                                                 \
+                        memcpy(&kv, kb + (size_t)i * S_KB, sizeof kv);                         \
+                        sv = sv + qs[u][i] * kv;                                               \
+                    }                                                                          \
+                    sv = sv * scale;                                                           \
+                    memcpy(ws[u] + (size_t)b * S_KB + h, &sv, sizeof sv);                      \
+                }                                                                              \
+            }                                                                                  \
+    }
+
+/* out + u hd = sum over t < len of a[u][t] v_t for NQ heads (the last repeated when fewer),
+ * a = w + u wrow, v_t at v + ((t0 + t) % rows) stride: 4 vectors of W dimensions a pass over
+ * t, then one, then single floats; every element's sum starts at 0 and adds in t's order. */
+#define S_WSUM_BODY(VT, W, NQ)                                                                 \
+    for (uint32_t u0 = 0; u0 < nq; u0 += NQ) {                                                 \
+        const float *as[NQ];                                                                   \
+        float *os[NQ];                                                                         \
+        S_UNROLL for (uint32_t u = 0; u < NQ; u++) {                                                    \
+            uint32_t uu = u0 + u < nq ? u0 + u : nq - 1;                                       \
+            as[u] = w + (size_t)uu * wrow;                                                     \
+            os[u] = out + (size_t)uu * hd;                                                     \
+        }                                                                                      \
+        uint32_t i0 = 0;                                                                       \
+        for (; i0 + 4 * W <= hd; i0 += 4 * W) {                                                \
+            VT o[NQ][4];                                                                       \
+            S_UNROLL for (uint32_t u = 0; u < NQ; u++)                                                  \
+                S_UNROLL for (uint32_t c = 0; c < 4; c++)                                               \
+                    o[u][c] = (VT){ 0 };                                                       \
+            uint32_t row = t0 % rows;                                                          \
+            for (uint32_t t = 0; t < len; t++) {                                               \
+                const float *vt = v + (size_t)row * stride + i0;                               \
+                row = row + 1 == rows ? 0 : row + 1;                                           \
+                VT x[4];                                                                       \
+                memcpy(x, vt, sizeof x);                                                       \
+                S_UNROLL for (uint32_t u = 0; u < NQ; u++) {                                            \
+                    float a = as[u][t];                                                        \
+                    S_UNROLL for (uint32_t c = 0; c < 4; c++)                                           \
+                        o[u][c] = o[u][c] + a * x[c];                                          \
+                }                                                                              \
+            }                                                                                  \
+            S_UNROLL for (uint32_t u = 0; u < NQ; u++)                                         \
+                S_UNROLL for (uint32_t c = 0; c < 4; c++)                                      \
+                    memcpy(os[u] + i0 + c * W, &o[u][c], sizeof o[u][c]);                      \
+        }                                                                                      \
+        for (; i0 + W <= hd; i0 += W) {                                                        \
+            VT o[NQ];                                                                          \
+            S_UNROLL for (uint32_t u = 0; u < NQ; u++)                                                  \
+                o[u] = (VT){ 0 };                                                              \
+            uint32_t row = t0 % rows;                                                          \
+            for (uint32_t t = 0; t < len; t++) {                                               \
+                VT x;                                                                          \
+                memcpy(&x, v + (size_t)row * stride + i0, sizeof x);                           \
+                row = row + 1 == rows ? 0 : row + 1;                                           \
+                S_UNROLL for (uint32_t u = 0; u < NQ; u++)                                              \
+                    o[u] = o[u] + as[u][t] * x;                                                \
+            }                                                                                  \
+            S_UNROLL for (uint32_t u = 0; u < NQ; u++)                                                  \
+                memcpy(os[u] + i0, &o[u], sizeof o[u]);                                        \
+        }                                                                                      \
+        for (; i0 < hd; i0++)                                                                  \
+            S_UNROLL for (uint32_t u = 0; u < NQ; u++) {                                                \
+                float o = 0;                                                                   \
+                uint32_t row = t0 % rows;                                                      \
+                for (uint32_t t = 0; t < len; t++) {                                           \
+                    o += as[u][t] * v[(size_t)row * stride + i0];                              \
+                    row = row + 1 == rows ? 0 : row + 1;                                       \
+                }                                                                              \
+                os[u][i0] = o;                                                                 \
+            }                                                                                  \
+    }
+
+typedef float s_v16 __attribute__((vector_size(64)));
+typedef float s_v8 __attribute__((vector_size(32)));
+
+/* AVX-512: two heads a key block (16 accumulators), four heads a value pass (16 of 32
+ * registers); AVX2: one and two (8 and 8 of 16). */
+__attribute__((target("avx512f"))) static void
+s_scores512(const float *q, uint32_t nq, const float *kt, uint32_t nb, uint32_t hd, float scale,
+            float *w, size_t wrow)
+{
+    S_SCORES_BODY(s_v16, 16, 2)
+}
+
+__attribute__((target("avx2"))) static void
+s_scores256(const float *q, uint32_t nq, const float *kt, uint32_t nb, uint32_t hd, float scale,
+            float *w, size_t wrow)
+{
+    S_SCORES_BODY(s_v8, 8, 1)
+}
+
+__attribute__((target("avx512f"))) static void
+s_wsum512(const float *w, size_t wrow, uint32_t nq, const float *v, size_t stride, uint32_t rows,
+          uint32_t t0, uint32_t len, uint32_t hd, float *out)
+{
+    S_WSUM_BODY(s_v16, 16, 4)
+}
+
+__attribute__((target("avx2"))) static void
+s_wsum256(const float *w, size_t wrow, uint32_t nq, const float *v, size_t stride, uint32_t rows,
+          uint32_t t0, uint32_t len, uint32_t hd, float *out)
+{
+    S_WSUM_BODY(s_v8, 8, 2)
+}
+
+/* The largest of w[0..n) and m, as s_softmax's loop finds it (w[t] > m ? w[t] : m, a NaN never
+ * taken): max_ps(w, m) is that choice lane by lane. Only a tie of +0 and -0 can end on the
+ * other zero, and then every w[t] - m and sink - m (so every e^) is the same. */
+__attribute__((target("avx512f"))) static float s_max512(const float *w, uint32_t n, float m)
+{
+    __m512 a = _mm512_set1_ps(m);
+    uint32_t t = 0;
+    for (; t + 16 <= n; t += 16)
+        a = _mm512_max_ps(_mm512_loadu_ps(w + t), a);
+    float l[16];
+    _mm512_storeu_ps(l, a);
+    for (uint32_t j = 0; j < 16; j++)
+        m = l[j] > m ? l[j] : m;
+    for (; t < n; t++)
+        m = w[t] > m ? w[t] : m;
+    return m;
+}
+
+__attribute__((target("avx2"))) static float s_max256(const float *w, uint32_t n, float m)
+{
+    __m256 a = _mm256_set1_ps(m);
+    uint32_t t = 0;
+    for (; t + 8 <= n; t += 8)
+        a = _mm256_max_ps(_mm256_loadu_ps(w + t), a);
+    float l[8];
+    _mm256_storeu_ps(l, a);
+    for (uint32_t j = 0; j < 8; j++)
+        m = l[j] > m ? l[j] : m;
+    for (; t < n; t++)
+        m = w[t] > m ? w[t] : m;
+    return m;
+}
+
+/* s_softmax on nq rows (w + u wrow, len each), then each weight times its row's 1 / sum (s_wsum's
+ * w[t] * inv, once). Every row's sum still adds its e^ in t's order, but the rows take turns at
+ * each t: nq independent chains, where one row's chain waited an add's latency after each expf
+ * (s_softmax was 5.1% of a Q4_K_M 512-token prompt, 1 thread, after the group kernels). */
+static void s_group_softmax(float *w, size_t wrow, uint32_t nq, uint32_t len, float softcap,
+                            const float *sinks, quant_isa isa)
+{
+    float mx[ARCH_ATTN_GROUP_MAX], sum[ARCH_ATTN_GROUP_MAX];
+    for (uint32_t u = 0; u < nq; u++) {
+        float *wu = w + (size_t)u * wrow, sink = sinks ? sinks[u] : -INFINITY;
+        if (softcap > 0) {
+            float inv_cap = 1.0f / softcap;
+            for (uint32_t t = 0; t < len; t++)
+                wu[t] = tanhf(wu[t] * inv_cap) * softcap;
+        }
+        float m = isa == QUANT_ISA_AVX512 ? s_max512(wu, len, -INFINITY)
+                                          : s_max256(wu, len, -INFINITY);
+        mx[u] = sink > m ? sink : m;
+        sum[u] = 0;
+    }
+    for (uint32_t t = 0; t < len; t++)
+        for (uint32_t u = 0; u < nq; u++) {
+            float *e = w + (size_t)u * wrow + t;
+            *e = expf(*e - mx[u]);
+            sum[u] += *e;
+        }
+    for (uint32_t u = 0; u < nq; u++) {
+        float *wu = w + (size_t)u * wrow;
+        if (sinks && sinks[u] != -INFINITY)
+            sum[u] += expf(sinks[u] - mx[u]);
+        float inv = 1.0f / sum[u];
+        for (uint32_t t = 0; t < len; t++)
+            wu[t] *= inv;
+    }
+}
+
+void arch_attn_group(const arch_attn_keys *kv, const float *q, uint32_t nq, uint32_t t0,
+                     uint32_t len, const float *sinks, float *w, float *out)
+{
+    uint32_t hd = kv->hd, rows = kv->rows;
+    for (; nq > ARCH_ATTN_GROUP_MAX; nq -= ARCH_ATTN_GROUP_MAX) { /* the scratch's rows at a time */
+        arch_attn_group(kv, q, ARCH_ATTN_GROUP_MAX, t0, len, sinks, w, out);
+        q += (size_t)ARCH_ATTN_GROUP_MAX * hd;
+        out += (size_t)ARCH_ATTN_GROUP_MAX * hd;
+        sinks = sinks ? sinks + ARCH_ATTN_GROUP_MAX : NULL;
+    }
+    quant_isa isa = quant_isa_current();
+    if (isa == QUANT_ISA_SCALAR) { /* the one-position path, head by head */
+        uint32_t r0 = t0 % rows, len1 = len < rows - r0 ? len : rows - r0;
+        for (uint32_t u = 0; u < nq; u++)
+            arch_attn_head2(q + (size_t)u * hd, kv->k + (size_t)r0 * kv->stride,
+                            kv->v + (size_t)r0 * kv->stride, len1, kv->k, kv->v, len - len1,
+                            kv->stride, hd, kv->scale, kv->softcap,
+                            sinks ? sinks[u] : -INFINITY, w, out + (size_t)u * hd);
+        return;
+    }
+    /* the key blocks that hold t0 .. t0 + len - 1; the scores of head u at w + u wrow, key
+     * t0's at skip */
+    uint32_t b0 = (t0 - kv->kt_lo) / S_KB, b1 = (t0 + len - 1 - kv->kt_lo) / S_KB;
+    uint32_t nb = b1 - b0 + 1, skip = t0 - kv->kt_lo - b0 * S_KB;
+    size_t wrow = (size_t)nb * S_KB;
+    const float *kt = kv->kt + (size_t)b0 * hd * S_KB;
+    if (isa == QUANT_ISA_AVX512)
+        s_scores512(q, nq, kt, nb, hd, kv->scale, w, wrow);
+    else
+        s_scores256(q, nq, kt, nb, hd, kv->scale, w, wrow);
+    s_group_softmax(w + skip, wrow, nq, len, kv->softcap, sinks, isa);
+    if (isa == QUANT_ISA_AVX512)
+        s_wsum512(w + skip, wrow, nq, kv->v, kv->stride, rows, t0, len, hd, out);
+    else
+        s_wsum256(w + skip, wrow, nq, kv->v, kv->stride, rows, t0, len, hd, out);
 }

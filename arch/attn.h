@@ -47,4 +47,35 @@ void arch_attn_head2(const float *q, const float *k, const float *v, uint32_t le
                      const float *k2, const float *v2, uint32_t len2, size_t stride, uint32_t hd,
                      float scale, float softcap, float sink, float *w, float *out);
 
+/* ---------------------------------------------------------------- a KV group's heads at once */
+
+/* Keys lo .. lo + n - 1 of one KV head transposed into blocks of 16 (key lo + 16 b + j's
+ * element i at kt[(b hd + i) 16 + j], zeros past n): key t is row t % rows of k (rows apart
+ * by stride floats). kt holds arch_attn_kt_floats(n, hd) floats, owned by the caller. */
+size_t arch_attn_kt_floats(uint32_t n, uint32_t hd);
+void arch_attn_kt(float *kt, const float *k, size_t stride, uint32_t rows, uint32_t lo,
+                  uint32_t n, uint32_t hd);
+
+/* One KV head's cache for arch_attn_group: position t's key at k + (t % rows) stride (value
+ * likewise), and arch_attn_kt of keys kt_lo .. (every key a group attends). */
+typedef struct {
+    const float *k, *v;
+    size_t stride;
+    uint32_t rows;
+    const float *kt;
+    uint32_t kt_lo;
+    uint32_t hd;
+    float scale, softcap;         /* as arch_attn_head's */
+} arch_attn_keys;
+
+/* nq query heads (head u at q + u hd) that share kv attend the positions t0 .. t0 + len - 1:
+ * out + u hd gets head u's output, with the bits arch_attn_head2 gives that head over the same
+ * rows (whatever the ISA: quant_isa_current picks 512-bit vectors, 256-bit or, for scalar,
+ * arch_attn_head2 itself). sinks: nq logits or NULL. w: arch_attn_group_scratch(nq, len)
+ * floats of scratch. */
+#define ARCH_ATTN_GROUP_MAX 16 /* heads the scratch holds: more are taken that many at a time */
+size_t arch_attn_group_scratch(uint32_t nq, uint32_t len);
+void arch_attn_group(const arch_attn_keys *kv, const float *q, uint32_t nq, uint32_t t0,
+                     uint32_t len, const float *sinks, float *w, float *out);
+
 #endif

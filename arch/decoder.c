@@ -36,6 +36,7 @@
 #include "arch/decoder.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,7 +66,14 @@ typedef struct {
     float *tmp;                   /* (max_pos, max rows of a matrix): a row range's products */
     float *scores;                /* (nthreads, scores_row) attention weights */
     uint32_t scores_ctx;          /* floats allocated */
-    uint32_t scores_row;          /* the longest cache of this pass's sessions */
+    uint32_t scores_row;          /* floats a thread: the longest cache of this pass's
+                                   * sessions, or a KV group's scratch (arch_attn_group) */
+    float *kt;                    /* (n_head_kv, arch_attn_kt_floats) the pass's keys,
+                                   * transposed for arch_attn_group; NULL until a pass needs it */
+    size_t kt_cap;                /* floats allocated */
+    uint32_t kt_lo, kt_n;         /* its keys: positions kt_lo .. + kt_n; kt_n 0 = one head a
+                                   * position (s_attn_task) this pass */
+    atomic_uint next;             /* s_group_task's next item */
     arch_rope_args rope;          /* this layer's (set by begin) */
     uint32_t window;              /* this layer's sliding window, 0 = none */
     int fused_qkv, fused_gu;      /* this layer has DEC_QKV / DEC_GATE_UP */
@@ -541,7 +549,7 @@ void arch_dec_run_free(arch_run *r)
     if (!s)
         return;
     float *bufs[] = { s->xb, s->q, s->att, s->o, s->down, s->k, s->v, s->gate, s->up, s->tmp,
-                      s->scores, s->qkv, s->gu };
+                      s->scores, s->qkv, s->gu, s->kt };
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         free(bufs[i]);
     for (int i = 0; i < DEC_N_VECTORS; i++)
@@ -549,6 +557,44 @@ void arch_dec_run_free(arch_run *r)
     arch_moe_free(s->moe);
     free(s);
     r->fam = NULL;
+}
+
+/* A pass of at least S_GROUP_MIN positions of one session runs attention a KV group at a time
+ * (arch_attn_group: each key block loaded serves the group's heads) over its keys transposed
+ * once a layer; shorter passes (decoding, a batch of sessions) keep one head a position, which
+ * needs no transposed copy. Both give the same bits. The copy holds the pass's keys (the
+ * window before its first position and its own): past S_KT_MAX_BYTES a pass keeps one head a
+ * position rather than double the cache it reads. */
+#define S_GROUP_MIN 8
+#define S_KT_MAX_BYTES (64u << 20)
+#define S_KT_CHUNK 1024 /* keys a transposing task (a multiple of 16) */
+
+/* Sets kt_lo / kt_n for this pass (kt_n 0: one head a position) and sizes kt. */
+static int s_group_plan(arch_run *r, char *err, size_t errlen)
+{
+    s_run *s = r->fam;
+    const arch_hparams *hp = &r->m->hp;
+    s->kt_n = 0;
+    if (r->n_segs != 1 || r->n < S_GROUP_MIN)
+        return 0;
+    const arch_seg *sg = &r->segs[0];
+    uint32_t lo = s->window && sg->pos0 >= s->window ? sg->pos0 - s->window + 1 : 0;
+    uint32_t n = sg->pos0 + sg->n - lo;
+    size_t one = arch_attn_kt_floats(n, hp->head_dim), need = one * hp->n_head_kv;
+    if (need > S_KT_MAX_BYTES / sizeof(float))
+        return 0;
+    if (need > s->kt_cap) {
+        float *kt = realloc(s->kt, need * sizeof(float));
+        if (!kt) {
+            arch_err(err, errlen, r->m->g->path, "out of memory for %u transposed keys", n);
+            return -1;
+        }
+        s->kt = kt;
+        s->kt_cap = need;
+    }
+    s->kt_lo = lo;
+    s->kt_n = n;
+    return 0;
 }
 
 int arch_dec_begin(arch_run *r, char *err, size_t errlen)
@@ -585,7 +631,6 @@ int arch_dec_begin(arch_run *r, char *err, size_t errlen)
         }
         ctx = kv->n_ctx > ctx ? kv->n_ctx : ctx;
     }
-    s->scores_row = ctx;
     memset(s->vec, 0, sizeof s->vec);
     s->fused_qkv = s->fused_gu = 0;
     for (uint32_t i = l->n_vectors; i < l->n_tensors; i++) {
@@ -624,8 +669,21 @@ int arch_dec_begin(arch_run *r, char *err, size_t errlen)
         arch_rope_yarn_corr(hp->rope_dim, hp->rope_orig_ctx ? hp->rope_orig_ctx : hp->n_ctx_train,
                             s->rope.base, hp->yarn_beta_fast, hp->yarn_beta_slow, s->rope.corr);
     }
-    /* attention weights: one row of the longest cache's length per thread */
-    size_t need = (size_t)r->nthreads * ctx;
+    /* attention weights: one row of the longest cache's length per thread, or a KV group's
+     * (s_group_plan) */
+    if (s_group_plan(r, err, errlen))
+        return -1;
+    size_t row = ctx;
+    if (s->kt_n) {
+        size_t g = arch_attn_group_scratch(hp->n_head / hp->n_head_kv, s->kt_n);
+        row = g > row ? g : row;
+    }
+    if (row > UINT32_MAX / (uint32_t)r->nthreads) {
+        arch_err(err, errlen, m->g->path, "attention over %u positions is too long", ctx);
+        return -1;
+    }
+    s->scores_row = (uint32_t)row;
+    size_t need = (size_t)r->nthreads * row;
     if (need > (size_t)s->scores_ctx) {
         float *w = realloc(s->scores, need * sizeof(float));
         if (!w) {
@@ -693,6 +751,61 @@ static void s_attn_task(void *arg, int tid, int nt)
     }
 }
 
+/* The pass's keys transposed: one (KV head, S_KT_CHUNK keys) an index. */
+static void s_kt_task(void *arg, int tid, int nt)
+{
+    arch_run *r = arg;
+    s_run *s = r->fam;
+    const arch_hparams *hp = &r->m->hp;
+    const arch_kv *kv = r->segs[0].kv;
+    uint32_t hd = hp->head_dim, kvd = s_kvdim(hp), rows = kv->n_rows ? kv->n_rows : kv->n_ctx;
+    uint32_t chunks = (s->kt_n + S_KT_CHUNK - 1) / S_KT_CHUNK;
+    size_t one = arch_attn_kt_floats(s->kt_n, hd);
+    for (uint32_t j = (uint32_t)tid; j < hp->n_head_kv * chunks; j += (uint32_t)nt) {
+        uint32_t kh = j / chunks, c = j % chunks, e = c * S_KT_CHUNK;
+        uint32_t n = s->kt_n - e < S_KT_CHUNK ? s->kt_n - e : S_KT_CHUNK;
+        arch_attn_kt(s->kt + kh * one + (size_t)e * hd, kv->k + (size_t)kh * hd, kvd, rows,
+                     s->kt_lo + e, n, hd);
+    }
+}
+
+/* One (position, KV group's heads) an item, the latest positions (the longest) first, each
+ * thread taking the next item when done: the items' lengths grow with the position, and a
+ * fixed split left threads waiting on each other. Each item writes only its heads' outputs,
+ * so the bits depend on neither the split nor the order. */
+static void s_group_task(void *arg, int tid, int nt)
+{
+    (void)nt;
+    arch_run *r = arg;
+    s_run *s = r->fam;
+    const arch_hparams *hp = &r->m->hp;
+    const arch_seg *sg = &r->segs[0];
+    const arch_kv *kv = sg->kv;
+    uint32_t hd = hp->head_dim, qd = s_qdim(hp), kvd = s_kvdim(hp);
+    uint32_t group = hp->n_head / hp->n_head_kv;
+    size_t one = arch_attn_kt_floats(s->kt_n, hd);
+    float *w = s->scores + (size_t)tid * s->scores_row;
+    arch_attn_keys keys = { .stride = kvd, .rows = kv->n_rows ? kv->n_rows : kv->n_ctx,
+                            .kt_lo = s->kt_lo, .hd = hd,
+                            .scale = hp->attn_scale_q ? 1.0f : hp->attn_scale,
+                            .softcap = hp->attn_softcap };
+    for (;;) {
+        uint32_t j = atomic_fetch_add_explicit(&s->next, 1, memory_order_relaxed);
+        if (j >= r->n * hp->n_head_kv)
+            break;
+        uint32_t p = r->n - 1 - j / hp->n_head_kv, kh = j % hp->n_head_kv;
+        uint32_t pos = sg->pos0 + p, h = kh * group;
+        /* causal, and a local layer's window (as s_attn_task) */
+        uint32_t t0 = s->window && pos >= s->window ? pos - s->window + 1 : 0;
+        keys.k = kv->k + (size_t)kh * hd;
+        keys.v = kv->v + (size_t)kh * hd;
+        keys.kt = s->kt + kh * one;
+        arch_attn_group(&keys, s->q + (size_t)p * qd + (size_t)h * hd, group, t0, pos + 1 - t0,
+                        s->vec[DEC_SINKS] ? s->vec[DEC_SINKS] + h : NULL, w,
+                        s->att + (size_t)p * qd + (size_t)h * hd);
+    }
+}
+
 static void s_add(float *x, const float *b, uint32_t n)
 {
     for (uint32_t i = 0; i < n; i++)
@@ -741,6 +854,13 @@ static int s_attention(arch_run *r)
         memcpy(kv->v + row * kvd, v, kvd * sizeof(float));
     }
     char why[160];
+    if (s->kt_n) {
+        atomic_store_explicit(&s->next, 0, memory_order_relaxed);
+        if (quant_pool_run(r->nthreads, s_kt_task, r, why, sizeof why) ||
+            quant_pool_run(r->nthreads, s_group_task, r, why, sizeof why))
+            return arch_run_fail(r, "layer %u: attention: %s", r->layer, why);
+        return 0;
+    }
     if (quant_pool_run(r->nthreads, s_attn_task, r, why, sizeof why))
         return arch_run_fail(r, "layer %u: attention: %s", r->layer, why);
     return 0;
