@@ -8,7 +8,9 @@
  * float type is the floats themselves, so the panel is the batch's activations as they are.
  * From S_PANEL_MIN positions (a prompt) the weight rows are instead widened to f32 once per
  * batch into the share's scratch and every position's tiles read them there (s_run_panels);
- * up to S_PD positions (decoding) one tile takes them all; between, the tiles.
+ * below it (decoding, a speculative pass) each tile of rows takes every position in groups
+ * (s_run_few), so the weights are read from DRAM once; the S_R x S_P tiles only where a batch
+ * of a prompt's size has no scratch.
  *
  * llama.cpp rounds the activations to f16 for an f16 product (ggml-cpu's vec_dot_type) and
  * sums f16 x f16 products in its own order; swarm keeps f32 activations and quant.h's order,
@@ -173,7 +175,8 @@ QUANT_GEMM_RUN(s_tilesb16, s_tileb16)
  * positions' activations (8 KiB each at 2048 wide) no longer stay in L1 beside the rows and
  * each is read from L2 once per tile: more rows a tile, fewer reads. experiments/few_pass.c,
  * 12 TinyLlama-shaped F16 layers from DRAM, 2 threads, ms a pass of 1 / 4 / 5 / 8 / 9 / 12
- * positions (2026-12-02 20:14, load 1.5, two rounds; docs/measurements/2026-12-02-f16few.md):
+ * positions (2026-12-02 20:14, load 1.5, two rounds, best of 3 passes (12: median);
+ * docs/measurements/2026-12-02-f16few.md):
  * 2 rows x up to 4 41-43 / 48-49 / 71-73 / 98-103 / 115-116 / 144-150; 2 x 6 44 / 49-50 /
  * 64-65 / 99-103 / 109-111 / 143-145; 3 x 4 41-43 / 48-51 / 65-67 / 89-91 / 102-104 /
  * 128-129; 4 x 3 41 / 53-54 / 57-65 / 71-73 / 75-76 / 96-97; main's S_R x S_P tiles (4 x 2,
