@@ -8,7 +8,9 @@
  * float type is the floats themselves, so the panel is the batch's activations as they are.
  * From S_PANEL_MIN positions (a prompt) the weight rows are instead widened to f32 once per
  * batch into the share's scratch and every position's tiles read them there (s_run_panels);
- * up to S_PD positions (decoding) one tile takes them all; between, the tiles.
+ * below it (decoding, a speculative pass) each tile of rows takes every position in groups
+ * (s_run_few), so the weights are read from DRAM once; the S_R x S_P tiles only where a batch
+ * of a prompt's size has no scratch.
  *
  * llama.cpp rounds the activations to f16 for an f16 product (ggml-cpu's vec_dot_type) and
  * sums f16 x f16 products in its own order; swarm keeps f32 activations and quant.h's order,
@@ -42,14 +44,20 @@
 _Static_assert(S_P >= 1 && S_P <= 8, "QUANT_GEMM_RUN covers widths 1..8");
 #endif
 
-/* The decode tile's shape (s_run_few below). */
-#define S_PD 4
+/* The decode tile's rows (s_run_few below). */
 #ifndef S_RD
 #define S_RD 2
 #endif
-/* s_tile's register arrays: room for both shapes */
-#define S_AR (S_R > S_RD ? S_R : S_RD)
-#define S_AP (S_P > S_PD ? S_P : S_PD)
+/* ... and its rows and positions a group past S_PD positions */
+#ifndef S_RW
+#define S_RW 4
+#endif
+#ifndef S_PW
+#define S_PW 3
+#endif
+/* s_tile's register arrays: room for every shape (each <= 8 rows, <= 8 positions) */
+#define S_AR 8
+#define S_AP 8
 
 enum { S_F32, S_F16, S_BF16 };
 
@@ -75,20 +83,26 @@ static inline __attribute__((always_inline)) __m512 s_w(int kind, const void *w,
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 }
 
-/* pf: prefetch each row's weights QUANT_PREFETCH bytes ahead, as the row kernels do (the
- * decode tile streams its rows from DRAM once; the prompt tiles re-read theirs from cache). */
+/* pf: prefetch each row's weights QUANT_PREFETCH bytes ahead in the order the tile reads
+ * them, as the row kernels do (the decode tile streams its rows from DRAM once; the prompt
+ * tiles re-read theirs from cache). A tile reads its R rows side by side, so the bytes a row
+ * reads QUANT_PREFETCH later lie past its end in the next tile's row, R rows on, not in the
+ * next row (which this tile is reading now): TinyLlama's 2048-wide F16 rows are 4096 bytes,
+ * so with the row kernels' "past the end: the next row" half of the rows of a 2-row tile went
+ * unfetched (pf 2: the rows of the next tile of R; past the share or the matrix a prefetch is
+ * wasted, never a fault). */
 static inline __attribute__((always_inline)) void
 s_tile(int kind, const quant_gemm_args *a, uint64_t r, uint64_t b, const int R, const int P,
        const int pf)
 {
     const unsigned wb = kind == S_F32 ? QUANT_LANES * 4 : QUANT_LANES * 2; /* row bytes a step */
-    const uint64_t n = a->n;
+    const uint64_t n = a->n, rb = a->row_bytes, skip = (uint64_t)(R - 1) * rb;
     const uint8_t *w[S_AR];
     const float *x[S_AP];
     __m512 c[S_AR][S_AP][2];
 #pragma GCC unroll 8
     for (int i = 0; i < R; i++) {
-        w[i] = a->W + (r + (uint64_t)i) * a->row_bytes;
+        w[i] = a->W + (r + (uint64_t)i) * rb;
 #pragma GCC unroll 8
         for (int p = 0; p < P; p++)
             c[i][p][0] = c[i][p][1] = _mm512_setzero_ps();
@@ -97,21 +111,31 @@ s_tile(int kind, const quant_gemm_args *a, uint64_t r, uint64_t b, const int R, 
     for (int p = 0; p < P; p++)
         x[p] = (const float *)(a->act + (b + (uint64_t)p) * a->act_bytes);
     for (uint64_t e = 0; e < n; e += QUANT_LANES) {
-        __m512 w0[S_AR], w1[S_AR];
+        /* the offset in each row QUANT_PREFETCH ahead, moved to the next tile's row past the
+         * end (pf 2) */
+        const uint64_t o = e * (wb / QUANT_LANES) + QUANT_PREFETCH;
+        const uint64_t po = o < rb ? o : o + skip;
 #pragma GCC unroll 8
         for (int i = 0; i < R; i++) {
-            if (pf)
+            if (pf == 1)
                 quant_prefetch(w[i] + e * (wb / QUANT_LANES), wb);
-            w0[i] = s_w(kind, w[i], e);
-            w1[i] = s_w(kind, w[i], e + 16);
+            else if (pf == 2)
+                for (unsigned k = 0; k < wb; k += 64)
+                    __builtin_prefetch(w[i] + po + k, 0, 3);
         }
+        /* lanes 0..15, then 16..31: R widened weight vectors live at a time, not 2R */
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; h++) {
+            __m512 wv[S_AR];
 #pragma GCC unroll 8
-        for (int p = 0; p < P; p++) {
-            const __m512 x0 = _mm512_loadu_ps(x[p] + e), x1 = _mm512_loadu_ps(x[p] + e + 16);
+            for (int i = 0; i < R; i++)
+                wv[i] = s_w(kind, w[i], e + 16 * (uint64_t)h);
 #pragma GCC unroll 8
-            for (int i = 0; i < R; i++) {
-                c[i][p][0] = _mm512_fmadd_ps(w0[i], x0, c[i][p][0]);
-                c[i][p][1] = _mm512_fmadd_ps(w1[i], x1, c[i][p][1]);
+            for (int p = 0; p < P; p++) {
+                const __m512 xv = _mm512_loadu_ps(x[p] + e + 16 * (uint64_t)h);
+#pragma GCC unroll 8
+                for (int i = 0; i < R; i++)
+                    c[i][p][h] = _mm512_fmadd_ps(wv[i], xv, c[i][p][h]);
             }
         }
     }
@@ -139,32 +163,85 @@ S_TILE_OF(S_BF16, s_tileb16)
 QUANT_GEMM_RUN(s_tiles16, s_tile16)
 QUANT_GEMM_RUN(s_tilesb16, s_tileb16)
 
-/* A decode pass (the sessions of one continuous batch: B <= S_PD positions) is bound by
- * reading the weights, not by the fmas: the S_R x S_P driver above walks a row group once per
- * S_P positions, and the second walk (from L2) did not overlap the first's DRAM reads: bench-quant
- * --batch 4 --pool 1024M, 5632 x 2048 F16, 1 thread, 2026-12-02 (Xeon, AVX-512): 1681 us a
- * position against 3422 us for one matvec, so 4 sessions cost 1.97x one. Here every position
- * is in one tile of S_RD rows (S_RD * B * 2 accumulators, at most 16), each weight vector read
- * and widened once for all of them; the rows past the last tile by the row kernel. Same bits:
- * a pair's lanes see the same fmas in the same order whatever the tile. */
-_Static_assert(S_PD >= 2 && S_PD <= 4 && S_RD * S_PD * 2 + 2 * S_RD <= 28, "decode tile");
+/* A decode pass (the sessions of one continuous batch, or a speculative pass's k + 1
+ * positions: B < S_PANEL_MIN) is bound by reading the weights, not by the fmas: the S_R x S_P
+ * driver above walks a row group once per S_P positions, and the second walk (from L2) did not
+ * overlap the first's DRAM reads: bench-quant --batch 4 --pool 1024M, 5632 x 2048 F16, 1
+ * thread, 2026-12-02 (Xeon, AVX-512): 1681 us a position against 3422 us for one matvec, so 4
+ * sessions cost 1.97x one. Here each tile of rows takes every position while its rows are in
+ * L1, in groups: the first group streams the rows from DRAM (prefetching), the others re-read
+ * them from L1; the rows past the last tile by the row kernel. Up to S_PD positions, one group
+ * of S_RD rows; more, groups of at most S_PW positions on tiles of S_RW rows, since there the
+ * positions' activations (8 KiB each at 2048 wide) no longer stay in L1 beside the rows and
+ * each is read from L2 once per tile: more rows a tile, fewer reads. experiments/few_pass.c,
+ * 12 TinyLlama-shaped F16 layers from DRAM, 2 threads, ms a pass of 1 / 4 / 5 / 8 / 9 / 12
+ * positions (2026-12-02 20:14, load 1.5, two rounds, best of 3 passes (12: median);
+ * docs/measurements/2026-12-02-f16few.md):
+ * 2 rows x up to 4 41-43 / 48-49 / 71-73 / 98-103 / 115-116 / 144-150; 2 x 6 44 / 49-50 /
+ * 64-65 / 99-103 / 109-111 / 143-145; 3 x 4 41-43 / 48-51 / 65-67 / 89-91 / 102-104 /
+ * 128-129; 4 x 3 41 / 53-54 / 57-65 / 71-73 / 75-76 / 96-97; main's S_R x S_P tiles (4 x 2,
+ * no prefetch) 42 / 55 / 72 / 88 / 97 / 117. Same bits: a pair's lanes see the same fmas in
+ * the same order whatever the tile or group. */
+#ifndef S_PD
+#define S_PD 4
+#endif
+_Static_assert(S_PD >= 2 && S_PD <= 8 && S_RD * S_PD * 2 + S_RD + 1 <= 31 && S_PW >= 1 &&
+                   S_PW <= S_PD && S_RW <= 8 && S_RW * S_PW * 2 + S_RW + 1 <= 31,
+               "decode tiles");
+
+static inline __attribute__((always_inline)) void
+s_few_group(int kind, const quant_gemm_args *a, uint64_t r, uint64_t b, const int R,
+            uint64_t np, int pf)
+{
+    switch (np) {
+#if S_PD >= 8
+    case 8: s_tile(kind, a, r, b, R, 8, pf); break;
+#endif
+#if S_PD >= 7
+    case 7: s_tile(kind, a, r, b, R, 7, pf); break;
+#endif
+#if S_PD >= 6
+    case 6: s_tile(kind, a, r, b, R, 6, pf); break;
+#endif
+#if S_PD >= 5
+    case 5: s_tile(kind, a, r, b, R, 5, pf); break;
+#endif
+    case 4: s_tile(kind, a, r, b, R, 4, pf); break;
+    case 3: s_tile(kind, a, r, b, R, 3, pf); break;
+    case 2: s_tile(kind, a, r, b, R, 2, pf); break;
+    default: s_tile(kind, a, r, b, R, 1, pf); break;
+    }
+}
+
+/* Rows [r0, r1) in tiles of R rows, every position of [b0, b1) in groups of at most gmax. */
+static inline __attribute__((always_inline)) void
+s_few_rows(int kind, const quant_gemm_args *a, uint64_t r0, uint64_t r1, uint64_t b0,
+           uint64_t b1, const int R, const uint64_t gmax)
+{
+    const uint64_t groups = (b1 - b0 + gmax - 1) / gmax;
+    uint64_t r = r0;
+    for (; r + (uint64_t)R <= r1; r += (uint64_t)R)
+        /* groups of about equal size: 5 = 3 + 2, not 3 + 1 + 1 */
+        for (uint64_t g = 0, b = b0; g < groups; g++) {
+            const uint64_t p = (b1 - b + (groups - g) - 1) / (groups - g);
+            if (g == 0)
+                s_few_group(kind, a, r, b, R, p <= gmax ? p : gmax, 2);
+            else
+                s_few_group(kind, a, r, b, R, p <= gmax ? p : gmax, 0);
+            b += p;
+        }
+    for (; r < r1; r++)
+        for (uint64_t p = b0; p < b1; p++)
+            a->Y[p * a->ldy + r] = a->dot(a->n, a->W + r * a->row_bytes, a->act + p * a->act_bytes);
+}
 
 static inline __attribute__((always_inline)) void
 s_run_few(int kind, const quant_gemm_args *a, uint64_t r0, uint64_t r1, uint64_t b0, uint64_t b1)
 {
-    const uint64_t np = b1 - b0;
-    uint64_t r = r0;
-    for (; r + S_RD <= r1; r += S_RD) {
-        switch (np) {
-        case 4: s_tile(kind, a, r, b0, S_RD, 4, 1); break;
-        case 3: s_tile(kind, a, r, b0, S_RD, 3, 1); break;
-        case 2: s_tile(kind, a, r, b0, S_RD, 2, 1); break;
-        default: s_tile(kind, a, r, b0, S_RD, 1, 1); break;
-        }
-    }
-    for (; r < r1; r++)
-        for (uint64_t p = b0; p < b1; p++)
-            a->Y[p * a->ldy + r] = a->dot(a->n, a->W + r * a->row_bytes, a->act + p * a->act_bytes);
+    if (b1 - b0 <= S_PD)
+        s_few_rows(kind, a, r0, r1, b0, b1, S_RD, S_PD);
+    else
+        s_few_rows(kind, a, r0, r1, b0, b1, S_RW, S_PW);
 }
 
 /* ---------------------------------------------------------------- converted panels
@@ -364,7 +441,7 @@ static void s_run_panels(int kind, const quant_gemm_args *a, uint64_t r0, uint64
 
 static void s_run16(const quant_gemm_args *a, uint64_t r0, uint64_t r1, uint64_t b0, uint64_t b1)
 {
-    if (b1 - b0 <= S_PD)
+    if (b1 - b0 < S_PANEL_MIN)
         s_run_few(S_F16, a, r0, r1, b0, b1);
     else if (a->scratch && a->B >= S_PANEL_MIN)
         s_run_panels(S_F16, a, r0, r1, b0, b1);
@@ -374,7 +451,7 @@ static void s_run16(const quant_gemm_args *a, uint64_t r0, uint64_t r1, uint64_t
 
 static void s_runb16(const quant_gemm_args *a, uint64_t r0, uint64_t r1, uint64_t b0, uint64_t b1)
 {
-    if (b1 - b0 <= S_PD)
+    if (b1 - b0 < S_PANEL_MIN)
         s_run_few(S_BF16, a, r0, r1, b0, b1);
     else if (a->scratch && a->B >= S_PANEL_MIN)
         s_run_panels(S_BF16, a, r0, r1, b0, b1);

@@ -49,7 +49,7 @@ static int s_shape(quant_type t, uint64_t rows, uint64_t cols, uint64_t B, int t
             ref[b * rows + r] = dot(cols, W + r * rb, act);
     }
     int bad = 0;
-    for (uint64_t n = 1; n <= B && !bad; n = n < 9 ? n + 1 : (n == B ? B + 1 : B)) {
+    for (uint64_t n = 1; n <= B && !bad; n = n < 15 ? n + 1 : (n == B ? B + 1 : B)) {
         memset(Y, 0xFF, sizeof(float) * n * rows);
         if (quant_matmat(t, rows, cols, W, n, X, Y, threads, err, sizeof err)) {
             CHECK(0, "%s: %s", label, err);
