@@ -726,107 +726,113 @@ static void s_plot(const ll_lab *L, const double *med, const double *mn, const d
         log_warn("plots: gnuplot failed or is missing; the data and plots.gp are in %s", L->dir);
 }
 
-/* The SSD arm's expert figures from results.jsonl, per generated token (one-position steps:
- * the prompt's passes apart): bytes read against what it must read (each miss's expert
- * read) and against the prediction, the cache's hit rate, the disk bound of those bytes. */
-/* The SSD runs' generated tokens against the prediction's terms (ms a token): compute (the
- * reference's calibration), expert reads, their hashes, the ring; measured from the run's own
- * clocks (expert_read_ms_1, expert_hash_ms_1 over steps_1), the rest of its mean token time
- * (1000 / gen_tok_s) is compute and what the ring left on the step. */
-static void s_report_terms(const ll_lab *L, FILE *f)
+/* A row printer of results.jsonl: one good (not void) run's line o and its result r; rows
+ * printed so far (0: print the table's head first); returns 1 if it printed a row. */
+typedef int (*s_row_fn)(const ll_lab *L, json_t *o, json_t *r, FILE *f, int rows);
+
+/* Every good run of results.jsonl through row (the report's tables share the reading); the
+ * rows it printed. */
+static int s_each_result(const ll_lab *L, FILE *f, s_row_fn row)
 {
     char path[PATH_MAX + 32];
     snprintf(path, sizeof path, "%s/results.jsonl", L->dir);
     FILE *in = fopen(path, "r");
     char *line = NULL;
     size_t cap = 0;
-    int head = 0;
+    int rows = 0;
     while (in && getline(&line, &cap, in) > 0) {
         json_t *o = json_loads(line, 0, NULL), *r = o ? json_object_get(o, "result") : NULL;
-        double steps = s_num(r, "steps_1"), rd = s_num(r, "expert_read_ms_1");
-        double hs = s_num(r, "expert_hash_ms_1"), tok = 1000.0 / s_num(r, "gen_tok_s");
-        if (!json_is_object(r) || !(steps > 0) || !isfinite(rd) || !isfinite(tok) ||
-            json_is_true(json_object_get(r, "void"))) {
-            json_decref(o);
-            continue;
-        }
-        if (!head++)
-            fprintf(f, "\n## SSD: where a generated token's time went (ms), predicted / "
-                       "measured\n\n"
-                       "| run | token | compute (+ ring) | expert reads | hashes | expert read "
-                       "GB/s |\n|---|---|---|---|---|---|\n");
-        rd /= steps;
-        hs /= steps;
-        double pc = s_num(o, "predicted_compute_ms") + s_num(o, "predicted_ring_ms");
-        double xb = s_num(r, "expert_read_bytes_1") / steps;
-        fprintf(f, "| %s, repeat %lld | %.2f / %.2f | %.2f / %.2f | %.2f / %.2f | "
-                   "%.2f / %.2f | %.2f / %.2f |\n",
-                json_string_value(json_object_get(o, "condition")),
-                (long long)json_integer_value(json_object_get(o, "repeat")),
-                s_num(o, "predicted_ms_per_token"), tok, pc, tok - rd - hs,
-                s_num(o, "predicted_expert_read_ms"), rd, s_num(o, "predicted_expert_hash_ms"),
-                hs, s_num(o, "disk_gbps"), rd > 0 ? xb / (rd * 1e6) : NAN);
+        if (json_is_object(r) && !json_is_true(json_object_get(r, "void")))
+            rows += row(L, o, r, f, rows);
         json_decref(o);
     }
-    if (head)
+    free(line);
+    if (in)
+        fclose(in);
+    return rows;
+}
+
+/* The SSD runs' generated tokens against the prediction's terms (ms a token): compute (the
+ * reference's calibration), expert reads, their hashes, the ring; measured from the run's own
+ * clocks (expert_read_ms_1, expert_hash_ms_1 over steps_1), the rest of its mean token time
+ * (1000 / gen_tok_s) is compute and what the ring left on the step. */
+static int s_row_terms(const ll_lab *L, json_t *o, json_t *r, FILE *f, int rows)
+{
+    (void)L;
+    double steps = s_num(r, "steps_1"), rd = s_num(r, "expert_read_ms_1");
+    double hs = s_num(r, "expert_hash_ms_1"), tok = 1000.0 / s_num(r, "gen_tok_s");
+    if (!(steps > 0) || !isfinite(rd) || !isfinite(tok))
+        return 0;
+    if (!rows)
+        fprintf(f, "\n## SSD: where a generated token's time went (ms), predicted / measured\n\n"
+                   "| run | token | compute (+ ring) | expert reads | hashes | expert read "
+                   "GB/s |\n|---|---|---|---|---|---|\n");
+    rd /= steps;
+    hs /= steps;
+    double pc = s_num(o, "predicted_compute_ms") + s_num(o, "predicted_ring_ms");
+    double xb = s_num(r, "expert_read_bytes_1") / steps;
+    fprintf(f, "| %s, repeat %lld | %.2f / %.2f | %.2f / %.2f | %.2f / %.2f | "
+               "%.2f / %.2f | %.2f / %.2f |\n",
+            json_string_value(json_object_get(o, "condition")),
+            (long long)json_integer_value(json_object_get(o, "repeat")),
+            s_num(o, "predicted_ms_per_token"), tok, pc, tok - rd - hs,
+            s_num(o, "predicted_expert_read_ms"), rd, s_num(o, "predicted_expert_hash_ms"), hs,
+            s_num(o, "disk_gbps"), rd > 0 ? xb / (rd * 1e6) : NAN);
+    return 1;
+}
+
+static void s_report_terms(const ll_lab *L, FILE *f)
+{
+    if (s_each_result(L, f, s_row_terms))
         fprintf(f, "\nToken: 1000 / gen_tok_s (the mean over the generated tokens). Compute: the "
                    "SSD arm's calibration with every layer resident (ITL p50; the reference's "
-                   "where it could not run), plus the ring's reads not hidden behind it; measured as the token less the run's own expert read and hash clocks. "
+                   "where it could not run), plus the ring's reads not hidden behind it; "
+                   "measured as the token less the run's own expert read and hash clocks. "
                    "Measured reads and hashes are a one-position pass's mean (steps_1: with a "
                    "prompt's last chunk of one position, which misses more than a generated "
                    "token's pass, so they run high and compute low); predicted ones the replay's "
                    "over the passes gen_tok_s times. Expert read GB/s: predicted, the replay's "
                    "passes after its first (docs/lab.md); measured, the run's expert bytes over "
                    "its read clock.\n");
-    free(line);
-    if (in)
-        fclose(in);
+}
+
+/* The SSD arm's expert figures, per generated token (one-position steps: the prompt's passes
+ * apart): bytes read against what it must read (each miss's expert read) and against the
+ * prediction, the cache's hit rate, the disk bound of those bytes. */
+static int s_row_experts(const ll_lab *L, json_t *o, json_t *r, FILE *f, int rows)
+{
+    double steps = s_num(r, "steps_1"), xb = s_num(r, "expert_read_bytes_1");
+    double h = s_num(r, "expert_cache_hits_1"), m = s_num(r, "expert_cache_misses_1");
+    double routed = s_num(o, "routed_read_bytes_per_token"), disk = s_num(o, "disk_gbps");
+    if (!(steps > 0) || !isfinite(xb) || !(routed > 0))
+        return 0;
+    if (!rows)
+        fprintf(f, "\n## Experts: what the SSD arm read a generated token\n\n"
+                   "| run | MiB read | must read (misses x expert) | ratio | predicted MiB "
+                   "(replay / uniform) | uncached routed MiB | hit rate | predicted (replay "
+                   "/ uniform) | disk bound ms (tok/s) | gen tok/s | predicted tok/s "
+                   "(replay / uniform) |\n"
+                   "|---|---|---|---|---|---|---|---|---|---|---|\n");
+    double per_x = routed / L->k / (double)(L->n_layers - L->n_resident); /* one expert */
+    double ring = s_num(r, "streamed_per_pass_bytes");
+    double got = (xb + (isfinite(ring) ? ring * steps : 0)) / steps;
+    double must = (m * per_x + (isfinite(ring) ? ring * steps : 0)) / steps;
+    double bound = got / (disk * 1e6);
+    fprintf(f, "| %s r%lld | %.1f | %.1f | %.3f | %.1f / %.1f | %.1f | %.3f | %.3f / %.3f | "
+               "%.1f (%.1f) | %.2f | %.2f / %.2f |\n",
+            json_string_value(json_object_get(o, "condition")),
+            (long long)json_integer_value(json_object_get(o, "repeat")), got / 1048576.0,
+            must / 1048576.0, got / must, s_num(o, "predicted_read_bytes_per_token") / 1048576.0,
+            s_num(o, "uniform_read_bytes_per_token") / 1048576.0, routed / 1048576.0,
+            h + m > 0 ? h / (h + m) : NAN, s_num(o, "predicted_hit_rate"),
+            s_num(o, "uniform_hit_rate"), bound, 1000.0 / bound, s_num(r, "gen_tok_s"),
+            1000.0 / s_num(o, "predicted_ms_per_token"), 1000.0 / s_num(o, "uniform_ms_per_token"));
+    return 1;
 }
 
 static void s_report_experts(const ll_lab *L, FILE *f)
 {
-    char path[PATH_MAX + 32];
-    snprintf(path, sizeof path, "%s/results.jsonl", L->dir);
-    FILE *in = fopen(path, "r");
-    char *line = NULL;
-    size_t cap = 0;
-    int head = 0;
-    while (in && getline(&line, &cap, in) > 0) {
-        json_t *o = json_loads(line, 0, NULL), *r = o ? json_object_get(o, "result") : NULL;
-        double steps = s_num(r, "steps_1"), xb = s_num(r, "expert_read_bytes_1");
-        double h = s_num(r, "expert_cache_hits_1"), m = s_num(r, "expert_cache_misses_1");
-        double routed = s_num(o, "routed_read_bytes_per_token"), disk = s_num(o, "disk_gbps");
-        if (!json_is_object(r) || !(steps > 0) || !isfinite(xb) || !(routed > 0) ||
-            json_is_true(json_object_get(r, "void"))) {
-            json_decref(o);
-            continue;
-        }
-        if (!head++)
-            fprintf(f, "\n## Experts: what the SSD arm read a generated token\n\n"
-                       "| run | MiB read | must read (misses x expert) | ratio | predicted MiB "
-                       "(replay / uniform) | uncached routed MiB | hit rate | predicted (replay "
-                       "/ uniform) | disk bound ms (tok/s) | gen tok/s | predicted tok/s "
-                       "(replay / uniform) |\n"
-                       "|---|---|---|---|---|---|---|---|---|---|---|\n");
-        double per_x = routed / L->k / (double)(L->n_layers - L->n_resident); /* one expert */
-        double ring = s_num(r, "streamed_per_pass_bytes");
-        double got = (xb + (isfinite(ring) ? ring * steps : 0)) / steps;
-        double must = (m * per_x + (isfinite(ring) ? ring * steps : 0)) / steps;
-        double bound = got / (disk * 1e6);
-        fprintf(f, "| %s r%lld | %.1f | %.1f | %.3f | %.1f / %.1f | %.1f | %.3f | %.3f / %.3f | "
-                   "%.1f (%.1f) | %.2f | %.2f / %.2f |\n",
-                json_string_value(json_object_get(o, "condition")),
-                (long long)json_integer_value(json_object_get(o, "repeat")), got / 1048576.0,
-                must / 1048576.0, got / must,
-                s_num(o, "predicted_read_bytes_per_token") / 1048576.0,
-                s_num(o, "uniform_read_bytes_per_token") / 1048576.0, routed / 1048576.0,
-                h + m > 0 ? h / (h + m) : NAN, s_num(o, "predicted_hit_rate"),
-                s_num(o, "uniform_hit_rate"), bound, 1000.0 / bound, s_num(r, "gen_tok_s"),
-                1000.0 / s_num(o, "predicted_ms_per_token"),
-                1000.0 / s_num(o, "uniform_ms_per_token"));
-        json_decref(o);
-    }
-    if (head)
+    if (s_each_result(L, f, s_row_experts))
         fprintf(f, "\nPer one-position pass (the generated tokens'; a prompt's last chunk of one "
                    "position counts too). Must read: each cache miss's expert (its slices' "
                    "aligned reads) plus the ring. Predicted hit rate, replay: the calibration's "
@@ -835,9 +841,6 @@ static void s_report_experts(const ll_lab *L, FILE *f)
                    "what independent uniform routing hits (the bound a model that routes near "
                    "uniformly approaches). The disk bound is the bytes read over the disk figure "
                    "measured before the runs.\n");
-    free(line);
-    if (in)
-        fclose(in);
 }
 
 /* The speculative conditions: acceptance, tokens per pass and drafter time summed over their
