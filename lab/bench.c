@@ -337,51 +337,121 @@ static int s_replay_line(const arch_model *am, const char *line, uint32_t slots,
     return 0;
 }
 
+/* What a replay carries from line to line: the model's layout, the cache's slots and the
+ * reads of the current line (s_replay_line fills them). */
+enum { S_MAXR = 1024 };
+typedef struct {
+    arch_model am;
+    uint32_t slots, cur, n;
+    uint64_t slot_bytes, bytes;
+    int one;
+    uint64_t aoff[S_MAXR], alen[S_MAXR], dst[S_MAXR];
+} s_replay;
+
+static int s_replay_next(s_replay *x, const char *line)
+{
+    return s_replay_line(&x->am, line, x->slots, x->slot_bytes, &x->cur, &x->one, x->aoff,
+                         x->alen, x->dst, S_MAXR, &x->n, &x->bytes);
+}
+
+/* The first read of the log: every miss line checked, the passes counted, the deepest line's
+ * reads (the ring's depth) in *maxn. */
+static int s_replay_scan(s_replay *x, FILE *f, const char *log, uint32_t *npass, uint32_t *maxn,
+                         char *err, size_t errlen)
+{
+    char *line = NULL;
+    size_t cap = 0;
+    int rc = 0;
+    *npass = *maxn = 0;
+    while (getline(&line, &cap, f) > 0) {
+        if (!strncmp(line, "pass ", 5)) {
+            (*npass)++;
+            continue;
+        }
+        if (s_replay_next(x, line)) {
+            snprintf(err, errlen, "%s: not a miss line, or over %d reads or a slot: %s", log,
+                     S_MAXR, line);
+            rc = -1;
+            break;
+        }
+        *maxn = x->n > *maxn ? x->n : *maxn;
+    }
+    if (!rc && !*maxn) {
+        snprintf(err, errlen, "%s: no miss", log);
+        rc = -1;
+    }
+    free(line);
+    return rc;
+}
+
+/* One replay of the whole log into the cache: the reads of the timed lines (those of passes
+ * past first_timed, or without pass lines the one-position ones) in *ns and their bytes in
+ * *timed, the content gate's hashing of them in *hns; every line's bytes added to *all. */
+static int s_replay_pass(s_replay *x, FILE *f, struct io_uring *r, int fd, uint8_t *cache,
+                         uint32_t first_timed, uint64_t *ns, uint64_t *timed, uint64_t *hns,
+                         uint64_t *all, uint64_t *sink, char *err, size_t errlen)
+{
+    uint8_t *buf[S_MAXR];
+    char *line = NULL;
+    size_t cap = 0;
+    uint32_t at = 0; /* passes begun */
+    int rc = 0;
+    rewind(f);
+    while (!rc && getline(&line, &cap, f) > 0) {
+        if (!strncmp(line, "pass ", 5)) {
+            at++;
+            continue;
+        }
+        s_replay_next(x, line);
+        for (uint32_t i = 0; i < x->n; i++)
+            buf[i] = cache + x->dst[i];
+        uint64_t t0 = util_now_ns();
+        if (x->n && s_visit(r, fd, buf, x->aoff, x->alen, x->n, err, errlen))
+            rc = -1;
+        uint64_t t1 = util_now_ns();
+        for (uint32_t i = 0; i < x->n; i++) /* the content gate's hash, as the arm's */
+            *sink ^= XXH3_64bits(buf[i], x->alen[i]);
+        if (first_timed != UINT32_MAX ? at > first_timed : x->one) {
+            *ns += t1 - t0;
+            *hns += util_now_ns() - t1;
+            *timed += x->bytes;
+        }
+        *all += x->bytes;
+    }
+    free(line);
+    return rc;
+}
+
 int bench_experts_replay(const char *path, const char *log, uint32_t slots, uint64_t slot_bytes,
                          uint32_t last_passes, uint32_t passes, double *pass_gbps,
                          bench_disk_result *out, char *err, size_t errlen)
 {
-    enum { S_MAXR = 1024 };
     gguf_file *g = gguf_open(path, err, errlen);
-    arch_model am;
+    s_replay *x = calloc(1, sizeof *x);
     struct io_uring r;
     FILE *f = NULL;
-    int fd = -1, ring = 0, rc = -1, one;
+    int fd = -1, ring = 0, rc = -1, opened = 0;
     iobuf ib = { 0 };
-    uint8_t *buf[S_MAXR];
-    uint64_t aoff[S_MAXR], alen[S_MAXR], dst[S_MAXR], all = 0, b;
-    uint32_t n, maxn = 0, cur = 0, npass = 0;
-    double *v = calloc(passes ? passes : 1, sizeof *v), *rms = NULL;
-    char *line = NULL;
-    size_t cap = 0;
+    uint64_t all = 0;
+    uint32_t maxn = 0, npass = 0;
+    double *v = calloc(passes ? passes : 1, sizeof *v);
+    double *rms = calloc(passes ? passes : 1, sizeof *rms);
     memset(out, 0, sizeof *out);
-    if (!g || arch_model_open(&am, g, err, errlen)) {
-        gguf_close(&g);
-        free(v);
-        return -1;
+    if (!x || !v || !rms || !g || arch_model_open(&x->am, g, err, errlen)) {
+        if (g && (!x || !v || !rms))
+            snprintf(err, errlen, "out of memory");
+        goto out;
     }
-    if (!v || !passes || !slots || !slot_bytes || !(f = fopen(log, "r"))) {
+    opened = 1;
+    x->slots = slots;
+    x->slot_bytes = slot_bytes;
+    if (!passes || !slots || !slot_bytes || !(f = fopen(log, "r"))) {
         snprintf(err, errlen, "%s: %s", log,
-                 !v || !passes || !slots || !slot_bytes ? "no pass or no slot" : strerror(errno));
+                 !passes || !slots || !slot_bytes ? "no pass or no slot" : strerror(errno));
         goto out;
     }
-    while (getline(&line, &cap, f) > 0) { /* check the log, count its passes, size the ring */
-        if (!strncmp(line, "pass ", 5)) {
-            npass++;
-            continue;
-        }
-        if (s_replay_line(&am, line, slots, slot_bytes, &cur, &one, aoff, alen, dst, S_MAXR, &n,
-                          &b)) {
-            snprintf(err, errlen, "%s: not a miss line, or over %d reads or a slot: %s", log,
-                     S_MAXR, line);
-            goto out;
-        }
-        maxn = n > maxn ? n : maxn;
-    }
-    if (!maxn) {
-        snprintf(err, errlen, "%s: no miss", log);
+    if (s_replay_scan(x, f, log, &npass, &maxn, err, errlen))
         goto out;
-    }
     /* the cache as the arm's: huge pages, touched before the first read (exec.c) */
     if (iobuf_alloc(&ib, (uint64_t)slots * slot_bytes, 0, err, errlen))
         goto out;
@@ -394,40 +464,15 @@ int bench_experts_replay(const char *path, const char *log, uint32_t slots, uint
     memset(ib.p, 0, ib.len);
     snprintf(out->io_buffers, sizeof out->io_buffers, "%s", ib.desc);
     uint64_t io0 = util_io_read_bytes(), tns = 0, hns = 0, htimed = 0, sink = 0;
-    cur = 0;
+    x->cur = 0;
     /* timed: the last last_passes passes (those a generated token's time covers), or
      * without pass lines or last_passes, the one-position ones */
     uint32_t first_timed = last_passes && npass >= last_passes ? npass - last_passes : UINT32_MAX;
-    if (!(rms = calloc(passes, sizeof *rms))) {
-        snprintf(err, errlen, "out of memory");
-        goto out;
-    }
     for (uint32_t ps = 0; ps < passes; ps++) {
         uint64_t ns = 0, timed = 0;
-        uint32_t at = 0; /* passes begun */
-        rewind(f);
-        while (getline(&line, &cap, f) > 0) {
-            if (!strncmp(line, "pass ", 5)) {
-                at++;
-                continue;
-            }
-            s_replay_line(&am, line, slots, slot_bytes, &cur, &one, aoff, alen, dst, S_MAXR, &n,
-                          &b);
-            for (uint32_t i = 0; i < n; i++)
-                buf[i] = ib.p + dst[i];
-            uint64_t t0 = util_now_ns();
-            if (n && s_visit(&r, fd, buf, aoff, alen, n, err, errlen))
-                goto out;
-            uint64_t t1 = util_now_ns();
-            for (uint32_t i = 0; i < n; i++) /* the content gate's hash, as the arm's */
-                sink ^= XXH3_64bits(buf[i], alen[i]);
-            if (first_timed != UINT32_MAX ? at > first_timed : one) {
-                ns += t1 - t0;
-                hns += util_now_ns() - t1;
-                timed += b;
-            }
-            all += b;
-        }
+        if (s_replay_pass(x, f, &r, fd, ib.p, first_timed, &ns, &timed, &hns, &all, &sink, err,
+                          errlen))
+            goto out;
         v[ps] = ns ? timed / (double)ns : 0;
         rms[ps] = ns / 1e6 / (first_timed != UINT32_MAX ? last_passes : 1);
         if (pass_gbps)
@@ -453,7 +498,6 @@ int bench_experts_replay(const char *path, const char *log, uint32_t slots, uint
     out->cache_pass = gate_cache_ok(out->read_bytes, out->bytes);
     rc = 0;
 out:
-    free(line);
     free(v);
     free(rms);
     iobuf_free(&ib);
@@ -463,7 +507,9 @@ out:
         close(fd);
     if (f)
         fclose(f);
-    arch_model_close(&am);
+    if (opened)
+        arch_model_close(&x->am);
+    free(x);
     gguf_close(&g);
     return rc;
 }

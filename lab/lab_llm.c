@@ -556,6 +556,59 @@ static double s_calibrate_compute(ll_lab *L)
     return ms;
 }
 
+/* Each condition's predicted time a token from the machine's figures and the SSD plan p. */
+static void s_predict_conds(ll_lab *L, const exec_plan *p)
+{
+    /* A token reads every layer once: the reference's time is the memory's. The SSD arm adds
+     * what its reads do not hide (lab/predict.h); the resident arm adds one one-way link delay
+     * per hop. */
+    for (uint32_t i = 0; i < L->cfg.n_conditions; i++) {
+        ll_cond *cd = &L->cond[i];
+        if (!strcmp(cd->arm, "reference")) {
+            cd->pred_ms = L->ref_ms;
+        } else if (!strcmp(cd->arm, "ssd")) {
+            predict_llm_in in = { .ref_ms = isfinite(L->ssd_ms) ? L->ssd_ms : L->ref_ms,
+                                  .disk_gbps = L->disk_gbps,
+                                  .hash_gbps = L->hash_gbps, .pass_bytes = L->pass_bytes,
+                                  .ring_bytes = L->streamed_bytes,
+                                  .routed_read_bytes = L->routed_read,
+                                  .cache_slots = p->expert_slots,
+                                  .cache_experts = L->cache_experts };
+            predict_llm_out po;
+            in.disk_gbps = p->expert_slots ? L->disk_uni_gbps : L->disk_gbps;
+            predict_llm_ssd(&in, &po); /* uniform routing first: the bound */
+            in.disk_gbps = L->disk_gbps;
+            cd->uni_ms = po.ms;
+            cd->uni_read = po.read_bytes;
+            cd->uni_hit = po.hit_rate;
+            if (p->expert_slots)
+                log_info("ssd under uniform routing: %s", po.formula);
+            in.has_hit = L->has_sim;
+            in.hit = L->sim_hit;
+            in.read_ms = L->replay_read_ms;
+            in.hash_ms = L->replay_hash_ms;
+            predict_llm_ssd(&in, &po);
+            cd->pred_ms = po.ms;
+            cd->pred_read = po.read_bytes;
+            cd->pred_hit = po.hit_rate;
+            cd->pred_read_ms = po.read_ms;
+            cd->pred_hash_ms = po.hash_ms;
+            cd->pred_ring_ms = po.ring_ms;
+            log_info("ssd: %s", po.formula);
+            if (p->expert_slots)
+                log_info("ssd: predicted %.1f MiB read a token, expert cache hit rate %.3f "
+                         "(%s); uniform routing: %.1f MiB, %.3f, %.1f ms",
+                         po.read_bytes / 1048576.0, po.hit_rate,
+                         L->has_sim ? "the reference's routing replayed" : "uniform routing",
+                         cd->uni_read / 1048576.0, cd->uni_hit, cd->uni_ms);
+        } else {
+            cd->pred_ms = L->ref_ms + (L->workers + 1) * (double)cd->prof.delay_ns / 1e6;
+        }
+        log_info("predicted %-16s %8.1f ms a token, %7.2f tokens/s", cd->name, cd->pred_ms,
+                 1000.0 / cd->pred_ms);
+    }
+}
+
 static int s_predict(ll_lab *L)
 {
     char err[1024];
@@ -615,54 +668,7 @@ static int s_predict(ll_lab *L)
                  (unsigned long long)(L->cache_experts / (L->n_layers - p.n_resident)),
                  L->routed_read / 1048576.0, p.expert_slots,
                  (unsigned long long)L->cache_experts, L->hash_gbps);
-    /* A token reads every layer once: the reference's time is the memory's. The SSD arm adds
-     * what its reads do not hide (lab/predict.h); the resident arm adds one one-way link delay
-     * per hop. */
-    for (uint32_t i = 0; i < L->cfg.n_conditions; i++) {
-        ll_cond *cd = &L->cond[i];
-        if (!strcmp(cd->arm, "reference")) {
-            cd->pred_ms = L->ref_ms;
-        } else if (!strcmp(cd->arm, "ssd")) {
-            predict_llm_in in = { .ref_ms = isfinite(L->ssd_ms) ? L->ssd_ms : L->ref_ms,
-                                  .disk_gbps = L->disk_gbps,
-                                  .hash_gbps = L->hash_gbps, .pass_bytes = L->pass_bytes,
-                                  .ring_bytes = L->streamed_bytes,
-                                  .routed_read_bytes = L->routed_read,
-                                  .cache_slots = p.expert_slots,
-                                  .cache_experts = L->cache_experts };
-            predict_llm_out po;
-            in.disk_gbps = p.expert_slots ? L->disk_uni_gbps : L->disk_gbps;
-            predict_llm_ssd(&in, &po); /* uniform routing first: the bound */
-            in.disk_gbps = L->disk_gbps;
-            cd->uni_ms = po.ms;
-            cd->uni_read = po.read_bytes;
-            cd->uni_hit = po.hit_rate;
-            if (p.expert_slots)
-                log_info("ssd under uniform routing: %s", po.formula);
-            in.has_hit = L->has_sim;
-            in.hit = L->sim_hit;
-            in.read_ms = L->replay_read_ms;
-            in.hash_ms = L->replay_hash_ms;
-            predict_llm_ssd(&in, &po);
-            cd->pred_ms = po.ms;
-            cd->pred_read = po.read_bytes;
-            cd->pred_hit = po.hit_rate;
-            cd->pred_read_ms = po.read_ms;
-            cd->pred_hash_ms = po.hash_ms;
-            cd->pred_ring_ms = po.ring_ms;
-            log_info("ssd: %s", po.formula);
-            if (p.expert_slots)
-                log_info("ssd: predicted %.1f MiB read a token, expert cache hit rate %.3f "
-                         "(%s); uniform routing: %.1f MiB, %.3f, %.1f ms",
-                         po.read_bytes / 1048576.0, po.hit_rate,
-                         L->has_sim ? "the reference's routing replayed" : "uniform routing",
-                         cd->uni_read / 1048576.0, cd->uni_hit, cd->uni_ms);
-        } else {
-            cd->pred_ms = L->ref_ms + (L->workers + 1) * (double)cd->prof.delay_ns / 1e6;
-        }
-        log_info("predicted %-16s %8.1f ms a token, %7.2f tokens/s", cd->name, cd->pred_ms,
-                 1000.0 / cd->pred_ms);
-    }
+    s_predict_conds(L, &p);
     return 0;
 }
 
