@@ -159,16 +159,25 @@ uint64_t llm_model_batch_cuts(llm_model *m)
     return c;
 }
 
-/* Positions of s's next step, for a call of n positions with left still to run: its batch, within a pass; while
- * other sessions decode, a prompt's chunk at most the rows that cost one decode-only pass
- * more (the pass then costs at most about twice theirs): rows = decode pass time / one
- * row's time, both measured here: a row's time is first the time of the passes that
- * carried a prompt chunk minus that of the decode-only ones over their difference in rows,
- * then, once chunks are cut, the same measured on the cut passes (a few rows beside decode
- * steps, late in a prompt, each cost more than a big pass's average row). Until both are
- * measured the chunk is the full batch (that pass measures them); at least one row goes per
- * pass. A prompt alone goes in full batches.
- * The bits do not change: a position's bits do not depend on its batch. */
+/* What a prompt's rows may add to a pass of the others' decode steps, as a share of that
+ * pass's time: 0.5 bounds a mixed pass near 1.5x a decode pass. The bar is the stream's ITL p95
+ * at most 2x alone's; at a budget of a whole decode pass (1.0, the first rule) the mixed pass
+ * sat at 2x by design and the noise of a shared machine decided (1.4-2.4x, 2026-12-02-itl.md). */
+#define S_MIX 0.5
+/* Prompt rows in a pass beside others' decode steps before a row's cost has been measured:
+ * one such pass measures it (cut_row_ns) and costs at most a row more than a decode pass. */
+#define S_PROBE 1
+
+/* Positions of s's next step, for a call of n positions with left still to run: its batch,
+ * within a pass; while other sessions decode, a prompt's chunk at most the rows that cost
+ * S_MIX of a decode-only pass more: rows = S_MIX x decode pass time / one row's time, both
+ * measured here: a row's time is first the time of the passes that carried a prompt chunk
+ * minus that of the decode-only ones over their difference in rows, then, once chunks are
+ * cut, the same measured on the cut passes (a few rows beside decode steps, late in a prompt,
+ * each cost more than a big pass's average row). Until a row's time is measured the chunk is
+ * S_PROBE rows (that pass measures it); at least one row goes per pass, so where one row costs
+ * more than S_MIX of a decode pass the mixed pass is a decode pass and one row. A prompt alone
+ * goes in full batches. The bits do not change: a position's bits do not depend on its batch. */
 uint32_t llm_batch_chunk(llm_session *s, uint32_t n, uint32_t left)
 {
     llm_batch *b = s->m->batch;
@@ -179,10 +188,11 @@ uint32_t llm_batch_chunk(llm_session *s, uint32_t n, uint32_t left)
         b->n_stream = stream ? b->n_stream + 1 : b->n_stream - 1;
         s->stream = stream;
     }
-    if (!stream && b->n_stream && b->dec_ns > 0 && b->big_rows > b->dec_rows + 1) {
+    if (!stream && b->n_stream && b->dec_ns > 0) {
         double row_ns = b->cut_row_ns > 0 ? b->cut_row_ns
-                                          : (b->big_ns - b->dec_ns) / (b->big_rows - b->dec_rows);
-        double budget = row_ns > 0 ? b->dec_ns / row_ns : r;
+                        : b->big_rows > b->dec_rows + 1
+                            ? (b->big_ns - b->dec_ns) / (b->big_rows - b->dec_rows) : 0;
+        double budget = row_ns > 0 ? S_MIX * b->dec_ns / row_ns : S_PROBE;
         uint32_t c = budget < 1 ? 1 : budget < r ? (uint32_t)budget : r;
         if (c < r)
             b->cut_rows = c;
