@@ -171,8 +171,8 @@ uint64_t llm_model_batch_cuts(llm_model *m)
 /* Positions of s's next step, for a call of n positions with left still to run: its batch,
  * within a pass; while other sessions decode, a prompt's chunk at most the allowance, steered
  * by the time of the passes it rides (s_batch_steer): halved after a pass over the target,
- * one row more after one within it, so a mixed pass goes over the target by about one row at
- * most, and a spike of the machine's makes the allowance smaller, never larger. Its first
+ * one row more after one with room for another row, so a mixed pass stays within the target
+ * but for the machine's own spikes, which make the allowance smaller, never larger. Its first
  * value: S_MIX x a decode-only pass's time / a row's time (the passes carrying a prompt alone
  * against the decode-only ones), or S_PROBE rows where none has run; at least one row goes
  * per pass (where one row costs more than S_MIX of a decode pass, the mixed pass is a decode
@@ -319,18 +319,21 @@ static void s_avg(double *avg, double v)
     *avg += (v - *avg) / 8;
 }
 
-/* A mixed pass's time steers the allowance: over (1 + S_MIX) decode-only passes, half as
- * many prompt rows (at least one); within it, one more (at most a batch). Additive up and
- * halving down: the passes stay near the target whatever a row costs (it grows along a prompt
- * as its rows attend to more positions, and steps where a kernel changes method with the
- * batch), and a pass slowed by the machine only makes the next ones lighter. */
-static void s_batch_steer(llm_batch *b, uint64_t ns)
+/* A mixed pass's time (ns, prompt rows beside the decode steps) steers the allowance: over
+ * (1 + S_MIX) decode-only passes, half as many prompt rows (at least one); one more only where
+ * another of this pass's rows, at its measured cost ((ns - a decode pass) / prompt rows), fits
+ * within it (at most a batch). The passes stay within the target whatever a row costs (it
+ * grows along a prompt as its rows attend to more positions, and steps where a kernel changes
+ * method with the batch), and a pass slowed by the machine only makes the next ones lighter. */
+static void s_batch_steer(llm_batch *b, uint64_t ns, uint32_t prompt_rows)
 {
-    if (b->allow <= 0 || b->dec_ns <= 0)
+    double target = (1 + S_MIX) * b->dec_ns;
+    if (b->allow <= 0 || b->dec_ns <= 0 || !prompt_rows)
         return;
-    if ((double)ns > (1 + S_MIX) * b->dec_ns)
+    double row_ns = ((double)ns - b->dec_ns) / prompt_rows;
+    if ((double)ns > target)
         b->allow = b->allow / 2 < 1 ? 1 : b->allow / 2;
-    else if (b->allow + 1 <= b->max_rows)
+    else if ((double)ns + (row_ns > 0 ? row_ns : 0) <= target && b->allow + 1 <= b->max_rows)
         b->allow += 1;
 }
 
@@ -340,13 +343,15 @@ static void s_batch_steer(llm_batch *b, uint64_t ns)
 static void s_batch_time(llm_batch *b, s_step *const *st, uint32_t k, uint32_t rows, uint64_t ns)
 {
     int dec = 1, any_dec = 0, mixed = 0;
+    uint32_t prompt_rows = 0;
     for (uint32_t i = 0; i < k; i++) {
         dec &= st[i]->decode;
         any_dec |= st[i]->decode;
         mixed |= st[i]->mixed;
+        prompt_rows += st[i]->decode ? 0 : st[i]->n;
     }
     if (mixed && any_dec) {
-        s_batch_steer(b, ns);
+        s_batch_steer(b, ns, prompt_rows);
         return;
     }
     if (any_dec && !dec) /* a full chunk beside decode steps: neither kind's cost */
