@@ -163,7 +163,7 @@ uint64_t llm_model_batch_cuts(llm_model *m)
  * pass's time: a mixed pass's target is (1 + S_MIX) decode passes. The bar is the stream's ITL
  * p95 at most 2x alone's; the first rule's budget of a whole decode pass put a mixed pass at
  * 2x by design, and the noise of a shared machine decided (1.4-2.4x, 2026-12-02-itl.md;
- * 1.3-2.4x on the reference arm, 1.8-4.8x on the resident arm, over 2x in 14 of 20 rounds,
+ * 1.3-2.6x on the reference arm, 1.8-4.8x on the resident arm, over 2x in 19 of 26 rounds,
  * 2026-12-03-itl.md). */
 #define S_MIX 0.5
 /* Prompt rows beside others' decode steps before anything measures a row's time. */
