@@ -25,6 +25,7 @@ typedef struct s_step {
     uint32_t n;                   /* positions, from s->n_past */
     float *logits;                /* n_vocab for the last position, or NULL */
     int decode;                   /* a decode position (not a prompt's chunk, however short) */
+    int mixed;                    /* a prompt chunk sized to ride beside decode steps */
     int done, rc;
     char err[256];
 } s_step;
@@ -41,12 +42,11 @@ struct llm_batch {
     uint64_t passes, rows;
     uint32_t n_stream;            /* active sessions whose last call was one decode position */
     /* measured in this process (moving averages, 0 = not yet): passes of decode positions
-     * only (their time and rows), and passes carrying a prompt chunk larger than the cut
-     * (time and rows); from them a row's cost, which bounds the prompt rows beside others'
-     * decode steps (s_batch_chunk) */
+     * only (their time and rows), and passes carrying a prompt chunk without decode steps
+     * (time and rows): from them a row's cost, the first allowance (llm_batch_chunk) */
     double dec_ns, dec_rows, big_ns, big_rows;
-    double cut_row_ns;            /* a row's time measured in the cut passes themselves */
-    uint32_t cut_rows;            /* the last such bound (0: none yet) */
+    double allow;                 /* prompt rows a pass carries beside others' decode steps
+                                   * (0: not yet sized), steered by the mixed passes' time */
     uint64_t cut;                 /* prompt chunks cut below their batch for that */
     /* the pass's own buffers (used by the caller running it, outside mu) */
     arch_run *run;                /* max_rows positions */
@@ -159,16 +159,26 @@ uint64_t llm_model_batch_cuts(llm_model *m)
     return c;
 }
 
-/* Positions of s's next step, for a call of n positions with left still to run: its batch, within a pass; while
- * other sessions decode, a prompt's chunk at most the rows that cost one decode-only pass
- * more (the pass then costs at most about twice theirs): rows = decode pass time / one
- * row's time, both measured here: a row's time is first the time of the passes that
- * carried a prompt chunk minus that of the decode-only ones over their difference in rows,
- * then, once chunks are cut, the same measured on the cut passes (a few rows beside decode
- * steps, late in a prompt, each cost more than a big pass's average row). Until both are
- * measured the chunk is the full batch (that pass measures them); at least one row goes per
- * pass. A prompt alone goes in full batches.
- * The bits do not change: a position's bits do not depend on its batch. */
+/* What a prompt's rows may add to a pass of the others' decode steps, as a share of that
+ * pass's time: a mixed pass's target is (1 + S_MIX) decode passes. The bar is the stream's ITL
+ * p95 at most 2x alone's; the first rule's budget of a whole decode pass put a mixed pass at
+ * 2x by design, and the noise of a shared machine decided (1.4-2.4x, 2026-12-02-itl.md;
+ * 1.3-2.6x on the reference arm, 1.8-4.8x on the resident arm, over 2x in 19 of 26 rounds,
+ * 2026-12-03-itl.md). */
+#define S_MIX 0.5
+/* Prompt rows beside others' decode steps before anything measures a row's time. */
+#define S_PROBE 1
+
+/* Positions of s's next step, for a call of n positions with left still to run: its batch,
+ * within a pass; while other sessions decode, a prompt's chunk at most the allowance, steered
+ * by the time of the passes it rides (s_batch_steer): halved after a pass over the target,
+ * one row more after one with room for another row, so a mixed pass stays within the target
+ * but for the machine's own spikes, which make the allowance smaller, never larger. Its first
+ * value: S_MIX x a decode-only pass's time / a row's time (the passes carrying a prompt alone
+ * against the decode-only ones), or S_PROBE rows where none has run; at least one row goes
+ * per pass (where one row costs more than S_MIX of a decode pass, the mixed pass is a decode
+ * pass and one row). A prompt alone goes in full batches. The bits do not change: a
+ * position's bits do not depend on its batch. */
 uint32_t llm_batch_chunk(llm_session *s, uint32_t n, uint32_t left)
 {
     llm_batch *b = s->m->batch;
@@ -179,13 +189,15 @@ uint32_t llm_batch_chunk(llm_session *s, uint32_t n, uint32_t left)
         b->n_stream = stream ? b->n_stream + 1 : b->n_stream - 1;
         s->stream = stream;
     }
-    if (!stream && b->n_stream && b->dec_ns > 0 && b->big_rows > b->dec_rows + 1) {
-        double row_ns = b->cut_row_ns > 0 ? b->cut_row_ns
-                                          : (b->big_ns - b->dec_ns) / (b->big_rows - b->dec_rows);
-        double budget = row_ns > 0 ? b->dec_ns / row_ns : r;
-        uint32_t c = budget < 1 ? 1 : budget < r ? (uint32_t)budget : r;
-        if (c < r)
-            b->cut_rows = c;
+    s->mixed = !stream && b->n_stream && b->dec_ns > 0;
+    if (s->mixed) {
+        if (b->allow <= 0) {
+            double row_ns = b->big_rows > b->dec_rows + 1
+                                ? (b->big_ns - b->dec_ns) / (b->big_rows - b->dec_rows) : 0;
+            b->allow = row_ns > 0 ? S_MIX * b->dec_ns / row_ns : S_PROBE;
+            b->allow = b->allow < 1 ? 1 : b->allow > r ? r : b->allow;
+        }
+        uint32_t c = b->allow < r ? (uint32_t)b->allow : r;
         if (c < r && left > c) {
             r = c;
             b->cut++;
@@ -308,29 +320,43 @@ static void s_avg(double *avg, double v)
     *avg += (v - *avg) / 8;
 }
 
+/* A mixed pass's time (ns, prompt rows beside the decode steps) steers the allowance: over
+ * (1 + S_MIX) decode-only passes, half as many prompt rows (at least one); one more only where
+ * another of this pass's rows, at its measured cost ((ns - a decode pass) / prompt rows), fits
+ * within it (at most a batch). The passes stay within the target whatever a row costs (it
+ * grows along a prompt as its rows attend to more positions, and steps where a kernel changes
+ * method with the batch), and a pass slowed by the machine only makes the next ones lighter. */
+static void s_batch_steer(llm_batch *b, uint64_t ns, uint32_t prompt_rows)
+{
+    double target = (1 + S_MIX) * b->dec_ns;
+    if (b->allow <= 0 || b->dec_ns <= 0 || !prompt_rows)
+        return;
+    double row_ns = ((double)ns - b->dec_ns) / prompt_rows;
+    if ((double)ns > target)
+        b->allow = b->allow / 2 < 1 ? 1 : b->allow / 2;
+    else if ((double)ns + (row_ns > 0 ? row_ns : 0) <= target && b->allow + 1 <= b->max_rows)
+        b->allow += 1;
+}
+
 /* A pass's time into the moving averages (an eighth each pass): decode-only passes apart
- * from those carrying a prompt chunk. Passes whose chunk is within the cut give a row's time
- * of their own (cut_row_ns) and stay out of the big passes' average, whose rows would
- * otherwise come down to the decode passes' and leave no difference to divide by. */
+ * from those carrying a prompt chunk alone; a pass with both (a mixed chunk beside decode
+ * steps) steers the allowance instead (s_batch_steer). */
 static void s_batch_time(llm_batch *b, s_step *const *st, uint32_t k, uint32_t rows, uint64_t ns)
 {
-    uint32_t maxn = 0;
-    int dec = 1;
-    for (uint32_t i = 0; i < k; i++)
-        if (!st[i]->decode) {
-            dec = 0;
-            maxn = st[i]->n > maxn ? st[i]->n : maxn;
-        }
-    if (!dec && maxn <= b->cut_rows) {
-        /* a prompt row's time at this batch size and position, beside the decode steps:
-         * what the bound is for (a big pass's rows share more, early rows attend less) */
-        if (b->dec_ns > 0 && rows > b->dec_rows + 0.5) {
-            double r_ns = ((double)ns - b->dec_ns) / (rows - b->dec_rows);
-            if (r_ns > 0)
-                s_avg(&b->cut_row_ns, r_ns);
-        }
+    int dec = 1, any_dec = 0, mixed = 0;
+    uint32_t prompt_rows = 0;
+    for (uint32_t i = 0; i < k; i++) {
+        dec &= st[i]->decode;
+        any_dec |= st[i]->decode;
+        mixed |= st[i]->mixed;
+        prompt_rows += st[i]->decode ? 0 : st[i]->n;
+    }
+    if (mixed && any_dec) {
+        s_batch_steer(b, ns, prompt_rows);
         return;
     }
+    if (any_dec && !dec) /* a full chunk beside decode steps: neither kind's cost */
+        return;
     double *t = dec ? &b->dec_ns : &b->big_ns, *r = dec ? &b->dec_rows : &b->big_rows;
     if (*t <= 0)
         *r = rows;
@@ -345,7 +371,8 @@ int llm_batch_step(llm_session *s, const int32_t *tok, uint32_t n, float *logits
                         char *err, size_t errlen)
 {
     llm_batch *b = s->m->batch;
-    s_step me = { .s = s, .tok = tok, .n = n, .logits = logits, .decode = s->stream };
+    s_step me = { .s = s, .tok = tok, .n = n, .logits = logits, .decode = s->stream,
+                  .mixed = s->mixed };
     pthread_mutex_lock(&b->mu);
     if (b->tail)
         b->tail->next = &me;

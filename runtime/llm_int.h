@@ -69,6 +69,8 @@ struct llm_session {
     float *norm_w;                /* (dim) output_norm in f32 */
     int active;                   /* in a request (llm_session_active) */
     int stream;                   /* active, and its last call was one decode position */
+    int mixed;                    /* its last call was a prompt chunk beside others' decode
+                                   * steps (llm_batch_chunk's allowance sized it) */
 };
 
 /* llm.c: one pass of s over n <= n_batch positions from its n_past (logits: the last
