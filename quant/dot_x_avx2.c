@@ -300,45 +300,59 @@ static inline __attribute__((always_inline)) __m256i s_q23(int q3, const uint8_t
     return s;
 }
 
-/* IQ4_XS's 8 scales ls - 32, dword c holding the 16-bit value twice (for vpmaddwd and
- * vpdpwssd, which multiply words), computed in registers: from scales_l (4 bits each) and
- * scales_h (2 bits each) broadcast and shifted per lane. Written to memory and read back as
- * a vector they missed store forwarding, which cost the row ~3x in cache (2026-12-02). */
-static inline __m256i s_xs_scales(const quant_block_iq4_xs *x)
+/* IQ4_XS's 8 scales ls - 32 of two super-blocks as words, lane h of the result super-block h
+ * (at pa, pb): a block's first 8 bytes are d, scales_h, scales_l; one vpshufb spreads scales_l's
+ * 16-bit halves and one scales_h over the words, a vpmullw by a power of two puts field c of
+ * word c at its top (nibble c % 4, 2-bit field c) and shifts bring it down. 11 uops for two
+ * super-blocks where the dword form took ~12 for one (2026-12-03). */
+static inline __m256i s_xs_words2(const uint8_t *pa, const uint8_t *pb)
 {
-    uint32_t l;
-    memcpy(&l, x->scales_l, 4);
-    const __m256i lo = _mm256_and_si256(
-        _mm256_srlv_epi32(_mm256_set1_epi32((int)l), _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28)),
-        _mm256_set1_epi32(0xF));
-    const __m256i hi = _mm256_and_si256(
-        _mm256_srlv_epi32(_mm256_set1_epi32(x->scales_h), _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14)),
-        _mm256_set1_epi32(3));
-    const __m256i ls = _mm256_sub_epi32(_mm256_or_si256(lo, _mm256_slli_epi32(hi, 4)),
-                                        _mm256_set1_epi32(32));
-    return _mm256_or_si256(_mm256_and_si256(ls, _mm256_set1_epi32(0xFFFF)),
-                           _mm256_slli_epi32(ls, 16));
+    const __m256i q = _mm256_loadu2_m128i((const __m128i *)pb, (const __m128i *)pa);
+    const __m256i l = _mm256_shuffle_epi8(
+        q, _mm256_broadcastsi128_si256(_mm_setr_epi8(4, 5, 4, 5, 4, 5, 4, 5, 6, 7, 6, 7, 6, 7, 6, 7)));
+    const __m256i h = _mm256_shuffle_epi8(
+        q, _mm256_broadcastsi128_si256(_mm_setr_epi8(2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3)));
+    const __m256i lo = _mm256_srli_epi16(
+        _mm256_mullo_epi16(l, _mm256_broadcastsi128_si256(_mm_setr_epi16(
+                                  1 << 12, 1 << 8, 1 << 4, 1, 1 << 12, 1 << 8, 1 << 4, 1))), 12);
+    const __m256i hi = _mm256_srli_epi16(
+        _mm256_mullo_epi16(h, _mm256_broadcastsi128_si256(_mm_setr_epi16(
+                                  (short)(1 << 14), 1 << 12, 1 << 10, 1 << 8, 1 << 6, 1 << 4,
+                                  1 << 2, 1))), 14);
+    return _mm256_sub_epi16(_mm256_or_si256(lo, _mm256_slli_epi16(hi, 4)), _mm256_set1_epi16(32));
 }
 
-/* IQ4_XS: sub-blocks c, c + 1 as one vector's halves (quant_x.h's lanes 4 (c % 2) + r). */
+/* IQ4_XS: sub-blocks c, c + 1 as one vector's halves (quant_x.h's lanes 4 (c % 2) + r); w the
+ * super-block's 8 scale words in both 128-bit lanes. The activation's halves are loaded into
+ * place (vinserti128 from memory, any of three ports) where two vperm2i128 (port 5) moved them. */
 static inline __attribute__((always_inline)) __m256i s_iq4xs(const quant_block_iq4_xs *x,
-                                                            const quant_block_q8_K *y)
+                                                            const quant_block_q8_K *y, __m256i w)
 {
     const __m256i tab = _mm256_broadcastsi128_si256(
         _mm_loadu_si128((const __m128i *)quant_iq4nl_values));
-    const __m256i m = _mm256_set1_epi8(0x0F), sc = s_xs_scales(x);
+    const __m256i m = _mm256_set1_epi8(0x0F);
     __m256i s = _mm256_setzero_si256();
 #pragma GCC unroll 4
     for (int c = 0; c < 8; c += 2) {
         const __m256i v = _mm256_loadu_si256((const __m256i *)(x->qs + 16 * c));
-        const __m256i y0 = _mm256_loadu_si256((const __m256i *)(y->qs + 32 * c));
-        const __m256i y1 = _mm256_loadu_si256((const __m256i *)(y->qs + 32 * c + 32));
+        const int8_t *yc = y->qs + 32 * c;
         const __m256i klo = _mm256_shuffle_epi8(tab, _mm256_and_si256(v, m));
         const __m256i khi = _mm256_shuffle_epi8(tab, _mm256_and_si256(_mm256_srli_epi16(v, 4), m));
-        const __m256i ylo = _mm256_permute2x128_si256(y0, y1, 0x20);
-        const __m256i yhi = _mm256_permute2x128_si256(y0, y1, 0x31);
-        const __m256i scv = _mm256_permutevar8x32_epi32(
-            sc, _mm256_setr_epi32(c, c, c, c, c + 1, c + 1, c + 1, c + 1));
+        const __m256i ylo = _mm256_loadu2_m128i((const __m128i *)(yc + 32), (const __m128i *)yc);
+        const __m256i yhi = _mm256_loadu2_m128i((const __m128i *)(yc + 48),
+                                                (const __m128i *)(yc + 16));
+        /* words c (low lane), c + 1 (high lane) */
+        const __m256i scv = _mm256_shuffle_epi8(
+            w, _mm256_setr_epi8((char)(2 * c), (char)(2 * c + 1), (char)(2 * c), (char)(2 * c + 1),
+                                (char)(2 * c), (char)(2 * c + 1), (char)(2 * c), (char)(2 * c + 1),
+                                (char)(2 * c), (char)(2 * c + 1), (char)(2 * c), (char)(2 * c + 1),
+                                (char)(2 * c), (char)(2 * c + 1), (char)(2 * c), (char)(2 * c + 1),
+                                (char)(2 * c + 2), (char)(2 * c + 3), (char)(2 * c + 2),
+                                (char)(2 * c + 3), (char)(2 * c + 2), (char)(2 * c + 3),
+                                (char)(2 * c + 2), (char)(2 * c + 3), (char)(2 * c + 2),
+                                (char)(2 * c + 3), (char)(2 * c + 2), (char)(2 * c + 3),
+                                (char)(2 * c + 2), (char)(2 * c + 3), (char)(2 * c + 2),
+                                (char)(2 * c + 3)));
         s = _mm256_add_epi32(
             s, _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(klo, klo),
                                                       _mm256_sign_epi8(ylo, klo)), scv));
@@ -364,11 +378,12 @@ static inline uint16_t s_d256(quant_type t, const uint8_t *p)
 /* One super-block into its accumulator (quant_x.h): the integer lanes by d_w * d_x, then
  * Q2_K's mins by -(dmin_w * d_x). */
 static inline __attribute__((always_inline)) __m256 s_acc(quant_type t, const uint8_t *p,
-                                                         const quant_block_q8_K *y, __m256 acc)
+                                                         const quant_block_q8_K *y, __m256 acc,
+                                                         __m256i w)
 {
     __m256i s, mi = _mm256_setzero_si256();
     if (t == QUANT_IQ4_XS)
-        s = s_iq4xs((const quant_block_iq4_xs *)p, y);
+        s = s_iq4xs((const quant_block_iq4_xs *)p, y, w);
     else
         s = s_q23(t == QUANT_Q3_K, p, y, &mi);
     acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(_cvtsh_ss(s_d256(t, p)) * y->d),
@@ -391,19 +406,36 @@ static inline __attribute__((always_inline)) float s_dot256(quant_type t, uint64
     /* four named accumulators: an array indexed by a variable stays in memory */
     __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
     uint64_t b = 0;
+    /* IQ4_XS's scale words, two super-blocks a vector (lane h: super-block h), spread to both
+     * lanes for its own super-block; the other types take none */
+    __m256i w01 = _mm256_setzero_si256(), w23 = w01;
     for (; b + QUANT_QB_GROUP <= nb; b += QUANT_QB_GROUP, p += QUANT_QB_GROUP * bb) {
         quant_prefetch(p, (unsigned)(QUANT_QB_GROUP * bb));
-        a0 = s_acc(t, p, &y[b], a0);
-        a1 = s_acc(t, p + bb, &y[b + 1], a1);
-        a2 = s_acc(t, p + 2 * bb, &y[b + 2], a2);
-        a3 = s_acc(t, p + 3 * bb, &y[b + 3], a3);
+        if (t == QUANT_IQ4_XS) {
+            w01 = s_xs_words2(p, p + bb);
+            w23 = s_xs_words2(p + 2 * bb, p + 3 * bb);
+        }
+        a0 = s_acc(t, p, &y[b], a0, _mm256_permute2x128_si256(w01, w01, 0x00));
+        a1 = s_acc(t, p + bb, &y[b + 1], a1, _mm256_permute2x128_si256(w01, w01, 0x11));
+        a2 = s_acc(t, p + 2 * bb, &y[b + 2], a2, _mm256_permute2x128_si256(w23, w23, 0x00));
+        a3 = s_acc(t, p + 3 * bb, &y[b + 3], a3, _mm256_permute2x128_si256(w23, w23, 0x11));
     }
-    if (b < nb)
-        a0 = s_acc(t, p, &y[b], a0);
-    if (b + 1 < nb)
-        a1 = s_acc(t, p + bb, &y[b + 1], a1);
-    if (b + 2 < nb)
-        a2 = s_acc(t, p + 2 * bb, &y[b + 2], a2);
+    /* the last 1..3: each its own header twice (read inside its block) */
+    if (b < nb) {
+        if (t == QUANT_IQ4_XS)
+            w01 = s_xs_words2(p, p);
+        a0 = s_acc(t, p, &y[b], a0, w01);
+    }
+    if (b + 1 < nb) {
+        if (t == QUANT_IQ4_XS)
+            w01 = s_xs_words2(p + bb, p + bb);
+        a1 = s_acc(t, p + bb, &y[b + 1], a1, w01);
+    }
+    if (b + 2 < nb) {
+        if (t == QUANT_IQ4_XS)
+            w01 = s_xs_words2(p + 2 * bb, p + 2 * bb);
+        a2 = s_acc(t, p + 2 * bb, &y[b + 2], a2, w01);
+    }
     float a[QUANT_LANES];
     _mm256_storeu_ps(a, a0);
     _mm256_storeu_ps(a + 8, a1);
