@@ -53,13 +53,6 @@ static inline size_t s_qs_off(quant_type t)
            : t == QUANT_Q5_1 ? offsetof(quant_block_q5_1, qs) : offsetof(quant_block_iq4_nl, qs);
 }
 
-static inline uint32_t s_qh(quant_type t, const uint8_t *blk)
-{
-    uint32_t h;
-    memcpy(&h, blk + (t == QUANT_Q5_0 ? 2 : 4), 4);
-    return h;
-}
-
 static inline uint16_t s_u16(const uint8_t *p)
 {
     uint16_t v;
@@ -67,23 +60,11 @@ static inline uint16_t s_u16(const uint8_t *p)
     return v;
 }
 
-/* The four blocks' qh words as [q0, q2, q0 << 4, q2 << 4 | q1, q3, q1 << 4, q3 << 4] (dwords):
- * each half's fifth bits are then one vpshufb of it (s_bit16), where ggml's bytes_from_bits_32
- * took a vmovd, a broadcast and a vpshufb per half (12 of the group's port-5 uops, 8 now). */
-static inline __m256i s_qh4(quant_type t, const uint8_t *x, size_t bb)
-{
-    const uint64_t e = s_qh(t, x) | (uint64_t)s_qh(t, x + 2 * bb) << 32;
-    const uint64_t o = s_qh(t, x + bb) | (uint64_t)s_qh(t, x + 3 * bb) << 32;
-    const __m256i q = _mm256_set_m128i(_mm_cvtsi64_si128((long long)o),
-                                       _mm_cvtsi64_si128((long long)e));
-    return _mm256_unpacklo_epi64(q, _mm256_slli_epi32(q, 4));
-}
-
-/* 0x10 in byte i of each 128-bit lane where bit i of the lane's 16-bit qh half is set (the
- * half of qh word: the even / odd block's at dword (b / 2) of hb's lane, bits i: byte b16 +
- * i / 8 of hb). Bits 0..3 of each byte are taken from the << 4 copy (at byte sh + i / 8), so
- * every bit sits at 4..7 and vpminub with 0x10 makes it 0x10: and + min where or, compare,
- * and took 3. */
+/* 0x10 in byte i of each 128-bit lane where bit i of the 16-bit qh half wanted is set: hb
+ * holds per qword a block's qh and qh << 4 (s_q5_qh); b16 is the byte of the half's bits 0..7
+ * in the lane, sh that of the same byte of the << 4 copy. Bits 0..3 of each byte are taken
+ * from the << 4 copy, so every bit sits at 4..7 and vpminub with 0x10 makes it 0x10: and +
+ * min where or, compare, and took 3. */
 static inline __m256i s_bit16(__m256i hb, int sh, int b16)
 {
     const __m256i idx = _mm256_broadcastsi128_si256(
@@ -108,6 +89,46 @@ static inline __m128i s_dm4(const uint8_t *x, size_t bb, int mn)
                                                   15)
                                   : _mm_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, -1, -1, -1, -1, -1,
                                                   -1, -1, -1));
+}
+
+/* Q5_0 / Q5_1: the four blocks' first 8 bytes (d, then m or not, then qh: inside the block),
+ * one broadcast load each (a load uop alone), as qwords [b0, b2 | b1, b3]. Both the scales and
+ * the fifth bits come out of it: the qh words' scalar assembly and s_dm4 took 8 loads, ~4 scalar ops and ~9 vector
+ * uops (3 of them moves into vector registers on port 5) where this takes 4 loads and 3
+ * blends (any port), then s_q5_qh's 3 and s_q5_dm's 3 (2026-12-03). */
+static inline __m256i s_q5_head(const uint8_t *x, size_t bb)
+{
+    int64_t w[4];
+    for (int i = 0; i < 4; i++)
+        memcpy(&w[i], x + i * bb, 8);
+    const __m256i e = _mm256_blend_epi32(_mm256_set1_epi64x(w[0]), _mm256_set1_epi64x(w[2]), 0x0C);
+    const __m256i o = _mm256_blend_epi32(_mm256_set1_epi64x(w[1]), _mm256_set1_epi64x(w[3]), 0xC0);
+    return _mm256_blend_epi32(e, o, 0xF0);
+}
+
+/* The fifth bits for s_bit16 from s_q5_head's z: per qword (block), qh in bytes 0..3 and
+ * qh << 4 (its top 4 bits dropped: those come from the plain copy) in 4..7. */
+static inline __m256i s_q5_qh(quant_type t, __m256i z)
+{
+    const __m256i q = _mm256_srli_epi64(z, t == QUANT_Q5_0 ? 16 : 32);
+    return _mm256_blend_epi32(q, _mm256_slli_epi64(q, 36), 0xAA);
+}
+
+/* s_dm4's [d0..d3, m0..m3] (f16; m 0 for Q5_0) from s_q5_head's z: per lane the two blocks'
+ * (d, m) dwords, those of the four into one xmm, then words in order. */
+static inline __m128i s_q5_dm(quant_type t, __m256i z)
+{
+    const __m256i dm = _mm256_shuffle_epi8(
+        z, t == QUANT_Q5_0 ? _mm256_setr_epi8(0, 1, -1, -1, 8, 9, -1, -1, -1, -1, -1, -1, -1, -1,
+                                              -1, -1, 0, 1, -1, -1, 8, 9, -1, -1, -1, -1, -1, -1,
+                                              -1, -1, -1, -1)
+                           : _mm256_setr_epi8(0, 1, 2, 3, 8, 9, 10, 11, -1, -1, -1, -1, -1, -1,
+                                              -1, -1, 0, 1, 2, 3, 8, 9, 10, 11, -1, -1, -1, -1,
+                                              -1, -1, -1, -1));
+    /* dwords (d0, m0), (d1, m1), (d2, m2), (d3, m3) */
+    const __m128i v = _mm256_castsi256_si128(
+        _mm256_permutevar8x32_epi32(dm, _mm256_setr_epi32(0, 4, 1, 5, 0, 0, 0, 0)));
+    return _mm_shuffle_epi8(v, _mm_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15));
 }
 
 /* acc, or fma(p, d, acc) in the lanes where keep's sign bit is set (all, where keep is NULL) */
@@ -138,7 +159,8 @@ static inline __attribute__((always_inline)) void s_group(quant_type t, const ui
     const __m256 k23 = _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(k - 2), lb));
     const __m256 *p01 = k < 4 ? &k01 : NULL, *p23 = k < 4 ? &k23 : NULL;
     /* d of the four blocks in lanes 0..3, m (Q4_1, Q5_1) in 4..7, both times d_x */
-    const __m128i h = s_dm4(x, bb, mn);
+    const __m256i z = q5 ? s_q5_head(x, bb) : _mm256_setzero_si256();
+    const __m128i h = q5 ? s_q5_dm(t, z) : s_dm4(x, bb, mn);
     /* d_w * d_x in lanes 0..3, m_w (times 1: exact) in 4..7 */
     const __m128 dx = _mm_loadu_ps(dxp);
     const __m256 dd = _mm256_mul_ps(_mm256_cvtph_ps(h), _mm256_set_m128(_mm_set1_ps(1.0f), dx));
@@ -152,11 +174,12 @@ static inline __attribute__((always_inline)) void s_group(quant_type t, const ui
     __m256i u01 = _mm256_and_si256(_mm256_srli_epi16(v01, 4), m);
     __m256i u23 = _mm256_and_si256(_mm256_srli_epi16(v23, 4), m);
     if (q5) {
-        const __m256i hb = s_qh4(t, x, bb);
-        l01 = _mm256_or_si256(l01, s_bit16(hb, 8, 0));
-        u01 = _mm256_or_si256(u01, s_bit16(hb, 10, 2));
-        l23 = _mm256_or_si256(l23, s_bit16(hb, 12, 4));
-        u23 = _mm256_or_si256(u23, s_bit16(hb, 14, 6));
+        /* lane 0 holds blocks 0 (qword 0) and 2 (qword 1), lane 1 blocks 1 and 3 */
+        const __m256i hb = s_q5_qh(t, z);
+        l01 = _mm256_or_si256(l01, s_bit16(hb, 4, 0));
+        u01 = _mm256_or_si256(u01, s_bit16(hb, 6, 2));
+        l23 = _mm256_or_si256(l23, s_bit16(hb, 12, 8));
+        u23 = _mm256_or_si256(u23, s_bit16(hb, 14, 10));
     }
     a[0] = s_fma(_mm256_cvtepi32_ps(s_half(t, l01, q, b8)), d01, a[0], p01);
     a[1] = s_fma(_mm256_cvtepi32_ps(s_half(t, l23, q + 32, b8 + 8)), d23, a[1], p23);
@@ -187,9 +210,14 @@ static inline __attribute__((always_inline)) float s_dot32(quant_type t, uint64_
                       _mm256_setzero_ps() };
     float a[QUANT_LANES];
     uint64_t b = 0;
+    /* y's fields in locals: y's address goes to quant_x_pad32, and read through it they were
+     * reloaded from the stack every group */
+    const int8_t *const qs4 = y.qs4;
+    const int32_t *const bias8 = y.bias8;
+    const float *const yd = y.d;
     for (; b + QUANT_QB_GROUP <= nb; b += QUANT_QB_GROUP, x += QUANT_QB_GROUP * bb) {
         quant_prefetch(x, (unsigned)(QUANT_QB_GROUP * bb));
-        s_group(t, x, y.qs4 + b * 32, y.bias8 + b * 8, y.d + b, mn ? sums + b : NULL, 4, acc);
+        s_group(t, x, qs4 + b * 32, bias8 + b * 8, yd + b, mn ? sums + b : NULL, 4, acc);
     }
     if (b < nb) {
         quant_x_pad pad;
