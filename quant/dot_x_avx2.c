@@ -274,12 +274,15 @@ static inline __attribute__((always_inline)) __m256i s_q23(int q3, const uint8_t
                                                           __m256i *mins)
 {
     const uint8_t *qs;
-    __m256i sc16, hm = _mm256_setzero_si256();
+    __m256i sc16 = _mm256_setzero_si256(), sb = sc16, hm = sc16;
     const __m256i bs = _mm256_loadu_si256((const __m256i *)y->bsums);
     if (!q3) {
         const quant_block_q2_K *x = (const quant_block_q2_K *)p;
         const __m128i s8 = _mm_loadu_si128((const __m128i *)x->scales);
-        sc16 = _mm256_cvtepu8_epi16(_mm_and_si128(s8, _mm_set1_epi8(0x0F)));
+        /* the 16 scales as bytes in both lanes (a broadcast load and an and): each chunk's
+         * scale words are one vpshufb of them with zero high bytes, where widening and two
+         * lane copies took 3 port-5 uops a super-block */
+        sb = _mm256_and_si256(_mm256_broadcastsi128_si256(s8), _mm256_set1_epi8(0x0F));
         *mins = _mm256_madd_epi16(
             _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(s8, 4), _mm_set1_epi8(0x0F))), bs);
         qs = x->qs;
@@ -293,8 +296,8 @@ static inline __attribute__((always_inline)) __m256i s_q23(int q3, const uint8_t
     const __m256i m3 = _mm256_set1_epi8(3);
     /* scales 0..7 in both halves (chunks 0..3), 8..15 in both (chunks 4..7): each chunk's
      * scale words are then one vpshufb, not a cross-lane permute and a vpshufb */
-    const __m256i sl = _mm256_permute2x128_si256(sc16, sc16, 0x00);
-    const __m256i sh = _mm256_permute2x128_si256(sc16, sc16, 0x11);
+    const __m256i sl = q3 ? _mm256_permute2x128_si256(sc16, sc16, 0x00) : sc16;
+    const __m256i sh = q3 ? _mm256_permute2x128_si256(sc16, sc16, 0x11) : sc16;
     __m256i s = _mm256_setzero_si256();
 #pragma GCC unroll 2
     for (int n = 0; n < 2; n++) {
@@ -320,7 +323,14 @@ static inline __attribute__((always_inline)) __m256i s_q23(int q3, const uint8_t
                 (char)(4 * j + 3), (char)(4 * j + 2), (char)(4 * j + 3), (char)(4 * j + 2),
                 (char)(4 * j + 3), (char)(4 * j + 2), (char)(4 * j + 3), (char)(4 * j + 2),
                 (char)(4 * j + 3), (char)(4 * j + 2), (char)(4 * j + 3));
-            s = _mm256_add_epi32(s, _mm256_madd_epi16(pr, _mm256_shuffle_epi8(n ? sh : sl, pick)));
+            /* Q2_K: byte 8n + 2j (low lane), 8n + 2j + 1 (high lane) of sb, zero-extended */
+            const char e = (char)(8 * n + 2 * j), o = (char)(e + 1);
+            const __m256i pick2 = _mm256_setr_epi8(e, -1, e, -1, e, -1, e, -1, e, -1, e, -1, e, -1,
+                                                   e, -1, o, -1, o, -1, o, -1, o, -1, o, -1, o, -1,
+                                                   o, -1, o, -1);
+            const __m256i scw = q3 ? _mm256_shuffle_epi8(n ? sh : sl, pick)
+                                   : _mm256_shuffle_epi8(sb, pick2);
+            s = _mm256_add_epi32(s, _mm256_madd_epi16(pr, scw));
         }
     }
     if (q3) /* the levels were value + 4: lane k takes back 4 (sc bsums) of sub-blocks 2k, 2k+1 */
@@ -414,14 +424,21 @@ static inline __attribute__((always_inline)) __m256 s_acc(quant_type t, const ui
         s = s_iq4xs((const quant_block_iq4_xs *)p, y, w);
     else
         s = s_q23(t == QUANT_Q3_K, p, y, &mi);
-    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(_cvtsh_ss(s_d256(t, p)) * y->d),
-                          acc);
-    if (t == QUANT_Q2_K)
-        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mi),
-                              _mm256_set1_ps(-(_cvtsh_ss(((const quant_block_q2_K *)p)->dmin) *
-                                               y->d)),
+    if (t == QUANT_Q2_K) {
+        /* d and dmin (adjacent halves) widened in one conversion, times [d_x, -d_x] in one
+         * multiply: dmin * -d_x is -(dmin * d_x) to the bit (rounding is sign-symmetric) */
+        uint32_t h;
+        memcpy(&h, p + offsetof(quant_block_q2_K, d), 4);
+        const __m128 yx = _mm_xor_ps(_mm_set1_ps(y->d), _mm_setr_ps(0.0f, -0.0f, 0.0f, 0.0f));
+        const __m256 dd = _mm256_castps128_ps256(
+            _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi32_si128((int)h)), yx));
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_permutevar8x32_ps(dd, _mm256_set1_epi32(0)),
                               acc);
-    return acc;
+        return _mm256_fmadd_ps(_mm256_cvtepi32_ps(mi),
+                               _mm256_permutevar8x32_ps(dd, _mm256_set1_epi32(1)), acc);
+    }
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(_cvtsh_ss(s_d256(t, p)) * y->d),
+                           acc);
 }
 
 static inline __attribute__((always_inline)) float s_dot256(quant_type t, uint64_t n,
