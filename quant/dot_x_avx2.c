@@ -253,25 +253,29 @@ float quant_dot_iq4_nl_avx2(uint64_t n, const void *w, const void *act)
 
 /* Q3_K's 16 scales - 32 as bytes, in vector registers (ggml's kmask unpacking in scalar form
  * went through memory: the 12-byte store and 16-byte reload missed store forwarding and
- * cost the q3_K row ~3x in cache, 2026-12-02). Low 4 bits: bytes 0..7 of S low nibbles,
+ * cost the q3_K row ~3x in cache, 2026-12-02), for two super-blocks at once (every step stays
+ * within a 128-bit lane: xa's in the low lane, xb's in the high; ~11 uops a super-block were
+ * spent on one, 2026-12-03). Low 4 bits: bytes 0..7 of S low nibbles,
  * then their high nibbles; high 2 bits of scale j: bits 2 (j / 4) of S[8 + j % 4]. S is read
  * as the 16 bytes ending with the scales (the block's qs comes before them). */
-static inline __m128i s_q3_scales(const quant_block_q3_K *x)
+static inline __m256i s_q3_scales2(const quant_block_q3_K *xa, const quant_block_q3_K *xb)
 {
-    const __m128i S = _mm_srli_si128(_mm_loadu_si128((const __m128i *)(x->scales + 12 - 16)), 4);
-    const __m128i m4 = _mm_set1_epi8(0x0F);
-    const __m128i lo = _mm_unpacklo_epi64(_mm_and_si128(S, m4),
-                                          _mm_and_si128(_mm_srli_epi16(S, 4), m4));
-    const __m128i h = _mm_shuffle_epi32(_mm_srli_si128(S, 8), 0);
-    const __m128i hi = _mm_and_si128(_mm_srlv_epi32(h, _mm_setr_epi32(0, 2, 4, 6)),
-                                     _mm_set1_epi8(3));
-    return _mm_sub_epi8(_mm_or_si128(lo, _mm_slli_epi16(hi, 4)), _mm_set1_epi8(32));
+    const __m256i S = _mm256_srli_si256(
+        _mm256_loadu2_m128i((const __m128i *)(xb->scales + 12 - 16),
+                            (const __m128i *)(xa->scales + 12 - 16)), 4);
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    const __m256i lo = _mm256_unpacklo_epi64(_mm256_and_si256(S, m4),
+                                             _mm256_and_si256(_mm256_srli_epi16(S, 4), m4));
+    const __m256i h = _mm256_shuffle_epi32(_mm256_srli_si256(S, 8), 0);
+    const __m256i hi = _mm256_and_si256(
+        _mm256_srlv_epi32(h, _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6)), _mm256_set1_epi8(3));
+    return _mm256_sub_epi8(_mm256_or_si256(lo, _mm256_slli_epi16(hi, 4)), _mm256_set1_epi8(32));
 }
 
 /* Q2_K (q3 = 0) or Q3_K: the super-block's 8 integer lanes (and Q2_K's min lanes). */
 static inline __attribute__((always_inline)) __m256i s_q23(int q3, const uint8_t *p,
                                                           const quant_block_q8_K *y,
-                                                          __m256i *mins)
+                                                          __m256i *mins, __m128i sc8)
 {
     const uint8_t *qs;
     __m256i sc16 = _mm256_setzero_si256(), sb = sc16, hm = sc16;
@@ -289,7 +293,7 @@ static inline __attribute__((always_inline)) __m256i s_q23(int q3, const uint8_t
     } else {
         const quant_block_q3_K *x = (const quant_block_q3_K *)p;
         /* ggml's kmask unpacking (dequantize_row_q3_K), then - 32 */
-        sc16 = _mm256_cvtepi8_epi16(s_q3_scales(x));
+        sc16 = _mm256_cvtepi8_epi16(sc8); /* s_q3_scales2's */
         hm = _mm256_loadu_si256((const __m256i *)x->hmask);
         qs = x->qs;
     }
@@ -423,7 +427,7 @@ static inline __attribute__((always_inline)) __m256 s_acc(quant_type t, const ui
     if (t == QUANT_IQ4_XS)
         s = s_iq4xs((const quant_block_iq4_xs *)p, y, w);
     else
-        s = s_q23(t == QUANT_Q3_K, p, y, &mi);
+        s = s_q23(t == QUANT_Q3_K, p, y, &mi, _mm256_castsi256_si128(w));
     if (t == QUANT_Q2_K) {
         /* d and dmin (adjacent halves) widened in one conversion, times [d_x, -d_x] in one
          * multiply: dmin * -d_x is -(dmin * d_x) to the bit (rounding is sign-symmetric) */
@@ -441,6 +445,28 @@ static inline __attribute__((always_inline)) __m256 s_acc(quant_type t, const ui
                            acc);
 }
 
+/* What two super-blocks at pa, pb share a pass for (lane h: super-block h): IQ4_XS's scale
+ * words, Q3_K's scale bytes; nothing for Q2_K. */
+static inline __attribute__((always_inline)) __m256i s_pair(quant_type t, const uint8_t *pa,
+                                                           const uint8_t *pb)
+{
+    if (t == QUANT_IQ4_XS)
+        return s_xs_words2(pa, pb);
+    if (t == QUANT_Q3_K)
+        return s_q3_scales2((const quant_block_q3_K *)pa, (const quant_block_q3_K *)pb);
+    return _mm256_setzero_si256();
+}
+
+/* Super-block h's part of s_pair's w: IQ4_XS's words in both lanes, Q3_K's bytes in the low. */
+static inline __attribute__((always_inline)) __m256i s_half2(quant_type t, __m256i w, int h)
+{
+    if (t == QUANT_IQ4_XS)
+        return h ? _mm256_permute2x128_si256(w, w, 0x11) : _mm256_permute2x128_si256(w, w, 0x00);
+    if (t == QUANT_Q3_K)
+        return h ? _mm256_permute2x128_si256(w, w, 0x11) : w;
+    return w;
+}
+
 static inline __attribute__((always_inline)) float s_dot256(quant_type t, uint64_t n,
                                                             const void *w, const void *act)
 {
@@ -451,36 +477,24 @@ static inline __attribute__((always_inline)) float s_dot256(quant_type t, uint64
     /* four named accumulators: an array indexed by a variable stays in memory */
     __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
     uint64_t b = 0;
-    /* IQ4_XS's scale words, two super-blocks a vector (lane h: super-block h), spread to both
-     * lanes for its own super-block; the other types take none */
-    __m256i w01 = _mm256_setzero_si256(), w23 = w01;
+    __m256i w01, w23;
     for (; b + QUANT_QB_GROUP <= nb; b += QUANT_QB_GROUP, p += QUANT_QB_GROUP * bb) {
         quant_prefetch(p, (unsigned)(QUANT_QB_GROUP * bb));
-        if (t == QUANT_IQ4_XS) {
-            w01 = s_xs_words2(p, p + bb);
-            w23 = s_xs_words2(p + 2 * bb, p + 3 * bb);
-        }
-        a0 = s_acc(t, p, &y[b], a0, _mm256_permute2x128_si256(w01, w01, 0x00));
-        a1 = s_acc(t, p + bb, &y[b + 1], a1, _mm256_permute2x128_si256(w01, w01, 0x11));
-        a2 = s_acc(t, p + 2 * bb, &y[b + 2], a2, _mm256_permute2x128_si256(w23, w23, 0x00));
-        a3 = s_acc(t, p + 3 * bb, &y[b + 3], a3, _mm256_permute2x128_si256(w23, w23, 0x11));
+        w01 = s_pair(t, p, p + bb);
+        w23 = s_pair(t, p + 2 * bb, p + 3 * bb);
+        a0 = s_acc(t, p, &y[b], a0, s_half2(t, w01, 0));
+        a1 = s_acc(t, p + bb, &y[b + 1], a1, s_half2(t, w01, 1));
+        a2 = s_acc(t, p + 2 * bb, &y[b + 2], a2, s_half2(t, w23, 0));
+        a3 = s_acc(t, p + 3 * bb, &y[b + 3], a3, s_half2(t, w23, 1));
     }
     /* the last 1..3: each its own header twice (read inside its block) */
-    if (b < nb) {
-        if (t == QUANT_IQ4_XS)
-            w01 = s_xs_words2(p, p);
-        a0 = s_acc(t, p, &y[b], a0, w01);
-    }
-    if (b + 1 < nb) {
-        if (t == QUANT_IQ4_XS)
-            w01 = s_xs_words2(p + bb, p + bb);
-        a1 = s_acc(t, p + bb, &y[b + 1], a1, w01);
-    }
-    if (b + 2 < nb) {
-        if (t == QUANT_IQ4_XS)
-            w01 = s_xs_words2(p + 2 * bb, p + 2 * bb);
-        a2 = s_acc(t, p + 2 * bb, &y[b + 2], a2, w01);
-    }
+    if (b < nb)
+        a0 = s_acc(t, p, &y[b], a0, s_half2(t, s_pair(t, p, p), 0));
+    if (b + 1 < nb)
+        a1 = s_acc(t, p + bb, &y[b + 1], a1, s_half2(t, s_pair(t, p + bb, p + bb), 0));
+    if (b + 2 < nb)
+        a2 = s_acc(t, p + 2 * bb, &y[b + 2], a2,
+                   s_half2(t, s_pair(t, p + 2 * bb, p + 2 * bb), 0));
     float a[QUANT_LANES];
     _mm256_storeu_ps(a, a0);
     _mm256_storeu_ps(a + 8, a1);
