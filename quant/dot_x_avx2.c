@@ -53,13 +53,6 @@ static inline size_t s_qs_off(quant_type t)
            : t == QUANT_Q5_1 ? offsetof(quant_block_q5_1, qs) : offsetof(quant_block_iq4_nl, qs);
 }
 
-static inline uint32_t s_qh(quant_type t, const uint8_t *blk)
-{
-    uint32_t h;
-    memcpy(&h, blk + (t == QUANT_Q5_0 ? 2 : 4), 4);
-    return h;
-}
-
 static inline uint16_t s_u16(const uint8_t *p)
 {
     uint16_t v;
@@ -67,23 +60,11 @@ static inline uint16_t s_u16(const uint8_t *p)
     return v;
 }
 
-/* The four blocks' qh words as [q0, q2, q0 << 4, q2 << 4 | q1, q3, q1 << 4, q3 << 4] (dwords):
- * each half's fifth bits are then one vpshufb of it (s_bit16), where ggml's bytes_from_bits_32
- * took a vmovd, a broadcast and a vpshufb per half (12 of the group's port-5 uops, 8 now). */
-static inline __m256i s_qh4(quant_type t, const uint8_t *x, size_t bb)
-{
-    const uint64_t e = s_qh(t, x) | (uint64_t)s_qh(t, x + 2 * bb) << 32;
-    const uint64_t o = s_qh(t, x + bb) | (uint64_t)s_qh(t, x + 3 * bb) << 32;
-    const __m256i q = _mm256_set_m128i(_mm_cvtsi64_si128((long long)o),
-                                       _mm_cvtsi64_si128((long long)e));
-    return _mm256_unpacklo_epi64(q, _mm256_slli_epi32(q, 4));
-}
-
-/* 0x10 in byte i of each 128-bit lane where bit i of the lane's 16-bit qh half is set (the
- * half of qh word: the even / odd block's at dword (b / 2) of hb's lane, bits i: byte b16 +
- * i / 8 of hb). Bits 0..3 of each byte are taken from the << 4 copy (at byte sh + i / 8), so
- * every bit sits at 4..7 and vpminub with 0x10 makes it 0x10: and + min where or, compare,
- * and took 3. */
+/* 0x10 in byte i of each 128-bit lane where bit i of the 16-bit qh half wanted is set: hb
+ * holds per qword a block's qh and qh << 4 (s_q5_qh); b16 is the byte of the half's bits 0..7
+ * in the lane, sh that of the same byte of the << 4 copy. Bits 0..3 of each byte are taken
+ * from the << 4 copy, so every bit sits at 4..7 and vpminub with 0x10 makes it 0x10: and +
+ * min where or, compare, and took 3. */
 static inline __m256i s_bit16(__m256i hb, int sh, int b16)
 {
     const __m256i idx = _mm256_broadcastsi128_si256(
@@ -108,6 +89,46 @@ static inline __m128i s_dm4(const uint8_t *x, size_t bb, int mn)
                                                   15)
                                   : _mm_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, -1, -1, -1, -1, -1,
                                                   -1, -1, -1));
+}
+
+/* Q5_0 / Q5_1: the four blocks' first 8 bytes (d, then m or not, then qh: inside the block),
+ * one broadcast load each (a load uop alone), as qwords [b0, b2 | b1, b3]. Both the scales and
+ * the fifth bits come out of it: the qh words' scalar assembly and s_dm4 took 8 loads, ~4 scalar ops and ~9 vector
+ * uops (3 of them moves into vector registers on port 5) where this takes 4 loads and 3
+ * blends (any port), then s_q5_qh's 3 and s_q5_dm's 3 (2026-12-03). */
+static inline __m256i s_q5_head(const uint8_t *x, size_t bb)
+{
+    int64_t w[4];
+    for (int i = 0; i < 4; i++)
+        memcpy(&w[i], x + i * bb, 8);
+    const __m256i e = _mm256_blend_epi32(_mm256_set1_epi64x(w[0]), _mm256_set1_epi64x(w[2]), 0x0C);
+    const __m256i o = _mm256_blend_epi32(_mm256_set1_epi64x(w[1]), _mm256_set1_epi64x(w[3]), 0xC0);
+    return _mm256_blend_epi32(e, o, 0xF0);
+}
+
+/* The fifth bits for s_bit16 from s_q5_head's z: per qword (block), qh in bytes 0..3 and
+ * qh << 4 (its top 4 bits dropped: those come from the plain copy) in 4..7. */
+static inline __m256i s_q5_qh(quant_type t, __m256i z)
+{
+    const __m256i q = _mm256_srli_epi64(z, t == QUANT_Q5_0 ? 16 : 32);
+    return _mm256_blend_epi32(q, _mm256_slli_epi64(q, 36), 0xAA);
+}
+
+/* s_dm4's [d0..d3, m0..m3] (f16; m 0 for Q5_0) from s_q5_head's z: per lane the two blocks'
+ * (d, m) dwords, those of the four into one xmm, then words in order. */
+static inline __m128i s_q5_dm(quant_type t, __m256i z)
+{
+    const __m256i dm = _mm256_shuffle_epi8(
+        z, t == QUANT_Q5_0 ? _mm256_setr_epi8(0, 1, -1, -1, 8, 9, -1, -1, -1, -1, -1, -1, -1, -1,
+                                              -1, -1, 0, 1, -1, -1, 8, 9, -1, -1, -1, -1, -1, -1,
+                                              -1, -1, -1, -1)
+                           : _mm256_setr_epi8(0, 1, 2, 3, 8, 9, 10, 11, -1, -1, -1, -1, -1, -1,
+                                              -1, -1, 0, 1, 2, 3, 8, 9, 10, 11, -1, -1, -1, -1,
+                                              -1, -1, -1, -1));
+    /* dwords (d0, m0), (d1, m1), (d2, m2), (d3, m3) */
+    const __m128i v = _mm256_castsi256_si128(
+        _mm256_permutevar8x32_epi32(dm, _mm256_setr_epi32(0, 4, 1, 5, 0, 0, 0, 0)));
+    return _mm_shuffle_epi8(v, _mm_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15));
 }
 
 /* acc, or fma(p, d, acc) in the lanes where keep's sign bit is set (all, where keep is NULL) */
@@ -138,7 +159,8 @@ static inline __attribute__((always_inline)) void s_group(quant_type t, const ui
     const __m256 k23 = _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(k - 2), lb));
     const __m256 *p01 = k < 4 ? &k01 : NULL, *p23 = k < 4 ? &k23 : NULL;
     /* d of the four blocks in lanes 0..3, m (Q4_1, Q5_1) in 4..7, both times d_x */
-    const __m128i h = s_dm4(x, bb, mn);
+    const __m256i z = q5 ? s_q5_head(x, bb) : _mm256_setzero_si256();
+    const __m128i h = q5 ? s_q5_dm(t, z) : s_dm4(x, bb, mn);
     /* d_w * d_x in lanes 0..3, m_w (times 1: exact) in 4..7 */
     const __m128 dx = _mm_loadu_ps(dxp);
     const __m256 dd = _mm256_mul_ps(_mm256_cvtph_ps(h), _mm256_set_m128(_mm_set1_ps(1.0f), dx));
@@ -152,11 +174,12 @@ static inline __attribute__((always_inline)) void s_group(quant_type t, const ui
     __m256i u01 = _mm256_and_si256(_mm256_srli_epi16(v01, 4), m);
     __m256i u23 = _mm256_and_si256(_mm256_srli_epi16(v23, 4), m);
     if (q5) {
-        const __m256i hb = s_qh4(t, x, bb);
-        l01 = _mm256_or_si256(l01, s_bit16(hb, 8, 0));
-        u01 = _mm256_or_si256(u01, s_bit16(hb, 10, 2));
-        l23 = _mm256_or_si256(l23, s_bit16(hb, 12, 4));
-        u23 = _mm256_or_si256(u23, s_bit16(hb, 14, 6));
+        /* lane 0 holds blocks 0 (qword 0) and 2 (qword 1), lane 1 blocks 1 and 3 */
+        const __m256i hb = s_q5_qh(t, z);
+        l01 = _mm256_or_si256(l01, s_bit16(hb, 4, 0));
+        u01 = _mm256_or_si256(u01, s_bit16(hb, 6, 2));
+        l23 = _mm256_or_si256(l23, s_bit16(hb, 12, 8));
+        u23 = _mm256_or_si256(u23, s_bit16(hb, 14, 10));
     }
     a[0] = s_fma(_mm256_cvtepi32_ps(s_half(t, l01, q, b8)), d01, a[0], p01);
     a[1] = s_fma(_mm256_cvtepi32_ps(s_half(t, l23, q + 32, b8 + 8)), d23, a[1], p23);
@@ -187,9 +210,14 @@ static inline __attribute__((always_inline)) float s_dot32(quant_type t, uint64_
                       _mm256_setzero_ps() };
     float a[QUANT_LANES];
     uint64_t b = 0;
+    /* y's fields in locals: y's address goes to quant_x_pad32, and read through it they were
+     * reloaded from the stack every group */
+    const int8_t *const qs4 = y.qs4;
+    const int32_t *const bias8 = y.bias8;
+    const float *const yd = y.d;
     for (; b + QUANT_QB_GROUP <= nb; b += QUANT_QB_GROUP, x += QUANT_QB_GROUP * bb) {
         quant_prefetch(x, (unsigned)(QUANT_QB_GROUP * bb));
-        s_group(t, x, y.qs4 + b * 32, y.bias8 + b * 8, y.d + b, mn ? sums + b : NULL, 4, acc);
+        s_group(t, x, qs4 + b * 32, bias8 + b * 8, yd + b, mn ? sums + b : NULL, 4, acc);
     }
     if (b < nb) {
         quant_x_pad pad;
@@ -225,48 +253,55 @@ float quant_dot_iq4_nl_avx2(uint64_t n, const void *w, const void *act)
 
 /* Q3_K's 16 scales - 32 as bytes, in vector registers (ggml's kmask unpacking in scalar form
  * went through memory: the 12-byte store and 16-byte reload missed store forwarding and
- * cost the q3_K row ~3x in cache, 2026-12-02). Low 4 bits: bytes 0..7 of S low nibbles,
+ * cost the q3_K row ~3x in cache, 2026-12-02), for two super-blocks at once (every step stays
+ * within a 128-bit lane: xa's in the low lane, xb's in the high; ~11 uops a super-block were
+ * spent on one, 2026-12-03). Low 4 bits: bytes 0..7 of S low nibbles,
  * then their high nibbles; high 2 bits of scale j: bits 2 (j / 4) of S[8 + j % 4]. S is read
  * as the 16 bytes ending with the scales (the block's qs comes before them). */
-static inline __m128i s_q3_scales(const quant_block_q3_K *x)
+static inline __m256i s_q3_scales2(const quant_block_q3_K *xa, const quant_block_q3_K *xb)
 {
-    const __m128i S = _mm_srli_si128(_mm_loadu_si128((const __m128i *)(x->scales + 12 - 16)), 4);
-    const __m128i m4 = _mm_set1_epi8(0x0F);
-    const __m128i lo = _mm_unpacklo_epi64(_mm_and_si128(S, m4),
-                                          _mm_and_si128(_mm_srli_epi16(S, 4), m4));
-    const __m128i h = _mm_shuffle_epi32(_mm_srli_si128(S, 8), 0);
-    const __m128i hi = _mm_and_si128(_mm_srlv_epi32(h, _mm_setr_epi32(0, 2, 4, 6)),
-                                     _mm_set1_epi8(3));
-    return _mm_sub_epi8(_mm_or_si128(lo, _mm_slli_epi16(hi, 4)), _mm_set1_epi8(32));
+    const __m256i S = _mm256_srli_si256(
+        _mm256_loadu2_m128i((const __m128i *)(xb->scales + 12 - 16),
+                            (const __m128i *)(xa->scales + 12 - 16)), 4);
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    const __m256i lo = _mm256_unpacklo_epi64(_mm256_and_si256(S, m4),
+                                             _mm256_and_si256(_mm256_srli_epi16(S, 4), m4));
+    const __m256i h = _mm256_shuffle_epi32(_mm256_srli_si256(S, 8), 0);
+    const __m256i hi = _mm256_and_si256(
+        _mm256_srlv_epi32(h, _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6)), _mm256_set1_epi8(3));
+    return _mm256_sub_epi8(_mm256_or_si256(lo, _mm256_slli_epi16(hi, 4)), _mm256_set1_epi8(32));
 }
 
 /* Q2_K (q3 = 0) or Q3_K: the super-block's 8 integer lanes (and Q2_K's min lanes). */
 static inline __attribute__((always_inline)) __m256i s_q23(int q3, const uint8_t *p,
                                                           const quant_block_q8_K *y,
-                                                          __m256i *mins)
+                                                          __m256i *mins, __m128i sc8)
 {
     const uint8_t *qs;
-    __m256i sc16, hm = _mm256_setzero_si256();
+    __m256i sc16 = _mm256_setzero_si256(), sb = sc16, hm = sc16;
     const __m256i bs = _mm256_loadu_si256((const __m256i *)y->bsums);
     if (!q3) {
         const quant_block_q2_K *x = (const quant_block_q2_K *)p;
         const __m128i s8 = _mm_loadu_si128((const __m128i *)x->scales);
-        sc16 = _mm256_cvtepu8_epi16(_mm_and_si128(s8, _mm_set1_epi8(0x0F)));
+        /* the 16 scales as bytes in both lanes (a broadcast load and an and): each chunk's
+         * scale words are one vpshufb of them with zero high bytes, where widening and two
+         * lane copies took 3 port-5 uops a super-block */
+        sb = _mm256_and_si256(_mm256_broadcastsi128_si256(s8), _mm256_set1_epi8(0x0F));
         *mins = _mm256_madd_epi16(
             _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(s8, 4), _mm_set1_epi8(0x0F))), bs);
         qs = x->qs;
     } else {
         const quant_block_q3_K *x = (const quant_block_q3_K *)p;
         /* ggml's kmask unpacking (dequantize_row_q3_K), then - 32 */
-        sc16 = _mm256_cvtepi8_epi16(s_q3_scales(x));
+        sc16 = _mm256_cvtepi8_epi16(sc8); /* s_q3_scales2's */
         hm = _mm256_loadu_si256((const __m256i *)x->hmask);
         qs = x->qs;
     }
     const __m256i m3 = _mm256_set1_epi8(3);
     /* scales 0..7 in both halves (chunks 0..3), 8..15 in both (chunks 4..7): each chunk's
      * scale words are then one vpshufb, not a cross-lane permute and a vpshufb */
-    const __m256i sl = _mm256_permute2x128_si256(sc16, sc16, 0x00);
-    const __m256i sh = _mm256_permute2x128_si256(sc16, sc16, 0x11);
+    const __m256i sl = q3 ? _mm256_permute2x128_si256(sc16, sc16, 0x00) : sc16;
+    const __m256i sh = q3 ? _mm256_permute2x128_si256(sc16, sc16, 0x11) : sc16;
     __m256i s = _mm256_setzero_si256();
 #pragma GCC unroll 2
     for (int n = 0; n < 2; n++) {
@@ -292,7 +327,14 @@ static inline __attribute__((always_inline)) __m256i s_q23(int q3, const uint8_t
                 (char)(4 * j + 3), (char)(4 * j + 2), (char)(4 * j + 3), (char)(4 * j + 2),
                 (char)(4 * j + 3), (char)(4 * j + 2), (char)(4 * j + 3), (char)(4 * j + 2),
                 (char)(4 * j + 3), (char)(4 * j + 2), (char)(4 * j + 3));
-            s = _mm256_add_epi32(s, _mm256_madd_epi16(pr, _mm256_shuffle_epi8(n ? sh : sl, pick)));
+            /* Q2_K: byte 8n + 2j (low lane), 8n + 2j + 1 (high lane) of sb, zero-extended */
+            const char e = (char)(8 * n + 2 * j), o = (char)(e + 1);
+            const __m256i pick2 = _mm256_setr_epi8(e, -1, e, -1, e, -1, e, -1, e, -1, e, -1, e, -1,
+                                                   e, -1, o, -1, o, -1, o, -1, o, -1, o, -1, o, -1,
+                                                   o, -1, o, -1);
+            const __m256i scw = q3 ? _mm256_shuffle_epi8(n ? sh : sl, pick)
+                                   : _mm256_shuffle_epi8(sb, pick2);
+            s = _mm256_add_epi32(s, _mm256_madd_epi16(pr, scw));
         }
     }
     if (q3) /* the levels were value + 4: lane k takes back 4 (sc bsums) of sub-blocks 2k, 2k+1 */
@@ -300,45 +342,59 @@ static inline __attribute__((always_inline)) __m256i s_q23(int q3, const uint8_t
     return s;
 }
 
-/* IQ4_XS's 8 scales ls - 32, dword c holding the 16-bit value twice (for vpmaddwd and
- * vpdpwssd, which multiply words), computed in registers: from scales_l (4 bits each) and
- * scales_h (2 bits each) broadcast and shifted per lane. Written to memory and read back as
- * a vector they missed store forwarding, which cost the row ~3x in cache (2026-12-02). */
-static inline __m256i s_xs_scales(const quant_block_iq4_xs *x)
+/* IQ4_XS's 8 scales ls - 32 of two super-blocks as words, lane h of the result super-block h
+ * (at pa, pb): a block's first 8 bytes are d, scales_h, scales_l; one vpshufb spreads scales_l's
+ * 16-bit halves and one scales_h over the words, a vpmullw by a power of two puts field c of
+ * word c at its top (nibble c % 4, 2-bit field c) and shifts bring it down. 11 uops for two
+ * super-blocks where the dword form took ~12 for one (2026-12-03). */
+static inline __m256i s_xs_words2(const uint8_t *pa, const uint8_t *pb)
 {
-    uint32_t l;
-    memcpy(&l, x->scales_l, 4);
-    const __m256i lo = _mm256_and_si256(
-        _mm256_srlv_epi32(_mm256_set1_epi32((int)l), _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28)),
-        _mm256_set1_epi32(0xF));
-    const __m256i hi = _mm256_and_si256(
-        _mm256_srlv_epi32(_mm256_set1_epi32(x->scales_h), _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14)),
-        _mm256_set1_epi32(3));
-    const __m256i ls = _mm256_sub_epi32(_mm256_or_si256(lo, _mm256_slli_epi32(hi, 4)),
-                                        _mm256_set1_epi32(32));
-    return _mm256_or_si256(_mm256_and_si256(ls, _mm256_set1_epi32(0xFFFF)),
-                           _mm256_slli_epi32(ls, 16));
+    const __m256i q = _mm256_loadu2_m128i((const __m128i *)pb, (const __m128i *)pa);
+    const __m256i l = _mm256_shuffle_epi8(
+        q, _mm256_broadcastsi128_si256(_mm_setr_epi8(4, 5, 4, 5, 4, 5, 4, 5, 6, 7, 6, 7, 6, 7, 6, 7)));
+    const __m256i h = _mm256_shuffle_epi8(
+        q, _mm256_broadcastsi128_si256(_mm_setr_epi8(2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3)));
+    const __m256i lo = _mm256_srli_epi16(
+        _mm256_mullo_epi16(l, _mm256_broadcastsi128_si256(_mm_setr_epi16(
+                                  1 << 12, 1 << 8, 1 << 4, 1, 1 << 12, 1 << 8, 1 << 4, 1))), 12);
+    const __m256i hi = _mm256_srli_epi16(
+        _mm256_mullo_epi16(h, _mm256_broadcastsi128_si256(_mm_setr_epi16(
+                                  (short)(1 << 14), 1 << 12, 1 << 10, 1 << 8, 1 << 6, 1 << 4,
+                                  1 << 2, 1))), 14);
+    return _mm256_sub_epi16(_mm256_or_si256(lo, _mm256_slli_epi16(hi, 4)), _mm256_set1_epi16(32));
 }
 
-/* IQ4_XS: sub-blocks c, c + 1 as one vector's halves (quant_x.h's lanes 4 (c % 2) + r). */
+/* IQ4_XS: sub-blocks c, c + 1 as one vector's halves (quant_x.h's lanes 4 (c % 2) + r); w the
+ * super-block's 8 scale words in both 128-bit lanes. The activation's halves are loaded into
+ * place (vinserti128 from memory, any of three ports) where two vperm2i128 (port 5) moved them. */
 static inline __attribute__((always_inline)) __m256i s_iq4xs(const quant_block_iq4_xs *x,
-                                                            const quant_block_q8_K *y)
+                                                            const quant_block_q8_K *y, __m256i w)
 {
     const __m256i tab = _mm256_broadcastsi128_si256(
         _mm_loadu_si128((const __m128i *)quant_iq4nl_values));
-    const __m256i m = _mm256_set1_epi8(0x0F), sc = s_xs_scales(x);
+    const __m256i m = _mm256_set1_epi8(0x0F);
     __m256i s = _mm256_setzero_si256();
 #pragma GCC unroll 4
     for (int c = 0; c < 8; c += 2) {
         const __m256i v = _mm256_loadu_si256((const __m256i *)(x->qs + 16 * c));
-        const __m256i y0 = _mm256_loadu_si256((const __m256i *)(y->qs + 32 * c));
-        const __m256i y1 = _mm256_loadu_si256((const __m256i *)(y->qs + 32 * c + 32));
+        const int8_t *yc = y->qs + 32 * c;
         const __m256i klo = _mm256_shuffle_epi8(tab, _mm256_and_si256(v, m));
         const __m256i khi = _mm256_shuffle_epi8(tab, _mm256_and_si256(_mm256_srli_epi16(v, 4), m));
-        const __m256i ylo = _mm256_permute2x128_si256(y0, y1, 0x20);
-        const __m256i yhi = _mm256_permute2x128_si256(y0, y1, 0x31);
-        const __m256i scv = _mm256_permutevar8x32_epi32(
-            sc, _mm256_setr_epi32(c, c, c, c, c + 1, c + 1, c + 1, c + 1));
+        const __m256i ylo = _mm256_loadu2_m128i((const __m128i *)(yc + 32), (const __m128i *)yc);
+        const __m256i yhi = _mm256_loadu2_m128i((const __m128i *)(yc + 48),
+                                                (const __m128i *)(yc + 16));
+        /* words c (low lane), c + 1 (high lane) */
+        const __m256i scv = _mm256_shuffle_epi8(
+            w, _mm256_setr_epi8((char)(2 * c), (char)(2 * c + 1), (char)(2 * c), (char)(2 * c + 1),
+                                (char)(2 * c), (char)(2 * c + 1), (char)(2 * c), (char)(2 * c + 1),
+                                (char)(2 * c), (char)(2 * c + 1), (char)(2 * c), (char)(2 * c + 1),
+                                (char)(2 * c), (char)(2 * c + 1), (char)(2 * c), (char)(2 * c + 1),
+                                (char)(2 * c + 2), (char)(2 * c + 3), (char)(2 * c + 2),
+                                (char)(2 * c + 3), (char)(2 * c + 2), (char)(2 * c + 3),
+                                (char)(2 * c + 2), (char)(2 * c + 3), (char)(2 * c + 2),
+                                (char)(2 * c + 3), (char)(2 * c + 2), (char)(2 * c + 3),
+                                (char)(2 * c + 2), (char)(2 * c + 3), (char)(2 * c + 2),
+                                (char)(2 * c + 3)));
         s = _mm256_add_epi32(
             s, _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(klo, klo),
                                                       _mm256_sign_epi8(ylo, klo)), scv));
@@ -364,21 +420,51 @@ static inline uint16_t s_d256(quant_type t, const uint8_t *p)
 /* One super-block into its accumulator (quant_x.h): the integer lanes by d_w * d_x, then
  * Q2_K's mins by -(dmin_w * d_x). */
 static inline __attribute__((always_inline)) __m256 s_acc(quant_type t, const uint8_t *p,
-                                                         const quant_block_q8_K *y, __m256 acc)
+                                                         const quant_block_q8_K *y, __m256 acc,
+                                                         __m256i w)
 {
     __m256i s, mi = _mm256_setzero_si256();
     if (t == QUANT_IQ4_XS)
-        s = s_iq4xs((const quant_block_iq4_xs *)p, y);
+        s = s_iq4xs((const quant_block_iq4_xs *)p, y, w);
     else
-        s = s_q23(t == QUANT_Q3_K, p, y, &mi);
-    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(_cvtsh_ss(s_d256(t, p)) * y->d),
-                          acc);
-    if (t == QUANT_Q2_K)
-        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mi),
-                              _mm256_set1_ps(-(_cvtsh_ss(((const quant_block_q2_K *)p)->dmin) *
-                                               y->d)),
+        s = s_q23(t == QUANT_Q3_K, p, y, &mi, _mm256_castsi256_si128(w));
+    if (t == QUANT_Q2_K) {
+        /* d and dmin (adjacent halves) widened in one conversion, times [d_x, -d_x] in one
+         * multiply: dmin * -d_x is -(dmin * d_x) to the bit (rounding is sign-symmetric) */
+        uint32_t h;
+        memcpy(&h, p + offsetof(quant_block_q2_K, d), 4);
+        const __m128 yx = _mm_xor_ps(_mm_set1_ps(y->d), _mm_setr_ps(0.0f, -0.0f, 0.0f, 0.0f));
+        const __m256 dd = _mm256_castps128_ps256(
+            _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi32_si128((int)h)), yx));
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_permutevar8x32_ps(dd, _mm256_set1_epi32(0)),
                               acc);
-    return acc;
+        return _mm256_fmadd_ps(_mm256_cvtepi32_ps(mi),
+                               _mm256_permutevar8x32_ps(dd, _mm256_set1_epi32(1)), acc);
+    }
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(_cvtsh_ss(s_d256(t, p)) * y->d),
+                           acc);
+}
+
+/* What two super-blocks at pa, pb share a pass for (lane h: super-block h): IQ4_XS's scale
+ * words, Q3_K's scale bytes; nothing for Q2_K. */
+static inline __attribute__((always_inline)) __m256i s_pair(quant_type t, const uint8_t *pa,
+                                                           const uint8_t *pb)
+{
+    if (t == QUANT_IQ4_XS)
+        return s_xs_words2(pa, pb);
+    if (t == QUANT_Q3_K)
+        return s_q3_scales2((const quant_block_q3_K *)pa, (const quant_block_q3_K *)pb);
+    return _mm256_setzero_si256();
+}
+
+/* Super-block h's part of s_pair's w: IQ4_XS's words in both lanes, Q3_K's bytes in the low. */
+static inline __attribute__((always_inline)) __m256i s_half2(quant_type t, __m256i w, int h)
+{
+    if (t == QUANT_IQ4_XS)
+        return h ? _mm256_permute2x128_si256(w, w, 0x11) : _mm256_permute2x128_si256(w, w, 0x00);
+    if (t == QUANT_Q3_K)
+        return h ? _mm256_permute2x128_si256(w, w, 0x11) : w;
+    return w;
 }
 
 static inline __attribute__((always_inline)) float s_dot256(quant_type t, uint64_t n,
@@ -391,19 +477,24 @@ static inline __attribute__((always_inline)) float s_dot256(quant_type t, uint64
     /* four named accumulators: an array indexed by a variable stays in memory */
     __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
     uint64_t b = 0;
+    __m256i w01, w23;
     for (; b + QUANT_QB_GROUP <= nb; b += QUANT_QB_GROUP, p += QUANT_QB_GROUP * bb) {
         quant_prefetch(p, (unsigned)(QUANT_QB_GROUP * bb));
-        a0 = s_acc(t, p, &y[b], a0);
-        a1 = s_acc(t, p + bb, &y[b + 1], a1);
-        a2 = s_acc(t, p + 2 * bb, &y[b + 2], a2);
-        a3 = s_acc(t, p + 3 * bb, &y[b + 3], a3);
+        w01 = s_pair(t, p, p + bb);
+        w23 = s_pair(t, p + 2 * bb, p + 3 * bb);
+        a0 = s_acc(t, p, &y[b], a0, s_half2(t, w01, 0));
+        a1 = s_acc(t, p + bb, &y[b + 1], a1, s_half2(t, w01, 1));
+        a2 = s_acc(t, p + 2 * bb, &y[b + 2], a2, s_half2(t, w23, 0));
+        a3 = s_acc(t, p + 3 * bb, &y[b + 3], a3, s_half2(t, w23, 1));
     }
+    /* the last 1..3: each its own header twice (read inside its block) */
     if (b < nb)
-        a0 = s_acc(t, p, &y[b], a0);
+        a0 = s_acc(t, p, &y[b], a0, s_half2(t, s_pair(t, p, p), 0));
     if (b + 1 < nb)
-        a1 = s_acc(t, p + bb, &y[b + 1], a1);
+        a1 = s_acc(t, p + bb, &y[b + 1], a1, s_half2(t, s_pair(t, p + bb, p + bb), 0));
     if (b + 2 < nb)
-        a2 = s_acc(t, p + 2 * bb, &y[b + 2], a2);
+        a2 = s_acc(t, p + 2 * bb, &y[b + 2], a2,
+                   s_half2(t, s_pair(t, p + 2 * bb, p + 2 * bb), 0));
     float a[QUANT_LANES];
     _mm256_storeu_ps(a, a0);
     _mm256_storeu_ps(a + 8, a1);
