@@ -807,9 +807,9 @@ static void s_group_task(void *arg, int tid, int nt)
     }
 }
 
-static void s_add(float *x, const float *b, uint32_t n)
+static void s_add(float *x, const float *b, size_t n)
 {
-    for (uint32_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n; i++)
         x[i] += b[i];
 }
 
@@ -906,32 +906,35 @@ static void s_act(s_run *s, const arch_hparams *hp, uint32_t p)
     quant_silu_mul(gate, up, ff);
 }
 
-static void s_pos_one(arch_run *r, uint32_t p)
+/* The job on positions p0 .. p1 - 1; the norms a run of rows at once (arch_rmsnorm_rows) */
+static void s_pos_range(arch_run *r, uint32_t p0, uint32_t p1)
 {
     s_run *s = r->fam;
     const arch_hparams *hp = &r->m->hp;
-    uint32_t d = hp->dim;
-    float *x = r->x + (size_t)p * d, *xb = s->xb + (size_t)p * d;
-    float *o = s->o + (size_t)p * d, *down = s->down + (size_t)p * d;
+    uint32_t d = hp->dim, n = p1 - p0;
+    float *x = r->x + (size_t)p0 * d, *xb = s->xb + (size_t)p0 * d;
+    float *o = s->o + (size_t)p0 * d, *down = s->down + (size_t)p0 * d;
     switch (s->job) {
     case S_JOB_NORM_IN:
-        arch_rmsnorm(x, s->vec[DEC_ATTN_NORM], xb, d, hp->norm_eps);
+        arch_rmsnorm_rows(x, s->vec[DEC_ATTN_NORM], xb, d, hp->norm_eps, n);
         return;
     case S_JOB_FFN_IN:
         if (s->vec[DEC_BO]) /* gpt-oss: wo's bias, then the residual (build_attn's wo_b) */
-            s_add(o, s->vec[DEC_BO], d);
+            for (uint32_t p = 0; p < n; p++)
+                s_add(o + (size_t)p * d, s->vec[DEC_BO], d);
         if (s->vec[DEC_POST_ATTN_NORM])
-            arch_rmsnorm(o, s->vec[DEC_POST_ATTN_NORM], o, d, hp->norm_eps);
-        s_add(x, o, d);
-        arch_rmsnorm(x, s->vec[DEC_FFN_NORM], xb, d, hp->norm_eps);
+            arch_rmsnorm_rows(o, s->vec[DEC_POST_ATTN_NORM], o, d, hp->norm_eps, n);
+        s_add(x, o, (size_t)n * d);
+        arch_rmsnorm_rows(x, s->vec[DEC_FFN_NORM], xb, d, hp->norm_eps, n);
         return;
     case S_JOB_ACT:
-        s_act(s, hp, p);
+        for (uint32_t p = p0; p < p1; p++)
+            s_act(s, hp, p);
         return;
     default: /* S_JOB_END */
         if (s->vec[DEC_POST_FFN_NORM])
-            arch_rmsnorm(down, s->vec[DEC_POST_FFN_NORM], down, d, hp->norm_eps);
-        s_add(x, down, d);
+            arch_rmsnorm_rows(down, s->vec[DEC_POST_FFN_NORM], down, d, hp->norm_eps, n);
+        s_add(x, down, (size_t)n * d);
     }
 }
 
@@ -940,8 +943,7 @@ static void s_pos_task(void *arg, int tid, int nt)
     arch_run *r = arg;
     uint32_t p0 = (uint32_t)((uint64_t)r->n * (uint32_t)tid / (uint32_t)nt);
     uint32_t p1 = (uint32_t)((uint64_t)r->n * ((uint32_t)tid + 1) / (uint32_t)nt);
-    for (uint32_t p = p0; p < p1; p++)
-        s_pos_one(r, p);
+    s_pos_range(r, p0, p1);
 }
 
 /* job over the run's positions: on the pool from 4 positions up (a decoding step's one
