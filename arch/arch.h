@@ -303,5 +303,9 @@ void arch_logits_finish(const arch_model *m, float *logits, uint32_t n);
 /* out = x / sqrt(mean(x^2) + eps) * w, the sum of squares in double, left to right (as
  * ggml's rms_norm accumulates): the final norm of a model uses it too. */
 void arch_rmsnorm(const float *x, const float *w, float *out, uint32_t dim, float eps);
+/* arch_rmsnorm of n rows (x and out n x dim, out == x allowed), the same bits: on AVX-512, 8
+ * rows' sums of squares at once, one row a lane (each lane's sum still left to right). */
+void arch_rmsnorm_rows(const float *x, const float *w, float *out, uint32_t dim, float eps,
+                       uint32_t n);
 
 #endif

@@ -220,10 +220,9 @@ static float s_softmax(float *w, uint32_t all, float softcap, float sink)
      * with sinks); -INFINITY changes neither */
     mx = sink > mx ? sink : mx;
     float sum = 0;
-    for (uint32_t t = 0; t < all; t++) {
-        w[t] = expf(w[t] - mx);
+    quant_expf_sub(w, all, mx); /* expf(w[t] - mx), 16 at a time: the same bits */
+    for (uint32_t t = 0; t < all; t++)
         sum += w[t];
-    }
     if (sink != -INFINITY)
         sum += expf(sink - mx);
     return 1.0f / sum;
@@ -482,12 +481,13 @@ static void s_group_softmax(float *w, size_t wrow, uint32_t nq, uint32_t len, fl
         mx[u] = sink > m ? sink : m;
         sum[u] = 0;
     }
+    /* the e^ a row at a time in 16 lanes (quant_expf_sub, glibc's bits: the scalar expf was
+     * 3.6% of a 1-thread Q4_K_M prompt), then the sums */
+    for (uint32_t u = 0; u < nq; u++)
+        quant_expf_sub(w + (size_t)u * wrow, len, mx[u]);
     for (uint32_t t = 0; t < len; t++)
-        for (uint32_t u = 0; u < nq; u++) {
-            float *e = w + (size_t)u * wrow + t;
-            *e = expf(*e - mx[u]);
-            sum[u] += *e;
-        }
+        for (uint32_t u = 0; u < nq; u++)
+            sum[u] += w[(size_t)u * wrow + t];
     for (uint32_t u = 0; u < nq; u++) {
         float *wu = w + (size_t)u * wrow;
         if (sinks && sinks[u] != -INFINITY)

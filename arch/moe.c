@@ -238,10 +238,7 @@ void arch_moe_act(arch_moe *m, uint32_t n, const float *gate_b, const float *up_
         return;
     }
     /* SwiGLU as the dense layer: silu(g) = g / (1 + e^-g) (ggml_silu_f32), times up */
-    for (size_t i = 0; i < (size_t)n * m->k * m->ff; i++) {
-        float g = m->gate[i];
-        m->gate[i] = g / (1.0f + expf(-g)) * m->up[i];
-    }
+    quant_silu_mul(m->gate, m->up, (size_t)n * m->k * m->ff);
 }
 
 void arch_moe_out(arch_moe *m, uint32_t n, float *out, const float *down_b)

@@ -212,7 +212,21 @@ static void s_quantize_q4_0(const float *x, quant_block_q4_0 *y, uint64_t nb)
 /* A non-finite input would make the float-to-int8 conversions above undefined: say where. */
 static int s_check_finite(const float *x, uint64_t n, char *err, size_t errlen)
 {
-    for (uint64_t i = 0; i < n; i++) {
+    /* 64 at a time, exponent bits only (a loop the compiler vectorizes): the element at a
+     * time isfinite was ~1-2% of a 1-thread Q4_K_M prompt (perf, 2026-12-03), every
+     * product's activations checked; the first bad chunk goes to the loop that names it */
+    uint64_t i = 0;
+    for (; i + 64 <= n; i += 64) {
+        uint32_t bad = 0;
+        for (int k = 0; k < 64; k++) {
+            uint32_t u;
+            memcpy(&u, x + i + k, 4);
+            bad |= (u & 0x7f800000u) == 0x7f800000u;
+        }
+        if (bad)
+            break;
+    }
+    for (; i < n; i++) {
         if (!isfinite(x[i])) {
             snprintf(err, errlen, "cannot quantize a non-finite value (%g at element %llu)",
                      (double)x[i], (unsigned long long)i);

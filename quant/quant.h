@@ -350,6 +350,14 @@ int quant_matmat(quant_type t, uint64_t rows, uint64_t cols, const void *W, uint
 typedef void (*quant_task_fn)(void *arg, int i, int n);
 int quant_pool_run(int nthreads, quant_task_fn fn, void *arg, char *err, size_t errlen);
 
+/* glibc's expf in 16 lanes (vexp.c), bit for bit the scalar loops they replace, on the
+ * AVX-512 ISA once a check against this process's expf passed (else those loops):
+ * quant_expf_sub: w[i] = expf(w[i] - sub); quant_silu_mul: gate[i] = g / (1 + expf(-g)) *
+ * up[i] with g = gate[i] (SwiGLU as ggml_silu_f32). quant_expf_vector: 1 if the vector runs. */
+void quant_expf_sub(float *w, uint64_t n, float sub);
+void quant_silu_mul(float *gate, const float *up, uint64_t n);
+int quant_expf_vector(void);
+
 /* Join the pool's threads and free its scratch (tests call it so sanitizers see no leak). */
 void quant_pool_shutdown(void);
 

@@ -1,5 +1,7 @@
 /* test_attn.c — arch_attn_group (a KV group's heads at once, on each ISA this CPU runs) against
- * arch_attn_head2 (one head at one position), bit for bit, over odd shapes. tests/ */
+ * arch_attn_head2 (one head at one position), bit for bit, over odd shapes; and
+ * arch_rmsnorm_rows (8 rows in lanes) against arch_rmsnorm row by row. tests/ */
+#include "arch/arch.h"
 #include "arch/attn.h"
 #include "quant/quant.h"
 #include "tests/check.h"
@@ -90,8 +92,32 @@ static void s_run_case(const s_case *c)
     free(k), free(v), free(q), free(sinks), free(ref), free(got), free(w), free(gw), free(kt);
 }
 
+/* n rows of dim, in place and not, magnitudes 1e-3 .. 1e3 so the double sums round */
+static void s_norm_case(uint32_t n, uint32_t dim)
+{
+    float *x = malloc((size_t)n * dim * 4), *w = malloc((size_t)dim * 4);
+    float *a = malloc((size_t)n * dim * 4), *b = malloc((size_t)n * dim * 4);
+    for (uint32_t i = 0; i < dim; i++)
+        w[i] = s_rand(2);
+    for (size_t i = 0; i < (size_t)n * dim; i++)
+        x[i] = s_rand(1) * powf(10.0f, (float)(i % 7) - 3);
+    for (uint32_t p = 0; p < n; p++)
+        arch_rmsnorm(x + (size_t)p * dim, w, a + (size_t)p * dim, dim, 1e-5f);
+    arch_rmsnorm_rows(x, w, b, dim, 1e-5f, n);
+    CHECK(!memcmp(a, b, (size_t)n * dim * 4), "rmsnorm rows %u x %u", n, dim);
+    memcpy(b, x, (size_t)n * dim * 4);
+    arch_rmsnorm_rows(b, w, b, dim, 1e-5f, n);
+    CHECK(!memcmp(a, b, (size_t)n * dim * 4), "rmsnorm rows %u x %u in place", n, dim);
+    free(x), free(w), free(a), free(b);
+}
+
 int main(void)
 {
+    static const uint32_t norm_n[] = { 0, 1, 7, 8, 9, 16, 23, 64 };
+    static const uint32_t norm_dim[] = { 1, 12, 2048, 2049 };
+    for (size_t i = 0; i < sizeof norm_n / sizeof norm_n[0]; i++)
+        for (size_t j = 0; j < sizeof norm_dim / sizeof norm_dim[0]; j++)
+            s_norm_case(norm_n[i], norm_dim[j]);
     static const uint32_t groups[] = { 1, 2, 3, 8, 17 };
     static const uint32_t hds[] = { 64, 128, 256, 80, 12 };
     static const uint32_t poss[] = { 0, 1, 15, 16, 17, 100, 200, 300 };

@@ -403,6 +403,24 @@ static void test_products(void)
     X[5] = NAN;
     CHECK(quant_matvec(QUANT_Q8_0, 4, 32, W, X, y[0], 1, err, sizeof err) == -1 &&
               strstr(err, "non-finite"), "NaN activation: %s", err);
+    /* the Q8_K form's check goes 64 elements at a time: each bad element named, in a whole
+     * chunk or the tail */
+    static float xk[600];
+    static uint8_t actk[4096];
+    uint64_t ab = 0;
+    CHECK(quant_act_bytes(QUANT_Q4_K, 512, &ab, err, sizeof err) == 0 && ab <= sizeof actk, "%s",
+          err);
+    static const uint32_t at[] = { 0, 63, 64, 300, 511 };
+    for (size_t i = 0; i < sizeof at / sizeof at[0]; i++) {
+        for (int k = 0; k < 512; k++)
+            xk[k] = (float)(k % 13) - 6;
+        CHECK(quant_act_prepare(QUANT_Q4_K, xk, 512, actk, err, sizeof err) == 0, "%s", err);
+        xk[at[i]] = i % 2 ? INFINITY : -NAN;
+        char want[32];
+        snprintf(want, sizeof want, "element %u)", at[i]);
+        CHECK(quant_act_prepare(QUANT_Q4_K, xk, 512, actk, err, sizeof err) == -1 &&
+                  strstr(err, want), "bad element %u: %s", at[i], err);
+    }
 }
 
 /* The activation quantizer: the SIMD path writes the scalar reference's bytes, ties and
