@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 typedef struct {
     pthread_mutex_t mu;       /* guards every field below */
@@ -47,36 +48,44 @@ static s_worker_arg s_wargs[QUANT_MAX_THREADS];
 
 /* How long a thread polls before it sleeps on a condition variable: a decode step posts ~8 jobs
  * a layer (q, k, v, o, gate, up, down, attention), ~180 a TinyLlama token, each a fraction of a
- * millisecond apart, and a futex wake-up on this VM costs tens of microseconds of the step's
- * critical path (the woken thread's share starts that late). Polling ~this many pause
- * instructions (~50-100 us: a pause is ~140 cycles on recent Xeons, ~65 on Zen 4) bridges the
- * gap between two products of one step; a pool idle for longer (between requests, during the
- * non-product parts of a prompt pass) sleeps as before. Only timing depends on it. */
-#define S_SPIN 1024
+ * millisecond apart, and a futex wake-up of a sleeping vCPU sits on the step's critical path
+ * (the woken thread's share starts that late). Polling bridges the gap between two products of
+ * one step; a pool idle for longer (between requests) sleeps as before. 250k TSC cycles is
+ * ~100 us at this VM's 2-3 GHz. Measured (2026-12-03-table.md, 2 threads, TinyLlama shape,
+ * quiet): generation 1.24-1.42x of sleeping at once (Q8_0, Q6_K, Q4_0). No pause instruction
+ * in the loop: a first version that polled with pause was 3-5% slower than sleeping on every
+ * type (loaded machine); pause-loop exiting lets the hypervisor deschedule a vCPU spinning on
+ * it. Only timing depends on this, never the bits. */
+#define S_SPIN_CYCLES 250000ull
 
-static inline void s_pause(void)
+static inline uint64_t s_ticks(void)
 {
 #if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
+    return __builtin_ia32_rdtsc();
+#else
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec; /* ~1 tick a ns */
 #endif
 }
 
-/* Poll until *p differs from v (or S_SPIN polls, or quit). Lock-free reads of fields written
- * under s_pool.mu: only a hint, the caller re-checks under the lock. */
+/* Poll until *p differs from v, quit is set or S_SPIN_CYCLES pass. Lock-free reads of fields
+ * written under s_pool.mu: only a hint, the caller re-checks under the lock. */
 static void s_spin_while_u64(const uint64_t *p, uint64_t v)
 {
-    for (int i = 0; i < S_SPIN; i++) {
-        if (__atomic_load_n(p, __ATOMIC_ACQUIRE) != v ||
-            __atomic_load_n(&s_pool.quit, __ATOMIC_RELAXED))
+    const uint64_t t0 = s_ticks();
+    while (__atomic_load_n(p, __ATOMIC_ACQUIRE) == v &&
+           !__atomic_load_n(&s_pool.quit, __ATOMIC_RELAXED))
+        if (s_ticks() - t0 > S_SPIN_CYCLES)
             return;
-        s_pause();
-    }
 }
 
 static void s_spin_while_pending(void)
 {
-    for (int i = 0; i < S_SPIN && __atomic_load_n(&s_pool.pending, __ATOMIC_ACQUIRE) > 0; i++)
-        s_pause();
+    const uint64_t t0 = s_ticks();
+    while (__atomic_load_n(&s_pool.pending, __ATOMIC_ACQUIRE) > 0)
+        if (s_ticks() - t0 > S_SPIN_CYCLES)
+            return;
 }
 
 static void *s_worker(void *p)
