@@ -54,8 +54,8 @@ static s_worker_arg s_wargs[QUANT_MAX_THREADS];
  * ~100 us at this VM's 2-3 GHz. Measured (2026-12-03-table.md, 2 threads, TinyLlama shape,
  * quiet): generation 1.24-1.42x of sleeping at once (Q8_0, Q6_K, Q4_0). No pause instruction
  * in the loop: a first version that polled with pause was 3-5% slower than sleeping on every
- * type (loaded machine); pause-loop exiting lets the hypervisor deschedule a vCPU spinning on
- * it. Only timing depends on this, never the bits. */
+ * type (loaded machine; likely, not verified: pause-loop exiting lets the hypervisor deschedule
+ * a vCPU spinning on it). Only timing depends on this, never the bits. */
 #define S_SPIN_CYCLES 250000ull
 
 static inline uint64_t s_ticks(void)
