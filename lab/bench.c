@@ -397,7 +397,7 @@ static int s_replay_pass(s_replay *x, FILE *f, struct io_uring *r, int fd, uint8
     uint32_t at = 0; /* passes begun */
     int rc = 0;
     rewind(f);
-    while (!rc && getline(&line, &cap, f) > 0) {
+    while (getline(&line, &cap, f) > 0) {
         if (!strncmp(line, "pass ", 5)) {
             at++;
             continue;
@@ -406,8 +406,10 @@ static int s_replay_pass(s_replay *x, FILE *f, struct io_uring *r, int fd, uint8
         for (uint32_t i = 0; i < x->n; i++)
             buf[i] = cache + x->dst[i];
         uint64_t t0 = util_now_ns();
-        if (x->n && s_visit(r, fd, buf, x->aoff, x->alen, x->n, err, errlen))
-            rc = -1;
+        if (x->n && s_visit(r, fd, buf, x->aoff, x->alen, x->n, err, errlen)) {
+            rc = -1; /* err names the read; nothing of this line to hash */
+            break;
+        }
         uint64_t t1 = util_now_ns();
         for (uint32_t i = 0; i < x->n; i++) /* the content gate's hash, as the arm's */
             *sink ^= XXH3_64bits(buf[i], x->alen[i]);
