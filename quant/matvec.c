@@ -249,6 +249,8 @@ typedef struct {
     const uint8_t *act;       /* B activations, act_bytes apart */
     uint64_t act_bytes;
     float *Y;                 /* (B, rows) */
+    uint64_t chunk;           /* a batch's rows are claimed this many at a time ... */
+    uint64_t next;            /* ... the next chunk to claim (atomic) */
 } s_job;
 
 /* Rows [g, g1) against positions [b0, b1): tiles where they fit, single dots for the edges. */
@@ -284,11 +286,26 @@ static void s_block(const s_job *j, uint64_t g, uint64_t g1, uint64_t b0, uint64
     }
 }
 
+/* Rows [g, g1) of a batch, in groups that stay in L2 while every position uses them. */
+static void s_batch_rows(const s_job *j, int i, uint64_t g0, uint64_t g1, uint64_t group)
+{
+    for (uint64_t g = g0; g < g1; g += group) {
+        const uint64_t e = g + group < g1 ? g + group : g1;
+        if (j->gemm) {
+            quant_gemm_args ga = j->ga;
+            if (ga.scratch)
+                ga.scratch += (uint64_t)i * j->scratch_stride;
+            j->gemm->run(&ga, g, e, 0, j->B);
+            continue;
+        }
+        for (uint64_t b0 = 0; b0 < j->B; b0 += S_POS_TILE)
+            s_block(j, g, e, b0, b0 + S_POS_TILE < j->B ? b0 + S_POS_TILE : j->B);
+    }
+}
+
 static void s_rows(void *p, int i, int n)
 {
-    const s_job *j = p;
-    const uint64_t r0 = j->rows * (uint64_t)i / (uint64_t)n;
-    const uint64_t r1 = j->rows * (uint64_t)(i + 1) / (uint64_t)n;
+    s_job *j = p;
     if (j->B == 1) {
         /* One row at a time, front to back: one sequential stream per thread. A kernel taking
          * two rows at once to share the activation's loads streamed far worse (bench-quant,
@@ -296,30 +313,43 @@ static void s_rows(void *p, int i, int n)
          * 0.53-0.56 against 0.74-0.83); with the kernels' prefetch (quant_int.h) a two-row
          * Q4_0 kernel was 5% faster in cache and 1-2.5% slower streaming from DRAM, where
          * products run (5632 x 2048, 1 thread, alternating runs, later that day). */
+        const uint64_t r0 = j->rows * (uint64_t)i / (uint64_t)n;
+        const uint64_t r1 = j->rows * (uint64_t)(i + 1) / (uint64_t)n;
         for (uint64_t r = r0; r < r1; r++)
             j->Y[r] = j->dot(j->cols, j->W + r * j->row_bytes, j->act);
         return;
     }
-    uint64_t group = S_GROUP_BYTES / (j->row_bytes ? j->row_bytes : 1);
-    if (group < QUANT_TILE_ROWS)
-        group = QUANT_TILE_ROWS;
-    /* Whole 32-row tiles where the batched kernel has them (Q8_0/Q4_0: rows in lanes), so a
-     * group's last rows do not fall to one dot per pair (7% of a 1-thread Q4_0 prompt, perf,
-     * 2026-12-02). */
-    if (j->gemm && group >= 64)
-        group -= group % 32;
-    for (uint64_t g = r0; g < r1; g += group) {
-        const uint64_t g1 = g + group < r1 ? g + group : r1;
-        if (j->gemm) {
-            quant_gemm_args ga = j->ga;
-            if (ga.scratch)
-                ga.scratch += (uint64_t)i * j->scratch_stride;
-            j->gemm->run(&ga, g, g1, 0, j->B);
-            continue;
-        }
-        for (uint64_t b0 = 0; b0 < j->B; b0 += S_POS_TILE)
-            s_block(j, g, g1, b0, b0 + S_POS_TILE < j->B ? b0 + S_POS_TILE : j->B);
+    /* A batch's rows are claimed a chunk at a time rather than split in fixed halves: on this
+     * VM a vCPU loses a share of its time to the host for seconds at a stretch, and with fixed
+     * shares the other thread then waited at every product's end (see s_chunk_rows). */
+    for (;;) {
+        const uint64_t g = __atomic_fetch_add(&j->next, 1, __ATOMIC_RELAXED) * j->chunk;
+        if (g >= j->rows)
+            return;
+        s_batch_rows(j, i, g, g + j->chunk < j->rows ? g + j->chunk : j->rows, j->chunk);
     }
+}
+
+/* Rows a thread claims at a time in a batched product: a group that stays in L2
+ * (S_GROUP_BYTES), with more than one thread at most an eighth of a thread's rows so a slow
+ * thread leaves the others at most a small chunk to wait for; whole 32-row tiles where rows
+ * allow (the batched kernels of Q8_0/Q4_0 keep rows in lanes; an edge elsewhere falls to single
+ * dots). Only speed depends on it, never the bits: every row is one row kernel's result
+ * wherever it runs. */
+static uint64_t s_chunk_rows(const s_job *j, int n)
+{
+    const uint64_t group = S_GROUP_BYTES / (j->row_bytes ? j->row_bytes : 1);
+    uint64_t c = group;
+    if (n > 1) {
+        const uint64_t share = (j->rows + 8u * (uint64_t)n - 1) / (8u * (uint64_t)n);
+        if (c > share)
+            c = share;
+    }
+    if (c >= 32)
+        c -= c % 32;
+    else if (group >= 32)
+        c = 32;
+    return c < QUANT_TILE_ROWS ? QUANT_TILE_ROWS : c;
 }
 
 /* Activation forms of a batch's positions, shared out by position ranges; up to this many
@@ -450,6 +480,8 @@ static int s_product(quant_type t, uint64_t rows, uint64_t cols, const void *W, 
     int n = (uint64_t)nthreads > rows ? (int)rows : nthreads;
     if (s_grow(n, err, errlen))
         goto out;
+    j.chunk = s_chunk_rows(&j, n);
+    j.next = 0;
     s_run(n, s_rows, &j);
     rc = 0;
 out:
