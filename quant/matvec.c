@@ -20,7 +20,7 @@
 typedef struct {
     pthread_mutex_t mu;       /* guards every field below */
     pthread_cond_t go;        /* a new generation of work (or quit) */
-    pthread_cond_t done;      /* pending reached 0 */
+    pthread_cond_t done;      /* pending reached 0, or running did in a closed job */
     pthread_t th[QUANT_MAX_THREADS];
     int nth;                  /* worker threads running (the caller is not one of them) */
     uint64_t gen;             /* bumped once per job */
@@ -28,6 +28,8 @@ typedef struct {
     void *arg;
     int job_n;                /* shares in the current job; worker i runs share i if i < job_n */
     int pending;              /* workers that have not finished the current generation */
+    int closed;               /* a claiming job's work is all taken: no worker starts it now */
+    int running;              /* workers inside the current job's fn */
     int quit;
 } s_pool_t;
 
@@ -104,13 +106,16 @@ static void *s_worker(void *p)
         if (s_pool.quit)
             break;
         seen = s_pool.gen;
-        if (me < s_pool.job_n) {
+        if (me < s_pool.job_n && !s_pool.closed) {
             quant_task_fn fn = s_pool.fn;
             void *arg = s_pool.arg;
             int n = s_pool.job_n;
+            __atomic_add_fetch(&s_pool.running, 1, __ATOMIC_RELAXED);
             pthread_mutex_unlock(&s_pool.mu);
             fn(arg, me, n);
             pthread_mutex_lock(&s_pool.mu);
+            if (__atomic_sub_fetch(&s_pool.running, 1, __ATOMIC_RELEASE) == 0 && s_pool.closed)
+                pthread_cond_signal(&s_pool.done);
         }
         if (__atomic_sub_fetch(&s_pool.pending, 1, __ATOMIC_RELEASE) == 0)
             pthread_cond_signal(&s_pool.done);
@@ -129,6 +134,8 @@ static void s_atfork_child(void)
     pthread_mutex_init(&s_call_mu, NULL);
     s_pool.nth = 0;
     s_pool.pending = 0;
+    s_pool.closed = 0;
+    s_pool.running = 0;
     s_pool.quit = 0;
 }
 
@@ -161,21 +168,46 @@ static int s_grow(int n, char *err, size_t errlen)
     return 0;
 }
 
-/* Run a job of n shares. Caller holds s_call_mu and has grown the pool to n. */
-static void s_run(int n, quant_task_fn fn, void *arg)
+static void s_spin_while_running(void)
+{
+    const uint64_t t0 = s_ticks();
+    while (__atomic_load_n(&s_pool.running, __ATOMIC_ACQUIRE) > 0)
+        if (s_ticks() - t0 > S_SPIN_CYCLES)
+            return;
+}
+
+/* Run a job of n shares. Caller holds s_call_mu and has grown the pool to n.
+ *
+ * claims: the shares take their work from a counter until none is left (s_rows), so once the
+ * calling thread's share returns every piece is taken, and a worker that has not started yet
+ * would find nothing: the job is closed then, and only workers already inside it are waited
+ * for. A worker whose vCPU the host or another process holds no longer stalls the product at
+ * its end (measured: quant_matvec's comment at s_rows). Other jobs (fixed shares) wait for
+ * every worker as before. */
+static void s_run(int n, quant_task_fn fn, void *arg, int claims)
 {
     if (n > 1) {
         pthread_mutex_lock(&s_pool.mu);
         s_pool.fn = fn;
         s_pool.arg = arg;
         s_pool.job_n = n;
+        s_pool.closed = 0;
         __atomic_store_n(&s_pool.pending, s_pool.nth, __ATOMIC_RELAXED);
         __atomic_store_n(&s_pool.gen, s_pool.gen + 1, __ATOMIC_RELEASE);
         pthread_cond_broadcast(&s_pool.go);
         pthread_mutex_unlock(&s_pool.mu);
     }
     fn(arg, 0, n);
-    if (n > 1) {
+    if (n > 1 && claims) {
+        pthread_mutex_lock(&s_pool.mu);
+        s_pool.closed = 1;
+        pthread_mutex_unlock(&s_pool.mu);
+        s_spin_while_running();
+        pthread_mutex_lock(&s_pool.mu);
+        while (s_pool.running > 0)
+            pthread_cond_wait(&s_pool.done, &s_pool.mu);
+        pthread_mutex_unlock(&s_pool.mu);
+    } else if (n > 1) {
         s_spin_while_pending();
         pthread_mutex_lock(&s_pool.mu);
         while (s_pool.pending > 0)
@@ -200,7 +232,7 @@ int quant_pool_run(int nthreads, quant_task_fn fn, void *arg, char *err, size_t 
         return -1;
     pthread_mutex_lock(&s_call_mu);
     if (s_grow(nthreads, err, errlen) == 0) {
-        s_run(nthreads, fn, arg);
+        s_run(nthreads, fn, arg, 0);
         rc = 0;
     }
     pthread_mutex_unlock(&s_call_mu);
@@ -303,30 +335,31 @@ static void s_batch_rows(const s_job *j, int i, uint64_t g0, uint64_t g1, uint64
     }
 }
 
+/* A product's rows are claimed a chunk at a time (s_chunk_rows) rather than split in fixed
+ * shares: on this VM a vCPU loses part of its time to the host for seconds at a stretch, and
+ * with fixed shares the other thread then waited at every product's end; a worker that wakes
+ * late also leaves its chunks to the thread already running. */
 static void s_rows(void *p, int i, int n)
 {
+    (void)n;
     s_job *j = p;
-    if (j->B == 1) {
-        /* One row at a time, front to back: one sequential stream per thread. A kernel taking
+    for (;;) {
+        const uint64_t r0 = __atomic_fetch_add(&j->next, 1, __ATOMIC_RELAXED) * j->chunk;
+        if (r0 >= j->rows)
+            return;
+        const uint64_t r1 = r0 + j->chunk < j->rows ? r0 + j->chunk : j->rows;
+        if (j->B > 1) {
+            s_batch_rows(j, i, r0, r1, j->chunk);
+            continue;
+        }
+        /* One row at a time, front to back: one sequential stream per chunk. A kernel taking
          * two rows at once to share the activation's loads streamed far worse (bench-quant,
          * 2026-12-01, 1 thread: Q8_0 0.32-0.36 of the read bound against 0.78-0.82, F16
          * 0.53-0.56 against 0.74-0.83); with the kernels' prefetch (quant_int.h) a two-row
          * Q4_0 kernel was 5% faster in cache and 1-2.5% slower streaming from DRAM, where
          * products run (5632 x 2048, 1 thread, alternating runs, later that day). */
-        const uint64_t r0 = j->rows * (uint64_t)i / (uint64_t)n;
-        const uint64_t r1 = j->rows * (uint64_t)(i + 1) / (uint64_t)n;
         for (uint64_t r = r0; r < r1; r++)
             j->Y[r] = j->dot(j->cols, j->W + r * j->row_bytes, j->act);
-        return;
-    }
-    /* A batch's rows are claimed a chunk at a time rather than split in fixed halves: on this
-     * VM a vCPU loses a share of its time to the host for seconds at a stretch, and with fixed
-     * shares the other thread then waited at every product's end (see s_chunk_rows). */
-    for (;;) {
-        const uint64_t g = __atomic_fetch_add(&j->next, 1, __ATOMIC_RELAXED) * j->chunk;
-        if (g >= j->rows)
-            return;
-        s_batch_rows(j, i, g, g + j->chunk < j->rows ? g + j->chunk : j->rows, j->chunk);
     }
 }
 
@@ -338,6 +371,8 @@ static void s_rows(void *p, int i, int n)
  * wherever it runs. */
 static uint64_t s_chunk_rows(const s_job *j, int n)
 {
+    if (j->B == 1) /* a decode product: all rows for one thread, else eighths of a share */
+        return n == 1 ? j->rows : (j->rows + 8u * (uint64_t)n - 1) / (8u * (uint64_t)n);
     const uint64_t group = S_GROUP_BYTES / (j->row_bytes ? j->row_bytes : 1);
     uint64_t c = group;
     if (n > 1) {
@@ -463,7 +498,7 @@ static int s_product(quant_type t, uint64_t rows, uint64_t cols, const void *W, 
         np = 1;
     if (s_grow(np, err, errlen))
         goto out;
-    s_run(np, s_prep_task, &p);
+    s_run(np, s_prep_task, &p, 0);
     for (int i = 0; i < np; i++)
         if (p.bad[i] < B) {
             snprintf(err, errlen, "activation of position %llu: %s",
@@ -482,7 +517,7 @@ static int s_product(quant_type t, uint64_t rows, uint64_t cols, const void *W, 
         goto out;
     j.chunk = s_chunk_rows(&j, n);
     j.next = 0;
-    s_run(n, s_rows, &j);
+    s_run(n, s_rows, &j, 1);
     rc = 0;
 out:
     pthread_mutex_unlock(&s_call_mu);

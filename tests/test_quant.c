@@ -566,6 +566,56 @@ static void test_fork(void)
           "matvec in a forked child (status %d, %zu bytes)", st, got);
 }
 
+/* The pool closes a product once its rows are all taken, so workers that have not started
+ * skip it; a fixed-share job right after must still run every share. Many small products
+ * (a worker often still asleep when the caller has taken every chunk) alternate with
+ * fixed-share jobs; each product must equal the 1-thread one and each job see all shares. */
+typedef struct {
+    int n;
+    int ran[8];
+} s_shares;
+
+static void s_share_task(void *arg, int i, int n)
+{
+    s_shares *s = arg;
+    s->n = n;
+    __atomic_add_fetch(&s->ran[i], 1, __ATOMIC_RELAXED);
+}
+
+static void test_pool_close(void)
+{
+    char err[256];
+    enum { R = 40, C = 64, B = 3, ROUNDS = 3000 };
+    _Alignas(32) static uint8_t W[R * C * 4];
+    static float f[C], X[B * C], ref[B * R], Y[B * R], y[R], yref[R];
+    for (int r = 0; r < R; r++)
+        s_random_row(QUANT_F32, C, W + r * C * 4, f);
+    for (int i = 0; i < B * C; i++)
+        X[i] = qtest_unif(-1.0f, 1.0f);
+    CHECK(quant_matmat(QUANT_F32, R, C, W, B, X, ref, 1, err, sizeof err) == 0, "%s", err);
+    CHECK(quant_matvec(QUANT_F32, R, C, W, X, yref, 1, err, sizeof err) == 0, "%s", err);
+    int bad = 0, missed = 0;
+    for (int k = 0; k < ROUNDS; k++) {
+        const int nt = 2 + k % 6;
+        memset(Y, 0, sizeof Y);
+        memset(y, 0, sizeof y);
+        bad += quant_matmat(QUANT_F32, R, C, W, B, X, Y, nt, err, sizeof err) != 0 ||
+               memcmp(Y, ref, sizeof Y) != 0;
+        bad += quant_matvec(QUANT_F32, R, C, W, X, y, nt, err, sizeof err) != 0 ||
+               memcmp(y, yref, sizeof y) != 0;
+        s_shares sh = { 0 };
+        if (quant_pool_run(nt, s_share_task, &sh, err, sizeof err) != 0) {
+            missed++;
+            continue;
+        }
+        for (int i = 0; i < nt; i++)
+            missed += sh.ran[i] != 1;
+    }
+    CHECK(bad == 0, "%d of %d products differ from 1 thread's after closing early", bad,
+          2 * ROUNDS);
+    CHECK(missed == 0, "%d shares of fixed-share jobs did not run once", missed);
+}
+
 int main(void)
 {
     qtest_seed(0x9e3779b97f4a7c15ull);
@@ -579,6 +629,7 @@ int main(void)
     test_activation_cost();
     test_products();
     test_fork();
+    test_pool_close();
     quant_pool_shutdown();
     return CHECK_DONE("test_quant");
 }
