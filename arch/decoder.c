@@ -73,7 +73,8 @@ typedef struct {
     size_t kt_cap;                /* floats allocated */
     uint32_t kt_lo, kt_n;         /* its keys: positions kt_lo .. + kt_n; kt_n 0 = one head a
                                    * position (s_attn_task) this pass */
-    atomic_uint next;             /* s_group_task's next item */
+    atomic_uint next;             /* s_kt_task's, then s_group_task's next item */
+    atomic_uint pnext;            /* s_pos_task's next run of S_POS_CHUNK positions */
     int job;                      /* s_pos_task's step (S_JOB_*) */
     arch_rope_args rope;          /* this layer's (set by begin) */
     uint32_t window;              /* this layer's sliding window, 0 = none */
@@ -752,9 +753,11 @@ static void s_attn_task(void *arg, int tid, int nt)
     }
 }
 
-/* The pass's keys transposed: one (KV head, S_KT_CHUNK keys) an index. */
+/* The pass's keys transposed: one (KV head, S_KT_CHUNK keys) an index, claimed in turn. */
 static void s_kt_task(void *arg, int tid, int nt)
 {
+    (void)tid;
+    (void)nt;
     arch_run *r = arg;
     s_run *s = r->fam;
     const arch_hparams *hp = &r->m->hp;
@@ -762,7 +765,10 @@ static void s_kt_task(void *arg, int tid, int nt)
     uint32_t hd = hp->head_dim, kvd = s_kvdim(hp), rows = kv->n_rows ? kv->n_rows : kv->n_ctx;
     uint32_t chunks = (s->kt_n + S_KT_CHUNK - 1) / S_KT_CHUNK;
     size_t one = arch_attn_kt_floats(s->kt_n, hd);
-    for (uint32_t j = (uint32_t)tid; j < hp->n_head_kv * chunks; j += (uint32_t)nt) {
+    for (;;) {
+        uint32_t j = atomic_fetch_add_explicit(&s->next, 1, memory_order_relaxed);
+        if (j >= hp->n_head_kv * chunks)
+            break;
         uint32_t kh = j / chunks, c = j % chunks, e = c * S_KT_CHUNK;
         uint32_t n = s->kt_n - e < S_KT_CHUNK ? s->kt_n - e : S_KT_CHUNK;
         arch_attn_kt(s->kt + kh * one + (size_t)e * hd, kv->k + (size_t)kh * hd, kvd, rows,
@@ -857,8 +863,10 @@ static int s_attention(arch_run *r)
     char why[160];
     if (s->kt_n) {
         atomic_store_explicit(&s->next, 0, memory_order_relaxed);
-        if (quant_pool_run(r->nthreads, s_kt_task, r, why, sizeof why) ||
-            quant_pool_run(r->nthreads, s_group_task, r, why, sizeof why))
+        if (quant_pool_claim(r->nthreads, s_kt_task, r, why, sizeof why))
+            return arch_run_fail(r, "layer %u: attention: %s", r->layer, why);
+        atomic_store_explicit(&s->next, 0, memory_order_relaxed);
+        if (quant_pool_claim(r->nthreads, s_group_task, r, why, sizeof why))
             return arch_run_fail(r, "layer %u: attention: %s", r->layer, why);
         return 0;
     }
@@ -881,8 +889,8 @@ static float s_gelu(float x)
     return quant_f16_to_f32(quant_f32_to_f16(g));
 }
 
-/* The steps between the products that work a position at a time, on the pool's threads, a
- * contiguous run of positions each: one thread ran them while the other waited (the norms
+/* The steps between the products that work a position at a time, on the pool's threads, runs
+ * of S_POS_CHUNK positions claimed in turn: one thread ran them while the other waited (the norms
  * and SwiGLU's e^ over 512 x 5632 values, 1.1-1.5% of a 1-thread Q4_K_M prompt's samples
  * each, so up to ~3-5% of the 2-thread wall time). Every position's operations are the ones
  * the one-thread loops did, in their order: the same bits whatever the split. */
@@ -938,12 +946,21 @@ static void s_pos_range(arch_run *r, uint32_t p0, uint32_t p1)
     }
 }
 
+/* Positions a thread claims at a time: a multiple of arch_rmsnorm_rows' 8 */
+#define S_POS_CHUNK 16u
+
 static void s_pos_task(void *arg, int tid, int nt)
 {
+    (void)tid;
+    (void)nt;
     arch_run *r = arg;
-    uint32_t p0 = (uint32_t)((uint64_t)r->n * (uint32_t)tid / (uint32_t)nt);
-    uint32_t p1 = (uint32_t)((uint64_t)r->n * ((uint32_t)tid + 1) / (uint32_t)nt);
-    s_pos_range(r, p0, p1);
+    s_run *s = r->fam;
+    for (;;) {
+        uint32_t p0 = atomic_fetch_add_explicit(&s->pnext, 1, memory_order_relaxed) * S_POS_CHUNK;
+        if (p0 >= r->n)
+            return;
+        s_pos_range(r, p0, p0 + S_POS_CHUNK < r->n ? p0 + S_POS_CHUNK : r->n);
+    }
 }
 
 /* job over the run's positions: on the pool from 4 positions up (a decoding step's one
@@ -953,11 +970,12 @@ static int s_pos_run(arch_run *r, int job)
     s_run *s = r->fam;
     s->job = job;
     if (r->nthreads < 2 || r->n < 4) {
-        s_pos_task(r, 0, 1);
+        s_pos_range(r, 0, r->n);
         return 0;
     }
     char why[160];
-    if (quant_pool_run(r->nthreads, s_pos_task, r, why, sizeof why))
+    atomic_store_explicit(&s->pnext, 0, memory_order_relaxed);
+    if (quant_pool_claim(r->nthreads, s_pos_task, r, why, sizeof why))
         return arch_run_fail(r, "layer %u: %s", r->layer, why);
     return 0;
 }

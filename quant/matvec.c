@@ -225,18 +225,29 @@ static int s_check_threads(int nthreads, char *err, size_t errlen)
     return 0;
 }
 
-int quant_pool_run(int nthreads, quant_task_fn fn, void *arg, char *err, size_t errlen)
+static int s_pool_job(int nthreads, quant_task_fn fn, void *arg, int claims, char *err,
+                      size_t errlen)
 {
     int rc = -1;
     if (s_check_threads(nthreads, err, errlen))
         return -1;
     pthread_mutex_lock(&s_call_mu);
     if (s_grow(nthreads, err, errlen) == 0) {
-        s_run(nthreads, fn, arg, 0);
+        s_run(nthreads, fn, arg, claims);
         rc = 0;
     }
     pthread_mutex_unlock(&s_call_mu);
     return rc;
+}
+
+int quant_pool_run(int nthreads, quant_task_fn fn, void *arg, char *err, size_t errlen)
+{
+    return s_pool_job(nthreads, fn, arg, 0, err, errlen);
+}
+
+int quant_pool_claim(int nthreads, quant_task_fn fn, void *arg, char *err, size_t errlen)
+{
+    return s_pool_job(nthreads, fn, arg, 1, err, errlen);
 }
 
 void quant_pool_shutdown(void)
@@ -387,11 +398,10 @@ static uint64_t s_chunk_rows(const s_job *j, int n)
     return c < QUANT_TILE_ROWS ? QUANT_TILE_ROWS : c;
 }
 
-/* Activation forms of a batch's positions, shared out by position ranges; up to this many
- * elements (4 positions of TinyLlama's 5632-wide FFN) by the calling thread alone. */
+/* Activation forms of a batch's positions: up to this many elements (4 positions of TinyLlama's 5632-wide FFN) by the calling thread alone. */
 #define S_PREP_ALONE (4u * 5632u)
 
-/* Activation forms of a batch's positions, shared out by position ranges. */
+/* Activation forms of a batch's positions, claimed S_PREP_CHUNK positions at a time. */
 typedef struct {
     quant_type t;
     uint64_t cols, B;
@@ -402,22 +412,31 @@ typedef struct {
     uint8_t *panel;
     uint64_t bad[QUANT_MAX_THREADS]; /* per share: the first position that failed, or B */
     char why[QUANT_MAX_THREADS][160];
+    uint64_t next;            /* the next S_PREP_CHUNK of positions to claim (atomic) */
 } s_prep;
+
+/* Positions a thread claims at a time for their activation forms. */
+#define S_PREP_CHUNK 16u
 
 static void s_prep_task(void *arg, int i, int n)
 {
+    (void)n;
     s_prep *p = arg;
-    const uint64_t b0 = p->B * (uint64_t)i / (uint64_t)n;
-    const uint64_t b1 = p->B * (uint64_t)(i + 1) / (uint64_t)n;
-    p->bad[i] = p->B;
-    for (uint64_t b = b0; b < b1; b++)
-        if (quant_act_prepare(p->t, p->X + b * p->cols, p->cols, p->act + b * p->act_bytes,
-                              p->why[i], sizeof p->why[i])) {
-            p->bad[i] = b;
+    for (;;) {
+        const uint64_t b0 = __atomic_fetch_add(&p->next, 1, __ATOMIC_RELAXED) * S_PREP_CHUNK;
+        if (b0 >= p->B)
             return;
-        }
-    if (p->gemm)
-        p->gemm->pack(p->cols, p->B, p->act, p->act_bytes, p->panel, b0, b1);
+        const uint64_t b1 = b0 + S_PREP_CHUNK < p->B ? b0 + S_PREP_CHUNK : p->B;
+        for (uint64_t b = b0; b < b1; b++)
+            if (quant_act_prepare(p->t, p->X + b * p->cols, p->cols, p->act + b * p->act_bytes,
+                                  p->why[i], sizeof p->why[i])) {
+                if (b < p->bad[i])
+                    p->bad[i] = b;
+                return;
+            }
+        if (p->gemm)
+            p->gemm->pack(p->cols, p->B, p->act, p->act_bytes, p->panel, b0, b1);
+    }
 }
 
 static int s_product(quant_type t, uint64_t rows, uint64_t cols, const void *W, uint64_t B,
@@ -484,8 +503,8 @@ static int s_product(quant_type t, uint64_t rows, uint64_t cols, const void *W, 
             s_panel_cap = (size_t)all;
         }
     }
-    /* The positions' activation forms (and the panel) by the pool's threads, a contiguous range
-     * of positions each: on the calling thread alone they were ~2% of a 1-thread Q4_0
+    /* The positions' activation forms (and the panel) by the pool's threads, runs of positions
+     * claimed in turn: on the calling thread alone they were ~2% of a 1-thread Q4_0
      * TinyLlama prompt (perf, 2026-12-02), so ~4% of a 2-thread one. Each position's bytes are
      * the same whoever makes them. */
     s_prep p = { .t = t, .cols = cols, .B = B, .X = X, .act = s_act, .act_bytes = j.act_bytes,
@@ -498,13 +517,18 @@ static int s_product(quant_type t, uint64_t rows, uint64_t cols, const void *W, 
         np = 1;
     if (s_grow(np, err, errlen))
         goto out;
-    s_run(np, s_prep_task, &p, 0);
+    int first = -1; /* the share that met the first bad position */
     for (int i = 0; i < np; i++)
-        if (p.bad[i] < B) {
-            snprintf(err, errlen, "activation of position %llu: %s",
-                     (unsigned long long)p.bad[i], p.why[i]);
-            goto out;
-        }
+        p.bad[i] = B;
+    s_run(np, s_prep_task, &p, 1);
+    for (int i = 0; i < np; i++)
+        if (p.bad[i] < B && (first < 0 || p.bad[i] < p.bad[first]))
+            first = i;
+    if (first >= 0) {
+        snprintf(err, errlen, "activation of position %llu: %s",
+                 (unsigned long long)p.bad[first], p.why[first]);
+        goto out;
+    }
     if (j.gemm)
         j.ga = (quant_gemm_args){ .n = cols, .W = j.W, .row_bytes = j.row_bytes, .B = B,
                                   .panel = s_panel, .act = s_act, .act_bytes = j.act_bytes,

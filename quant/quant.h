@@ -349,6 +349,10 @@ int quant_matmat(quant_type t, uint64_t rows, uint64_t cols, const void *W, uint
  * for all: the bench uses it to read memory with the same threads the products use. */
 typedef void (*quant_task_fn)(void *arg, int i, int n);
 int quant_pool_run(int nthreads, quant_task_fn fn, void *arg, char *err, size_t errlen);
+/* The same for a job whose shares take their work from a shared counter until none is left
+ * (so share 0 alone can finish it): once the caller's share returns, workers that have not
+ * started are not waited for and do not start (a vCPU the host holds does not stall the job). */
+int quant_pool_claim(int nthreads, quant_task_fn fn, void *arg, char *err, size_t errlen);
 
 /* glibc's expf in 16 lanes (vexp.c), bit for bit the scalar loops they replace, on the
  * AVX-512 ISA once a check against this process's expf passed (else those loops):
