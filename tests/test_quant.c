@@ -571,14 +571,13 @@ static void test_fork(void)
  * (a worker often still asleep when the caller has taken every chunk) alternate with
  * fixed-share jobs; each product must equal the 1-thread one and each job see all shares. */
 typedef struct {
-    int n;
     int ran[8];
 } s_shares;
 
 static void s_share_task(void *arg, int i, int n)
 {
+    (void)n;
     s_shares *s = arg;
-    s->n = n;
     __atomic_add_fetch(&s->ran[i], 1, __ATOMIC_RELAXED);
 }
 
