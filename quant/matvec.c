@@ -391,9 +391,12 @@ static uint64_t s_chunk_rows(const s_job *j, int n)
         if (c > share)
             c = share;
     }
-    if (c >= 32)
+    /* 32-row multiples only where a group holds 64 rows or more: F16's 5632-wide rows make
+     * 46-row groups, and cut to 32 its panel kernel reused each read of the batch's
+     * activations over fewer rows (f16pp, 2026-12-03) */
+    if (c >= 32 && group >= 64)
         c -= c % 32;
-    else if (group >= 32)
+    else if (c < 32 && group >= 32)
         c = 32;
     return c < QUANT_TILE_ROWS ? QUANT_TILE_ROWS : c;
 }
