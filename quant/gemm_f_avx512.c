@@ -258,34 +258,41 @@ s_run_few(int kind, const quant_gemm_args *a, uint64_t r0, uint64_t r1, uint64_t
  * accumulators wait in scratch between chunks and between the halves. Every lane still sees
  * element i at i % 32 by one fma in element order and quant_reduce32's tree at the end
  * (chunks start on multiples of 32; widening is exact), so the bits are the row kernel's.
- * Per 24 fmas a 4 x 6 tile loads 4 weight vectors (streamed from L2) and 6 activation vectors
- * (L1), where the 4 x 3 tile of both halves loaded 8 from L2 and 6 from L1. */
+ * Per 25 fmas a 5 x 5 tile loads 5 weight vectors (streamed from L2) and 5 activation vectors
+ * (L1), where the 4 x 3 tile of both halves loaded 8 from L2 and 6 from L1 per 24.
+ * gemm_time f16 batch 512, 1 thread, us a position summed over 2048x2048, 5632x2048 and
+ * 2048x5632, 1.5 MiB panels, chunks of 1024 elements unless said, two rounds alternating
+ * (2026-12-03 08:05, load 3, docs/measurements/2026-12-03-f16pp.md): 5 x 5 427-457,
+ * 6 x 4 436-453, 4 x 6 460-464, 5 x 5 in chunks of 768 / 1280 443-453 / 463-468, 6 x 4 in
+ * chunks of 768 / 1536 444-453 / 467, 4 x 6 in chunks of 1536 570-579 (its 36 KiB of
+ * activations crowd the weights out of L1); 3 x 8 (256 KiB panels, chunks of 384) 1268
+ * where 4 x 6 took 642 in that sitting. */
 #ifndef S_FR
-#define S_FR 4
+#define S_FR 5
 #endif
 #ifndef S_FP
-#define S_FP 6
+#define S_FP 5
 #endif
 _Static_assert(S_FR >= 1 && S_FR <= 6 && S_FP >= 1 && S_FP <= 8 && S_FR * S_FP + S_FR <= 30,
                "panel tile");
 /* f32 bytes of a panel (in a 2 MiB L2, beside the activations streaming through) and
  * activation bytes of a tile's chunk (S_FP rows of s_kc floats, in a 48 KiB L1 beside the
- * weight rows passing through): gemm_time f16, 2048x2048, 5632x2048, 2048x5632, batch 64,
- * 1 thread, CPU us a position summed over the three, two rounds (2026-12-02 16:00, Xeon,
- * load 1.4, docs/measurements/2026-12-02-f16-prefill.md): 512 KiB / 24 KiB 1006 / 979,
- * 512 / 12 814 / 790, 512 / 6 827 / 906, 256 / 12 808 / 693; 2x6 tiles 1227 / 1206; the
- * tiles above 1190 / 1134. At batch 512 (a pp512 prompt) the batch's activations (512 x 8
- * or 22 KiB) no longer fit in L2 and stream from L3 once per panel: a panel's rows are their
- * reuse, and a 256 KiB panel of 5632-wide rows held 8. 1 MiB (44 rows at 5632, 128 at 2048),
- * gemm_time f16 batch 512, 1 thread, us a position, 2048x2048 / 5632x2048 / 2048x5632
- * (2026-12-03 08:00, load 2.2, 4 x 6 tiles): 256 KiB 82.6 / 215 / 310, 512 KiB 72.4-72.9 /
- * 197-202 / 247-248, 1 MiB 71.5-71.6 / 190-207 / 232-255 (main's 4 x 3: 84-98 / 233-238 /
- * 330-339; docs/measurements/2026-12-03-f16pp.md). */
+ * weight rows passing through; 20 KiB: 1024 elements of 5 positions). Batch 64 (2026-12-02
+ * 16:00, the tiles of both halves, docs/measurements/2026-12-02-f16-prefill.md) chose
+ * 256 KiB. At batch 512 (a pp512 prompt) the batch's activations (512 x 8 or 22 KiB) no
+ * longer fit in L2 and stream from L3 once per panel: a panel's rows are their reuse, and a
+ * 256 KiB panel of 5632-wide rows held 8. 1.5 MiB holds a whole group of matvec.c's
+ * (S_GROUP_BYTES of F16: 46 rows at 5632, 128 at 2048) in one panel. gemm_time f16 batch
+ * 512, 1 thread, us a position, 2048x2048 / 5632x2048 / 2048x5632, 4 x 6 tiles (2026-12-03
+ * 08:00, load 2.2): 256 KiB 82.6 / 215 / 310, 512 KiB 72.4-72.9 / 197-202 / 247-248, 1 MiB
+ * 71.5-71.6 / 190-207 / 232-255 (main's 4 x 3 tiles, 256 KiB: 84-98 / 233-238 / 330-339);
+ * 1.5 MiB against 1 MiB (46 rows: 23 + 23, s_even), 08:02, load 3: 2048x5632 232.6-236.6
+ * against 253.2-255.0, the others within 2%. */
 #ifndef S_PANEL_BYTES
-#define S_PANEL_BYTES (1024u << 10)
+#define S_PANEL_BYTES (1536u << 10)
 #endif
 #ifndef S_CHUNK_BYTES
-#define S_CHUNK_BYTES (12u << 10)
+#define S_CHUNK_BYTES (20u << 10)
 #endif
 /* Positions from which the panel path runs: a pass of up to S_PD positions is the decode tile
  * (one read of the weights); between, the tiles above. */
@@ -320,6 +327,16 @@ static uint64_t s_scratch_bytes(uint64_t n, uint64_t B)
 static inline __attribute__((always_inline)) uint64_t s_pk(uint64_t n, int R, int h, uint64_t e)
 {
     return (uint64_t)h * (uint64_t)R * n / 2 + e / QUANT_LANES * (uint64_t)R * 16;
+}
+
+/* The next tile's size, m of a panel's rows or a batch's positions left in tiles of at most
+ * max: the rest split evenly (46 rows: 4 x 10 + 3 + 3, not 4 x 11 + 2; 512 positions in
+ * 6s and 5s, not 6 x 85 + 2), since a small edge tile runs far below a full one's pace. Only
+ * speed depends on it. */
+static inline uint64_t s_even(uint64_t m, uint64_t max)
+{
+    const uint64_t tiles = (m + max - 1) / max;
+    return (m + tiles - 1) / tiles;
 }
 
 /* Lanes 16h..16h+15 of rows [r, r + R) of the panel's tile wt against positions [b, b + P),
@@ -405,14 +422,14 @@ static void s_ftile_any(const quant_gemm_args *a, const float *wt, float *acc, u
 static void s_widen(int kind, const quant_gemm_args *a, uint64_t p0, uint64_t p1, float *wf)
 {
     const uint64_t n = a->n;
-    for (uint64_t r = p0; r < p1; r += S_FR) {
-        const int R = p1 - r < S_FR ? (int)(p1 - r) : S_FR;
+    for (uint64_t r = p0, R; r < p1; r += R) {
+        R = s_even(p1 - r, S_FR);
         float *t = wf + (r - p0) * n;
-        for (int i = 0; i < R; i++) {
-            const uint8_t *w = a->W + (r + (uint64_t)i) * a->row_bytes;
+        for (uint64_t i = 0; i < R; i++) {
+            const uint8_t *w = a->W + (r + i) * a->row_bytes;
             for (uint64_t e = 0; e < n; e += QUANT_LANES) {
-                _mm512_store_ps(t + s_pk(n, R, 0, e) + i * 16, s_w(kind, w, e));
-                _mm512_store_ps(t + s_pk(n, R, 1, e) + i * 16, s_w(kind, w, e + 16));
+                _mm512_store_ps(t + s_pk(n, (int)R, 0, e) + i * 16, s_w(kind, w, e));
+                _mm512_store_ps(t + s_pk(n, (int)R, 1, e) + i * 16, s_w(kind, w, e + 16));
             }
         }
     }
@@ -431,21 +448,20 @@ static void s_panel(const quant_gemm_args *a, const float *wf, float *acc, uint6
     const uint64_t step = (pf_bytes / 64 + tiles - 1) / tiles * 64;
     uint64_t pf_at = 0;
     for (uint64_t b = b0, P; b < b1; b += P) {
-        /* S_FP + 1 left: two tiles of about half, not a full one and a 1-position tile */
-        P = b1 - b < S_FP ? b1 - b : b1 - b == S_FP + 1 ? (S_FP + 1) / 2 : S_FP;
+        P = s_even(b1 - b, S_FP);
         for (uint64_t e0 = 0; e0 < n; e0 += kc) {
             const uint64_t e1 = e0 + kc < n ? e0 + kc : n;
-            for (uint64_t r = p0; r < p1; r += S_FR) {
+            for (uint64_t r = p0, R; r < p1; r += R) {
                 for (uint64_t o = 0; o < step && pf_at < pf_bytes; o += 64, pf_at += 64)
                     _mm_prefetch((const char *)pf + pf_at, _MM_HINT_T1);
-                const int R = p1 - r < S_FR ? (int)(p1 - r) : S_FR;
+                R = s_even(p1 - r, S_FR);
                 float *t = acc + (r - p0) * S_FP * QUANT_LANES;
                 const float *w = wf + (r - p0) * n;
                 for (int h = 0; h < 2; h++) {
                     if (R == S_FR && P == S_FP)
                         s_ftile(a, w, t, r, b, e0, e1, h, S_FR, S_FP);
                     else
-                        s_ftile_any(a, w, t, r, b, e0, e1, h, R, (int)P);
+                        s_ftile_any(a, w, t, r, b, e0, e1, h, (int)R, (int)P);
                 }
             }
         }
@@ -455,8 +471,10 @@ static void s_panel(const quant_gemm_args *a, const float *wf, float *acc, uint6
 static void s_run_panels(int kind, const quant_gemm_args *a, uint64_t r0, uint64_t r1,
                          uint64_t b0, uint64_t b1)
 {
-    const uint64_t rows = s_panel_rows(a->n);
-    float *wf = (float *)a->scratch, *acc = wf + rows * a->n;
+    const uint64_t most = s_panel_rows(a->n);
+    float *wf = (float *)a->scratch, *acc = wf + most * a->n;
+    /* panels of about equal size: each streams the batch's activations once */
+    const uint64_t rows = s_even(r1 - r0, most);
     for (uint64_t p0 = r0; p0 < r1; p0 += rows) {
         const uint64_t p1 = p0 + rows < r1 ? p0 + rows : r1;
         /* the next panel's rows, past r1 too: the share's next group starts there (past the
