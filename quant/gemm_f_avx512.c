@@ -286,7 +286,7 @@ _Static_assert(S_FR >= 1 && S_FR <= 6 && S_FP >= 1 && S_FP <= 8 && S_FR * S_FP +
  * 512, 1 thread, us a position, 2048x2048 / 5632x2048 / 2048x5632, 4 x 6 tiles (2026-12-03
  * 08:00, load 2.2): 256 KiB 82.6 / 215 / 310, 512 KiB 72.4-72.9 / 197-202 / 247-248, 1 MiB
  * 71.5-71.6 / 190-207 / 232-255 (main's 4 x 3 tiles, 256 KiB: 84-98 / 233-238 / 330-339);
- * 1.5 MiB against 1 MiB (46 rows: 23 + 23, s_even), 08:02, load 3: 2048x5632 232.6-236.6
+ * 1.5 MiB against 1 MiB (46 rows: 23 + 23, s_even), 08:01, load 3.8: 2048x5632 232.6-236.6
  * against 253.2-255.0, the others within 2%. */
 #ifndef S_PANEL_BYTES
 #define S_PANEL_BYTES (1536u << 10)
