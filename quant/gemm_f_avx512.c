@@ -249,33 +249,50 @@ s_run_few(int kind, const quant_gemm_args *a, uint64_t r0, uint64_t r1, uint64_t
  * A prompt (B > S_PD) is bound by the fmas' ports, not by reading the weights, and the tiles
  * above spend one vcvtph2ps (2 uops on the fma ports) per 2 fmas: a weight vector widened for
  * 2 positions. Here a panel of up to S_PANEL_ROWS(n) rows is widened once into this thread's
- * scratch (f32, L2-resident) and then serves every position of the batch: tiles of S_FR rows x
- * S_FP positions (2 * S_FR * S_FP accumulators, S_FR weight vectors and one activation vector
- * live), the positions' activations taken S_KC elements at a time so a tile's S_FP activation
- * rows stay in L1 while the panel's row tiles pass over them; a tile's accumulators wait in
- * scratch between chunks. Every lane still sees element i at i % 32 by one fma in element
- * order and quant_reduce32's tree at the end (chunks start on multiples of 32; widening is
- * exact), so the bits are the row kernel's. */
+ * scratch (f32, L2-resident, each tile of S_FR rows packed as one stream: s_pk) and then
+ * serves every position of the batch: tiles of S_FR rows x S_FP positions, run once for lanes
+ * 0..15 of each 32 and once for 16..31 (S_FR * S_FP accumulators, S_FR weight vectors and one
+ * activation vector live: the halves are separate accumulators anyway, and keeping both live
+ * held a tile to 4 x 3), the positions' activations taken S_KC elements at a time so a tile's
+ * S_FP activation rows stay in L1 while the panel's row tiles pass over them; a tile's
+ * accumulators wait in scratch between chunks and between the halves. Every lane still sees
+ * element i at i % 32 by one fma in element order and quant_reduce32's tree at the end
+ * (chunks start on multiples of 32; widening is exact), so the bits are the row kernel's.
+ * Per 25 fmas a 5 x 5 tile loads 5 weight vectors (streamed from L2) and 5 activation vectors
+ * (L1), where the 4 x 3 tile of both halves loaded 8 from L2 and 6 from L1 per 24.
+ * gemm_time f16 batch 512, 1 thread, us a position summed over 2048x2048, 5632x2048 and
+ * 2048x5632, 1.5 MiB panels, chunks of 1024 elements unless said, two rounds alternating
+ * (2026-12-03 08:05, load 3, docs/measurements/2026-12-03-f16pp.md): 5 x 5 427-457,
+ * 6 x 4 436-453, 4 x 6 460-464, 5 x 5 in chunks of 768 / 1280 443-453 / 463-468, 6 x 4 in
+ * chunks of 768 / 1536 444-453 / 467, 4 x 6 in chunks of 1536 570-579 (its 36 KiB of
+ * activations crowd the weights out of L1); 3 x 8 (256 KiB panels, chunks of 384) 1268
+ * where 4 x 6 took 642 in that sitting. */
 #ifndef S_FR
-#define S_FR 4
+#define S_FR 5
 #endif
 #ifndef S_FP
-#define S_FP 3
+#define S_FP 5
 #endif
-_Static_assert(S_FR >= 1 && S_FR <= 4 && S_FP >= 1 && S_FP <= 6 && 2 * S_FR * S_FP + S_FR <= 30,
+_Static_assert(S_FR >= 1 && S_FR <= 6 && S_FP >= 1 && S_FP <= 8 && S_FR * S_FP + S_FR <= 30,
                "panel tile");
 /* f32 bytes of a panel (in a 2 MiB L2, beside the activations streaming through) and
  * activation bytes of a tile's chunk (S_FP rows of s_kc floats, in a 48 KiB L1 beside the
- * weight rows passing through): gemm_time f16, 2048x2048, 5632x2048, 2048x5632, batch 64,
- * 1 thread, CPU us a position summed over the three, two rounds (2026-12-02 16:00, Xeon,
- * load 1.4, docs/measurements/2026-12-02-f16-prefill.md): 512 KiB / 24 KiB 1006 / 979,
- * 512 / 12 814 / 790, 512 / 6 827 / 906, 256 / 12 808 / 693; 2x6 tiles 1227 / 1206; the
- * tiles above 1190 / 1134. */
+ * weight rows passing through; 20 KiB: 1024 elements of 5 positions). Batch 64 (2026-12-02
+ * 16:00, the tiles of both halves, docs/measurements/2026-12-02-f16-prefill.md) chose
+ * 256 KiB. At batch 512 (a pp512 prompt) the batch's activations (512 x 8 or 22 KiB) no
+ * longer fit in L2 and stream from L3 once per panel: a panel's rows are their reuse, and a
+ * 256 KiB panel of 5632-wide rows held 8. 1.5 MiB holds a whole group of matvec.c's
+ * (S_GROUP_BYTES of F16: 46 rows at 5632, 128 at 2048) in one panel. gemm_time f16 batch
+ * 512, 1 thread, us a position, 2048x2048 / 5632x2048 / 2048x5632, 4 x 6 tiles (2026-12-03
+ * 08:00, load 2.2): 256 KiB 82.6 / 215 / 310, 512 KiB 72.4-72.9 / 197-202 / 247-248, 1 MiB
+ * 71.5-71.6 / 190-207 / 232-255 (main's 4 x 3 tiles, 256 KiB: 84-98 / 233-238 / 330-339);
+ * 1.5 MiB against 1 MiB (46 rows: 23 + 23, s_even), 08:01, load 3.8: 2048x5632 232.6-236.6
+ * against 253.2-255.0, the others within 2%. */
 #ifndef S_PANEL_BYTES
-#define S_PANEL_BYTES (256u << 10)
+#define S_PANEL_BYTES (1536u << 10)
 #endif
 #ifndef S_CHUNK_BYTES
-#define S_CHUNK_BYTES (12u << 10)
+#define S_CHUNK_BYTES (20u << 10)
 #endif
 /* Positions from which the panel path runs: a pass of up to S_PD positions is the decode tile
  * (one read of the weights); between, the tiles above. */
@@ -304,59 +321,74 @@ static uint64_t s_scratch_bytes(uint64_t n, uint64_t B)
     return rows * n * 4u + rows * S_FP * QUANT_LANES * 4u;
 }
 
-/* Rows [r, r + R) of the panel wf (f32, n apart; row r of the product is wf's row 0 + r - r0)
- * against positions [b, b + P), elements [e0, e1): accumulators from acc (or zero at e0 == 0),
- * back to acc (or reduced into Y at e1 == n). */
+/* A tile's rows in the panel, packed so that one pass of a tile reads one stream: the tile of
+ * R rows at [r, r + R) holds, from (r - p0) * n, lanes 16h..16h+15 of element group e / 32 of
+ * row i at h * R * n / 2 + (e / 32) * R * 16 + i * 16. */
+static inline __attribute__((always_inline)) uint64_t s_pk(uint64_t n, int R, int h, uint64_t e)
+{
+    return (uint64_t)h * (uint64_t)R * n / 2 + e / QUANT_LANES * (uint64_t)R * 16;
+}
+
+/* The next tile's size, m of a panel's rows or a batch's positions left in tiles of at most
+ * max: the rest split evenly (46 rows: 4 x 10 + 3 + 3, not 4 x 11 + 2; 512 positions in
+ * 6s and 5s, not 6 x 85 + 2), since a small edge tile runs far below a full one's pace. Only
+ * speed depends on it. */
+static inline uint64_t s_even(uint64_t m, uint64_t max)
+{
+    const uint64_t tiles = (m + max - 1) / max;
+    return (m + tiles - 1) / tiles;
+}
+
+/* Lanes 16h..16h+15 of rows [r, r + R) of the panel's tile wt against positions [b, b + P),
+ * elements [e0, e1): accumulators from acc (or zero at e0 == 0), back to acc, or at e1 == n
+ * and h == 1 reduced with the h == 0 half (waiting in acc) into Y. The two halves of a lane
+ * group are separate accumulators, so a pass per half keeps the row kernel's order and needs
+ * R x P accumulators, not 2 R x P. */
 static inline __attribute__((always_inline)) void
-s_ftile(const quant_gemm_args *a, const float *wf, float *acc, uint64_t r, uint64_t b,
-        uint64_t e0, uint64_t e1, const int R, const int P)
+s_ftile(const quant_gemm_args *a, const float *wt, float *acc, uint64_t r, uint64_t b,
+        uint64_t e0, uint64_t e1, int h, const int R, const int P)
 {
     const uint64_t n = a->n;
     const float *x[S_FP];
-    __m512 c[S_FR][S_FP][2];
-#pragma GCC unroll 6
+    __m512 c[S_FR][S_FP];
+#pragma GCC unroll 8
     for (int p = 0; p < P; p++)
-        x[p] = (const float *)(a->act + (b + (uint64_t)p) * a->act_bytes);
-#pragma GCC unroll 6
+        x[p] = (const float *)(a->act + (b + (uint64_t)p) * a->act_bytes) + 16 * h;
+#pragma GCC unroll 8
     for (int i = 0; i < R; i++)
-#pragma GCC unroll 6
+#pragma GCC unroll 8
         for (int p = 0; p < P; p++)
-#pragma GCC unroll 2
-            for (int h = 0; h < 2; h++)
-                c[i][p][h] = e0 ? _mm512_load_ps(acc + ((i * P + p) * 2 + h) * 16)
-                                : _mm512_setzero_ps();
-    for (uint64_t e = e0; e < e1; e += QUANT_LANES) {
-#pragma GCC unroll 2
-        for (int h = 0; h < 2; h++) {
-            __m512 w[S_FR];
-#pragma GCC unroll 6
-            for (int i = 0; i < R; i++) {
-                w[i] = _mm512_load_ps(wf + (uint64_t)i * n + e + 16 * h);
-                /* in a register: folded into each fma as a memory operand (gcc's choice) it
-                 * was loaded S_FP times, and the loads, not the fmas, set the pace */
-                __asm__("" : "+v"(w[i]));
-            }
-#pragma GCC unroll 6
-            for (int p = 0; p < P; p++) {
-                const __m512 xv = _mm512_loadu_ps(x[p] + e + 16 * h);
-#pragma GCC unroll 6
-                for (int i = 0; i < R; i++)
-                    c[i][p][h] = _mm512_fmadd_ps(w[i], xv, c[i][p][h]);
-            }
+            c[i][p] = e0 ? _mm512_load_ps(acc + ((i * P + p) * 2 + h) * 16) : _mm512_setzero_ps();
+    const float *wp = wt + s_pk(n, R, h, e0);
+    for (uint64_t e = e0; e < e1; e += QUANT_LANES, wp += R * 16) {
+        __m512 w[S_FR];
+#pragma GCC unroll 8
+        for (int i = 0; i < R; i++) {
+            w[i] = _mm512_load_ps(wp + i * 16);
+            /* in a register: folded into each fma as a memory operand (gcc's choice) it was
+             * loaded P times, and the loads, not the fmas, set the pace */
+            __asm__("" : "+v"(w[i]));
+        }
+#pragma GCC unroll 8
+        for (int p = 0; p < P; p++) {
+            const __m512 xv = _mm512_loadu_ps(x[p] + e);
+#pragma GCC unroll 8
+            for (int i = 0; i < R; i++)
+                c[i][p] = _mm512_fmadd_ps(w[i], xv, c[i][p]);
         }
     }
-#pragma GCC unroll 6
+#pragma GCC unroll 8
     for (int i = 0; i < R; i++)
-#pragma GCC unroll 6
+#pragma GCC unroll 8
         for (int p = 0; p < P; p++) {
-            if (e1 < n) {
-                _mm512_store_ps(acc + ((i * P + p) * 2) * 16, c[i][p][0]);
-                _mm512_store_ps(acc + ((i * P + p) * 2 + 1) * 16, c[i][p][1]);
+            float *t = acc + (i * P + p) * 2 * 16;
+            if (e1 < n || !h) {
+                _mm512_store_ps(t + 16 * h, c[i][p]);
                 continue;
             }
             float l[QUANT_LANES];
-            _mm512_storeu_ps(l, c[i][p][0]);
-            _mm512_storeu_ps(l + 16, c[i][p][1]);
+            _mm512_storeu_ps(l, _mm512_load_ps(t));
+            _mm512_storeu_ps(l + 16, c[i][p]);
             a->Y[(b + (uint64_t)p) * a->ldy + r + (uint64_t)i] = quant_reduce32_avx(l);
         }
 }
@@ -364,17 +396,21 @@ s_ftile(const quant_gemm_args *a, const float *wf, float *acc, uint64_t r, uint6
 /* s_ftile for a tile of R <= S_FR rows and P <= S_FP positions (the panel's and batch's edges) */
 #define S_FT_P(R)                                                                              \
     switch (P) {                                                                               \
-    case 6: s_ftile(a, wf, acc, r, b, e0, e1, R, S_FP >= 6 ? 6 : 1); break;                    \
-    case 5: s_ftile(a, wf, acc, r, b, e0, e1, R, S_FP >= 5 ? 5 : 1); break;                    \
-    case 4: s_ftile(a, wf, acc, r, b, e0, e1, R, S_FP >= 4 ? 4 : 1); break;                    \
-    case 3: s_ftile(a, wf, acc, r, b, e0, e1, R, S_FP >= 3 ? 3 : 1); break;                    \
-    case 2: s_ftile(a, wf, acc, r, b, e0, e1, R, S_FP >= 2 ? 2 : 1); break;                    \
-    default: s_ftile(a, wf, acc, r, b, e0, e1, R, 1); break;                                   \
+    case 8: s_ftile(a, wt, acc, r, b, e0, e1, h, R, S_FP >= 8 ? 8 : 1); break;                 \
+    case 7: s_ftile(a, wt, acc, r, b, e0, e1, h, R, S_FP >= 7 ? 7 : 1); break;                 \
+    case 6: s_ftile(a, wt, acc, r, b, e0, e1, h, R, S_FP >= 6 ? 6 : 1); break;                 \
+    case 5: s_ftile(a, wt, acc, r, b, e0, e1, h, R, S_FP >= 5 ? 5 : 1); break;                 \
+    case 4: s_ftile(a, wt, acc, r, b, e0, e1, h, R, S_FP >= 4 ? 4 : 1); break;                 \
+    case 3: s_ftile(a, wt, acc, r, b, e0, e1, h, R, S_FP >= 3 ? 3 : 1); break;                 \
+    case 2: s_ftile(a, wt, acc, r, b, e0, e1, h, R, S_FP >= 2 ? 2 : 1); break;                 \
+    default: s_ftile(a, wt, acc, r, b, e0, e1, h, R, 1); break;                                \
     }
-static void s_ftile_any(const quant_gemm_args *a, const float *wf, float *acc, uint64_t r,
-                        uint64_t b, uint64_t e0, uint64_t e1, int R, int P)
+static void s_ftile_any(const quant_gemm_args *a, const float *wt, float *acc, uint64_t r,
+                        uint64_t b, uint64_t e0, uint64_t e1, int h, int R, int P)
 {
     switch (R) {
+    case 6: S_FT_P(S_FR >= 6 ? 6 : 1) break;
+    case 5: S_FT_P(S_FR >= 5 ? 5 : 1) break;
     case 4: S_FT_P(S_FR >= 4 ? 4 : 1) break;
     case 3: S_FT_P(S_FR >= 3 ? 3 : 1) break;
     case 2: S_FT_P(S_FR >= 2 ? 2 : 1) break;
@@ -382,14 +418,20 @@ static void s_ftile_any(const quant_gemm_args *a, const float *wf, float *acc, u
     }
 }
 
-/* Rows [r0, r0 + nr) of W widened into wf (n floats apart). */
-static void s_widen(int kind, const quant_gemm_args *a, uint64_t r0, uint64_t nr, float *wf)
+/* Rows [p0, p1) of W widened into the panel wf, packed a tile at a time (s_pk). */
+static void s_widen(int kind, const quant_gemm_args *a, uint64_t p0, uint64_t p1, float *wf)
 {
-    for (uint64_t i = 0; i < nr; i++) {
-        const uint8_t *w = a->W + (r0 + i) * a->row_bytes;
-        float *o = wf + i * a->n;
-        for (uint64_t e = 0; e < a->n; e += 16)
-            _mm512_store_ps(o + e, s_w(kind, w, e));
+    const uint64_t n = a->n;
+    for (uint64_t r = p0, R; r < p1; r += R) {
+        R = s_even(p1 - r, S_FR);
+        float *t = wf + (r - p0) * n;
+        for (uint64_t i = 0; i < R; i++) {
+            const uint8_t *w = a->W + (r + i) * a->row_bytes;
+            for (uint64_t e = 0; e < n; e += QUANT_LANES) {
+                _mm512_store_ps(t + s_pk(n, (int)R, 0, e) + i * 16, s_w(kind, w, e));
+                _mm512_store_ps(t + s_pk(n, (int)R, 1, e) + i * 16, s_w(kind, w, e + 16));
+            }
+        }
     }
 }
 
@@ -406,20 +448,21 @@ static void s_panel(const quant_gemm_args *a, const float *wf, float *acc, uint6
     const uint64_t step = (pf_bytes / 64 + tiles - 1) / tiles * 64;
     uint64_t pf_at = 0;
     for (uint64_t b = b0, P; b < b1; b += P) {
-        /* S_FP + 1 left: two tiles of about half, not a full one and a 1-position tile */
-        P = b1 - b < S_FP ? b1 - b : b1 - b == S_FP + 1 ? (S_FP + 1) / 2 : S_FP;
+        P = s_even(b1 - b, S_FP);
         for (uint64_t e0 = 0; e0 < n; e0 += kc) {
             const uint64_t e1 = e0 + kc < n ? e0 + kc : n;
-            for (uint64_t r = p0; r < p1; r += S_FR) {
+            for (uint64_t r = p0, R; r < p1; r += R) {
                 for (uint64_t o = 0; o < step && pf_at < pf_bytes; o += 64, pf_at += 64)
                     _mm_prefetch((const char *)pf + pf_at, _MM_HINT_T1);
-                const int R = p1 - r < S_FR ? (int)(p1 - r) : S_FR;
+                R = s_even(p1 - r, S_FR);
                 float *t = acc + (r - p0) * S_FP * QUANT_LANES;
                 const float *w = wf + (r - p0) * n;
-                if (R == S_FR && P == S_FP)
-                    s_ftile(a, w, t, r, b, e0, e1, S_FR, S_FP);
-                else
-                    s_ftile_any(a, w, t, r, b, e0, e1, R, (int)P);
+                for (int h = 0; h < 2; h++) {
+                    if (R == S_FR && P == S_FP)
+                        s_ftile(a, w, t, r, b, e0, e1, h, S_FR, S_FP);
+                    else
+                        s_ftile_any(a, w, t, r, b, e0, e1, h, (int)R, (int)P);
+                }
             }
         }
     }
@@ -428,13 +471,15 @@ static void s_panel(const quant_gemm_args *a, const float *wf, float *acc, uint6
 static void s_run_panels(int kind, const quant_gemm_args *a, uint64_t r0, uint64_t r1,
                          uint64_t b0, uint64_t b1)
 {
-    const uint64_t rows = s_panel_rows(a->n);
-    float *wf = (float *)a->scratch, *acc = wf + rows * a->n;
+    const uint64_t most = s_panel_rows(a->n);
+    float *wf = (float *)a->scratch, *acc = wf + most * a->n;
+    /* panels of about equal size: each streams the batch's activations once */
+    const uint64_t rows = s_even(r1 - r0, most);
     for (uint64_t p0 = r0; p0 < r1; p0 += rows) {
         const uint64_t p1 = p0 + rows < r1 ? p0 + rows : r1;
         /* the next panel's rows, past r1 too: the share's next group starts there (past the
          * share or the matrix: wasted requests, and a prefetch never faults) */
-        s_widen(kind, a, p0, p1 - p0, wf);
+        s_widen(kind, a, p0, p1, wf);
         s_panel(a, wf, acc, p0, p1, b0, b1, a->W + p1 * a->row_bytes, rows * a->row_bytes);
     }
 }
