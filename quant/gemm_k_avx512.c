@@ -266,6 +266,199 @@ static inline __m512 s_reduce_pair(const float acc[QUANT_QB_GROUP][16])
     return _mm512_add_ps(v, _mm512_movehdup_ps(v));
 }
 
+
+/* Q4_K in position pairs (s_run4): the pair's two positions side by side in each 512-bit
+ * vector, one 32-value chunk each ([p | p + 1]), against the row's chunk in both halves. The
+ * int32 lanes are then the pair's 8 kquant.c lanes each (lane k: the chunk's values 4k..4k+3,
+ * summed over the 8 chunks) with no fold: 8 vpmaddubsw and 8 vpmaddwd / vpdpwssd a pair (the
+ * same count as two positions of s_tile), 3 shuffle-and-add uops fewer. The row's unpacking
+ * (8 vectors, 4 broadcast loads) stays in registers for the tile's pairs, and the pair loop
+ * is a run-time loop (nothing in it depends on its count), so a tile can be wider than the
+ * 8 positions QUANT_GEMM_RUN covers. The chunk's scale goes in as a dword broadcast from
+ * memory ({1to16} on vpdpwssd), the mins twice and d_x pre-spread to [p x 8 | p + 1 x 8] in
+ * the record, so the loop holds only the levels in registers. A pair record: 8 x 64 bytes of
+ * quants, the two positions' 16 bsums (64 bytes), their d_x spread (64 bytes). */
+#define K4_REC 640
+#define K4_BSUMS 512
+#define K4_DX 576
+#ifndef K4_P
+#define K4_P 24 /* positions per tile (even) */
+#endif
+_Static_assert(K4_P >= 2 && K4_P % 2 == 0, "K4_P is a whole number of pairs");
+#define K4_PP (K4_P / 2)
+#ifndef K4_R
+#define K4_R 2 /* rows per tile */
+#endif
+#ifndef K4_BARRIER
+#define K4_BARRIER 1
+#endif
+#ifndef K4_SPLIT
+#define K4_SPLIT 1
+#endif
+
+static uint64_t s4_panel_bytes(uint64_t n, uint64_t B)
+{
+    const uint64_t nb = n / QUANT_QK_K;
+    return nb ? (B + K4_P - 1) / K4_P * nb * K4_PP * K4_REC : 0;
+}
+
+/* Position b goes into half b % 2 of pair b / 2's records; an odd B's last pair gets a zero
+ * second position (its sums are computed and dropped). */
+static void s4_pack(uint64_t n, uint64_t B, const uint8_t *act, uint64_t ab, uint8_t *panel,
+                    uint64_t b0, uint64_t b1)
+{
+    const uint64_t nb = n / QUANT_QK_K;
+    for (uint64_t b = b0; b < b1; b++) {
+        const quant_block_q8_K *y = (const quant_block_q8_K *)(act + b * ab);
+        const uint64_t h = b % 2;
+        for (uint64_t s = 0; s < nb; s++) {
+            uint8_t *o = panel + (((b / K4_P) * nb + s) * K4_PP + b % K4_P / 2) * K4_REC;
+            for (int v = 0; v < 8; v++)
+                memcpy(o + 64 * v + 32 * h, y[s].qs + 32 * v, 32);
+            float bp[8];
+            for (int k = 0; k < 8; k++)
+                bp[k] = (float)(y[s].bsums[2 * k] + y[s].bsums[2 * k + 1]);
+            memcpy(o + K4_BSUMS + 32 * h, bp, 32);
+            for (int k = 0; k < 8; k++)
+                memcpy(o + K4_DX + 32 * h + 4 * k, &y[s].d, 4);
+            if (b + 1 == B && h == 0) {
+                for (int v = 0; v < 8; v++)
+                    memset(o + 64 * v + 32, 0, 32);
+                memset(o + K4_BSUMS + 32, 0, 32);
+                memset(o + K4_DX + 32, 0, 32);
+            }
+        }
+    }
+}
+
+/* One Q4_K row's super-block for s4_tile: the 8 chunks' levels (chunk c in both halves),
+ * the 8 scales as word pairs, the mins twice as words in both halves, d and dmin. */
+typedef struct {
+    __m512i q[8];
+} s4_lv;
+typedef struct {
+    uint32_t sc[8];
+    float dw, dmw;
+    int16_t pad[12];
+    float mf[16];
+} s4_aux;
+
+static inline __attribute__((always_inline)) void s4_unpack(const quant_block_q4_K *x,
+                                                            s4_lv *u, s4_aux *a)
+{
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    const __m128i scm = s_unpack_v(x->scales);
+    const __m256 mf = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(scm, 8)));
+    _mm256_store_ps(a->mf, mf);
+    _mm256_store_ps(a->mf + 8, mf);
+    const __m128i w = _mm_cvtepu8_epi16(scm);
+    _mm_store_si128((__m128i *)a->sc, _mm_unpacklo_epi16(w, w));
+    _mm_store_si128((__m128i *)(a->sc + 4), _mm_unpackhi_epi16(w, w));
+#pragma GCC unroll 4
+    for (int m = 0; m < 4; m++) {
+        const __m512i v =
+            _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(x->qs + 32 * m)));
+        u->q[2 * m] = _mm512_and_si512(v, m4);
+        u->q[2 * m + 1] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+    }
+    a->dw = _cvtsh_ss(x->d);
+    a->dmw = _cvtsh_ss(x->dmin);
+}
+
+/* Rows r .. r + R - 1 against the pairs of positions b .. b + P - 1 (b even; P odd: the last
+ * pair's second position is computed and dropped). */
+static inline __attribute__((always_inline)) void s4_tile(const quant_gemm_args *a, uint64_t r,
+                                                          uint64_t b, const int R, uint64_t P)
+{
+    const uint64_t nb = a->n / QUANT_QK_K, npp = (P + 1) / 2;
+    float acc[K4_R][K4_PP][QUANT_QB_GROUP][16] __attribute__((aligned(64)));
+    memset(acc, 0, sizeof acc);
+    s4_aux aux[K4_R] __attribute__((aligned(64)));
+    const uint8_t *pb = a->panel + (b / K4_P) * nb * K4_PP * K4_REC;
+    for (uint64_t s = 0; s < nb; s++, pb += K4_PP * K4_REC) {
+        const uint64_t g = s % QUANT_QB_GROUP;
+        s4_lv u[K4_R];
+#pragma GCC unroll 4
+        for (int i = 0; i < R; i++)
+            s4_unpack((const quant_block_q4_K *)(a->W + (r + (uint64_t)i) * a->row_bytes) + s,
+                      &u[i], &aux[i]);
+#if K4_BARRIER
+        /* the scales back from memory: vpbroadcastd from memory is a load, where the compiler
+         * otherwise extracts each from a register (vpextrd + vpbroadcastd, 3 port-0/5 uops) */
+        __asm__ volatile("" : : "r"(aux) : "memory");
+#endif
+        for (uint64_t j = 0; j < npp; j++) {
+            const uint8_t *o = pb + j * K4_REC;
+            const __m512 bs = _mm512_load_ps(o + K4_BSUMS);
+            const __m512 dx2 = _mm512_load_ps(o + K4_DX);
+#pragma GCC unroll 4
+            for (int i = 0; i < R; i++) {
+#if K4_SPLIT
+                __m512i sh[2];
+#pragma GCC unroll 2
+                for (int h = 0; h < 2; h++) {
+                    sh[h] = _mm512_madd_epi16(
+                        _mm512_maddubs_epi16(u[i].q[4 * h], _mm512_load_si512(o + 256 * h)),
+                        _mm512_set1_epi32((int)aux[i].sc[4 * h]));
+#pragma GCC unroll 3
+                    for (int c = 4 * h + 1; c < 4 * h + 4; c++)
+                        sh[h] = _mm512_dpwssd_epi32(
+                            sh[h], _mm512_maddubs_epi16(u[i].q[c], _mm512_load_si512(o + 64 * c)),
+                            _mm512_set1_epi32((int)aux[i].sc[c]));
+                }
+                const __m512i sv = _mm512_add_epi32(sh[0], sh[1]);
+#else
+                __m512i sv = _mm512_madd_epi16(_mm512_maddubs_epi16(u[i].q[0], _mm512_load_si512(o)),
+                                               _mm512_set1_epi32((int)aux[i].sc[0]));
+#pragma GCC unroll 7
+                for (int c = 1; c < 8; c++)
+                    sv = _mm512_dpwssd_epi32(
+                        sv, _mm512_maddubs_epi16(u[i].q[c], _mm512_load_si512(o + 64 * c)),
+                        _mm512_set1_epi32((int)aux[i].sc[c]));
+#endif
+                float *l = acc[i][j][g];
+                __m512 v = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sv),
+                                           _mm512_mul_ps(_mm512_set1_ps(aux[i].dw), dx2),
+                                           _mm512_load_ps(l));
+                v = _mm512_fnmadd_ps(
+                    _mm512_mul_ps(bs, _mm512_load_ps(aux[i].mf)),
+                    _mm512_mul_ps(_mm512_set1_ps(aux[i].dmw), dx2), v);
+                _mm512_store_ps(l, v);
+            }
+        }
+    }
+#pragma GCC unroll 4
+    for (int i = 0; i < R; i++)
+        for (uint64_t j = 0; j < npp; j++) {
+            float *y = a->Y + (b + 2 * j) * a->ldy + r + (uint64_t)i;
+            const __m512 sums = s_reduce_pair(acc[i][j]);
+            y[0] = _mm_cvtss_f32(_mm512_castps512_ps128(sums));
+            if (2 * j + 1 < P)
+                y[a->ldy] = _mm_cvtss_f32(_mm512_extractf32x4_ps(sums, 2));
+        }
+}
+
+/* QUANT_GEMM_RUN's order (positions outermost, rows in tiles of S_R, the rows past the last
+ * tile by the row kernel) in tiles of K4_P positions; a range starting at an odd position
+ * (not matvec.c's, which runs from 0) takes that position by the row kernel first. */
+static void s_run4(const quant_gemm_args *a, uint64_t r0, uint64_t r1, uint64_t b0, uint64_t b1)
+{
+    for (; b0 < b1 && b0 % K4_P; b0++)
+        for (uint64_t r = r0; r < r1; r++)
+            a->Y[b0 * a->ldy + r] =
+                a->dot(a->n, a->W + r * a->row_bytes, a->act + b0 * a->act_bytes);
+    for (uint64_t b = b0; b < b1; b += K4_P) {
+        const uint64_t np = b1 - b < K4_P ? b1 - b : K4_P;
+        uint64_t r = r0;
+        for (; r + K4_R <= r1; r += K4_R)
+            s4_tile(a, r, b, K4_R, np);
+        for (; r < r1; r++)
+            for (uint64_t p = b; p < b + np; p++)
+                a->Y[p * a->ldy + r] =
+                    a->dot(a->n, a->W + r * a->row_bytes, a->act + p * a->act_bytes);
+    }
+}
+
 /* acc[i][pp][g]: row i, positions 2 pp and 2 pp + 1, lane group g (super-blocks s % 4 == g):
  * 8 lanes of the first position, then 8 of the second. */
 #define S_PP ((S_P + 1) / 2)
@@ -326,14 +519,12 @@ s_tile(quant_type t, const quant_gemm_args *a, uint64_t r, uint64_t b, const int
     {                                                                                          \
         s_tile(T, a, r, b, R, P);                                                              \
     }
-S_TILE_OF(QUANT_Q4_K, s_tile4)
 S_TILE_OF(QUANT_Q5_K, s_tile5)
 S_TILE_OF(QUANT_Q6_K, s_tile6)
 
-QUANT_GEMM_RUN(s_run4, s_tile4)
 QUANT_GEMM_RUN(s_run5, s_tile5)
 QUANT_GEMM_RUN(s_run6, s_tile6)
 
-const quant_gemm quant_gemm_q4_K_avx512 = { "avx512-vnni", s_panel_bytes, s_pack45, s_run4, NULL };
+const quant_gemm quant_gemm_q4_K_avx512 = { "avx512-vnni", s4_panel_bytes, s4_pack, s_run4, NULL };
 const quant_gemm quant_gemm_q5_K_avx512 = { "avx512-vnni", s_panel_bytes, s_pack45, s_run5, NULL };
 const quant_gemm quant_gemm_q6_K_avx512 = { "avx512-vnni", s_panel_bytes, s_pack6, s_run6, NULL };
