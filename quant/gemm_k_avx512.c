@@ -267,105 +267,135 @@ static inline __m512 s_reduce_pair(const float acc[QUANT_QB_GROUP][16])
 }
 
 
-/* Q4_K in position pairs (s_run4): the pair's two positions side by side in each 512-bit
- * vector, one 32-value chunk each ([p | p + 1]), against the row's chunk in both halves. The
- * int32 lanes are then the pair's 8 kquant.c lanes each (lane k: the chunk's values 4k..4k+3,
- * summed over the 8 chunks) with no fold: 8 vpmaddubsw and 8 vpmaddwd / vpdpwssd a pair (the
- * same count as two positions of s_tile), 3 shuffle-and-add uops fewer. The row's unpacking
- * (8 vectors, 4 broadcast loads) stays in registers for the tile's pairs, and the pair loop
- * is a run-time loop (nothing in it depends on its count), so a tile can be wider than the
- * 8 positions QUANT_GEMM_RUN covers. The chunk's scale goes in as a dword broadcast from
- * memory ({1to16} on vpdpwssd), the mins twice and d_x pre-spread to [p x 8 | p + 1 x 8] in
- * the record, so the loop holds only the levels in registers. A pair record: 8 x 64 bytes of
- * quants, the two positions' 16 bsums (64 bytes), their d_x spread (64 bytes). */
-#define K4_REC 640
-#define K4_BSUMS 512
-#define K4_DX 576
+/* Q4_K in position pairs (s_run4): a pair's two positions interleaved by quads in each 512-bit
+ * vector ([p quad 0 | p + 1 quad 0 | p quad 1 | ...] of one 32-value chunk), against the row's
+ * chunk with each quad twice (vpermd). The int32 lanes are then the pair's kquant.c lanes
+ * (lane 2k: p's lane k, the chunk's values 4k..4k+3 summed over the 8 chunks; 2k + 1: p + 1's)
+ * with no fold: 8 vpmaddubsw and 8 vpmaddwd / vpdpwssd a pair (as two positions of s_tile),
+ * and the lanes' multipliers are the pair's (d_w d_p, d_w d_p+1) repeated, one 64-bit broadcast:
+ * d_w times the tile's d_x (two vmulps a row and super-block) is formed once before the pair
+ * loop and read as the fma's {1to8} operand, the same IEEE product the row kernel forms.
+ * The mins' integers m_k (b_2k + b_2k+1) become float(m_k) * float(b_2k + b_2k+1), exact (both
+ * integers, the product below 2^24), one vmulps where vpmaddwd + vcvtdq2ps were two. The
+ * row's levels stay in registers for the tile's pairs; the pair loop is a run-time loop (nothing
+ * in it depends on its count), so a tile is wider than the 8 positions QUANT_GEMM_RUN covers.
+ * The chunk's scale goes in as a dword broadcast from memory ({1to16} on vpdpwssd).
+ * Panel: per tile of K4_P positions and super-block a block of K4_PP pair records (8 x 64
+ * bytes of quants, 16 floats of bsum pairs, interleaved like the lanes) and the tile's d_x (32
+ * floats); a tile's blocks lie one after another, so a row tile reads its tile's panel as one
+ * stream (gemm_time, 2048 x 5632, batch 512: tiles of 16 positions 138-141 us a position laid
+ * out by super-block, 130-141 laid out by tile). */
+#define K4_REC 576
+#define K4_BSP 512
 #ifndef K4_P
-#define K4_P 24 /* positions per tile (even) */
+#define K4_P 24 /* positions per tile (even, at most 32) */
 #endif
-_Static_assert(K4_P >= 2 && K4_P % 2 == 0, "K4_P is a whole number of pairs");
+_Static_assert(K4_P >= 2 && K4_P <= 32 && K4_P % 2 == 0, "K4_P: whole pairs, 32 d_x at most");
 #define K4_PP (K4_P / 2)
+#define K4_DX (K4_PP * K4_REC)
+#define K4_BLK (K4_DX + 128)
 #ifndef K4_R
 #define K4_R 2 /* rows per tile */
-#endif
-#ifndef K4_BARRIER
-#define K4_BARRIER 1
-#endif
-#ifndef K4_SPLIT
-#define K4_SPLIT 1
 #endif
 
 static uint64_t s4_panel_bytes(uint64_t n, uint64_t B)
 {
     const uint64_t nb = n / QUANT_QK_K;
-    return nb ? (B + K4_P - 1) / K4_P * nb * K4_PP * K4_REC : 0;
+    return nb ? (B + K4_P - 1) / K4_P * nb * K4_BLK : 0;
 }
 
-/* Position b goes into half b % 2 of pair b / 2's records; an odd B's last pair gets a zero
- * second position (its sums are computed and dropped). */
+/* Position b: tile b / K4_P, pair (b % K4_P) / 2, interleave slot b % 2. An odd B's last
+ * pair gets a zero second position (its sums are computed and dropped); the d_x past a tile's
+ * last position are zero too (the products before the pair loop read all 32). */
 static void s4_pack(uint64_t n, uint64_t B, const uint8_t *act, uint64_t ab, uint8_t *panel,
                     uint64_t b0, uint64_t b1)
 {
     const uint64_t nb = n / QUANT_QK_K;
     for (uint64_t b = b0; b < b1; b++) {
         const quant_block_q8_K *y = (const quant_block_q8_K *)(act + b * ab);
-        const uint64_t h = b % 2;
+        const uint64_t q = b % K4_P, h = q % 2;
+        const int last = b + 1 == B;
         for (uint64_t s = 0; s < nb; s++) {
-            uint8_t *o = panel + (((b / K4_P) * nb + s) * K4_PP + b % K4_P / 2) * K4_REC;
+            uint8_t *blk = panel + ((b / K4_P) * nb + s) * K4_BLK, *o = blk + q / 2 * K4_REC;
             for (int v = 0; v < 8; v++)
-                memcpy(o + 64 * v + 32 * h, y[s].qs + 32 * v, 32);
-            float bp[8];
-            for (int k = 0; k < 8; k++)
-                bp[k] = (float)(y[s].bsums[2 * k] + y[s].bsums[2 * k + 1]);
-            memcpy(o + K4_BSUMS + 32 * h, bp, 32);
-            for (int k = 0; k < 8; k++)
-                memcpy(o + K4_DX + 32 * h + 4 * k, &y[s].d, 4);
-            if (b + 1 == B && h == 0) {
-                for (int v = 0; v < 8; v++)
-                    memset(o + 64 * v + 32, 0, 32);
-                memset(o + K4_BSUMS + 32, 0, 32);
-                memset(o + K4_DX + 32, 0, 32);
+                for (int k = 0; k < 8; k++) {
+                    memcpy(o + 64 * v + 8 * k + 4 * h, y[s].qs + 32 * v + 4 * k, 4);
+                    if (last && !h)
+                        memset(o + 64 * v + 8 * k + 4, 0, 4);
+                }
+            for (int k = 0; k < 8; k++) {
+                const float bp = (float)(y[s].bsums[2 * k] + y[s].bsums[2 * k + 1]);
+                memcpy(o + K4_BSP + 8 * k + 4 * h, &bp, 4);
+                if (last && !h)
+                    memset(o + K4_BSP + 8 * k + 4, 0, 4);
             }
+            memcpy(blk + K4_DX + 4 * q, &y[s].d, 4);
+            if (last || q == K4_P - 1)
+                memset(blk + K4_DX + 4 * (q + 1), 0, 4 * (31 - q));
         }
     }
 }
 
-/* One Q4_K row's super-block for s4_tile: the 8 chunks' levels (chunk c in both halves),
- * the 8 scales as word pairs, the mins twice as words in both halves, d and dmin. */
+/* One Q4_K row's super-block for s4_tile: the 8 chunks' levels (each quad twice) in
+ * registers; in memory the 8 scales as word pairs, the mins as floats (each twice), and
+ * d_w and dmin_w times the tile's 32 d_x. */
 typedef struct {
     __m512i q[8];
 } s4_lv;
 typedef struct {
-    uint32_t sc[8];
-    float dw, dmw;
-    int16_t pad[12];
+    float dd[32], dm[32];
     float mf[16];
+    uint32_t sc[8];
 } s4_aux;
 
 static inline __attribute__((always_inline)) void s4_unpack(const quant_block_q4_K *x,
-                                                            s4_lv *u, s4_aux *a)
+                                                            const uint8_t *dx, s4_lv *u,
+                                                            s4_aux *a)
 {
     const __m512i m4 = _mm512_set1_epi8(0x0F);
+    const __m512i dup = _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
     const __m128i scm = s_unpack_v(x->scales);
-    const __m256 mf = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(scm, 8)));
-    _mm256_store_ps(a->mf, mf);
-    _mm256_store_ps(a->mf + 8, mf);
+    _mm512_store_ps(a->mf, _mm512_permutexvar_ps(dup, _mm512_castps256_ps512(_mm256_cvtepi32_ps(
+                                                           _mm256_cvtepu8_epi32(_mm_srli_si128(scm, 8))))));
     const __m128i w = _mm_cvtepu8_epi16(scm);
     _mm_store_si128((__m128i *)a->sc, _mm_unpacklo_epi16(w, w));
     _mm_store_si128((__m128i *)(a->sc + 4), _mm_unpackhi_epi16(w, w));
 #pragma GCC unroll 4
     for (int m = 0; m < 4; m++) {
-        const __m512i v =
-            _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(x->qs + 32 * m)));
+        const __m512i v = _mm512_permutexvar_epi32(
+            dup, _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(x->qs + 32 * m))));
         u->q[2 * m] = _mm512_and_si512(v, m4);
         u->q[2 * m + 1] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
     }
-    a->dw = _cvtsh_ss(x->d);
-    a->dmw = _cvtsh_ss(x->dmin);
+    const __m512 dw = _mm512_set1_ps(_cvtsh_ss(x->d)), dmw = _mm512_set1_ps(_cvtsh_ss(x->dmin));
+#pragma GCC unroll 2
+    for (int k = 0; k < 2; k++) {
+        const __m512 d = _mm512_load_ps(dx + 64 * k);
+        _mm512_store_ps(a->dd + 16 * k, _mm512_mul_ps(dw, d));
+        _mm512_store_ps(a->dm + 16 * k, _mm512_mul_ps(dmw, d));
+    }
 }
 
-/* Rows r .. r + R - 1 against the pairs of positions b .. b + P - 1 (b even; P odd: the last
+static inline __m512 s4_bcst2(const float *p)
+{
+    double d;
+    memcpy(&d, p, sizeof d);
+    return _mm512_castpd_ps(_mm512_set1_pd(d));
+}
+
+/* quant_reduce32's tree for a pair's interleaved lanes: s_reduce_pair's additions (t = (g0 +
+ * g1) + (g2 + g3), t[j] + t[j+4], u[j] + u[j+2], v[0] + v[1] per position) with the lane
+ * distances doubled; p's sum in element 0, p + 1's in element 1. */
+static inline __m512 s4_reduce_pair(const float acc[QUANT_QB_GROUP][16])
+{
+    const __m512 t = _mm512_add_ps(_mm512_add_ps(_mm512_load_ps(acc[0]), _mm512_load_ps(acc[1])),
+                                   _mm512_add_ps(_mm512_load_ps(acc[2]), _mm512_load_ps(acc[3])));
+    const __m512 u = _mm512_add_ps(t, _mm512_shuffle_f32x4(t, t, _MM_SHUFFLE(1, 0, 3, 2)));
+    const __m512 v = _mm512_add_ps(u, _mm512_shuffle_f32x4(u, u, _MM_SHUFFLE(2, 3, 0, 1)));
+    return _mm512_add_ps(v, _mm512_permute_ps(v, _MM_SHUFFLE(1, 0, 3, 2)));
+}
+
+/* Rows r .. r + R - 1 against positions b .. b + P - 1 (b a multiple of K4_P; P odd: the last
  * pair's second position is computed and dropped). */
 static inline __attribute__((always_inline)) void s4_tile(const quant_gemm_args *a, uint64_t r,
                                                           uint64_t b, const int R, uint64_t P)
@@ -374,26 +404,24 @@ static inline __attribute__((always_inline)) void s4_tile(const quant_gemm_args 
     float acc[K4_R][K4_PP][QUANT_QB_GROUP][16] __attribute__((aligned(64)));
     memset(acc, 0, sizeof acc);
     s4_aux aux[K4_R] __attribute__((aligned(64)));
-    const uint8_t *pb = a->panel + (b / K4_P) * nb * K4_PP * K4_REC;
-    for (uint64_t s = 0; s < nb; s++, pb += K4_PP * K4_REC) {
+    const uint8_t *pb = a->panel + (b / K4_P) * nb * K4_BLK;
+    for (uint64_t s = 0; s < nb; s++, pb += K4_BLK) {
         const uint64_t g = s % QUANT_QB_GROUP;
         s4_lv u[K4_R];
 #pragma GCC unroll 4
         for (int i = 0; i < R; i++)
             s4_unpack((const quant_block_q4_K *)(a->W + (r + (uint64_t)i) * a->row_bytes) + s,
-                      &u[i], &aux[i]);
-#if K4_BARRIER
+                      pb + K4_DX, &u[i], &aux[i]);
         /* the scales back from memory: vpbroadcastd from memory is a load, where the compiler
          * otherwise extracts each from a register (vpextrd + vpbroadcastd, 3 port-0/5 uops) */
         __asm__ volatile("" : : "r"(aux) : "memory");
-#endif
         for (uint64_t j = 0; j < npp; j++) {
             const uint8_t *o = pb + j * K4_REC;
-            const __m512 bs = _mm512_load_ps(o + K4_BSUMS);
-            const __m512 dx2 = _mm512_load_ps(o + K4_DX);
+            const __m512 bs = _mm512_load_ps(o + K4_BSP);
 #pragma GCC unroll 4
             for (int i = 0; i < R; i++) {
-#if K4_SPLIT
+                /* two chains of 4 (chunks 0-3, 4-7) and one add: half the latency of one
+                 * chain of 8 for one more uop (gemm_time 136 against 138 us a position) */
                 __m512i sh[2];
 #pragma GCC unroll 2
                 for (int h = 0; h < 2; h++) {
@@ -406,23 +434,11 @@ static inline __attribute__((always_inline)) void s4_tile(const quant_gemm_args 
                             sh[h], _mm512_maddubs_epi16(u[i].q[c], _mm512_load_si512(o + 64 * c)),
                             _mm512_set1_epi32((int)aux[i].sc[c]));
                 }
-                const __m512i sv = _mm512_add_epi32(sh[0], sh[1]);
-#else
-                __m512i sv = _mm512_madd_epi16(_mm512_maddubs_epi16(u[i].q[0], _mm512_load_si512(o)),
-                                               _mm512_set1_epi32((int)aux[i].sc[0]));
-#pragma GCC unroll 7
-                for (int c = 1; c < 8; c++)
-                    sv = _mm512_dpwssd_epi32(
-                        sv, _mm512_maddubs_epi16(u[i].q[c], _mm512_load_si512(o + 64 * c)),
-                        _mm512_set1_epi32((int)aux[i].sc[c]));
-#endif
                 float *l = acc[i][j][g];
-                __m512 v = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sv),
-                                           _mm512_mul_ps(_mm512_set1_ps(aux[i].dw), dx2),
-                                           _mm512_load_ps(l));
-                v = _mm512_fnmadd_ps(
-                    _mm512_mul_ps(bs, _mm512_load_ps(aux[i].mf)),
-                    _mm512_mul_ps(_mm512_set1_ps(aux[i].dmw), dx2), v);
+                __m512 v = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(sh[0], sh[1])),
+                                           s4_bcst2(aux[i].dd + 2 * j), _mm512_load_ps(l));
+                v = _mm512_fnmadd_ps(_mm512_mul_ps(bs, _mm512_load_ps(aux[i].mf)),
+                                     s4_bcst2(aux[i].dm + 2 * j), v);
                 _mm512_store_ps(l, v);
             }
         }
@@ -431,16 +447,16 @@ static inline __attribute__((always_inline)) void s4_tile(const quant_gemm_args 
     for (int i = 0; i < R; i++)
         for (uint64_t j = 0; j < npp; j++) {
             float *y = a->Y + (b + 2 * j) * a->ldy + r + (uint64_t)i;
-            const __m512 sums = s_reduce_pair(acc[i][j]);
-            y[0] = _mm_cvtss_f32(_mm512_castps512_ps128(sums));
+            const __m512 sums = s4_reduce_pair(acc[i][j]);
+            y[0] = _mm512_cvtss_f32(sums);
             if (2 * j + 1 < P)
-                y[a->ldy] = _mm_cvtss_f32(_mm512_extractf32x4_ps(sums, 2));
+                y[a->ldy] = _mm_cvtss_f32(_mm_movehdup_ps(_mm512_castps512_ps128(sums)));
         }
 }
 
-/* QUANT_GEMM_RUN's order (positions outermost, rows in tiles of S_R, the rows past the last
- * tile by the row kernel) in tiles of K4_P positions; a range starting at an odd position
- * (not matvec.c's, which runs from 0) takes that position by the row kernel first. */
+/* QUANT_GEMM_RUN's order (positions outermost, rows in tiles of K4_R, the rows past the last
+ * tile by the row kernel) in tiles of K4_P positions; positions before the first multiple of
+ * K4_P (none from matvec.c, which runs from 0) go by the row kernel. */
 static void s_run4(const quant_gemm_args *a, uint64_t r0, uint64_t r1, uint64_t b0, uint64_t b1)
 {
     for (; b0 < b1 && b0 % K4_P; b0++)
