@@ -74,12 +74,6 @@ static void s_pack45(uint64_t n, uint64_t B, const uint8_t *act, uint64_t ab, ui
     s_pack(0, n, B, act, ab, panel, b0, b1);
 }
 
-static void s_pack6(uint64_t n, uint64_t B, const uint8_t *act, uint64_t ab, uint8_t *panel,
-                    uint64_t b0, uint64_t b1)
-{
-    s_pack(1, n, B, act, ab, panel, b0, b1);
-}
-
 /* A vpshufb control that fills each 128-bit lane L of a vector with word wL of that lane (each
  * lane holding the same 8 scale words, broadcast): one shuffle-port uop where vpermw (the
  * index vectors dot_k_avx512.c uses) costs two (llvm-mca -mcpu=icelake-server on this loop:
@@ -307,8 +301,8 @@ static uint64_t s4_panel_bytes(uint64_t n, uint64_t B)
 /* Position b: tile b / K4_P, pair (b % K4_P) / 2, interleave slot b % 2. An odd B's last
  * pair gets a zero second position (its sums are computed and dropped); the d_x past a tile's
  * last position are zero too (the products before the pair loop read all 32). */
-static void s4_pack(uint64_t n, uint64_t B, const uint8_t *act, uint64_t ab, uint8_t *panel,
-                    uint64_t b0, uint64_t b1)
+static inline void s4_pack(int q6, uint64_t n, uint64_t B, const uint8_t *act, uint64_t ab,
+                           uint8_t *panel, uint64_t b0, uint64_t b1)
 {
     const uint64_t nb = n / QUANT_QK_K;
     for (uint64_t b = b0; b < b1; b++) {
@@ -325,7 +319,10 @@ static void s4_pack(uint64_t n, uint64_t B, const uint8_t *act, uint64_t ab, uin
                 }
             for (int k = 0; k < 8; k++) {
                 const float bp = (float)(y[s].bsums[2 * k] + y[s].bsums[2 * k + 1]);
-                memcpy(o + K4_BSP + 8 * k + 4 * h, &bp, 4);
+                if (q6)
+                    memcpy(o + K4_BSP + 8 * k + 4 * h, y[s].bsums + 2 * k, 4);
+                else
+                    memcpy(o + K4_BSP + 8 * k + 4 * h, &bp, 4);
                 if (last && !h)
                     memset(o + K4_BSP + 8 * k + 4, 0, 4);
             }
@@ -336,6 +333,20 @@ static void s4_pack(uint64_t n, uint64_t B, const uint8_t *act, uint64_t ab, uin
     }
 }
 
+static void s4_pack4(uint64_t n, uint64_t B, const uint8_t *act, uint64_t ab, uint8_t *panel,
+                     uint64_t b0, uint64_t b1)
+{
+    s4_pack(0, n, B, act, ab, panel, b0, b1);
+}
+
+/* Q6_K's records: the bsum pairs as int16 words (b_2k, b_2k+1) in the lane of quad k, for
+ * the offset term's vpmaddwd by the scale pairs (kquant.c's s_lanes). */
+static void s4_pack6(uint64_t n, uint64_t B, const uint8_t *act, uint64_t ab, uint8_t *panel,
+                     uint64_t b0, uint64_t b1)
+{
+    s4_pack(1, n, B, act, ab, panel, b0, b1);
+}
+
 /* One Q4_K row's super-block for s4_tile: the 8 chunks' levels (each quad twice) in
  * registers; in memory the 8 scales as word pairs, the mins as floats (each twice), and
  * d_w and dmin_w times the tile's 32 d_x. */
@@ -343,8 +354,10 @@ typedef struct {
     __m512i q[8];
 } s4_lv;
 typedef struct {
+    int32_t sc6[8][16]; /* Q6_K: chunk c's scale words, 2c in lanes 0-7, 2c + 1 in 8-15 */
     float dd[32], dm[32];
     float mf[16];
+    int32_t m6[16]; /* Q6_K: the scale pair (2k, 2k + 1) in lanes 2k and 2k + 1 */
     uint32_t sc[8];
 } s4_aux;
 
@@ -376,6 +389,49 @@ static inline __attribute__((always_inline)) void s4_unpack(const quant_block_q4
     }
 }
 
+/* One Q6_K row's super-block: s4_unpack's for the 6-bit levels (chunk 4h + j: ql's nibbles and
+ * qh's bits 2j, 2j + 1 of half h, element order) and the 16 signed scales. */
+static inline __attribute__((always_inline)) void s6_unpack(const quant_block_q6_K *x,
+                                                            const uint8_t *dx, s4_lv *u,
+                                                            s4_aux *a)
+{
+    const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
+    const __m512i dup = _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
+    const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)x->scales));
+    _mm512_store_si512(a->m6, _mm512_permutexvar_epi32(dup, _mm512_castsi256_si512(sc16)));
+    const __m512i z = _mm512_cvtepu16_epi32(sc16);
+    const __m512i wp = _mm512_or_si512(z, _mm512_slli_epi32(z, 16));
+#pragma GCC unroll 8
+    for (int c = 0; c < 8; c++)
+        _mm512_store_si512(a->sc6[c],
+                           _mm512_permutexvar_epi32(
+                               _mm512_mask_blend_epi32(0xFF00, _mm512_set1_epi32(2 * c),
+                                                       _mm512_set1_epi32(2 * c + 1)),
+                               wp));
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; h++) {
+        const __m512i l0 = _mm512_permutexvar_epi32(
+            dup, _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(x->ql + 64 * h))));
+        const __m512i l1 = _mm512_permutexvar_epi32(
+            dup,
+            _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(x->ql + 64 * h + 32))));
+        const __m512i qh = _mm512_permutexvar_epi32(
+            dup, _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(x->qh + 32 * h))));
+        u->q[4 * h] = _mm512_or_si512(_mm512_and_si512(l0, m4),
+                                      _mm512_and_si512(_mm512_slli_epi16(qh, 4), m30));
+        u->q[4 * h + 1] = _mm512_or_si512(_mm512_and_si512(l1, m4),
+                                          _mm512_and_si512(_mm512_slli_epi16(qh, 2), m30));
+        u->q[4 * h + 2] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l0, 4), m4),
+                                          _mm512_and_si512(qh, m30));
+        u->q[4 * h + 3] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l1, 4), m4),
+                                          _mm512_and_si512(_mm512_srli_epi16(qh, 2), m30));
+    }
+    const __m512 dw = _mm512_set1_ps(_cvtsh_ss(x->d));
+#pragma GCC unroll 2
+    for (int k = 0; k < 2; k++)
+        _mm512_store_ps(a->dd + 16 * k, _mm512_mul_ps(dw, _mm512_load_ps(dx + 64 * k)));
+}
+
 static inline __m512 s4_bcst2(const float *p)
 {
     double d;
@@ -397,9 +453,11 @@ static inline __m512 s4_reduce_pair(const float acc[QUANT_QB_GROUP][16])
 
 /* Rows r .. r + R - 1 against positions b .. b + P - 1 (b a multiple of K4_P; P odd: the last
  * pair's second position is computed and dropped). */
-static inline __attribute__((always_inline)) void s4_tile(const quant_gemm_args *a, uint64_t r,
-                                                          uint64_t b, const int R, uint64_t P)
+static inline __attribute__((always_inline)) void s4_tile(quant_type t, const quant_gemm_args *a,
+                                                          uint64_t r, uint64_t b, const int R,
+                                                          uint64_t P)
 {
+    const size_t bb = t == QUANT_Q4_K ? sizeof(quant_block_q4_K) : sizeof(quant_block_q6_K);
     const uint64_t nb = a->n / QUANT_QK_K, npp = (P + 1) / 2;
     float acc[K4_R][K4_PP][QUANT_QB_GROUP][16] __attribute__((aligned(64)));
     memset(acc, 0, sizeof acc);
@@ -410,14 +468,20 @@ static inline __attribute__((always_inline)) void s4_tile(const quant_gemm_args 
         s4_lv u[K4_R];
 #pragma GCC unroll 4
         for (int i = 0; i < R; i++)
-            s4_unpack((const quant_block_q4_K *)(a->W + (r + (uint64_t)i) * a->row_bytes) + s,
-                      pb + K4_DX, &u[i], &aux[i]);
+        {
+            const uint8_t *x = a->W + (r + (uint64_t)i) * a->row_bytes + s * bb;
+            if (t == QUANT_Q6_K)
+                s6_unpack((const quant_block_q6_K *)x, pb + K4_DX, &u[i], &aux[i]);
+            else
+                s4_unpack((const quant_block_q4_K *)x, pb + K4_DX, &u[i], &aux[i]);
+        }
         /* the scales back from memory: vpbroadcastd from memory is a load, where the compiler
          * otherwise extracts each from a register (vpextrd + vpbroadcastd, 3 port-0/5 uops) */
         __asm__ volatile("" : : "r"(aux) : "memory");
         for (uint64_t j = 0; j < npp; j++) {
             const uint8_t *o = pb + j * K4_REC;
             const __m512 bs = _mm512_load_ps(o + K4_BSP);
+            const __m512i bs6 = _mm512_load_si512(o + K4_BSP);
 #pragma GCC unroll 4
             for (int i = 0; i < R; i++) {
                 /* two chains of 4 (chunks 0-3, 4-7) and one add: half the latency of one
@@ -427,18 +491,26 @@ static inline __attribute__((always_inline)) void s4_tile(const quant_gemm_args 
                 for (int h = 0; h < 2; h++) {
                     sh[h] = _mm512_madd_epi16(
                         _mm512_maddubs_epi16(u[i].q[4 * h], _mm512_load_si512(o + 256 * h)),
-                        _mm512_set1_epi32((int)aux[i].sc[4 * h]));
+                        t == QUANT_Q6_K ? _mm512_load_si512(aux[i].sc6[4 * h])
+                                        : _mm512_set1_epi32((int)aux[i].sc[4 * h]));
 #pragma GCC unroll 3
                     for (int c = 4 * h + 1; c < 4 * h + 4; c++)
                         sh[h] = _mm512_dpwssd_epi32(
                             sh[h], _mm512_maddubs_epi16(u[i].q[c], _mm512_load_si512(o + 64 * c)),
-                            _mm512_set1_epi32((int)aux[i].sc[c]));
+                            t == QUANT_Q6_K ? _mm512_load_si512(aux[i].sc6[c])
+                                            : _mm512_set1_epi32((int)aux[i].sc[c]));
                 }
                 float *l = acc[i][j][g];
-                __m512 v = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(sh[0], sh[1])),
-                                           s4_bcst2(aux[i].dd + 2 * j), _mm512_load_ps(l));
-                v = _mm512_fnmadd_ps(_mm512_mul_ps(bs, _mm512_load_ps(aux[i].mf)),
-                                     s4_bcst2(aux[i].dm + 2 * j), v);
+                __m512i sv = _mm512_add_epi32(sh[0], sh[1]);
+                if (t == QUANT_Q6_K) /* kquant.c's offset: 32 (s_2k b_2k + s_2k+1 b_2k+1) */
+                    sv = _mm512_sub_epi32(
+                        sv, _mm512_slli_epi32(
+                                _mm512_madd_epi16(bs6, _mm512_load_si512(aux[i].m6)), 5));
+                __m512 v = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sv), s4_bcst2(aux[i].dd + 2 * j),
+                                           _mm512_load_ps(l));
+                if (t != QUANT_Q6_K)
+                    v = _mm512_fnmadd_ps(_mm512_mul_ps(bs, _mm512_load_ps(aux[i].mf)),
+                                         s4_bcst2(aux[i].dm + 2 * j), v);
                 _mm512_store_ps(l, v);
             }
         }
@@ -457,7 +529,8 @@ static inline __attribute__((always_inline)) void s4_tile(const quant_gemm_args 
 /* QUANT_GEMM_RUN's order (positions outermost, rows in tiles of K4_R, the rows past the last
  * tile by the row kernel) in tiles of K4_P positions; positions before the first multiple of
  * K4_P (none from matvec.c, which runs from 0) go by the row kernel. */
-static void s_run4(const quant_gemm_args *a, uint64_t r0, uint64_t r1, uint64_t b0, uint64_t b1)
+static inline __attribute__((always_inline)) void
+s4_run(quant_type t, const quant_gemm_args *a, uint64_t r0, uint64_t r1, uint64_t b0, uint64_t b1)
 {
     for (; b0 < b1 && b0 % K4_P; b0++)
         for (uint64_t r = r0; r < r1; r++)
@@ -467,12 +540,22 @@ static void s_run4(const quant_gemm_args *a, uint64_t r0, uint64_t r1, uint64_t 
         const uint64_t np = b1 - b < K4_P ? b1 - b : K4_P;
         uint64_t r = r0;
         for (; r + K4_R <= r1; r += K4_R)
-            s4_tile(a, r, b, K4_R, np);
+            s4_tile(t, a, r, b, K4_R, np);
         for (; r < r1; r++)
             for (uint64_t p = b; p < b + np; p++)
                 a->Y[p * a->ldy + r] =
                     a->dot(a->n, a->W + r * a->row_bytes, a->act + p * a->act_bytes);
     }
+}
+
+static void s_run4(const quant_gemm_args *a, uint64_t r0, uint64_t r1, uint64_t b0, uint64_t b1)
+{
+    s4_run(QUANT_Q4_K, a, r0, r1, b0, b1);
+}
+
+static void s_run6(const quant_gemm_args *a, uint64_t r0, uint64_t r1, uint64_t b0, uint64_t b1)
+{
+    s4_run(QUANT_Q6_K, a, r0, r1, b0, b1);
 }
 
 /* acc[i][pp][g]: row i, positions 2 pp and 2 pp + 1, lane group g (super-blocks s % 4 == g):
@@ -536,11 +619,9 @@ s_tile(quant_type t, const quant_gemm_args *a, uint64_t r, uint64_t b, const int
         s_tile(T, a, r, b, R, P);                                                              \
     }
 S_TILE_OF(QUANT_Q5_K, s_tile5)
-S_TILE_OF(QUANT_Q6_K, s_tile6)
 
 QUANT_GEMM_RUN(s_run5, s_tile5)
-QUANT_GEMM_RUN(s_run6, s_tile6)
 
-const quant_gemm quant_gemm_q4_K_avx512 = { "avx512-vnni", s4_panel_bytes, s4_pack, s_run4, NULL };
+const quant_gemm quant_gemm_q4_K_avx512 = { "avx512-vnni", s4_panel_bytes, s4_pack4, s_run4, NULL };
 const quant_gemm quant_gemm_q5_K_avx512 = { "avx512-vnni", s_panel_bytes, s_pack45, s_run5, NULL };
-const quant_gemm quant_gemm_q6_K_avx512 = { "avx512-vnni", s_panel_bytes, s_pack6, s_run6, NULL };
+const quant_gemm quant_gemm_q6_K_avx512 = { "avx512-vnni", s4_panel_bytes, s4_pack6, s_run6, NULL };
