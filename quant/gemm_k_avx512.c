@@ -13,7 +13,14 @@
  * go two at a time (s_pair): both pairs' 8 lanes in one 512-bit vector, so the fold, the
  * conversions, the products, the fmas and the load and store of the lanes are one vector
  * instruction for two pairs where they were one each (8 integer instructions per pair and
- * super-block, ~10 around them before, ~6 now).
+ * super-block, ~10 around them before, ~6 now). That is Q5_K's kernel (s_tile).
+ *
+ * Q4_K and Q6_K (s4_tile, below; issue 22: ~65% and ~10% of a Q4_K_M prompt) go a step
+ * further: a vector holds two positions' lanes interleaved, so there is no fold at all, the
+ * d_w * d_x products are formed once per row and super-block, and a tile covers 24 positions
+ * (the row's levels unpacked once for 12 pairs). gemm_time, batch 512, 1 thread, 2026-12-03:
+ * Q4_K 5632 x 2048 145-148 -> 120-124 us a position, 2048 x 5632 145-149 -> 122-188 (one
+ * disturbed run), Q6_K 145 -> 135 and 149 -> 144 (minima of three).
  */
 #pragma GCC target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")
 #include <immintrin.h>
@@ -40,8 +47,8 @@
 _Static_assert(S_P >= 1 && S_P <= 8, "QUANT_GEMM_RUN covers widths 1..8");
 #endif
 
-/* A record: 256 quants (Q4_K/Q5_K: the pair-ordered copy, quant.h; Q6_K: element order),
- * the 16 bsums (int16), d (f32), padding to a multiple of 64. */
+/* s_tile's record (Q5_K): 256 quants (the pair-ordered copy, quant.h), the 16 bsums (int16),
+ * d (f32), padding to a multiple of 64. */
 #define K_REC 320
 #define K_BSUMS 256
 #define K_D 288
@@ -52,8 +59,8 @@ static uint64_t s_panel_bytes(uint64_t n, uint64_t B)
     return nb ? nb * B * K_REC : 0;
 }
 
-static inline void s_pack(int q6, uint64_t n, uint64_t B, const uint8_t *act, uint64_t ab,
-                          uint8_t *panel, uint64_t b0, uint64_t b1)
+static void s_pack45(uint64_t n, uint64_t B, const uint8_t *act, uint64_t ab, uint8_t *panel,
+                     uint64_t b0, uint64_t b1)
 {
     const uint64_t nb = n / QUANT_QK_K;
     for (uint64_t b = b0; b < b1; b++) {
@@ -61,17 +68,11 @@ static inline void s_pack(int q6, uint64_t n, uint64_t B, const uint8_t *act, ui
         const int8_t *yp = (const int8_t *)(y + nb);
         for (uint64_t s = 0; s < nb; s++) {
             uint8_t *o = panel + (s * B + b) * K_REC;
-            memcpy(o, q6 ? y[s].qs : yp + s * QUANT_QK_K, QUANT_QK_K);
+            memcpy(o, yp + s * QUANT_QK_K, QUANT_QK_K);
             memcpy(o + K_BSUMS, y[s].bsums, sizeof y[s].bsums);
             memcpy(o + K_D, &y[s].d, 4);
         }
     }
-}
-
-static void s_pack45(uint64_t n, uint64_t B, const uint8_t *act, uint64_t ab, uint8_t *panel,
-                     uint64_t b0, uint64_t b1)
-{
-    s_pack(0, n, B, act, ab, panel, b0, b1);
 }
 
 /* A vpshufb control that fills each 128-bit lane L of a vector with word wL of that lane (each
@@ -104,7 +105,7 @@ static inline __m128i s_unpack_v(const uint8_t *scales)
 }
 
 /* One row's super-block, unpacked: 4 x 64 levels, their 4 scale-word vectors, and the float
- * scales; mm (Q4_K/Q5_K: each min twice, as int16) or sc16 (Q6_K: the 16 scales). */
+ * scales; m16: each min twice, as int16. */
 typedef struct {
     __m512i q[4], sc[4];
     __m256i m16;
@@ -114,35 +115,7 @@ typedef struct {
 static inline __attribute__((always_inline)) void s_unpack(quant_type t, const uint8_t *x,
                                                            s_sb *u)
 {
-    const __m512i m4 = _mm512_set1_epi8(0x0F), m2 = _mm512_set1_epi8(3);
-    if (t == QUANT_Q6_K) {
-        const quant_block_q6_K *x6 = (const quant_block_q6_K *)x;
-        u->m16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)x6->scales));
-#pragma GCC unroll 2
-        for (int h = 0; h < 2; h++) {
-            /* scales 8 h .. 8 h + 7 in every lane; lane L of level vector pr takes 4 pr + L */
-            const __m512i s8 = _mm512_broadcast_i32x4(h ? _mm256_extracti128_si256(u->m16, 1)
-                                                        : _mm256_castsi256_si128(u->m16));
-            const __m512i l = _mm512_loadu_si512(x6->ql + 64 * h);
-            const __m512i hv = _mm512_broadcast_i64x4(
-                _mm256_loadu_si256((const __m256i *)(x6->qh + 32 * h)));
-#pragma GCC unroll 2
-            for (int pr = 0; pr < 2; pr++) {
-                const __m512i lo = pr ? _mm512_and_si512(_mm512_srli_epi16(l, 4), m4)
-                                      : _mm512_and_si512(l, m4);
-                const __m512i sh = _mm512_mask_blend_epi16(
-                    0xFFFF0000u, _mm512_set1_epi16((short)(4 * pr)),
-                    _mm512_set1_epi16((short)(4 * pr + 2)));
-                u->q[2 * h + pr] = _mm512_or_si512(
-                    lo, _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(hv, sh), m2), 4));
-                const int w = 4 * pr;
-                u->sc[2 * h + pr] = _mm512_shuffle_epi8(s8, s_ctl_words(w, w + 1, w + 2, w + 3));
-            }
-        }
-        u->dw = _cvtsh_ss(x6->d);
-        u->dmw = 0;
-        return;
-    }
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
     const quant_block_q4_K *x4 = (const quant_block_q4_K *)x;
     const quant_block_q5_K *x5 = (const quant_block_q5_K *)x;
     const uint8_t *qs = t == QUANT_Q5_K ? x5->qs : x4->qs;
@@ -200,7 +173,7 @@ static inline __attribute__((always_inline)) __m512i s_isum(const s_sb *u, const
  * d_w * d_x and dmin_w * d_x for the two positions (one IEEE product each, as the row kernel
  * forms them); acc the pair's lanes of group g ([p's 8 | p + 1's 8]). */
 static inline __attribute__((always_inline)) void
-s_pair(quant_type t, const s_sb *u, const uint8_t *o0, const uint8_t *o1, __m512 dx2, float *acc)
+s_pair(const s_sb *u, const uint8_t *o0, const uint8_t *o1, __m512 dx2, float *acc)
 {
     const __m512i sv0 = s_isum(u, o0), sv1 = s_isum(u, o1);
     /* [sv0 lanes 0-7 | sv1 lanes 0-7] + [sv0 lanes 8-15 | sv1 lanes 8-15]: exact */
@@ -210,39 +183,26 @@ s_pair(quant_type t, const s_sb *u, const uint8_t *o0, const uint8_t *o1, __m512
         _mm512_castsi256_si512(_mm256_load_si256((const __m256i *)(o0 + K_BSUMS))),
         _mm256_load_si256((const __m256i *)(o1 + K_BSUMS)), 1);
     const __m512i m16 = _mm512_broadcast_i64x4(u->m16);
-    __m512 v;
-    if (t == QUANT_Q6_K) {
-        s16 = _mm512_sub_epi32(s16, _mm512_slli_epi32(_mm512_madd_epi16(m16, bs), 5));
-        v = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s16),
-                            _mm512_mul_ps(_mm512_set1_ps(u->dw), dx2), _mm512_load_ps(acc));
-    } else {
-        v = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s16),
-                            _mm512_mul_ps(_mm512_set1_ps(u->dw), dx2), _mm512_load_ps(acc));
-        v = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(_mm512_madd_epi16(bs, m16)),
-                             _mm512_mul_ps(_mm512_set1_ps(u->dmw), dx2), v);
-    }
+    __m512 v = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s16),
+                               _mm512_mul_ps(_mm512_set1_ps(u->dw), dx2), _mm512_load_ps(acc));
+    v = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(_mm512_madd_epi16(bs, m16)),
+                         _mm512_mul_ps(_mm512_set1_ps(u->dmw), dx2), v);
     _mm512_store_ps(acc, v);
 }
 
 /* One row's super-block against one position (a tile's odd last one): s_pair's operations on
  * 8 lanes. */
 static inline __attribute__((always_inline)) void
-s_single(quant_type t, const s_sb *u, const uint8_t *o, float dx, float *lane)
+s_single(const s_sb *u, const uint8_t *o, float dx, float *lane)
 {
     const __m512i sv = s_isum(u, o);
-    __m256i s8 = _mm256_add_epi32(_mm512_castsi512_si256(sv), _mm512_extracti64x4_epi64(sv, 1));
+    const __m256i s8 =
+        _mm256_add_epi32(_mm512_castsi512_si256(sv), _mm512_extracti64x4_epi64(sv, 1));
     const __m256i bs = _mm256_load_si256((const __m256i *)(o + K_BSUMS));
-    __m256 v;
-    if (t == QUANT_Q6_K) {
-        s8 = _mm256_sub_epi32(s8, _mm256_slli_epi32(_mm256_madd_epi16(u->m16, bs), 5));
-        v = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s8), _mm256_set1_ps(u->dw * dx),
-                            _mm256_load_ps(lane));
-    } else {
-        v = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s8), _mm256_set1_ps(u->dw * dx),
-                            _mm256_load_ps(lane));
-        v = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(bs, u->m16)),
-                             _mm256_set1_ps(u->dmw * dx), v);
-    }
+    __m256 v = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s8), _mm256_set1_ps(u->dw * dx),
+                               _mm256_load_ps(lane));
+    v = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(bs, u->m16)),
+                         _mm256_set1_ps(u->dmw * dx), v);
     _mm256_store_ps(lane, v);
 }
 
@@ -565,8 +525,7 @@ static void s_run6(const quant_gemm_args *a, uint64_t r0, uint64_t r1, uint64_t 
 static inline __attribute__((always_inline)) void
 s_tile(quant_type t, const quant_gemm_args *a, uint64_t r, uint64_t b, const int R, const int P)
 {
-    const size_t bb = t == QUANT_Q4_K ? sizeof(quant_block_q4_K)
-                      : t == QUANT_Q5_K ? sizeof(quant_block_q5_K) : sizeof(quant_block_q6_K);
+    const size_t bb = t == QUANT_Q4_K ? sizeof(quant_block_q4_K) : sizeof(quant_block_q5_K);
     const uint64_t nb = a->n / QUANT_QK_K;
     float acc[S_R][S_PP][QUANT_QB_GROUP][16] __attribute__((aligned(64)));
     memset(acc, 0, sizeof acc);
@@ -588,7 +547,7 @@ s_tile(quant_type t, const quant_gemm_args *a, uint64_t r, uint64_t b, const int
                 _mm512_castps_pd(_mm512_set1_ps(d0)), _mm256_castps_pd(_mm256_set1_ps(d1)), 1));
 #pragma GCC unroll 8
             for (int i = 0; i < R; i++)
-                s_pair(t, &u[i], o0, o1, dx2, acc[i][p / 2][g]);
+                s_pair(&u[i], o0, o1, dx2, acc[i][p / 2][g]);
         }
         if (P & 1) {
             const uint8_t *o = pp + (uint64_t)(P - 1) * K_REC;
@@ -596,7 +555,7 @@ s_tile(quant_type t, const quant_gemm_args *a, uint64_t r, uint64_t b, const int
             memcpy(&dx, o + K_D, 4);
 #pragma GCC unroll 8
             for (int i = 0; i < R; i++)
-                s_single(t, &u[i], o, dx, acc[i][P / 2][g]);
+                s_single(&u[i], o, dx, acc[i][P / 2][g]);
         }
     }
 #pragma GCC unroll 8
