@@ -13,7 +13,14 @@
  * go two at a time (s_pair): both pairs' 8 lanes in one 512-bit vector, so the fold, the
  * conversions, the products, the fmas and the load and store of the lanes are one vector
  * instruction for two pairs where they were one each (8 integer instructions per pair and
- * super-block, ~10 around them before, ~6 now).
+ * super-block, ~10 around them before, ~6 now). That is Q5_K's kernel (s_tile).
+ *
+ * Q4_K and Q6_K (s4_tile, below; issue 22: ~65% and ~10% of a Q4_K_M prompt) go a step
+ * further: a vector holds two positions' lanes interleaved, so there is no fold at all, the
+ * d_w * d_x products are formed once per row and super-block, and a tile covers 24 positions
+ * (the row's levels unpacked once for 12 pairs). gemm_time, batch 512, 1 thread, 2026-12-03:
+ * Q4_K 5632 x 2048 145-148 -> 120-124 us a position, 2048 x 5632 145-149 -> 122-188 (one
+ * disturbed run), Q6_K 145 -> 135 and 149 -> 144 (minima of three).
  */
 #pragma GCC target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")
 #include <immintrin.h>
@@ -40,8 +47,8 @@
 _Static_assert(S_P >= 1 && S_P <= 8, "QUANT_GEMM_RUN covers widths 1..8");
 #endif
 
-/* A record: 256 quants (Q4_K/Q5_K: the pair-ordered copy, quant.h; Q6_K: element order),
- * the 16 bsums (int16), d (f32), padding to a multiple of 64. */
+/* s_tile's record (Q5_K): 256 quants (the pair-ordered copy, quant.h), the 16 bsums (int16),
+ * d (f32), padding to a multiple of 64. */
 #define K_REC 320
 #define K_BSUMS 256
 #define K_D 288
@@ -52,8 +59,8 @@ static uint64_t s_panel_bytes(uint64_t n, uint64_t B)
     return nb ? nb * B * K_REC : 0;
 }
 
-static inline void s_pack(int q6, uint64_t n, uint64_t B, const uint8_t *act, uint64_t ab,
-                          uint8_t *panel, uint64_t b0, uint64_t b1)
+static void s_pack45(uint64_t n, uint64_t B, const uint8_t *act, uint64_t ab, uint8_t *panel,
+                     uint64_t b0, uint64_t b1)
 {
     const uint64_t nb = n / QUANT_QK_K;
     for (uint64_t b = b0; b < b1; b++) {
@@ -61,23 +68,11 @@ static inline void s_pack(int q6, uint64_t n, uint64_t B, const uint8_t *act, ui
         const int8_t *yp = (const int8_t *)(y + nb);
         for (uint64_t s = 0; s < nb; s++) {
             uint8_t *o = panel + (s * B + b) * K_REC;
-            memcpy(o, q6 ? y[s].qs : yp + s * QUANT_QK_K, QUANT_QK_K);
+            memcpy(o, yp + s * QUANT_QK_K, QUANT_QK_K);
             memcpy(o + K_BSUMS, y[s].bsums, sizeof y[s].bsums);
             memcpy(o + K_D, &y[s].d, 4);
         }
     }
-}
-
-static void s_pack45(uint64_t n, uint64_t B, const uint8_t *act, uint64_t ab, uint8_t *panel,
-                     uint64_t b0, uint64_t b1)
-{
-    s_pack(0, n, B, act, ab, panel, b0, b1);
-}
-
-static void s_pack6(uint64_t n, uint64_t B, const uint8_t *act, uint64_t ab, uint8_t *panel,
-                    uint64_t b0, uint64_t b1)
-{
-    s_pack(1, n, B, act, ab, panel, b0, b1);
 }
 
 /* A vpshufb control that fills each 128-bit lane L of a vector with word wL of that lane (each
@@ -110,7 +105,7 @@ static inline __m128i s_unpack_v(const uint8_t *scales)
 }
 
 /* One row's super-block, unpacked: 4 x 64 levels, their 4 scale-word vectors, and the float
- * scales; mm (Q4_K/Q5_K: each min twice, as int16) or sc16 (Q6_K: the 16 scales). */
+ * scales; m16: each min twice, as int16. */
 typedef struct {
     __m512i q[4], sc[4];
     __m256i m16;
@@ -120,35 +115,7 @@ typedef struct {
 static inline __attribute__((always_inline)) void s_unpack(quant_type t, const uint8_t *x,
                                                            s_sb *u)
 {
-    const __m512i m4 = _mm512_set1_epi8(0x0F), m2 = _mm512_set1_epi8(3);
-    if (t == QUANT_Q6_K) {
-        const quant_block_q6_K *x6 = (const quant_block_q6_K *)x;
-        u->m16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)x6->scales));
-#pragma GCC unroll 2
-        for (int h = 0; h < 2; h++) {
-            /* scales 8 h .. 8 h + 7 in every lane; lane L of level vector pr takes 4 pr + L */
-            const __m512i s8 = _mm512_broadcast_i32x4(h ? _mm256_extracti128_si256(u->m16, 1)
-                                                        : _mm256_castsi256_si128(u->m16));
-            const __m512i l = _mm512_loadu_si512(x6->ql + 64 * h);
-            const __m512i hv = _mm512_broadcast_i64x4(
-                _mm256_loadu_si256((const __m256i *)(x6->qh + 32 * h)));
-#pragma GCC unroll 2
-            for (int pr = 0; pr < 2; pr++) {
-                const __m512i lo = pr ? _mm512_and_si512(_mm512_srli_epi16(l, 4), m4)
-                                      : _mm512_and_si512(l, m4);
-                const __m512i sh = _mm512_mask_blend_epi16(
-                    0xFFFF0000u, _mm512_set1_epi16((short)(4 * pr)),
-                    _mm512_set1_epi16((short)(4 * pr + 2)));
-                u->q[2 * h + pr] = _mm512_or_si512(
-                    lo, _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(hv, sh), m2), 4));
-                const int w = 4 * pr;
-                u->sc[2 * h + pr] = _mm512_shuffle_epi8(s8, s_ctl_words(w, w + 1, w + 2, w + 3));
-            }
-        }
-        u->dw = _cvtsh_ss(x6->d);
-        u->dmw = 0;
-        return;
-    }
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
     const quant_block_q4_K *x4 = (const quant_block_q4_K *)x;
     const quant_block_q5_K *x5 = (const quant_block_q5_K *)x;
     const uint8_t *qs = t == QUANT_Q5_K ? x5->qs : x4->qs;
@@ -206,7 +173,7 @@ static inline __attribute__((always_inline)) __m512i s_isum(const s_sb *u, const
  * d_w * d_x and dmin_w * d_x for the two positions (one IEEE product each, as the row kernel
  * forms them); acc the pair's lanes of group g ([p's 8 | p + 1's 8]). */
 static inline __attribute__((always_inline)) void
-s_pair(quant_type t, const s_sb *u, const uint8_t *o0, const uint8_t *o1, __m512 dx2, float *acc)
+s_pair(const s_sb *u, const uint8_t *o0, const uint8_t *o1, __m512 dx2, float *acc)
 {
     const __m512i sv0 = s_isum(u, o0), sv1 = s_isum(u, o1);
     /* [sv0 lanes 0-7 | sv1 lanes 0-7] + [sv0 lanes 8-15 | sv1 lanes 8-15]: exact */
@@ -216,39 +183,26 @@ s_pair(quant_type t, const s_sb *u, const uint8_t *o0, const uint8_t *o1, __m512
         _mm512_castsi256_si512(_mm256_load_si256((const __m256i *)(o0 + K_BSUMS))),
         _mm256_load_si256((const __m256i *)(o1 + K_BSUMS)), 1);
     const __m512i m16 = _mm512_broadcast_i64x4(u->m16);
-    __m512 v;
-    if (t == QUANT_Q6_K) {
-        s16 = _mm512_sub_epi32(s16, _mm512_slli_epi32(_mm512_madd_epi16(m16, bs), 5));
-        v = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s16),
-                            _mm512_mul_ps(_mm512_set1_ps(u->dw), dx2), _mm512_load_ps(acc));
-    } else {
-        v = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s16),
-                            _mm512_mul_ps(_mm512_set1_ps(u->dw), dx2), _mm512_load_ps(acc));
-        v = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(_mm512_madd_epi16(bs, m16)),
-                             _mm512_mul_ps(_mm512_set1_ps(u->dmw), dx2), v);
-    }
+    __m512 v = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s16),
+                               _mm512_mul_ps(_mm512_set1_ps(u->dw), dx2), _mm512_load_ps(acc));
+    v = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(_mm512_madd_epi16(bs, m16)),
+                         _mm512_mul_ps(_mm512_set1_ps(u->dmw), dx2), v);
     _mm512_store_ps(acc, v);
 }
 
 /* One row's super-block against one position (a tile's odd last one): s_pair's operations on
  * 8 lanes. */
 static inline __attribute__((always_inline)) void
-s_single(quant_type t, const s_sb *u, const uint8_t *o, float dx, float *lane)
+s_single(const s_sb *u, const uint8_t *o, float dx, float *lane)
 {
     const __m512i sv = s_isum(u, o);
-    __m256i s8 = _mm256_add_epi32(_mm512_castsi512_si256(sv), _mm512_extracti64x4_epi64(sv, 1));
+    const __m256i s8 =
+        _mm256_add_epi32(_mm512_castsi512_si256(sv), _mm512_extracti64x4_epi64(sv, 1));
     const __m256i bs = _mm256_load_si256((const __m256i *)(o + K_BSUMS));
-    __m256 v;
-    if (t == QUANT_Q6_K) {
-        s8 = _mm256_sub_epi32(s8, _mm256_slli_epi32(_mm256_madd_epi16(u->m16, bs), 5));
-        v = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s8), _mm256_set1_ps(u->dw * dx),
-                            _mm256_load_ps(lane));
-    } else {
-        v = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s8), _mm256_set1_ps(u->dw * dx),
-                            _mm256_load_ps(lane));
-        v = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(bs, u->m16)),
-                             _mm256_set1_ps(u->dmw * dx), v);
-    }
+    __m256 v = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s8), _mm256_set1_ps(u->dw * dx),
+                               _mm256_load_ps(lane));
+    v = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(bs, u->m16)),
+                         _mm256_set1_ps(u->dmw * dx), v);
     _mm256_store_ps(lane, v);
 }
 
@@ -266,6 +220,304 @@ static inline __m512 s_reduce_pair(const float acc[QUANT_QB_GROUP][16])
     return _mm512_add_ps(v, _mm512_movehdup_ps(v));
 }
 
+
+/* Q4_K in position pairs (s_run4): a pair's two positions interleaved by quads in each 512-bit
+ * vector ([p quad 0 | p + 1 quad 0 | p quad 1 | ...] of one 32-value chunk), against the row's
+ * chunk with each quad twice (vpermd). The int32 lanes are then the pair's kquant.c lanes
+ * (lane 2k: p's lane k, the chunk's values 4k..4k+3 summed over the 8 chunks; 2k + 1: p + 1's)
+ * with no fold: 8 vpmaddubsw and 8 vpmaddwd / vpdpwssd a pair (as two positions of s_tile),
+ * and the lanes' multipliers are the pair's (d_w d_p, d_w d_p+1) repeated, one 64-bit broadcast:
+ * d_w times the tile's d_x (two vmulps a row and super-block) is formed once before the pair
+ * loop and read as the fma's {1to8} operand, the same IEEE product the row kernel forms.
+ * The mins' integers m_k (b_2k + b_2k+1) become float(m_k) * float(b_2k + b_2k+1), exact (both
+ * integers, the product below 2^24), one vmulps where vpmaddwd + vcvtdq2ps were two. The
+ * row's levels stay in registers for the tile's pairs; the pair loop is a run-time loop (nothing
+ * in it depends on its count), so a tile is wider than the 8 positions QUANT_GEMM_RUN covers.
+ * The chunk's scale goes in as a dword broadcast from memory ({1to16} on vpdpwssd).
+ * Panel: per tile of K4_P positions and super-block a block of K4_PP pair records (8 x 64
+ * bytes of quants, 16 floats of bsum pairs, interleaved like the lanes) and the tile's d_x (32
+ * floats); a tile's blocks lie one after another, so a row tile reads its tile's panel as one
+ * stream (gemm_time, 2048 x 5632, batch 512: tiles of 16 positions 138-141 us a position laid
+ * out by super-block, 130-141 laid out by tile). */
+#define K4_REC 576
+#define K4_BSP 512
+#ifndef K4_P
+#define K4_P 24 /* positions per tile (even, at most 32) */
+#endif
+_Static_assert(K4_P >= 2 && K4_P <= 32 && K4_P % 2 == 0, "K4_P: whole pairs, 32 d_x at most");
+#define K4_PP (K4_P / 2)
+#define K4_DX (K4_PP * K4_REC)
+#define K4_BLK (K4_DX + 128)
+#ifndef K4_R
+#define K4_R 2 /* rows per tile */
+#endif
+
+static uint64_t s4_panel_bytes(uint64_t n, uint64_t B)
+{
+    const uint64_t nb = n / QUANT_QK_K;
+    return nb ? (B + K4_P - 1) / K4_P * nb * K4_BLK : 0;
+}
+
+/* Position b: tile b / K4_P, pair (b % K4_P) / 2, interleave slot b % 2. An odd B's last
+ * pair gets a zero second position (its sums are computed and dropped); the d_x past a tile's
+ * last position are zero too (the products before the pair loop read all 32). */
+static inline void s4_pack(int q6, uint64_t n, uint64_t B, const uint8_t *act, uint64_t ab,
+                           uint8_t *panel, uint64_t b0, uint64_t b1)
+{
+    const uint64_t nb = n / QUANT_QK_K;
+    for (uint64_t b = b0; b < b1; b++) {
+        const quant_block_q8_K *y = (const quant_block_q8_K *)(act + b * ab);
+        const uint64_t q = b % K4_P, h = q % 2;
+        const int last = b + 1 == B;
+        for (uint64_t s = 0; s < nb; s++) {
+            uint8_t *blk = panel + ((b / K4_P) * nb + s) * K4_BLK, *o = blk + q / 2 * K4_REC;
+            for (int v = 0; v < 8; v++)
+                for (int k = 0; k < 8; k++) {
+                    memcpy(o + 64 * v + 8 * k + 4 * h, y[s].qs + 32 * v + 4 * k, 4);
+                    if (last && !h)
+                        memset(o + 64 * v + 8 * k + 4, 0, 4);
+                }
+            for (int k = 0; k < 8; k++) {
+                const float bp = (float)(y[s].bsums[2 * k] + y[s].bsums[2 * k + 1]);
+                if (q6)
+                    memcpy(o + K4_BSP + 8 * k + 4 * h, y[s].bsums + 2 * k, 4);
+                else
+                    memcpy(o + K4_BSP + 8 * k + 4 * h, &bp, 4);
+                if (last && !h)
+                    memset(o + K4_BSP + 8 * k + 4, 0, 4);
+            }
+            memcpy(blk + K4_DX + 4 * q, &y[s].d, 4);
+            if (last || q == K4_P - 1)
+                memset(blk + K4_DX + 4 * (q + 1), 0, 4 * (31 - q));
+        }
+    }
+}
+
+static void s4_pack4(uint64_t n, uint64_t B, const uint8_t *act, uint64_t ab, uint8_t *panel,
+                     uint64_t b0, uint64_t b1)
+{
+    s4_pack(0, n, B, act, ab, panel, b0, b1);
+}
+
+/* Q6_K's records: the bsum pairs as int16 words (b_2k, b_2k+1) in the lane of quad k, for
+ * the offset term's vpmaddwd by the scale pairs (kquant.c's s_lanes). */
+static void s4_pack6(uint64_t n, uint64_t B, const uint8_t *act, uint64_t ab, uint8_t *panel,
+                     uint64_t b0, uint64_t b1)
+{
+    s4_pack(1, n, B, act, ab, panel, b0, b1);
+}
+
+/* One Q4_K row's super-block for s4_tile: the 8 chunks' levels (each quad twice) in
+ * registers; in memory the 8 scales as word pairs, the mins as floats (each twice), and
+ * d_w and dmin_w times the tile's 32 d_x. */
+typedef struct {
+    __m512i q[8];
+} s4_lv;
+typedef struct {
+    int32_t sc6[8][16]; /* Q6_K: chunk c's scale words, 2c in lanes 0-7, 2c + 1 in 8-15 */
+    float dd[32], dm[32];
+    float mf[16];
+    int32_t m6[16]; /* Q6_K: the scale pair (2k, 2k + 1) in lanes 2k and 2k + 1 */
+    uint32_t sc[8];
+} s4_aux;
+
+static inline __attribute__((always_inline)) void s4_unpack(const quant_block_q4_K *x,
+                                                            const uint8_t *dx, s4_lv *u,
+                                                            s4_aux *a)
+{
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    const __m512i dup = _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
+    const __m128i scm = s_unpack_v(x->scales);
+    _mm512_store_ps(a->mf, _mm512_permutexvar_ps(dup, _mm512_castps256_ps512(_mm256_cvtepi32_ps(
+                                                           _mm256_cvtepu8_epi32(_mm_srli_si128(scm, 8))))));
+    const __m128i w = _mm_cvtepu8_epi16(scm);
+    _mm_store_si128((__m128i *)a->sc, _mm_unpacklo_epi16(w, w));
+    _mm_store_si128((__m128i *)(a->sc + 4), _mm_unpackhi_epi16(w, w));
+#pragma GCC unroll 4
+    for (int m = 0; m < 4; m++) {
+        const __m512i v = _mm512_permutexvar_epi32(
+            dup, _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(x->qs + 32 * m))));
+        u->q[2 * m] = _mm512_and_si512(v, m4);
+        u->q[2 * m + 1] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+    }
+    const __m512 dw = _mm512_set1_ps(_cvtsh_ss(x->d)), dmw = _mm512_set1_ps(_cvtsh_ss(x->dmin));
+#pragma GCC unroll 2
+    for (int k = 0; k < 2; k++) {
+        const __m512 d = _mm512_load_ps(dx + 64 * k);
+        _mm512_store_ps(a->dd + 16 * k, _mm512_mul_ps(dw, d));
+        _mm512_store_ps(a->dm + 16 * k, _mm512_mul_ps(dmw, d));
+    }
+}
+
+/* One Q6_K row's super-block: s4_unpack's for the 6-bit levels (chunk 4h + j: ql's nibbles and
+ * qh's bits 2j, 2j + 1 of half h, element order) and the 16 signed scales. */
+static inline __attribute__((always_inline)) void s6_unpack(const quant_block_q6_K *x,
+                                                            const uint8_t *dx, s4_lv *u,
+                                                            s4_aux *a)
+{
+    const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
+    const __m512i dup = _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
+    const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)x->scales));
+    _mm512_store_si512(a->m6, _mm512_permutexvar_epi32(dup, _mm512_castsi256_si512(sc16)));
+    const __m512i z = _mm512_cvtepu16_epi32(sc16);
+    const __m512i wp = _mm512_or_si512(z, _mm512_slli_epi32(z, 16));
+#pragma GCC unroll 8
+    for (int c = 0; c < 8; c++)
+        _mm512_store_si512(a->sc6[c],
+                           _mm512_permutexvar_epi32(
+                               _mm512_mask_blend_epi32(0xFF00, _mm512_set1_epi32(2 * c),
+                                                       _mm512_set1_epi32(2 * c + 1)),
+                               wp));
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; h++) {
+        const __m512i l0 = _mm512_permutexvar_epi32(
+            dup, _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(x->ql + 64 * h))));
+        const __m512i l1 = _mm512_permutexvar_epi32(
+            dup,
+            _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(x->ql + 64 * h + 32))));
+        const __m512i qh = _mm512_permutexvar_epi32(
+            dup, _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(x->qh + 32 * h))));
+        u->q[4 * h] = _mm512_or_si512(_mm512_and_si512(l0, m4),
+                                      _mm512_and_si512(_mm512_slli_epi16(qh, 4), m30));
+        u->q[4 * h + 1] = _mm512_or_si512(_mm512_and_si512(l1, m4),
+                                          _mm512_and_si512(_mm512_slli_epi16(qh, 2), m30));
+        u->q[4 * h + 2] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l0, 4), m4),
+                                          _mm512_and_si512(qh, m30));
+        u->q[4 * h + 3] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l1, 4), m4),
+                                          _mm512_and_si512(_mm512_srli_epi16(qh, 2), m30));
+    }
+    const __m512 dw = _mm512_set1_ps(_cvtsh_ss(x->d));
+#pragma GCC unroll 2
+    for (int k = 0; k < 2; k++)
+        _mm512_store_ps(a->dd + 16 * k, _mm512_mul_ps(dw, _mm512_load_ps(dx + 64 * k)));
+}
+
+static inline __m512 s4_bcst2(const float *p)
+{
+    double d;
+    memcpy(&d, p, sizeof d);
+    return _mm512_castpd_ps(_mm512_set1_pd(d));
+}
+
+/* quant_reduce32's tree for a pair's interleaved lanes: s_reduce_pair's additions (t = (g0 +
+ * g1) + (g2 + g3), t[j] + t[j+4], u[j] + u[j+2], v[0] + v[1] per position) with the lane
+ * distances doubled; p's sum in element 0, p + 1's in element 1. */
+static inline __m512 s4_reduce_pair(const float acc[QUANT_QB_GROUP][16])
+{
+    const __m512 t = _mm512_add_ps(_mm512_add_ps(_mm512_load_ps(acc[0]), _mm512_load_ps(acc[1])),
+                                   _mm512_add_ps(_mm512_load_ps(acc[2]), _mm512_load_ps(acc[3])));
+    const __m512 u = _mm512_add_ps(t, _mm512_shuffle_f32x4(t, t, _MM_SHUFFLE(1, 0, 3, 2)));
+    const __m512 v = _mm512_add_ps(u, _mm512_shuffle_f32x4(u, u, _MM_SHUFFLE(2, 3, 0, 1)));
+    return _mm512_add_ps(v, _mm512_permute_ps(v, _MM_SHUFFLE(1, 0, 3, 2)));
+}
+
+/* Rows r .. r + R - 1 against positions b .. b + P - 1 (b a multiple of K4_P; P odd: the last
+ * pair's second position is computed and dropped). */
+static inline __attribute__((always_inline)) void s4_tile(quant_type t, const quant_gemm_args *a,
+                                                          uint64_t r, uint64_t b, const int R,
+                                                          uint64_t P)
+{
+    const size_t bb = t == QUANT_Q4_K ? sizeof(quant_block_q4_K) : sizeof(quant_block_q6_K);
+    const uint64_t nb = a->n / QUANT_QK_K, npp = (P + 1) / 2;
+    float acc[K4_R][K4_PP][QUANT_QB_GROUP][16] __attribute__((aligned(64)));
+    memset(acc, 0, sizeof acc);
+    s4_aux aux[K4_R] __attribute__((aligned(64)));
+    const uint8_t *pb = a->panel + (b / K4_P) * nb * K4_BLK;
+    for (uint64_t s = 0; s < nb; s++, pb += K4_BLK) {
+        const uint64_t g = s % QUANT_QB_GROUP;
+        s4_lv u[K4_R];
+#pragma GCC unroll 4
+        for (int i = 0; i < R; i++)
+        {
+            const uint8_t *x = a->W + (r + (uint64_t)i) * a->row_bytes + s * bb;
+            if (t == QUANT_Q6_K)
+                s6_unpack((const quant_block_q6_K *)x, pb + K4_DX, &u[i], &aux[i]);
+            else
+                s4_unpack((const quant_block_q4_K *)x, pb + K4_DX, &u[i], &aux[i]);
+        }
+        /* the scales back from memory: vpbroadcastd from memory is a load, where the compiler
+         * otherwise extracts each from a register (vpextrd + vpbroadcastd, 3 port-0/5 uops) */
+        __asm__ volatile("" : : "r"(aux) : "memory");
+        for (uint64_t j = 0; j < npp; j++) {
+            const uint8_t *o = pb + j * K4_REC;
+            const __m512 bs = _mm512_load_ps(o + K4_BSP);
+            const __m512i bs6 = _mm512_load_si512(o + K4_BSP);
+#pragma GCC unroll 4
+            for (int i = 0; i < R; i++) {
+                /* two chains of 4 (chunks 0-3, 4-7) and one add: half the latency of one
+                 * chain of 8 for one more uop (gemm_time 136 against 138 us a position) */
+                __m512i sh[2];
+#pragma GCC unroll 2
+                for (int h = 0; h < 2; h++) {
+                    sh[h] = _mm512_madd_epi16(
+                        _mm512_maddubs_epi16(u[i].q[4 * h], _mm512_load_si512(o + 256 * h)),
+                        t == QUANT_Q6_K ? _mm512_load_si512(aux[i].sc6[4 * h])
+                                        : _mm512_set1_epi32((int)aux[i].sc[4 * h]));
+#pragma GCC unroll 3
+                    for (int c = 4 * h + 1; c < 4 * h + 4; c++)
+                        sh[h] = _mm512_dpwssd_epi32(
+                            sh[h], _mm512_maddubs_epi16(u[i].q[c], _mm512_load_si512(o + 64 * c)),
+                            t == QUANT_Q6_K ? _mm512_load_si512(aux[i].sc6[c])
+                                            : _mm512_set1_epi32((int)aux[i].sc[c]));
+                }
+                float *l = acc[i][j][g];
+                __m512i sv = _mm512_add_epi32(sh[0], sh[1]);
+                if (t == QUANT_Q6_K) /* kquant.c's offset: 32 (s_2k b_2k + s_2k+1 b_2k+1) */
+                    sv = _mm512_sub_epi32(
+                        sv, _mm512_slli_epi32(
+                                _mm512_madd_epi16(bs6, _mm512_load_si512(aux[i].m6)), 5));
+                __m512 v = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sv), s4_bcst2(aux[i].dd + 2 * j),
+                                           _mm512_load_ps(l));
+                if (t != QUANT_Q6_K)
+                    v = _mm512_fnmadd_ps(_mm512_mul_ps(bs, _mm512_load_ps(aux[i].mf)),
+                                         s4_bcst2(aux[i].dm + 2 * j), v);
+                _mm512_store_ps(l, v);
+            }
+        }
+    }
+#pragma GCC unroll 4
+    for (int i = 0; i < R; i++)
+        for (uint64_t j = 0; j < npp; j++) {
+            float *y = a->Y + (b + 2 * j) * a->ldy + r + (uint64_t)i;
+            const __m512 sums = s4_reduce_pair(acc[i][j]);
+            y[0] = _mm512_cvtss_f32(sums);
+            if (2 * j + 1 < P)
+                y[a->ldy] = _mm_cvtss_f32(_mm_movehdup_ps(_mm512_castps512_ps128(sums)));
+        }
+}
+
+/* QUANT_GEMM_RUN's order (positions outermost, rows in tiles of K4_R, the rows past the last
+ * tile by the row kernel) in tiles of K4_P positions; positions before the first multiple of
+ * K4_P (none from matvec.c, which runs from 0) go by the row kernel. */
+static inline __attribute__((always_inline)) void
+s4_run(quant_type t, const quant_gemm_args *a, uint64_t r0, uint64_t r1, uint64_t b0, uint64_t b1)
+{
+    for (; b0 < b1 && b0 % K4_P; b0++)
+        for (uint64_t r = r0; r < r1; r++)
+            a->Y[b0 * a->ldy + r] =
+                a->dot(a->n, a->W + r * a->row_bytes, a->act + b0 * a->act_bytes);
+    for (uint64_t b = b0; b < b1; b += K4_P) {
+        const uint64_t np = b1 - b < K4_P ? b1 - b : K4_P;
+        uint64_t r = r0;
+        for (; r + K4_R <= r1; r += K4_R)
+            s4_tile(t, a, r, b, K4_R, np);
+        for (; r < r1; r++)
+            for (uint64_t p = b; p < b + np; p++)
+                a->Y[p * a->ldy + r] =
+                    a->dot(a->n, a->W + r * a->row_bytes, a->act + p * a->act_bytes);
+    }
+}
+
+static void s_run4(const quant_gemm_args *a, uint64_t r0, uint64_t r1, uint64_t b0, uint64_t b1)
+{
+    s4_run(QUANT_Q4_K, a, r0, r1, b0, b1);
+}
+
+static void s_run6(const quant_gemm_args *a, uint64_t r0, uint64_t r1, uint64_t b0, uint64_t b1)
+{
+    s4_run(QUANT_Q6_K, a, r0, r1, b0, b1);
+}
+
 /* acc[i][pp][g]: row i, positions 2 pp and 2 pp + 1, lane group g (super-blocks s % 4 == g):
  * 8 lanes of the first position, then 8 of the second. */
 #define S_PP ((S_P + 1) / 2)
@@ -273,8 +525,7 @@ static inline __m512 s_reduce_pair(const float acc[QUANT_QB_GROUP][16])
 static inline __attribute__((always_inline)) void
 s_tile(quant_type t, const quant_gemm_args *a, uint64_t r, uint64_t b, const int R, const int P)
 {
-    const size_t bb = t == QUANT_Q4_K ? sizeof(quant_block_q4_K)
-                      : t == QUANT_Q5_K ? sizeof(quant_block_q5_K) : sizeof(quant_block_q6_K);
+    const size_t bb = t == QUANT_Q4_K ? sizeof(quant_block_q4_K) : sizeof(quant_block_q5_K);
     const uint64_t nb = a->n / QUANT_QK_K;
     float acc[S_R][S_PP][QUANT_QB_GROUP][16] __attribute__((aligned(64)));
     memset(acc, 0, sizeof acc);
@@ -296,7 +547,7 @@ s_tile(quant_type t, const quant_gemm_args *a, uint64_t r, uint64_t b, const int
                 _mm512_castps_pd(_mm512_set1_ps(d0)), _mm256_castps_pd(_mm256_set1_ps(d1)), 1));
 #pragma GCC unroll 8
             for (int i = 0; i < R; i++)
-                s_pair(t, &u[i], o0, o1, dx2, acc[i][p / 2][g]);
+                s_pair(&u[i], o0, o1, dx2, acc[i][p / 2][g]);
         }
         if (P & 1) {
             const uint8_t *o = pp + (uint64_t)(P - 1) * K_REC;
@@ -304,7 +555,7 @@ s_tile(quant_type t, const quant_gemm_args *a, uint64_t r, uint64_t b, const int
             memcpy(&dx, o + K_D, 4);
 #pragma GCC unroll 8
             for (int i = 0; i < R; i++)
-                s_single(t, &u[i], o, dx, acc[i][P / 2][g]);
+                s_single(&u[i], o, dx, acc[i][P / 2][g]);
         }
     }
 #pragma GCC unroll 8
@@ -326,14 +577,10 @@ s_tile(quant_type t, const quant_gemm_args *a, uint64_t r, uint64_t b, const int
     {                                                                                          \
         s_tile(T, a, r, b, R, P);                                                              \
     }
-S_TILE_OF(QUANT_Q4_K, s_tile4)
 S_TILE_OF(QUANT_Q5_K, s_tile5)
-S_TILE_OF(QUANT_Q6_K, s_tile6)
 
-QUANT_GEMM_RUN(s_run4, s_tile4)
 QUANT_GEMM_RUN(s_run5, s_tile5)
-QUANT_GEMM_RUN(s_run6, s_tile6)
 
-const quant_gemm quant_gemm_q4_K_avx512 = { "avx512-vnni", s_panel_bytes, s_pack45, s_run4, NULL };
+const quant_gemm quant_gemm_q4_K_avx512 = { "avx512-vnni", s4_panel_bytes, s4_pack4, s_run4, NULL };
 const quant_gemm quant_gemm_q5_K_avx512 = { "avx512-vnni", s_panel_bytes, s_pack45, s_run5, NULL };
-const quant_gemm quant_gemm_q6_K_avx512 = { "avx512-vnni", s_panel_bytes, s_pack6, s_run6, NULL };
+const quant_gemm quant_gemm_q6_K_avx512 = { "avx512-vnni", s4_panel_bytes, s4_pack6, s_run6, NULL };
