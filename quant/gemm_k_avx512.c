@@ -313,8 +313,10 @@ static void s4_pack6(uint64_t n, uint64_t B, const uint8_t *act, uint64_t ab, ui
 typedef struct {
     __m512i q[8];
 } s4_lv;
+/* 64-byte aligned as a type, so every element of an array of them is (the vectors below are
+ * stored and loaded aligned; 928 bytes of members would put the second row's at +32). */
 typedef struct {
-    int32_t sc6[8][16]; /* Q6_K: chunk c's scale words, 2c in lanes 0-7, 2c + 1 in 8-15 */
+    _Alignas(64) int32_t sc6[8][16]; /* Q6_K: chunk c's scale words, 2c lanes 0-7, 2c + 1 8-15 */
     float dd[32], dm[32];
     float mf[16];
     int32_t m6[16]; /* Q6_K: the scale pair (2k, 2k + 1) in lanes 2k and 2k + 1 */

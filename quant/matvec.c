@@ -401,7 +401,8 @@ static uint64_t s_chunk_rows(const s_job *j, int n)
     return c < QUANT_TILE_ROWS ? QUANT_TILE_ROWS : c;
 }
 
-/* Activation forms of a batch's positions: up to this many elements (4 positions of TinyLlama's 5632-wide FFN) by the calling thread alone. */
+/* Activation forms of a batch's positions: up to this many elements (4 positions of
+ * TinyLlama's 5632-wide FFN) by the calling thread alone. */
 #define S_PREP_ALONE (4u * 5632u)
 
 /* Activation forms of a batch's positions, claimed S_PREP_CHUNK positions at a time. */
