@@ -182,7 +182,7 @@ static void s_spin_while_running(void)
  * calling thread's share returns every piece is taken, and a worker that has not started yet
  * would find nothing: the job is closed then, and only workers already inside it are waited
  * for. A worker whose vCPU the host or another process holds no longer stalls the product at
- * its end (measured: quant_matvec's comment at s_rows). Other jobs (fixed shares) wait for
+ * its end (docs/measurements/2026-12-03-claims.md). Other jobs (fixed shares) wait for
  * every worker as before. */
 static void s_run(int n, quant_task_fn fn, void *arg, int claims)
 {
@@ -292,7 +292,7 @@ typedef struct {
     const uint8_t *act;       /* B activations, act_bytes apart */
     uint64_t act_bytes;
     float *Y;                 /* (B, rows) */
-    uint64_t chunk;           /* a batch's rows are claimed this many at a time ... */
+    uint64_t chunk;           /* rows are claimed this many at a time (s_chunk_rows) ... */
     uint64_t next;            /* ... the next chunk to claim (atomic) */
 } s_job;
 
@@ -329,21 +329,19 @@ static void s_block(const s_job *j, uint64_t g, uint64_t g1, uint64_t b0, uint64
     }
 }
 
-/* Rows [g, g1) of a batch, in groups that stay in L2 while every position uses them. */
-static void s_batch_rows(const s_job *j, int i, uint64_t g0, uint64_t g1, uint64_t group)
+/* Rows [r0, r1) of a batch (one chunk, at most a group that stays in L2 while every position
+ * uses it) against all positions, with share i's scratch. */
+static void s_batch_rows(const s_job *j, int i, uint64_t r0, uint64_t r1)
 {
-    for (uint64_t g = g0; g < g1; g += group) {
-        const uint64_t e = g + group < g1 ? g + group : g1;
-        if (j->gemm) {
-            quant_gemm_args ga = j->ga;
-            if (ga.scratch)
-                ga.scratch += (uint64_t)i * j->scratch_stride;
-            j->gemm->run(&ga, g, e, 0, j->B);
-            continue;
-        }
-        for (uint64_t b0 = 0; b0 < j->B; b0 += S_POS_TILE)
-            s_block(j, g, e, b0, b0 + S_POS_TILE < j->B ? b0 + S_POS_TILE : j->B);
+    if (j->gemm) {
+        quant_gemm_args ga = j->ga;
+        if (ga.scratch)
+            ga.scratch += (uint64_t)i * j->scratch_stride;
+        j->gemm->run(&ga, r0, r1, 0, j->B);
+        return;
     }
+    for (uint64_t b0 = 0; b0 < j->B; b0 += S_POS_TILE)
+        s_block(j, r0, r1, b0, b0 + S_POS_TILE < j->B ? b0 + S_POS_TILE : j->B);
 }
 
 /* A product's rows are claimed a chunk at a time (s_chunk_rows) rather than split in fixed
@@ -360,7 +358,7 @@ static void s_rows(void *p, int i, int n)
             return;
         const uint64_t r1 = r0 + j->chunk < j->rows ? r0 + j->chunk : j->rows;
         if (j->B > 1) {
-            s_batch_rows(j, i, r0, r1, j->chunk);
+            s_batch_rows(j, i, r0, r1);
             continue;
         }
         /* One row at a time, front to back: one sequential stream per chunk. A kernel taking
@@ -374,26 +372,22 @@ static void s_rows(void *p, int i, int n)
     }
 }
 
-/* Rows a thread claims at a time in a batched product: a group that stays in L2
- * (S_GROUP_BYTES), with more than one thread at most an eighth of a thread's rows so a slow
- * thread leaves the others at most a small chunk to wait for; whole 32-row tiles where rows
- * allow (the batched kernels of Q8_0/Q4_0 keep rows in lanes; an edge elsewhere falls to single
- * dots). Only speed depends on it, never the bits: every row is one row kernel's result
+/* Rows a thread claims at a time. With more than one thread at most an eighth of a thread's
+ * share, so a slow thread leaves the others at most a small chunk to wait for. A batch's chunk
+ * is also at most a group that stays in L2 (S_GROUP_BYTES), in whole 32-row tiles where a group
+ * holds 64 rows or more (the batched kernels of Q8_0/Q4_0 keep rows in lanes; an edge falls to
+ * single dots), but not cut below that: F16's 5632-wide rows make 46-row groups, and cut to 32
+ * its panel kernel reused each read of the batch's activations over fewer rows (f16pp,
+ * 2026-12-03). Only speed depends on it, never the bits: every row is one row kernel's result
  * wherever it runs. */
 static uint64_t s_chunk_rows(const s_job *j, int n)
 {
-    if (j->B == 1) /* a decode product: all rows for one thread, else eighths of a share */
-        return n == 1 ? j->rows : (j->rows + 8u * (uint64_t)n - 1) / (8u * (uint64_t)n);
+    const uint64_t share = n == 1 ? j->rows
+                                  : (j->rows + 8u * (uint64_t)n - 1) / (8u * (uint64_t)n);
+    if (j->B == 1)
+        return share;
     const uint64_t group = S_GROUP_BYTES / (j->row_bytes ? j->row_bytes : 1);
-    uint64_t c = group;
-    if (n > 1) {
-        const uint64_t share = (j->rows + 8u * (uint64_t)n - 1) / (8u * (uint64_t)n);
-        if (c > share)
-            c = share;
-    }
-    /* 32-row multiples only where a group holds 64 rows or more: F16's 5632-wide rows make
-     * 46-row groups, and cut to 32 its panel kernel reused each read of the batch's
-     * activations over fewer rows (f16pp, 2026-12-03) */
+    uint64_t c = group < share ? group : share;
     if (c >= 32 && group >= 64)
         c -= c % 32;
     else if (c < 32 && group >= 32)
