@@ -107,43 +107,61 @@ struct exec {
     uint32_t xdepth;
 };
 
+/* pread at least `need` bytes from a0 of fd into dst, asking for up to `cap` (both multiples of
+ * EXEC_ALIGN, as a0 and dst are: O_DIRECT; the file's last block may end short of cap). */
+static int s_pread_all(int fd, uint64_t a0, uint64_t need, uint64_t cap, uint8_t *dst, char *err,
+                       size_t errlen)
+{
+    uint64_t got = 0;
+    while (got < need) {
+        ssize_t r = pread(fd, dst + got, cap - got, (off_t)(a0 + got));
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0) {
+            snprintf(err, errlen, "read at offset %llu failed: %s",
+                     (unsigned long long)(a0 + got), r < 0 ? strerror(errno) : "end of file");
+            return -1;
+        }
+        got += (uint64_t)r;
+    }
+    return 0;
+}
+
+/* A buffer of n bytes (n a multiple of EXEC_ALIGN). One of a huge page or more starts on a
+ * huge-page boundary and asks for transparent huge pages before anything touches it: every
+ * decoding token reads each resident weight once, front to back, and in 4 KiB pages that is a
+ * page walk every 4 KiB. Measured on TinyLlama-shaped Q4_0 (2026-12-02, Intel Xeon, perf
+ * cpu-clock): the workers' 4 KiB-paged layers took 13% more CPU in the Q4_0 kernel than the
+ * reference arm's mapping, whose file pages the kernel keeps in 2 MiB folios (FilePmdMapped)
+ * — docs/measurements/2026-12-02-pace-3.md. Best effort: without the advice (THP off,
+ * fragmented memory) the pages are 4 KiB. The price is paid once, at load: the kernel
+ * compacts memory for them. */
+static void *s_alloc_read_buf(uint64_t n)
+{
+    void *buf = NULL;
+    size_t align = n >= IOBUF_HUGE ? IOBUF_HUGE : EXEC_ALIGN;
+    if (posix_memalign(&buf, align, n))
+        return NULL;
+    if (align == IOBUF_HUGE)
+        (void)madvise(buf, n / IOBUF_HUGE * IOBUF_HUGE, MADV_HUGEPAGE);
+    return buf;
+}
+
 void *exec_read_aligned(int fd, uint64_t off, uint64_t len, const void **data, char *err,
                         size_t errlen)
 {
     uint64_t a0 = off / EXEC_ALIGN * EXEC_ALIGN;
     uint64_t a1 = exec_round_up(off + len, EXEC_ALIGN);
-    uint64_t got = 0;
-    void *buf = NULL;
-    /* A buffer of a huge page or more starts on a huge-page boundary and asks for transparent
-     * huge pages before the read touches it (the tail under 2 MiB stays in 4 KiB pages). Every
-     * decoding token reads each resident weight once, front to back: in 4 KiB pages that is a
-     * page walk every 4 KiB. Measured on TinyLlama-shaped Q4_0 (2026-12-02, Intel Xeon, perf
-     * cpu-clock): the workers' 4 KiB-paged layers took 13% more CPU in the Q4_0 kernel than the
-     * reference arm's mapping, whose file pages the kernel keeps partly in 2 MiB folios
-     * (FilePmdMapped) — docs/measurements/2026-12-02-pace-3.md. Best effort: without the
-     * advice (THP off, fragmented memory) the pages are 4 KiB as before. The price is paid
-     * once, at load: the kernel compacts memory for them (F16's three workers loaded in
-     * 5-15 s against 2-9 s there). */
-    size_t align = a1 - a0 >= IOBUF_HUGE ? IOBUF_HUGE : EXEC_ALIGN;
-    if (posix_memalign(&buf, align, a1 - a0)) {
+    uint8_t *buf = s_alloc_read_buf(a1 - a0);
+    if (!buf) {
         snprintf(err, errlen, "out of memory for a %llu-byte read", (unsigned long long)(a1 - a0));
         return NULL;
     }
-    if (align == IOBUF_HUGE)
-        (void)madvise(buf, (a1 - a0) / IOBUF_HUGE * IOBUF_HUGE, MADV_HUGEPAGE);
-    while (got < off + len - a0) {
-        ssize_t n = pread(fd, (uint8_t *)buf + got, a1 - a0 - got, (off_t)(a0 + got));
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0) {
-            snprintf(err, errlen, "read at offset %llu failed: %s",
-                     (unsigned long long)(a0 + got), n < 0 ? strerror(errno) : "end of file");
-            free(buf);
-            return NULL;
-        }
-        got += (uint64_t)n;
+    if (s_pread_all(fd, a0, off + len - a0, a1 - a0, buf, err, errlen)) {
+        free(buf);
+        return NULL;
     }
-    *data = (uint8_t *)buf + (off - a0);
+    *data = buf + (off - a0);
     return buf;
 }
 
@@ -181,6 +199,18 @@ static int s_open(exec_t *e, char *err, size_t errlen)
     return -1;
 }
 
+/* The aligned span a resident tensor takes in the arena (0: not resident here). */
+static uint64_t s_res_span(const exec_t *e, uint32_t i, const arch_tensor *t)
+{
+    if (i >= e->plan.n_resident && t->n_expert)
+        return 0; /* a split layer: its experts come through the cache */
+    return exec_round_up(t->off + t->nbytes, EXEC_ALIGN) - t->off / EXEC_ALIGN * EXEC_ALIGN;
+}
+
+/* Every resident tensor of the stage goes into one arena, rounded up to whole huge pages, so
+ * that all of it is in 2 MiB pages: with a buffer a tensor, each tensor's tail past its last
+ * whole huge page (and every tensor under 2 MiB: k, v, the norms) stayed in 4 KiB pages, 12%
+ * of a TinyLlama layer's Q4_0 bytes (docs/measurements/2026-12-03-arena.md). */
 static int s_load_resident(exec_t *e, char *err, size_t errlen)
 {
     uint32_t n = e->plan.n_resident + e->plan.n_split;
@@ -192,6 +222,22 @@ static int s_load_resident(exec_t *e, char *err, size_t errlen)
         snprintf(err, errlen, "out of memory");
         return -1;
     }
+    uint64_t total = 0, at = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        const arch_layer *L = &e->am->layers[e->first + i];
+        for (uint32_t t = 0; t < L->n_tensors; t++)
+            total += s_res_span(e, i, &L->t[t]);
+    }
+    if (!total)
+        return 0;
+    if (total >= IOBUF_HUGE)
+        total = (total + IOBUF_HUGE - 1) / IOBUF_HUGE * IOBUF_HUGE;
+    uint8_t *arena = e->res_mem[0] = s_alloc_read_buf(total);
+    if (!arena) {
+        snprintf(err, errlen, "out of memory for %llu bytes of resident layers",
+                 (unsigned long long)total);
+        return -1;
+    }
     for (uint32_t i = 0; i < n; i++) {
         uint32_t l = e->first + i;
         const arch_layer *L = &e->am->layers[l];
@@ -200,15 +246,18 @@ static int s_load_resident(exec_t *e, char *err, size_t errlen)
             XXH3_64bits_reset(xx);
         for (uint32_t t = 0; t < L->n_tensors; t++) {
             size_t k = (size_t)i * ARCH_MAX_LAYER_TENSORS + t;
-            if (i >= e->plan.n_resident && L->t[t].n_expert)
-                continue; /* a split layer: its experts come through the cache */
-            e->res_mem[k] = exec_read_aligned(e->fd, L->t[t].off, L->t[t].nbytes,
-                                              &e->res_data[k], why, sizeof why);
-            if (!e->res_mem[k]) {
+            uint64_t span = s_res_span(e, i, &L->t[t]);
+            if (!span)
+                continue;
+            uint64_t a0 = L->t[t].off / EXEC_ALIGN * EXEC_ALIGN;
+            if (s_pread_all(e->fd, a0, L->t[t].off + L->t[t].nbytes - a0, span, arena + at, why,
+                            sizeof why)) {
                 XXH3_freeState(xx);
                 snprintf(err, errlen, "%s: layer %u (%s): %s", e->path, l, L->t[t].name, why);
                 return -1;
             }
+            e->res_data[k] = arena + at + (L->t[t].off - a0);
+            at += span;
             e->loaded_bytes += L->t[t].nbytes;
             if (xx)
                 XXH3_64bits_update(xx, e->res_data[k], L->t[t].nbytes);
