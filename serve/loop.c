@@ -32,20 +32,7 @@ static int s_release(serve_job *job, const char *p, size_t n, json_t *lp)
             c->lp = json_array();
         json_array_append_new(c->lp, lp);
     }
-    if (c->text_len + n + 1 > c->text_cap) {
-        size_t cap = c->text_cap ? c->text_cap * 2 : 256;
-        while (cap < c->text_len + n + 1)
-            cap *= 2;
-        char *t = realloc(c->text, cap);
-        if (!t)
-            return -1;
-        c->text = t;
-        c->text_cap = cap;
-    }
-    memcpy(c->text + c->text_len, p, n);
-    c->text_len += n;
-    c->text[c->text_len] = 0;
-    return 0;
+    return job_keep(c, p, n);
 }
 
 static int s_on_token(void *user, const engine_token *t)

@@ -127,6 +127,24 @@ int job_emit(serve_job *job, const char *p, size_t n)
     return 0;
 }
 
+int job_keep(serve_choice *c, const char *p, size_t n)
+{
+    if (c->text_len + n + 1 > c->text_cap) {
+        size_t cap = c->text_cap ? c->text_cap * 2 : 256;
+        while (cap < c->text_len + n + 1)
+            cap *= 2;
+        char *t = realloc(c->text, cap);
+        if (!t)
+            return -1;
+        c->text = t;
+        c->text_cap = cap;
+    }
+    memcpy(c->text + c->text_len, p, n);
+    c->text_len += n;
+    c->text[c->text_len] = 0;
+    return 0;
+}
+
 int job_emit_sse(serve_job *job, json_t *j)
 {
     if (!j)

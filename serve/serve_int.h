@@ -170,6 +170,8 @@ serve_job *job_new(serve *srv, char *err, size_t errlen);
 void job_unref(serve_job *job);
 /* Append bytes for the client and wake the reader. -1 on out of memory. */
 int job_emit(serve_job *job, const char *p, size_t n);
+/* Append n bytes to choice c's whole text (kept NUL-terminated). -1 on out of memory. */
+int job_keep(serve_choice *c, const char *p, size_t n);
 /* Append "data: JSON\n\n" (steals j). */
 int job_emit_sse(serve_job *job, json_t *j);
 void job_set_done(serve_job *job);

@@ -316,24 +316,6 @@ grammar_state *tools_state(serve *srv, serve_job *job, char *err, size_t errlen)
                              job->req.tl.n_trig, err, errlen);
 }
 
-static int s_keep(serve_choice *c, const char *p, size_t n)
-{
-    if (c->text_len + n + 1 > c->text_cap) {
-        size_t cap = c->text_cap ? c->text_cap * 2 : 256;
-        while (cap < c->text_len + n + 1)
-            cap *= 2;
-        char *t = realloc(c->text, cap);
-        if (!t)
-            return -1;
-        c->text = t;
-        c->text_cap = cap;
-    }
-    memcpy(c->text + c->text_len, p, n);
-    c->text_len += n;
-    c->text[c->text_len] = 0;
-    return 0;
-}
-
 /* Bytes of the reply that can be streamed as content now: up to the call marker, less a tail
  * that may be the marker's start. Llama 3 and Mistral replies that open with { or [ may be
  * calls as a whole (Mistral's marker is a control token, not in the text): all held. */
@@ -360,7 +342,7 @@ int tools_release(serve_job *job, const char *p, size_t n)
     serve_choice *c = &job->ch[job->cur];
     if (!job->req.tl.fmt || !job->req.stream)
         return 0;
-    if (s_keep(c, p, n))
+    if (job_keep(c, p, n))
         return -1;
     if (job->req.tl.forced)
         return 1;
