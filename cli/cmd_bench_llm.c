@@ -81,7 +81,7 @@ static void s_usage(FILE *f)
 {
     fprintf(f, "usage: swarm bench-llm MODEL.gguf [--threads 1,2] [--prompt 512] [--gen 32]\n"
                "                       [--batch 64] [--arm reference|ssd] [--cap 600M]\n"
-               "                       [--chunk 4M] [--queue-depth 4]\n"
+               "                       [--chunk 4M] [--queue-depth 4] [--isa NAME]\n"
                "  The model resident in this process: a prompt of N tokens in batches, then\n"
                "  greedy generation one token at a time. Prints prompt tokens/s, generation\n"
                "  tokens/s (median per-token time) and the memory-bandwidth bound: weight\n"
@@ -90,7 +90,9 @@ static void s_usage(FILE *f)
                "  --arm ssd: the layers that do not fit --cap are streamed from the file\n"
                "  every pass (O_DIRECT); the bound is then the disk's: bytes streamed per\n"
                "  token / the rate the same reads run at with nothing computed (measured\n"
-               "  right after, same ring and depth). Cache and content gates are judged.\n");
+               "  right after, same ring and depth). Cache and content gates are judged.\n"
+               "  --isa scalar|avx2|avx512: the kernels of that instruction set (default:\n"
+               "  the best this CPU runs), to measure a fallback on a CPU that has more.\n");
 }
 
 /* k with its value v? 1, 0 (not one), -1 a bad value (printed). */
@@ -105,6 +107,13 @@ static int s_flag(s_bench *b, const char *k, char *v)
         uint32_t x = (uint32_t)strtoul(v, NULL, 10);
         *(!strcmp(k, "--prompt") ? &b->n_prompt : !strcmp(k, "--gen") ? &b->n_gen
           : !strcmp(k, "--batch") ? &b->n_batch : &b->lo.queue_depth) = x;
+    } else if (!strcmp(k, "--isa")) {
+        quant_isa isa;
+        if (quant_isa_parse(v, &isa) || quant_isa_set(isa)) {
+            fprintf(stderr, "swarm bench-llm: --isa '%s' is unknown or this CPU lacks it (best "
+                    "here: %s)\n", v, quant_isa_name(quant_isa_best()));
+            return -1;
+        }
     } else if (!strcmp(k, "--arm")) {
         if (strcmp(v, "reference") && strcmp(v, "ssd")) {
             fprintf(stderr, "swarm bench-llm: unknown arm '%s' (arms: reference, ssd)\n", v);

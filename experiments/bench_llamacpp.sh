@@ -16,7 +16,9 @@
 #   PROMPT (512), GEN (32), BATCH (64, swarm's default; PROMPT gives swarm the one batch
 #   llama.cpp gets), NODE_DIR (/work/tokjs: node_modules/node-llama-cpp 3.22.1),
 #   VOCAB (/work/models/vocab.gguf), SWARM_BIN, FLIP (0; 1: the other side first in every run,
-#   for a second pass that completes the alternation of a REPS=1 one).
+#   for a second pass that completes the alternation of a REPS=1 one), SWARM_ARGS (more
+#   bench-llm options, e.g. "--isa avx2" to set swarm's AVX2 kernels against a NODE_DIR whose
+#   node-llama-cpp keeps only its libggml-cpu-haswell.so: both sides' AVX2 fallbacks).
 set -eu -o pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 DIR=$(mkdir -p "${1:-$ROOT/build/bench_llamacpp}" && cd "${1:-$ROOT/build/bench_llamacpp}" && pwd)
@@ -30,6 +32,7 @@ BATCH=${BATCH:-64}
 NODE_DIR=${NODE_DIR:-/work/tokjs}
 VOCAB=${VOCAB:-/work/models/vocab.gguf}
 FLIP=${FLIP:-0}
+read -r -a XARGS <<<"${SWARM_ARGS:-}"
 MJS="$ROOT/experiments/bench_llamacpp.mjs"
 
 [ -x "$BIN" ] || { echo "bench_llamacpp: $BIN missing (make bin/swarm)" >&2; exit 1; }
@@ -53,7 +56,8 @@ for t in $TYPES; do
 done
 
 s_swarm() { # MODEL THREADS -> "pp tg"
-    "$BIN" bench-llm "$1" --threads "$2" --prompt "$PROMPT" --gen "$GEN" --batch "$BATCH" 2>/dev/null |
+    "$BIN" bench-llm "$1" --threads "$2" --prompt "$PROMPT" --gen "$GEN" --batch "$BATCH" \
+        ${XARGS[@]+"${XARGS[@]}"} 2>/dev/null |
         sed -n 's/.*prompt [0-9]* tokens (batches of [0-9]*) \([0-9.]*\) tok\/s | generation \([0-9.]*\) tok\/s.*/\1 \2/p'
 }
 s_llama() { # MODEL THREADS -> "pp tg"
