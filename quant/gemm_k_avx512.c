@@ -2,25 +2,21 @@
  * tiles of weight rows x positions over a repacked Q8_K panel, lane for lane kquant.c's
  * order (the one-row kernels are dot_k_avx512.c's). quant/
  *
- * Each super-block of a row is unpacked once (levels, scale words permuted to their int16
- * pairs, the mins) into registers and serves S_P positions; each position's record (its 256
- * quants in the order the kernel loads them, its 16 bsums and d, one 320-byte record per
- * super-block and position, positions side by side) is read once per S_R rows. Integer sums
- * per pair: vpmaddubsw then vpdpwssd by the chunk's scale, folded to kquant.c's 8 lanes
- * (exact, so any grouping is the same). Float per pair and super-block: the row kernel's
- * fmaf(isum, d_w * d_x, lane) and, for Q4_K/Q5_K, fmaf(-mins, dmin_w * d_x, lane), into the
- * lanes (b % 4) * 8 of the pair's 32 (kept in memory), then quant_reduce32's tree. Positions
- * go two at a time (s_pair): both pairs' 8 lanes in one 512-bit vector, so the fold, the
- * conversions, the products, the fmas and the load and store of the lanes are one vector
- * instruction for two pairs where they were one each (8 integer instructions per pair and
- * super-block, ~10 around them before, ~6 now). That is Q5_K's kernel (s_tile).
- *
- * Q4_K and Q6_K (s4_tile, below; issue 22: ~65% and ~10% of a Q4_K_M prompt) go a step
- * further: a vector holds two positions' lanes interleaved, so there is no fold at all, the
- * d_w * d_x products are formed once per row and super-block, and a tile covers 24 positions
- * (the row's levels unpacked once for 12 pairs). gemm_time, batch 512, 1 thread, 2026-12-03:
- * Q4_K 5632 x 2048 145-148 -> 120-124 us a position, 2048 x 5632 145-149 -> 122-188 (one
- * disturbed run), Q6_K 145 -> 135 and 149 -> 144 (minima of three).
+ * One tile for the three types (s4_tile): each super-block of K4_R rows is unpacked once
+ * (levels with each quad twice, scales, mins, d_w and dmin_w times the tile's d_x) and serves
+ * a tile of K4_P = 24 positions in 12 pairs; a vector holds a pair's two positions interleaved
+ * by quads, so the int32 lanes of vpmaddubsw then vpmaddwd / vpdpwssd by the chunk's scale are
+ * the pair's kquant.c lanes with no fold (exact integers, so any grouping is the same). Float
+ * per pair and super-block: the row kernel's fmaf(isum, d_w * d_x, lane) and, for Q4_K / Q5_K,
+ * fmaf(-mins, dmin_w * d_x, lane), into the lanes (b % 4) * 8 of the pair's 32 (kept in
+ * memory), then quant_reduce32's tree. The types differ only in the unpacking: Q5_K is Q4_K's
+ * (its panel too) with the qh fifth bits or'ed in (s5_unpack), Q6_K its 6-bit levels, 16
+ * signed scales and kquant.c's offset term (s6_unpack, s4_pack6).
+ * gemm_time, batch 512, 1 thread, CPU us a position (2026-12-03, the shared 2-vCPU Xeon):
+ * Q4_K 5632 x 2048 145-148 -> 120-124, 2048 x 5632 145-149 -> 122-188 (one disturbed run),
+ * Q6_K 145 -> 135 and 149 -> 144 (minima of three; the earlier 2 x 8 tile, folded per
+ * position, before the arrows); Q5_K, which kept that tile until it moved here (q5tile.md):
+ * 5632 x 2048 155-161 -> 129-135, 2048 x 5632 155-157 -> 130-136.
  */
 #pragma GCC target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")
 #include <immintrin.h>
@@ -43,11 +39,12 @@ static inline __m128i s_unpack_v(const uint8_t *scales)
     return _mm_or_si128(lo, _mm_and_si128(_mm_srli_epi16(b, 2), _mm_set1_epi8(0x30)));
 }
 
-/* Q4_K in position pairs (s_run4): a pair's two positions interleaved by quads in each 512-bit
- * vector ([p quad 0 | p + 1 quad 0 | p quad 1 | ...] of one 32-value chunk), against the row's
- * chunk with each quad twice (vpermd). The int32 lanes are then the pair's kquant.c lanes
+/* Positions in pairs (s4_tile): a pair's two positions interleaved by quads in each 512-bit
+ * vector ([p quad 0 | p + 1 quad 0 | p quad 1 | ...] of one 32-value chunk), against the
+ * row's chunk with each quad twice (vpermd). The int32 lanes are then the pair's kquant.c lanes
  * (lane 2k: p's lane k, the chunk's values 4k..4k+3 summed over the 8 chunks; 2k + 1: p + 1's)
- * with no fold: 8 vpmaddubsw and 8 vpmaddwd / vpdpwssd a pair (as two positions of s_tile),
+ * with no fold: 8 vpmaddubsw and 8 vpmaddwd / vpdpwssd a pair (a 16-lane vector a position
+ * would need 2 shuffles and an add a pair to fold to 8 lanes, and the float work twice),
  * and the lanes' multipliers are the pair's (d_w d_p, d_w d_p+1) repeated, one 64-bit broadcast:
  * d_w times the tile's d_x (two vmulps a row and super-block) is formed once before the pair
  * loop and read as the fma's {1to8} operand, the same IEEE product the row kernel forms.
@@ -129,7 +126,7 @@ static void s4_pack6(uint64_t n, uint64_t B, const uint8_t *act, uint64_t ab, ui
     s4_pack(1, n, B, act, ab, panel, b0, b1);
 }
 
-/* One Q4_K row's super-block for s4_tile: the 8 chunks' levels (each quad twice) in
+/* One Q4_K / Q5_K row's super-block for s4_tile: the 8 chunks' levels (each quad twice) in
  * registers; in memory the 8 scales as word pairs, the mins as floats (each twice), and
  * d_w and dmin_w times the tile's 32 d_x. */
 typedef struct {
@@ -248,7 +245,7 @@ static inline __m512 s4_bcst2(const float *p)
     return _mm512_castpd_ps(_mm512_set1_pd(d));
 }
 
-/* quant_reduce32's tree for a pair's interleaved lanes: s_reduce_pair's additions (t = (g0 +
+/* quant_reduce32's tree for a pair's interleaved lanes: reduce_avx.h's additions (t = (g0 +
  * g1) + (g2 + g3), t[j] + t[j+4], u[j] + u[j+2], v[0] + v[1] per position) with the lane
  * distances doubled; p's sum in element 0, p + 1's in element 1. */
 static inline __m512 s4_reduce_pair(const float acc[QUANT_QB_GROUP][16])
