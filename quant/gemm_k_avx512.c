@@ -15,8 +15,9 @@
  * gemm_time, batch 512, 1 thread, CPU us a position (2026-12-03, the shared 2-vCPU Xeon):
  * Q4_K 5632 x 2048 145-148 -> 120-124, 2048 x 5632 145-149 -> 122-188 (one disturbed run),
  * Q6_K 145 -> 135 and 149 -> 144 (minima of three; the earlier 2 x 8 tile, folded per
- * position, before the arrows); Q5_K, which kept that tile until it moved here (q5tile.md):
- * 5632 x 2048 155-161 -> 129-135, 2048 x 5632 155-157 -> 130-136.
+ * position, before the arrows); Q5_K, which kept that tile until it moved here (medians of
+ * three, 8 runs a side alternating, 3 disturbed ones left out: 2026-12-03-q5tile.md):
+ * 5632 x 2048 154-161 -> 128-131, 2048 x 5632 155-170 -> 130-136.
  */
 #pragma GCC target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")
 #include <immintrin.h>
@@ -176,8 +177,9 @@ static inline __attribute__((always_inline)) void s4_unpack(const quant_block_q4
  * activation panel are s4_unpack's and s4_pack4's), then the fifth bits, levels 0..31. qh holds
  * element l of every chunk in byte l, chunk c's bit in bit c; duplicated by quads like the
  * nibbles, chunk c's goes to bit 4 by a 16-bit shift (4 - c left, c - 4 right: bit 4 of each
- * byte comes from the same byte, the rest masked off) and an or (vpternlogd): 3 instructions
- * a chunk, 24 a row and super-block, against the 12 pairs' ~200 of the tile. */
+ * byte comes from the same byte, the rest masked off) and an or (vpternlogd): with qh's load
+ * and vpermd ~16 instructions a row and super-block (s_run5's code is ~270 bytes longer than
+ * s_run4's for 2 rows), against the ~260 of its 12 pairs (~22 each). */
 static inline __attribute__((always_inline)) void s5_unpack(const quant_block_q5_K *x,
                                                             const uint8_t *dx, s4_lv *u,
                                                             s4_aux *a)
