@@ -2,25 +2,22 @@
  * tiles of weight rows x positions over a repacked Q8_K panel, lane for lane kquant.c's
  * order (the one-row kernels are dot_k_avx512.c's). quant/
  *
- * Each super-block of a row is unpacked once (levels, scale words permuted to their int16
- * pairs, the mins) into registers and serves S_P positions; each position's record (its 256
- * quants in the order the kernel loads them, its 16 bsums and d, one 320-byte record per
- * super-block and position, positions side by side) is read once per S_R rows. Integer sums
- * per pair: vpmaddubsw then vpdpwssd by the chunk's scale, folded to kquant.c's 8 lanes
- * (exact, so any grouping is the same). Float per pair and super-block: the row kernel's
- * fmaf(isum, d_w * d_x, lane) and, for Q4_K/Q5_K, fmaf(-mins, dmin_w * d_x, lane), into the
- * lanes (b % 4) * 8 of the pair's 32 (kept in memory), then quant_reduce32's tree. Positions
- * go two at a time (s_pair): both pairs' 8 lanes in one 512-bit vector, so the fold, the
- * conversions, the products, the fmas and the load and store of the lanes are one vector
- * instruction for two pairs where they were one each (8 integer instructions per pair and
- * super-block, ~10 around them before, ~6 now). That is Q5_K's kernel (s_tile).
- *
- * Q4_K and Q6_K (s4_tile, below; issue 22: ~65% and ~10% of a Q4_K_M prompt) go a step
- * further: a vector holds two positions' lanes interleaved, so there is no fold at all, the
- * d_w * d_x products are formed once per row and super-block, and a tile covers 24 positions
- * (the row's levels unpacked once for 12 pairs). gemm_time, batch 512, 1 thread, 2026-12-03:
- * Q4_K 5632 x 2048 145-148 -> 120-124 us a position, 2048 x 5632 145-149 -> 122-188 (one
- * disturbed run), Q6_K 145 -> 135 and 149 -> 144 (minima of three).
+ * One tile for the three types (s4_tile): each super-block of K4_R rows is unpacked once
+ * (levels with each quad twice, scales, mins, d_w and dmin_w times the tile's d_x) and serves
+ * a tile of K4_P = 24 positions in 12 pairs; a vector holds a pair's two positions interleaved
+ * by quads, so the int32 lanes of vpmaddubsw then vpmaddwd / vpdpwssd by the chunk's scale are
+ * the pair's kquant.c lanes with no fold (exact integers, so any grouping is the same). Float
+ * per pair and super-block: the row kernel's fmaf(isum, d_w * d_x, lane) and, for Q4_K / Q5_K,
+ * fmaf(-mins, dmin_w * d_x, lane), into the lanes (b % 4) * 8 of the pair's 32 (kept in
+ * memory), then quant_reduce32's tree. The types differ only in the unpacking: Q5_K is Q4_K's
+ * (its panel too) with the qh fifth bits or'ed in (s5_unpack), Q6_K its 6-bit levels, 16
+ * signed scales and kquant.c's offset term (s6_unpack, s4_pack6).
+ * gemm_time, batch 512, 1 thread, CPU us a position (2026-12-03, the shared 2-vCPU Xeon):
+ * Q4_K 5632 x 2048 145-148 -> 120-124, 2048 x 5632 145-149 -> 122-188 (one disturbed run),
+ * Q6_K 145 -> 135 and 149 -> 144 (minima of three; the earlier 2 x 8 tile, folded per
+ * position, before the arrows); Q5_K, which kept that tile until it moved here (medians of
+ * three, 8 runs a side alternating, 3 disturbed ones left out: 2026-12-03-q5tile.md):
+ * 5632 x 2048 154-161 -> 128-131, 2048 x 5632 155-170 -> 130-136.
  */
 #pragma GCC target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")
 #include <immintrin.h>
@@ -28,69 +25,8 @@
 
 #include "quant/gemm.h"
 
-/* Rows x positions per register tile, measured like gemm_avx512.c's (tests/tools/gemm_time,
- * 5632 x 2048, batch 64, 1 thread, CPU us per position, two runs each, 2026-12-02, load
- * average ~9): q4_K / q5_K / q6_K 2x4 123-130 / 134-145 / 133-146, 2x3 132-145 / 148-157 /
- * 123-150, 3x3 139-152 / 153-157 / 149-176, 4x2 144-153 / 168-178 / 180-185, 1x8 109-139 /
- * 141-145 / 122-131, 2x5 114-126 / 126-127 / 120-127, and 2x6 111-116 / 123 / 120-123 (the
- * tiles of dot_k_avx512.c: 270-385). A super-block's unpacking (8 vectors a row) is the
- * expensive part here, so positions count more than rows. On the Intel Xeon of 2026-12-02
- * (issue 22), llvm-mca -mcpu=icelake-server on the Q4_K loop, cycles per (row, position,
- * super-block): 2x6 8.0, 2x8 7.6, 1x8 7.8, 3x6 8.0, 3x4 8.8, 2x4 9.0 (the loop is bound by
- * ports 0 and 5, which is what gemm_time's 173 us a position matches): 2x8, and a batch of 64
- * is 8 whole tiles. -D to try others. */
-#ifndef S_R
-#define S_R 2
-#endif
-#ifndef S_P
-#define S_P 8
-_Static_assert(S_P >= 1 && S_P <= 8, "QUANT_GEMM_RUN covers widths 1..8");
-#endif
-
-/* s_tile's record (Q5_K): 256 quants (the pair-ordered copy, quant.h), the 16 bsums (int16),
- * d (f32), padding to a multiple of 64. */
-#define K_REC 320
-#define K_BSUMS 256
-#define K_D 288
-
-static uint64_t s_panel_bytes(uint64_t n, uint64_t B)
-{
-    const uint64_t nb = n / QUANT_QK_K;
-    return nb ? nb * B * K_REC : 0;
-}
-
-static void s_pack45(uint64_t n, uint64_t B, const uint8_t *act, uint64_t ab, uint8_t *panel,
-                     uint64_t b0, uint64_t b1)
-{
-    const uint64_t nb = n / QUANT_QK_K;
-    for (uint64_t b = b0; b < b1; b++) {
-        const quant_block_q8_K *y = (const quant_block_q8_K *)(act + b * ab);
-        const int8_t *yp = (const int8_t *)(y + nb);
-        for (uint64_t s = 0; s < nb; s++) {
-            uint8_t *o = panel + (s * B + b) * K_REC;
-            memcpy(o, yp + s * QUANT_QK_K, QUANT_QK_K);
-            memcpy(o + K_BSUMS, y[s].bsums, sizeof y[s].bsums);
-            memcpy(o + K_D, &y[s].d, 4);
-        }
-    }
-}
-
-/* A vpshufb control that fills each 128-bit lane L of a vector with word wL of that lane (each
- * lane holding the same 8 scale words, broadcast): one shuffle-port uop where vpermw (the
- * index vectors dot_k_avx512.c uses) costs two (llvm-mca -mcpu=icelake-server on this loop:
- * 16 of its 213 port-0/5 uops were the 8 vpermw). The 6-bit scale unpacking below is
- * dot_k_avx512.c's, repeated here (static there) so that file stays as it is. */
-static inline __m512i s_ctl_words(int w0, int w1, int w2, int w3)
-{
-#define S_W(w) _mm512_set1_epi16((short)(2 * (w) | (2 * (w) + 1) << 8))
-    return _mm512_mask_blend_epi16(
-        0xFF000000u,
-        _mm512_mask_blend_epi16(0x00FF0000u,
-                                _mm512_mask_blend_epi16(0x0000FF00u, S_W(w0), S_W(w1)), S_W(w2)),
-        S_W(w3));
-#undef S_W
-}
-
+/* The 6-bit scale unpacking (8 scales in bytes 0-7, 8 mins in 8-15) is dot_k_avx512.c's,
+ * repeated here (static there) so that file stays as it is. */
 static inline __m128i s_unpack_v(const uint8_t *scales)
 {
     const __m128i S = _mm_loadu_si128((const __m128i *)scales);
@@ -104,128 +40,12 @@ static inline __m128i s_unpack_v(const uint8_t *scales)
     return _mm_or_si128(lo, _mm_and_si128(_mm_srli_epi16(b, 2), _mm_set1_epi8(0x30)));
 }
 
-/* One row's super-block, unpacked: 4 x 64 levels, their 4 scale-word vectors, and the float
- * scales; m16: each min twice, as int16. */
-typedef struct {
-    __m512i q[4], sc[4];
-    __m256i m16;
-    float dw, dmw;
-} s_sb;
-
-static inline __attribute__((always_inline)) void s_unpack(quant_type t, const uint8_t *x,
-                                                           s_sb *u)
-{
-    const __m512i m4 = _mm512_set1_epi8(0x0F);
-    const quant_block_q4_K *x4 = (const quant_block_q4_K *)x;
-    const quant_block_q5_K *x5 = (const quant_block_q5_K *)x;
-    const uint8_t *qs = t == QUANT_Q5_K ? x5->qs : x4->qs;
-    const __m128i scm = s_unpack_v(x4->scales);
-    u->m16 = _mm256_cvtepu8_epi16(_mm_unpackhi_epi8(scm, scm));
-    /* the 8 scales as words in every lane: chunk c's vector takes c in lanes 0-1, c + 2 in 2-3 */
-    const __m512i s8 = _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(scm));
-    __m512i qh = _mm512_setzero_si512();
-    if (t == QUANT_Q5_K)
-        qh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)x5->qh));
-#pragma GCC unroll 2
-    for (int jj = 0; jj < 2; jj++) {
-        const __m512i v = _mm512_loadu_si512(qs + 64 * jj);
-        __m512i lo = _mm512_and_si512(v, m4);
-        __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
-        if (t == QUANT_Q5_K) {
-            const __m512i h16 = _mm512_set1_epi8(16);
-            const __m512i blo = _mm512_mask_blend_epi8(0xFFFFFFFF00000000ull,
-                                                       _mm512_set1_epi8((char)(1 << (4 * jj))),
-                                                       _mm512_set1_epi8((char)(4 << (4 * jj))));
-            const __m512i bhi = _mm512_add_epi8(blo, blo);
-            lo = _mm512_mask_add_epi8(lo, _mm512_test_epi8_mask(qh, blo), lo, h16);
-            hi = _mm512_mask_add_epi8(hi, _mm512_test_epi8_mask(qh, bhi), hi, h16);
-        }
-        u->q[2 * jj] = lo;
-        u->q[2 * jj + 1] = hi;
-#pragma GCC unroll 2
-        for (int k = 0; k < 2; k++) {
-            const int c = 4 * jj + k;
-            u->sc[2 * jj + k] = _mm512_shuffle_epi8(s8, s_ctl_words(c, c, c + 2, c + 2));
-        }
-    }
-    u->dw = _cvtsh_ss(x4->d);
-    u->dmw = _cvtsh_ss(x4->dmin);
-}
-
-/* One row's super-block against one position's record: 16 int32 lanes, vpmaddubsw then the
- * chunk's scale by vpmaddwd for the first level vector and vpdpwssd for the rest (the same
- * exact integers as vpdpwssd from zero, without a register copy of the zero per chain: 12 of
- * the loop's 213 port-0/5 uops in llvm-mca's icelake-server model). */
-static inline __attribute__((always_inline)) __m512i s_isum(const s_sb *u, const uint8_t *o)
-{
-    __m512i sv = _mm512_madd_epi16(_mm512_maddubs_epi16(u->q[0], _mm512_load_si512(o)), u->sc[0]);
-#pragma GCC unroll 3
-    for (int c = 1; c < 4; c++)
-        sv = _mm512_dpwssd_epi32(sv, _mm512_maddubs_epi16(u->q[c], _mm512_load_si512(o + 64 * c)),
-                                 u->sc[c]);
-    return sv;
-}
-
-/* One row's super-block against positions p and p + 1 at once: the two pairs' 8-lane integer
- * sums folded into one vector ([p | p + 1]), then one conversion, product and fma (and min
- * term) for both: per pair the same integers and the same IEEE operations on the same lanes as
- * the row kernel, half the vector instructions outside the integer sums. D and DM carry
- * d_w * d_x and dmin_w * d_x for the two positions (one IEEE product each, as the row kernel
- * forms them); acc the pair's lanes of group g ([p's 8 | p + 1's 8]). */
-static inline __attribute__((always_inline)) void
-s_pair(const s_sb *u, const uint8_t *o0, const uint8_t *o1, __m512 dx2, float *acc)
-{
-    const __m512i sv0 = s_isum(u, o0), sv1 = s_isum(u, o1);
-    /* [sv0 lanes 0-7 | sv1 lanes 0-7] + [sv0 lanes 8-15 | sv1 lanes 8-15]: exact */
-    __m512i s16 = _mm512_add_epi32(_mm512_shuffle_i64x2(sv0, sv1, 0x44),
-                                   _mm512_shuffle_i64x2(sv0, sv1, 0xEE));
-    const __m512i bs = _mm512_inserti64x4(
-        _mm512_castsi256_si512(_mm256_load_si256((const __m256i *)(o0 + K_BSUMS))),
-        _mm256_load_si256((const __m256i *)(o1 + K_BSUMS)), 1);
-    const __m512i m16 = _mm512_broadcast_i64x4(u->m16);
-    __m512 v = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s16),
-                               _mm512_mul_ps(_mm512_set1_ps(u->dw), dx2), _mm512_load_ps(acc));
-    v = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(_mm512_madd_epi16(bs, m16)),
-                         _mm512_mul_ps(_mm512_set1_ps(u->dmw), dx2), v);
-    _mm512_store_ps(acc, v);
-}
-
-/* One row's super-block against one position (a tile's odd last one): s_pair's operations on
- * 8 lanes. */
-static inline __attribute__((always_inline)) void
-s_single(const s_sb *u, const uint8_t *o, float dx, float *lane)
-{
-    const __m512i sv = s_isum(u, o);
-    const __m256i s8 =
-        _mm256_add_epi32(_mm512_castsi512_si256(sv), _mm512_extracti64x4_epi64(sv, 1));
-    const __m256i bs = _mm256_load_si256((const __m256i *)(o + K_BSUMS));
-    __m256 v = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s8), _mm256_set1_ps(u->dw * dx),
-                               _mm256_load_ps(lane));
-    v = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(bs, u->m16)),
-                         _mm256_set1_ps(u->dmw * dx), v);
-    _mm256_store_ps(lane, v);
-}
-
-/* quant_reduce32's tree (reduce_avx.h) for the two positions of a pair at once, straight from
- * their lanes: element 0 is the first position's sum, element 8 the second's. The same IEEE
- * additions as quant_reduce32_avx on each half (t = (g0 + g1) + (g2 + g3), then t[j] + t[j+4],
- * u[j] + u[j+2], v[0] + v[1]); it replaces 4 copies of 32 bytes and a 3-add tree per position,
- * a fixed cost per (row, position) that a 2048-wide product (8 super-blocks) felt. */
-static inline __m512 s_reduce_pair(const float acc[QUANT_QB_GROUP][16])
-{
-    const __m512 t = _mm512_add_ps(_mm512_add_ps(_mm512_load_ps(acc[0]), _mm512_load_ps(acc[1])),
-                                   _mm512_add_ps(_mm512_load_ps(acc[2]), _mm512_load_ps(acc[3])));
-    const __m512 u = _mm512_add_ps(t, _mm512_shuffle_f32x4(t, t, _MM_SHUFFLE(2, 3, 0, 1)));
-    const __m512 v = _mm512_add_ps(u, _mm512_permute_ps(u, _MM_SHUFFLE(3, 2, 3, 2)));
-    return _mm512_add_ps(v, _mm512_movehdup_ps(v));
-}
-
-
-/* Q4_K in position pairs (s_run4): a pair's two positions interleaved by quads in each 512-bit
- * vector ([p quad 0 | p + 1 quad 0 | p quad 1 | ...] of one 32-value chunk), against the row's
- * chunk with each quad twice (vpermd). The int32 lanes are then the pair's kquant.c lanes
+/* Positions in pairs (s4_tile): a pair's two positions interleaved by quads in each 512-bit
+ * vector ([p quad 0 | p + 1 quad 0 | p quad 1 | ...] of one 32-value chunk), against the
+ * row's chunk with each quad twice (vpermd). The int32 lanes are then the pair's kquant.c lanes
  * (lane 2k: p's lane k, the chunk's values 4k..4k+3 summed over the 8 chunks; 2k + 1: p + 1's)
- * with no fold: 8 vpmaddubsw and 8 vpmaddwd / vpdpwssd a pair (as two positions of s_tile),
+ * with no fold: 8 vpmaddubsw and 8 vpmaddwd / vpdpwssd a pair (a 16-lane vector a position
+ * would need 2 shuffles and an add a pair to fold to 8 lanes, and the float work twice),
  * and the lanes' multipliers are the pair's (d_w d_p, d_w d_p+1) repeated, one 64-bit broadcast:
  * d_w times the tile's d_x (two vmulps a row and super-block) is formed once before the pair
  * loop and read as the fma's {1to8} operand, the same IEEE product the row kernel forms.
@@ -307,7 +127,7 @@ static void s4_pack6(uint64_t n, uint64_t B, const uint8_t *act, uint64_t ab, ui
     s4_pack(1, n, B, act, ab, panel, b0, b1);
 }
 
-/* One Q4_K row's super-block for s4_tile: the 8 chunks' levels (each quad twice) in
+/* One Q4_K / Q5_K row's super-block for s4_tile: the 8 chunks' levels (each quad twice) in
  * registers; in memory the 8 scales as word pairs, the mins as floats (each twice), and
  * d_w and dmin_w times the tile's 32 d_x. */
 typedef struct {
@@ -323,7 +143,9 @@ typedef struct {
     uint32_t sc[8];
 } s4_aux;
 
+/* qs: the nibbles (a Q5_K block's lie past its qh). */
 static inline __attribute__((always_inline)) void s4_unpack(const quant_block_q4_K *x,
+                                                            const uint8_t *qs,
                                                             const uint8_t *dx, s4_lv *u,
                                                             s4_aux *a)
 {
@@ -338,7 +160,7 @@ static inline __attribute__((always_inline)) void s4_unpack(const quant_block_q4
 #pragma GCC unroll 4
     for (int m = 0; m < 4; m++) {
         const __m512i v = _mm512_permutexvar_epi32(
-            dup, _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(x->qs + 32 * m))));
+            dup, _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(qs + 32 * m))));
         u->q[2 * m] = _mm512_and_si512(v, m4);
         u->q[2 * m + 1] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
     }
@@ -348,6 +170,30 @@ static inline __attribute__((always_inline)) void s4_unpack(const quant_block_q4
         const __m512 d = _mm512_load_ps(dx + 64 * k);
         _mm512_store_ps(a->dd + 16 * k, _mm512_mul_ps(dw, d));
         _mm512_store_ps(a->dm + 16 * k, _mm512_mul_ps(dmw, d));
+    }
+}
+
+/* One Q5_K row's super-block: Q4_K's (the same scales, mins and nibbles: levels, aux and the
+ * activation panel are s4_unpack's and s4_pack4's), then the fifth bits, levels 0..31. qh holds
+ * element l of every chunk in byte l, chunk c's bit in bit c; duplicated by quads like the
+ * nibbles, chunk c's goes to bit 4 by a 16-bit shift (4 - c left, c - 4 right: bit 4 of each
+ * byte comes from the same byte, the rest masked off) and an or (vpternlogd): with qh's load
+ * and vpermd ~16 instructions a row and super-block (s_run5's code is ~270 bytes longer than
+ * s_run4's for 2 rows), against the ~260 of its 12 pairs (~22 each). */
+static inline __attribute__((always_inline)) void s5_unpack(const quant_block_q5_K *x,
+                                                            const uint8_t *dx, s4_lv *u,
+                                                            s4_aux *a)
+{
+    s4_unpack((const quant_block_q4_K *)x, x->qs, dx, u, a);
+    const __m512i m10 = _mm512_set1_epi8(0x10);
+    const __m512i dup = _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
+    const __m512i h = _mm512_permutexvar_epi32(
+        dup, _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)x->qh)));
+#pragma GCC unroll 8
+    for (int c = 0; c < 8; c++) {
+        const __m512i b = c < 4 ? _mm512_slli_epi16(h, 4 - c)
+                          : c > 4 ? _mm512_srli_epi16(h, c - 4) : h;
+        u->q[c] = _mm512_ternarylogic_epi32(u->q[c], b, m10, 0xF8); /* q | (b & 0x10) */
     }
 }
 
@@ -401,7 +247,7 @@ static inline __m512 s4_bcst2(const float *p)
     return _mm512_castpd_ps(_mm512_set1_pd(d));
 }
 
-/* quant_reduce32's tree for a pair's interleaved lanes: s_reduce_pair's additions (t = (g0 +
+/* quant_reduce32's tree for a pair's interleaved lanes: reduce_avx.h's additions (t = (g0 +
  * g1) + (g2 + g3), t[j] + t[j+4], u[j] + u[j+2], v[0] + v[1] per position) with the lane
  * distances doubled; p's sum in element 0, p + 1's in element 1. */
 static inline __m512 s4_reduce_pair(const float acc[QUANT_QB_GROUP][16])
@@ -419,7 +265,9 @@ static inline __attribute__((always_inline)) void s4_tile(quant_type t, const qu
                                                           uint64_t r, uint64_t b, const int R,
                                                           uint64_t P)
 {
-    const size_t bb = t == QUANT_Q4_K ? sizeof(quant_block_q4_K) : sizeof(quant_block_q6_K);
+    const size_t bb = t == QUANT_Q4_K   ? sizeof(quant_block_q4_K)
+                      : t == QUANT_Q5_K ? sizeof(quant_block_q5_K)
+                                        : sizeof(quant_block_q6_K);
     const uint64_t nb = a->n / QUANT_QK_K, npp = (P + 1) / 2;
     float acc[K4_R][K4_PP][QUANT_QB_GROUP][16] __attribute__((aligned(64)));
     memset(acc, 0, sizeof acc);
@@ -434,8 +282,11 @@ static inline __attribute__((always_inline)) void s4_tile(quant_type t, const qu
             const uint8_t *x = a->W + (r + (uint64_t)i) * a->row_bytes + s * bb;
             if (t == QUANT_Q6_K)
                 s6_unpack((const quant_block_q6_K *)x, pb + K4_DX, &u[i], &aux[i]);
+            else if (t == QUANT_Q5_K)
+                s5_unpack((const quant_block_q5_K *)x, pb + K4_DX, &u[i], &aux[i]);
             else
-                s4_unpack((const quant_block_q4_K *)x, pb + K4_DX, &u[i], &aux[i]);
+                s4_unpack((const quant_block_q4_K *)x, ((const quant_block_q4_K *)x)->qs,
+                          pb + K4_DX, &u[i], &aux[i]);
         }
         /* the scales back from memory: vpbroadcastd from memory is a load, where the compiler
          * otherwise extracts each from a register (vpextrd + vpbroadcastd, 3 port-0/5 uops) */
@@ -515,74 +366,16 @@ static void s_run4(const quant_gemm_args *a, uint64_t r0, uint64_t r1, uint64_t 
     s4_run(QUANT_Q4_K, a, r0, r1, b0, b1);
 }
 
+static void s_run5(const quant_gemm_args *a, uint64_t r0, uint64_t r1, uint64_t b0, uint64_t b1)
+{
+    s4_run(QUANT_Q5_K, a, r0, r1, b0, b1);
+}
+
 static void s_run6(const quant_gemm_args *a, uint64_t r0, uint64_t r1, uint64_t b0, uint64_t b1)
 {
     s4_run(QUANT_Q6_K, a, r0, r1, b0, b1);
 }
 
-/* acc[i][pp][g]: row i, positions 2 pp and 2 pp + 1, lane group g (super-blocks s % 4 == g):
- * 8 lanes of the first position, then 8 of the second. */
-#define S_PP ((S_P + 1) / 2)
-
-static inline __attribute__((always_inline)) void
-s_tile(quant_type t, const quant_gemm_args *a, uint64_t r, uint64_t b, const int R, const int P)
-{
-    const size_t bb = t == QUANT_Q4_K ? sizeof(quant_block_q4_K) : sizeof(quant_block_q5_K);
-    const uint64_t nb = a->n / QUANT_QK_K;
-    float acc[S_R][S_PP][QUANT_QB_GROUP][16] __attribute__((aligned(64)));
-    memset(acc, 0, sizeof acc);
-    const uint8_t *pp = a->panel + b * K_REC;
-    const uint64_t gs = a->B * K_REC;
-    for (uint64_t s = 0; s < nb; s++, pp += gs) {
-        const uint64_t g = s % QUANT_QB_GROUP;
-        s_sb u[S_R];
-#pragma GCC unroll 8
-        for (int i = 0; i < R; i++)
-            s_unpack(t, a->W + (r + (uint64_t)i) * a->row_bytes + s * bb, &u[i]);
-#pragma GCC unroll 8
-        for (int p = 0; p + 1 < P; p += 2) {
-            const uint8_t *o0 = pp + (uint64_t)p * K_REC, *o1 = o0 + K_REC;
-            float d0, d1;
-            memcpy(&d0, o0 + K_D, 4);
-            memcpy(&d1, o1 + K_D, 4);
-            const __m512 dx2 = _mm512_castpd_ps(_mm512_insertf64x4(
-                _mm512_castps_pd(_mm512_set1_ps(d0)), _mm256_castps_pd(_mm256_set1_ps(d1)), 1));
-#pragma GCC unroll 8
-            for (int i = 0; i < R; i++)
-                s_pair(&u[i], o0, o1, dx2, acc[i][p / 2][g]);
-        }
-        if (P & 1) {
-            const uint8_t *o = pp + (uint64_t)(P - 1) * K_REC;
-            float dx;
-            memcpy(&dx, o + K_D, 4);
-#pragma GCC unroll 8
-            for (int i = 0; i < R; i++)
-                s_single(&u[i], o, dx, acc[i][P / 2][g]);
-        }
-    }
-#pragma GCC unroll 8
-    for (int i = 0; i < R; i++)
-#pragma GCC unroll 8
-        for (int p = 0; p < P; p += 2) {
-            float *y = a->Y + (b + (uint64_t)p) * a->ldy + r + (uint64_t)i;
-            const __m512 sums = s_reduce_pair(acc[i][p / 2]);
-            y[0] = _mm_cvtss_f32(_mm512_castps512_ps128(sums));
-            if (p + 1 < P)
-                y[a->ldy] = _mm_cvtss_f32(_mm512_extractf32x4_ps(sums, 2));
-        }
-}
-
-#define S_TILE_OF(T, NAME)                                                                     \
-    static inline __attribute__((always_inline)) void NAME(const quant_gemm_args *a,           \
-                                                           uint64_t r, uint64_t b, const int R, \
-                                                           const int P)                        \
-    {                                                                                          \
-        s_tile(T, a, r, b, R, P);                                                              \
-    }
-S_TILE_OF(QUANT_Q5_K, s_tile5)
-
-QUANT_GEMM_RUN(s_run5, s_tile5)
-
 const quant_gemm quant_gemm_q4_K_avx512 = { "avx512-vnni", s4_panel_bytes, s4_pack4, s_run4, NULL };
-const quant_gemm quant_gemm_q5_K_avx512 = { "avx512-vnni", s_panel_bytes, s_pack45, s_run5, NULL };
+const quant_gemm quant_gemm_q5_K_avx512 = { "avx512-vnni", s4_panel_bytes, s4_pack4, s_run5, NULL };
 const quant_gemm quant_gemm_q6_K_avx512 = { "avx512-vnni", s4_panel_bytes, s4_pack6, s_run6, NULL };

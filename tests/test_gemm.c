@@ -93,9 +93,10 @@ static void s_all(const char *label, quant_isa isa)
     /* a long row, a batch of a prompt's size, three threads */
     for (size_t k = 0; k < S_NT; k++)
         shapes += s_shape(s_types[k], 66, 5632 / 256 * 256, 19, 3, label);
-    /* Q4_K's and Q6_K's tiles of 24 positions (gemm_k_avx512.c's K4_P): batches past two
-     * tiles, odd and even, with a row count past the 2-row tiles */
+    /* the K-quants' tiles of 24 positions (gemm_k_avx512.c's K4_P): batches past two tiles,
+     * odd and even, with a row count past the 2-row tiles */
     shapes += s_shape(QUANT_Q4_K, 7, 2048, 53, 2, label);
+    shapes += s_shape(QUANT_Q5_K, 7, 2048, 53, 2, label);
     shapes += s_shape(QUANT_Q6_K, 7, 2048, 53, 2, label);
     /* the float types' widened panels (gemm_f_avx512.c, from 16 positions): several panels a
      * share with a short last one (4 x 32 + 22 rows of 2048), a long row in chunks (12 + 12 +
