@@ -17,7 +17,14 @@
  * the registers hold the S_R x S_P integer sums, a chunk's levels and scale vector per row and
  * the activation chunk. The panel is the batch's Q8_K blocks reordered super-block-major
  * (positions side by side per super-block), so a tile's activations are one stream.
- * Figures: 2026-12-03-k2gemm.md.
+ * gemm_time KIND=avx2, batch 64, 1 thread, CPU us a position, row kernels -> this (2026-12-03,
+ * the shared 2-vCPU Xeon at 2.3 GHz, load 1.8 from a CI run): 5632 x 2048 Q4_K 511 -> 263,
+ * Q5_K 756 -> 297, Q6_K 902 -> 267; 2048 x 5632 504 -> 254, 766 -> 291, 909 -> 263. A
+ * position's super-block is then ~15 cycles, of which the integer sums' 8 vpmaddubsw, 8 vpmaddwd
+ * and 8 vpaddd and the float part's ~7 vector uops need ~10 on the three vector ports. Tried
+ * and no faster (2026-12-03-k2gemm.md): 2 rows x 4 or 6 positions, 10 or 12 positions, the
+ * chunks as a rolled loop from memory (no spills), d_w * d_x as one vector per tile, records
+ * padded to cache lines.
  */
 #pragma GCC target("avx2,fma,f16c")
 #include <immintrin.h>
