@@ -21,10 +21,12 @@
  * the shared 2-vCPU Xeon at 2.3 GHz, load 1.8 from a CI run): 5632 x 2048 Q4_K 511 -> 263,
  * Q5_K 756 -> 297, Q6_K 902 -> 267; 2048 x 5632 504 -> 254, 766 -> 291, 909 -> 263. A
  * position's super-block is then ~15 cycles, of which the integer sums' 8 vpmaddubsw, 8 vpmaddwd
- * and 8 vpaddd and the float part's ~7 vector uops need ~10 on the three vector ports. Tried
- * and no faster (2026-12-03-k2gemm.md): 2 rows x 4 or 6 positions, 10 or 12 positions, the
- * chunks as a rolled loop from memory (no spills), d_w * d_x as one vector per tile, records
- * padded to cache lines.
+ * and 8 vpaddd and the float part's ~7 vector uops need ~10 on the three vector ports.
+ * Tried, within 1-3% or slower (2026-12-03-k2gemm.md): 2 rows x 4 or 6 positions, 10 or 12
+ * positions, the chunks as a rolled loop from memory (no spills), d_w * d_x as one vector a
+ * tile, records padded to cache lines. Q4_K_M pp128 --isa avx2 against llama.cpp's haswell
+ * build, alternating with main's binary: 0.39-0.42 -> 0.76-0.87 (1 thread), 0.41-0.43 ->
+ * 0.81-0.82 (2 threads).
  */
 #pragma GCC target("avx2,fma,f16c")
 #include <immintrin.h>
