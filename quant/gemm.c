@@ -18,9 +18,9 @@ static const s_entry s_table[] = {
     { QUANT_BF16, { &quant_gemm_bf16_avx512, NULL, NULL } },
     { QUANT_Q4_0, { &quant_gemm_q4_0_avx512, &quant_gemm_q4_0_avxvnni, &quant_gemm_q4_0_avx2 } },
     { QUANT_Q8_0, { &quant_gemm_q8_0_avx512, &quant_gemm_q8_0_avxvnni, &quant_gemm_q8_0_avx2 } },
-    { QUANT_Q4_K, { &quant_gemm_q4_K_avx512, NULL, NULL } },
-    { QUANT_Q5_K, { &quant_gemm_q5_K_avx512, NULL, NULL } },
-    { QUANT_Q6_K, { &quant_gemm_q6_K_avx512, NULL, NULL } },
+    { QUANT_Q4_K, { &quant_gemm_q4_K_avx512, NULL, &quant_gemm_q4_K_avx2 } },
+    { QUANT_Q5_K, { &quant_gemm_q5_K_avx512, NULL, &quant_gemm_q5_K_avx2 } },
+    { QUANT_Q6_K, { &quant_gemm_q6_K_avx512, NULL, &quant_gemm_q6_K_avx2 } },
 };
 
 static int s_kind_runs(quant_gemm_kind kind)

@@ -172,6 +172,14 @@ int main(void)
         if (runs[i].kind == QUANT_GEMM_NONE && !quant_isa_set(QUANT_ISA_AVX512))
             s_all("fallback tiles (no batched kernel)", QUANT_ISA_AVX512);
     }
+    /* the K-quants' AVX2 kernels (gemm_k_avx2.c) are registered, so the AVX2 run above held
+     * them, not the fallback, to the scalar bits */
+    if (!quant_gemm_force(QUANT_GEMM_AVX2)) {
+        static const quant_type k[] = { QUANT_Q4_K, QUANT_Q5_K, QUANT_Q6_K };
+        for (size_t i = 0; i < 3; i++)
+            CHECK(quant_gemm_get_kind(k[i], QUANT_GEMM_AVX2) != NULL, "%s: an avx2 batched kernel",
+                  quant_type_name(k[i]));
+    }
     /* which kernel each type gets by default here (informational) */
     quant_gemm_force(QUANT_GEMM_AUTO);
     quant_isa_set(quant_isa_best());
