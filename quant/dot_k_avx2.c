@@ -12,21 +12,9 @@
 #include <math.h>
 #include <string.h>
 
+#include "quant/kq_avx2.h"
 #include "quant/quant_int.h"
 #include "quant/reduce_avx.h"
-
-/* ggml's unpacking of block_q4_K.scales (its ggml_vec_dot_q4_K_q8_K: kmask1..3): bytes 0..7
- * the 8 scales, 8..15 the 8 mins — the values get_scale_min_k4 gives (tests check). */
-static inline void s_unpack(const uint8_t *scales, uint32_t utmp[4])
-{
-    const uint32_t kmask1 = 0x3f3f3f3f, kmask2 = 0x0f0f0f0f, kmask3 = 0x03030303;
-    memcpy(utmp, scales, 12);
-    utmp[3] = ((utmp[2] >> 4) & kmask2) | (((utmp[1] >> 6) & kmask3) << 4);
-    const uint32_t uaux = utmp[1] & kmask1;
-    utmp[1] = (utmp[2] & kmask2) | (((utmp[0] >> 6) & kmask3) << 4);
-    utmp[2] = uaux;
-    utmp[0] &= kmask1;
-}
 
 /* sum_c m_c * (bsums[2c] + bsums[2c+1]): one vpmaddwd against each min repeated twice. */
 /* mins[c] = m_c * (bsums[2c] + bsums[2c+1]): one vpmaddwd against each min repeated twice. */
@@ -50,26 +38,15 @@ static inline __m256i s_q45(const void *blk, int q5, const quant_block_q8_K *y, 
     const quant_block_q5_K *x5 = blk;
     const uint8_t *qs = q5 ? x5->qs : x4->qs;
     uint32_t utmp[4];
-    s_unpack(x4->scales, utmp);
+    kq_avx2_scales(x4->scales, utmp);
     const uint8_t *sc = (const uint8_t *)utmp;
     *mins = s_mins(sc + 8, y->bsums);
-    const __m256i m4 = _mm256_set1_epi8(0x0F);
     __m256i s = _mm256_setzero_si256(), qh = _mm256_setzero_si256();
     if (q5)
         qh = _mm256_loadu_si256((const __m256i *)x5->qh);
     for (int j = 0; j < 4; j++) {
-        const __m256i v = _mm256_loadu_si256((const __m256i *)(qs + 32 * j));
-        __m256i lo = _mm256_and_si256(v, m4);
-        __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-        if (q5) {
-            const __m256i b0 = _mm256_set1_epi8((char)(1 << (2 * j)));
-            const __m256i b1 = _mm256_set1_epi8((char)(1 << (2 * j + 1)));
-            const __m256i h16 = _mm256_set1_epi8(16);
-            lo = _mm256_or_si256(lo, _mm256_and_si256(
-                                         _mm256_cmpeq_epi8(_mm256_and_si256(qh, b0), b0), h16));
-            hi = _mm256_or_si256(hi, _mm256_and_si256(
-                                         _mm256_cmpeq_epi8(_mm256_and_si256(qh, b1), b1), h16));
-        }
+        __m256i lo, hi;
+        kq_avx2_levels45(qs, qh, q5, j, &lo, &hi);
         s = s_chunk(s, lo, y->qs + 64 * j, sc[2 * j]);
         s = s_chunk(s, hi, y->qs + 64 * j + 32, sc[2 * j + 1]);
     }
@@ -88,19 +65,13 @@ static inline __m256i s_q6_offset(const quant_block_q6_K *x, const quant_block_q
  * times the 16-element sub-blocks' scales (one per 128-bit half), less the offset. */
 static inline __m256i s_q6(const quant_block_q6_K *x, const quant_block_q8_K *y)
 {
-    const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(3);
     __m256i s = _mm256_setzero_si256();
     for (int n = 0; n < 2; n++) {
         const __m256i l0 = _mm256_loadu_si256((const __m256i *)(x->ql + 64 * n));
         const __m256i l1 = _mm256_loadu_si256((const __m256i *)(x->ql + 64 * n + 32));
         const __m256i h = _mm256_loadu_si256((const __m256i *)(x->qh + 32 * n));
         for (int w = 0; w < 4; w++) {
-            const __m256i l = w & 1 ? l1 : l0;
-            const __m256i lo = w < 2 ? _mm256_and_si256(l, m4)
-                                     : _mm256_and_si256(_mm256_srli_epi16(l, 4), m4);
-            const __m256i hb = _mm256_slli_epi16(
-                _mm256_and_si256(_mm256_srli_epi16(h, 2 * w), m2), 4);
-            const __m256i q = _mm256_or_si256(lo, hb);
+            const __m256i q = kq_avx2_level6(l0, l1, h, w);
             const int c = 4 * n + w;
             const __m256i yv = _mm256_loadu_si256((const __m256i *)(y->qs + 32 * c));
             const __m256i p = _mm256_maddubs_epi16(q, yv);

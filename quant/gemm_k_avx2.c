@@ -33,6 +33,7 @@
 #include <string.h>
 
 #include "quant/gemm.h"
+#include "quant/kq_avx2.h"
 #include "quant/reduce_avx.h"
 
 #define S_R 1 /* rows a tile */
@@ -62,46 +63,23 @@ typedef struct {
     float d, dmin;
 } s_wb;
 
-/* ggml's unpacking of block_q4_K.scales (dot_k_avx2.c's s_unpack, static there). */
-static inline void s_unpack_sc(const uint8_t *scales, uint32_t utmp[4])
-{
-    const uint32_t kmask1 = 0x3f3f3f3f, kmask2 = 0x0f0f0f0f, kmask3 = 0x03030303;
-    memcpy(utmp, scales, 12);
-    utmp[3] = ((utmp[2] >> 4) & kmask2) | (((utmp[1] >> 6) & kmask3) << 4);
-    const uint32_t uaux = utmp[1] & kmask1;
-    utmp[1] = (utmp[2] & kmask2) | (((utmp[0] >> 6) & kmask3) << 4);
-    utmp[2] = uaux;
-    utmp[0] &= kmask1;
-}
-
 static inline __attribute__((always_inline)) void s_unpack45(const void *blk, int q5, s_wb *u)
 {
     const quant_block_q4_K *x4 = blk;
     const quant_block_q5_K *x5 = blk;
     const uint8_t *qs = q5 ? x5->qs : x4->qs;
     uint32_t utmp[4];
-    s_unpack_sc(x4->scales, utmp);
+    kq_avx2_scales(x4->scales, utmp);
     const uint8_t *sc = (const uint8_t *)utmp;
     const __m128i m = _mm_loadl_epi64((const __m128i *)(sc + 8));
     u->m = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m, m));
-    const __m256i m4 = _mm256_set1_epi8(0x0F);
     __m256i qh = _mm256_setzero_si256();
     if (q5)
         qh = _mm256_loadu_si256((const __m256i *)x5->qh);
 #pragma GCC unroll 4
     for (int j = 0; j < 4; j++) {
-        const __m256i v = _mm256_loadu_si256((const __m256i *)(qs + 32 * j));
-        __m256i lo = _mm256_and_si256(v, m4);
-        __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-        if (q5) {
-            const __m256i b0 = _mm256_set1_epi8((char)(1 << (2 * j)));
-            const __m256i b1 = _mm256_set1_epi8((char)(1 << (2 * j + 1)));
-            const __m256i h16 = _mm256_set1_epi8(16);
-            lo = _mm256_or_si256(lo, _mm256_and_si256(
-                                         _mm256_cmpeq_epi8(_mm256_and_si256(qh, b0), b0), h16));
-            hi = _mm256_or_si256(hi, _mm256_and_si256(
-                                         _mm256_cmpeq_epi8(_mm256_and_si256(qh, b1), b1), h16));
-        }
+        __m256i lo, hi;
+        kq_avx2_levels45(qs, qh, q5, j, &lo, &hi);
         u->q[2 * j] = lo;
         u->q[2 * j + 1] = hi;
         u->sc[2 * j] = _mm256_set1_epi16((short)sc[2 * j]);
@@ -113,7 +91,6 @@ static inline __attribute__((always_inline)) void s_unpack45(const void *blk, in
 
 static inline __attribute__((always_inline)) void s_unpack6(const quant_block_q6_K *x, s_wb *u)
 {
-    const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(3);
     u->m = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)x->scales));
 #pragma GCC unroll 2
     for (int n = 0; n < 2; n++) {
@@ -122,13 +99,8 @@ static inline __attribute__((always_inline)) void s_unpack6(const quant_block_q6
         const __m256i h = _mm256_loadu_si256((const __m256i *)(x->qh + 32 * n));
 #pragma GCC unroll 4
         for (int w = 0; w < 4; w++) {
-            const __m256i l = w & 1 ? l1 : l0;
-            const __m256i lo = w < 2 ? _mm256_and_si256(l, m4)
-                                     : _mm256_and_si256(_mm256_srli_epi16(l, 4), m4);
-            const __m256i hb = _mm256_slli_epi16(
-                _mm256_and_si256(_mm256_srli_epi16(h, 2 * w), m2), 4);
             const int c = 4 * n + w;
-            u->q[c] = _mm256_or_si256(lo, hb);
+            u->q[c] = kq_avx2_level6(l0, l1, h, w);
             u->sc[c] = _mm256_set_m128i(_mm_set1_epi16(x->scales[2 * c + 1]),
                                         _mm_set1_epi16(x->scales[2 * c]));
         }
