@@ -58,8 +58,9 @@ struct exec {
     int fd;
     int direct;
     arch_run *run;             /* the layer hooks' scratch, for up to max_pos positions */
-    /* resident layers: [0, n_resident) relative to first, ARCH_MAX_LAYER_TENSORS each */
-    void **res_mem;
+    /* resident layers: one arena (s_load_resident) and, for [0, n_resident) relative to first,
+     * ARCH_MAX_LAYER_TENSORS pointers each into it */
+    void *res_arena;
     const void **res_data;
     uint64_t loaded_bytes;
     /* streaming: one step's chunks, and the vectors of the layer being streamed */
@@ -216,9 +217,8 @@ static int s_load_resident(exec_t *e, char *err, size_t errlen)
     uint32_t n = e->plan.n_resident + e->plan.n_split;
     char why[256];
     size_t slots = (size_t)(n ? n : 1) * ARCH_MAX_LAYER_TENSORS;
-    e->res_mem = calloc(slots, sizeof(void *));
     e->res_data = calloc(slots, sizeof(void *));
-    if (!e->res_mem || !e->res_data) {
+    if (!e->res_data) {
         snprintf(err, errlen, "out of memory");
         return -1;
     }
@@ -232,7 +232,7 @@ static int s_load_resident(exec_t *e, char *err, size_t errlen)
         return 0;
     if (total >= IOBUF_HUGE)
         total = (total + IOBUF_HUGE - 1) / IOBUF_HUGE * IOBUF_HUGE;
-    uint8_t *arena = e->res_mem[0] = s_alloc_read_buf(total);
+    uint8_t *arena = e->res_arena = s_alloc_read_buf(total);
     if (!arena) {
         snprintf(err, errlen, "out of memory for %llu bytes of resident layers",
                  (unsigned long long)total);
@@ -1101,11 +1101,7 @@ void exec_free(exec_t **pe)
     free(e->xmap);
     iobuf_free(&e->ring_mem);
     free(e->slots);
-    for (size_t i = 0; e->res_mem &&
-                       i < (size_t)(e->plan.n_resident + e->plan.n_split) * ARCH_MAX_LAYER_TENSORS;
-         i++)
-        free(e->res_mem[i]);
-    free(e->res_mem);
+    free(e->res_arena);
     free(e->res_data);
     free(e->sched);
     free(e->stage);
