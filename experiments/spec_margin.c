@@ -69,7 +69,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "%s\n", err);
         return 1;
     }
-    printf("pos margin copy_margin_err rms_logit_err target_logit_sd agree\n");
+    printf("pos margin copy_margin_err rms_logit_err target_logit_sd agree target_id\n");
     for (uint32_t g = 0; g < ngen; g++) {
         uint32_t a1, a2, b1, b2;
         s_top2(lt, V, &a1, &a2);
@@ -86,7 +86,7 @@ int main(int argc, char **argv)
         sd_t[g] = sqrt(m2 / V);
         ratio[g] = marg[g] / rms[g];
         agree += a1 == b1;
-        printf("%u %.4f %.4f %.4f %.4f %d\n", g, marg[g], merr[g], rms[g], sd_t[g], a1 == b1);
+        printf("%u %.4f %.4f %.4f %.4f %d %u\n", g, marg[g], merr[g], rms[g], sd_t[g], a1 == b1, a1);
         ids[np + g] = (int32_t)a1;
         if (llm_eval(st, ids + np + g, 1, lt, 0, err, sizeof err) ||
             llm_eval(sd, ids + np + g, 1, ld, 0, err, sizeof err)) {

@@ -7,6 +7,6 @@ out=build/experiments/spec_margin
 mkdir -p build/experiments
 cc -std=c11 -D_GNU_SOURCE -O2 -I. -o "$out" experiments/spec_margin.c build/libswarm.a \
     -lzmq -lmsgpackc -L/usr/lib/x86_64-linux-gnu/openblas-pthread/ -lopenblas -lbpf -linih -ljansson -lxxhash -luring -lcrypto -lpcre2-8 -lmicrohttpd -lpthread -lm
-P="The history of the city begins with a small village on the river"
+P=${PROMPT:-"The history of the city begins with a small village on the river"}
 ids=$(bin/swarm tokenize "$1" "$P" 2>/dev/null | head -1 | tr -d '[],')
 "$out" "$1" "$2" "${3:-48}" $ids
