@@ -1,24 +1,24 @@
-/* gemm_x_avx2.c — batched Q5_0, Q5_1 and IQ4_XS kernels for AVX2 + FMA + F16C (no AVX-512):
- * dot_x_avx2.c's row kernels with each weight group (four blocks of 32) or super-block
- * unpacked once for a tile of positions. quant/
+/* gemm_x_avx2.c — batched Q4_1, Q5_0, Q5_1, IQ4_NL and IQ4_XS kernels for AVX2 + FMA + F16C
+ * (no AVX-512): dot_x_avx2.c's row kernels with each weight group (four blocks of 32) or
+ * super-block unpacked once for a tile of positions. quant/
  *
  * Without them an AVX2 prompt on these files went one position at a time through the row
  * kernel, which unpacks the nibbles, Q5's fifth bits and scales (IQ4_XS: the table lookups and
- * the 6-bit scales) again for every position: bench-llm --isa avx2 pp128 was 0.46-0.84x
- * llama.cpp's haswell build (2026-12-03-avx2-llamacpp.md).
+ * the 6-bit scales) again for every position: bench-llm --isa avx2 pp64 was 0.46-0.84x
+ * llama.cpp's haswell build on Q5_0, Q5_1 and IQ4_XS (2026-12-03-avx2-llamacpp.md).
  *
  * The arithmetic per (row, position) is the row kernel's, lane for lane, from xq_avx2.h's one
  * copy: blocks of 32 through xq_avx2_unpack32 (once per row and group) and xq_avx2_acc32 (per
  * position: vpmaddubsw, vpmaddwd by ones, Q5_0's offset, one fma by d_w * d_x into lanes 4 (b %
- * 4) + quad, Q5_1's m_w * s_y into quad 0's lane, the last partial group on a zeroed copy with
- * its absent lanes kept); IQ4_XS through xq_avx2_iq4xs_* (|k| by the activation taking k's sign,
- * vpmaddwd by the scale words, exact int32 sums whose order is free) and one fma a super-block
- * into lanes (b % 4) * 8; then quant_reduce32's tree (reduce_avx.h). A tile is 1 row x 8
- * positions (gemm_k_avx2.c's, whose other shapes measured no better); its float accumulators
- * live in memory (8 x 32 floats). The panel holds per group (super-block) the positions side
- * by side: blocks of 32 their qs4 (padded to a whole group as quant_x_pad32 does), Q5_0's
- * bias8, d_x and Q5_1's s_y; IQ4_XS its Q8_K quants with each chunk pair's halves already where
- * the row kernel's two vinserti128 put them, and d_x.
+ * 4) + quad, Q4_1 / Q5_1's m_w * s_y into quad 0's lane, the last partial group on a zeroed
+ * copy with its absent lanes kept); IQ4_XS through xq_avx2_iq4xs_* (|k| by the activation
+ * taking k's sign, vpmaddwd by the scale words, exact int32 sums whose order is free) and one
+ * fma a super-block into lanes (b % 4) * 8; then quant_reduce32's tree (reduce_avx.h). A tile
+ * is 1 row x 8 positions (gemm_k_avx2.c's, whose other shapes measured no better); its float
+ * accumulators live in memory (8 x 32 floats). The panel holds per group (super-block) the
+ * positions side by side: blocks of 32 their qs4 (padded to a whole group as quant_x_pad32
+ * does), Q5_0's bias8, d_x and Q4_1 / Q5_1's s_y; IQ4_XS its Q8_K quants with each chunk
+ * pair's halves already where the row kernel's two vinserti128 put them, and d_x.
  */
 #pragma GCC target("avx2,fma,f16c")
 #include <immintrin.h>
@@ -36,6 +36,11 @@
 /* A group's record: qs4 (128), then Q5_0's bias8 (128), d_x (16), Q5_1's s_y (16). */
 #define S_QS 0
 #define S_B8 128
+static inline int s_mn(quant_type t)
+{
+    return t == QUANT_Q4_1 || t == QUANT_Q5_1;
+}
+
 static inline uint64_t s_off_d(quant_type t)
 {
     return t == QUANT_Q5_0 ? 256 : 128;
@@ -43,7 +48,7 @@ static inline uint64_t s_off_d(quant_type t)
 
 static inline uint64_t s_rec32(quant_type t)
 {
-    return s_off_d(t) + (t == QUANT_Q5_1 ? 32 : 16);
+    return s_off_d(t) + (s_mn(t) ? 32 : 16);
 }
 
 static inline uint64_t s_panel32(quant_type t, uint64_t n, uint64_t B)
@@ -59,7 +64,7 @@ static inline void s_pack32(quant_type t, uint64_t n, uint64_t B, const uint8_t 
     const uint64_t rec = s_rec32(t), od = s_off_d(t);
     for (uint64_t b = b0; b < b1; b++) {
         const quant_act_q8 y = quant_act_view(act + b * ab, n);
-        const float *sums = t == QUANT_Q5_1 ? quant_act_q8_sums(act + b * ab, n) : NULL;
+        const float *sums = s_mn(t) ? quant_act_q8_sums(act + b * ab, n) : NULL;
         for (uint64_t g = 0; g < ng; g++) {
             uint8_t *r = panel + (g * B + b) * rec;
             const uint64_t k0 = g * QUANT_QB_GROUP;
@@ -86,7 +91,7 @@ static inline __attribute__((always_inline)) void s_pos32(quant_type t, const xq
     for (int i = 0; i < 4; i++)
         v[i] = _mm256_load_ps(acc + 8 * i);
     xq_avx2_acc32(t, u, (const int8_t *)(r + S_QS), (const int32_t *)(r + S_B8),
-                  (const float *)(r + od), t == QUANT_Q5_1 ? (const float *)(r + od + 16) : NULL,
+                  (const float *)(r + od), s_mn(t) ? (const float *)(r + od + 16) : NULL,
                   k, v);
 #pragma GCC unroll 4
     for (int i = 0; i < 4; i++)
@@ -212,34 +217,30 @@ static inline __attribute__((always_inline)) void s_tile_xs(const quant_gemm_arg
 
 /* ---------------------------------------------------------------- the kernels */
 
-static uint64_t s_panel_q5_0(uint64_t n, uint64_t B)
-{
-    return s_panel32(QUANT_Q5_0, n, B);
-}
+/* One kernel of blocks of 32 for type T: its panel size, pack, tile and run. */
+#define S_KERNEL32(NAME, T)                                                                    \
+    static uint64_t s_panel_##NAME(uint64_t n, uint64_t B)                                     \
+    {                                                                                          \
+        return s_panel32(T, n, B);                                                             \
+    }                                                                                          \
+    static void s_pack_##NAME(uint64_t n, uint64_t B, const uint8_t *act, uint64_t ab,         \
+                              uint8_t *panel, uint64_t b0, uint64_t b1)                        \
+    {                                                                                          \
+        s_pack32(T, n, B, act, ab, panel, b0, b1);                                             \
+    }                                                                                          \
+    static inline __attribute__((always_inline)) void s_tile_##NAME(                           \
+        const quant_gemm_args *a, uint64_t r, uint64_t b, const int R, const int P)            \
+    {                                                                                          \
+        s_tile32(T, a, r, b, R, P);                                                            \
+    }                                                                                          \
+    QUANT_GEMM_RUN(s_run_##NAME, s_tile_##NAME)                                                \
+    const quant_gemm quant_gemm_##NAME##_avx2 = { "avx2", s_panel_##NAME, s_pack_##NAME,       \
+                                                  s_run_##NAME, NULL };
 
-static uint64_t s_panel_q5_1(uint64_t n, uint64_t B)
-{
-    return s_panel32(QUANT_Q5_1, n, B);
-}
-
-static void s_pack_q5_0(uint64_t n, uint64_t B, const uint8_t *act, uint64_t ab, uint8_t *panel,
-                        uint64_t b0, uint64_t b1)
-{
-    s_pack32(QUANT_Q5_0, n, B, act, ab, panel, b0, b1);
-}
-
-static void s_pack_q5_1(uint64_t n, uint64_t B, const uint8_t *act, uint64_t ab, uint8_t *panel,
-                        uint64_t b0, uint64_t b1)
-{
-    s_pack32(QUANT_Q5_1, n, B, act, ab, panel, b0, b1);
-}
-
-#define S_TILE50(a, r, b, R, P) s_tile32(QUANT_Q5_0, a, r, b, R, P)
-#define S_TILE51(a, r, b, R, P) s_tile32(QUANT_Q5_1, a, r, b, R, P)
-QUANT_GEMM_RUN(s_run_q5_0, S_TILE50)
-QUANT_GEMM_RUN(s_run_q5_1, S_TILE51)
+S_KERNEL32(q4_1, QUANT_Q4_1)
+S_KERNEL32(q5_0, QUANT_Q5_0)
+S_KERNEL32(q5_1, QUANT_Q5_1)
+S_KERNEL32(iq4_nl, QUANT_IQ4_NL)
 QUANT_GEMM_RUN(s_run_xs, s_tile_xs)
 
-const quant_gemm quant_gemm_q5_0_avx2 = { "avx2", s_panel_q5_0, s_pack_q5_0, s_run_q5_0, NULL };
-const quant_gemm quant_gemm_q5_1_avx2 = { "avx2", s_panel_q5_1, s_pack_q5_1, s_run_q5_1, NULL };
 const quant_gemm quant_gemm_iq4_xs_avx2 = { "avx2", s_panel_xs, s_pack_xs, s_run_xs, NULL };
