@@ -123,10 +123,10 @@ static inline __attribute__((always_inline)) __m256 xq_avx2_fma(__m256 p, __m256
 
 /* A group of four blocks of 32, unpacked: the levels (or IQ4_NL's nibbles) of blocks 0, 1
  * (v01) and 2, 3 (v23), elements 0..15 (l) and 16..31 (u); [d0..d3, m0..m3] as f32 (m 0 for
- * Q5_0 / IQ4_NL); and m_w of blocks 0, 1 and 2, 3 spread over their lanes (Q4_1, Q5_1). */
+ * Q5_0 / IQ4_NL). */
 typedef struct {
     __m256i l01, l23, u01, u23;
-    __m256 dm, m01, m23;
+    __m256 dm;
 } xq_avx2_g32;
 
 /* The four blocks at x (xq_avx2_bb bytes each; all four readable: a row's padded last group
@@ -154,12 +154,6 @@ static inline __attribute__((always_inline)) void xq_avx2_unpack32(quant_type t,
         g->u01 = _mm256_or_si256(g->u01, xq_avx2_bit16(hb, 6, 2));
         g->l23 = _mm256_or_si256(g->l23, xq_avx2_bit16(hb, 12, 8));
         g->u23 = _mm256_or_si256(g->u23, xq_avx2_bit16(hb, 14, 10));
-    }
-    if (mn) {
-        g->m01 = _mm256_permutevar8x32_ps(g->dm, _mm256_setr_epi32(4, 4, 4, 4, 5, 5, 5, 5));
-        g->m23 = _mm256_permutevar8x32_ps(g->dm, _mm256_setr_epi32(6, 6, 6, 6, 7, 7, 7, 7));
-    } else {
-        g->m01 = g->m23 = _mm256_setzero_ps();
     }
 }
 
@@ -198,8 +192,14 @@ static inline __attribute__((always_inline)) void xq_avx2_acc32(quant_type t, co
         const __m256 sy = _mm256_castps128_ps256(_mm_loadu_ps(syp));
         const __m256 s01 = _mm256_permutevar8x32_ps(sy, i01);
         const __m256 s23 = _mm256_permutevar8x32_ps(sy, i23);
-        a[0] = _mm256_blend_ps(a[0], xq_avx2_fma(s01, g->m01, a[0], p01), 0x11);
-        a[1] = _mm256_blend_ps(a[1], xq_avx2_fma(s23, g->m23, a[1], p23), 0x11);
+        /* m_w * 1 (exact) out of the product above, as the row kernel always took it (per
+         * position in a batched kernel too: taken once a group from dm, gemm_time q5_1 and
+         * q4_1 measured the same, 2026-12-03) */
+        const __m256i four = _mm256_set1_epi32(4);
+        const __m256 m01 = _mm256_permutevar8x32_ps(dd, _mm256_add_epi32(i01, four));
+        const __m256 m23 = _mm256_permutevar8x32_ps(dd, _mm256_add_epi32(i23, four));
+        a[0] = _mm256_blend_ps(a[0], xq_avx2_fma(s01, m01, a[0], p01), 0x11);
+        a[1] = _mm256_blend_ps(a[1], xq_avx2_fma(s23, m23, a[1], p23), 0x11);
     }
 }
 
