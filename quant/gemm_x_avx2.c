@@ -23,7 +23,9 @@
  * the shared 2-vCPU Xeon, load 4.5 from other work; 2026-12-03-l2gemm.md): 5632 x 2048 Q5_0
  * 759 -> 423, Q5_1 782 -> 392, IQ4_XS 482 -> 273, Q4_1 505 -> 366, IQ4_NL 519 -> 382. Tried, no
  * better: Q5_0's offset doubled and d_x spread over the lanes in the panel (4 shifts, an insert
- * and 2 permutes fewer a position and group: 1% on Q5_0, 4% slower on Q5_1).
+ * and 2 permutes fewer a position and group: 1% on Q5_0, 4% slower on Q5_1). pp128 --isa avx2
+ * against llama.cpp's haswell build, 1 thread, alternating with main: Q5_0 0.56-0.66 ->
+ * 1.02-1.05, Q5_1 0.85-1.16 -> 1.66-2.20, IQ4_XS 0.47-0.57 -> 0.88-0.95.
  */
 #pragma GCC target("avx2,fma,f16c")
 #include <immintrin.h>
