@@ -27,19 +27,6 @@ static inline uint16_t s_u16(const uint8_t *p)
     return v;
 }
 
-static inline size_t s_bb(quant_type t)
-{
-    return t == QUANT_Q4_1 ? sizeof(quant_block_q4_1) : t == QUANT_Q5_0 ? sizeof(quant_block_q5_0)
-           : t == QUANT_Q5_1 ? sizeof(quant_block_q5_1) : sizeof(quant_block_iq4_nl);
-}
-
-static inline size_t s_qs_off(quant_type t)
-{
-    return t == QUANT_Q4_1 ? offsetof(quant_block_q4_1, qs)
-           : t == QUANT_Q5_0 ? offsetof(quant_block_q5_0, qs)
-           : t == QUANT_Q5_1 ? offsetof(quant_block_q5_1, qs) : offsetof(quant_block_iq4_nl, qs);
-}
-
 /* Word index (for vpermt2w over a group's first 64 bytes, then its last 64) of the 16-bit
  * word at byte offset o of a group of 4 blocks of bb bytes (every offset used is even). */
 static inline short s_wi(size_t o, size_t bb)
@@ -51,7 +38,7 @@ static inline short s_wi(size_t o, size_t bb)
  * low halves of qh (Q5_0, Q5_1), then the high halves. */
 static inline __m512i s_hidx(quant_type t)
 {
-    const size_t bb = s_bb(t);
+    const size_t bb = quant_x_bb32(t);
     const int mn = t == QUANT_Q4_1 || t == QUANT_Q5_1;
     const size_t ho = t == QUANT_Q5_0 ? 2 : 4; /* qh's offset (Q5 only) */
     short w[16];
@@ -93,8 +80,8 @@ static inline __attribute__((always_inline)) void s_group(quant_type t, const ui
                                                          const float *dxp, const float *syp,
                                                          int kg, __m512 *z0, __m512 *z1)
 {
-    const int bb = (int)s_bb(t);
-    const size_t qo = s_qs_off(t);
+    const int bb = (int)quant_x_bb32(t);
+    const size_t qo = quant_x_qs_off32(t);
     const int q5 = t == QUANT_Q5_0 || t == QUANT_Q5_1, mn = t == QUANT_Q4_1 || t == QUANT_Q5_1;
     const __mmask16 lm = (__mmask16)((1u << (4 * kg)) - 1), l4 = (__mmask16)((1u << kg) - 1);
     const __m512i idx = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
@@ -135,7 +122,7 @@ static inline __attribute__((always_inline)) float s_dot32(quant_type t, uint64_
                                                            const void *w, const void *act)
 {
     const uint8_t *x = w;
-    const size_t bb = s_bb(t);
+    const size_t bb = quant_x_bb32(t);
     const int mn = t == QUANT_Q4_1 || t == QUANT_Q5_1;
     const quant_act_q8 y = quant_act_view(act, n);
     const float *sums = mn ? quant_act_q8_sums(act, n) : NULL;

@@ -21,6 +21,11 @@ static const s_entry s_table[] = {
     { QUANT_Q4_K, { &quant_gemm_q4_K_avx512, NULL, &quant_gemm_q4_K_avx2 } },
     { QUANT_Q5_K, { &quant_gemm_q5_K_avx512, NULL, &quant_gemm_q5_K_avx2 } },
     { QUANT_Q6_K, { &quant_gemm_q6_K_avx512, NULL, &quant_gemm_q6_K_avx2 } },
+    { QUANT_Q4_1, { NULL, NULL, &quant_gemm_q4_1_avx2 } },
+    { QUANT_Q5_0, { NULL, NULL, &quant_gemm_q5_0_avx2 } },
+    { QUANT_Q5_1, { NULL, NULL, &quant_gemm_q5_1_avx2 } },
+    { QUANT_IQ4_NL, { NULL, NULL, &quant_gemm_iq4_nl_avx2 } },
+    { QUANT_IQ4_XS, { NULL, NULL, &quant_gemm_iq4_xs_avx2 } },
 };
 
 static int s_kind_runs(quant_gemm_kind kind)

@@ -83,6 +83,9 @@ extern const quant_gemm quant_gemm_f16_avx512, quant_gemm_bf16_avx512;
 extern const quant_gemm quant_gemm_q4_K_avx512, quant_gemm_q5_K_avx512, quant_gemm_q6_K_avx512;
 /* (gemm_k_avx2.c) */
 extern const quant_gemm quant_gemm_q4_K_avx2, quant_gemm_q5_K_avx2, quant_gemm_q6_K_avx2;
+/* (gemm_x_avx2.c) */
+extern const quant_gemm quant_gemm_q4_1_avx2, quant_gemm_q5_0_avx2, quant_gemm_q5_1_avx2;
+extern const quant_gemm quant_gemm_iq4_nl_avx2, quant_gemm_iq4_xs_avx2;
 
 /* The driver every AVX-512 kernel file shares: positions outermost in tiles of S_P, rows in
  * tiles of S_R (both #defined by the including file before use), a tile of np < S_P positions

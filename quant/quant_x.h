@@ -22,6 +22,7 @@
 #ifndef SWARM_QUANT_X_H
 #define SWARM_QUANT_X_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "quant/quant_int.h"
@@ -46,6 +47,21 @@ static inline const float *quant_act_q8_sums(const void *act, uint64_t n)
 {
     const uint64_t nb = n / QUANT_QK;
     return (const float *)((const uint8_t *)act + 2 * n + nb * (4 + 32) + (nb + 3) / 4 * 128);
+}
+
+/* Bytes of a block of 32 of Q4_1, Q5_0, Q5_1 or IQ4_NL, and where its qs (the nibbles) starts:
+ * the SIMD kernels' group code reads four blocks by these. */
+static inline size_t quant_x_bb32(quant_type t)
+{
+    return t == QUANT_Q4_1 ? sizeof(quant_block_q4_1) : t == QUANT_Q5_0 ? sizeof(quant_block_q5_0)
+           : t == QUANT_Q5_1 ? sizeof(quant_block_q5_1) : sizeof(quant_block_iq4_nl);
+}
+
+static inline size_t quant_x_qs_off32(quant_type t)
+{
+    return t == QUANT_Q4_1 ? offsetof(quant_block_q4_1, qs)
+           : t == QUANT_Q5_0 ? offsetof(quant_block_q5_0, qs)
+           : t == QUANT_Q5_1 ? offsetof(quant_block_q5_1, qs) : offsetof(quant_block_iq4_nl, qs);
 }
 
 /* 1 if t is one of the types of this header. */

@@ -19,7 +19,9 @@ static float s_unif(float lo, float hi)
 }
 
 static const quant_type s_types[] = { QUANT_F32,  QUANT_F16,  QUANT_BF16, QUANT_Q8_0,
-                                      QUANT_Q4_0, QUANT_Q4_K, QUANT_Q5_K, QUANT_Q6_K };
+                                      QUANT_Q4_0, QUANT_Q4_K, QUANT_Q5_K, QUANT_Q6_K,
+                                      QUANT_Q4_1, QUANT_Q5_0, QUANT_Q5_1, QUANT_IQ4_NL,
+                                      QUANT_IQ4_XS };
 #define S_NT (sizeof s_types / sizeof s_types[0])
 
 /* One shape of one type: W (rows x cols, random), X (B x cols), every batch size 1..B
@@ -98,6 +100,17 @@ static void s_all(const char *label, quant_isa isa)
     shapes += s_shape(QUANT_Q4_K, 7, 2048, 53, 2, label);
     shapes += s_shape(QUANT_Q5_K, 7, 2048, 53, 2, label);
     shapes += s_shape(QUANT_Q6_K, 7, 2048, 53, 2, label);
+    /* gemm_x_avx2.c's tiles of 8 positions: 53 = 6 x 8 + 5; blocks of 32 whose last group of
+     * four is partial (9 blocks: 2 + 1; 90, gpt-oss's 2880: 22 + 2), super-blocks not whole
+     * groups of four (1280: 5) */
+    static const quant_type xs[] = { QUANT_Q4_1, QUANT_Q5_0, QUANT_Q5_1, QUANT_IQ4_NL,
+                                     QUANT_IQ4_XS };
+    for (size_t k = 0; k < sizeof xs / sizeof xs[0]; k++) {
+        shapes += s_shape(xs[k], 7, 2048, 53, 2, label);
+        shapes += s_shape(xs[k], 5, 1280, 53, 1, label);
+        shapes += s_shape(xs[k], 9, 32 * 9, 21, 2, label);
+        shapes += s_shape(xs[k], 6, 2880, 11, 1, label);
+    }
     /* the float types' widened panels (gemm_f_avx512.c, from 16 positions): several panels a
      * share with a short last one (4 x 32 + 22 rows of 2048), a long row in chunks (12 + 12 +
      * 11 rows of 5376 a share, chunks of 5 x 1024 + 256), edges of the row and position
@@ -172,11 +185,14 @@ int main(void)
         if (runs[i].kind == QUANT_GEMM_NONE && !quant_isa_set(QUANT_ISA_AVX512))
             s_all("fallback tiles (no batched kernel)", QUANT_ISA_AVX512);
     }
-    /* the K-quants' AVX2 kernels (gemm_k_avx2.c) are registered, so the AVX2 run above held
-     * them, not the fallback, to the scalar bits */
+    /* the K-quants' AVX2 kernels (gemm_k_avx2.c) and quant_x.h's blocks of 32 and IQ4_XS's
+     * (gemm_x_avx2.c) are registered, so the AVX2 run above held them, not the fallback, to
+     * the scalar bits */
     if (!quant_gemm_force(QUANT_GEMM_AVX2)) {
-        static const quant_type k[] = { QUANT_Q4_K, QUANT_Q5_K, QUANT_Q6_K };
-        for (size_t i = 0; i < 3; i++)
+        static const quant_type k[] = { QUANT_Q4_K, QUANT_Q5_K, QUANT_Q6_K,
+                                        QUANT_Q4_1, QUANT_Q5_0, QUANT_Q5_1, QUANT_IQ4_NL,
+                                      QUANT_IQ4_XS };
+        for (size_t i = 0; i < sizeof k / sizeof k[0]; i++)
             CHECK(quant_gemm_get_kind(k[i], QUANT_GEMM_AVX2) != NULL, "%s: an avx2 batched kernel",
                   quant_type_name(k[i]));
     }
