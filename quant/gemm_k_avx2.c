@@ -144,10 +144,14 @@ static inline __attribute__((always_inline)) void s_tile(quant_type t, const qua
             for (int p = 0; p < P; p++) {
                 const __m256i yv = _mm256_loadu_si256((const __m256i *)(y[p].qs + 32 * c));
 #pragma GCC unroll 4
-                for (int i = 0; i < R; i++)
+                for (int i = 0; i < R; i++) {
                     is[i][p] = _mm256_add_epi32(
                         is[i][p],
                         _mm256_madd_epi16(_mm256_maddubs_epi16(u[i].q[c], yv), u[i].sc[c]));
+                    /* the sum stays in its register (as gemm_x_avx2.c's): left free, gcc
+                     * reassociates the adds and spills the products to the stack first */
+                    __asm__("" : "+x"(is[i][p]));
+                }
             }
 #pragma GCC unroll 8
         for (int p = 0; p < P; p++) {
