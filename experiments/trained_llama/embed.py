@@ -5,27 +5,8 @@
 # trained model's: RMSNorm over 2048 dims of which 1792 are zero is sqrt(8) times RMSNorm over the 256
 # (norm weights / sqrt(8); the trained model used eps 8e-5 = 1e-5 x 8); trained q head i is big head 8i,
 # which reads kv head i as llama.cpp groups them (8 q heads a kv head); other q heads' o columns are zero.
-import math, struct, sys, numpy as np, torch
-def gguf_tensors(path):
-    buf = open(path, 'rb').read(64 << 20); p = 0
-    def rd(fmt):
-        nonlocal p; v = struct.unpack_from(fmt, buf, p); p += struct.calcsize(fmt); return v[0]
-    def rstr():
-        nonlocal p; n = rd('<Q'); s = buf[p:p+n].decode(); p += n; return s
-    def rval(t):
-        if t == 8: return rstr()
-        if t == 9:
-            et = rd('<I'); n = rd('<Q'); return [rval(et) for _ in range(n)]
-        return rd({0:'<B',1:'<b',2:'<H',3:'<h',4:'<I',5:'<i',6:'<f',7:'<B',10:'<Q',11:'<q',12:'<d'}[t])
-    assert buf[:4] == b'GGUF'; p = 4; rd('<I'); nt = rd('<Q'); nkv = rd('<Q'); align = 32
-    for _ in range(nkv):
-        k = rstr(); t = rd('<I'); v = rval(t)
-        if k == 'general.alignment': align = v
-    infos = {}
-    for _ in range(nt):
-        n = rstr(); nd = rd('<I'); dims = [rd('<Q') for _ in range(nd)]; t = rd('<I'); off = rd('<Q')
-        infos[n] = (dims, t, off)
-    return (p + align - 1) // align * align, infos
+import math, sys, numpy as np, torch
+from gguf_tensors import gguf_tensors
 sd = {k: v.float().numpy() for k, v in torch.load('ckpt.pt').items()}
 D, HD, NH, NKV = 256, 64, 4, 4
 base, infos = gguf_tensors(sys.argv[1]); f = open(sys.argv[1], 'r+b'); s8 = 1 / math.sqrt(8)

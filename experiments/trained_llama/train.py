@@ -47,30 +47,9 @@ class M(nn.Module):
             x = x + b.d(F.silu(b.g(h)) * b.u(h))
         return s.out(rms(x, s.on))
 def export(m, path):
-    """Writes the weights into PATH, a `swarm gen --arch llama --type f32` file of the same shape, in place."""
-    import struct
-    f = open(path, 'r+b'); buf = f.read(); p = 0
-    def rd(fmt):
-        nonlocal p; v = struct.unpack_from(fmt, buf, p); p += struct.calcsize(fmt); return v[0]
-    def rstr():
-        nonlocal p; n = rd('<Q'); s = buf[p:p+n].decode(); p += n; return s
-    sizes = {0:1,1:1,2:2,3:2,4:4,5:4,6:4,7:1,10:8,11:8,12:8}
-    def rval(t):
-        nonlocal p
-        if t == 8: return rstr()
-        if t == 9:
-            et = rd('<I'); n = rd('<Q')
-            return [rval(et) for _ in range(n)]
-        fmt = {0:'<B',1:'<b',2:'<H',3:'<h',4:'<I',5:'<i',6:'<f',7:'<B',10:'<Q',11:'<q',12:'<d'}[t]; return rd(fmt)
-    assert buf[:4] == b'GGUF'; p = 4; rd('<I'); nt = rd('<Q'); nkv = rd('<Q'); align = 32
-    for _ in range(nkv):
-        k = rstr(); t = rd('<I'); v = rval(t)
-        if k == 'general.alignment': align = v
-    infos = {}
-    for _ in range(nt):
-        n = rstr(); nd = rd('<I'); dims = [rd('<Q') for _ in range(nd)]; t = rd('<I'); off = rd('<Q')
-        infos[n] = (dims, t, off)
-    base = (p + align - 1) // align * align
+    """Writes the weights into PATH, a `swarm gen --arch llama` file (f32 or f16) of the same shape, in place."""
+    from gguf_tensors import gguf_tensors
+    base, infos = gguf_tensors(path); f = open(path, 'r+b')
     W = {'token_embd.weight': m.emb.weight, 'output_norm.weight': m.on, 'output.weight': m.out.weight}
     for i, b in enumerate(m.blks):
         for n, t in (('attn_norm', b.an), ('ffn_norm', b.fn), ('attn_q', b.q.weight), ('attn_k', b.k.weight),
